@@ -1,0 +1,48 @@
+#pragma once
+// The one place that knows about differences between Kokkos 3.4 and 5.x.
+// Everything else in softwave calls softwave::compat::*.
+
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <limits>
+
+#if KOKKOS_VERSION >= 40000
+#define SOFTWAVE_KOKKOS_MATH Kokkos
+#else
+#define SOFTWAVE_KOKKOS_MATH Kokkos::Experimental
+#endif
+
+namespace softwave::compat {
+
+// Math functions moved from Kokkos::Experimental (3.x) to Kokkos (4.x).
+template <class T>
+KOKKOS_INLINE_FUNCTION T exp(T x) {
+  return SOFTWAVE_KOKKOS_MATH::exp(x);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION T log(T x) {
+  return SOFTWAVE_KOKKOS_MATH::log(x);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION T sqrt(T x) {
+  return SOFTWAVE_KOKKOS_MATH::sqrt(x);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION bool isfinite(T x) {
+  return SOFTWAVE_KOKKOS_MATH::isfinite(x);
+}
+
+// Kokkos::Experimental::infinity is missing in 3.4: use the IEEE value.
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T infinity() {
+  return std::numeric_limits<T>::infinity();
+}
+
+// Kokkos 3.x has no Kokkos::printf; kernels here never print, so nothing to
+// wrap. Scan/reduce join operators with `volatile` arguments (3.x) are avoided
+// by using only built-in reducers (Kokkos::Sum, Kokkos::Max, ...).
+
+}  // namespace softwave::compat
+
+#undef SOFTWAVE_KOKKOS_MATH

@@ -1,0 +1,251 @@
+#pragma once
+// Soft-DTW: values, gradients, expected alignments, divergences, all-pairs
+// matrices and hard DTW, batched, on any Kokkos execution space.
+//
+// Definitions (x: N×d, y: M×d, cost C_ij = δ(x_i, y_j), γ ≥ 0, 1-based cells):
+//   R_00 = 0, R_i0 = R_0j = +∞,
+//   R_ij = C_ij + softmin_γ(R_{i-1,j-1}, R_{i-1,j}, R_{i,j-1}),
+//   softmin_γ(a) = −γ log Σ_k exp(−a_k/γ)   (γ = 0: plain min, hard DTW),
+//   sdtw(x, y) = R_NM.
+// The gradient with respect to C is the expected alignment E (entries in
+// [0, 1]); for γ = 0 it is the indicator of the optimal warping path. Ties in
+// hard DTW are broken deterministically: diagonal, then up (i-1, j), then left
+// (i, j-1), both in the value's argmin and in the path.
+//
+// Sakoe–Chiba band of half-width w (0-based cells i < N, j < M): the band
+// follows the diagonal of the N×M rectangle, measured along its longer side.
+// For N ≤ M, row i keeps the columns j with
+//     floor(i·M/N) − w  ≤  j  ≤  ceil((i+1)·M/N) − 1 + w,
+// i.e. the cells the straight diagonal crosses, widened by w on each side; for
+// N > M the same holds with rows and columns swapped. For N = M this is exactly
+// |i − j| ≤ w. The band always contains a warping path, so values stay finite;
+// a band at least max(N, M) wide equals no band. Tiles outside the band are
+// never computed.
+//
+// Variable lengths: lengths.x[b] = N_b ≤ N and lengths.y[b] = M_b ≤ M restrict
+// pair b to the top-left N_b×M_b corner of its padded inputs (the band then
+// follows the diagonal of N_b×M_b). Padding is never read.
+//
+// Precision: inputs and outputs are float or double; the recursion runs in
+// double whatever the input type, so the soft-argmin weights that make up E
+// keep their digits at small γ (float32 inputs reach value errors ~1e-7 and
+// gradient errors ~1e-6 against a float64 reference at γ = 0.01, N = 1024).
+//
+// Memory (beyond inputs and outputs), with T the tile size (tile_size()),
+// P the pairs in flight, N, M the padded lengths:
+//   forward only:        8·P·(N + M + (N/T + 1)(M/T + 1)) bytes
+//   forward + backward:  8·P·(2·(N/T)·(M+1) + 2·(M/T)·(N+1) + (N/T+1)(M/T+1))
+//                        bytes: tile-boundary checkpoints of R and of the
+//                        backward messages; no B×N×M table is ever held
+//                        (the optional alignment output E is the caller's).
+// All-pairs streams pairs through the forward kernel in chunks whose
+// workspace stays under 256 MiB.
+//
+// Every entry point takes the execution-space instance first; every kernel,
+// allocation and copy runs on it and is labelled softwave::softdtw::*. Calls
+// are asynchronous with respect to the host except where noted (argument
+// checks that read lengths or scan inputs for non-finite values fence the
+// instance).
+
+#include <softwave/errors.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <optional>
+
+namespace softwave {
+
+// Built-in costs, computed inside the kernels (never stored as B×N×M):
+//   sqeuclidean: Σ_k (x_k − y_k)²
+//   l1:          Σ_k |x_k − y_k|             (subgradient sign(0) = 0)
+//   cosine:      1 − x·y / (max(‖x‖, ε) · max(‖y‖, ε)),  ε = 1e-8
+enum class Cost { sqeuclidean, l1, cosine };
+
+struct SoftDTWOptions {
+  double gamma = 1.0;                // γ ≥ 0 and finite; 0 is hard DTW
+  Cost cost = Cost::sqeuclidean;     // ignored by the cost-tensor entry points
+  std::optional<std::int64_t> band;  // Sakoe–Chiba half-width w ≥ 0; none = full
+  int tile = 0;  // tile edge T; 0 chooses from the execution space's scratch
+};
+
+// What pairwise() returns.
+enum class PairwiseValue { soft_dtw, divergence };
+
+// Row-major views in the execution space's memory.
+template <class T, class Space>
+using ConstSeriesView =  // (B, N, d) series or (B, N, M) cost tensor
+    Kokkos::View<const T***, Kokkos::LayoutRight, typename Space::memory_space>;
+template <class T, class Space>
+using ArrayView3 =
+    Kokkos::View<T***, Kokkos::LayoutRight, typename Space::memory_space>;
+template <class T, class Space>
+using ArrayView2 =
+    Kokkos::View<T**, Kokkos::LayoutRight, typename Space::memory_space>;
+template <class T, class Space>
+using ArrayView1 = Kokkos::View<T*, typename Space::memory_space>;
+
+// Per-pair lengths for padded batches; an empty view means "full length".
+template <class Space>
+struct Lengths {
+  Kokkos::View<const int*, typename Space::memory_space> x;  // (B,) or (B1,)
+  Kokkos::View<const int*, typename Space::memory_space> y;  // (B,) or (B2,)
+};
+
+// Outputs of the backward pass on series. Every member is optional (leave it
+// empty to skip it). Gradients are of Σ_b grad_output[b] · value[b]
+// (grad_output empty = all ones), so autograd can pass its incoming gradient.
+template <class T, class Space>
+struct SeriesGradients {
+  ArrayView3<T, Space> grad_x;     // (B, N, d)
+  ArrayView3<T, Space> grad_y;     // (B, M, d)
+  ArrayView3<T, Space> alignment;  // (B, N, M): E, zero outside each pair
+  Kokkos::View<const T*, typename Space::memory_space> grad_output;  // (B,)
+};
+
+// Outputs of the backward pass on a cost tensor: grad_cost is E scaled by
+// grad_output (zero outside each pair's N_b×M_b corner and outside the band).
+template <class T, class Space>
+struct CostGradients {
+  ArrayView3<T, Space> grad_cost;  // (B, N, M)
+  Kokkos::View<const T*, typename Space::memory_space> grad_output;  // (B,)
+};
+
+namespace impl {
+// Keeps a parameter out of template argument deduction (std::type_identity).
+template <class U>
+struct nondeduced {
+  using type = U;
+};
+template <class U>
+using nondeduced_t = typename nondeduced<U>::type;
+
+template <class Space, class T>
+void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
+              ConstSeriesView<T, Space> y, ArrayView1<T, Space> values,
+              const SeriesGradients<T, Space>* gradients,
+              const SoftDTWOptions& options, const Lengths<Space>& lengths);
+template <class Space, class T>
+void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
+                   ArrayView1<T, Space> values,
+                   const CostGradients<T, Space>* gradients,
+                   const SoftDTWOptions& options,
+                   const Lengths<Space>& lengths);
+template <class Space, class T>
+void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
+                         ConstSeriesView<T, Space> y,
+                         ArrayView1<T, Space> values,
+                         const SeriesGradients<T, Space>* gradients,
+                         const SoftDTWOptions& options,
+                         const Lengths<Space>& lengths);
+template <class Space, class T>
+void pairwise(const Space& space, ConstSeriesView<T, Space> x,
+              ConstSeriesView<T, Space> y, ArrayView2<T, Space> matrix,
+              PairwiseValue what, const SoftDTWOptions& options,
+              const Lengths<Space>& lengths);
+template <class Space, class T>
+void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
+              ConstSeriesView<T, Space> y, ArrayView1<T, Space> values,
+              ArrayView3<int, Space> path, ArrayView1<int, Space> path_length,
+              const SoftDTWOptions& options, const Lengths<Space>& lengths);
+template <class Space>
+int tile_size(const Space& space, const SoftDTWOptions& options);
+}  // namespace impl
+
+// values[b] = sdtw_γ(x[b, :N_b], y[b, :M_b]).  x: (B, N, d), y: (B, M, d).
+template <class Space, class XView, class YView, class ValuesView>
+void soft_dtw(const Space& space, const XView& x, const YView& y,
+              const ValuesView& values, const SoftDTWOptions& options = {},
+              const Lengths<Space>& lengths = {}) {
+  using T = typename ValuesView::non_const_value_type;
+  impl::soft_dtw<Space, T>(space, x, y, values, nullptr, options, lengths);
+}
+
+// Values (optional: pass an empty view) and the requested gradients.
+template <class Space, class XView, class YView, class T>
+void soft_dtw_value_and_grad(const Space& space, const XView& x,
+                             const YView& y,
+                             impl::nondeduced_t<ArrayView1<T, Space>> values,
+                             const SeriesGradients<T, Space>& gradients,
+                             const SoftDTWOptions& options = {},
+                             const Lengths<Space>& lengths = {}) {
+  impl::soft_dtw<Space, T>(space, x, y, values, &gradients, options, lengths);
+}
+
+// Soft-DTW on a caller-supplied cost tensor C: (B, N, M), for any other cost.
+template <class Space, class CostView, class ValuesView>
+void soft_dtw_cost(const Space& space, const CostView& cost,
+                   const ValuesView& values, const SoftDTWOptions& options = {},
+                   const Lengths<Space>& lengths = {}) {
+  using T = typename ValuesView::non_const_value_type;
+  impl::soft_dtw_cost<Space, T>(space, cost, values, nullptr, options,
+                                lengths);
+}
+
+template <class Space, class CostView, class T>
+void soft_dtw_cost_value_and_grad(const Space& space, const CostView& cost,
+                                  impl::nondeduced_t<ArrayView1<T, Space>> values,
+                                  const CostGradients<T, Space>& gradients,
+                                  const SoftDTWOptions& options = {},
+                                  const Lengths<Space>& lengths = {}) {
+  impl::soft_dtw_cost<Space, T>(space, cost, values, &gradients, options,
+                                lengths);
+}
+
+// D(x, y) = sdtw(x, y) − ½ (sdtw(x, x) + sdtw(y, y)), any N, M (≥ 0 for the
+// built-in costs, 0 when x = y).
+template <class Space, class XView, class YView, class ValuesView>
+void soft_dtw_divergence(const Space& space, const XView& x, const YView& y,
+                         const ValuesView& values,
+                         const SoftDTWOptions& options = {},
+                         const Lengths<Space>& lengths = {}) {
+  using T = typename ValuesView::non_const_value_type;
+  impl::soft_dtw_divergence<Space, T>(space, x, y, values, nullptr, options,
+                                      lengths);
+}
+
+// Gradients of Σ_b grad_output[b]·D(x_b, y_b); `alignment` must stay empty.
+template <class Space, class XView, class YView, class T>
+void soft_dtw_divergence_value_and_grad(
+    const Space& space, const XView& x, const YView& y,
+    impl::nondeduced_t<ArrayView1<T, Space>> values,
+    const SeriesGradients<T, Space>& gradients,
+    const SoftDTWOptions& options = {}, const Lengths<Space>& lengths = {}) {
+  impl::soft_dtw_divergence<Space, T>(space, x, y, values, &gradients, options,
+                                      lengths);
+}
+
+// All pairs: matrix(i, j) = sdtw(X_i, Y_j) (or the divergence) for X: (B1, N,
+// d), Y: (B2, M, d); lengths.x is (B1,), lengths.y is (B2,). Streams pairs in
+// chunks: memory never grows with B1·B2·N·M.
+template <class Space, class XView, class YView, class MatrixView>
+void pairwise(const Space& space, const XView& x, const YView& y,
+              const MatrixView& matrix, const SoftDTWOptions& options = {},
+              PairwiseValue what = PairwiseValue::soft_dtw,
+              const Lengths<Space>& lengths = {}) {
+  using T = typename MatrixView::non_const_value_type;
+  impl::pairwise<Space, T>(space, x, y, matrix, what, options, lengths);
+}
+
+// Hard DTW (options.gamma is ignored and taken as 0) with the optimal warping
+// path of every pair: path(b, k, 0..1) = (i, j), 0-based, for k <
+// path_length[b], running from (0, 0) to (N_b − 1, M_b − 1); entries past
+// path_length[b] are set to −1. path: (B, N + M − 1, 2). values may be empty.
+template <class Space, class XView, class YView, class ValuesView>
+void dtw_path(const Space& space, const XView& x, const YView& y,
+              const ValuesView& values, ArrayView3<int, Space> path,
+              ArrayView1<int, Space> path_length,
+              const SoftDTWOptions& options = {},
+              const Lengths<Space>& lengths = {}) {
+  using T = typename ValuesView::non_const_value_type;
+  impl::dtw_path<Space, T>(space, x, y, values, path, path_length, options,
+                           lengths);
+}
+
+// The tile edge T the kernels use on this execution space for these options.
+template <class Space>
+int tile_size(const Space& space, const SoftDTWOptions& options = {}) {
+  return impl::tile_size(space, options);
+}
+
+}  // namespace softwave
