@@ -3,7 +3,6 @@
 // Everything else in softwave calls softwave::compat::*.
 
 #include <Kokkos_Core.hpp>
-
 #include <cmath>
 #include <limits>
 
@@ -37,6 +36,20 @@ KOKKOS_INLINE_FUNCTION bool isfinite(T x) {
 template <class T>
 KOKKOS_INLINE_FUNCTION constexpr T infinity() {
   return std::numeric_limits<T>::infinity();
+}
+
+// Initialisation settings: InitArguments (3.x) became InitializationSettings
+// (3.7+, the only form in 4.x). num_threads <= 0 keeps Kokkos' default.
+inline void initialize(int num_threads) {
+#if KOKKOS_VERSION >= 30700
+  Kokkos::InitializationSettings settings;
+  if (num_threads > 0) settings.set_num_threads(num_threads);
+  Kokkos::initialize(settings);
+#else
+  Kokkos::InitArguments arguments;
+  arguments.num_threads = num_threads > 0 ? num_threads : -1;
+  Kokkos::initialize(arguments);
+#endif
 }
 
 // Kokkos 3.x has no Kokkos::printf; kernels here never print, so nothing to

@@ -47,12 +47,10 @@
 // checks that read lengths or scan inputs for non-finite values fence the
 // instance).
 
-#include <softwave/errors.hpp>
-
 #include <Kokkos_Core.hpp>
-
 #include <cstdint>
 #include <optional>
+#include <softwave/errors.hpp>
 
 namespace softwave {
 
@@ -63,9 +61,10 @@ namespace softwave {
 enum class Cost { sqeuclidean, l1, cosine };
 
 struct SoftDTWOptions {
-  double gamma = 1.0;                // γ ≥ 0 and finite; 0 is hard DTW
-  Cost cost = Cost::sqeuclidean;     // ignored by the cost-tensor entry points
-  std::optional<std::int64_t> band;  // Sakoe–Chiba half-width w ≥ 0; none = full
+  double gamma = 1.0;             // γ ≥ 0 and finite; 0 is hard DTW
+  Cost cost = Cost::sqeuclidean;  // ignored by the cost-tensor entry points
+  std::optional<std::int64_t>
+      band;      // Sakoe–Chiba half-width w ≥ 0; none = full
   int tile = 0;  // tile edge T; 0 chooses from the execution space's scratch
 };
 
@@ -163,8 +162,7 @@ void soft_dtw(const Space& space, const XView& x, const YView& y,
 
 // Values (optional: pass an empty view) and the requested gradients.
 template <class Space, class XView, class YView, class T>
-void soft_dtw_value_and_grad(const Space& space, const XView& x,
-                             const YView& y,
+void soft_dtw_value_and_grad(const Space& space, const XView& x, const YView& y,
                              impl::nondeduced_t<ArrayView1<T, Space>> values,
                              const SeriesGradients<T, Space>& gradients,
                              const SoftDTWOptions& options = {},
@@ -178,16 +176,15 @@ void soft_dtw_cost(const Space& space, const CostView& cost,
                    const ValuesView& values, const SoftDTWOptions& options = {},
                    const Lengths<Space>& lengths = {}) {
   using T = typename ValuesView::non_const_value_type;
-  impl::soft_dtw_cost<Space, T>(space, cost, values, nullptr, options,
-                                lengths);
+  impl::soft_dtw_cost<Space, T>(space, cost, values, nullptr, options, lengths);
 }
 
 template <class Space, class CostView, class T>
-void soft_dtw_cost_value_and_grad(const Space& space, const CostView& cost,
-                                  impl::nondeduced_t<ArrayView1<T, Space>> values,
-                                  const CostGradients<T, Space>& gradients,
-                                  const SoftDTWOptions& options = {},
-                                  const Lengths<Space>& lengths = {}) {
+void soft_dtw_cost_value_and_grad(
+    const Space& space, const CostView& cost,
+    impl::nondeduced_t<ArrayView1<T, Space>> values,
+    const CostGradients<T, Space>& gradients,
+    const SoftDTWOptions& options = {}, const Lengths<Space>& lengths = {}) {
   impl::soft_dtw_cost<Space, T>(space, cost, values, &gradients, options,
                                 lengths);
 }

@@ -1,0 +1,264 @@
+#pragma once
+// Cost providers for the tile kernels. A provider answers, for pair p, the
+// lengths n(p), m(p) and the cost of cell (i, j) (0-based), and turns a tile
+// of the expected alignment E into gradient contributions. Costs are computed
+// where they are needed and never stored as a B×N×M tensor.
+
+#include <softwave/softdtw.hpp>
+
+#include "geometry.hpp"
+
+namespace softwave::impl {
+
+// Lengths of both sides of a pair; empty length views mean "full extent".
+template <class Space>
+struct PairLengths {
+  Kokkos::View<const int*, typename Space::memory_space> x, y;
+  std::int64_t n_max = 0, m_max = 0;
+  PairMap pairs;
+
+  KOKKOS_INLINE_FUNCTION std::int64_t n(std::int64_t p) const {
+    return x.extent(0) ? x(pairs.x(p)) : n_max;
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t m(std::int64_t p) const {
+    return y.extent(0) ? y(pairs.y(p)) : m_max;
+  }
+};
+
+// ε of the cosine cost: 1 − x·y / (max(‖x‖, ε) max(‖y‖, ε)).
+constexpr acc_t cosine_epsilon = 1e-8;
+
+// Cost between x[a, i, :] and y[b, j, :] for one metric, plus the pieces of
+// its gradient. Written once per metric and shared by the forward cost and
+// the backward gradient.
+template <Cost metric>
+struct Metric;
+
+template <>
+struct Metric<Cost::sqeuclidean> {
+  template <class XRow, class YRow>
+  KOKKOS_INLINE_FUNCTION static acc_t cost(const XRow& a, const YRow& b,
+                                           int d) {
+    acc_t sum = 0;
+    for (int k = 0; k < d; ++k) {
+      acc_t const diff = acc_t(a(k)) - acc_t(b(k));
+      sum += diff * diff;
+    }
+    return sum;
+  }
+};
+
+template <>
+struct Metric<Cost::l1> {
+  template <class XRow, class YRow>
+  KOKKOS_INLINE_FUNCTION static acc_t cost(const XRow& a, const YRow& b,
+                                           int d) {
+    acc_t sum = 0;
+    for (int k = 0; k < d; ++k) {
+      acc_t const diff = acc_t(a(k)) - acc_t(b(k));
+      sum += diff < 0 ? -diff : diff;
+    }
+    return sum;
+  }
+  KOKKOS_INLINE_FUNCTION static acc_t sign(acc_t v) {
+    return v > 0 ? acc_t(1) : (v < 0 ? acc_t(-1) : acc_t(0));
+  }
+};
+
+template <>
+struct Metric<Cost::cosine> {
+  template <class Row>
+  KOKKOS_INLINE_FUNCTION static acc_t norm(const Row& a, int d) {
+    acc_t sum = 0;
+    for (int k = 0; k < d; ++k) sum += acc_t(a(k)) * acc_t(a(k));
+    return compat::sqrt(sum);
+  }
+  KOKKOS_INLINE_FUNCTION static acc_t clamp(acc_t norm) {
+    return norm > cosine_epsilon ? norm : cosine_epsilon;
+  }
+  // ∂‖v‖_ε/∂v = v/‖v‖ where the clamp is inactive, else 0; this returns the
+  // factor 1/‖v‖_ε² that multiplies v in ∂C/∂v.
+  KOKKOS_INLINE_FUNCTION static acc_t radial(acc_t norm) {
+    return norm > cosine_epsilon ? 1 / (norm * norm) : acc_t(0);
+  }
+  template <class XRow, class YRow>
+  KOKKOS_INLINE_FUNCTION static acc_t similarity(const XRow& a, const YRow& b,
+                                                 int d, acc_t norm_a,
+                                                 acc_t norm_b) {
+    acc_t dot = 0;
+    for (int k = 0; k < d; ++k) dot += acc_t(a(k)) * acc_t(b(k));
+    return dot / (clamp(norm_a) * clamp(norm_b));
+  }
+  template <class XRow, class YRow>
+  KOKKOS_INLINE_FUNCTION static acc_t cost(const XRow& a, const YRow& b,
+                                           int d) {
+    return 1 - similarity(a, b, d, norm(a, d), norm(b, d));
+  }
+};
+
+// Scratch rows the gradient step may use (norms of the tile's x and y rows).
+template <class Space>
+using ScratchVector = Kokkos::View<acc_t*, typename Space::scratch_memory_space,
+                                   Kokkos::MemoryUnmanaged>;
+template <class Space>
+using ScratchMatrix =
+    Kokkos::View<acc_t**, Kokkos::LayoutRight,
+                 typename Space::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+
+// Costs from series x (Bx, N, d) and y (By, M, d) with a built-in metric.
+template <class T, class Space, Cost metric>
+struct SeriesCost {
+  using value_type = T;
+  using member_type = typename Kokkos::TeamPolicy<Space>::member_type;
+
+  ConstSeriesView<T, Space> x, y;
+  PairLengths<Space> lengths;
+  ArrayView3<T, Space> grad_x, grad_y;  // accumulated into; may be empty
+
+  KOKKOS_INLINE_FUNCTION std::int64_t n(std::int64_t p) const {
+    return lengths.n(p);
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t m(std::int64_t p) const {
+    return lengths.m(p);
+  }
+  KOKKOS_INLINE_FUNCTION auto x_row(std::int64_t p, std::int64_t i) const {
+    return Kokkos::subview(x, lengths.pairs.x(p), i, Kokkos::ALL);
+  }
+  KOKKOS_INLINE_FUNCTION auto y_row(std::int64_t p, std::int64_t j) const {
+    return Kokkos::subview(y, lengths.pairs.y(p), j, Kokkos::ALL);
+  }
+  KOKKOS_INLINE_FUNCTION acc_t operator()(std::int64_t p, std::int64_t i,
+                                          std::int64_t j) const {
+    return Metric<metric>::cost(x_row(p, i), y_row(p, j), int(x.extent(2)));
+  }
+
+  bool has_gradients() const { return grad_x.extent(0) || grad_y.extent(0); }
+
+  // grad_x[i] += Σ_j E_ij ∂C_ij/∂x_i over the tile's rows, grad_y[j] likewise
+  // over its columns. Tiles of one tile row (or column) lie on different
+  // anti-diagonals, so no two concurrent tiles touch the same gradient row.
+  KOKKOS_FUNCTION void accumulate_gradients(
+      const member_type& team, std::int64_t p, const TileCells& tile,
+      const ScratchMatrix<Space>& E, const ScratchVector<Space>& norm_x,
+      const ScratchVector<Space>& norm_y) const {
+    int const d = int(x.extent(2));
+    std::int64_t const a = lengths.pairs.x(p), b = lengths.pairs.y(p);
+    if constexpr (metric == Cost::cosine) {
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
+            norm_x(r) = Metric<metric>::norm(x_row(p, tile.i0 + r - 1), d);
+          });
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
+            norm_y(c) = Metric<metric>::norm(y_row(p, tile.j0 + c - 1), d);
+          });
+      team.team_barrier();
+    }
+    if (grad_x.extent(0)) {
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
+            std::int64_t const i = tile.i0 + r - 1;
+            auto const xi = x_row(p, i);
+            row_gradient(xi, r, tile.w, d, tile.j0, b, y, E, norm_x, norm_y,
+                         /*transpose=*/false,
+                         Kokkos::subview(grad_x, a, i, Kokkos::ALL));
+          });
+    }
+    if (grad_y.extent(0)) {
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
+            std::int64_t const j = tile.j0 + c - 1;
+            auto const yj = y_row(p, j);
+            row_gradient(yj, c, tile.h, d, tile.i0, a, x, E, norm_y, norm_x,
+                         /*transpose=*/true,
+                         Kokkos::subview(grad_y, b, j, Kokkos::ALL));
+          });
+    }
+  }
+
+  // One side's gradient row: v is the row being differentiated (x_i or y_j),
+  // the sum runs over the `count` cells of the other side (rows of `other`
+  // starting at other_begin in series `other_index`). The cost is symmetric in
+  // its two arguments, so the same code serves rows (E(r, c)) and columns
+  // (E(c, r) with transpose).
+  template <class Row, class Out>
+  KOKKOS_INLINE_FUNCTION static void row_gradient(
+      const Row& v, int rc, int count, int d, std::int64_t other_begin,
+      std::int64_t other_index, const ConstSeriesView<T, Space>& other,
+      const ScratchMatrix<Space>& E, const ScratchVector<Space>& norm_self,
+      const ScratchVector<Space>& norm_other, bool transpose, const Out& out) {
+    auto e = [&](int q) { return transpose ? E(q, rc) : E(rc, q); };
+    auto u = [&](int q, int k) {
+      return acc_t(other(other_index, other_begin + q - 1, k));
+    };
+    if constexpr (metric == Cost::sqeuclidean) {
+      // Σ_q e_q · 2(v − u_q) = 2(v Σ_q e_q − Σ_q e_q u_q)
+      acc_t mass = 0;
+      for (int q = 1; q <= count; ++q) mass += e(q);
+      if (mass == 0) return;
+      for (int k = 0; k < d; ++k) {
+        acc_t pull = 0;
+        for (int q = 1; q <= count; ++q) pull += e(q) * u(q, k);
+        out(k) += T(2 * (acc_t(v(k)) * mass - pull));
+      }
+    } else if constexpr (metric == Cost::l1) {
+      for (int k = 0; k < d; ++k) {
+        acc_t sum = 0;
+        for (int q = 1; q <= count; ++q)
+          sum += e(q) * Metric<metric>::sign(acc_t(v(k)) - u(q, k));
+        out(k) += T(sum);
+      }
+    } else {
+      // ∂C/∂v = −u/(‖v‖_ε‖u‖_ε) + s·v·radial(‖v‖), s = cosine similarity.
+      acc_t const nv = norm_self(rc);
+      acc_t weighted_similarity = 0;
+      for (int q = 1; q <= count; ++q) {
+        if (e(q) == 0) continue;
+        auto const uq = Kokkos::subview(other, other_index, other_begin + q - 1,
+                                        Kokkos::ALL);
+        weighted_similarity +=
+            e(q) * Metric<metric>::similarity(v, uq, d, nv, norm_other(q));
+      }
+      acc_t const inv_nv = 1 / Metric<metric>::clamp(nv);
+      acc_t const radial = Metric<metric>::radial(nv);
+      for (int k = 0; k < d; ++k) {
+        acc_t pull = 0;
+        for (int q = 1; q <= count; ++q)
+          pull += e(q) * u(q, k) / Metric<metric>::clamp(norm_other(q));
+        out(k) +=
+            T(-pull * inv_nv + weighted_similarity * acc_t(v(k)) * radial);
+      }
+    }
+  }
+};
+
+// Costs read from a caller-supplied tensor C (B, N, M). Its gradient is E
+// itself, which the sweep writes to the alignment output.
+template <class T, class Space>
+struct TensorCost {
+  using value_type = T;
+  using member_type = typename Kokkos::TeamPolicy<Space>::member_type;
+
+  ConstSeriesView<T, Space> c;
+  PairLengths<Space> lengths;
+
+  KOKKOS_INLINE_FUNCTION std::int64_t n(std::int64_t p) const {
+    return lengths.n(p);
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t m(std::int64_t p) const {
+    return lengths.m(p);
+  }
+  KOKKOS_INLINE_FUNCTION acc_t operator()(std::int64_t p, std::int64_t i,
+                                          std::int64_t j) const {
+    return acc_t(c(lengths.pairs.x(p), i, j));
+  }
+  bool has_gradients() const { return false; }
+  KOKKOS_FUNCTION void accumulate_gradients(const member_type&, std::int64_t,
+                                            const TileCells&,
+                                            const ScratchMatrix<Space>&,
+                                            const ScratchVector<Space>&,
+                                            const ScratchVector<Space>&) const {
+  }
+};
+
+}  // namespace softwave::impl

@@ -1,0 +1,112 @@
+#pragma once
+// Where cells and tiles lie: the Sakoe–Chiba band, the tile grid and its
+// anti-diagonal wavefront, and which pair of series a work item belongs to.
+
+#include <cstdint>
+#include <softwave/kokkos_compat.hpp>
+
+namespace softwave::impl {
+
+// The recursion runs in double for every input type (see softdtw.hpp).
+using acc_t = double;
+
+// Sakoe–Chiba band following the diagonal of an n×m grid (0-based cells).
+// For n <= m, row i keeps floor(i·m/n) − w <= j <= ceil((i+1)·m/n) − 1 + w:
+// the columns the straight diagonal crosses in that row, widened by w. These
+// row intervals are non-decreasing and overlap or touch, so a warping path
+// always exists inside. For n > m the roles of rows and columns swap.
+struct Band {
+  std::int64_t width = -1;  // < 0: no band
+
+  KOKKOS_INLINE_FUNCTION static std::int64_t lower(std::int64_t i,
+                                                   std::int64_t short_side,
+                                                   std::int64_t long_side,
+                                                   std::int64_t w) {
+    return (i * long_side) / short_side - w;
+  }
+  KOKKOS_INLINE_FUNCTION static std::int64_t upper(std::int64_t i,
+                                                   std::int64_t short_side,
+                                                   std::int64_t long_side,
+                                                   std::int64_t w) {
+    return ((i + 1) * long_side + short_side - 1) / short_side - 1 + w;
+  }
+
+  KOKKOS_INLINE_FUNCTION bool contains(std::int64_t i, std::int64_t j,
+                                       std::int64_t n, std::int64_t m) const {
+    if (width < 0) return true;
+    if (n <= m) return lower(i, n, m, width) <= j && j <= upper(i, n, m, width);
+    return lower(j, m, n, width) <= i && i <= upper(j, m, n, width);
+  }
+
+  // Whether any cell of rows [r0, r1] × columns [c0, c1] is inside. The band
+  // is a monotone staircase, so its rows' union over [r0, r1] is one interval.
+  KOKKOS_INLINE_FUNCTION bool touches(std::int64_t r0, std::int64_t r1,
+                                      std::int64_t c0, std::int64_t c1,
+                                      std::int64_t n, std::int64_t m) const {
+    if (width < 0) return true;
+    if (n <= m)
+      return lower(r0, n, m, width) <= c1 && upper(r1, n, m, width) >= c0;
+    return lower(c0, m, n, width) <= r1 && upper(c1, m, n, width) >= r0;
+  }
+};
+
+// The N×M grid cut into T×T tiles. Tile (I, J) needs the last row of
+// (I−1, J), the last column of (I, J−1) and the corner of (I−1, J−1), so all
+// tiles with I + J = k can run at once: k is the tile anti-diagonal.
+struct Tiling {
+  int tile = 0;
+  int rows = 0;  // tile rows: ceil(N / T)
+  int cols = 0;  // tile columns: ceil(M / T)
+
+  Tiling() = default;
+  Tiling(int tile_edge, std::int64_t n, std::int64_t m)
+      : tile(tile_edge),
+        rows(static_cast<int>((n + tile_edge - 1) / tile_edge)),
+        cols(static_cast<int>((m + tile_edge - 1) / tile_edge)) {}
+
+  int diagonals() const { return rows + cols - 1; }
+  int first_row(int k) const { return k - cols + 1 > 0 ? k - cols + 1 : 0; }
+  int tiles_on(int k) const {
+    int const last = k < rows - 1 ? k : rows - 1;
+    return last - first_row(k) + 1;
+  }
+};
+
+// The cells of tile (I, J) for one pair: 1-based grid rows i0+1 .. i0+h and
+// columns j0+1 .. j0+w (row/column 0 of the grid is the R boundary).
+struct TileCells {
+  int I, J;
+  std::int64_t i0, j0;
+  int h, w;
+
+  KOKKOS_INLINE_FUNCTION TileCells(int tile_row, int tile_col, int tile,
+                                   std::int64_t n, std::int64_t m)
+      : I(tile_row),
+        J(tile_col),
+        i0(std::int64_t(tile_row) * tile),
+        j0(std::int64_t(tile_col) * tile),
+        h(static_cast<int>(n - i0 < tile ? n - i0 : tile)),
+        w(static_cast<int>(m - j0 < tile ? m - j0 : tile)) {}
+
+  KOKKOS_INLINE_FUNCTION bool exists() const { return h > 0 && w > 0; }
+  KOKKOS_INLINE_FUNCTION bool touches(const Band& band, std::int64_t n,
+                                      std::int64_t m) const {
+    return band.touches(i0, i0 + h - 1, j0, j0 + w - 1, n, m);
+  }
+};
+
+// Which series a pair reads: batch mode pairs x[b] with y[b]; all-pairs mode
+// numbers the pairs (a, b) of X × Y row-major, starting at `begin`.
+struct PairMap {
+  std::int64_t begin = 0;
+  std::int64_t y_count = 0;  // 0: batch mode
+
+  KOKKOS_INLINE_FUNCTION std::int64_t x(std::int64_t p) const {
+    return y_count ? (begin + p) / y_count : begin + p;
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t y(std::int64_t p) const {
+    return y_count ? (begin + p) % y_count : begin + p;
+  }
+};
+
+}  // namespace softwave::impl

@@ -1,0 +1,600 @@
+// Drivers of the public Soft-DTW entry points: argument checks, workspace,
+// the forward and backward tile sweeps, and the explicit instantiations.
+
+#include <algorithm>
+#include <climits>
+#include <softwave/softdtw.hpp>
+
+#include "costs.hpp"
+#include "geometry.hpp"
+#include "sweep.hpp"
+#include "validate.hpp"
+
+namespace softwave::impl {
+namespace {
+
+template <class Space>
+constexpr bool runs_on_host() {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                    typename Space::memory_space>::accessible;
+}
+
+template <class Space>
+constexpr int scratch_level() {
+  return runs_on_host<Space>() ? 1 : 0;
+}
+
+template <class Space>
+std::size_t backward_scratch_bytes(int tile) {
+  return BackwardTiles<Space, TensorCost<double, Space>>::scratch_bytes(tile);
+}
+
+// Host backends run one thread per tile (rows in order, cache-resident);
+// devices run one thread per tile row, walking anti-diagonals.
+template <class Space>
+int team_size_for(int tile) {
+  if constexpr (runs_on_host<Space>()) return 1;
+  return std::min(tile, 128);
+}
+
+template <class Space>
+using AccValues = Kokkos::View<acc_t*, typename Space::memory_space>;
+
+template <class Space>
+AccValues<Space> acc_values(const Space& space, std::int64_t count) {
+  return AccValues<Space>(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string("softwave::softdtw::values_acc")),
+      count);
+}
+
+template <class Space>
+Array3<Space> workspace_array(const Space& space, const char* label,
+                              std::int64_t a, std::int64_t b, std::int64_t c) {
+  return Array3<Space>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                                          std::string(label)),
+                       a, b, c);
+}
+
+// Runs the sweeps for `pairs` pairs of one cost provider.
+template <class Space, class CostProvider>
+class Sweeper {
+ public:
+  using T = typename CostProvider::value_type;
+
+  Sweeper(const Space& space, const CostProvider& cost,
+          const SoftDTWOptions& options, std::int64_t n_max, std::int64_t m_max)
+      : space_(space),
+        cost_(cost),
+        band_(band_of(options)),
+        gamma_(options.gamma),
+        tiling_(impl::tile_size(space, options), n_max, m_max),
+        n_max_(n_max),
+        m_max_(m_max) {}
+
+  CostProvider& cost() { return cost_; }
+
+  // Forward only, O(N + M) memory per pair: values (double) of `pairs` pairs.
+  void forward(std::int64_t pairs, const AccValues<Space>& values) {
+    if (workspace_.row_checkpoints.extent(0) < std::size_t(pairs))
+      workspace_ = allocate(pairs, /*backward=*/false);
+    ForwardTiles<Space, CostProvider> tiles;
+    setup(tiles);
+    tiles.values = values;
+    for (int k = 0; k < tiling_.diagonals(); ++k)
+      launch(tiles, k, pairs, "softwave::softdtw::forward_tiles",
+             tiles.scratch_bytes(tiling_.tile));
+  }
+
+  // Forward with checkpoints, then backward: values and every output asked
+  // for in `outputs` and in the cost provider (gradients are added to).
+  void forward_backward(std::int64_t pairs, const AccValues<Space>& values,
+                        const BackwardOutputs<T, Space>& outputs) {
+    workspace_ = allocate(pairs, /*backward=*/true);
+    ForwardTiles<Space, CostProvider> forward_tiles;
+    setup(forward_tiles);
+    forward_tiles.values = values;
+    for (int k = 0; k < tiling_.diagonals(); ++k)
+      launch(forward_tiles, k, pairs, "softwave::softdtw::forward_tiles",
+             forward_tiles.scratch_bytes(tiling_.tile));
+    BackwardTiles<Space, CostProvider> backward_tiles;
+    setup(backward_tiles);
+    backward_tiles.outputs = outputs;
+    for (int k = tiling_.diagonals() - 1; k >= 0; --k)
+      launch(backward_tiles, k, pairs, "softwave::softdtw::backward_tiles",
+             backward_tiles.scratch_bytes(tiling_.tile));
+  }
+
+ private:
+  Workspace<Space> allocate(std::int64_t pairs, bool backward) const {
+    Workspace<Space> ws;
+    ws.rolling = !backward;
+    int const row_slots = backward ? tiling_.rows : 1;
+    int const col_slots = backward ? tiling_.cols : 1;
+    ws.row_checkpoints =
+        workspace_array(space_, "softwave::softdtw::row_checkpoints", pairs,
+                        row_slots, m_max_ + 1);
+    ws.col_checkpoints =
+        workspace_array(space_, "softwave::softdtw::col_checkpoints", pairs,
+                        col_slots, n_max_ + 1);
+    ws.corners = workspace_array(space_, "softwave::softdtw::corners", pairs,
+                                 tiling_.rows, tiling_.cols);
+    if (backward) {
+      // Messages are added to by up to two tiles, so they start at zero.
+      ws.from_below = Array3<Space>(
+          Kokkos::view_alloc(space_,
+                             std::string("softwave::softdtw::from_below")),
+          pairs, tiling_.rows, m_max_ + 1);
+      ws.from_right = Array3<Space>(
+          Kokkos::view_alloc(space_,
+                             std::string("softwave::softdtw::from_right")),
+          pairs, tiling_.cols, n_max_ + 1);
+    }
+    return ws;
+  }
+
+  template <class Tiles>
+  void setup(Tiles& tiles) const {
+    tiles.cost = cost_;
+    tiles.band = band_;
+    tiles.gamma = gamma_;
+    tiles.tiling = tiling_;
+    tiles.workspace = workspace_;
+    tiles.scratch_level = scratch_level<Space>();
+  }
+
+  template <class Tiles>
+  void launch(Tiles& tiles, int k, std::int64_t pairs, const char* label,
+              std::size_t scratch_bytes) const {
+    tiles.diagonal = k;
+    tiles.first_row = tiling_.first_row(k);
+    tiles.tiles_on = tiling_.tiles_on(k);
+    Kokkos::TeamPolicy<Space> policy(space_, int(pairs * tiles.tiles_on),
+                                     team_size_for<Space>(tiling_.tile));
+    policy.set_scratch_size(scratch_level<Space>(),
+                            Kokkos::PerTeam(scratch_bytes));
+    Kokkos::parallel_for(label, policy, tiles);
+  }
+
+  Space space_;
+  CostProvider cost_;
+  Band band_;
+  acc_t gamma_;
+  Tiling tiling_;
+  std::int64_t n_max_, m_max_;
+  Workspace<Space> workspace_;
+};
+
+template <class Space, class CostProvider>
+Sweeper<Space, CostProvider> make_sweeper(const Space& space,
+                                          const CostProvider& cost,
+                                          const SoftDTWOptions& options,
+                                          std::int64_t n_max,
+                                          std::int64_t m_max) {
+  return Sweeper<Space, CostProvider>(space, cost, options, n_max, m_max);
+}
+
+// Calls f(SeriesCost<T, Space, metric>{...}) for the metric in `options`.
+template <class T, class Space, class F>
+void with_metric(const SoftDTWOptions& options, ConstSeriesView<T, Space> x,
+                 ConstSeriesView<T, Space> y, const PairLengths<Space>& lengths,
+                 const ArrayView3<T, Space>& grad_x,
+                 const ArrayView3<T, Space>& grad_y, const F& f) {
+  switch (options.cost) {
+    case Cost::sqeuclidean:
+      return f(SeriesCost<T, Space, Cost::sqeuclidean>{x, y, lengths, grad_x,
+                                                       grad_y});
+    case Cost::l1:
+      return f(SeriesCost<T, Space, Cost::l1>{x, y, lengths, grad_x, grad_y});
+    case Cost::cosine:
+      return f(
+          SeriesCost<T, Space, Cost::cosine>{x, y, lengths, grad_x, grad_y});
+  }
+  throw_invalid_argument("cost must be sqeuclidean, l1 or cosine (got ",
+                         static_cast<int>(options.cost), ")");
+}
+
+template <class Space, class T>
+void store_values(const Space& space, const AccValues<Space>& from,
+                  const ArrayView1<T, Space>& to) {
+  if (to.extent(0) == 0) return;
+  Kokkos::parallel_for(
+      "softwave::softdtw::store_values",
+      Kokkos::RangePolicy<Space>(space, 0, to.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t b) { to(b) = T(from(b)); });
+}
+
+template <class Space, class T>
+void add_into(const Space& space, const ArrayView3<T, Space>& to,
+              const ArrayView3<T, Space>& from) {
+  Kokkos::parallel_for(
+      "softwave::softdtw::add_gradients",
+      Kokkos::RangePolicy<Space>(space, 0, to.size()),
+      KOKKOS_LAMBDA(std::int64_t q) { to.data()[q] += from.data()[q]; });
+}
+
+template <class Space>
+PairLengths<Space> batch_lengths(
+    Kokkos::View<const int*, typename Space::memory_space> x,
+    Kokkos::View<const int*, typename Space::memory_space> y,
+    std::int64_t n_max, std::int64_t m_max) {
+  return PairLengths<Space>{x, y, n_max, m_max, PairMap{}};
+}
+
+// Checks shared by every entry point on two batches of series.
+template <class Space, class T>
+void check_series_pair(const Space& space, ConstSeriesView<T, Space> x,
+                       ConstSeriesView<T, Space> y,
+                       const Lengths<Space>& lengths, bool same_batch) {
+  check_sequences(x, "x");
+  check_sequences(y, "y");
+  if (same_batch && x.extent(0) != y.extent(0))
+    throw_invalid_argument("x and y have different batch sizes (x: ",
+                           x.extent(0), ", y: ", y.extent(0), ")");
+  if (x.extent(0) && y.extent(0) && x.extent(2) != y.extent(2))
+    throw_invalid_argument("x and y have different feature counts (x: ",
+                           x.extent(2), ", y: ", y.extent(2), ")");
+  check_lengths(space, lengths.x, "lengths.x", x.extent(0), x.extent(1));
+  check_lengths(space, lengths.y, "lengths.y", y.extent(0), y.extent(1));
+  check_finite_series<Space, T>(space, x, lengths.x, "x");
+  check_finite_series<Space, T>(space, y, lengths.y, "y");
+}
+
+template <class Space, class T>
+void check_gradients(const SeriesGradients<T, Space>& g,
+                     ConstSeriesView<T, Space> x, ConstSeriesView<T, Space> y) {
+  std::size_t const B = x.extent(0);
+  if (g.grad_x.extent(0) || g.grad_x.data())
+    check_extent(g.grad_x, "grad_x", {B, x.extent(1), x.extent(2)},
+                 "(the shape of x)");
+  if (g.grad_y.extent(0) || g.grad_y.data())
+    check_extent(g.grad_y, "grad_y", {B, y.extent(1), y.extent(2)},
+                 "(the shape of y)");
+  if (g.alignment.extent(0) || g.alignment.data())
+    check_extent(g.alignment, "alignment", {B, x.extent(1), y.extent(1)},
+                 "(batch, N, M)");
+  if (g.grad_output.extent(0) || g.grad_output.data())
+    check_extent(g.grad_output, "grad_output", {B}, "(one per pair)");
+}
+
+template <class View>
+bool given(const View& v) {
+  return v.extent(0) > 0 || v.data() != nullptr;
+}
+
+}  // namespace
+
+template <class Space>
+int tile_size(const Space&, const SoftDTWOptions& options) {
+  check_options(options);
+  std::size_t const limit =
+      Kokkos::TeamPolicy<Space>::scratch_size_max(scratch_level<Space>());
+  auto const fits = [&](int tile) {
+    return backward_scratch_bytes<Space>(tile) <= limit;
+  };
+  if (options.tile > 0) {
+    if (!fits(options.tile))
+      throw_invalid_argument("tile = ", options.tile,
+                             " needs more team scratch memory than this "
+                             "execution space offers (",
+                             limit, " bytes)");
+    return options.tile;
+  }
+  int tile = runs_on_host<Space>() ? 64 : 32;
+  while (tile > 4 && !fits(tile)) tile /= 2;
+  return tile;
+}
+
+template <class Space, class T>
+void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
+              ConstSeriesView<T, Space> y, ArrayView1<T, Space> values,
+              const SeriesGradients<T, Space>* gradients,
+              const SoftDTWOptions& options, const Lengths<Space>& lengths) {
+  check_options(options);
+  check_series_pair(space, x, y, lengths, /*same_batch=*/true);
+  std::size_t const B = x.extent(0);
+  if (!gradients || given(values))
+    check_extent(values, "values", {B}, "(one per pair)");
+  if (gradients) check_gradients(*gradients, x, y);
+  if (B == 0) return;
+
+  auto const pair_lengths =
+      batch_lengths<Space>(lengths.x, lengths.y, x.extent(1), y.extent(1));
+  auto const acc = acc_values(space, B);
+  ArrayView3<T, Space> grad_x, grad_y;
+  if (gradients) {
+    grad_x = gradients->grad_x;
+    grad_y = gradients->grad_y;
+    if (given(grad_x)) Kokkos::deep_copy(space, grad_x, T(0));
+    if (given(grad_y)) Kokkos::deep_copy(space, grad_y, T(0));
+    if (given(gradients->alignment))
+      Kokkos::deep_copy(space, gradients->alignment, T(0));
+  }
+  with_metric<T, Space>(
+      options, x, y, pair_lengths, grad_x, grad_y, [&](const auto& cost) {
+        auto sweeper =
+            make_sweeper(space, cost, options, x.extent(1), y.extent(1));
+        if (!gradients) return sweeper.forward(B, acc);
+        BackwardOutputs<T, Space> outputs;
+        outputs.grad_output = gradients->grad_output;
+        outputs.alignment = gradients->alignment;
+        sweeper.forward_backward(B, acc, outputs);
+      });
+  store_values(space, acc, values);
+}
+
+template <class Space, class T>
+void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
+                   ArrayView1<T, Space> values,
+                   const CostGradients<T, Space>* gradients,
+                   const SoftDTWOptions& options,
+                   const Lengths<Space>& lengths) {
+  check_options(options);
+  std::size_t const B = cost.extent(0);
+  if (B > 0 && (cost.extent(1) == 0 || cost.extent(2) == 0))
+    throw_invalid_argument("cost is empty (shape (", B, ", ", cost.extent(1),
+                           ", ", cost.extent(2),
+                           ")): sequences need at least one element");
+  if (!gradients || given(values))
+    check_extent(values, "values", {B}, "(one per pair)");
+  if (gradients) {
+    check_extent(gradients->grad_cost, "grad_cost",
+                 {B, cost.extent(1), cost.extent(2)}, "(the shape of cost)");
+    if (given(gradients->grad_output))
+      check_extent(gradients->grad_output, "grad_output", {B},
+                   "(one per pair)");
+  }
+  check_lengths(space, lengths.x, "lengths.x", B, cost.extent(1));
+  check_lengths(space, lengths.y, "lengths.y", B, cost.extent(2));
+  check_finite_costs<Space, T>(space, cost, lengths, band_of(options));
+  if (B == 0) return;
+
+  TensorCost<T, Space> const provider{
+      cost, batch_lengths<Space>(lengths.x, lengths.y, cost.extent(1),
+                                 cost.extent(2))};
+  auto sweeper =
+      make_sweeper(space, provider, options, cost.extent(1), cost.extent(2));
+  auto const acc = acc_values(space, B);
+  if (!gradients) {
+    sweeper.forward(B, acc);
+  } else {
+    Kokkos::deep_copy(space, gradients->grad_cost, T(0));
+    BackwardOutputs<T, Space> outputs;
+    outputs.grad_output = gradients->grad_output;
+    outputs.alignment = gradients->grad_cost;
+    sweeper.forward_backward(B, acc, outputs);
+  }
+  store_values(space, acc, values);
+}
+
+template <class Space, class T>
+void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
+                         ConstSeriesView<T, Space> y,
+                         ArrayView1<T, Space> values,
+                         const SeriesGradients<T, Space>* gradients,
+                         const SoftDTWOptions& options,
+                         const Lengths<Space>& lengths) {
+  check_options(options);
+  check_series_pair(space, x, y, lengths, /*same_batch=*/true);
+  std::size_t const B = x.extent(0);
+  if (!gradients || given(values))
+    check_extent(values, "values", {B}, "(one per pair)");
+  if (gradients) {
+    if (given(gradients->alignment))
+      throw_invalid_argument(
+          "alignment must be empty for the divergence (it has three)");
+    check_gradients(*gradients, x, y);
+  }
+  if (B == 0) return;
+
+  std::int64_t const N = x.extent(1), M = y.extent(1);
+  ArrayView3<T, Space> grad_x, grad_y;
+  if (gradients) {
+    grad_x = gradients->grad_x;
+    grad_y = gradients->grad_y;
+  }
+  // One term: sdtw(a, b) weighted by `scale`; the b-side gradient goes to a
+  // scratch array when it must be added to the same array as the a side.
+  auto term = [&](ConstSeriesView<T, Space> a, ConstSeriesView<T, Space> b,
+                  Kokkos::View<const int*, typename Space::memory_space> la,
+                  Kokkos::View<const int*, typename Space::memory_space> lb,
+                  ArrayView3<T, Space> ga, ArrayView3<T, Space> gb,
+                  acc_t scale) {
+    auto const acc = acc_values(space, B);
+    auto const pair_lengths =
+        batch_lengths<Space>(la, lb, a.extent(1), b.extent(1));
+    with_metric<T, Space>(
+        options, a, b, pair_lengths, ga, gb, [&](const auto& cost) {
+          auto sweeper =
+              make_sweeper(space, cost, options, a.extent(1), b.extent(1));
+          if (!given(ga) && !given(gb)) return sweeper.forward(B, acc);
+          BackwardOutputs<T, Space> outputs;
+          outputs.grad_output = gradients->grad_output;
+          outputs.scale = scale;
+          sweeper.forward_backward(B, acc, outputs);
+        });
+    return acc;
+  };
+  auto zeroed_like = [&](const ArrayView3<T, Space>& like, const char* label) {
+    return ArrayView3<T, Space>(Kokkos::view_alloc(space, std::string(label)),
+                                like.extent(0), like.extent(1), like.extent(2));
+  };
+  if (given(grad_x)) Kokkos::deep_copy(space, grad_x, T(0));
+  if (given(grad_y)) Kokkos::deep_copy(space, grad_y, T(0));
+
+  auto const xy = term(x, y, lengths.x, lengths.y, grad_x, grad_y, 1);
+  ArrayView3<T, Space> other_x, other_y;
+  if (given(grad_x))
+    other_x = zeroed_like(grad_x, "softwave::softdtw::grad_xx");
+  if (given(grad_y))
+    other_y = zeroed_like(grad_y, "softwave::softdtw::grad_yy");
+  auto const xx = term(x, x, lengths.x, lengths.x, grad_x, other_x, -0.5);
+  auto const yy = term(y, y, lengths.y, lengths.y, grad_y, other_y, -0.5);
+  if (given(grad_x)) add_into(space, grad_x, other_x);
+  if (given(grad_y)) add_into(space, grad_y, other_y);
+  (void)N;
+  (void)M;
+  if (given(values))
+    Kokkos::parallel_for(
+        "softwave::softdtw::divergence_values",
+        Kokkos::RangePolicy<Space>(space, 0, B), KOKKOS_LAMBDA(std::int64_t b) {
+          values(b) = T(xy(b) - (xx(b) + yy(b)) / 2);
+        });
+}
+
+template <class Space, class T>
+void pairwise(const Space& space, ConstSeriesView<T, Space> x,
+              ConstSeriesView<T, Space> y, ArrayView2<T, Space> matrix,
+              PairwiseValue what, const SoftDTWOptions& options,
+              const Lengths<Space>& lengths) {
+  check_options(options);
+  check_series_pair(space, x, y, lengths, /*same_batch=*/false);
+  std::int64_t const B1 = x.extent(0), B2 = y.extent(0);
+  check_extent(matrix, "matrix", {std::size_t(B1), std::size_t(B2)},
+               "(x batch, y batch)");
+  if (B1 == 0 || B2 == 0) return;
+
+  std::int64_t const N = x.extent(1), M = y.extent(1);
+  // The self terms of the divergence, one per series of each side.
+  AccValues<Space> self_x, self_y;
+  if (what == PairwiseValue::divergence) {
+    auto self = [&](ConstSeriesView<T, Space> s,
+                    Kokkos::View<const int*, typename Space::memory_space> l) {
+      auto const acc = acc_values(space, s.extent(0));
+      with_metric<T, Space>(
+          options, s, s, batch_lengths<Space>(l, l, s.extent(1), s.extent(1)),
+          {}, {}, [&](const auto& cost) {
+            make_sweeper(space, cost, options, s.extent(1), s.extent(1))
+                .forward(s.extent(0), acc);
+          });
+      return acc;
+    };
+    self_x = self(x, lengths.x);
+    self_y = self(y, lengths.y);
+  }
+
+  // Pairs stream through the forward sweep in chunks whose rolling workspace
+  // stays under 256 MiB, so memory never grows with B1·B2.
+  Tiling const tiling(impl::tile_size(space, options), N, M);
+  std::int64_t const bytes_per_pair =
+      sizeof(acc_t) *
+      ((N + 1) + (M + 1) + std::int64_t(tiling.rows) * tiling.cols + 1);
+  std::int64_t const total = B1 * B2;
+  std::int64_t chunk =
+      std::max<std::int64_t>(1, (256ll << 20) / bytes_per_pair);
+  chunk = std::min(
+      {chunk, total, std::int64_t(INT_MAX) / std::max(tiling.rows, 1) - 1});
+  auto const acc = acc_values(space, chunk);
+  T* const flat = matrix.data();
+  bool const divergence = what == PairwiseValue::divergence;
+  with_metric<T, Space>(
+      options, x, y, PairLengths<Space>{lengths.x, lengths.y, N, M, PairMap{}},
+      {}, {}, [&](const auto& cost) {
+        auto sweeper = make_sweeper(space, cost, options, N, M);
+        for (std::int64_t begin = 0; begin < total; begin += chunk) {
+          std::int64_t const count = std::min(chunk, total - begin);
+          sweeper.cost().lengths.pairs = PairMap{begin, B2};
+          sweeper.forward(count, acc);
+          Kokkos::parallel_for(
+              "softwave::softdtw::store_pairwise",
+              Kokkos::RangePolicy<Space>(space, 0, count),
+              KOKKOS_LAMBDA(std::int64_t p) {
+                acc_t value = acc(p);
+                std::int64_t const q = begin + p;
+                if (divergence) value -= (self_x(q / B2) + self_y(q % B2)) / 2;
+                flat[q] = T(value);
+              });
+        }
+      });
+}
+
+template <class Space, class T>
+void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
+              ConstSeriesView<T, Space> y, ArrayView1<T, Space> values,
+              ArrayView3<int, Space> path, ArrayView1<int, Space> path_length,
+              const SoftDTWOptions& options, const Lengths<Space>& lengths) {
+  SoftDTWOptions hard = options;
+  hard.gamma = 0;
+  check_options(hard);
+  check_series_pair(space, x, y, lengths, /*same_batch=*/true);
+  std::size_t const B = x.extent(0);
+  std::size_t const N = x.extent(1), M = y.extent(1);
+  if (given(values)) check_extent(values, "values", {B}, "(one per pair)");
+  check_extent(path, "path", {B, N + M - 1, 2}, "(batch, N + M - 1, 2)");
+  check_extent(path_length, "path_length", {B}, "(one per pair)");
+  if (B == 0) return;
+
+  BackwardOutputs<T, Space> outputs;
+  outputs.path_first = decltype(outputs.path_first)(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string("softwave::softdtw::path_first")),
+      B, N);
+  outputs.path_last = decltype(outputs.path_last)(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string("softwave::softdtw::path_last")),
+      B, N);
+  Kokkos::deep_copy(space, outputs.path_first, INT_MAX);
+  Kokkos::deep_copy(space, outputs.path_last, -1);
+  auto const acc = acc_values(space, B);
+  auto const pair_lengths = batch_lengths<Space>(lengths.x, lengths.y, N, M);
+  with_metric<T, Space>(
+      hard, x, y, pair_lengths, {}, {}, [&](const auto& cost) {
+        make_sweeper(space, cost, hard, N, M).forward_backward(B, acc, outputs);
+      });
+  store_values(space, acc, values);
+
+  // A monotone path covers one run of columns per row: list them in order.
+  auto const first = outputs.path_first, last = outputs.path_last;
+  auto const lx = lengths.x;
+  std::int64_t const steps = N + M - 1;
+  Kokkos::parallel_for(
+      "softwave::softdtw::path_list", Kokkos::RangePolicy<Space>(space, 0, B),
+      KOKKOS_LAMBDA(std::int64_t b) {
+        std::int64_t const n = lx.extent(0) ? lx(b) : std::int64_t(N);
+        std::int64_t k = 0;
+        for (std::int64_t i = 0; i < n; ++i)
+          for (int j = first(b, i); j <= last(b, i); ++j, ++k) {
+            path(b, k, 0) = int(i);
+            path(b, k, 1) = j;
+          }
+        path_length(b) = int(k);
+        for (; k < steps; ++k) path(b, k, 0) = path(b, k, 1) = -1;
+      });
+}
+
+// Explicit instantiations for the default execution space and, when that is
+// a device, the default host space as well.
+#define SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, T)                              \
+  template void soft_dtw<SPACE, T>(                                         \
+      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,   \
+      ArrayView1<T, SPACE>, const SeriesGradients<T, SPACE>*,               \
+      const SoftDTWOptions&, const Lengths<SPACE>&);                        \
+  template void soft_dtw_cost<SPACE, T>(                                    \
+      const SPACE&, ConstSeriesView<T, SPACE>, ArrayView1<T, SPACE>,        \
+      const CostGradients<T, SPACE>*, const SoftDTWOptions&,                \
+      const Lengths<SPACE>&);                                               \
+  template void soft_dtw_divergence<SPACE, T>(                              \
+      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,   \
+      ArrayView1<T, SPACE>, const SeriesGradients<T, SPACE>*,               \
+      const SoftDTWOptions&, const Lengths<SPACE>&);                        \
+  template void pairwise<SPACE, T>(                                         \
+      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,   \
+      ArrayView2<T, SPACE>, PairwiseValue, const SoftDTWOptions&,           \
+      const Lengths<SPACE>&);                                               \
+  template void dtw_path<SPACE, T>(                                         \
+      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,   \
+      ArrayView1<T, SPACE>, ArrayView3<int, SPACE>, ArrayView1<int, SPACE>, \
+      const SoftDTWOptions&, const Lengths<SPACE>&);
+
+#define SOFTWAVE_INSTANTIATE_SPACE(SPACE)     \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float)  \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, double) \
+  template int tile_size<SPACE>(const SPACE&, const SoftDTWOptions&);
+
+SOFTWAVE_INSTANTIATE_SPACE(Kokkos::DefaultExecutionSpace)
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || \
+    defined(KOKKOS_ENABLE_SYCL)
+SOFTWAVE_INSTANTIATE_SPACE(Kokkos::DefaultHostExecutionSpace)
+#endif
+
+}  // namespace softwave::impl

@@ -1,0 +1,399 @@
+#pragma once
+// The tiled wavefront (DESIGN.md §3). One launch per tile anti-diagonal; one
+// team per (pair, tile) walks its tile's own anti-diagonals in team scratch.
+//
+// Forward keeps only tile boundaries of R: the last row of every tile row
+// (row_checkpoints), the last column of every tile column (col_checkpoints)
+// and the bottom-right corner of every tile (corners). Forward-only calls keep
+// one rolling row and column per pair instead, so their memory is O(N + M).
+//
+// Backward visits the tile diagonals in reverse. A tile recomputes its R from
+// the checkpoints, turns R into the local soft-argmin weights of every cell
+// (how much each cell's value depends on its diagonal / up / left
+// predecessor), and pulls E_ij = Σ_successors E_s · w_s→ij through the tile.
+// What crosses a tile edge travels as a message: from_below(p, I, j) is the
+// part of E at (I·T, j) owed to row I·T + 1 (up and diagonal successors);
+// from_right(p, J, i) the part of E at (i, J·T) owed to column J·T + 1 (left
+// successors, and diagonal ones within the same tile row).
+
+#include <climits>
+#include <softwave/kokkos_compat.hpp>
+
+#include "costs.hpp"
+#include "geometry.hpp"
+
+namespace softwave::impl {
+
+KOKKOS_INLINE_FUNCTION acc_t min3(acc_t a, acc_t b, acc_t c) {
+  acc_t const ab = a < b ? a : b;
+  return ab < c ? ab : c;
+}
+
+// R_ij = C_ij + softmin_γ(diag, up, left). A cost of +∞ marks a cell outside
+// the band (costs are finite elsewhere: inputs are checked).
+KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
+                                   acc_t gamma) {
+  acc_t const inf = compat::infinity<acc_t>();
+  acc_t const low = min3(diag, up, left);
+  if (!(cost < inf) || !(low < inf)) return inf;
+  if (gamma == 0) return cost + low;
+  // Shifting by the minimum keeps every exponent <= 0: no overflow, and the
+  // differences that decide the weights are taken in double.
+  acc_t const sum = compat::exp((low - diag) / gamma) +
+                    compat::exp((low - up) / gamma) +
+                    compat::exp((low - left) / gamma);
+  return cost + low - gamma * compat::log(sum);
+}
+
+// ∂R_ij/∂(diag, up, left): the soft-argmin of the predecessors; for γ = 0 the
+// indicator of the argmin with ties to diagonal, then up, then left.
+struct Weights {
+  acc_t diag = 0, up = 0, left = 0;
+};
+KOKKOS_INLINE_FUNCTION Weights soft_argmin(acc_t diag, acc_t up, acc_t left,
+                                           acc_t gamma) {
+  Weights weights;
+  acc_t const low = min3(diag, up, left);
+  if (!(low < compat::infinity<acc_t>())) return weights;
+  if (gamma == 0) {
+    if (diag <= up && diag <= left)
+      weights.diag = 1;
+    else if (up <= left)
+      weights.up = 1;
+    else
+      weights.left = 1;
+    return weights;
+  }
+  weights.diag = compat::exp((low - diag) / gamma);
+  weights.up = compat::exp((low - up) / gamma);
+  weights.left = compat::exp((low - left) / gamma);
+  acc_t const inverse = 1 / (weights.diag + weights.up + weights.left);
+  weights.diag *= inverse;
+  weights.up *= inverse;
+  weights.left *= inverse;
+  return weights;
+}
+
+// Visits the cells (r, c), 1 <= r <= h, 1 <= c <= w, so that every cell comes
+// after (forward) or before (reverse) its three predecessors. A one-thread
+// team (host backends) walks rows; wider teams walk anti-diagonals.
+template <class Member, class CellFunction>
+KOKKOS_INLINE_FUNCTION void wavefront(const Member& team, int h, int w,
+                                      bool reverse, const CellFunction& cell) {
+  if (team.team_size() == 1) {
+    if (!reverse) {
+      for (int r = 1; r <= h; ++r)
+        for (int c = 1; c <= w; ++c) cell(r, c);
+    } else {
+      for (int r = h; r >= 1; --r)
+        for (int c = w; c >= 1; --c) cell(r, c);
+    }
+    return;
+  }
+  for (int step = 0; step < h + w - 1; ++step) {
+    int const diagonal = reverse ? h + w - 2 - step : step;  // (r-1) + (c-1)
+    int const r_begin = diagonal - (w - 1) > 0 ? diagonal - (w - 1) : 0;
+    int const r_end = (diagonal < h - 1 ? diagonal : h - 1) + 1;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, r_begin, r_end),
+                         [&](int r) { cell(r + 1, diagonal - r + 1); });
+    team.team_barrier();
+  }
+}
+
+template <class Space>
+using Array3 =
+    Kokkos::View<acc_t***, Kokkos::LayoutRight, typename Space::memory_space>;
+
+// Device memory one sweep needs (see the memory formula in softdtw.hpp).
+template <class Space>
+struct Workspace {
+  Array3<Space> row_checkpoints;  // (P, tile rows or 1, M + 1)
+  Array3<Space> col_checkpoints;  // (P, tile cols or 1, N + 1)
+  Array3<Space> corners;          // (P, tile rows, tile cols)
+  Array3<Space> from_below;       // (P, tile rows, M + 1), backward only
+  Array3<Space> from_right;       // (P, tile cols, N + 1), backward only
+  bool rolling = false;           // forward only: one row/column per pair
+};
+
+// State shared by the forward and backward tile functors.
+template <class Space, class CostProvider>
+struct TileSweep {
+  using member_type = typename Kokkos::TeamPolicy<Space>::member_type;
+
+  CostProvider cost;
+  Band band;
+  acc_t gamma = 1;
+  Tiling tiling;
+  Workspace<Space> workspace;
+  // Team scratch level: 0 (on-chip) on devices; 1 on host backends, where
+  // both levels are ordinary memory and level 0 is capped at 32 KiB.
+  int scratch_level = 0;
+  // Set per launch: which tile anti-diagonal, its first tile row and size.
+  int diagonal = 0, first_row = 0, tiles_on = 1;
+
+  KOKKOS_INLINE_FUNCTION int slot(int index) const {
+    return workspace.rolling ? 0 : index;
+  }
+
+  KOKKOS_INLINE_FUNCTION std::int64_t pair_of(const member_type& team) const {
+    return team.league_rank() / tiles_on;
+  }
+  KOKKOS_INLINE_FUNCTION int tile_row_of(const member_type& team) const {
+    return first_row + team.league_rank() % tiles_on;
+  }
+
+  // R on the tile's top row / left column (1-based grid cell (i, j)), read
+  // from the checkpoints the neighbouring tiles left.
+  KOKKOS_INLINE_FUNCTION acc_t boundary(std::int64_t p, const TileCells& tile,
+                                        std::int64_t i, std::int64_t j,
+                                        std::int64_t n, std::int64_t m) const {
+    if (i == 0 && j == 0) return 0;
+    if (i == 0 || j == 0 || !band.contains(i - 1, j - 1, n, m))
+      return compat::infinity<acc_t>();
+    if (i == tile.i0 && j == tile.j0)
+      return workspace.corners(p, tile.I, tile.J);
+    if (i == tile.i0) return workspace.row_checkpoints(p, slot(tile.I), j);
+    return workspace.col_checkpoints(p, slot(tile.J), i);
+  }
+
+  // Fills R(0..h, 0..w) of the tile: boundaries, then the recursion.
+  KOKKOS_FUNCTION void fill(const member_type& team, std::int64_t p,
+                            const TileCells& tile, std::int64_t n,
+                            std::int64_t m,
+                            const ScratchMatrix<Space>& R) const {
+    Kokkos::parallel_for(
+        Kokkos::TeamThreadRange(team, 0, tile.w + 1), [&](int c) {
+          R(0, c) = boundary(p, tile, tile.i0, tile.j0 + c, n, m);
+        });
+    Kokkos::parallel_for(
+        Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
+          R(r, 0) = boundary(p, tile, tile.i0 + r, tile.j0, n, m);
+        });
+    Kokkos::parallel_for(
+        Kokkos::TeamThreadRange(team, 0, tile.h * tile.w), [&](int q) {
+          int const r = q / tile.w + 1, c = q % tile.w + 1;
+          std::int64_t const i = tile.i0 + r - 1, j = tile.j0 + c - 1;
+          R(r, c) = band.contains(i, j, n, m) ? cost(p, i, j)
+                                              : compat::infinity<acc_t>();
+        });
+    team.team_barrier();
+    acc_t const g = gamma;
+    wavefront(team, tile.h, tile.w, /*reverse=*/false, [&](int r, int c) {
+      R(r, c) = relax(R(r, c), R(r - 1, c - 1), R(r - 1, c), R(r, c - 1), g);
+    });
+    team.team_barrier();
+  }
+
+  // Leaves the tile's last row, last column and corner for the tiles after it.
+  KOKKOS_FUNCTION void store_boundaries(const member_type& team, std::int64_t p,
+                                        const TileCells& tile, std::int64_t n,
+                                        std::int64_t m,
+                                        const ScratchMatrix<Space>& R) const {
+    bool const more_rows = tile.i0 + tile.h < n;
+    bool const more_cols = tile.j0 + tile.w < m;
+    if (more_rows)
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
+            workspace.row_checkpoints(p, slot(tile.I + 1), tile.j0 + c) =
+                R(tile.h, c);
+          });
+    if (more_cols)
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
+            workspace.col_checkpoints(p, slot(tile.J + 1), tile.i0 + r) =
+                R(r, tile.w);
+          });
+    if (more_rows && more_cols)
+      Kokkos::single(Kokkos::PerTeam(team), [&]() {
+        workspace.corners(p, tile.I + 1, tile.J + 1) = R(tile.h, tile.w);
+      });
+  }
+};
+
+template <class Space>
+KOKKOS_INLINE_FUNCTION ScratchMatrix<Space> scratch_tile(
+    const typename Kokkos::TeamPolicy<Space>::member_type& team, int level,
+    int tile) {
+  return ScratchMatrix<Space>(team.team_scratch(level), tile + 1, tile + 1);
+}
+
+// Forward: R through every tile of the diagonal; the value R(n, m) of each
+// pair (in double) when its last tile is done.
+template <class Space, class CostProvider>
+struct ForwardTiles : TileSweep<Space, CostProvider> {
+  using base = TileSweep<Space, CostProvider>;
+  using member_type = typename base::member_type;
+
+  Kokkos::View<acc_t*, typename Space::memory_space> values;
+
+  static std::size_t scratch_bytes(int tile) {
+    return ScratchMatrix<Space>::shmem_size(tile + 1, tile + 1);
+  }
+
+  KOKKOS_FUNCTION void operator()(const member_type& team) const {
+    std::int64_t const p = this->pair_of(team);
+    int const I = this->tile_row_of(team);
+    std::int64_t const n = this->cost.n(p), m = this->cost.m(p);
+    TileCells const tile(I, this->diagonal - I, this->tiling.tile, n, m);
+    if (!tile.exists() || !tile.touches(this->band, n, m)) return;
+    auto const R =
+        scratch_tile<Space>(team, this->scratch_level, this->tiling.tile);
+    this->fill(team, p, tile, n, m, R);
+    this->store_boundaries(team, p, tile, n, m, R);
+    if (tile.i0 + tile.h == n && tile.j0 + tile.w == m)
+      Kokkos::single(Kokkos::PerTeam(team),
+                     [&]() { values(p) = R(tile.h, tile.w); });
+  }
+};
+
+// What the backward pass writes besides the cost provider's gradients.
+template <class T, class Space>
+struct BackwardOutputs {
+  Kokkos::View<const T*, typename Space::memory_space> grad_output;  // or empty
+  acc_t scale = 1;                 // seeds are scale · grad_output[p]
+  ArrayView3<T, Space> alignment;  // E (P, N, M), or empty
+  // Hard DTW path: per pair and row, the first and last column on the path.
+  Kokkos::View<int**, Kokkos::LayoutRight, typename Space::memory_space>
+      path_first, path_last;
+};
+
+template <class Space, class CostProvider>
+struct BackwardTiles : TileSweep<Space, CostProvider> {
+  using base = TileSweep<Space, CostProvider>;
+  using member_type = typename base::member_type;
+  using T = typename CostProvider::value_type;
+
+  BackwardOutputs<T, Space> outputs;
+
+  static std::size_t scratch_bytes(int tile) {
+    return 4 * ScratchMatrix<Space>::shmem_size(tile + 1, tile + 1) +
+           2 * ScratchVector<Space>::shmem_size(tile + 1);
+  }
+
+  KOKKOS_FUNCTION void operator()(const member_type& team) const {
+    std::int64_t const p = this->pair_of(team);
+    int const I = this->tile_row_of(team);
+    std::int64_t const n = this->cost.n(p), m = this->cost.m(p);
+    TileCells const tile(I, this->diagonal - I, this->tiling.tile, n, m);
+    if (!tile.exists() || !tile.touches(this->band, n, m)) return;
+    int const edge = this->tiling.tile, level = this->scratch_level;
+    auto const E = scratch_tile<Space>(team, level, edge);  // holds R first
+    auto const up = scratch_tile<Space>(team, level, edge);
+    auto const left = scratch_tile<Space>(team, level, edge);
+    auto const diag = scratch_tile<Space>(team, level, edge);
+    ScratchVector<Space> const norm_x(team.team_scratch(level), edge + 1);
+    ScratchVector<Space> const norm_y(team.team_scratch(level), edge + 1);
+
+    this->fill(team, p, tile, n, m, E);
+    acc_t const g = this->gamma;
+    Kokkos::parallel_for(
+        Kokkos::TeamThreadRange(team, 0, tile.h * tile.w), [&](int q) {
+          int const r = q / tile.w + 1, c = q % tile.w + 1;
+          Weights const weights =
+              soft_argmin(E(r - 1, c - 1), E(r - 1, c), E(r, c - 1), g);
+          diag(r, c) = weights.diag;
+          up(r, c) = weights.up;
+          left(r, c) = weights.left;
+        });
+    team.team_barrier();
+
+    pull_alignment(team, p, tile, n, m, E, up, left, diag);
+    push_messages(team, p, tile, E, up, left, diag);
+    write_outputs(team, p, tile, E);
+    this->cost.accumulate_gradients(team, p, tile, E, norm_x, norm_y);
+  }
+
+  // E_ij = Σ over successors s of E_s · (weight of ij in s), in reverse order.
+  KOKKOS_FUNCTION void pull_alignment(const member_type& team, std::int64_t p,
+                                      const TileCells& tile, std::int64_t n,
+                                      std::int64_t m,
+                                      const ScratchMatrix<Space>& E,
+                                      const ScratchMatrix<Space>& up,
+                                      const ScratchMatrix<Space>& left,
+                                      const ScratchMatrix<Space>& diag) const {
+    bool const more_rows = tile.i0 + tile.h < n;
+    bool const more_cols = tile.j0 + tile.w < m;
+    acc_t const seed =
+        outputs.scale *
+        (outputs.grad_output.extent(0) ? acc_t(outputs.grad_output(p)) : 1);
+    auto const& ws = this->workspace;
+    wavefront(team, tile.h, tile.w, /*reverse=*/true, [&](int r, int c) {
+      std::int64_t const i = tile.i0 + r, j = tile.j0 + c;  // 1-based
+      if (!this->band.contains(i - 1, j - 1, n, m)) {
+        E(r, c) = 0;
+        return;
+      }
+      acc_t e = (i == n && j == m) ? seed : acc_t(0);
+      if (r < tile.h) {
+        e += E(r + 1, c) * up(r + 1, c);
+        if (c < tile.w) e += E(r + 1, c + 1) * diag(r + 1, c + 1);
+      } else if (more_rows) {
+        e += ws.from_below(p, tile.I + 1, j);
+      }
+      if (c < tile.w)
+        e += E(r, c + 1) * left(r, c + 1);
+      else if (more_cols)
+        e += ws.from_right(p, tile.J + 1, i);
+      E(r, c) = e;
+    });
+  }
+
+  // Sends what this tile's first row and column owe to the cells above and
+  // to the left. Every target is written by one tile per launch, and the
+  // tiles that add to the same target run in different launches.
+  KOKKOS_FUNCTION void push_messages(const member_type& team, std::int64_t p,
+                                     const TileCells& tile,
+                                     const ScratchMatrix<Space>& E,
+                                     const ScratchMatrix<Space>& up,
+                                     const ScratchMatrix<Space>& left,
+                                     const ScratchMatrix<Space>& diag) const {
+    auto const& ws = this->workspace;
+    if (tile.I > 0)
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team, 0, tile.w + 1), [&](int c) {
+            if (tile.j0 + c == 0) return;  // the grid's boundary column
+            acc_t message = c >= 1 ? E(1, c) * up(1, c) : acc_t(0);
+            if (c + 1 <= tile.w) message += E(1, c + 1) * diag(1, c + 1);
+            ws.from_below(p, tile.I, tile.j0 + c) += message;
+          });
+    if (tile.J > 0)
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
+                           [&](int r) {
+                             acc_t message = E(r, 1) * left(r, 1);
+                             if (r + 1 <= tile.h)
+                               message += E(r + 1, 1) * diag(r + 1, 1);
+                             ws.from_right(p, tile.J, tile.i0 + r) += message;
+                           });
+  }
+
+  KOKKOS_FUNCTION void write_outputs(const member_type& team, std::int64_t p,
+                                     const TileCells& tile,
+                                     const ScratchMatrix<Space>& E) const {
+    if (outputs.alignment.extent(0))
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team, 0, tile.h * tile.w), [&](int q) {
+            int const r = q / tile.w + 1, c = q % tile.w + 1;
+            outputs.alignment(p, tile.i0 + r - 1, tile.j0 + c - 1) = T(E(r, c));
+          });
+    if (outputs.path_first.extent(0))
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
+                           [&](int r) {
+                             // In hard DTW, E is exactly 1 on the path and 0
+                             // elsewhere.
+                             int first = INT_MAX, last = -1;
+                             for (int c = 1; c <= tile.w; ++c)
+                               if (E(r, c) > acc_t(0.5)) {
+                                 int const j = int(tile.j0) + c - 1;
+                                 first = first < j ? first : j;
+                                 last = j;
+                               }
+                             std::int64_t const i = tile.i0 + r - 1;
+                             if (first < outputs.path_first(p, i))
+                               outputs.path_first(p, i) = first;
+                             if (last > outputs.path_last(p, i))
+                               outputs.path_last(p, i) = last;
+                           });
+  }
+};
+
+}  // namespace softwave::impl
