@@ -29,49 +29,56 @@ KOKKOS_INLINE_FUNCTION acc_t min3(acc_t a, acc_t b, acc_t c) {
   return ab < c ? ab : c;
 }
 
-// R_ij = C_ij + softmin_γ(diag, up, left). A cost of +∞ marks a cell outside
-// the band (costs are finite elsewhere: inputs are checked).
-KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
-                                   acc_t gamma) {
-  acc_t const inf = compat::infinity<acc_t>();
-  acc_t const low = min3(diag, up, left);
-  if (!(cost < inf) || !(low < inf)) return inf;
-  if (gamma == 0) return cost + low;
-  // Shifting by the minimum keeps every exponent <= 0: no overflow, and the
-  // differences that decide the weights are taken in double.
-  acc_t const sum = compat::exp((low - diag) / gamma) +
-                    compat::exp((low - up) / gamma) +
-                    compat::exp((low - left) / gamma);
-  return cost + low - gamma * compat::log(sum);
-}
-
 // ∂R_ij/∂(diag, up, left): the soft-argmin of the predecessors; for γ = 0 the
 // indicator of the argmin with ties to diagonal, then up, then left.
 struct Weights {
   acc_t diag = 0, up = 0, left = 0;
 };
-KOKKOS_INLINE_FUNCTION Weights soft_argmin(acc_t diag, acc_t up, acc_t left,
-                                           acc_t gamma) {
-  Weights weights;
+
+// exp(−shift/γ) for shift = a_k − min(a) >= 0; exactly 1 for the minimum,
+// which saves one exponential per cell.
+KOKKOS_INLINE_FUNCTION acc_t shifted_exp(acc_t shift, acc_t gamma) {
+  return shift == 0 ? acc_t(1) : compat::exp(-shift / gamma);
+}
+
+// R_ij = C_ij + softmin_γ(diag, up, left), and optionally ∂R_ij/∂(predecessors)
+// from the same exponentials. A cost of +∞ marks a cell outside the band
+// (costs are finite elsewhere: inputs are checked); such cells get zero
+// weights.
+template <bool with_weights>
+KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
+                                   acc_t gamma, Weights& weights) {
+  acc_t const inf = compat::infinity<acc_t>();
   acc_t const low = min3(diag, up, left);
-  if (!(low < compat::infinity<acc_t>())) return weights;
-  if (gamma == 0) {
-    if (diag <= up && diag <= left)
-      weights.diag = 1;
-    else if (up <= left)
-      weights.up = 1;
-    else
-      weights.left = 1;
-    return weights;
+  if (!(cost < inf) || !(low < inf)) {
+    if constexpr (with_weights) weights = Weights{};
+    return inf;
   }
-  weights.diag = compat::exp((low - diag) / gamma);
-  weights.up = compat::exp((low - up) / gamma);
-  weights.left = compat::exp((low - left) / gamma);
-  acc_t const inverse = 1 / (weights.diag + weights.up + weights.left);
-  weights.diag *= inverse;
-  weights.up *= inverse;
-  weights.left *= inverse;
-  return weights;
+  if (gamma == 0) {
+    if constexpr (with_weights) {
+      weights = Weights{};
+      if (diag == low)
+        weights.diag = 1;
+      else if (up == low)
+        weights.up = 1;
+      else
+        weights.left = 1;
+    }
+    return cost + low;
+  }
+  // Shifting by the minimum keeps every exponent <= 0 (no overflow), and the
+  // differences that decide the weights are taken in double.
+  acc_t const e_diag = shifted_exp(diag - low, gamma);
+  acc_t const e_up = shifted_exp(up - low, gamma);
+  acc_t const e_left = shifted_exp(left - low, gamma);
+  acc_t const sum = e_diag + e_up + e_left;
+  if constexpr (with_weights) {
+    acc_t const inverse = 1 / sum;
+    weights.diag = e_diag * inverse;
+    weights.up = e_up * inverse;
+    weights.left = e_left * inverse;
+  }
+  return cost + low - gamma * compat::log(sum);
 }
 
 // Visits the cells (r, c), 1 <= r <= h, 1 <= c <= w, so that every cell comes
@@ -156,11 +163,15 @@ struct TileSweep {
     return workspace.col_checkpoints(p, slot(tile.J), i);
   }
 
-  // Fills R(0..h, 0..w) of the tile: boundaries, then the recursion.
+  // Fills R(0..h, 0..w) of the tile: boundaries, then the recursion. With
+  // weights, also the soft-argmin weights of every cell (backward).
+  template <bool with_weights>
   KOKKOS_FUNCTION void fill(const member_type& team, std::int64_t p,
                             const TileCells& tile, std::int64_t n,
-                            std::int64_t m,
-                            const ScratchMatrix<Space>& R) const {
+                            std::int64_t m, const ScratchMatrix<Space>& R,
+                            const ScratchMatrix<Space>& diag_weight,
+                            const ScratchMatrix<Space>& up_weight,
+                            const ScratchMatrix<Space>& left_weight) const {
     Kokkos::parallel_for(
         Kokkos::TeamThreadRange(team, 0, tile.w + 1), [&](int c) {
           R(0, c) = boundary(p, tile, tile.i0, tile.j0 + c, n, m);
@@ -168,18 +179,24 @@ struct TileSweep {
     Kokkos::parallel_for(
         Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
           R(r, 0) = boundary(p, tile, tile.i0 + r, tile.j0, n, m);
-        });
-    Kokkos::parallel_for(
-        Kokkos::TeamThreadRange(team, 0, tile.h * tile.w), [&](int q) {
-          int const r = q / tile.w + 1, c = q % tile.w + 1;
-          std::int64_t const i = tile.i0 + r - 1, j = tile.j0 + c - 1;
-          R(r, c) = band.contains(i, j, n, m) ? cost(p, i, j)
-                                              : compat::infinity<acc_t>();
+          std::int64_t const i = tile.i0 + r - 1;
+          for (int c = 1; c <= tile.w; ++c) {
+            std::int64_t const j = tile.j0 + c - 1;
+            R(r, c) = band.contains(i, j, n, m) ? cost(p, i, j)
+                                                : compat::infinity<acc_t>();
+          }
         });
     team.team_barrier();
     acc_t const g = gamma;
     wavefront(team, tile.h, tile.w, /*reverse=*/false, [&](int r, int c) {
-      R(r, c) = relax(R(r, c), R(r - 1, c - 1), R(r - 1, c), R(r, c - 1), g);
+      Weights weights;
+      R(r, c) = relax<with_weights>(R(r, c), R(r - 1, c - 1), R(r - 1, c),
+                                    R(r, c - 1), g, weights);
+      if constexpr (with_weights) {
+        diag_weight(r, c) = weights.diag;
+        up_weight(r, c) = weights.up;
+        left_weight(r, c) = weights.left;
+      }
     });
     team.team_barrier();
   }
@@ -238,7 +255,7 @@ struct ForwardTiles : TileSweep<Space, CostProvider> {
     if (!tile.exists() || !tile.touches(this->band, n, m)) return;
     auto const R =
         scratch_tile<Space>(team, this->scratch_level, this->tiling.tile);
-    this->fill(team, p, tile, n, m, R);
+    this->template fill<false>(team, p, tile, n, m, R, R, R, R);
     this->store_boundaries(team, p, tile, n, m, R);
     if (tile.i0 + tile.h == n && tile.j0 + tile.w == m)
       Kokkos::single(Kokkos::PerTeam(team),
@@ -284,18 +301,7 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
     ScratchVector<Space> const norm_x(team.team_scratch(level), edge + 1);
     ScratchVector<Space> const norm_y(team.team_scratch(level), edge + 1);
 
-    this->fill(team, p, tile, n, m, E);
-    acc_t const g = this->gamma;
-    Kokkos::parallel_for(
-        Kokkos::TeamThreadRange(team, 0, tile.h * tile.w), [&](int q) {
-          int const r = q / tile.w + 1, c = q % tile.w + 1;
-          Weights const weights =
-              soft_argmin(E(r - 1, c - 1), E(r - 1, c), E(r, c - 1), g);
-          diag(r, c) = weights.diag;
-          up(r, c) = weights.up;
-          left(r, c) = weights.left;
-        });
-    team.team_barrier();
+    this->template fill<true>(team, p, tile, n, m, E, diag, up, left);
 
     pull_alignment(team, p, tile, n, m, E, up, left, diag);
     push_messages(team, p, tile, E, up, left, diag);
@@ -371,9 +377,10 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
                                      const ScratchMatrix<Space>& E) const {
     if (outputs.alignment.extent(0))
       Kokkos::parallel_for(
-          Kokkos::TeamThreadRange(team, 0, tile.h * tile.w), [&](int q) {
-            int const r = q / tile.w + 1, c = q % tile.w + 1;
-            outputs.alignment(p, tile.i0 + r - 1, tile.j0 + c - 1) = T(E(r, c));
+          Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
+            for (int c = 1; c <= tile.w; ++c)
+              outputs.alignment(p, tile.i0 + r - 1, tile.j0 + c - 1) =
+                  T(E(r, c));
           });
     if (outputs.path_first.extent(0))
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
