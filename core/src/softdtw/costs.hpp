@@ -180,7 +180,8 @@ struct SeriesCost {
   // the sum runs over the `count` cells of the other side (rows of `other`
   // starting at other_begin in series `other_index`). The cost is symmetric in
   // its two arguments, so the same code serves rows (E(r, c)) and columns
-  // (E(c, r) with transpose).
+  // (E(c, r) with transpose). Features go in chunks held in registers, so the
+  // other side's rows are read once per chunk, contiguously, in double.
   template <class Row, class Out>
   KOKKOS_INLINE_FUNCTION static void row_gradient(
       const Row& v, int rc, int count, int d, std::int64_t other_begin,
@@ -188,45 +189,55 @@ struct SeriesCost {
       const ScratchMatrix<Space>& E, const ScratchVector<Space>& norm_self,
       const ScratchVector<Space>& norm_other, bool transpose, const Out& out) {
     auto e = [&](int q) { return transpose ? E(q, rc) : E(rc, q); };
-    auto u = [&](int q, int k) {
-      return acc_t(other(other_index, other_begin + q - 1, k));
-    };
-    if constexpr (metric == Cost::sqeuclidean) {
-      // Σ_q e_q · 2(v − u_q) = 2(v Σ_q e_q − Σ_q e_q u_q)
-      acc_t mass = 0;
-      for (int q = 1; q <= count; ++q) mass += e(q);
-      if (mass == 0) return;
-      for (int k = 0; k < d; ++k) {
-        acc_t pull = 0;
-        for (int q = 1; q <= count; ++q) pull += e(q) * u(q, k);
-        out(k) += T(2 * (acc_t(v(k)) * mass - pull));
+    // E has one sign within a pair, so a zero mass means no contribution.
+    acc_t mass = 0, weighted_similarity = 0;
+    for (int q = 1; q <= count; ++q) {
+      acc_t const eq = e(q);
+      mass += eq;
+      if constexpr (metric == Cost::cosine) {
+        if (eq != 0) {
+          auto const uq = Kokkos::subview(other, other_index,
+                                          other_begin + q - 1, Kokkos::ALL);
+          weighted_similarity +=
+              eq * Metric<metric>::similarity(v, uq, d, norm_self(rc),
+                                              norm_other(q));
+        }
       }
-    } else if constexpr (metric == Cost::l1) {
-      for (int k = 0; k < d; ++k) {
-        acc_t sum = 0;
-        for (int q = 1; q <= count; ++q)
-          sum += e(q) * Metric<metric>::sign(acc_t(v(k)) - u(q, k));
-        out(k) += T(sum);
-      }
-    } else {
-      // ∂C/∂v = −u/(‖v‖_ε‖u‖_ε) + s·v·radial(‖v‖), s = cosine similarity.
-      acc_t const nv = norm_self(rc);
-      acc_t weighted_similarity = 0;
+    }
+    if (mass == 0) return;
+    constexpr int chunk = 8;
+    for (int k0 = 0; k0 < d; k0 += chunk) {
+      acc_t sum[chunk] = {};
       for (int q = 1; q <= count; ++q) {
-        if (e(q) == 0) continue;
-        auto const uq = Kokkos::subview(other, other_index, other_begin + q - 1,
-                                        Kokkos::ALL);
-        weighted_similarity +=
-            e(q) * Metric<metric>::similarity(v, uq, d, nv, norm_other(q));
+        acc_t eq = e(q);
+        if (eq == 0) continue;
+        if constexpr (metric == Cost::cosine)
+          eq /= Metric<metric>::clamp(norm_other(q));
+        std::int64_t const row = other_begin + q - 1;
+        for (int kk = 0; kk < chunk; ++kk) {
+          if (k0 + kk >= d) break;
+          acc_t const u = acc_t(other(other_index, row, k0 + kk));
+          if constexpr (metric == Cost::l1)
+            sum[kk] += eq * Metric<metric>::sign(acc_t(v(k0 + kk)) - u);
+          else
+            sum[kk] += eq * u;
+        }
       }
-      acc_t const inv_nv = 1 / Metric<metric>::clamp(nv);
-      acc_t const radial = Metric<metric>::radial(nv);
-      for (int k = 0; k < d; ++k) {
-        acc_t pull = 0;
-        for (int q = 1; q <= count; ++q)
-          pull += e(q) * u(q, k) / Metric<metric>::clamp(norm_other(q));
-        out(k) +=
-            T(-pull * inv_nv + weighted_similarity * acc_t(v(k)) * radial);
+      for (int kk = 0; kk < chunk && k0 + kk < d; ++kk) {
+        acc_t const vk = acc_t(v(k0 + kk));
+        acc_t gradient;
+        if constexpr (metric == Cost::sqeuclidean) {
+          // Σ_q e_q · 2(v − u_q) = 2(v Σ_q e_q − Σ_q e_q u_q)
+          gradient = 2 * (vk * mass - sum[kk]);
+        } else if constexpr (metric == Cost::l1) {
+          gradient = sum[kk];
+        } else {
+          // ∂C/∂v = −u/(‖v‖_ε‖u‖_ε) + s·v·radial(‖v‖), s the similarity.
+          acc_t const nv = norm_self(rc);
+          gradient = -sum[kk] / Metric<metric>::clamp(nv) +
+                     weighted_similarity * vk * Metric<metric>::radial(nv);
+        }
+        out(k0 + kk) += T(gradient);
       }
     }
   }
