@@ -32,10 +32,12 @@ KOKKOS_INLINE_FUNCTION bool isfinite(T x) {
   return SOFTWAVE_KOKKOS_MATH::isfinite(x);
 }
 
-// Kokkos::Experimental::infinity is missing in 3.4: use the IEEE value.
+// Kokkos::Experimental::infinity is missing in 3.4, and
+// std::numeric_limits is not device code without --expt-relaxed-constexpr:
+// use the C macro, a constant expression on host and device.
 template <class T>
 KOKKOS_INLINE_FUNCTION constexpr T infinity() {
-  return std::numeric_limits<T>::infinity();
+  return static_cast<T>(INFINITY);
 }
 
 // Initialisation settings: InitArguments (3.x) became InitializationSettings

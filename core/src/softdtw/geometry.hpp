@@ -38,6 +38,25 @@ struct Band {
     return lower(j, m, n, width) <= i && i <= upper(j, m, n, width);
   }
 
+  // The first in-band column of row i (0-based). For n > m it is the least j
+  // whose row interval [lower(j), upper(j)] reaches i: upper(j) >= i holds
+  // exactly when j + 1 > (i − w)·m/n.
+  KOKKOS_INLINE_FUNCTION std::int64_t first(std::int64_t i, std::int64_t n,
+                                            std::int64_t m) const {
+    if (n <= m) {
+      std::int64_t const low = lower(i, n, m, width);
+      return low > 0 ? low : 0;
+    }
+    return i - width > 0 ? ((i - width) * m) / n : 0;
+  }
+
+  // At most this many cells of one row are inside: ceil(m/n) + 2 + 2w for
+  // n <= m, and (2w + 1)·m/n + 2 <= 2w + 3 for n > m.
+  KOKKOS_INLINE_FUNCTION std::int64_t row_cells(std::int64_t n,
+                                                std::int64_t m) const {
+    return 2 * width + 3 + (m + n - 1) / n;
+  }
+
   // Whether any cell of rows [r0, r1] × columns [c0, c1] is inside. The band
   // is a monotone staircase, so its rows' union over [r0, r1] is one interval.
   KOKKOS_INLINE_FUNCTION bool touches(std::int64_t r0, std::int64_t r1,

@@ -106,17 +106,40 @@ class Sweeper {
   }
 
  private:
+  // Cells one boundary row (or column) keeps: the whole row, or with a band
+  // (checkpointed sweeps only) its in-band part, at most Band::row_cells.
+  std::pair<std::int64_t, std::int64_t> boundary_cells(std::int64_t pairs,
+                                                       bool backward) const {
+    if (!backward || band_.width < 0) return {m_max_ + 1, n_max_ + 1};
+    std::int64_t row = 0, col = 0;
+    auto const cost = cost_;
+    auto const band = band_;
+    Kokkos::parallel_reduce(
+        "softwave::softdtw::band_cells",
+        Kokkos::RangePolicy<Space>(space_, 0, pairs),
+        KOKKOS_LAMBDA(std::int64_t p, std::int64_t & row_max,
+                      std::int64_t & col_max) {
+          std::int64_t const n = cost.n(p), m = cost.m(p);
+          std::int64_t const r = band.row_cells(n, m), c = band.row_cells(m, n);
+          row_max = r > row_max ? r : row_max;
+          col_max = c > col_max ? c : col_max;
+        },
+        Kokkos::Max<std::int64_t>(row), Kokkos::Max<std::int64_t>(col));
+    return {std::min(row, m_max_ + 1), std::min(col, n_max_ + 1)};
+  }
+
   Workspace<Space> allocate(std::int64_t pairs, bool backward) const {
     Workspace<Space> ws;
     ws.rolling = !backward;
     int const row_slots = backward ? tiling_.rows : 1;
     int const col_slots = backward ? tiling_.cols : 1;
+    auto const [row_cells, col_cells] = boundary_cells(pairs, backward);
     ws.row_checkpoints =
         workspace_array(space_, "softwave::softdtw::row_checkpoints", pairs,
-                        row_slots, m_max_ + 1);
+                        row_slots, row_cells);
     ws.col_checkpoints =
         workspace_array(space_, "softwave::softdtw::col_checkpoints", pairs,
-                        col_slots, n_max_ + 1);
+                        col_slots, col_cells);
     ws.corners = workspace_array(space_, "softwave::softdtw::corners", pairs,
                                  tiling_.rows, tiling_.cols);
     if (backward) {
@@ -124,11 +147,11 @@ class Sweeper {
       ws.from_below = Array3<Space>(
           Kokkos::view_alloc(space_,
                              std::string("softwave::softdtw::from_below")),
-          pairs, tiling_.rows, m_max_ + 1);
+          pairs, tiling_.rows, row_cells);
       ws.from_right = Array3<Space>(
           Kokkos::view_alloc(space_,
                              std::string("softwave::softdtw::from_right")),
-          pairs, tiling_.cols, n_max_ + 1);
+          pairs, tiling_.cols, col_cells);
     }
     return ws;
   }
@@ -211,6 +234,25 @@ void add_into(const Space& space, const ArrayView3<T, Space>& to,
       "softwave::softdtw::add_gradients",
       Kokkos::RangePolicy<Space>(space, 0, to.size()),
       KOKKOS_LAMBDA(std::int64_t q) { to.data()[q] += from.data()[q]; });
+}
+
+// matrix (flat, row-major) of pairs [begin, begin + count); the divergence
+// when the self terms are given.
+template <class Space, class T>
+void store_pairwise(const Space& space, const AccValues<Space>& values,
+                    std::int64_t begin, std::int64_t count, std::int64_t b2,
+                    const AccValues<Space>& self_x,
+                    const AccValues<Space>& self_y, T* matrix) {
+  bool const divergence = self_x.extent(0) > 0;
+  Kokkos::parallel_for(
+      "softwave::softdtw::store_pairwise",
+      Kokkos::RangePolicy<Space>(space, 0, count),
+      KOKKOS_LAMBDA(std::int64_t p) {
+        acc_t value = values(p);
+        std::int64_t const q = begin + p;
+        if (divergence) value -= (self_x(q / b2) + self_y(q % b2)) / 2;
+        matrix[q] = T(value);
+      });
 }
 
 template <class Space>
@@ -485,8 +527,6 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
   chunk = std::min(
       {chunk, total, std::int64_t(INT_MAX) / std::max(tiling.rows, 1) - 1});
   auto const acc = acc_values(space, chunk);
-  T* const flat = matrix.data();
-  bool const divergence = what == PairwiseValue::divergence;
   with_metric<T, Space>(
       options, x, y, PairLengths<Space>{lengths.x, lengths.y, N, M, PairMap{}},
       {}, {}, [&](const auto& cost) {
@@ -495,15 +535,8 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
           std::int64_t const count = std::min(chunk, total - begin);
           sweeper.cost().lengths.pairs = PairMap{begin, B2};
           sweeper.forward(count, acc);
-          Kokkos::parallel_for(
-              "softwave::softdtw::store_pairwise",
-              Kokkos::RangePolicy<Space>(space, 0, count),
-              KOKKOS_LAMBDA(std::int64_t p) {
-                acc_t value = acc(p);
-                std::int64_t const q = begin + p;
-                if (divergence) value -= (self_x(q / B2) + self_y(q % B2)) / 2;
-                flat[q] = T(value);
-              });
+          store_pairwise(space, acc, begin, count, B2, self_x, self_y,
+                         matrix.data());
         }
       });
 }

@@ -134,6 +134,24 @@ struct TileSweep {
     return workspace.rolling ? 0 : index;
   }
 
+  // Where cell (i, j) (1-based, inside the band) sits in the row-boundary
+  // arrays (row_checkpoints, from_below) and the column-boundary arrays
+  // (col_checkpoints, from_right). With a band, checkpointed rows and columns
+  // keep only their in-band cells; rolling buffers keep whole rows, since
+  // consecutive rows would shift under each other.
+  KOKKOS_INLINE_FUNCTION std::int64_t in_row(std::int64_t i, std::int64_t j,
+                                             std::int64_t n,
+                                             std::int64_t m) const {
+    if (workspace.rolling || band.width < 0) return j;
+    return j - 1 - band.first(i - 1, n, m);
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t in_col(std::int64_t i, std::int64_t j,
+                                             std::int64_t n,
+                                             std::int64_t m) const {
+    if (workspace.rolling || band.width < 0) return i;
+    return i - 1 - band.first(j - 1, m, n);
+  }
+
   KOKKOS_INLINE_FUNCTION std::int64_t pair_of(const member_type& team) const {
     return team.league_rank() / tiles_on;
   }
@@ -151,8 +169,9 @@ struct TileSweep {
       return compat::infinity<acc_t>();
     if (i == tile.i0 && j == tile.j0)
       return workspace.corners(p, tile.I, tile.J);
-    if (i == tile.i0) return workspace.row_checkpoints(p, slot(tile.I), j);
-    return workspace.col_checkpoints(p, slot(tile.J), i);
+    if (i == tile.i0)
+      return workspace.row_checkpoints(p, slot(tile.I), in_row(i, j, n, m));
+    return workspace.col_checkpoints(p, slot(tile.J), in_col(i, j, n, m));
   }
 
   // Fills R(0..h, 0..w) of the tile: boundaries, then the recursion. With
@@ -200,17 +219,24 @@ struct TileSweep {
                                         const ScratchMatrix<Space>& R) const {
     bool const more_rows = tile.i0 + tile.h < n;
     bool const more_cols = tile.j0 + tile.w < m;
+    std::int64_t const last_row = tile.i0 + tile.h, last_col = tile.j0 + tile.w;
     if (more_rows)
       Kokkos::parallel_for(
           Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
-            workspace.row_checkpoints(p, slot(tile.I + 1), tile.j0 + c) =
-                R(tile.h, c);
+            std::int64_t const j = tile.j0 + c;
+            if (band.contains(last_row - 1, j - 1, n, m))
+              workspace.row_checkpoints(p, slot(tile.I + 1),
+                                        in_row(last_row, j, n, m)) =
+                  R(tile.h, c);
           });
     if (more_cols)
       Kokkos::parallel_for(
           Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
-            workspace.col_checkpoints(p, slot(tile.J + 1), tile.i0 + r) =
-                R(r, tile.w);
+            std::int64_t const i = tile.i0 + r;
+            if (band.contains(i - 1, last_col - 1, n, m))
+              workspace.col_checkpoints(p, slot(tile.J + 1),
+                                        in_col(i, last_col, n, m)) =
+                  R(r, tile.w);
           });
     if (more_rows && more_cols)
       Kokkos::single(Kokkos::PerTeam(team), [&]() {
@@ -296,7 +322,7 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
     this->template fill<true>(team, p, tile, n, m, E, diag, up, left);
 
     pull_alignment(team, p, tile, n, m, E, up, left, diag);
-    push_messages(team, p, tile, E, up, left, diag);
+    push_messages(team, p, tile, n, m, E, up, left, diag);
     write_outputs(team, p, tile, E);
     this->cost.accumulate_gradients(team, p, tile, E, norm_x, norm_y);
   }
@@ -326,12 +352,12 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
         e += E(r + 1, c) * up(r + 1, c);
         if (c < tile.w) e += E(r + 1, c + 1) * diag(r + 1, c + 1);
       } else if (more_rows) {
-        e += ws.from_below(p, tile.I + 1, j);
+        e += ws.from_below(p, tile.I + 1, this->in_row(i, j, n, m));
       }
       if (c < tile.w)
         e += E(r, c + 1) * left(r, c + 1);
       else if (more_cols)
-        e += ws.from_right(p, tile.J + 1, i);
+        e += ws.from_right(p, tile.J + 1, this->in_col(i, j, n, m));
       E(r, c) = e;
     });
   }
@@ -340,7 +366,8 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
   // to the left. Every target is written by one tile per launch, and the
   // tiles that add to the same target run in different launches.
   KOKKOS_FUNCTION void push_messages(const member_type& team, std::int64_t p,
-                                     const TileCells& tile,
+                                     const TileCells& tile, std::int64_t n,
+                                     std::int64_t m,
                                      const ScratchMatrix<Space>& E,
                                      const ScratchMatrix<Space>& up,
                                      const ScratchMatrix<Space>& left,
@@ -349,19 +376,22 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
     if (tile.I > 0)
       Kokkos::parallel_for(
           Kokkos::TeamThreadRange(team, 0, tile.w + 1), [&](int c) {
-            if (tile.j0 + c == 0) return;  // the grid's boundary column
+            std::int64_t const i = tile.i0, j = tile.j0 + c;  // the target
+            // The grid's boundary column and cells outside the band have no E.
+            if (j == 0 || !this->band.contains(i - 1, j - 1, n, m)) return;
             acc_t message = c >= 1 ? E(1, c) * up(1, c) : acc_t(0);
             if (c + 1 <= tile.w) message += E(1, c + 1) * diag(1, c + 1);
-            ws.from_below(p, tile.I, tile.j0 + c) += message;
+            ws.from_below(p, tile.I, this->in_row(i, j, n, m)) += message;
           });
     if (tile.J > 0)
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
-                           [&](int r) {
-                             acc_t message = E(r, 1) * left(r, 1);
-                             if (r + 1 <= tile.h)
-                               message += E(r + 1, 1) * diag(r + 1, 1);
-                             ws.from_right(p, tile.J, tile.i0 + r) += message;
-                           });
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
+            std::int64_t const i = tile.i0 + r, j = tile.j0;  // the target
+            if (!this->band.contains(i - 1, j - 1, n, m)) return;
+            acc_t message = E(r, 1) * left(r, 1);
+            if (r + 1 <= tile.h) message += E(r + 1, 1) * diag(r + 1, 1);
+            ws.from_right(p, tile.J, this->in_col(i, j, n, m)) += message;
+          });
   }
 
   KOKKOS_FUNCTION void write_outputs(const member_type& team, std::int64_t p,
