@@ -139,7 +139,8 @@ struct SeriesCost {
   // anti-diagonals, so no two concurrent tiles touch the same gradient row.
   KOKKOS_FUNCTION void accumulate_gradients(
       const member_type& team, std::int64_t p, const TileCells& tile,
-      const ScratchMatrix<Space>& E, const ScratchVector<Space>& norm_x,
+      const ScratchMatrix<Space>& E, acc_t weight,
+      const ScratchVector<Space>& norm_x,
       const ScratchVector<Space>& norm_y) const {
     int const d = int(x.extent(2));
     std::int64_t const a = lengths.pairs.x(p), b = lengths.pairs.y(p);
@@ -159,7 +160,8 @@ struct SeriesCost {
           Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
             std::int64_t const i = tile.i0 + r - 1;
             auto const xi = x_row(p, i);
-            row_gradient(xi, r, tile.w, d, tile.j0, b, y, E, norm_x, norm_y,
+            row_gradient(xi, r, tile.w, d, tile.j0, b, y, E, weight, norm_x,
+                         norm_y,
                          /*transpose=*/false,
                          Kokkos::subview(grad_x, a, i, Kokkos::ALL));
           });
@@ -169,9 +171,9 @@ struct SeriesCost {
           Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
             std::int64_t const j = tile.j0 + c - 1;
             auto const yj = y_row(p, j);
-            row_gradient(yj, c, tile.h, d, tile.i0, a, x, E, norm_y, norm_x,
-                         /*transpose=*/true,
-                         Kokkos::subview(grad_y, b, j, Kokkos::ALL));
+            row_gradient(
+                yj, c, tile.h, d, tile.i0, a, x, E, weight, norm_y, norm_x,
+                /*transpose=*/true, Kokkos::subview(grad_y, b, j, Kokkos::ALL));
           });
     }
   }
@@ -186,7 +188,8 @@ struct SeriesCost {
   KOKKOS_INLINE_FUNCTION static void row_gradient(
       const Row& v, int rc, int count, int d, std::int64_t other_begin,
       std::int64_t other_index, const ConstSeriesView<T, Space>& other,
-      const ScratchMatrix<Space>& E, const ScratchVector<Space>& norm_self,
+      const ScratchMatrix<Space>& E, acc_t weight,
+      const ScratchVector<Space>& norm_self,
       const ScratchVector<Space>& norm_other, bool transpose, const Out& out) {
     auto e = [&](int q) { return transpose ? E(q, rc) : E(rc, q); };
     // E has one sign within a pair, so a zero mass means no contribution.
@@ -237,7 +240,7 @@ struct SeriesCost {
           gradient = -sum[kk] / Metric<metric>::clamp(nv) +
                      weighted_similarity * vk * Metric<metric>::radial(nv);
         }
-        out(k0 + kk) += T(gradient);
+        out(k0 + kk) += T(weight * gradient);
       }
     }
   }
@@ -266,7 +269,7 @@ struct TensorCost {
   bool has_gradients() const { return false; }
   KOKKOS_FUNCTION void accumulate_gradients(const member_type&, std::int64_t,
                                             const TileCells&,
-                                            const ScratchMatrix<Space>&,
+                                            const ScratchMatrix<Space>&, acc_t,
                                             const ScratchVector<Space>&,
                                             const ScratchVector<Space>&) const {
   }

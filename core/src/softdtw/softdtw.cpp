@@ -56,6 +56,28 @@ Array3<Space> workspace_array(const Space& space, const char* label,
                        a, b, c);
 }
 
+// Cells one boundary row (or column) of a checkpointed sweep keeps: the whole
+// row, or with a band its in-band part, at most Band::row_cells.
+template <class Space, class CostProvider>
+std::pair<std::int64_t, std::int64_t> boundary_cells(
+    const Space& space, const CostProvider& cost, Band band, std::int64_t pairs,
+    std::int64_t n_max, std::int64_t m_max) {
+  if (band.width < 0) return {m_max + 1, n_max + 1};
+  std::int64_t row = 0, col = 0;
+  Kokkos::parallel_reduce(
+      "softwave::softdtw::band_cells",
+      Kokkos::RangePolicy<Space>(space, 0, pairs),
+      KOKKOS_LAMBDA(std::int64_t p, std::int64_t & row_max,
+                    std::int64_t & col_max) {
+        std::int64_t const n = cost.n(p), m = cost.m(p);
+        std::int64_t const r = band.row_cells(n, m), c = band.row_cells(m, n);
+        row_max = r > row_max ? r : row_max;
+        col_max = c > col_max ? c : col_max;
+      },
+      Kokkos::Max<std::int64_t>(row), Kokkos::Max<std::int64_t>(col));
+  return {std::min(row, m_max + 1), std::min(col, n_max + 1)};
+}
+
 // Runs the sweeps for `pairs` pairs of one cost provider.
 template <class Space, class CostProvider>
 class Sweeper {
@@ -106,34 +128,15 @@ class Sweeper {
   }
 
  private:
-  // Cells one boundary row (or column) keeps: the whole row, or with a band
-  // (checkpointed sweeps only) its in-band part, at most Band::row_cells.
-  std::pair<std::int64_t, std::int64_t> boundary_cells(std::int64_t pairs,
-                                                       bool backward) const {
-    if (!backward || band_.width < 0) return {m_max_ + 1, n_max_ + 1};
-    std::int64_t row = 0, col = 0;
-    auto const cost = cost_;
-    auto const band = band_;
-    Kokkos::parallel_reduce(
-        "softwave::softdtw::band_cells",
-        Kokkos::RangePolicy<Space>(space_, 0, pairs),
-        KOKKOS_LAMBDA(std::int64_t p, std::int64_t & row_max,
-                      std::int64_t & col_max) {
-          std::int64_t const n = cost.n(p), m = cost.m(p);
-          std::int64_t const r = band.row_cells(n, m), c = band.row_cells(m, n);
-          row_max = r > row_max ? r : row_max;
-          col_max = c > col_max ? c : col_max;
-        },
-        Kokkos::Max<std::int64_t>(row), Kokkos::Max<std::int64_t>(col));
-    return {std::min(row, m_max_ + 1), std::min(col, n_max_ + 1)};
-  }
-
   Workspace<Space> allocate(std::int64_t pairs, bool backward) const {
     Workspace<Space> ws;
     ws.rolling = !backward;
     int const row_slots = backward ? tiling_.rows : 1;
     int const col_slots = backward ? tiling_.cols : 1;
-    auto const [row_cells, col_cells] = boundary_cells(pairs, backward);
+    auto const [row_cells, col_cells] =
+        backward
+            ? boundary_cells(space_, cost_, band_, pairs, n_max_, m_max_)
+            : std::pair<std::int64_t, std::int64_t>{m_max_ + 1, n_max_ + 1};
     ws.row_checkpoints =
         workspace_array(space_, "softwave::softdtw::row_checkpoints", pairs,
                         row_slots, row_cells);
@@ -404,6 +407,7 @@ void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
     BackwardOutputs<T, Space> outputs;
     outputs.grad_output = gradients->grad_output;
     outputs.alignment = gradients->grad_cost;
+    outputs.alignment_is_gradient = true;
     sweeper.forward_backward(B, acc, outputs);
   }
   store_values(space, acc, values);

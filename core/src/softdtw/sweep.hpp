@@ -285,8 +285,9 @@ struct ForwardTiles : TileSweep<Space, CostProvider> {
 template <class T, class Space>
 struct BackwardOutputs {
   Kokkos::View<const T*, typename Space::memory_space> grad_output;  // or empty
-  acc_t scale = 1;                 // seeds are scale · grad_output[p]
-  ArrayView3<T, Space> alignment;  // E (P, N, M), or empty
+  acc_t scale = 1;  // gradients are of Σ_p scale · grad_output[p] · value[p]
+  ArrayView3<T, Space> alignment;      // E (P, N, M), or empty
+  bool alignment_is_gradient = false;  // write weight·E (the cost gradient)
   // Hard DTW path: per pair and row, the first and last column on the path.
   Kokkos::View<int**, Kokkos::LayoutRight, typename Space::memory_space>
       path_first, path_last;
@@ -323,8 +324,14 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
 
     pull_alignment(team, p, tile, n, m, E, up, left, diag);
     push_messages(team, p, tile, n, m, E, up, left, diag);
-    write_outputs(team, p, tile, E);
-    this->cost.accumulate_gradients(team, p, tile, E, norm_x, norm_y);
+    // E is the pair's own alignment (seeded with 1); the incoming gradient
+    // weights it only where gradients are formed.
+    acc_t const weight =
+        outputs.scale *
+        (outputs.grad_output.extent(0) ? acc_t(outputs.grad_output(p)) : 1);
+    write_outputs(team, p, tile, E, weight);
+    if (weight != 0)
+      this->cost.accumulate_gradients(team, p, tile, E, weight, norm_x, norm_y);
   }
 
   // E_ij = Σ over successors s of E_s · (weight of ij in s), in reverse order.
@@ -337,9 +344,6 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
                                       const ScratchMatrix<Space>& diag) const {
     bool const more_rows = tile.i0 + tile.h < n;
     bool const more_cols = tile.j0 + tile.w < m;
-    acc_t const seed =
-        outputs.scale *
-        (outputs.grad_output.extent(0) ? acc_t(outputs.grad_output(p)) : 1);
     auto const& ws = this->workspace;
     wavefront(team, tile.h, tile.w, /*reverse=*/true, [&](int r, int c) {
       std::int64_t const i = tile.i0 + r, j = tile.j0 + c;  // 1-based
@@ -347,7 +351,7 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
         E(r, c) = 0;
         return;
       }
-      acc_t e = (i == n && j == m) ? seed : acc_t(0);
+      acc_t e = (i == n && j == m) ? acc_t(1) : acc_t(0);
       if (r < tile.h) {
         e += E(r + 1, c) * up(r + 1, c);
         if (c < tile.w) e += E(r + 1, c + 1) * diag(r + 1, c + 1);
@@ -396,13 +400,15 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
 
   KOKKOS_FUNCTION void write_outputs(const member_type& team, std::int64_t p,
                                      const TileCells& tile,
-                                     const ScratchMatrix<Space>& E) const {
+                                     const ScratchMatrix<Space>& E,
+                                     acc_t weight) const {
+    acc_t const scale = outputs.alignment_is_gradient ? weight : acc_t(1);
     if (outputs.alignment.extent(0))
       Kokkos::parallel_for(
           Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
             for (int c = 1; c <= tile.w; ++c)
               outputs.alignment(p, tile.i0 + r - 1, tile.j0 + c - 1) =
-                  T(E(r, c));
+                  T(scale * E(r, c));
           });
     if (outputs.path_first.extent(0))
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
