@@ -66,8 +66,11 @@ struct SoftDTWOptions {
   double gamma = 1.0;             // γ ≥ 0 and finite; 0 is hard DTW
   Cost cost = Cost::sqeuclidean;  // ignored by the cost-tensor entry points
   std::optional<std::int64_t>
-      band;      // Sakoe–Chiba half-width w ≥ 0; none = full
-  int tile = 0;  // tile edge T; 0 chooses from the execution space's scratch
+      band;  // Sakoe–Chiba half-width w ≥ 0; none = full
+  // Tile edge T >= 1; 0 chooses from the execution space's team scratch
+  // (64 on host backends, 32 on GPUs). Too large a tile for the scratch
+  // available is an error naming `tile`.
+  int tile = 0;
 };
 
 // What pairwise() returns.
@@ -94,8 +97,11 @@ struct Lengths {
 };
 
 // Outputs of the backward pass on series. Every member is optional (leave it
-// empty to skip it). Gradients are of Σ_b grad_output[b] · value[b]
-// (grad_output empty = all ones), so autograd can pass its incoming gradient.
+// empty to skip it); every output given is overwritten, never added to.
+// grad_x and grad_y are gradients of Σ_b grad_output[b] · value[b]
+// (grad_output empty = all ones; it must be finite), so autograd can pass its
+// incoming gradient. `alignment` is each pair's expected alignment E itself,
+// not scaled by grad_output.
 template <class T, class Space>
 struct SeriesGradients {
   ArrayView3<T, Space> grad_x;     // (B, N, d)

@@ -286,7 +286,7 @@ void check_series_pair(const Space& space, ConstSeriesView<T, Space> x,
 }
 
 template <class Space, class T>
-void check_gradients(const SeriesGradients<T, Space>& g,
+void check_gradients(const Space& space, const SeriesGradients<T, Space>& g,
                      ConstSeriesView<T, Space> x, ConstSeriesView<T, Space> y) {
   std::size_t const B = x.extent(0);
   if (g.grad_x.extent(0) || g.grad_x.data())
@@ -300,6 +300,7 @@ void check_gradients(const SeriesGradients<T, Space>& g,
                  "(batch, N, M)");
   if (g.grad_output.extent(0) || g.grad_output.data())
     check_extent(g.grad_output, "grad_output", {B}, "(one per pair)");
+  check_finite_weights<Space, T>(space, g.grad_output);
 }
 
 template <class View>
@@ -340,7 +341,7 @@ void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
   std::size_t const B = x.extent(0);
   if (!gradients || given(values))
     check_extent(values, "values", {B}, "(one per pair)");
-  if (gradients) check_gradients(*gradients, x, y);
+  if (gradients) check_gradients(space, *gradients, x, y);
   if (B == 0) return;
 
   auto const pair_lengths =
@@ -388,6 +389,7 @@ void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
     if (given(gradients->grad_output))
       check_extent(gradients->grad_output, "grad_output", {B},
                    "(one per pair)");
+    check_finite_weights<Space, T>(space, gradients->grad_output);
   }
   check_lengths(space, lengths.x, "lengths.x", B, cost.extent(1));
   check_lengths(space, lengths.y, "lengths.y", B, cost.extent(2));
@@ -429,7 +431,7 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
     if (given(gradients->alignment))
       throw_invalid_argument(
           "alignment must be empty for the divergence (it has three)");
-    check_gradients(*gradients, x, y);
+    check_gradients(space, *gradients, x, y);
   }
   if (B == 0) return;
 

@@ -99,6 +99,25 @@ void check_finite_series(
                            "series lengths");
 }
 
+// grad_output (B,) must be finite: it multiplies every gradient.
+template <class Space, class T>
+void check_finite_weights(
+    const Space& space,
+    Kokkos::View<const T*, typename Space::memory_space> grad_output) {
+  if (grad_output.extent(0) == 0) return;
+  std::int64_t bad = 0;
+  Kokkos::parallel_reduce(
+      "softwave::softdtw::check_finite_grad_output",
+      Kokkos::RangePolicy<Space>(space, 0, grad_output.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t b, std::int64_t & count) {
+        if (!compat::isfinite(grad_output(b))) ++count;
+      },
+      bad);
+  if (bad)
+    throw_invalid_argument("grad_output has ", bad,
+                           " non-finite value(s) (NaN or inf)");
+}
+
 // The same for a cost tensor (B, N, M), within each pair's lengths and band.
 template <class Space, class T>
 void check_finite_costs(const Space& space, ConstSeriesView<T, Space> c,

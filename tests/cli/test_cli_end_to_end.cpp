@@ -1,0 +1,645 @@
+// End-to-end tests of the `softwave` executable on the shipped UCR data:
+// runs the real binary through the shell and checks its JSON, matrices,
+// exit codes and error lines. Needs no Python.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifndef SOFTWAVE_CLI_EXE
+#error "SOFTWAVE_CLI_EXE (path of the softwave binary) must be defined"
+#endif
+#ifndef SOFTWAVE_UCR_DIR
+#error "SOFTWAVE_UCR_DIR (the repository's data/ucr) must be defined"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status = -1;  // exit code
+  std::string out, err;
+};
+
+std::string shell_quote(const std::string& text) {
+  std::string quoted = "'";
+  for (const char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A directory of its own for each test (ctest may run them in parallel).
+fs::path scratch() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->test_suite_name()) + "_" + info->name();
+  std::replace(name.begin(), name.end(), '/', '_');
+  const fs::path dir =
+      fs::path(::testing::TempDir()) /
+      ("softwave_cli_" + name + "_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+// Runs softwave with `arguments`; stdin is empty, stdout and stderr are
+// files (so stderr is not a terminal).
+Result softwave(const std::vector<std::string>& arguments) {
+  const fs::path dir = scratch();
+  std::string command = shell_quote(SOFTWAVE_CLI_EXE);
+  for (const std::string& argument : arguments) {
+    command += " " + shell_quote(argument);
+  }
+  command += " </dev/null >" + shell_quote((dir / "stdout").string()) + " 2>" +
+             shell_quote((dir / "stderr").string());
+  const int raw = std::system(command.c_str());
+  Result result;
+  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  result.out = read_file(dir / "stdout");
+  result.err = read_file(dir / "stderr");
+  return result;
+}
+
+std::string ucr(const std::string& name, const std::string& split) {
+  return std::string(SOFTWAVE_UCR_DIR) + "/" + name + "/" + name + "_" + split +
+         ".tsv";
+}
+
+// The value after "key": in a flat JSON object, as text.
+std::string json_field(const std::string& json, const std::string& key) {
+  const std::string tag = "\"" + key + "\": ";
+  const std::size_t at = json.find(tag);
+  if (at == std::string::npos) return "(missing " + key + ")";
+  const std::size_t begin = at + tag.size();
+  const std::size_t end = json.find_first_of(",}", begin);
+  return json.substr(begin, end - begin);
+}
+
+double json_number(const std::string& json, const std::string& key) {
+  const std::string text = json_field(json, key);
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  EXPECT_TRUE(!text.empty() && *end == '\0')
+      << key << " is not a number: " << text;
+  return value;
+}
+
+using Matrix = std::vector<std::vector<double>>;
+
+Matrix parse_csv(const std::string& text) {
+  Matrix rows;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::vector<double> row;
+    const char* p = line.c_str();
+    while (*p != '\0') {
+      char* end = nullptr;
+      row.push_back(std::strtod(p, &end));
+      EXPECT_NE(end, p) << "bad CSV line: " << line;
+      if (end == p) break;
+      p = *end == ',' ? end + 1 : end;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+void expect_shape(const Matrix& matrix, std::size_t rows, std::size_t cols) {
+  ASSERT_EQ(matrix.size(), rows);
+  for (const auto& row : matrix) ASSERT_EQ(row.size(), cols);
+}
+
+// Plain float64 Soft-DTW with squared Euclidean cost on scalar series
+// (γ = 0: hard DTW), optional Sakoe–Chiba band for equal lengths.
+double reference_sdtw(const std::vector<double>& x,
+                      const std::vector<double>& y, double gamma,
+                      std::int64_t band = -1) {
+  const std::size_t n = x.size(), m = y.size();
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> r(n + 1, std::vector<double>(m + 1, inf));
+  r[0][0] = 0;
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      if (band >= 0 && std::llabs(static_cast<long long>(i) -
+                                  static_cast<long long>(j)) > band) {
+        continue;
+      }
+      const double a = r[i - 1][j - 1], b = r[i - 1][j], c = r[i][j - 1];
+      const double low = std::min({a, b, c});
+      double soft = low;
+      if (gamma > 0 && low < inf) {
+        soft = low - gamma * std::log(std::exp(-(a - low) / gamma) +
+                                      std::exp(-(b - low) / gamma) +
+                                      std::exp(-(c - low) / gamma));
+      }
+      r[i][j] = (x[i - 1] - y[j - 1]) * (x[i - 1] - y[j - 1]) + soft;
+    }
+  }
+  return r[n][m];
+}
+
+void expect_close(double actual, double expected, double relative) {
+  EXPECT_NEAR(actual, expected, relative * std::max(1.0, std::fabs(expected)));
+}
+
+// --- help and version -------------------------------------------------------
+
+TEST(Cli, HelpAndVersion) {
+  const Result top = softwave({"--help"});
+  EXPECT_EQ(top.status, 0);
+  EXPECT_NE(top.out.find("usage: softwave"), std::string::npos);
+  EXPECT_NE(top.out.find("knn"), std::string::npos);
+  EXPECT_NE(top.out.find("pairwise"), std::string::npos);
+  const Result knn = softwave({"knn", "--help"});
+  EXPECT_EQ(knn.status, 0);
+  EXPECT_NE(knn.out.find("--band-pct"), std::string::npos);
+  EXPECT_NE(knn.out.find("(default 1.0)"), std::string::npos);
+  const Result pairwise = softwave({"pairwise", "-h"});
+  EXPECT_EQ(pairwise.status, 0);
+  EXPECT_NE(pairwise.out.find("--divergence"), std::string::npos);
+  const Result version = softwave({"--version"});
+  EXPECT_EQ(version.status, 0);
+  EXPECT_EQ(version.out.rfind("softwave ", 0), 0u);
+  EXPECT_TRUE(top.err.empty() && knn.err.empty() && version.err.empty());
+}
+
+// --- knn on the UCR sets ----------------------------------------------------
+
+// Expected 1-NN error counts on the test split. They were computed for this
+// test (2026-11-22) with an independent float64 NumPy brute force: the full
+// O(N·M) dynamic programme per pair, np.argmin (first minimum) for ties,
+// w = ceil(pct/100 · L). The hard-DTW counts agree with the UCR archive's
+// DataSummary.csv error rates "ED (w=0)", "DTW (w=100)" and
+// "DTW (learned_w)" (count / n_test, to its 4 digits); the soft-DTW γ = 1
+// counts come from the same brute force only. In every case used here the
+// nearest neighbour beats the best candidate of another class by a
+// relative margin ≥ 8e-5, far above rounding differences.
+struct UcrCase {
+  const char* name;
+  int n_test;
+  int euclidean;    // hard DTW, --band 0
+  int dtw;          // hard DTW, full window
+  int learned_pct;  // the archive's learned window, % of the length
+  int learned;      // hard DTW, --band-pct learned_pct
+  // Test time: on short series (one tile) a banded run costs as much as the
+  // full window, so the banded runs are made where they add a check.
+  bool check_euclidean;
+  bool check_learned;  // learned_pct > 0 (0 is the --band 0 run)
+  // Lightning2's full window (1.5e9 cells) costs as much as all the other
+  // sets together: it is registered disabled (run it with
+  // --gtest_also_run_disabled_tests); its learned window (6%) has the same
+  // published error, 8, and runs by default.
+  bool long_full_window;
+};
+
+const UcrCase ucr_cases[] = {
+    {"GunPoint", 150, 13, 14, 0, 13, true, false, false},
+    {"ECG200", 100, 12, 23, 0, 12, true, false, false},
+    {"Coffee", 28, 0, 0, 0, 0, true, false, false},
+    {"BeetleFly", 20, 5, 6, 7, 6, true, true, false},
+    {"ItalyPowerDemand", 1029, 46, 51, 0, 46, true, false, false},
+    {"SyntheticControl", 300, 36, 2, 6, 5, false, true, false},
+    {"FaceFour", 88, 19, 15, 2, 10, true, true, false},
+    {"Trace", 100, 24, 0, 3, 1, false, false, false},
+    {"Beef", 30, 10, 11, 0, 10, true, false, false},
+    {"Lightning2", 61, 15, 8, 6, 8, true, true, true},
+};
+
+void PrintTo(const UcrCase& c, std::ostream* os) { *os << c.name; }
+
+// The cases whose `flag` equals `value`.
+std::vector<UcrCase> ucr_cases_with(bool UcrCase::*flag, bool value = true) {
+  std::vector<UcrCase> chosen;
+  for (const UcrCase& c : ucr_cases) {
+    if (c.*flag == value) chosen.push_back(c);
+  }
+  return chosen;
+}
+
+class UcrKnn : public ::testing::TestWithParam<UcrCase> {
+ protected:
+  // Runs knn and checks the JSON; returns it.
+  std::string knn(const std::vector<std::string>& extra, int errors) {
+    const UcrCase& c = GetParam();
+    std::vector<std::string> arguments = {
+        "knn", "--train", ucr(c.name, "TRAIN"), "--test", ucr(c.name, "TEST")};
+    arguments.insert(arguments.end(), extra.begin(), extra.end());
+    const Result result = softwave(arguments);
+    EXPECT_EQ(result.status, 0) << result.err;
+    EXPECT_EQ(result.err, "");  // no progress bar: stderr is not a terminal
+    const std::string& json = result.out;
+    EXPECT_EQ(json.substr(0, 1), "{");
+    EXPECT_EQ(json.find('\n'), json.size() - 1) << "one JSON line";
+    EXPECT_EQ(json_number(json, "n_test"), c.n_test);
+    EXPECT_EQ(json_number(json, "errors"), errors) << json;
+    EXPECT_DOUBLE_EQ(json_number(json, "error_rate"),
+                     static_cast<double>(errors) / c.n_test);
+    EXPECT_DOUBLE_EQ(json_number(json, "accuracy"),
+                     1.0 - static_cast<double>(errors) / c.n_test);
+    EXPECT_GE(json_number(json, "seconds"), 0.0);
+    return json;
+  }
+};
+
+class UcrEuclidean : public UcrKnn {};
+class UcrFullWindow : public UcrKnn {};
+class UcrLearnedWindow : public UcrKnn {};
+
+TEST_P(UcrEuclidean, HardDtwBandZeroIsEuclidean) {
+  const std::string json =
+      knn({"--gamma", "0", "--band", "0"}, GetParam().euclidean);
+  EXPECT_EQ(json_field(json, "band"), "0");
+  EXPECT_EQ(json_field(json, "gamma"), "0");
+}
+
+TEST_P(UcrFullWindow, HardDtwMatchesArchive) {
+  const std::string json = knn({"--gamma", "0"}, GetParam().dtw);
+  EXPECT_EQ(json_field(json, "band"), "null");
+}
+
+TEST_P(UcrLearnedWindow, HardDtwBandPctMatchesArchive) {
+  const UcrCase& c = GetParam();
+  knn({"--gamma", "0", "--band-pct", std::to_string(c.learned_pct)}, c.learned);
+}
+
+std::string case_name(const ::testing::TestParamInfo<UcrCase>& info) {
+  return info.param.name;
+}
+INSTANTIATE_TEST_SUITE_P(
+    Ucr, UcrEuclidean,
+    ::testing::ValuesIn(ucr_cases_with(&UcrCase::check_euclidean)), case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Ucr, UcrFullWindow,
+    ::testing::ValuesIn(ucr_cases_with(&UcrCase::long_full_window, false)),
+    case_name);
+INSTANTIATE_TEST_SUITE_P(
+    DISABLED_Long, UcrFullWindow,
+    ::testing::ValuesIn(ucr_cases_with(&UcrCase::long_full_window)), case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Ucr, UcrLearnedWindow,
+    ::testing::ValuesIn(ucr_cases_with(&UcrCase::check_learned)), case_name);
+
+TEST(CliKnn, JsonReportsTheSettings) {
+  const Result result =
+      softwave({"knn", "--train", ucr("Coffee", "TRAIN"), "--test",
+                ucr("Coffee", "TEST"), "--gamma", "0.5", "--band-pct", "10",
+                "--cost", "l1", "--dtype", "float32", "--threads", "1"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  const std::string& json = result.out;
+  EXPECT_EQ(json_field(json, "train"), "\"" + ucr("Coffee", "TRAIN") + "\"");
+  EXPECT_EQ(json_field(json, "test"), "\"" + ucr("Coffee", "TEST") + "\"");
+  EXPECT_EQ(json_number(json, "n_train"), 28);
+  EXPECT_EQ(json_number(json, "gamma"), 0.5);
+  EXPECT_EQ(json_number(json, "band"), 29);  // ceil(10/100 · 286)
+  EXPECT_EQ(json_number(json, "band_pct"), 10);
+  EXPECT_EQ(json_field(json, "cost"), "\"l1\"");
+  EXPECT_EQ(json_field(json, "dtype"), "\"float32\"");
+  EXPECT_EQ(json_number(json, "concurrency"), 1);
+  EXPECT_LE(json_number(json, "errors"), 3);  // Coffee is easy
+}
+
+// Soft-DTW at the default γ = 1 (no --gamma), counts from the same NumPy
+// brute force.
+struct SoftCase {
+  const char* name;
+  int errors;
+};
+void PrintTo(const SoftCase& c, std::ostream* os) { *os << c.name; }
+
+class UcrSoftDtw : public ::testing::TestWithParam<SoftCase> {};
+
+TEST_P(UcrSoftDtw, DefaultGamma) {
+  const SoftCase& c = GetParam();
+  const Result result = softwave(
+      {"knn", "--train", ucr(c.name, "TRAIN"), "--test", ucr(c.name, "TEST")});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(json_number(result.out, "gamma"), 1.0);
+  EXPECT_EQ(json_field(result.out, "band"), "null");
+  EXPECT_EQ(json_number(result.out, "errors"), c.errors);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ucr, UcrSoftDtw,
+                         ::testing::Values(SoftCase{"ItalyPowerDemand", 55},
+                                           SoftCase{"Coffee", 0}),
+                         [](const auto& info) {
+                           return std::string(info.param.name);
+                         });
+
+TEST(CliKnn, Float32HardDtw) {
+  const Result result = softwave(
+      {"knn", "--train", ucr("ItalyPowerDemand", "TRAIN"), "--test",
+       ucr("ItalyPowerDemand", "TEST"), "--gamma", "0", "--dtype", "float32"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(json_number(result.out, "errors"), 51);
+}
+
+// --- pairwise ---------------------------------------------------------------
+
+TEST(CliPairwise, CsvSymmetricForOneSet) {
+  const Result result =
+      softwave({"pairwise", "--x", ucr("ItalyPowerDemand", "TRAIN")});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  const Matrix d = parse_csv(result.out);
+  expect_shape(d, 67, 67);
+  for (std::size_t i = 0; i < 67; ++i) {
+    for (std::size_t j = 0; j < i; ++j) expect_close(d[i][j], d[j][i], 1e-12);
+  }
+}
+
+TEST(CliPairwise, DivergenceIsZeroOnTheDiagonal) {
+  const Result result =
+      softwave({"pairwise", "--x", ucr("ItalyPowerDemand", "TRAIN"),
+                "--divergence", "--gamma", "0.1"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  const Matrix d = parse_csv(result.out);
+  expect_shape(d, 67, 67);
+  for (std::size_t i = 0; i < 67; ++i) {
+    EXPECT_NEAR(d[i][i], 0.0, 1e-9);
+    for (std::size_t j = 0; j < 67; ++j) EXPECT_GE(d[i][j], -1e-9);
+  }
+}
+
+// Two label-less files of different lengths against the plain reference.
+TEST(CliPairwise, ValuesMatchReference) {
+  const fs::path dir = scratch();
+  const std::vector<std::vector<double>> x = {{0.1, -0.4, 1.3, 0.7, -2.0},
+                                              {1.0, 1.0, 0.5, -0.5, 0.0},
+                                              {-1.2, 0.3, 0.9, 2.2, 0.4}};
+  const std::vector<std::vector<double>> y = {
+      {0.0, 0.5, -0.5, 1.5, 0.25, -1.0, 0.75},
+      {2.0, 1.0, 0.0, -1.0, -2.0, -1.0, 0.0},
+      {0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3},
+      {-0.7, 1.1, -0.2, 0.6, 1.9, -0.8, 0.05}};
+  auto write = [](const fs::path& path, const auto& rows) {
+    std::ostringstream text;
+    text.precision(17);
+    for (const auto& row : rows) {
+      for (std::size_t t = 0; t < row.size(); ++t) {
+        text << (t ? "," : "") << row[t];
+      }
+      text << "\n";
+    }
+    write_file(path, text.str());
+  };
+  write(dir / "x.csv", x);
+  write(dir / "y.csv", y);
+  for (const double gamma : {0.0, 0.5, 2.0}) {
+    const Result result =
+        softwave({"pairwise", "--x", (dir / "x.csv").string(), "--y",
+                  (dir / "y.csv").string(), "--no-labels", "--gamma",
+                  std::to_string(gamma)});
+    ASSERT_EQ(result.status, 0) << result.err;
+    const Matrix d = parse_csv(result.out);
+    expect_shape(d, 3, 4);
+    for (std::size_t i = 0; i < 3; ++i) {
+      for (std::size_t j = 0; j < 4; ++j) {
+        expect_close(d[i][j], reference_sdtw(x[i], y[j], gamma), 1e-12);
+      }
+    }
+  }
+  // A band on equal lengths: |i - j| <= 1.
+  const Result banded =
+      softwave({"pairwise", "--x", (dir / "x.csv").string(), "--no-labels",
+                "--gamma", "0", "--band", "1"});
+  ASSERT_EQ(banded.status, 0) << banded.err;
+  const Matrix d = parse_csv(banded.out);
+  expect_shape(d, 3, 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    for (std::size_t j = 0; j < 3; ++j) {
+      expect_close(d[i][j], reference_sdtw(x[i], x[j], 0.0, 1), 1e-12);
+    }
+  }
+}
+
+// Both dtypes to stdout, to .csv and to .npy: the files hold what stdout
+// holds, float32 agrees with float64, and the .npy parses. Lengths 24 × 286.
+TEST(CliPairwise, NpyAndCsvFiles) {
+  const fs::path dir = scratch();
+  constexpr std::size_t rows = 67, cols = 28;
+  Matrix float64;
+  for (const std::string dtype : {"float64", "float32"}) {
+    SCOPED_TRACE(dtype);
+    const std::vector<std::string> common = {"pairwise",
+                                             "--x",
+                                             ucr("ItalyPowerDemand", "TRAIN"),
+                                             "--y",
+                                             ucr("Coffee", "TEST"),
+                                             "--band",
+                                             "3",
+                                             "--dtype",
+                                             dtype};
+    const Result csv_stdout = softwave(common);
+    ASSERT_EQ(csv_stdout.status, 0) << csv_stdout.err;
+    std::vector<std::string> to_csv = common, to_npy = common;
+    to_csv.insert(to_csv.end(), {"-o", (dir / "m.csv").string()});
+    to_npy.insert(to_npy.end(), {"--output", (dir / "m.npy").string()});
+    const Result csv_file = softwave(to_csv), npy_file = softwave(to_npy);
+    ASSERT_EQ(csv_file.status, 0) << csv_file.err;
+    ASSERT_EQ(npy_file.status, 0) << npy_file.err;
+    EXPECT_EQ(csv_file.out, "");
+    EXPECT_EQ(npy_file.out, "");
+    EXPECT_EQ(read_file(dir / "m.csv"), csv_stdout.out);
+
+    const Matrix expected = parse_csv(csv_stdout.out);
+    expect_shape(expected, rows, cols);
+    if (dtype == "float64") {
+      float64 = expected;
+    } else {
+      for (std::size_t i = 0; i < rows; ++i) {
+        for (std::size_t j = 0; j < cols; ++j) {
+          expect_close(expected[i][j], float64[i][j], 1e-5);
+        }
+      }
+    }
+    const std::string npy = read_file(dir / "m.npy");
+    ASSERT_GE(npy.size(), 10u);
+    EXPECT_EQ(npy.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
+    const std::size_t header_length = static_cast<unsigned char>(npy[8]) +
+                                      256 * static_cast<unsigned char>(npy[9]);
+    const std::size_t data_start = 10 + header_length;
+    EXPECT_EQ(data_start % 64, 0u);
+    const std::string header = npy.substr(10, header_length);
+    const std::string descr = dtype == "float64" ? "<f8" : "<f4";
+    EXPECT_EQ(
+        header.rfind(
+            "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" +
+                std::to_string(rows) + ", " + std::to_string(cols) + "), }",
+            0),
+        0u)
+        << header;
+    EXPECT_EQ(header.back(), '\n');
+    const std::size_t item = dtype == "float64" ? 8 : 4;
+    ASSERT_EQ(npy.size(), data_start + rows * cols * item);
+    for (std::size_t k = 0; k < rows * cols; ++k) {
+      double value = 0;
+      if (item == 8) {
+        std::memcpy(&value, npy.data() + data_start + 8 * k, 8);
+      } else {
+        float single = 0;
+        std::memcpy(&single, npy.data() + data_start + 4 * k, 4);
+        value = single;
+      }
+      // %.17g / %.9g print enough digits to read back the same double /
+      // float, so both files hold the same value.
+      const double from_csv = expected[k / cols][k % cols];
+      EXPECT_EQ(value, item == 8 ? from_csv : static_cast<float>(from_csv))
+          << k;
+    }
+  }
+}
+
+// --- bad input and bad usage ------------------------------------------------
+
+// Exit code 2, nothing on stdout, exactly the line `softwave: error: <what>`.
+void expect_error(const Result& result, const std::string& what) {
+  EXPECT_EQ(result.status, 2);
+  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(result.err, "softwave: error: " + what + "\n");
+}
+
+// One error line on stderr that contains `part`.
+void expect_error_containing(const Result& result, const std::string& part) {
+  EXPECT_EQ(result.status, 2);
+  EXPECT_EQ(result.out, "");
+  EXPECT_EQ(result.err.rfind("softwave: error: ", 0), 0u) << result.err;
+  EXPECT_EQ(result.err.find('\n'), result.err.size() - 1) << result.err;
+  EXPECT_NE(result.err.find(part), std::string::npos) << result.err;
+}
+
+TEST(CliErrors, BadFiles) {
+  const fs::path dir = scratch();
+  const std::string good = ucr("Coffee", "TRAIN");
+  struct Case {
+    const char* file;
+    const char* text;
+    const char* what;  // after "FILE:"
+  };
+  const Case cases[] = {
+      {"empty.tsv", "", "1: no series (the file is empty)"},
+      {"ragged.tsv", "1\t0.5\t1\n2\t0.5\t1\n1\t0.5\t1\t2\n",
+       "3: ragged rows: 3 values, but the first series has 2"},
+      {"word.tsv", "1\t0.5\t1\n2\t0.5\tabc\n",
+       "2: field 3: 'abc' is not a number"},
+      {"nan.csv", "1,0.5,1\n2,nan,1\n",
+       "2: field 2: 'nan' is not a finite number"},
+      {"inf.tsv", "1\t0.5\tinf\r\n",
+       "1: field 3: 'inf' is not a finite number"},
+      {"nolabels.tsv", "0.5\t1\t2\n",
+       "1: label '0.5' is not an integer (a "
+       "file without labels needs --no-labels)"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = (dir / c.file).string();
+    write_file(path, c.text);
+    SCOPED_TRACE(c.file);
+    expect_error(softwave({"knn", "--train", good, "--test", path}),
+                 path + ":" + c.what);
+    expect_error(softwave({"knn", "--train", path, "--test", good}),
+                 path + ":" + c.what);
+    if (std::string(c.file) != "nolabels.tsv") {
+      expect_error(softwave({"pairwise", "--x", path}), path + ":" + c.what);
+    }
+  }
+  const std::string missing = (dir / "missing.tsv").string();
+  expect_error(softwave({"knn", "--train", missing, "--test", good}),
+               missing + ": cannot open: No such file or directory");
+  // The label-less file is fine with --no-labels.
+  const Result ok = softwave(
+      {"pairwise", "--x", (dir / "nolabels.tsv").string(), "--no-labels"});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_EQ(parse_csv(ok.out).size(), 1u);
+}
+
+TEST(CliErrors, BadUsage) {
+  const std::string train = ucr("Coffee", "TRAIN"),
+                    test = ucr("Coffee", "TEST");
+  const std::vector<std::string> knn = {"knn", "--train", train, "--test",
+                                        test};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> arguments = knn;
+    arguments.insert(arguments.end(), extra.begin(), extra.end());
+    return softwave(arguments);
+  };
+  expect_error(softwave({}), "missing command (see 'softwave --help')");
+  expect_error(softwave({"frobnicate"}),
+               "unknown command 'frobnicate' (see 'softwave --help')");
+  expect_error(with({"--frobnicate"}), "unknown option '--frobnicate'");
+  expect_error(softwave({"knn", "--train", train}),
+               "missing required option --test");
+  expect_error(softwave({"pairwise"}), "missing required option --x");
+  expect_error(with({"--gamma"}), "option --gamma needs a value");
+  expect_error(with({"--gamma", "abc"}),
+               "option --gamma: expected a number, got 'abc'");
+  expect_error(with({"--band", "-1"}),
+               "option --band: expected an integer >= 0, got '-1'");
+  expect_error(with({"--band", "2.5"}),
+               "option --band: expected an integer, got '2.5'");
+  expect_error(with({"--band-pct", "-5"}),
+               "option --band-pct: expected a percentage >= 0, got '-5'");
+  expect_error(with({"--band", "3", "--band-pct", "10"}),
+               "options --band and --band-pct are mutually exclusive");
+  expect_error(with({"--cost", "l2"}),
+               "option --cost: expected sqeuclidean|l1|cosine, got 'l2'");
+  expect_error(with({"--dtype", "float16"}),
+               "option --dtype: expected float32|float64, got 'float16'");
+  expect_error(with({"--threads", "0"}),
+               "option --threads: expected an integer >= 1, got '0'");
+  expect_error(with({"--no-labels"}), "unknown option '--no-labels'");
+  expect_error(softwave({"pairwise", "--x", train, "-o", "out.txt"}),
+               "option --output: 'out.txt' must end in .csv or .npy");
+  const fs::path no_dir = scratch() / "no" / "such" / "dir" / "m.csv";
+  expect_error(softwave({"pairwise", "--x", train, "-o", no_dir.string()}),
+               "option --output: cannot open '" + no_dir.string() +
+                   "' for writing: No such file or directory");
+}
+
+// Bad values the library rejects (softwave::invalid_argument).
+TEST(CliErrors, LibraryRejectsGamma) {
+  const std::string train = ucr("Coffee", "TRAIN"),
+                    test = ucr("Coffee", "TEST");
+  for (const std::string gamma : {"-1", "nan", "inf"}) {
+    SCOPED_TRACE(gamma);
+    expect_error_containing(
+        softwave({"knn", "--train", train, "--test", test, "--gamma", gamma}),
+        "gamma");
+    expect_error_containing(
+        softwave({"pairwise", "--x", test, "--gamma", gamma}), "gamma");
+  }
+  // No half-written output is left behind.
+  const fs::path out = scratch() / "m.npy";
+  expect_error_containing(
+      softwave({"pairwise", "--x", test, "--gamma", "-1", "-o", out.string()}),
+      "gamma");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+}  // namespace

@@ -1,0 +1,74 @@
+// Accuracy of float32 against the float64 reference (issue item 11):
+// x, y ~ U[0, 1), d = 8, N = M = 1024, B = 2, γ ∈ {1, 0.1, 0.01}. Required:
+// value relative error ≤ 1e-6 and ‖g − g_ref‖ / ‖g_ref‖ ≤ 1e-4 for the
+// gradient of the summed values with respect to x. The measured errors are
+// printed and recorded as test properties (they go in the closing note);
+// float64 is measured the same way for comparison.
+
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "test_helpers.hpp"
+
+namespace {
+
+using namespace swt;
+
+struct Errors {
+  double value = 0.0;   // max over pairs of |v − v_ref| / |v_ref|
+  double grad_x = 0.0;  // ‖g − g_ref‖ / ‖g_ref‖ over the whole batch
+  double grad_y = 0.0;
+};
+
+template <class T>
+Errors measure(const Batch& x, const Batch& y, const Config& s, const Results& want) {
+  const Results got = library_value_and_grad<T>(x, y, s);
+  Errors e;
+  for (std::size_t b = 0; b < want.values.size(); ++b)
+    e.value = std::max(e.value, std::fabs(got.values[b] - want.values[b]) / std::fabs(want.values[b]));
+  e.grad_x = relative_norm_error(got.grad_x, want.grad_x);
+  e.grad_y = relative_norm_error(got.grad_y, want.grad_y);
+  return e;
+}
+
+class Accuracy : public ::testing::TestWithParam<double> {};
+
+TEST_P(Accuracy, Float32AgainstFloat64Reference) {
+  SWT_SEEDED_RNG(rng);
+  const double gamma = GetParam();
+  const int B = 2, n = 1024, d = 8;
+  Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, n, d);
+  round_to<float>(x);  // the reference sees exactly the float inputs
+  round_to<float>(y);
+  Config s;
+  s.gamma = gamma;
+  SCOPED_TRACE(s.str());
+  const Results want = reference(x, y, s);
+  const Errors f = measure<float>(x, y, s, want);
+  const Errors g = measure<double>(x, y, s, want);
+  std::ostringstream line;
+  line << std::scientific << std::setprecision(2) << "[ accuracy ] gamma=" << gamma
+       << "  float32: value " << f.value << ", grad_x " << f.grad_x << ", grad_y " << f.grad_y
+       << "  |  float64: value " << g.value << ", grad_x " << g.grad_x << ", grad_y " << g.grad_y;
+  std::cout << line.str() << std::endl;
+  RecordProperty("float32_value_rel_error", std::to_string(f.value));
+  RecordProperty("float32_grad_x_rel_error", std::to_string(f.grad_x));
+  RecordProperty("float32_grad_y_rel_error", std::to_string(f.grad_y));
+  RecordProperty("float64_value_rel_error", std::to_string(g.value));
+  RecordProperty("float64_grad_x_rel_error", std::to_string(g.grad_x));
+  EXPECT_LE(f.value, 1e-6) << "float32 value relative error";
+  EXPECT_LE(f.grad_x, 1e-4) << "float32 gradient relative error";
+  EXPECT_LE(g.value, 1e-12) << "float64 value relative error";
+  EXPECT_LE(g.grad_x, 1e-9) << "float64 gradient relative error";
+}
+
+INSTANTIATE_TEST_SUITE_P(Gammas, Accuracy, ::testing::Values(1.0, 0.1, 0.01),
+                         [](const ::testing::TestParamInfo<double>& info) {
+                           return info.param == 1.0 ? std::string("gamma_1")
+                                  : info.param == 0.1 ? std::string("gamma_0_1")
+                                                      : std::string("gamma_0_01");
+                         });
+
+}  // namespace

@@ -1,0 +1,384 @@
+// Every bad input raises softwave::invalid_argument whose message names the
+// argument (never a crash, a hang or a silent NaN). Names follow the header's
+// parameters: x, y, cost, values, grad_x, grad_y, alignment, grad_cost,
+// grad_output, lengths.x, lengths.y, gamma, band, tile, matrix, path,
+// path_length. One thing is broken at a time; everything else is valid.
+
+#include <array>
+#include <cstdlib>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "test_helpers.hpp"
+
+namespace {
+
+using namespace swt;
+using softwave::PairwiseValue;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int B = 2, N = 5, M = 4, D = 3;
+
+Dev3<double> filled(const char* label, int a, int b, int c, double value = 0.5) {
+  Dev3<double> v(std::string(label), a, b, c);
+  Kokkos::deep_copy(v, value);
+  return v;
+}
+
+// Sets one element of a device view through a host mirror.
+template <class View>
+void poke(const View& view, int a, int b, int c, double value) {
+  auto host = Kokkos::create_mirror_view(view);
+  Kokkos::deep_copy(host, view);
+  host(a, b, c) = value;
+  Kokkos::deep_copy(view, host);
+}
+
+softwave::Lengths<Space> lengths(std::vector<int> lx, std::vector<int> ly) {
+  Config s;
+  s.len_x = std::move(lx);
+  s.len_y = std::move(ly);
+  return s.lengths();
+}
+
+softwave::SoftDTWOptions gamma_options(double gamma) {
+  softwave::SoftDTWOptions o;
+  o.gamma = gamma;
+  return o;
+}
+
+class Errors : public ::testing::Test {
+ protected:
+  Space space;
+  Dev3<double> x = filled("x", B, N, D), y = filled("y", B, M, D, 0.25);
+  Dev1<double> values = Dev1<double>("values", B);
+  softwave::SoftDTWOptions options;
+
+  void SetUp() override {
+    poke(x, 0, 1, 0, 0.9);  // not all equal, for good measure
+  }
+  auto soft_dtw(const Dev3<double>& xx, const Dev3<double>& yy, const Dev1<double>& vv,
+                const softwave::SoftDTWOptions& o, const softwave::Lengths<Space>& l = {}) {
+    return [=] { softwave::soft_dtw(space, xx, yy, vv, o, l); };
+  }
+};
+
+// ------------------------------------------------------------------ gamma
+
+TEST_F(Errors, GammaNegativeNaNOrInfinite) {
+  for (double g : {-1.0, -1e-300, kNaN, kInf, -kInf}) {
+    SCOPED_TRACE(g);
+    EXPECT_TRUE(throws_naming("gamma", soft_dtw(x, y, values, gamma_options(g))));
+    softwave::SeriesGradients<double, Space> grads;
+    grads.grad_x = filled("gx", B, N, D);
+    EXPECT_TRUE(throws_naming("gamma", [&] {
+      softwave::soft_dtw_value_and_grad(space, x, y, values, grads, gamma_options(g));
+    }));
+    EXPECT_TRUE(throws_naming("gamma", [&] {
+      softwave::soft_dtw_cost(space, filled("c", B, N, M), values, gamma_options(g));
+    }));
+    EXPECT_TRUE(throws_naming("gamma", [&] {
+      softwave::soft_dtw_divergence(space, x, y, values, gamma_options(g));
+    }));
+    EXPECT_TRUE(throws_naming("gamma", [&] {
+      softwave::pairwise(space, x, y, Dev2<double>("m", B, B), gamma_options(g));
+    }));
+  }
+}
+
+TEST_F(Errors, GammaZeroIsValid) {
+  EXPECT_NO_THROW(softwave::soft_dtw(space, x, y, values, gamma_options(0.0)));
+}
+
+// --------------------------------------------------------- band and tile
+
+TEST_F(Errors, NegativeBand) {
+  softwave::SoftDTWOptions o;
+  o.band = -1;
+  EXPECT_TRUE(throws_naming("band", soft_dtw(x, y, values, o)));
+  EXPECT_TRUE(throws_naming("band", [&] { softwave::soft_dtw_cost(space, filled("c", B, N, M), values, o); }));
+  EXPECT_TRUE(throws_naming("band", [&] {
+    softwave::dtw_path(space, x, y, values, Dev3<int>("p", B, N + M - 1, 2), Dev1<int>("l", B), o);
+  }));
+  EXPECT_TRUE(throws_naming("band", [&] { softwave::pairwise(space, x, y, Dev2<double>("m", B, B), o); }));
+  o.band = 0;  // zero is a valid (diagonal-only) band
+  EXPECT_NO_THROW(softwave::soft_dtw(space, x, y, values, o));
+}
+
+TEST_F(Errors, NegativeTile) {
+  softwave::SoftDTWOptions o;
+  o.tile = -1;
+  EXPECT_TRUE(throws_naming("tile", soft_dtw(x, y, values, o)));
+}
+
+// ------------------------------------------------------ shapes: batches
+
+TEST_F(Errors, BatchMismatch) {
+  const auto y3 = filled("y3", B + 1, M, D);
+  EXPECT_TRUE(throws_naming("y", soft_dtw(x, y3, values, options)));
+  EXPECT_TRUE(throws_naming("y", [&] { softwave::soft_dtw_divergence(space, x, y3, values); }));
+  EXPECT_TRUE(throws_naming("values", soft_dtw(x, y, Dev1<double>("v", B + 1), options)));
+  EXPECT_TRUE(throws_naming("values", soft_dtw(x, y, Dev1<double>("v", B - 1), options)));
+  EXPECT_TRUE(throws_naming("values", [&] {
+    softwave::soft_dtw_cost(space, filled("c", B, N, M), Dev1<double>("v", B + 1));
+  }));
+  EXPECT_TRUE(throws_naming("values", [&] {
+    softwave::soft_dtw_divergence(space, x, y, Dev1<double>("v", B + 1));
+  }));
+}
+
+TEST_F(Errors, FeatureMismatch) {
+  const auto y2 = filled("y2", B, M, D - 1);
+  EXPECT_TRUE(throws_naming("y", soft_dtw(x, y2, values, options)));
+  EXPECT_TRUE(throws_naming("y", [&] { softwave::soft_dtw_divergence(space, x, y2, values); }));
+  EXPECT_TRUE(throws_naming("y", [&] { softwave::pairwise(space, x, y2, Dev2<double>("m", B, B)); }));
+  EXPECT_TRUE(throws_naming("y", [&] {
+    softwave::dtw_path(space, x, y2, values, Dev3<int>("p", B, N + M - 1, 2), Dev1<int>("l", B));
+  }));
+}
+
+// --------------------------------------------------------- empty inputs
+
+TEST_F(Errors, EmptySequences) {
+  EXPECT_TRUE(throws_naming("x", soft_dtw(filled("x0", B, 0, D), y, values, options)));
+  EXPECT_TRUE(throws_naming("y", soft_dtw(x, filled("y0", B, 0, D), values, options)));
+  EXPECT_TRUE(throws_naming("cost", [&] { softwave::soft_dtw_cost(space, filled("c", B, 0, M), values); }));
+  EXPECT_TRUE(throws_naming("cost", [&] { softwave::soft_dtw_cost(space, filled("c", B, N, 0), values); }));
+  EXPECT_TRUE(throws_naming("x", [&] { softwave::pairwise(space, filled("x0", B, 0, D), y, Dev2<double>("m", B, B)); }));
+  EXPECT_TRUE(throws_naming("y", [&] { softwave::pairwise(space, x, filled("y0", B, 0, D), Dev2<double>("m", B, B)); }));
+  EXPECT_TRUE(throws_naming("x", [&] {
+    softwave::dtw_path(space, filled("x0", B, 0, D), y, values, Dev3<int>("p", B, M - 1, 2), Dev1<int>("l", B));
+  }));
+}
+
+// d = 0: no features. The message may name x or y (both have d = 0).
+TEST_F(Errors, ZeroFeatures) {
+  const auto x0 = filled("x0", B, N, 0), y0 = filled("y0", B, M, 0);
+  try {
+    softwave::soft_dtw(space, x0, y0, values);
+    space.fence();
+    ADD_FAILURE() << "d = 0 was accepted";
+  } catch (const softwave::invalid_argument& e) {
+    EXPECT_TRUE(names_argument(e.what(), "x") || names_argument(e.what(), "y")) << e.what();
+  }
+}
+
+// B = 0: an empty batch either does nothing or is refused with
+// softwave::invalid_argument; it must not crash or throw anything else.
+TEST_F(Errors, EmptyBatchDoesNotCrash) {
+  const auto x0 = filled("x0", 0, N, D), y0 = filled("y0", 0, M, D);
+  try {
+    softwave::soft_dtw(space, x0, y0, Dev1<double>("v", 0));
+    softwave::SeriesGradients<double, Space> g;
+    g.grad_x = filled("gx", 0, N, D);
+    softwave::soft_dtw_value_and_grad(space, x0, y0, Dev1<double>("v", 0), g);
+    softwave::pairwise(space, x0, y, Dev2<double>("m", 0, B));
+    space.fence();
+  } catch (const softwave::invalid_argument&) {
+  }
+}
+
+// ---------------------------------------------------------------- lengths
+
+TEST_F(Errors, LengthsOutOfRange) {
+  EXPECT_TRUE(throws_naming("lengths.x", soft_dtw(x, y, values, options, lengths({0, N}, {}))));
+  EXPECT_TRUE(throws_naming("lengths.x", soft_dtw(x, y, values, options, lengths({-3, N}, {}))));
+  EXPECT_TRUE(throws_naming("lengths.x", soft_dtw(x, y, values, options, lengths({N, N + 1}, {}))));
+  EXPECT_TRUE(throws_naming("lengths.y", soft_dtw(x, y, values, options, lengths({}, {M, 0}))));
+  EXPECT_TRUE(throws_naming("lengths.y", soft_dtw(x, y, values, options, lengths({N, 1}, {M + 1, M}))));
+  EXPECT_TRUE(throws_naming("lengths.y", [&] {
+    softwave::soft_dtw_cost(space, filled("c", B, N, M), values, options, lengths({}, {M + 1, 1}));
+  }));
+  EXPECT_TRUE(throws_naming("lengths.x", [&] {
+    softwave::soft_dtw_divergence(space, x, y, values, options, lengths({N + 1, 1}, {}));
+  }));
+  EXPECT_TRUE(throws_naming("lengths.y", [&] {
+    softwave::dtw_path(space, x, y, values, Dev3<int>("p", B, N + M - 1, 2), Dev1<int>("l", B), options,
+                       lengths({}, {0, 1}));
+  }));
+  EXPECT_NO_THROW(softwave::soft_dtw(space, x, y, values, options, lengths({1, N}, {M, 1})));
+}
+
+TEST_F(Errors, LengthsOfWrongSize) {
+  EXPECT_TRUE(throws_naming("lengths.x", soft_dtw(x, y, values, options, lengths({N, N, N}, {}))));
+  EXPECT_TRUE(throws_naming("lengths.x", soft_dtw(x, y, values, options, lengths({N}, {}))));
+  EXPECT_TRUE(throws_naming("lengths.y", soft_dtw(x, y, values, options, lengths({}, {M, M, M}))));
+  // pairwise: lengths.x is (B1,), lengths.y is (B2,).
+  const auto y3 = filled("y3", 3, M, D);
+  EXPECT_TRUE(throws_naming("lengths.x", [&] {
+    softwave::pairwise(space, x, y3, Dev2<double>("m", B, 3), options, PairwiseValue::soft_dtw,
+                       lengths({N, N, N}, {}));
+  }));
+  EXPECT_TRUE(throws_naming("lengths.y", [&] {
+    softwave::pairwise(space, x, y3, Dev2<double>("m", B, 3), options, PairwiseValue::soft_dtw,
+                       lengths({}, {M, M}));
+  }));
+}
+
+// ------------------------------------------------------ non-finite values
+
+TEST_F(Errors, NonFiniteInputsInsideTheLengths) {
+  const auto xn = filled("xn", B, N, D);
+  poke(xn, 1, 2, 1, kNaN);
+  EXPECT_TRUE(throws_naming("x", soft_dtw(xn, y, values, options)));
+  const auto yi = filled("yi", B, M, D);
+  poke(yi, 0, M - 1, D - 1, kInf);
+  EXPECT_TRUE(throws_naming("y", soft_dtw(x, yi, values, options)));
+  EXPECT_TRUE(throws_naming("y", [&] { softwave::soft_dtw_divergence(space, x, yi, values); }));
+  EXPECT_TRUE(throws_naming("x", [&] { softwave::pairwise(space, xn, y, Dev2<double>("m", B, B)); }));
+  EXPECT_TRUE(throws_naming("x", [&] {
+    softwave::dtw_path(space, xn, y, values, Dev3<int>("p", B, N + M - 1, 2), Dev1<int>("l", B));
+  }));
+  const auto c = filled("c", B, N, M);
+  poke(c, 1, 0, 0, -kInf);
+  EXPECT_TRUE(throws_naming("cost", [&] { softwave::soft_dtw_cost(space, c, values); }));
+  // Inside the lengths of its pair: still refused. Outside: never read.
+  const auto xp = filled("xp", B, N, D);
+  poke(xp, 0, 2, 0, kNaN);
+  EXPECT_TRUE(throws_naming("x", soft_dtw(xp, y, values, options, lengths({3, N}, {}))));
+  EXPECT_NO_THROW(softwave::soft_dtw(space, xp, y, values, options, lengths({2, N}, {})));
+}
+
+// ---------------------------------------------------- output extents
+
+TEST_F(Errors, GradientOutputsOfWrongExtent) {
+  auto expect = [&](const char* name, const softwave::SeriesGradients<double, Space>& g) {
+    EXPECT_TRUE(throws_naming(name, [&] { softwave::soft_dtw_value_and_grad(space, x, y, values, g); }))
+        << "soft_dtw_value_and_grad";
+    if (std::string(name) != "alignment") {
+      EXPECT_TRUE(throws_naming(name, [&] { softwave::soft_dtw_divergence_value_and_grad(space, x, y, values, g); }))
+          << "soft_dtw_divergence_value_and_grad";
+    }
+  };
+  for (const auto& shape : {std::array{B + 1, N, D}, std::array{B, N + 1, D}, std::array{B, N, D + 1}}) {
+    softwave::SeriesGradients<double, Space> g;
+    g.grad_x = filled("gx", shape[0], shape[1], shape[2]);
+    expect("grad_x", g);
+  }
+  for (const auto& shape : {std::array{B - 1, M, D}, std::array{B, M - 1, D}, std::array{B, M, D + 1}}) {
+    softwave::SeriesGradients<double, Space> g;
+    g.grad_y = filled("gy", shape[0], shape[1], shape[2]);
+    expect("grad_y", g);
+  }
+  for (const auto& shape : {std::array{B + 1, N, M}, std::array{B, M, N}, std::array{B, N, M + 1}}) {
+    softwave::SeriesGradients<double, Space> g;
+    g.alignment = filled("e", shape[0], shape[1], shape[2]);
+    expect("alignment", g);
+  }
+  softwave::SeriesGradients<double, Space> g;
+  g.grad_x = filled("gx", B, N, D);
+  g.grad_output = Dev1<double>("go", B + 1);
+  expect("grad_output", g);
+  g.grad_output = Dev1<double>("go", B);
+  EXPECT_TRUE(throws_naming("values", [&] {
+    softwave::soft_dtw_value_and_grad(space, x, y, Dev1<double>("v", B + 1), g);
+  }));
+  EXPECT_NO_THROW(softwave::soft_dtw_value_and_grad(space, x, y, Dev1<double>(), g));
+}
+
+TEST_F(Errors, NonFiniteGradOutput) {
+  for (double bad : {kNaN, kInf, -kInf}) {
+    Dev1<double> go("go", B);
+    Kokkos::deep_copy(go, 1.0);
+    auto host = Kokkos::create_mirror_view(go);
+    Kokkos::deep_copy(host, go);
+    host(1) = bad;
+    Kokkos::deep_copy(go, host);
+    softwave::SeriesGradients<double, Space> g;
+    g.grad_x = filled("gx", B, N, D);
+    g.grad_output = go;
+    EXPECT_TRUE(throws_naming("grad_output", [&] { softwave::soft_dtw_value_and_grad(space, x, y, values, g); }));
+    EXPECT_TRUE(throws_naming("grad_output", [&] {
+      softwave::soft_dtw_divergence_value_and_grad(space, x, y, values, g);
+    }));
+    softwave::CostGradients<double, Space> gc;
+    gc.grad_cost = filled("gc", B, N, M);
+    gc.grad_output = go;
+    EXPECT_TRUE(throws_naming("grad_output", [&] {
+      softwave::soft_dtw_cost_value_and_grad(space, filled("c", B, N, M), values, gc);
+    }));
+  }
+}
+
+TEST_F(Errors, DivergenceRefusesAlignment) {
+  softwave::SeriesGradients<double, Space> g;
+  g.alignment = filled("e", B, N, M);
+  EXPECT_TRUE(throws_naming("alignment", [&] {
+    softwave::soft_dtw_divergence_value_and_grad(space, x, y, values, g);
+  }));
+}
+
+TEST_F(Errors, CostTensorOutputsOfWrongExtent) {
+  const auto c = filled("c", B, N, M);
+  for (const auto& shape : {std::array{B + 1, N, M}, std::array{B, N - 1, M}, std::array{B, N, M + 1}}) {
+    softwave::CostGradients<double, Space> g;
+    g.grad_cost = filled("gc", shape[0], shape[1], shape[2]);
+    EXPECT_TRUE(throws_naming("grad_cost", [&] { softwave::soft_dtw_cost_value_and_grad(space, c, values, g); }));
+  }
+  softwave::CostGradients<double, Space> g;
+  g.grad_cost = filled("gc", B, N, M);
+  g.grad_output = Dev1<double>("go", 1);
+  EXPECT_TRUE(throws_naming("grad_output", [&] { softwave::soft_dtw_cost_value_and_grad(space, c, values, g); }));
+}
+
+TEST_F(Errors, PairwiseMatrixOfWrongExtent) {
+  const auto y3 = filled("y3", 3, M, D);
+  for (const auto& shape : {std::array{3, B}, std::array{B, 4}, std::array{B + 1, 3}, std::array{0, 0}}) {
+    SCOPED_TRACE(std::to_string(shape[0]) + "x" + std::to_string(shape[1]));
+    EXPECT_TRUE(throws_naming("matrix", [&] {
+      softwave::pairwise(space, x, y3, Dev2<double>("m", shape[0], shape[1]));
+    }));
+  }
+  EXPECT_NO_THROW(softwave::pairwise(space, x, y3, Dev2<double>("m", B, 3)));
+}
+
+TEST_F(Errors, PathOutputsOfWrongExtent) {
+  const Dev1<int> len("l", B);
+  for (const auto& shape : {std::array{B, N + M - 2, 2}, std::array{B, N + M, 2}, std::array{B, N + M - 1, 3},
+                            std::array{B + 1, N + M - 1, 2}, std::array{0, 0, 0}}) {
+    SCOPED_TRACE(std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" + std::to_string(shape[2]));
+    EXPECT_TRUE(throws_naming("path", [&] {
+      softwave::dtw_path(space, x, y, values, Dev3<int>("p", shape[0], shape[1], shape[2]), len);
+    }));
+  }
+  const Dev3<int> path("p", B, N + M - 1, 2);
+  EXPECT_TRUE(throws_naming("path_length", [&] { softwave::dtw_path(space, x, y, values, path, Dev1<int>("l", B + 1)); }));
+  EXPECT_TRUE(throws_naming("path_length", [&] { softwave::dtw_path(space, x, y, values, path, Dev1<int>()); }));
+  EXPECT_TRUE(throws_naming("values", [&] { softwave::dtw_path(space, x, y, Dev1<double>("v", 1), path, len); }));
+  EXPECT_NO_THROW(softwave::dtw_path(space, x, y, Dev1<double>(), path, len));
+}
+
+// The message check itself: a name counts only as a whole argument name.
+TEST(ErrorHelper, NamesArgumentMatchesWholeNamesOnly) {
+  EXPECT_TRUE(names_argument("softwave: x has 3 points", "x"));
+  EXPECT_TRUE(names_argument("softwave: batch of y (3) differs from x.", "x"));
+  EXPECT_TRUE(names_argument("softwave: lengths.x[1] = 0 is out of range", "lengths.x"));
+  EXPECT_FALSE(names_argument("softwave: lengths.x[1] = 0 is out of range", "x"));
+  EXPECT_FALSE(names_argument("softwave: grad_x has the wrong extent", "x"));
+  EXPECT_FALSE(names_argument("softwave: path_length has the wrong extent", "path"));
+  EXPECT_FALSE(names_argument("softwave: every input must be finite", "y"));
+  EXPECT_FALSE(throws_naming("gamma", [] {}));
+  EXPECT_FALSE(throws_naming("gamma", [] { throw softwave::invalid_argument("band must be >= 0"); }));
+  EXPECT_FALSE(throws_naming("gamma", [] { throw std::invalid_argument("gamma"); }));
+  EXPECT_TRUE(throws_naming("gamma", [] { throw softwave::invalid_argument("gamma must be >= 0 (got -1)"); }));
+}
+
+// -------------------------------------------------------------- environment
+
+// ctest runs the suite at 1 and 2 OpenMP threads (OMP_NUM_THREADS, set by
+// tests/CMakeLists.txt): check the setting reached Kokkos.
+TEST(Environment, ThreadCountReachedKokkos) {
+  const char* want = std::getenv("OMP_NUM_THREADS");
+  if (!want) GTEST_SKIP() << "OMP_NUM_THREADS not set";
+#ifdef KOKKOS_ENABLE_OPENMP
+  if (std::is_same_v<Space, Kokkos::OpenMP>) {
+    EXPECT_EQ(Space().concurrency(), std::atoi(want));
+    return;
+  }
+#endif
+  GTEST_SKIP() << "default execution space is " << Space::name();
+}
+
+}  // namespace

@@ -1,0 +1,253 @@
+// Hard DTW (γ = 0): values against brute force, E as the 0/1 indicator of the
+// optimal path, dtw_path (path, path_length, −1 padding, values) against the
+// reference, and the tie-break (diagonal, then up, then left) on inputs whose
+// costs are exact small integers, so ties are real ties in any precision.
+
+#include <cmath>
+
+#include "test_helpers.hpp"
+
+namespace {
+
+using namespace swt;
+
+struct PathResult {
+  std::vector<double> values;
+  std::vector<double> path;  // (B, N + M − 1, 2)
+  std::vector<double> length;
+};
+
+template <class T>
+PathResult library_path(const Batch& x, const Batch& y, const Config& s, bool with_values = true) {
+  Space space;
+  const auto dx = to_device<T>(x, "swt::x"), dy = to_device<T>(y, "swt::y");
+  Dev1<T> values;
+  if (with_values) values = output1<T>("swt::values", x.B);
+  Dev3<int> path("swt::path", x.B, x.n + y.n - 1, 2);
+  Dev1<int> length("swt::path_length", x.B);
+  Kokkos::deep_copy(path, 12345);
+  Kokkos::deep_copy(length, 12345);
+  softwave::dtw_path(space, dx, dy, values, path, length, s.options(), s.lengths());
+  PathResult out;
+  if (with_values) out.values = to_host(values);
+  out.path = to_host(path);
+  out.length = to_host(length);
+  return out;
+}
+
+// Compares dtw_path's result for every pair with the reference path.
+void check_paths(const Batch& x, const Batch& y, const Config& s, const PathResult& got) {
+  const int B = x.B, K = x.n + y.n - 1;
+  Config hard = s;
+  hard.gamma = 0.0;
+  for (int b = 0; b < B; ++b) {
+    SCOPED_TRACE("pair " + std::to_string(b));
+    const int nb = s.nx(b, x.n), mb = s.ny(b, y.n);
+    const ref::Table c = ref::cost_table(x.series(b, nb), y.series(b, mb), s.cost);
+    const auto want = ref::hard_path(ref::forward(c, 0.0, s.band));
+    ASSERT_EQ(got.length[b], static_cast<double>(want.size()));
+    for (int k = 0; k < K; ++k) {
+      const double i = got.path[(static_cast<std::size_t>(b) * K + k) * 2];
+      const double j = got.path[(static_cast<std::size_t>(b) * K + k) * 2 + 1];
+      if (k < static_cast<int>(want.size())) {
+        EXPECT_EQ(i, want[k].first) << "step " << k;
+        EXPECT_EQ(j, want[k].second) << "step " << k;
+      } else {
+        EXPECT_EQ(i, -1.0) << "padding at step " << k;
+        EXPECT_EQ(j, -1.0) << "padding at step " << k;
+      }
+    }
+  }
+}
+
+Batch integer_batch(Rng& rng, int B, int n, int d, int hi) {
+  Batch out(B, n, d);
+  for (double& e : out.v) e = rng.integer(0, hi);
+  return out;
+}
+
+// ---------------------------------------------------------------- values
+
+// γ = 0: value = minimum over all warping paths in the band (N, M ≤ 4).
+TEST(HardDTW, ValueIsMinimumOverAllPaths) {
+  SWT_SEEDED_RNG(rng);
+  for (ref::Cost cost : kCosts)
+    for (int w = -1; w <= 2; ++w) {
+      const int B = 16;
+      Config s;
+      s.cost = cost;
+      s.gamma = 0.0;
+      if (w >= 0) s.band = w;
+      for (int b = 0; b < B; ++b) {
+        s.len_x.push_back(1 + b / 4);
+        s.len_y.push_back(1 + b % 4);
+      }
+      SCOPED_TRACE(s.str());
+      const Batch x = random_batch(rng, B, 4, 2, -1.0, 1.0), y = random_batch(rng, B, 4, 2, -1.0, 1.0);
+      std::vector<double> want(B);
+      for (int b = 0; b < B; ++b)
+        want[b] = ref::brute_force(ref::cost_table(x.series(b, s.len_x[b]), y.series(b, s.len_y[b]), cost),
+                                   0.0, s.band).value;
+      EXPECT_TRUE(near_values(library_values<double>(x, y, s), want, 1e-12, 1.0, "soft_dtw(gamma=0)"));
+      EXPECT_TRUE(near_values(library_path<double>(x, y, s).values, want, 1e-12, 1.0, "dtw_path values"));
+    }
+}
+
+// γ = 0: E is the 0/1 indicator of the optimal path, the same path dtw_path
+// returns; grad_x is the path's sum of ∂δ.
+TEST(HardDTW, AlignmentIsThePathIndicator) {
+  SWT_SEEDED_RNG(rng);
+  for (ref::Cost cost : kCosts) {
+    const int B = 3, n = rng.integer(1, 50), m = rng.integer(1, 50), d = 3;
+    Config s;
+    s.cost = cost;
+    s.gamma = 0.0;
+    s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 4)) : std::nullopt;
+    s.len_x = random_lengths(rng, B, n);
+    s.len_y = random_lengths(rng, B, m);
+    SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
+    const Batch x = random_batch(rng, B, n, d, -1.0, 1.0), y = random_batch(rng, B, m, d, -1.0, 1.0);
+    const Results got = library_value_and_grad<double>(x, y, s);
+    const PathResult path = library_path<double>(x, y, s);
+    const int K = n + m - 1;
+    for (int b = 0; b < B; ++b) {
+      std::vector<double> indicator(static_cast<std::size_t>(n) * m, 0.0);
+      for (int k = 0; k < static_cast<int>(path.length[b]); ++k) {
+        const int i = static_cast<int>(path.path[(static_cast<std::size_t>(b) * K + k) * 2]);
+        const int j = static_cast<int>(path.path[(static_cast<std::size_t>(b) * K + k) * 2 + 1]);
+        ASSERT_TRUE(i >= 0 && i < n && j >= 0 && j < m) << "path cell out of range";
+        indicator[static_cast<std::size_t>(i) * m + j] = 1.0;
+      }
+      const std::vector<double> e(got.alignment.begin() + static_cast<std::ptrdiff_t>(b) * n * m,
+                                  got.alignment.begin() + static_cast<std::ptrdiff_t>(b + 1) * n * m);
+      EXPECT_EQ(e, indicator) << "pair " << b << ": alignment is not the dtw_path indicator";
+    }
+    EXPECT_TRUE(near_arrays(got.alignment, reference(x, y, s).alignment, 0.0, 1.0, "alignment"));
+  }
+}
+
+// --------------------------------------------------------------- dtw_path
+
+template <class T>
+void path_sweep() {
+  SWT_SEEDED_RNG(rng);
+  static const int shapes[][2] = {{1, 1}, {1, 9}, {9, 1}, {2, 3}, {13, 13}, {31, 47}, {47, 31}, {90, 70}};
+  int c = 0;
+  for (const auto& shape : shapes)
+    for (ref::Cost cost : kCosts)
+      for (int variant = 0; variant < 4; ++variant, ++c) {
+        const int B = variant % 2 ? 5 : 1, n = shape[0], m = shape[1], d = cost == ref::Cost::cosine ? 3 : 1 + c % 4;
+        Config s;
+        s.cost = cost;
+        s.gamma = 0.0;
+        if (variant >= 2) s.band = rng.integer(0, 3);
+        if (variant % 2) {
+          s.len_x = random_lengths(rng, B, n);
+          s.len_y = random_lengths(rng, B, m);
+        }
+        s.tile = std::vector<int>{0, 4, 7, 32}[c % 4];
+        SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m) +
+                     " d=" + std::to_string(d) + " B=" + std::to_string(B));
+        Batch x = random_batch(rng, B, n, d, -1.0, 1.0), y = random_batch(rng, B, m, d, -1.0, 1.0);
+        round_to<T>(x);
+        round_to<T>(y);
+        const PathResult got = library_path<T>(x, y, s);
+        EXPECT_TRUE(near_values(got.values, reference(x, y, s).values, value_rtol<T>(), 1.0, "values"));
+        // float32 costs may flip a near-tie, and with it the path: paths are
+        // compared in float64 only.
+        if (std::is_same_v<T, double>) check_paths(x, y, s, got);
+      }
+}
+
+TEST(DtwPath, SweepMatchesReferenceDouble) { path_sweep<double>(); }
+TEST(DtwPath, SweepValuesMatchReferenceFloat) { path_sweep<float>(); }
+
+// Integer-valued inputs make many exact ties; the path must follow the
+// header's tie-break in float64 and float32 alike (costs are exact there).
+template <class T>
+void ties() {
+  SWT_SEEDED_RNG(rng);
+  for (ref::Cost cost : {ref::Cost::sqeuclidean, ref::Cost::l1})
+    for (int trial = 0; trial < 12; ++trial) {
+      const int B = 4, n = rng.integer(1, 25), m = rng.integer(1, 25);
+      Config s;
+      s.cost = cost;
+      s.gamma = 0.0;
+      if (trial % 3 == 1) s.band = rng.integer(0, 2);
+      if (trial % 2) {
+        s.len_x = random_lengths(rng, B, n);
+        s.len_y = random_lengths(rng, B, m);
+      }
+      s.tile = trial % 4 == 3 ? 4 : 0;
+      SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
+      const Batch x = integer_batch(rng, B, n, 1, 2), y = integer_batch(rng, B, m, 1, 2);
+      const PathResult got = library_path<T>(x, y, s);
+      check_paths(x, y, s, got);
+      // soft_dtw at γ = 0 must pick the same path for its alignment.
+      const Results r = library_value_and_grad<T>(x, y, s);
+      EXPECT_TRUE(near_arrays(r.alignment, reference(x, y, s).alignment, 0.0, 1.0, "alignment"));
+    }
+}
+
+TEST(DtwPath, TieBreakDouble) { ties<double>(); }
+TEST(DtwPath, TieBreakFloat) { ties<float>(); }
+
+// Hand-checked: all costs 0, N = 3, M = 2: from (2,1) all three predecessors
+// tie and the diagonal (1,0) wins; (1,0) can only come from (0,0).
+TEST(DtwPath, AllZeroCostsHandChecked) {
+  const Batch x(1, 3, 2, 0.5), y(1, 2, 2, 0.5);
+  Config s;
+  s.gamma = 0.0;
+  const PathResult got = library_path<double>(x, y, s);
+  ASSERT_EQ(got.length[0], 3.0);
+  const std::vector<double> want = {0, 0, 1, 0, 2, 1, -1, -1};
+  EXPECT_EQ(got.path, want);
+  EXPECT_EQ(got.values[0], 0.0);
+  // And N = M: the straight diagonal.
+  const Batch sq(1, 6, 1, 0.25);
+  const PathResult diag = library_path<double>(sq, sq, s);
+  ASSERT_EQ(diag.length[0], 6.0);
+  for (int k = 0; k < 6; ++k) {
+    EXPECT_EQ(diag.path[2 * k], k);
+    EXPECT_EQ(diag.path[2 * k + 1], k);
+  }
+}
+
+// Same on a cost tensor: grad_cost at γ = 0 is the tie-broken path indicator.
+TEST(DtwPath, CostTensorTieBreak) {
+  SWT_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 10; ++trial) {
+    const int B = 3, n = rng.integer(1, 20), m = rng.integer(1, 20);
+    Config s;
+    s.gamma = 0.0;
+    if (trial % 2) s.band = rng.integer(0, 2);
+    SCOPED_TRACE(s.str());
+    const Batch c = integer_batch(rng, B, n, m, 1);
+    EXPECT_TRUE(near_arrays(library_cost<double>(c, s, true).alignment, reference_cost(c, s).alignment, 0.0,
+                            1.0, "grad_cost"));
+    EXPECT_TRUE(near_arrays(library_cost<float>(c, s, true).alignment, reference_cost(c, s).alignment, 0.0,
+                            1.0, "grad_cost (float)"));
+  }
+}
+
+// dtw_path is hard DTW whatever options.gamma says; values may be empty.
+TEST(DtwPath, IgnoresGammaAndValuesMayBeEmpty) {
+  SWT_SEEDED_RNG(rng);
+  const int B = 3, n = 20, m = 17;
+  const Batch x = random_batch(rng, B, n, 2), y = random_batch(rng, B, m, 2);
+  Config hard;
+  hard.gamma = 0.0;
+  Config soft = hard;
+  soft.gamma = 5.0;
+  const PathResult want = library_path<double>(x, y, hard);
+  const PathResult got = library_path<double>(x, y, soft);
+  EXPECT_EQ(got.values, want.values);
+  EXPECT_EQ(got.path, want.path);
+  EXPECT_EQ(got.length, want.length);
+  const PathResult no_values = library_path<double>(x, y, hard, false);
+  EXPECT_EQ(no_values.path, want.path);
+  EXPECT_EQ(no_values.length, want.length);
+  check_paths(x, y, hard, want);
+}
+
+}  // namespace

@@ -1,0 +1,616 @@
+#pragma once
+// Shared pieces of the softwave GoogleTest suite: seeded random inputs, host
+// batches, device views (filled and read back through host mirrors, so the
+// same tests run on CUDA), calls into the library, the float64 reference per
+// batch, comparisons that report the worst element, and an exception check.
+
+#include <softwave/softdtw.hpp>
+
+#include <gtest/gtest.h>
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "reference/softdtw_reference.hpp"
+
+namespace swt {
+
+namespace ref = softwave_ref;
+
+using Space = Kokkos::DefaultExecutionSpace;
+using Mem = Space::memory_space;
+template <class T>
+using Dev3 = Kokkos::View<T***, Kokkos::LayoutRight, Mem>;
+template <class T>
+using Dev2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
+template <class T>
+using Dev1 = Kokkos::View<T*, Mem>;
+
+inline softwave::Cost to_lib(ref::Cost c) {
+  switch (c) {
+    case ref::Cost::sqeuclidean: return softwave::Cost::sqeuclidean;
+    case ref::Cost::l1: return softwave::Cost::l1;
+    case ref::Cost::cosine: return softwave::Cost::cosine;
+  }
+  return softwave::Cost::sqeuclidean;
+}
+
+// ------------------------------------------------------------ randomness
+
+// A fresh seed per test (std::random_device), or SOFTWAVE_TEST_SEED to replay.
+inline std::uint64_t fresh_seed() {
+  if (const char* s = std::getenv("SOFTWAVE_TEST_SEED"))
+    return std::strtoull(s, nullptr, 10);
+  std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+struct Rng {
+  std::uint64_t seed = fresh_seed();
+  std::mt19937_64 engine{seed};
+  double uniform(double lo = 0.0, double hi = 1.0) {
+    return std::uniform_real_distribution<double>(lo, hi)(engine);
+  }
+  int integer(int lo, int hi) {  // inclusive
+    return std::uniform_int_distribution<int>(lo, hi)(engine);
+  }
+  bool coin() { return integer(0, 1) == 1; }
+};
+
+// Declares `rng` and attaches its seed to every failure in the scope.
+#define SWT_SEEDED_RNG(rng)                                                  \
+  ::swt::Rng rng;                                                            \
+  SCOPED_TRACE(::testing::Message()                                          \
+               << "seed " << rng.seed << " (replay: SOFTWAVE_TEST_SEED="     \
+               << rng.seed << ")")
+
+// ------------------------------------------------------------ host data
+
+// A host batch (B, n, d) of doubles; values may be rounded to T before use so
+// that the reference sees exactly what the library sees.
+struct Batch {
+  int B = 0, n = 0, d = 0;
+  std::vector<double> v;
+
+  Batch() = default;
+  Batch(int B_, int n_, int d_, double fill = 0.0)
+      : B(B_), n(n_), d(d_), v(static_cast<std::size_t>(B_) * n_ * d_, fill) {}
+  double& operator()(int b, int i, int k) {
+    return v[(static_cast<std::size_t>(b) * n + i) * d + k];
+  }
+  double operator()(int b, int i, int k) const {
+    return v[(static_cast<std::size_t>(b) * n + i) * d + k];
+  }
+  // Pair b's first `len` points as a reference series.
+  ref::Series series(int b, int len) const {
+    ref::Series s(len, d);
+    for (int i = 0; i < len; ++i)
+      for (int k = 0; k < d; ++k) s(i, k) = (*this)(b, i, k);
+    return s;
+  }
+  ref::Table table(int b, int rows, int cols) const {  // for cost tensors
+    ref::Table t(rows, cols);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) t(i, j) = (*this)(b, i, j);
+    return t;
+  }
+};
+
+inline Batch random_batch(Rng& rng, int B, int n, int d, double lo = 0.0,
+                          double hi = 1.0) {
+  Batch out(B, n, d);
+  for (double& e : out.v) e = rng.uniform(lo, hi);
+  return out;
+}
+
+template <class T>
+void round_to(Batch& batch) {
+  for (double& e : batch.v) e = static_cast<double>(static_cast<T>(e));
+}
+
+// ----------------------------------------------------------- device data
+
+template <class T>
+Dev3<T> to_device(const Batch& batch, const char* label = "swt::batch") {
+  Dev3<T> view(std::string(label), batch.B, batch.n, batch.d);
+  auto host = Kokkos::create_mirror_view(view);
+  for (int b = 0; b < batch.B; ++b)
+    for (int i = 0; i < batch.n; ++i)
+      for (int k = 0; k < batch.d; ++k) host(b, i, k) = static_cast<T>(batch(b, i, k));
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+
+template <class T>
+Dev1<T> to_device(const std::vector<double>& values, const char* label = "swt::vector") {
+  Dev1<T> view(std::string(label), values.size());
+  auto host = Kokkos::create_mirror_view(view);
+  for (std::size_t i = 0; i < values.size(); ++i) host(i) = static_cast<T>(values[i]);
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+
+inline Dev1<int> to_device_int(const std::vector<int>& values, const char* label) {
+  Dev1<int> view(std::string(label), values.size());
+  auto host = Kokkos::create_mirror_view(view);
+  for (std::size_t i = 0; i < values.size(); ++i) host(i) = values[i];
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+
+// Reads any rank-1..3 view back into a flat row-major vector of doubles.
+template <class View>
+std::vector<double> to_host(const View& view) {
+  Space().fence();
+  auto host = Kokkos::create_mirror_view(view);
+  Kokkos::deep_copy(host, view);
+  std::vector<double> out;
+  out.reserve(view.size());
+  if constexpr (View::rank == 1) {
+    for (std::size_t i = 0; i < host.extent(0); ++i) out.push_back(host(i));
+  } else if constexpr (View::rank == 2) {
+    for (std::size_t i = 0; i < host.extent(0); ++i)
+      for (std::size_t j = 0; j < host.extent(1); ++j) out.push_back(host(i, j));
+  } else {
+    for (std::size_t i = 0; i < host.extent(0); ++i)
+      for (std::size_t j = 0; j < host.extent(1); ++j)
+        for (std::size_t k = 0; k < host.extent(2); ++k) out.push_back(host(i, j, k));
+  }
+  return out;
+}
+
+// Outputs are prefilled with this, so cells the library forgets to write show up.
+constexpr double kSentinel = -777.0;
+
+template <class T>
+Dev3<T> output3(const char* label, int a, int b, int c) {
+  Dev3<T> view(std::string(label), a, b, c);
+  Kokkos::deep_copy(view, static_cast<T>(kSentinel));
+  return view;
+}
+template <class T>
+Dev1<T> output1(const char* label, int n) {
+  Dev1<T> view(std::string(label), n);
+  Kokkos::deep_copy(view, static_cast<T>(kSentinel));
+  return view;
+}
+
+// -------------------------------------------------------------- settings
+
+// Everything a call takes besides the data. Empty lengths = full length.
+struct Config {
+  ref::Cost cost = ref::Cost::sqeuclidean;
+  double gamma = 1.0;
+  std::optional<std::int64_t> band;
+  int tile = 0;
+  std::vector<int> len_x, len_y;
+  std::vector<double> grad_output;  // empty = all ones
+
+  softwave::SoftDTWOptions options() const {
+    softwave::SoftDTWOptions o;
+    o.gamma = gamma;
+    o.cost = to_lib(cost);
+    o.band = band;
+    o.tile = tile;
+    return o;
+  }
+  ref::Options ref_options() const { return {gamma, cost, band}; }
+  softwave::Lengths<Space> lengths() const {
+    softwave::Lengths<Space> l;
+    if (!len_x.empty()) l.x = to_device_int(len_x, "swt::lengths.x");
+    if (!len_y.empty()) l.y = to_device_int(len_y, "swt::lengths.y");
+    return l;
+  }
+  int nx(int b, int n) const { return len_x.empty() ? n : len_x[b]; }
+  int ny(int b, int m) const { return len_y.empty() ? m : len_y[b]; }
+  double go(int b) const { return grad_output.empty() ? 1.0 : grad_output[b]; }
+
+  std::string str() const {
+    std::ostringstream s;
+    s << "cost=" << ref::to_string(cost) << " gamma=" << gamma << " band=";
+    if (band) s << *band; else s << "none";
+    s << " tile=" << tile << " lengths=" << (len_x.empty() && len_y.empty() ? "no" : "yes");
+    if (!len_x.empty()) {
+      s << " len_x={";
+      for (int l : len_x) s << l << ",";
+      s << "}";
+    }
+    if (!len_y.empty()) {
+      s << " len_y={";
+      for (int l : len_y) s << l << ",";
+      s << "}";
+    }
+    if (!grad_output.empty()) s << " grad_output=custom";
+    return s.str();
+  }
+};
+
+inline std::vector<int> random_lengths(Rng& rng, int B, int n) {
+  std::vector<int> out(B);
+  for (int& l : out) l = rng.integer(1, n);
+  return out;
+}
+
+// ----------------------------------------------------- results, flattened
+
+// Flat host results in the library's layouts: values (B), grad_x (B, n, d),
+// grad_y (B, m, d), alignment (B, n, m). Padding entries are exactly 0.
+struct Results {
+  std::vector<double> values, grad_x, grad_y, alignment;
+};
+
+// The reference for every pair of a padded batch.
+inline Results reference(const Batch& x, const Batch& y, const Config& s) {
+  const int B = x.B, n = x.n, m = y.n, d = x.d;
+  Results out;
+  out.values.assign(B, 0.0);
+  out.grad_x.assign(static_cast<std::size_t>(B) * n * d, 0.0);
+  out.grad_y.assign(static_cast<std::size_t>(B) * m * d, 0.0);
+  out.alignment.assign(static_cast<std::size_t>(B) * n * m, 0.0);
+  for (int b = 0; b < B; ++b) {
+    const int nb = s.nx(b, n), mb = s.ny(b, m);
+    const ref::Result r = ref::soft_dtw(x.series(b, nb), y.series(b, mb), s.ref_options());
+    const double g = s.go(b);
+    out.values[b] = r.value;
+    for (int i = 0; i < nb; ++i)
+      for (int k = 0; k < d; ++k)
+        out.grad_x[(static_cast<std::size_t>(b) * n + i) * d + k] = g * r.grad_x(i, k);
+    for (int j = 0; j < mb; ++j)
+      for (int k = 0; k < d; ++k)
+        out.grad_y[(static_cast<std::size_t>(b) * m + j) * d + k] = g * r.grad_y(j, k);
+    for (int i = 0; i < nb; ++i)
+      for (int j = 0; j < mb; ++j)
+        out.alignment[(static_cast<std::size_t>(b) * n + i) * m + j] = r.e(i, j);
+  }
+  return out;
+}
+
+// soft_dtw (values only).
+template <class T>
+std::vector<double> library_values(const Batch& x, const Batch& y, const Config& s) {
+  Space space;
+  const auto dx = to_device<T>(x, "swt::x");
+  const auto dy = to_device<T>(y, "swt::y");
+  auto values = output1<T>("swt::values", x.B);
+  softwave::soft_dtw(space, dx, dy, values, s.options(), s.lengths());
+  return to_host(values);
+}
+
+// soft_dtw_value_and_grad with every output requested.
+template <class T>
+Results library_value_and_grad(const Batch& x, const Batch& y, const Config& s) {
+  Space space;
+  const auto dx = to_device<T>(x, "swt::x");
+  const auto dy = to_device<T>(y, "swt::y");
+  auto values = output1<T>("swt::values", x.B);
+  softwave::SeriesGradients<T, Space> g;
+  g.grad_x = output3<T>("swt::grad_x", x.B, x.n, x.d);
+  g.grad_y = output3<T>("swt::grad_y", y.B, y.n, y.d);
+  g.alignment = output3<T>("swt::alignment", x.B, x.n, y.n);
+  if (!s.grad_output.empty()) g.grad_output = to_device<T>(s.grad_output, "swt::grad_output");
+  softwave::soft_dtw_value_and_grad(space, dx, dy, values, g, s.options(), s.lengths());
+  return {to_host(values), to_host(g.grad_x), to_host(g.grad_y), to_host(g.alignment)};
+}
+
+// soft_dtw_cost / soft_dtw_cost_value_and_grad on a cost tensor c (B, N, M);
+// grad_cost comes back in Results::alignment.
+template <class T>
+Results library_cost(const Batch& c, const Config& s, bool grads) {
+  Space space;
+  const auto dc = to_device<T>(c, "swt::cost");
+  auto values = output1<T>("swt::values", c.B);
+  if (!grads) {
+    softwave::soft_dtw_cost(space, dc, values, s.options(), s.lengths());
+    return {to_host(values), {}, {}, {}};
+  }
+  softwave::CostGradients<T, Space> g;
+  g.grad_cost = output3<T>("swt::grad_cost", c.B, c.n, c.d);
+  if (!s.grad_output.empty()) g.grad_output = to_device<T>(s.grad_output, "swt::grad_output");
+  softwave::soft_dtw_cost_value_and_grad(space, dc, values, g, s.options(), s.lengths());
+  return {to_host(values), {}, {}, to_host(g.grad_cost)};
+}
+
+// The reference on a cost tensor: values and grad_cost = grad_output · E.
+inline Results reference_cost(const Batch& c, const Config& s) {
+  const int B = c.B, n = c.n, m = c.d;
+  Results out;
+  out.values.assign(B, 0.0);
+  out.alignment.assign(static_cast<std::size_t>(B) * n * m, 0.0);
+  for (int b = 0; b < B; ++b) {
+    const int nb = s.nx(b, n), mb = s.ny(b, m);
+    const ref::Result r = ref::soft_dtw_cost(c.table(b, nb, mb), s.gamma, s.band);
+    out.values[b] = r.value;
+    for (int i = 0; i < nb; ++i)
+      for (int j = 0; j < mb; ++j)
+        out.alignment[(static_cast<std::size_t>(b) * n + i) * m + j] = s.go(b) * r.e(i, j);
+  }
+  return out;
+}
+
+// ------------------------------------------------------------ comparisons
+
+// Element-wise: |a − e| ≤ rtol · max(|e|, floor). Reports the worst element.
+inline ::testing::AssertionResult near_values(const std::vector<double>& actual,
+                                             const std::vector<double>& expected,
+                                             double rtol, double floor,
+                                             const char* what) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure() << what << ": size " << actual.size()
+                                         << " vs " << expected.size();
+  double worst = 0.0;
+  std::size_t at = 0;
+  bool bad = false;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double scale = std::max(std::fabs(expected[i]), floor);
+    const double err = std::fabs(actual[i] - expected[i]) / scale;
+    if (!(err <= rtol)) bad = true;
+    if (!(err <= worst)) {  // NaN counts as worst
+      worst = err;
+      at = i;
+    }
+  }
+  if (!bad) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << ": element " << at << " is " << actual[at] << ", expected "
+         << expected[at] << " (relative error " << worst << " > " << rtol << ")";
+}
+
+inline double max_abs(const std::vector<double>& v) {
+  double m = 0.0;
+  for (double e : v) m = std::max(m, std::fabs(e));
+  return m;
+}
+
+// Array-wise: max |a − e| ≤ rtol · max(max |e|, floor). Reports the worst element.
+inline ::testing::AssertionResult near_arrays(const std::vector<double>& actual,
+                                             const std::vector<double>& expected,
+                                             double rtol, double floor,
+                                             const char* what) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure() << what << ": size " << actual.size()
+                                         << " vs " << expected.size();
+  const double scale = std::max(max_abs(expected), floor);
+  double worst = 0.0;
+  std::size_t at = 0;
+  bool bad = false;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double err = std::fabs(actual[i] - expected[i]);
+    if (!(err <= rtol * scale)) bad = true;
+    if (!(err <= worst)) {
+      worst = err;
+      at = i;
+    }
+  }
+  if (!bad) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << ": element " << at << " is " << actual[at] << ", expected "
+         << expected[at] << " (error " << worst << " > " << rtol << " x scale "
+         << scale << ")";
+}
+
+// Relative 2-norm error ‖a − e‖ / ‖e‖.
+inline double relative_norm_error(const std::vector<double>& actual,
+                                  const std::vector<double>& expected) {
+  double num = 0.0, den = 0.0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    num += (actual[i] - expected[i]) * (actual[i] - expected[i]);
+    den += expected[i] * expected[i];
+  }
+  return std::sqrt(num) / std::sqrt(den);
+}
+
+// -------------------------------------------------------------- exceptions
+
+// True when `name` occurs in `message` as a whole argument name: not inside a
+// longer identifier ("x" does not match inside "grad_x" or "lengths.x").
+inline bool names_argument(const std::string& message, const std::string& name) {
+  auto ident = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
+  for (std::size_t at = message.find(name); at != std::string::npos;
+       at = message.find(name, at + 1)) {
+    const bool before_ok = at == 0 || (!ident(message[at - 1]) && message[at - 1] != '.');
+    const std::size_t end = at + name.size();
+    const bool after_ok = end == message.size() || !ident(message[end]);
+    if (before_ok && after_ok) return true;
+  }
+  return false;
+}
+
+// Runs `call`, expecting softwave::invalid_argument whose what() names `name`.
+template <class F>
+::testing::AssertionResult throws_naming(const std::string& name, F&& call) {
+  try {
+    call();
+    Space().fence();
+  } catch (const softwave::invalid_argument& e) {
+    if (names_argument(e.what(), name)) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure()
+           << "softwave::invalid_argument was thrown but its message does not name '"
+           << name << "': \"" << e.what() << "\"";
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure()
+           << "expected softwave::invalid_argument naming '" << name
+           << "', got another exception: \"" << e.what() << "\"";
+  } catch (...) {
+    return ::testing::AssertionFailure()
+           << "expected softwave::invalid_argument naming '" << name
+           << "', got a non-std exception";
+  }
+  return ::testing::AssertionFailure()
+         << "expected softwave::invalid_argument naming '" << name
+         << "', nothing was thrown";
+}
+
+// ------------------------------------------------------------------ sweep
+
+constexpr double kGammas[] = {0.0, 1e-3, 0.01, 0.1, 1.0, 10.0};
+constexpr ref::Cost kCosts[] = {ref::Cost::sqeuclidean, ref::Cost::l1, ref::Cost::cosine};
+
+// One randomised case of the reference sweep.
+struct Case {
+  int B = 1, n = 1, m = 1, d = 1;
+  Config setup;
+  std::string str() const {
+    std::ostringstream s;
+    s << "B=" << B << " N=" << n << " M=" << m << " d=" << d << " " << setup.str();
+    return s.str();
+  }
+};
+
+// Every shape × cost × γ, with d ∈ {1, 3, 64}, B ∈ {1, 7}, band on/off,
+// lengths on/off and tile ∈ {0, 4, 7, 32} cycling at different rates so that
+// their combinations vary across the sweep; band widths and lengths are drawn
+// fresh each run.
+inline std::vector<Case> sweep_cases(Rng& rng, bool with_grad_output) {
+  static const int shapes[][2] = {{1, 1},   {1, 6},   {6, 1},   {1, 40},  {40, 1},
+                                  {2, 2},   {3, 8},   {8, 3},   {5, 5},   {17, 17},
+                                  {33, 70}, {70, 33}, {64, 64}, {100, 129}};
+  static const int ds[] = {1, 3, 64};
+  static const int Bs[] = {1, 7};
+  static const int tiles[] = {0, 4, 7, 32};
+  std::vector<Case> out;
+  int c = 0;
+  for (const auto& shape : shapes)
+    for (ref::Cost cost : kCosts)
+      for (double gamma : kGammas) {
+        Case k;
+        k.n = shape[0];
+        k.m = shape[1];
+        k.d = ds[c % 3];
+        k.B = Bs[(c / 3) % 2];
+        k.setup.cost = cost;
+        k.setup.gamma = gamma;
+        k.setup.tile = tiles[(c / 2) % 4];
+        if (c % 4 >= 2) k.setup.band = rng.integer(0, 3);
+        if ((c / 5) % 2 == 1) {
+          k.setup.len_x = random_lengths(rng, k.B, k.n);
+          k.setup.len_y = random_lengths(rng, k.B, k.m);
+        }
+        if (with_grad_output && c % 3 == 1) {
+          k.setup.grad_output.resize(k.B);
+          for (double& g : k.setup.grad_output) g = rng.uniform(-2.0, 2.0);
+          k.setup.grad_output[0] = 0.0;
+        }
+        out.push_back(k);
+        ++c;
+      }
+  return out;
+}
+
+// Inputs for a case; cosine gets signed inputs (on [0, 1) its d = 1 costs are
+// all 0). Rounded to T so the reference sees the library's inputs.
+template <class T>
+std::pair<Batch, Batch> case_inputs(Rng& rng, const Case& k) {
+  const double lo = k.setup.cost == ref::Cost::cosine ? -1.0 : 0.0;
+  Batch x = random_batch(rng, k.B, k.n, k.d, lo, 1.0);
+  Batch y = random_batch(rng, k.B, k.m, k.d, lo, 1.0);
+  round_to<T>(x);
+  round_to<T>(y);
+  return {x, y};
+}
+
+// Largest cost over every pair's valid region (scales tolerances).
+inline double max_cost(const Batch& x, const Batch& y, const Config& s) {
+  double c = 0.0;
+  for (int b = 0; b < x.B; ++b) {
+    const ref::Table t =
+        ref::cost_table(x.series(b, s.nx(b, x.n)), y.series(b, s.ny(b, y.n)), s.cost);
+    for (double e : t.a) c = std::max(c, std::fabs(e));
+  }
+  return c;
+}
+
+// The natural scale of a gradient entry: the largest magnitude of the terms
+// that make up one cell's ∂δ/∂x_i or ∂δ/∂y_j, over every pair's valid region.
+// Gradients may cancel far below it (a d = 1 cosine cost is flat, its true
+// gradient 0 is a difference of two terms of size 1/‖x‖), and rounding is
+// then measured against the terms, not against the cancelled result.
+inline double max_cost_gradient(const Batch& x, const Batch& y, const Config& s) {
+  double g = 0.0;
+  for (int b = 0; b < x.B; ++b) {
+    const ref::Series xs = x.series(b, s.nx(b, x.n)), ys = y.series(b, s.ny(b, y.n));
+    if (s.cost == ref::Cost::l1) return 1.0;
+    if (s.cost == ref::Cost::cosine) {
+      for (int i = 0; i < xs.n; ++i) g = std::max(g, 2.0 / std::max(ref::norm(xs.row(i), x.d), ref::kCosineEps));
+      for (int j = 0; j < ys.n; ++j) g = std::max(g, 2.0 / std::max(ref::norm(ys.row(j), y.d), ref::kCosineEps));
+      continue;
+    }
+    for (int i = 0; i < xs.n; ++i)
+      for (int j = 0; j < ys.n; ++j)
+        for (int k = 0; k < x.d; ++k) g = std::max(g, 2.0 * std::fabs(xs(i, k) - ys(j, k)));
+  }
+  return g;
+}
+
+// Tolerances against the float64 reference.
+//   values: relative, floor 1.
+//   arrays (E, gradients): relative to the array's largest entry. In float64
+//   the reference itself carries ~|R|·ε/γ of rounding in the soft-argmin
+//   weights (measured against a long-double copy: ≤ 5e-10 at γ = 1e-3 with
+//   |R| ≈ 2600), hence the |R|/γ term. In float32 the costs may be evaluated
+//   in float, so errors of ~ε_f·C/γ per weight are legitimate.
+template <class T>
+double value_rtol() {
+  return std::is_same_v<T, double> ? 1e-9 : 1e-5;
+}
+template <class T>
+double array_rtol(double gamma, double value_scale, double cost_scale, int n, int m) {
+  if (std::is_same_v<T, double>)
+    return 1e-9 + (gamma > 0.0 ? 2e-15 * value_scale / gamma : 0.0);
+  return 1e-4 + (gamma > 0.0 ? 3e-7 * std::sqrt(double(n + m)) * cost_scale / gamma : 0.0);
+}
+
+// Values only (soft_dtw) against the reference.
+template <class T>
+void check_values(const Case& k, const Batch& x, const Batch& y) {
+  const Results want = reference(x, y, k.setup);
+  const std::vector<double> got = library_values<T>(x, y, k.setup);
+  EXPECT_TRUE(near_values(got, want.values, value_rtol<T>(), 1.0, "values"));
+}
+
+// Whether E and the gradients are comparable: hard DTW picks one path, and a
+// near-tie that float rounding (or exact ties of d = 1 cosine costs, ±1) can
+// flip makes the path, not the code, differ.
+template <class T>
+bool arrays_comparable(const Case& k) {
+  if (k.setup.gamma > 0.0) return true;
+  if (std::is_same_v<T, float>) return false;
+  return !(k.setup.cost == ref::Cost::cosine && k.d == 1);
+}
+
+// Everything soft_dtw_value_and_grad returns, against the reference. The
+// alignment is compared only when grad_output is all ones (E is defined
+// without it; AlignmentIgnoresGradOutput checks the scaled case).
+template <class T>
+void check_value_and_grad(const Case& k, const Batch& x, const Batch& y) {
+  const Results want = reference(x, y, k.setup);
+  const Results got = library_value_and_grad<T>(x, y, k.setup);
+  EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(), 1.0, "values"));
+  if (!arrays_comparable<T>(k)) return;
+  const double tol = array_rtol<T>(k.setup.gamma, max_abs(want.values),
+                                   max_cost(x, y, k.setup), k.n, k.m);
+  if (k.setup.grad_output.empty()) {
+    EXPECT_TRUE(near_arrays(got.alignment, want.alignment, tol, 1.0, "alignment"));
+  }
+  const double gscale = std::max(max_cost_gradient(x, y, k.setup) * max_abs(k.setup.grad_output.empty()
+                                                                                 ? std::vector<double>{1.0}
+                                                                                 : k.setup.grad_output),
+                                  1e-300);
+  EXPECT_TRUE(near_arrays(got.grad_x, want.grad_x, tol, gscale, "grad_x"));
+  EXPECT_TRUE(near_arrays(got.grad_y, want.grad_y, tol, gscale, "grad_y"));
+}
+
+}  // namespace swt

@@ -1,0 +1,327 @@
+// Soft-DTW values: the reference sweep (shapes, d, B, costs, γ, band, lengths,
+// tiles; float64 and float32), brute force over every warping path, cost
+// tensors, and the invariants a value must satisfy.
+
+#include <cmath>
+#include <limits>
+
+#include "test_helpers.hpp"
+
+namespace {
+
+using namespace swt;
+
+template <class T>
+void sweep_values() {
+  SWT_SEEDED_RNG(rng);
+  for (const Case& k : sweep_cases(rng, false)) {
+    SCOPED_TRACE(k.str());
+    const auto [x, y] = case_inputs<T>(rng, k);
+    check_values<T>(k, x, y);
+  }
+}
+
+TEST(SoftDTWValues, SweepMatchesReferenceDouble) { sweep_values<double>(); }
+TEST(SoftDTWValues, SweepMatchesReferenceFloat) { sweep_values<float>(); }
+
+// Every (N_b, M_b) ∈ [1, 4]² in one padded batch (so lengths are exercised
+// too): the library's value equals −γ log Σ_paths exp(−cost/γ) (γ = 0: the
+// minimum) over all warping paths inside the band, for series and for the
+// cost tensor; on the cost tensor, E equals the brute-force path marginals.
+TEST(SoftDTWValues, BruteForceOverAllWarpingPaths) {
+  SWT_SEEDED_RNG(rng);
+  const int B = 16, n = 4, d = 2;
+  Config base;
+  for (int b = 0; b < B; ++b) {
+    base.len_x.push_back(1 + b / 4);
+    base.len_y.push_back(1 + b % 4);
+  }
+  for (ref::Cost cost : kCosts)
+    for (double gamma : kGammas)
+      for (int w = -1; w <= 2; ++w) {
+        Config s = base;
+        s.cost = cost;
+        s.gamma = gamma;
+        if (w >= 0) s.band = w;
+        s.tile = w == 1 ? 2 : 0;
+        SCOPED_TRACE(s.str());
+        const Batch x = random_batch(rng, B, n, d, -1.0, 1.0);
+        const Batch y = random_batch(rng, B, n, d, -1.0, 1.0);
+        Batch c(B, n, n);  // the pairs' costs as a cost tensor
+        std::vector<double> brute(B);
+        std::vector<double> brute_e(static_cast<std::size_t>(B) * n * n, 0.0);
+        for (int b = 0; b < B; ++b) {
+          const ref::Table t = ref::cost_table(x.series(b, s.len_x[b]), y.series(b, s.len_y[b]), cost);
+          for (int i = 0; i < t.rows; ++i)
+            for (int j = 0; j < t.cols; ++j) c(b, i, j) = t(i, j);
+          const ref::BruteForce bf = ref::brute_force(t, gamma, s.band);
+          brute[b] = bf.value;
+          for (int i = 0; i < t.rows; ++i)
+            for (int j = 0; j < t.cols; ++j)
+              brute_e[(static_cast<std::size_t>(b) * n + i) * n + j] = bf.e(i, j);
+        }
+        EXPECT_TRUE(near_values(library_values<double>(x, y, s), brute, 1e-9, 1.0, "series values"));
+        const Results lc = library_cost<double>(c, s, true);
+        EXPECT_TRUE(near_values(lc.values, brute, 1e-9, 1.0, "cost-tensor values"));
+        if (gamma > 0.0) {
+          EXPECT_TRUE(near_arrays(lc.alignment, brute_e, 1e-9, 1.0, "grad_cost vs path marginals"));
+        }
+      }
+}
+
+// One warping path only: the value is the plain sum of costs for every γ.
+TEST(SoftDTWValues, SingleRowOrColumnIsTheSumOfCosts) {
+  SWT_SEEDED_RNG(rng);
+  for (double gamma : kGammas)
+    for (const auto& shape : {std::pair{1, 1}, std::pair{1, 57}, std::pair{57, 1}}) {
+      Config s;
+      s.gamma = gamma;
+      s.band = rng.coin() ? std::optional<std::int64_t>(0) : std::nullopt;
+      SCOPED_TRACE(s.str() + " N=" + std::to_string(shape.first) +
+                   " M=" + std::to_string(shape.second));
+      const Batch x = random_batch(rng, 3, shape.first, 4);
+      const Batch y = random_batch(rng, 3, shape.second, 4);
+      std::vector<double> sums(3, 0.0);
+      for (int b = 0; b < 3; ++b)
+        for (double e : ref::cost_table(x.series(b, x.n), y.series(b, y.n), s.cost).a) sums[b] += e;
+      EXPECT_TRUE(near_values(library_values<double>(x, y, s), sums, 1e-12, 1.0, "values"));
+    }
+}
+
+// sdtw(x, y) = sdtw(y, x) for the (symmetric) built-in costs, band and
+// lengths included (the band of M×N is the transpose of the band of N×M).
+TEST(SoftDTWValues, SymmetricInItsArguments) {
+  SWT_SEEDED_RNG(rng);
+  for (ref::Cost cost : kCosts)
+    for (double gamma : {0.0, 0.01, 1.0}) {
+      Config s;
+      s.cost = cost;
+      s.gamma = gamma;
+      s.band = rng.integer(0, 2);
+      const int B = 4, n = rng.integer(1, 30), m = rng.integer(1, 30), d = 3;
+      s.len_x = random_lengths(rng, B, n);
+      s.len_y = random_lengths(rng, B, m);
+      SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
+      const Batch x = random_batch(rng, B, n, d, -1.0, 1.0);
+      const Batch y = random_batch(rng, B, m, d, -1.0, 1.0);
+      Config swapped = s;
+      std::swap(swapped.len_x, swapped.len_y);
+      EXPECT_TRUE(near_values(library_values<double>(y, x, swapped),
+                              library_values<double>(x, y, s), 1e-11, 1.0, "sdtw(y, x) vs sdtw(x, y)"));
+    }
+}
+
+// A band at least max(N, M) wide is no band at all.
+TEST(SoftDTWValues, WideBandEqualsNoBand) {
+  SWT_SEEDED_RNG(rng);
+  for (double gamma : {0.0, 0.1, 1.0}) {
+    const int B = 3, n = rng.integer(1, 50), m = rng.integer(1, 50);
+    const Batch x = random_batch(rng, B, n, 2), y = random_batch(rng, B, m, 2);
+    Config none;
+    none.gamma = gamma;
+    none.len_x = random_lengths(rng, B, n);
+    none.len_y = random_lengths(rng, B, m);
+    const std::vector<double> want = library_values<double>(x, y, none);
+    for (std::int64_t w : {std::int64_t(std::max(n, m)), std::int64_t(std::max(n, m) + 7),
+                           std::int64_t(1) << 40}) {
+      Config banded = none;
+      banded.band = w;
+      SCOPED_TRACE(banded.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
+      EXPECT_TRUE(near_values(library_values<double>(x, y, banded), want, 1e-12, 1.0, "values"));
+    }
+  }
+}
+
+// Builds a padded copy of x (B, N + extra, d) whose padding holds `fill`.
+Batch pad(const Batch& x, int extra, double fill) {
+  Batch out(x.B, x.n + extra, x.d, fill);
+  for (int b = 0; b < x.B; ++b)
+    for (int i = 0; i < x.n; ++i)
+      for (int k = 0; k < x.d; ++k) out(b, i, k) = x(b, i, k);
+  return out;
+}
+
+// Builds a padded batch from per-pair series of different lengths.
+Batch pack(const std::vector<Batch>& pairs, int n, double fill) {
+  Batch out(static_cast<int>(pairs.size()), n, pairs[0].d, fill);
+  for (int b = 0; b < out.B; ++b)
+    for (int i = 0; i < pairs[b].n; ++i)
+      for (int k = 0; k < out.d; ++k) out(b, i, k) = pairs[b](0, i, k);
+  return out;
+}
+
+// A pair padded inside a batch, with lengths, gives exactly what the pair
+// gives on its own; garbage (or NaN) in the padding is never read.
+void check_padding(double fill) {
+  SWT_SEEDED_RNG(rng);
+  for (ref::Cost cost : kCosts)
+    for (double gamma : {0.0, 0.05, 1.0})
+      for (bool banded : {false, true}) {
+        Config s;
+        s.cost = cost;
+        s.gamma = gamma;
+        if (banded) s.band = rng.integer(0, 3);
+        const int B = 5, n = 40, m = 33, d = 3;
+        std::vector<Batch> xs, ys;
+        std::vector<double> alone;
+        for (int b = 0; b < B; ++b) {
+          s.len_x.push_back(rng.integer(1, n));
+          s.len_y.push_back(rng.integer(1, m));
+          xs.push_back(random_batch(rng, 1, s.len_x[b], d, -1.0, 1.0));
+          ys.push_back(random_batch(rng, 1, s.len_y[b], d, -1.0, 1.0));
+          Config single = s;
+          single.len_x.clear();
+          single.len_y.clear();
+          alone.push_back(library_values<double>(xs[b], ys[b], single)[0]);
+        }
+        SCOPED_TRACE(s.str());
+        const std::vector<double> padded =
+            library_values<double>(pack(xs, n, fill), pack(ys, m, fill), s);
+        EXPECT_TRUE(near_values(padded, alone, 1e-12, 1.0, "padded vs alone"));
+      }
+}
+
+TEST(SoftDTWValues, PaddedPairEqualsUnpaddedPair) { check_padding(1e3); }
+TEST(SoftDTWValues, NaNInPaddingIsNeverRead) {
+  check_padding(std::numeric_limits<double>::quiet_NaN());
+}
+
+// softmin_γ ≤ min and decreases as γ grows, so dtw − γ log(#paths) ≤
+// sdtw_γ ≤ dtw, and sdtw_γ rises to dtw as γ → 0.
+TEST(SoftDTWValues, SoftValuesApproachHardAsGammaShrinks) {
+  SWT_SEEDED_RNG(rng);
+  for (ref::Cost cost : kCosts) {
+    const int B = 3, n = rng.integer(2, 60), m = rng.integer(2, 60);
+    const Batch x = random_batch(rng, B, n, 3, -1.0, 1.0), y = random_batch(rng, B, m, 3, -1.0, 1.0);
+    Config s;
+    s.cost = cost;
+    s.gamma = 0.0;
+    SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
+    const std::vector<double> hard = library_values<double>(x, y, s);
+    std::vector<double> previous(B, -std::numeric_limits<double>::infinity());
+    for (double gamma : {10.0, 1.0, 0.1, 0.01, 1e-3, 1e-4}) {
+      s.gamma = gamma;
+      const std::vector<double> soft = library_values<double>(x, y, s);
+      const double log_paths = (n + m) * std::log(3.0);
+      for (int b = 0; b < B; ++b) {
+        const double slack = 1e-12 * (1.0 + std::fabs(hard[b]));
+        EXPECT_LE(soft[b], hard[b] + slack) << "gamma=" << gamma << " b=" << b;
+        EXPECT_GE(soft[b], hard[b] - gamma * log_paths - slack) << "gamma=" << gamma << " b=" << b;
+        EXPECT_GE(soft[b], previous[b] - slack) << "not monotone at gamma=" << gamma << " b=" << b;
+        previous[b] = soft[b];
+      }
+    }
+    for (int b = 0; b < B; ++b)
+      EXPECT_NEAR(previous[b], hard[b], 1e-4 * (n + m) * std::log(3.0) + 1e-9) << "gamma=1e-4 b=" << b;
+  }
+}
+
+// Tile edges are an implementation detail: every tile gives the reference.
+TEST(SoftDTWValues, EveryTileSizeGivesTheSameValues) {
+  SWT_SEEDED_RNG(rng);
+  const int B = 3, n = 45, m = 38, d = 3;
+  const Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, m, d);
+  for (double gamma : {0.0, 0.01, 1.0})
+    for (bool banded : {false, true}) {
+      Config s;
+      s.gamma = gamma;
+      if (banded) s.band = 2;
+      s.len_x = random_lengths(rng, B, n);
+      s.len_y = random_lengths(rng, B, m);
+      const std::vector<double> want = reference(x, y, s).values;
+      for (int tile : {0, 1, 2, 3, 4, 7, 16, 32, 33, 64}) {
+        s.tile = tile;
+        SCOPED_TRACE(s.str());
+        EXPECT_TRUE(near_values(library_values<double>(x, y, s), want, 1e-9, 1.0, "values"));
+      }
+    }
+}
+
+TEST(SoftDTWValues, TileSize) {
+  Space space;
+  softwave::SoftDTWOptions o;
+  EXPECT_GT(softwave::tile_size(space, o), 0) << "tile = 0 chooses a tile";
+  for (int tile : {1, 4, 7, 32}) {
+    o.tile = tile;
+    EXPECT_EQ(softwave::tile_size(space, o), tile);
+  }
+}
+
+// ------------------------------------------------------------ cost tensor
+
+template <class T>
+void sweep_cost_tensor(double lo) {
+  SWT_SEEDED_RNG(rng);
+  for (const Case& k : sweep_cases(rng, false)) {
+    SCOPED_TRACE(k.str() + " (cost tensor)");
+    Batch c = random_batch(rng, k.B, k.n, k.m, lo, 2.0);
+    round_to<T>(c);
+    const std::vector<double> got = library_cost<T>(c, k.setup, false).values;
+    EXPECT_TRUE(near_values(got, reference_cost(c, k.setup).values, value_rtol<T>(), 1.0, "values"));
+  }
+}
+
+TEST(SoftDTWCostTensor, SweepMatchesReferenceDouble) { sweep_cost_tensor<double>(0.0); }
+TEST(SoftDTWCostTensor, SweepMatchesReferenceFloat) { sweep_cost_tensor<float>(0.0); }
+// Any cost tensor is allowed, negative entries included.
+TEST(SoftDTWCostTensor, NegativeCostsMatchReference) { sweep_cost_tensor<double>(-1.0); }
+
+// Padding of a cost tensor (outside each pair's N_b×M_b corner) is never
+// read: NaN there changes nothing, and grad_cost is exactly 0 there.
+TEST(SoftDTWCostTensor, NaNInPaddingIsNeverRead) {
+  SWT_SEEDED_RNG(rng);
+  for (double gamma : {0.0, 0.1}) {
+    const int B = 4, n = 23, m = 31;
+    Config s;
+    s.gamma = gamma;
+    s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 3)) : std::nullopt;
+    s.len_x = random_lengths(rng, B, n);
+    s.len_y = random_lengths(rng, B, m);
+    SCOPED_TRACE(s.str());
+    Batch c = random_batch(rng, B, n, m);
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < m; ++j)
+          if (i >= s.len_x[b] || j >= s.len_y[b]) c(b, i, j) = std::numeric_limits<double>::quiet_NaN();
+    const Results want = reference_cost(c, s);
+    const Results got = library_cost<double>(c, s, true);
+    EXPECT_TRUE(near_values(got.values, want.values, 1e-9, 1.0, "values"));
+    EXPECT_TRUE(near_arrays(got.alignment, want.alignment, 1e-9, 1.0, "grad_cost"));
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < m; ++j)
+          if (i >= s.len_x[b] || j >= s.len_y[b]) {
+            EXPECT_EQ(got.alignment[(static_cast<std::size_t>(b) * n + i) * m + j], 0.0)
+                << "grad_cost in the padding, pair " << b << " (" << i << "," << j << ")";
+          }
+  }
+}
+
+// The cost-tensor entry point on the built-in cost's tensor equals the series
+// entry point; options.cost is ignored by the cost-tensor entry points.
+TEST(SoftDTWCostTensor, EqualsSeriesPathOnTheSameCosts) {
+  SWT_SEEDED_RNG(rng);
+  for (ref::Cost cost : kCosts) {
+    const int B = 4, n = rng.integer(1, 40), m = rng.integer(1, 40), d = 5;
+    Config s;
+    s.cost = cost;
+    s.gamma = 0.1;
+    s.band = rng.integer(0, 4);
+    s.len_x = random_lengths(rng, B, n);
+    s.len_y = random_lengths(rng, B, m);
+    SCOPED_TRACE(s.str());
+    const Batch x = random_batch(rng, B, n, d, -1.0, 1.0), y = random_batch(rng, B, m, d, -1.0, 1.0);
+    Batch c(B, n, m, 0.0);
+    for (int b = 0; b < B; ++b) {
+      const ref::Table t = ref::cost_table(x.series(b, s.len_x[b]), y.series(b, s.len_y[b]), cost);
+      for (int i = 0; i < t.rows; ++i)
+        for (int j = 0; j < t.cols; ++j) c(b, i, j) = t(i, j);
+    }
+    Config other_cost = s;
+    other_cost.cost = cost == ref::Cost::l1 ? ref::Cost::cosine : ref::Cost::l1;
+    EXPECT_TRUE(near_values(library_cost<double>(c, other_cost, false).values,
+                            library_values<double>(x, y, s), 1e-11, 1.0, "cost tensor vs series"));
+  }
+}
+
+}  // namespace
