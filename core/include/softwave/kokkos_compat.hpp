@@ -42,14 +42,18 @@ KOKKOS_INLINE_FUNCTION constexpr T infinity() {
 
 // Initialisation settings: InitArguments (3.x) became InitializationSettings
 // (3.7+, the only form in 4.x). num_threads <= 0 keeps Kokkos' default.
-inline void initialize(int num_threads) {
+// quiet silences Kokkos' start-up warnings, which 3.x prints to stdout, where
+// a tool's JSON or CSV output goes.
+inline void initialize(int num_threads, bool quiet = false) {
 #if KOKKOS_VERSION >= 30700
   Kokkos::InitializationSettings settings;
   if (num_threads > 0) settings.set_num_threads(num_threads);
+  if (quiet) settings.set_disable_warnings(true);
   Kokkos::initialize(settings);
 #else
   Kokkos::InitArguments arguments;
   arguments.num_threads = num_threads > 0 ? num_threads : -1;
+  arguments.disable_warnings = quiet;
   Kokkos::initialize(arguments);
 #endif
 }

@@ -239,13 +239,14 @@ void add_into(const Space& space, const ArrayView3<T, Space>& to,
       KOKKOS_LAMBDA(std::int64_t q) { to.data()[q] += from.data()[q]; });
 }
 
-// matrix (flat, row-major) of pairs [begin, begin + count); the divergence
-// when the self terms are given.
+// matrix entries of pairs [begin, begin + count) (numbered row-major); the
+// divergence when the self terms are given.
 template <class Space, class T>
 void store_pairwise(const Space& space, const AccValues<Space>& values,
                     std::int64_t begin, std::int64_t count, std::int64_t b2,
                     const AccValues<Space>& self_x,
-                    const AccValues<Space>& self_y, T* matrix) {
+                    const AccValues<Space>& self_y,
+                    const ArrayView2<T, Space>& matrix) {
   bool const divergence = self_x.extent(0) > 0;
   Kokkos::parallel_for(
       "softwave::softdtw::store_pairwise",
@@ -254,7 +255,7 @@ void store_pairwise(const Space& space, const AccValues<Space>& values,
         acc_t value = values(p);
         std::int64_t const q = begin + p;
         if (divergence) value -= (self_x(q / b2) + self_y(q % b2)) / 2;
-        matrix[q] = T(value);
+        matrix(q / b2, q % b2) = T(value);
       });
 }
 
@@ -541,8 +542,7 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
           std::int64_t const count = std::min(chunk, total - begin);
           sweeper.cost().lengths.pairs = PairMap{begin, B2};
           sweeper.forward(count, acc);
-          store_pairwise(space, acc, begin, count, B2, self_x, self_y,
-                         matrix.data());
+          store_pairwise(space, acc, begin, count, B2, self_x, self_y, matrix);
         }
       });
 }

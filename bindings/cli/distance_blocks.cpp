@@ -1,0 +1,74 @@
+#include "distance_blocks.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace softwave::cli {
+namespace {
+
+using Space = Kokkos::DefaultExecutionSpace;
+
+// (count, length, 1) series on the device, converted to T.
+template <class T>
+ArrayView3<T, Space> to_device(const Space& space, const SeriesSet& set,
+                               const std::string& label) {
+  ArrayView3<T, Space> device(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label), set.count,
+      set.length, 1);
+  auto host = Kokkos::create_mirror_view(device);
+  for (std::size_t s = 0; s < set.count; ++s) {
+    for (std::size_t t = 0; t < set.length; ++t) {
+      host(s, t, 0) = static_cast<T>(set.values[s * set.length + t]);
+    }
+  }
+  Kokkos::deep_copy(space, device, host);
+  space.fence();  // `host` is freed on return
+  return device;
+}
+
+}  // namespace
+
+std::size_t rows_per_block(std::size_t y_count) {
+  constexpr std::size_t pairs_per_call = 16384;
+  const std::size_t y = std::max<std::size_t>(y_count, 1);
+  const std::size_t rows = (pairs_per_call + y - 1) / y;
+  return std::clamp<std::size_t>(rows, 32, 256);
+}
+
+template <class T>
+void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
+                        const SoftDTWOptions& options, PairwiseValue what,
+                        const BlockHandler<T>& on_block) {
+  const Space space;
+  const auto x_device = to_device<T>(space, x, "softwave::cli::x");
+  const auto y_device = to_device<T>(space, y, "softwave::cli::y");
+  const std::size_t block = std::min(rows_per_block(y.count), x.count);
+  ArrayView2<T, Space> matrix(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string("softwave::cli::matrix")),
+      block, y.count);
+  auto matrix_host = Kokkos::create_mirror_view(matrix);
+  for (std::size_t first = 0; first < x.count; first += block) {
+    const std::size_t rows = std::min(block, x.count - first);
+    const auto row_range = std::make_pair(first, first + rows);
+    const auto used = std::make_pair(std::size_t{0}, rows);
+    const auto x_block =
+        Kokkos::subview(x_device, row_range, Kokkos::ALL, Kokkos::ALL);
+    const auto matrix_block = Kokkos::subview(matrix, used, Kokkos::ALL);
+    softwave::pairwise(space, x_block, y_device, matrix_block, options, what);
+    Kokkos::deep_copy(space, Kokkos::subview(matrix_host, used, Kokkos::ALL),
+                      matrix_block);
+    space.fence();
+    on_block(first, rows, matrix_host.data());
+  }
+}
+
+template void pairwise_in_blocks<float>(const SeriesSet&, const SeriesSet&,
+                                        const SoftDTWOptions&, PairwiseValue,
+                                        const BlockHandler<float>&);
+template void pairwise_in_blocks<double>(const SeriesSet&, const SeriesSet&,
+                                         const SoftDTWOptions&, PairwiseValue,
+                                         const BlockHandler<double>&);
+
+}  // namespace softwave::cli

@@ -1,0 +1,31 @@
+#pragma once
+// All-pairs Soft-DTW values between two series sets, computed on
+// Kokkos::DefaultExecutionSpace in blocks of rows of the first set, so the
+// caller can stream results and show progress.
+
+#include <cstddef>
+#include <functional>
+#include <softwave/softdtw.hpp>
+
+#include "ucr_reader.hpp"
+
+namespace softwave::cli {
+
+// on_block(first_row, rows, values): values is rows × y.count, row-major, on
+// the host, valid during the call only. Blocks arrive in row order.
+template <class T>
+using BlockHandler =
+    std::function<void(std::size_t, std::size_t, const T* values)>;
+
+// Rows per block: enough pairs per call to keep the device busy, at most 256
+// rows so progress still moves on large inputs.
+std::size_t rows_per_block(std::size_t y_count);
+
+// Needs Kokkos initialised. T (float or double) is the type of the inputs
+// handed to the library and of the values.
+template <class T>
+void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
+                        const SoftDTWOptions& options, PairwiseValue what,
+                        const BlockHandler<T>& on_block);
+
+}  // namespace softwave::cli

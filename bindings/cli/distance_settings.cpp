@@ -1,0 +1,93 @@
+#include "distance_settings.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <softwave/kokkos_compat.hpp>
+
+namespace softwave::cli {
+
+SoftDTWOptions DistanceSettings::options(std::size_t n, std::size_t m) const {
+  SoftDTWOptions result;
+  result.gamma = gamma;
+  result.cost = cost;
+  if (band) result.band = *band;
+  if (band_pct) {
+    // P·L is exact for integer P, so exact multiples of 100 stay exact.
+    const double length = static_cast<double>(std::max(n, m));
+    result.band = static_cast<std::int64_t>(
+        std::ceil(std::min(*band_pct, 100.0) * length / 100.0));
+  }
+  return result;
+}
+
+std::vector<OptionSpec> distance_option_specs() {
+  return {{"--gamma"}, {"--band"},  {"--band-pct"},
+          {"--cost"},  {"--dtype"}, {"--threads"}};
+}
+
+DistanceSettings parse_distance_settings(const ParsedOptions& options) {
+  DistanceSettings settings;
+  if (const auto gamma = options.number("--gamma")) settings.gamma = *gamma;
+  if (options.has("--band") && options.has("--band-pct")) {
+    throw usage_error("options --band and --band-pct are mutually exclusive");
+  }
+  if (const auto band = options.integer("--band")) {
+    if (*band < 0) {
+      throw usage_error("option --band: expected an integer >= 0, got '" +
+                        *options.text("--band") + "'");
+    }
+    settings.band = band;
+  }
+  if (const auto pct = options.number("--band-pct")) {
+    if (!(*pct >= 0) || !std::isfinite(*pct)) {
+      throw usage_error("option --band-pct: expected a percentage >= 0, got '" +
+                        *options.text("--band-pct") + "'");
+    }
+    settings.band_pct = pct;
+  }
+  if (const auto cost =
+          options.choice("--cost", {"sqeuclidean", "l1", "cosine"})) {
+    settings.cost_name = *cost;
+    settings.cost = *cost == "l1"       ? Cost::l1
+                    : *cost == "cosine" ? Cost::cosine
+                                        : Cost::sqeuclidean;
+  }
+  if (const auto dtype = options.choice("--dtype", {"float32", "float64"})) {
+    settings.dtype_name = *dtype;
+    settings.dtype = *dtype == "float32" ? Dtype::float32 : Dtype::float64;
+  }
+  if (const auto threads = options.integer("--threads")) {
+    if (*threads < 1 || *threads > std::numeric_limits<int>::max()) {
+      throw usage_error("option --threads: expected an integer >= 1, got '" +
+                        *options.text("--threads") + "'");
+    }
+    settings.threads = static_cast<int>(*threads);
+  }
+  return settings;
+}
+
+const char* distance_options_help() {
+  return "  --gamma G          soft-min smoothing gamma >= 0; 0 is hard DTW "
+         "(default 1.0)\n"
+         "  --band W           Sakoe-Chiba half-width: keep cells with "
+         "|i - j| <= W\n"
+         "  --band-pct P       band as a percentage of the series length L:\n"
+         "                     W = ceil(P/100 * L) (exclusive with --band; "
+         "default: no band)\n"
+         "  --cost C           sqeuclidean (default), l1 or cosine\n"
+         "  --dtype T          float64 (default) or float32 inputs and "
+         "results\n"
+         "  --threads N        host threads for Kokkos (default: Kokkos' "
+         "choice)\n";
+}
+
+KokkosSession::KokkosSession(int threads) {
+  // Quiet: Kokkos' start-up warnings would land in the JSON/CSV on stdout.
+  compat::initialize(threads, /*quiet=*/true);
+}
+
+KokkosSession::~KokkosSession() { Kokkos::finalize(); }
+
+}  // namespace softwave::cli

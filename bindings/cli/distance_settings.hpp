@@ -1,0 +1,54 @@
+#pragma once
+// The options knn and pairwise share (γ, band, cost, dtype, threads), their
+// parsing, and the Kokkos session they run in.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <softwave/softdtw.hpp>
+#include <string>
+#include <vector>
+
+#include "command_line.hpp"
+
+namespace softwave::cli {
+
+enum class Dtype { float32, float64 };
+
+struct DistanceSettings {
+  double gamma = 1.0;
+  Cost cost = Cost::sqeuclidean;
+  std::string cost_name = "sqeuclidean";
+  Dtype dtype = Dtype::float64;
+  std::string dtype_name = "float64";
+  std::optional<std::int64_t> band;  // --band W
+  std::optional<double> band_pct;    // --band-pct P
+  int threads = 0;                   // 0: Kokkos' default
+
+  // The library options for series of lengths n and m: --band-pct P becomes
+  // w = ceil(P/100 · max(n, m)), the UCR archive's window convention.
+  SoftDTWOptions options(std::size_t n, std::size_t m) const;
+};
+
+// --gamma, --band, --band-pct, --cost, --dtype, --threads.
+std::vector<OptionSpec> distance_option_specs();
+
+// usage_error for values out of range or --band with --band-pct; γ itself is
+// checked by the library (softwave::invalid_argument).
+DistanceSettings parse_distance_settings(const ParsedOptions& options);
+
+// The help lines describing distance_option_specs().
+const char* distance_options_help();
+
+// Kokkos::initialize with the requested thread count for its lifetime.
+// Kokkos' start-up warnings are switched off: they would go to stdout,
+// which carries the results.
+class KokkosSession {
+ public:
+  explicit KokkosSession(int threads);
+  ~KokkosSession();
+  KokkosSession(const KokkosSession&) = delete;
+  KokkosSession& operator=(const KokkosSession&) = delete;
+};
+
+}  // namespace softwave::cli

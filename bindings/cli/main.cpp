@@ -1,0 +1,134 @@
+// softwave: command-line front end for batch Soft-DTW jobs on UCR-style
+// files. Exit codes: 0 success, 2 bad usage or bad input (one line on
+// stderr: "softwave: error: ..."), 1 any other failure.
+
+#include <Kokkos_Core.hpp>
+#include <cstdio>
+#include <new>
+#include <softwave/errors.hpp>
+#include <string>
+#include <vector>
+
+#include "command_line.hpp"
+#include "commands.hpp"
+#include "matrix_writer.hpp"
+#include "ucr_reader.hpp"
+
+#ifndef SOFTWAVE_VERSION
+#error "SOFTWAVE_VERSION must be defined by the build"
+#endif
+
+namespace softwave::cli {
+
+bool wants_help(const std::vector<std::string>& arguments) {
+  for (const std::string& argument : arguments) {
+    if (argument == "--help" || argument == "-h") return true;
+  }
+  return false;
+}
+
+namespace {
+
+constexpr const char* top_help =
+    "usage: softwave <command> [options]\n"
+    "\n"
+    "Soft-DTW on UCR-style time-series files (one series per line, label "
+    "first),\n"
+    "computed with Kokkos on the default execution space.\n"
+    "\n"
+    "commands:\n"
+    "  knn        1-nearest-neighbour classification (prints JSON)\n"
+    "  pairwise   all-pairs Soft-DTW / divergence matrix (CSV or .npy)\n"
+    "\n"
+    "Soft-DTW smoothing defaults to --gamma 1.0; --gamma 0 is hard DTW.\n"
+    "'softwave <command> --help' lists a command's options.\n"
+    "\n"
+    "options:\n"
+    "  -h, --help     this help\n"
+    "  --version      version of softwave and of Kokkos\n"
+    "\n"
+    "Exit status: 0 on success; 2 for bad usage or bad input (one line on "
+    "stderr,\n"
+    "'softwave: error: FILE:LINE: what' for a bad file); 1 for any other "
+    "failure.\n";
+
+void print_version() {
+  std::printf("softwave %s (Kokkos %d.%d.%d, default execution space %s)\n",
+              SOFTWAVE_VERSION, KOKKOS_VERSION / 10000,
+              KOKKOS_VERSION / 100 % 100, KOKKOS_VERSION % 100,
+              Kokkos::DefaultExecutionSpace::name());
+}
+
+int run(const std::vector<std::string>& arguments) {
+  if (arguments.empty()) {
+    throw usage_error("missing command (see 'softwave --help')");
+  }
+  const std::string& command = arguments.front();
+  const std::vector<std::string> rest(arguments.begin() + 1, arguments.end());
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(top_help, stdout);
+    return 0;
+  }
+  if (command == "--version") {
+    print_version();
+    return 0;
+  }
+  if (command == "knn") {
+    if (wants_help(rest)) {
+      std::fputs(knn_help().c_str(), stdout);
+      return 0;
+    }
+    return run_knn(rest);
+  }
+  if (command == "pairwise") {
+    if (wants_help(rest)) {
+      std::fputs(pairwise_help().c_str(), stdout);
+      return 0;
+    }
+    return run_pairwise(rest);
+  }
+  if (!command.empty() && command[0] == '-') {
+    throw usage_error("unknown option '" + command +
+                      "' (see 'softwave --help')");
+  }
+  throw usage_error("unknown command '" + command +
+                    "' (see 'softwave --help')");
+}
+
+// One line, whatever the message holds.
+void report(std::string message) {
+  const std::string prefix = "softwave: ";
+  if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+  for (char& c : message) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  while (!message.empty() && message.back() == ' ') message.pop_back();
+  std::fflush(stdout);
+  std::fprintf(stderr, "softwave: error: %s\n", message.c_str());
+}
+
+}  // namespace
+}  // namespace softwave::cli
+
+int main(int argc, char** argv) {
+  namespace cli = softwave::cli;
+  const std::vector<std::string> arguments(argv + 1, argv + argc);
+  try {
+    return cli::run(arguments);
+  } catch (const cli::usage_error& error) {
+    cli::report(error.what());
+    return 2;
+  } catch (const cli::input_error& error) {
+    cli::report(error.what());
+    return 2;
+  } catch (const softwave::invalid_argument& error) {
+    cli::report(error.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    cli::report("out of memory");
+    return 1;
+  } catch (const std::exception& error) {
+    cli::report(error.what());
+    return 1;
+  }
+}

@@ -1,0 +1,107 @@
+#include "matrix_writer.hpp"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+
+namespace softwave::cli {
+namespace {
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool little_endian() {
+  const std::uint16_t probe = 1;
+  unsigned char first = 0;
+  std::memcpy(&first, &probe, 1);
+  return first == 1;
+}
+
+}  // namespace
+
+std::optional<MatrixFormat> matrix_format_from_path(const std::string& path) {
+  if (ends_with(path, ".csv")) return MatrixFormat::csv;
+  if (ends_with(path, ".npy")) return MatrixFormat::npy;
+  return std::nullopt;
+}
+
+template <class T>
+std::string npy_header(std::size_t rows, std::size_t cols) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  const std::string descr =
+      std::string(little_endian() ? "<" : ">") + (sizeof(T) == 4 ? "f4" : "f8");
+  std::string dict =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" +
+      std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  // magic (6) + version (2) + little-endian uint16 dict length (2) + dict,
+  // the dict padded with spaces and ended by '\n'.
+  constexpr std::size_t prefix = 10;
+  const std::size_t total = (prefix + dict.size() + 1 + 63) / 64 * 64;
+  dict.append(total - prefix - dict.size() - 1, ' ');
+  dict.push_back('\n');
+  const std::size_t length = dict.size();
+  std::string header("\x93NUMPY\x01\x00", 8);
+  header.push_back(static_cast<char>(length & 0xff));
+  header.push_back(static_cast<char>((length >> 8) & 0xff));
+  return header + dict;
+}
+
+template <class T>
+MatrixWriter<T>::MatrixWriter(std::FILE* out, std::string name,
+                              MatrixFormat format, std::size_t rows,
+                              std::size_t cols)
+    : out_(out),
+      name_(std::move(name)),
+      format_(format),
+      rows_(rows),
+      cols_(cols) {
+  if (format_ == MatrixFormat::npy) {
+    const std::string header = npy_header<T>(rows, cols);
+    std::fwrite(header.data(), 1, header.size(), out_);
+    check();
+  }
+}
+
+template <class T>
+void MatrixWriter<T>::write_rows(const T* data, std::size_t rows) {
+  if (format_ == MatrixFormat::npy) {
+    std::fwrite(data, sizeof(T), rows * cols_, out_);
+  } else {
+    const char* format = sizeof(T) == sizeof(float) ? "%.9g" : "%.17g";
+    for (std::size_t i = 0; i < rows; ++i) {
+      for (std::size_t j = 0; j < cols_; ++j) {
+        if (j > 0) std::fputc(',', out_);
+        std::fprintf(out_, format, static_cast<double>(data[i * cols_ + j]));
+      }
+      std::fputc('\n', out_);
+    }
+  }
+  written_ += rows;
+  check();
+}
+
+template <class T>
+void MatrixWriter<T>::finish() {
+  if (written_ != rows_) {
+    throw output_error(name_ + ": wrote " + std::to_string(written_) + " of " +
+                       std::to_string(rows_) + " rows");
+  }
+  std::fflush(out_);
+  check();
+}
+
+template <class T>
+void MatrixWriter<T>::check() const {
+  if (std::ferror(out_)) {
+    throw output_error(name_ + ": write failed: " + std::strerror(errno));
+  }
+}
+
+template std::string npy_header<float>(std::size_t, std::size_t);
+template std::string npy_header<double>(std::size_t, std::size_t);
+template class MatrixWriter<float>;
+template class MatrixWriter<double>;
+
+}  // namespace softwave::cli

@@ -1,0 +1,128 @@
+// softwave pairwise: the all-pairs Soft-DTW (or divergence) matrix between
+// two series sets, as CSV on stdout or as a .csv / .npy file.
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "commands.hpp"
+#include "distance_blocks.hpp"
+#include "distance_settings.hpp"
+#include "matrix_writer.hpp"
+#include "progress_bar.hpp"
+#include "ucr_reader.hpp"
+
+namespace softwave::cli {
+namespace {
+
+template <class T>
+void write_pairwise(const SeriesSet& x, const SeriesSet& y,
+                    const SoftDTWOptions& options, PairwiseValue what,
+                    std::FILE* out, const std::string& out_name,
+                    MatrixFormat format) {
+  MatrixWriter<T> writer(out, out_name, format, x.count, y.count);
+  // A matrix printed on the terminal would be torn by the bar's redraws.
+  const bool matrix_on_terminal = out == stdout && ::isatty(STDOUT_FILENO) == 1;
+  ProgressBar progress("pairwise", x.count, !matrix_on_terminal);
+  pairwise_in_blocks<T>(
+      x, y, options, what,
+      [&](std::size_t first, std::size_t rows, const T* values) {
+        writer.write_rows(values, rows);
+        progress.update(first + rows);
+      });
+  writer.finish();
+}
+
+}  // namespace
+
+std::string pairwise_help() {
+  return std::string(
+             "usage: softwave pairwise --x A.tsv [--y B.tsv] [options]\n"
+             "\n"
+             "The all-pairs matrix D[i][j] = sdtw(A_i, B_j) (or the "
+             "divergence), B1 rows\n"
+             "by B2 columns; --y defaults to --x. Without -o the matrix goes "
+             "to stdout as\n"
+             "CSV (%.17g for float64, %.9g for float32); with -o the file's "
+             "extension\n"
+             "picks CSV (.csv) or NumPy (.npy, format 1.0, C order).\n"
+             "\n"
+             "options:\n"
+             "  --x FILE           first series set, the rows (required)\n"
+             "  --y FILE           second series set, the columns (default: "
+             "--x)\n"
+             "  --no-labels        the files have no label column\n"
+             "  --divergence       sdtw(a,b) - (sdtw(a,a) + sdtw(b,b))/2 "
+             "instead of sdtw\n"
+             "  -o, --output FILE  write to FILE (.csv or .npy) instead of "
+             "stdout\n") +
+         distance_options_help() + "  -h, --help         this help\n";
+}
+
+int run_pairwise(const std::vector<std::string>& arguments) {
+  std::vector<OptionSpec> specs = {{"--x"},
+                                   {"--y"},
+                                   {"--no-labels", false},
+                                   {"--divergence", false},
+                                   {"--output", true, "-o"}};
+  for (const OptionSpec& spec : distance_option_specs()) specs.push_back(spec);
+  const ParsedOptions parsed(arguments, specs);
+  const std::string x_path = parsed.required("--x");
+  const std::optional<std::string> y_path = parsed.text("--y");
+  const std::optional<std::string> output = parsed.text("--output");
+  const DistanceSettings settings = parse_distance_settings(parsed);
+  std::optional<MatrixFormat> format = MatrixFormat::csv;
+  if (output) {
+    format = matrix_format_from_path(*output);
+    if (!format) {
+      throw usage_error("option --output: '" + *output +
+                        "' must end in .csv or .npy");
+    }
+  }
+
+  const Labels labels =
+      parsed.has("--no-labels") ? Labels::none : Labels::first_column;
+  const SeriesSet x = read_series_file(x_path, labels);
+  const std::optional<SeriesSet> y_read =
+      y_path ? std::optional<SeriesSet>(read_series_file(*y_path, labels))
+             : std::nullopt;
+  const SeriesSet& y = y_read ? *y_read : x;
+  const SoftDTWOptions options = settings.options(x.length, y.length);
+  const PairwiseValue what = parsed.has("--divergence")
+                                 ? PairwiseValue::divergence
+                                 : PairwiseValue::soft_dtw;
+
+  std::FILE* out = stdout;
+  if (output) {
+    out = std::fopen(output->c_str(), "wb");
+    if (out == nullptr) {
+      throw usage_error("option --output: cannot open '" + *output +
+                        "' for writing: " + std::strerror(errno));
+    }
+  }
+  const std::string out_name = output ? *output : std::string("stdout");
+  try {
+    const KokkosSession session(settings.threads);
+    if (settings.dtype == Dtype::float32) {
+      write_pairwise<float>(x, y, options, what, out, out_name, *format);
+    } else {
+      write_pairwise<double>(x, y, options, what, out, out_name, *format);
+    }
+  } catch (...) {
+    if (output) {
+      std::fclose(out);
+      std::remove(output->c_str());  // no half-written results left behind
+    }
+    throw;
+  }
+  if (output && std::fclose(out) != 0) {
+    throw output_error(*output + ": write failed: " + std::strerror(errno));
+  }
+  return 0;
+}
+
+}  // namespace softwave::cli

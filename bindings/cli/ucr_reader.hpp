@@ -1,0 +1,44 @@
+#pragma once
+// Reader for UCR-style series files: one series per line, an integer class
+// label first (unless the file has none), then the values; fields separated
+// by tabs, commas or spaces.
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace softwave::cli {
+
+// A bad input file. what() is "FILE:LINE: reason" (or "FILE: reason" when no
+// line applies, e.g. the file cannot be opened).
+class input_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Equal-length series, row-major: values[s * length + t].
+struct SeriesSet {
+  std::vector<std::int64_t> labels;  // empty when read without labels
+  std::vector<double> values;
+  std::size_t count = 0;
+  std::size_t length = 0;
+};
+
+enum class Labels { first_column, none };
+
+// Parses the text of a file; `name` only appears in error messages.
+// Rules: CRLF tolerated; trailing whitespace and trailing blank lines ignored;
+// a blank line followed by more data, a row whose length differs from the
+// first row, a field that is not a number, NaN/inf, a missing value (two
+// commas in a row) or a non-integer label is an input_error naming the line.
+SeriesSet parse_series(std::string_view text, const std::string& name,
+                       Labels labels);
+
+// Reads and parses a file; a missing, unreadable or empty file is an
+// input_error too.
+SeriesSet read_series_file(const std::string& path, Labels labels);
+
+}  // namespace softwave::cli

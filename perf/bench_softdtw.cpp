@@ -1,0 +1,536 @@
+// softwave_bench: Google Benchmark harness for the Soft-DTW entry points
+// (DESIGN.md §7). Runs on Kokkos::DefaultExecutionSpace, so the same source
+// times OpenMP here and CUDA on the GPU machine.
+//
+//   BM_Forward/B/N/d          softwave::soft_dtw (values only)
+//   BM_ForwardBackward/B/N/d  softwave::soft_dtw_value_and_grad, values +
+//                             grad_x + grad_y (the peers' "forward + backward
+//                             of the summed values")
+//   BM_Pairwise/B1/B2/N/d     softwave::pairwise (all-pairs matrix of values)
+//
+// float32 inputs x, y ~ N(0, 1) (as the peers), γ = 1, squared Euclidean cost,
+// M = N, no band, tile chosen by the library.
+//
+// Grids: the default is the CPU grid; `--softwave_grid=gpu` (stripped from
+// argv before benchmark::Initialize, like Kokkos' --kokkos-* flags) registers
+// the GPU grid instead. Every other flag is Google Benchmark's.
+//
+// Timing: manual time, measured between fences of the execution space
+// instance around each call. Inputs and outputs are allocated and filled once,
+// outside the timed loop. Before the timed loop each benchmark makes one
+// un-timed call (the warm-up) during which Kokkos Tools allocation callbacks
+// record what the library allocates.
+//
+// Counters (per benchmark):
+//   cells_per_s         B·N·M (B1·B2·N·M for pairwise) per second
+//   ms                  mean manual time of one call, milliseconds
+//   peak_workspace_MB   measured peak of the live bytes of allocations
+//                       labelled "softwave::*" during one call, MiB (2^20 B)
+//   peak_all_MB         the same for every Kokkos allocation made during the
+//                       call whatever its label. Kokkos-internal buffers that
+//                       persist across calls (the OpenMP per-thread team
+//                       scratch pool, CUDA reduction/scratch buffers) show up
+//                       only in a call that grows them; Google Benchmark
+//                       reports the counters of its last trial run, so they
+//                       are usually absent. SOFTWAVE_BENCH_TRACE_ALLOCATIONS=1
+//                       lists every allocation of the tracked calls on stderr.
+//   formula_MB          the memory formula of softwave/softdtw.hpp, MiB
+//   tile                the tile edge T the library uses (tile_size())
+//   peer_ms, peer_cells_per_s, peer_B, speedup_vs_peer (cells/s ratio),
+//   peer_peak_MB (GPU grid, forward+backward): the matching peer figure, where
+//   one exists (tables below).
+
+#include <benchmark/benchmark.h>
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Random.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <softwave/softdtw.hpp>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+using Space = Kokkos::DefaultExecutionSpace;
+using Memory = Space::memory_space;
+using Series = Kokkos::View<float***, Kokkos::LayoutRight, Memory>;
+using Values = Kokkos::View<float*, Memory>;
+using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Memory>;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+enum class Grid { cpu, gpu };
+enum class Kind { forward, forward_backward, pairwise };
+
+Grid g_grid = Grid::cpu;
+
+// ---------------------------------------------------------------------------
+// Peer figures.
+
+// From /work/shared/perf/peers-softdtw-cpu.md: Blondel's soft-dtw (Cython),
+// float64, ONE core, B = 1 (one pair per call), γ = 1, M = N, x, y ~ N(0, 1),
+// best of 3, measured 2026-11-21 on a machine of this workplace's kind.
+// fwd = value; fwd+bwd = value, E and the gradient w.r.t. x.
+struct CpuPeer {
+  int n, d;
+  double fwd_ms, fwd_mcells, fwdbwd_ms, fwdbwd_mcells;
+};
+constexpr CpuPeer kCpuPeers[] = {
+    {128, 1, 0.9, 19.1, 1.2, 14.0},     {512, 1, 11.9, 22.1, 20.5, 12.8},
+    {512, 64, 17.6, 14.9, 33.8, 7.8},   {1024, 1, 49.4, 21.2, 103.7, 10.1},
+    {1024, 64, 71.5, 14.7, 158.1, 6.6}, {2048, 1, 202.0, 20.8, 443.0, 9.5},
+};
+
+// From /work/shared/perf/peers-softdtw-h200.csv: peer GPU implementations on
+// one NVIDIA H200 (2026-11-21), fp32, γ = 1, M = N, x, y ~ N(0, 1); medians.
+// fwdbwd_ms: forward + backward of the summed values; fwd_ms: forward only;
+// peak_mb: device memory used on top of the inputs. kErr: the peer failed.
+// The benchmark compares with the best (fastest) peer mode of each shape.
+constexpr double kErr = -1;
+struct GpuPeer {
+  const char* impl;
+  int b, n, d;
+  double fwdbwd_ms, fwd_ms, peak_mb;
+};
+constexpr GpuPeer kGpuPeers[] = {
+    {"maghoumi", 16, 128, 1, 2.074, 0.836, 6.1},
+    {"sdtw_cuda_torch_unfused", 16, 128, 1, 2.659, 0.574, 7.1},
+    {"sdtw_cuda_torch_fused", 16, 128, 1, 25.747, 10.037, 4.1},
+    {"maghoumi", 16, 128, 64, 1.931, 0.649, 258.0},
+    {"sdtw_cuda_torch_unfused", 16, 128, 64, 2.293, 0.568, 8.1},
+    {"sdtw_cuda_torch_fused", 16, 128, 64, 27.354, 9.549, 5.1},
+    {"maghoumi", 16, 512, 1, 3.396, 1.528, 96.4},
+    {"sdtw_cuda_torch_unfused", 16, 512, 1, 3.299, 1.361, 112.6},
+    {"sdtw_cuda_torch_fused", 16, 512, 1, 85.585, 41.334, 64.4},
+    {"maghoumi", 16, 512, 64, 8.539, 3.643, 4116.0},
+    {"sdtw_cuda_torch_unfused", 16, 512, 64, 3.363, 1.430, 116.5},
+    {"sdtw_cuda_torch_fused", 16, 512, 64, 86.730, 39.556, 68.4},
+    {"maghoumi", 16, 1024, 1, kErr, kErr, kErr},
+    {"sdtw_cuda_torch_unfused", 16, 1024, 1, kErr, kErr, kErr},
+    {"sdtw_cuda_torch_fused", 16, 1024, 1, 185.419, 79.491, 256.9},
+    {"maghoumi", 16, 1024, 64, kErr, kErr, kErr},
+    {"sdtw_cuda_torch_unfused", 16, 1024, 64, kErr, kErr, kErr},
+    {"sdtw_cuda_torch_fused", 16, 1024, 64, 179.837, 81.801, 264.8},
+    {"sdtw_cuda_torch_unfused", 16, 2048, 1, 346.052, 129.538, 1794.3},
+    {"sdtw_cuda_torch_fused", 16, 2048, 1, 347.946, 210.230, 1025.8},
+    {"sdtw_cuda_torch_unfused", 16, 2048, 64, 385.920, 200.715, 1810.0},
+    {"sdtw_cuda_torch_fused", 16, 2048, 64, 394.042, 160.773, 1041.5},
+    {"maghoumi", 32, 128, 1, 1.807, 0.557, 12.2},
+    {"sdtw_cuda_torch_unfused", 32, 128, 1, 1.988, 0.567, 14.3},
+    {"sdtw_cuda_torch_fused", 32, 128, 1, 27.992, 9.708, 8.2},
+    {"maghoumi", 32, 128, 64, 2.354, 0.811, 516.0},
+    {"sdtw_cuda_torch_unfused", 32, 128, 64, 2.219, 0.575, 16.3},
+    {"sdtw_cuda_torch_fused", 32, 128, 64, 30.096, 12.779, 10.2},
+    {"maghoumi", 32, 512, 1, 3.673, 1.523, 192.9},
+    {"sdtw_cuda_torch_unfused", 32, 512, 1, 3.472, 1.562, 225.1},
+    {"sdtw_cuda_torch_fused", 32, 512, 1, 105.407, 37.368, 128.9},
+    {"maghoumi", 32, 512, 64, 13.717, 6.188, 8232.0},
+    {"sdtw_cuda_torch_unfused", 32, 512, 64, 3.593, 1.643, 233.0},
+    {"sdtw_cuda_torch_fused", 32, 512, 64, 88.386, 37.415, 136.8},
+    {"maghoumi", 32, 1024, 1, kErr, kErr, kErr},
+    {"sdtw_cuda_torch_unfused", 32, 1024, 1, kErr, kErr, kErr},
+    {"sdtw_cuda_torch_fused", 32, 1024, 1, 160.622, 72.408, 513.8},
+    {"maghoumi", 32, 1024, 64, kErr, kErr, kErr},
+    {"sdtw_cuda_torch_unfused", 32, 1024, 64, kErr, kErr, kErr},
+    {"sdtw_cuda_torch_fused", 32, 1024, 64, 176.433, 68.646, 529.5},
+    {"sdtw_cuda_torch_unfused", 32, 2048, 1, 281.854, 119.199, 3592.5},
+    {"sdtw_cuda_torch_fused", 32, 2048, 1, 301.486, 128.620, 2054.5},
+    {"sdtw_cuda_torch_unfused", 32, 2048, 64, 255.729, 117.025, 3624.0},
+    {"sdtw_cuda_torch_fused", 32, 2048, 64, 454.886, 174.314, 2086.0},
+    {"sdtw_cuda_torch_unfused", 32, 4096, 64, 513.149, 244.804, 14408.0},
+    {"sdtw_cuda_torch_unfused", 8, 8192, 16, 956.138, 457.720, 14352.0},
+};
+
+struct PeerFigure {
+  std::string impl;
+  double ms = 0;           // one call of the peer
+  double cells_per_s = 0;  // the peer's own cells per second
+  double batch = 1;        // pairs per peer call
+  double peak_mb = -1;     // < 0: not reported
+};
+
+std::optional<PeerFigure> peer_figure(Kind kind, std::int64_t B, std::int64_t N,
+                                      std::int64_t d) {
+  if (kind == Kind::pairwise) return std::nullopt;
+  bool const backward = kind == Kind::forward_backward;
+  if (g_grid == Grid::cpu) {
+    for (auto const& p : kCpuPeers) {
+      if (p.n != N || p.d != d) continue;
+      PeerFigure f;
+      f.impl = "blondel-cython-f64-1core-B1";
+      f.ms = backward ? p.fwdbwd_ms : p.fwd_ms;
+      f.cells_per_s = 1e6 * (backward ? p.fwdbwd_mcells : p.fwd_mcells);
+      return f;
+    }
+    return std::nullopt;
+  }
+  std::optional<PeerFigure> best;
+  for (auto const& p : kGpuPeers) {
+    if (p.b != B || p.n != N || p.d != d) continue;
+    double const ms = backward ? p.fwdbwd_ms : p.fwd_ms;
+    if (ms == kErr) continue;
+    if (best && best->ms <= ms) continue;
+    PeerFigure f;
+    f.impl = p.impl;
+    f.ms = ms;
+    f.batch = double(B);
+    f.cells_per_s = double(B) * double(N) * double(N) / (ms * 1e-3);
+    if (backward) f.peak_mb = p.peak_mb;
+    best = f;
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------
+// Allocation tracking through the Kokkos Tools callbacks (Kokkos 3.4.1:
+// Kokkos::Tools::Experimental::set_allocate_data_callback and friends). Only
+// installed around the un-timed call, then the previous callbacks (a tool
+// loaded via KOKKOS_PROFILE_LIBRARY, or none) are restored, so the timed loop
+// runs with the callbacks the user asked for.
+
+struct AllocationPeaks {
+  std::uint64_t workspace = 0;  // "softwave::*" labels
+  std::uint64_t all = 0;        // every label
+};
+
+class AllocationTracker {
+ public:
+  using Peaks = AllocationPeaks;
+
+  static void start() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.clear();
+    current_ = {};
+    peak_ = {};
+    const char* trace = std::getenv("SOFTWAVE_BENCH_TRACE_ALLOCATIONS");
+    trace_ = trace && *trace && std::strcmp(trace, "0") != 0;
+    saved_ = Kokkos::Tools::Experimental::get_callbacks();
+    Kokkos::Tools::Experimental::set_allocate_data_callback(&on_allocate);
+    Kokkos::Tools::Experimental::set_deallocate_data_callback(&on_deallocate);
+  }
+
+  static Peaks stop() {
+    Kokkos::Tools::Experimental::set_callbacks(saved_);
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.clear();
+    return peak_;
+  }
+
+  // Labels of allocations outside "softwave::*" seen while tracking.
+  static const std::set<std::string>& other_labels() { return other_labels_; }
+
+ private:
+  struct Live {
+    std::uint64_t bytes;
+    bool workspace;
+  };
+
+  static bool is_workspace(const char* label) {
+    return label && std::strncmp(label, "softwave::", 10) == 0;
+  }
+
+  static void on_allocate(Kokkos::Tools::SpaceHandle handle, const char* label,
+                          const void* ptr, std::uint64_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bool const workspace = is_workspace(label);
+    live_[ptr] = Live{size, workspace};
+    if (trace_)
+      std::cerr << "[alloc]   " << handle.name << " '" << (label ? label : "")
+                << "' " << size << " B\n";
+    current_.all += size;
+    peak_.all = std::max(peak_.all, current_.all);
+    if (workspace) {
+      current_.workspace += size;
+      peak_.workspace = std::max(peak_.workspace, current_.workspace);
+    } else {
+      other_labels_.insert(label ? label : "(null)");
+    }
+  }
+
+  static void on_deallocate(Kokkos::Tools::SpaceHandle handle,
+                            const char* label, const void* ptr,
+                            std::uint64_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (trace_)
+      std::cerr << "[dealloc] " << handle.name << " '" << (label ? label : "")
+                << "' " << size << " B\n";
+    auto const it = live_.find(ptr);
+    if (it == live_.end()) return;  // allocated before tracking started
+    current_.all -= it->second.bytes;
+    if (it->second.workspace) current_.workspace -= it->second.bytes;
+    live_.erase(it);
+  }
+
+  static inline std::mutex mutex_;
+  static inline std::unordered_map<const void*, Live> live_;
+  static inline Peaks current_, peak_;
+  static inline std::set<std::string> other_labels_;
+  static inline bool trace_ = false;
+  static inline Kokkos::Tools::Experimental::EventSet saved_;
+};
+
+// ---------------------------------------------------------------------------
+// The header's memory formula (softwave/softdtw.hpp), in bytes, for P pairs in
+// flight. N/T is taken as the number of tile rows ceil(N/T) (equal to N/T on
+// every grid shape here).
+double formula_bytes(bool backward, double P, std::int64_t N, std::int64_t M,
+                     int T) {
+  double const nt = double((N + T - 1) / T), mt = double((M + T - 1) / T);
+  if (!backward) return 8.0 * P * (double(N) + double(M) + (nt + 1) * (mt + 1));
+  return 8.0 * P *
+         (2 * nt * double(M + 1) + 2 * mt * double(N + 1) +
+          (nt + 1) * (mt + 1));
+}
+
+// All-pairs: "streams pairs through the forward kernel in chunks whose
+// workspace stays under 256 MiB" — P is the number of pairs of one chunk.
+double pairwise_formula_bytes(std::int64_t pairs, std::int64_t N,
+                              std::int64_t M, int T) {
+  double const per_pair = formula_bytes(false, 1, N, M, T);
+  double const chunk = std::max(1.0, std::floor(256.0 * kMiB / per_pair));
+  return formula_bytes(false, std::min(double(pairs), chunk), N, M, T);
+}
+
+// ---------------------------------------------------------------------------
+
+// x ~ N(0, 1), filled once on the execution space.
+Series random_series(const std::string& label, std::int64_t B, std::int64_t N,
+                     std::int64_t d, std::uint64_t seed) {
+  Series v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), B, N, d);
+  Kokkos::Random_XorShift64_Pool<Space> pool(seed);
+  float* const data = v.data();
+  std::int64_t const size = std::int64_t(v.size());
+  constexpr std::int64_t chunk = 256;
+  Kokkos::parallel_for(
+      "softwave_bench::fill_normal",
+      Kokkos::RangePolicy<Space>(0, (size + chunk - 1) / chunk),
+      KOKKOS_LAMBDA(std::int64_t c) {
+        auto gen = pool.get_state();
+        std::int64_t const end =
+            (c + 1) * chunk < size ? (c + 1) * chunk : size;
+        for (std::int64_t i = c * chunk; i < end; ++i)
+          data[i] = float(gen.normal());
+        pool.free_state(gen);
+      });
+  Kokkos::fence();
+  return v;
+}
+
+void run_benchmark(benchmark::State& state, Kind kind) {
+  Space const space;
+  std::int64_t B1, B2, N, d;
+  if (kind == Kind::pairwise) {
+    B1 = state.range(0);
+    B2 = state.range(1);
+    N = state.range(2);
+    d = state.range(3);
+  } else {
+    B1 = B2 = state.range(0);
+    N = state.range(1);
+    d = state.range(2);
+  }
+  std::int64_t const M = N;
+
+  softwave::SoftDTWOptions options;
+  options.gamma = 1.0;
+  int const T = softwave::tile_size(space, options);
+
+  // Inputs and outputs: allocated and initialised once, outside the timing.
+  Series const x = random_series("softwave_bench::x", B1, N, d, 12345);
+  Series const y = random_series("softwave_bench::y", B2, M, d, 67890);
+  Values values;
+  Matrix matrix;
+  softwave::SeriesGradients<float, Space> gradients;
+  std::function<void()> call;
+  double formula = 0;
+  switch (kind) {
+    case Kind::forward:
+      values = Values("softwave_bench::values", B1);
+      call = [&] { softwave::soft_dtw(space, x, y, values, options); };
+      formula = formula_bytes(false, double(B1), N, M, T);
+      break;
+    case Kind::forward_backward:
+      values = Values("softwave_bench::values", B1);
+      gradients.grad_x = Series("softwave_bench::grad_x", B1, N, d);
+      gradients.grad_y = Series("softwave_bench::grad_y", B1, M, d);
+      call = [&] {
+        softwave::soft_dtw_value_and_grad(space, x, y, values, gradients,
+                                          options);
+      };
+      formula = formula_bytes(true, double(B1), N, M, T);
+      break;
+    case Kind::pairwise:
+      matrix = Matrix("softwave_bench::matrix", B1, B2);
+      call = [&] { softwave::pairwise(space, x, y, matrix, options); };
+      formula = pairwise_formula_bytes(B1 * B2, N, M, T);
+      break;
+  }
+  space.fence();
+
+  // One un-timed call: warm-up, and the allocation peak of one call.
+  AllocationTracker::Peaks peaks;
+  try {
+    AllocationTracker::start();
+    call();
+    space.fence();
+    peaks = AllocationTracker::stop();
+  } catch (const std::exception& e) {
+    AllocationTracker::stop();
+    state.SkipWithError(e.what());
+    return;
+  }
+
+  using Clock = std::chrono::steady_clock;
+  double total_s = 0;
+  for (auto _ : state) {
+    space.fence();
+    auto const begin = Clock::now();
+    call();
+    space.fence();
+    double const s =
+        std::chrono::duration<double>(Clock::now() - begin).count();
+    state.SetIterationTime(s);
+    total_s += s;
+  }
+
+  double const pairs =
+      kind == Kind::pairwise ? double(B1) * double(B2) : double(B1);
+  double const cells = pairs * double(N) * double(M);
+  double const iterations = double(state.iterations());
+  double const mean_s = iterations > 0 ? total_s / iterations : 0;
+  using benchmark::Counter;
+  state.counters["cells_per_s"] =
+      Counter(cells, Counter::kIsIterationInvariantRate);
+  state.counters["ms"] = Counter(mean_s * 1e3);
+  state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
+  state.counters["peak_all_MB"] = Counter(double(peaks.all) / kMiB);
+  state.counters["formula_MB"] = Counter(formula / kMiB);
+  state.counters["tile"] = Counter(T);
+  if (auto const peer = peer_figure(kind, B1, N, d)) {
+    state.counters["peer_ms"] = Counter(peer->ms);
+    state.counters["peer_cells_per_s"] = Counter(peer->cells_per_s);
+    state.counters["peer_B"] = Counter(peer->batch);
+    if (mean_s > 0)
+      state.counters["speedup_vs_peer"] =
+          Counter(cells / mean_s / peer->cells_per_s);
+    if (peer->peak_mb >= 0)
+      state.counters["peer_peak_MB"] = Counter(peer->peak_mb);
+    state.SetLabel("peer=" + peer->impl);
+  }
+}
+
+void BM_Forward(benchmark::State& state) {
+  run_benchmark(state, Kind::forward);
+}
+void BM_ForwardBackward(benchmark::State& state) {
+  run_benchmark(state, Kind::forward_backward);
+}
+void BM_Pairwise(benchmark::State& state) {
+  run_benchmark(state, Kind::pairwise);
+}
+
+benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b) {
+  // Iterations: Google Benchmark's default min time (0.5 s, or
+  // --benchmark_min_time) on the manual time; the large CPU shapes take
+  // seconds per call and so run one iteration (plus the un-timed call).
+  return b->UseManualTime()->Unit(benchmark::kMillisecond);
+}
+
+void register_grid(Grid grid) {
+  // (B, N, d): the peers' grid, then the GPU issue's large shapes.
+  std::vector<std::vector<std::int64_t>> shapes;
+  for (std::int64_t B : {16, 32})
+    for (std::int64_t N : {128, 512, 1024, 2048})
+      for (std::int64_t d : {1, 64}) shapes.push_back({B, N, d});
+  std::int64_t pairwise_batch = 100;
+  if (grid == Grid::gpu) {
+    shapes.push_back({32, 4096, 64});
+    shapes.push_back({8, 8192, 16});
+    shapes.push_back({1, 32768, 8});
+    pairwise_batch = 1000;
+  }
+  auto* forward =
+      configure(benchmark::RegisterBenchmark("BM_Forward", BM_Forward));
+  for (auto const& s : shapes) forward->Args(s);
+  auto* backward = configure(
+      benchmark::RegisterBenchmark("BM_ForwardBackward", BM_ForwardBackward));
+  for (auto const& s : shapes) backward->Args(s);
+  configure(benchmark::RegisterBenchmark("BM_Pairwise", BM_Pairwise))
+      ->Args({pairwise_batch, pairwise_batch, 128, 1});
+}
+
+// Removes --softwave_grid=cpu|gpu from argv; returns false on a bad value.
+bool take_grid_flag(int& argc, char** argv, Grid& grid) {
+  static constexpr char kFlag[] = "--softwave_grid=";
+  int kept = 1;
+  bool ok = true;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], kFlag, sizeof(kFlag) - 1) == 0) {
+      std::string const value = argv[i] + sizeof(kFlag) - 1;
+      if (value == "cpu") {
+        grid = Grid::cpu;
+      } else if (value == "gpu") {
+        grid = Grid::gpu;
+      } else {
+        std::cerr << "softwave_bench: --softwave_grid must be cpu or gpu (got '"
+                  << value << "')\n";
+        ok = false;
+      }
+      continue;
+    }
+    argv[kept++] = argv[i];
+  }
+  argc = kept;
+  argv[argc] = nullptr;
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!take_grid_flag(argc, argv, g_grid)) return 2;
+  Kokkos::initialize(argc, argv);  // strips --kokkos-* flags
+  int rc = 0;
+  {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+      rc = 1;
+    } else {
+      Space const space;
+      benchmark::AddCustomContext("softwave_grid",
+                                  g_grid == Grid::gpu ? "gpu" : "cpu");
+      benchmark::AddCustomContext("kokkos_execution_space", Space::name());
+      benchmark::AddCustomContext("kokkos_concurrency",
+                                  std::to_string(space.concurrency()));
+      benchmark::AddCustomContext("kokkos_version",
+                                  std::to_string(KOKKOS_VERSION));
+      benchmark::AddCustomContext("softwave_tile",
+                                  std::to_string(softwave::tile_size(
+                                      space, softwave::SoftDTWOptions{})));
+      register_grid(g_grid);
+      benchmark::RunSpecifiedBenchmarks();
+      if (!AllocationTracker::other_labels().empty()) {
+        std::cerr << "softwave_bench: allocations outside \"softwave::*\" seen "
+                     "during the tracked calls (counted in peak_all_MB only):";
+        for (auto const& label : AllocationTracker::other_labels())
+          std::cerr << " '" << label << "'";
+        std::cerr << "\n";
+      }
+    }
+    benchmark::Shutdown();
+  }
+  Kokkos::finalize();
+  return rc;
+}
