@@ -132,15 +132,6 @@ TEST(SoftDTWValues, WideBandEqualsNoBand) {
   }
 }
 
-// Builds a padded copy of x (B, N + extra, d) whose padding holds `fill`.
-Batch pad(const Batch& x, int extra, double fill) {
-  Batch out(x.B, x.n + extra, x.d, fill);
-  for (int b = 0; b < x.B; ++b)
-    for (int i = 0; i < x.n; ++i)
-      for (int k = 0; k < x.d; ++k) out(b, i, k) = x(b, i, k);
-  return out;
-}
-
 // Builds a padded batch from per-pair series of different lengths.
 Batch pack(const std::vector<Batch>& pairs, int n, double fill) {
   Batch out(static_cast<int>(pairs.size()), n, pairs[0].d, fill);

@@ -20,13 +20,44 @@ constexpr bool runs_on_host() {
 }
 
 template <class Space>
-constexpr int scratch_level() {
-  return runs_on_host<Space>() ? 1 : 0;
-}
-
-template <class Space>
 std::size_t backward_scratch_bytes(int tile) {
   return BackwardTiles<Space, TensorCost<double, Space>>::scratch_bytes(tile);
+}
+
+// Tile edge and team-scratch level for a sweep. Host backends use level 1:
+// both levels are ordinary memory there and level 0 is capped at 32 KiB.
+// Devices prefer on-chip level 0 and fall back to level 1 (global memory,
+// slower) for a requested tile too large for it.
+struct ScratchPlan {
+  int tile;
+  int level;
+};
+
+template <class Space>
+ScratchPlan scratch_plan(const SoftDTWOptions& options) {
+  check_options(options);
+  using Policy = Kokkos::TeamPolicy<Space>;
+  auto const level_for = [](int tile) {
+    std::size_t const bytes = backward_scratch_bytes<Space>(tile);
+    if (!runs_on_host<Space>() &&
+        bytes <= std::size_t(Policy::scratch_size_max(0)))
+      return 0;
+    return bytes <= std::size_t(Policy::scratch_size_max(1)) ? 1 : -1;
+  };
+  int const preferred_level = runs_on_host<Space>() ? 1 : 0;
+  if (options.tile > 0) {
+    int const level = level_for(options.tile);
+    if (level < 0)
+      throw_invalid_argument(
+          "tile = ", options.tile, " needs ",
+          backward_scratch_bytes<Space>(options.tile),
+          " bytes of team scratch, more than this execution space offers (",
+          Policy::scratch_size_max(1), " bytes)");
+    return {options.tile, level};
+  }
+  int tile = runs_on_host<Space>() ? 64 : 32;
+  while (tile > 4 && level_for(tile) != preferred_level) tile /= 2;
+  return {tile, level_for(tile)};
 }
 
 // Host backends run one thread per tile (rows in order, cache-resident);
@@ -90,7 +121,8 @@ class Sweeper {
         cost_(cost),
         band_(band_of(options)),
         gamma_(options.gamma),
-        tiling_(impl::tile_size(space, options), n_max, m_max),
+        plan_(scratch_plan<Space>(options)),
+        tiling_(plan_.tile, n_max, m_max),
         n_max_(n_max),
         m_max_(m_max) {}
 
@@ -166,7 +198,7 @@ class Sweeper {
     tiles.gamma = gamma_;
     tiles.tiling = tiling_;
     tiles.workspace = workspace_;
-    tiles.scratch_level = scratch_level<Space>();
+    tiles.scratch_level = plan_.level;
   }
 
   template <class Tiles>
@@ -177,8 +209,7 @@ class Sweeper {
     tiles.tiles_on = tiling_.tiles_on(k);
     Kokkos::TeamPolicy<Space> policy(space_, int(pairs * tiles.tiles_on),
                                      team_size_for<Space>(tiling_.tile));
-    policy.set_scratch_size(scratch_level<Space>(),
-                            Kokkos::PerTeam(scratch_bytes));
+    policy.set_scratch_size(plan_.level, Kokkos::PerTeam(scratch_bytes));
     Kokkos::parallel_for(label, policy, tiles);
   }
 
@@ -186,6 +217,7 @@ class Sweeper {
   CostProvider cost_;
   Band band_;
   acc_t gamma_;
+  ScratchPlan plan_;
   Tiling tiling_;
   std::int64_t n_max_, m_max_;
   Workspace<Space> workspace_;
@@ -313,23 +345,7 @@ bool given(const View& v) {
 
 template <class Space>
 int tile_size(const Space&, const SoftDTWOptions& options) {
-  check_options(options);
-  std::size_t const limit =
-      Kokkos::TeamPolicy<Space>::scratch_size_max(scratch_level<Space>());
-  auto const fits = [&](int tile) {
-    return backward_scratch_bytes<Space>(tile) <= limit;
-  };
-  if (options.tile > 0) {
-    if (!fits(options.tile))
-      throw_invalid_argument("tile = ", options.tile,
-                             " needs more team scratch memory than this "
-                             "execution space offers (",
-                             limit, " bytes)");
-    return options.tile;
-  }
-  int tile = runs_on_host<Space>() ? 64 : 32;
-  while (tile > 4 && !fits(tile)) tile /= 2;
-  return tile;
+  return scratch_plan<Space>(options).tile;
 }
 
 template <class Space, class T>

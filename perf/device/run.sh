@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: configure and build the cuda preset, run the
+# whole test suite on the CUDA backend, run the GPU benchmark grid, and leave
+# logs, JUnit and JSON under $OUT. Prints a short table last.
+#
+# The GPU machine has nvcc, cmake and ninja but no package registry, so the
+# call carries (as git-ignored paths):
+#   .cache/kokkos-src    the Kokkos source the bootstrap fetched here
+#   .cache/device-debs   Debian's libgtest-dev, libbenchmark-dev and
+#                        libbenchmark1debian (apt-get download), unpacked below
+# Usage: perf/device/run.sh [ctest args...]   (SKIP_BENCH=1 skips benchmarks)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/softwave-device}
+mkdir -p "$OUT"
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
+  --format=csv | tee "$OUT/gpu.csv"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+echo "commit $commit" | tee "$OUT/commit.txt"
+
+deps=/tmp/softwave-deps
+if [ -d .cache/device-debs ]; then
+  mkdir -p "$deps"
+  for deb in .cache/device-debs/*.deb; do dpkg -x "$deb" "$deps"; done
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+fi
+
+step() { echo "== $1 ($(date +%T))"; }
+step configure
+cmake --preset cuda -DSOFTWAVE_KOKKOS_SOURCE_DIR="$PWD/.cache/kokkos-src" \
+  -DCMAKE_PREFIX_PATH="$deps/usr" -DSOFTWAVE_INSTALL_MISSING=OFF \
+  >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+step build
+cmake --build --preset cuda -j "$(nproc)" >"$OUT/build.log" 2>&1 ||
+  { grep -m 20 -B2 -A6 "error" "$OUT/build.log"; exit 1; }
+
+step test
+# The OpenMP thread-count labels mean nothing on CUDA: run each test once.
+ctest --preset cuda -LE threads2 -j 4 --output-junit "$OUT/ctest.xml" "$@" \
+  >"$OUT/ctest.log" 2>&1
+test_rc=$?
+grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)" "$OUT/ctest.log" | tail -15
+
+bench_rc=0
+if [ -z "${SKIP_BENCH:-}" ]; then
+  step benchmark
+  build/cuda/bin/softwave_bench --softwave_grid=gpu \
+    --benchmark_out="$OUT/bench-cuda.json" --benchmark_out_format=json \
+    >"$OUT/bench.log" 2>&1
+  bench_rc=$?
+  python3 perf/summarize.py "$OUT/bench-cuda.json" | tee "$OUT/summary.md"
+fi
+step done
+echo "tests rc=$test_rc bench rc=$bench_rc"
+exit $((test_rc != 0 || bench_rc != 0))
