@@ -183,6 +183,9 @@ struct TileSweep {
                             const ScratchMatrix<Space>& diag_weight,
                             const ScratchMatrix<Space>& up_weight,
                             const ScratchMatrix<Space>& left_weight) const {
+    // A team may reuse the scratch of the tile its threads just finished
+    // (Kokkos loops a block over several league ranks without a barrier).
+    team.team_barrier();
     Kokkos::parallel_for(
         Kokkos::TeamThreadRange(team, 0, tile.w + 1), [&](int c) {
           R(0, c) = boundary(p, tile, tile.i0, tile.j0 + c, n, m);
