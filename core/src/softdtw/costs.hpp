@@ -28,6 +28,19 @@ struct PairLengths {
 // ε of the cosine cost: 1 − x·y / (max(‖x‖, ε) max(‖y‖, ε)).
 constexpr acc_t cosine_epsilon = 1e-8;
 
+// Σ_k term(k) over k < d with four independent partial sums: one serial
+// chain of floating-point adds (the compiler may not reassociate) would cost
+// its full latency per feature.
+template <class Term>
+KOKKOS_INLINE_FUNCTION acc_t feature_sum(int d, const Term& term) {
+  acc_t partial[4] = {0, 0, 0, 0};
+  int k = 0;
+  for (; k + 4 <= d; k += 4)
+    for (int lane = 0; lane < 4; ++lane) partial[lane] += term(k + lane);
+  for (; k < d; ++k) partial[0] += term(k);
+  return (partial[0] + partial[1]) + (partial[2] + partial[3]);
+}
+
 // Cost between x[a, i, :] and y[b, j, :] for one metric, plus the pieces of
 // its gradient. Written once per metric and shared by the forward cost and
 // the backward gradient.
@@ -39,12 +52,10 @@ struct Metric<Cost::sqeuclidean> {
   template <class XRow, class YRow>
   KOKKOS_INLINE_FUNCTION static acc_t cost(const XRow& a, const YRow& b,
                                            int d) {
-    acc_t sum = 0;
-    for (int k = 0; k < d; ++k) {
+    return feature_sum(d, [&](int k) {
       acc_t const diff = acc_t(a(k)) - acc_t(b(k));
-      sum += diff * diff;
-    }
-    return sum;
+      return diff * diff;
+    });
   }
 };
 
@@ -53,12 +64,10 @@ struct Metric<Cost::l1> {
   template <class XRow, class YRow>
   KOKKOS_INLINE_FUNCTION static acc_t cost(const XRow& a, const YRow& b,
                                            int d) {
-    acc_t sum = 0;
-    for (int k = 0; k < d; ++k) {
+    return feature_sum(d, [&](int k) {
       acc_t const diff = acc_t(a(k)) - acc_t(b(k));
-      sum += diff < 0 ? -diff : diff;
-    }
-    return sum;
+      return diff < 0 ? -diff : diff;
+    });
   }
   KOKKOS_INLINE_FUNCTION static acc_t sign(acc_t v) {
     return v > 0 ? acc_t(1) : (v < 0 ? acc_t(-1) : acc_t(0));
@@ -69,9 +78,8 @@ template <>
 struct Metric<Cost::cosine> {
   template <class Row>
   KOKKOS_INLINE_FUNCTION static acc_t norm(const Row& a, int d) {
-    acc_t sum = 0;
-    for (int k = 0; k < d; ++k) sum += acc_t(a(k)) * acc_t(a(k));
-    return compat::sqrt(sum);
+    return compat::sqrt(
+        feature_sum(d, [&](int k) { return acc_t(a(k)) * acc_t(a(k)); }));
   }
   KOKKOS_INLINE_FUNCTION static acc_t clamp(acc_t norm) {
     return norm > cosine_epsilon ? norm : cosine_epsilon;
@@ -85,8 +93,8 @@ struct Metric<Cost::cosine> {
   KOKKOS_INLINE_FUNCTION static acc_t similarity(const XRow& a, const YRow& b,
                                                  int d, acc_t norm_a,
                                                  acc_t norm_b) {
-    acc_t dot = 0;
-    for (int k = 0; k < d; ++k) dot += acc_t(a(k)) * acc_t(b(k));
+    acc_t const dot =
+        feature_sum(d, [&](int k) { return acc_t(a(k)) * acc_t(b(k)); });
     return dot / (clamp(norm_a) * clamp(norm_b));
   }
   template <class XRow, class YRow>
