@@ -63,22 +63,7 @@ TEST(SoftDTWGradients, FiniteDifferencesSeries) {
           const std::vector<double> v = library_values<double>(xx, yy, s);
           return s.grad_output[0] * v[0] + s.grad_output[1] * v[1];
         };
-        std::vector<double> fd_x(got.grad_x.size(), 0.0), fd_y(got.grad_y.size(), 0.0);
-        for (int b = 0; b < B; ++b)
-          for (int k = 0; k < d; ++k) {
-            for (int i = 0; i < s.len_x[b]; ++i) {
-              Batch p = x, q = x;
-              p(b, i, k) += h;
-              q(b, i, k) -= h;
-              fd_x[(static_cast<std::size_t>(b) * n + i) * d + k] = (objective(p, y) - objective(q, y)) / (2 * h);
-            }
-            for (int j = 0; j < s.len_y[b]; ++j) {
-              Batch p = y, q = y;
-              p(b, j, k) += h;
-              q(b, j, k) -= h;
-              fd_y[(static_cast<std::size_t>(b) * m + j) * d + k] = (objective(x, p) - objective(x, q)) / (2 * h);
-            }
-          }
+        const auto [fd_x, fd_y] = central_differences(x, y, s, h, objective);
         EXPECT_TRUE(near_arrays(got.grad_x, fd_x, 1e-5, 1e-3, "grad_x vs finite differences"));
         EXPECT_TRUE(near_arrays(got.grad_y, fd_y, 1e-5, 1e-3, "grad_y vs finite differences"));
       }

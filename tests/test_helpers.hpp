@@ -339,6 +339,30 @@ inline Results reference_cost(const Batch& c, const Config& s) {
   return out;
 }
 
+// Central differences of objective(x, y) with respect to every entry of x and
+// y inside the pairs' lengths (zero in the padding), laid out like x and y.
+template <class Objective>
+std::pair<std::vector<double>, std::vector<double>> central_differences(
+    const Batch& x, const Batch& y, const Config& s, double h, const Objective& objective) {
+  std::vector<double> fd_x(x.v.size(), 0.0), fd_y(y.v.size(), 0.0);
+  for (int b = 0; b < x.B; ++b)
+    for (int k = 0; k < x.d; ++k) {
+      for (int i = 0; i < s.len_x[b]; ++i) {
+        Batch p = x, q = x;
+        p(b, i, k) += h;
+        q(b, i, k) -= h;
+        fd_x[(static_cast<std::size_t>(b) * x.n + i) * x.d + k] = (objective(p, y) - objective(q, y)) / (2 * h);
+      }
+      for (int j = 0; j < s.len_y[b]; ++j) {
+        Batch p = y, q = y;
+        p(b, j, k) += h;
+        q(b, j, k) -= h;
+        fd_y[(static_cast<std::size_t>(b) * y.n + j) * y.d + k] = (objective(x, p) - objective(x, q)) / (2 * h);
+      }
+    }
+  return {fd_x, fd_y};
+}
+
 // ------------------------------------------------------------ comparisons
 
 // Element-wise: |a − e| ≤ rtol · max(|e|, floor). Reports the worst element.
