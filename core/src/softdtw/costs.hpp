@@ -140,8 +140,6 @@ struct SeriesCost {
     return Metric<metric>::cost(x_row(p, i), y_row(p, j), int(x.extent(2)));
   }
 
-  bool has_gradients() const { return grad_x.extent(0) || grad_y.extent(0); }
-
   // grad_x[i] += Σ_j E_ij ∂C_ij/∂x_i over the tile's rows, grad_y[j] likewise
   // over its columns. Tiles of one tile row (or column) lie on different
   // anti-diagonals, so no two concurrent tiles touch the same gradient row.
@@ -274,7 +272,6 @@ struct TensorCost {
                                           std::int64_t j) const {
     return acc_t(c(lengths.pairs.x(p), i, j));
   }
-  bool has_gradients() const { return false; }
   KOKKOS_FUNCTION void accumulate_gradients(const member_type&, std::int64_t,
                                             const TileCells&,
                                             const ScratchMatrix<Space>&, acc_t,

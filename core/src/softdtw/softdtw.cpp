@@ -452,7 +452,6 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
   }
   if (B == 0) return;
 
-  std::int64_t const N = x.extent(1), M = y.extent(1);
   ArrayView3<T, Space> grad_x, grad_y;
   if (gradients) {
     grad_x = gradients->grad_x;
@@ -497,8 +496,6 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
   auto const yy = term(y, y, lengths.y, lengths.y, grad_y, other_y, -0.5);
   if (given(grad_x)) add_into(space, grad_x, other_x);
   if (given(grad_y)) add_into(space, grad_y, other_y);
-  (void)N;
-  (void)M;
   if (given(values))
     Kokkos::parallel_for(
         "softwave::softdtw::divergence_values",

@@ -1,0 +1,59 @@
+// The workspace a call allocates, measured through Kokkos Tools allocation
+// callbacks (perf/allocation_tracker.hpp), against the formula documented in
+// softdtw.hpp: no B×N×M table, and a band shrinks the backward checkpoints.
+
+#include <cstdint>
+
+#include "allocation_tracker.hpp"
+#include "test_helpers.hpp"
+
+namespace {
+
+using namespace swt;
+using softwave_perf::AllocationTracker;
+
+// Peak "softwave::*" bytes of one forward+backward call (grad_x only).
+std::uint64_t backward_workspace(int B, int n, int m, const softwave::SoftDTWOptions& options) {
+  Dev3<double> x("x", B, n, 1), y("y", B, m, 1), gx("gx", B, n, 1);
+  Kokkos::deep_copy(x, 0.25);
+  Kokkos::deep_copy(y, 0.5);
+  Dev1<double> values("values", B);
+  softwave::SeriesGradients<double, Space> g;
+  g.grad_x = gx;
+  AllocationTracker::start();
+  softwave::soft_dtw_value_and_grad(Space(), x, y, values, g, options);
+  Kokkos::fence();
+  return AllocationTracker::stop().workspace;
+}
+
+// The header's formula for forward + backward, with row/column widths wr, wc.
+double formula(int B, int n, int m, int tile, double wr, double wc) {
+  double const rows = (n + tile - 1) / tile, cols = (m + tile - 1) / tile;
+  return 8.0 * B * (2 * rows * wr + 2 * cols * wc + rows * cols + 1);
+}
+
+TEST(Memory, BackwardWorkspaceFollowsTheFormula) {
+  const int B = 3, n = 700, m = 500;
+  softwave::SoftDTWOptions options;
+  const int tile = softwave::tile_size(Space(), options);
+  const double bytes = static_cast<double>(backward_workspace(B, n, m, options));
+  const double expected = formula(B, n, m, tile, m + 1, n + 1);
+  EXPECT_LE(bytes, expected * 1.001 + 4096);
+  EXPECT_GE(bytes, expected * 0.98);
+  EXPECT_LT(bytes, 0.25 * 8.0 * B * n * m) << "a B×N×M table would be 4× this";
+}
+
+TEST(Memory, BandKeepsOnlyInBandCheckpoints) {
+  const int B = 2, n = 2048, m = 1536, w = 8;
+  softwave::SoftDTWOptions options;
+  const int tile = softwave::tile_size(Space(), options);
+  const double full = static_cast<double>(backward_workspace(B, n, m, options));
+  options.band = w;
+  const double banded = static_cast<double>(backward_workspace(B, n, m, options));
+  // Wr = 2w + 3 + ceil(m/n), Wc = 2w + 3 + ceil(n/m).
+  const double expected = formula(B, n, m, tile, 2 * w + 3 + 1, 2 * w + 3 + 2);
+  EXPECT_LE(banded, expected * 1.001 + 4096);
+  EXPECT_LT(banded, 0.1 * full) << "full " << full << " B, banded " << banded << " B";
+}
+
+}  // namespace
