@@ -327,3 +327,28 @@ TEST(Pairwise, DiagonalEqualsBatchedSoftDTW) {
 }
 
 }  // namespace
+
+// More pairs than one streamed chunk holds: with N = M = 1 a pair needs 48
+// bytes of workspace, so 2400 × 2400 pairs span two 256 MiB chunks. Every
+// entry is the single cell's cost (x_i − y_j)², on both sides of the seam.
+TEST(Pairwise, StreamsAcrossChunkBoundaries) {
+  SWT_SEEDED_RNG(rng);
+  const int B1 = 2400, B2 = 2400;
+  Dev3<float> x("x", B1, 1, 1), y("y", B2, 1, 1);
+  auto hx = Kokkos::create_mirror_view(x), hy = Kokkos::create_mirror_view(y);
+  for (int i = 0; i < B1; ++i) hx(i, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
+  for (int j = 0; j < B2; ++j) hy(j, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
+  Kokkos::deep_copy(x, hx);
+  Kokkos::deep_copy(y, hy);
+  Dev2<float> matrix("matrix", B1, B2);
+  Kokkos::deep_copy(matrix, -777.0f);
+  softwave::pairwise(Space(), x, y, matrix);
+  auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), matrix);
+  std::int64_t wrong = 0;
+  for (int i = 0; i < B1; ++i)
+    for (int j = 0; j < B2; ++j) {
+      const double diff = double(hx(i, 0, 0)) - double(hy(j, 0, 0));
+      if (!(std::fabs(hm(i, j) - diff * diff) <= 1e-6)) ++wrong;
+    }
+  EXPECT_EQ(wrong, 0);
+}

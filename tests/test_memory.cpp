@@ -13,7 +13,8 @@ using namespace swt;
 using softwave_perf::AllocationTracker;
 
 // Peak "softwave::*" bytes of one forward+backward call (grad_x only).
-std::uint64_t backward_workspace(int B, int n, int m, const softwave::SoftDTWOptions& options) {
+std::uint64_t backward_workspace(int B, int n, int m,
+                                 const softwave::SoftDTWOptions& options) {
   Dev3<double> x("x", B, n, 1), y("y", B, m, 1), gx("gx", B, n, 1);
   Kokkos::deep_copy(x, 0.25);
   Kokkos::deep_copy(y, 0.5);
@@ -36,7 +37,8 @@ TEST(Memory, BackwardWorkspaceFollowsTheFormula) {
   const int B = 3, n = 700, m = 500;
   softwave::SoftDTWOptions options;
   const int tile = softwave::tile_size(Space(), options);
-  const double bytes = static_cast<double>(backward_workspace(B, n, m, options));
+  const double bytes =
+      static_cast<double>(backward_workspace(B, n, m, options));
   const double expected = formula(B, n, m, tile, m + 1, n + 1);
   EXPECT_LE(bytes, expected * 1.001 + 4096);
   EXPECT_GE(bytes, expected * 0.98);
@@ -49,11 +51,13 @@ TEST(Memory, BandKeepsOnlyInBandCheckpoints) {
   const int tile = softwave::tile_size(Space(), options);
   const double full = static_cast<double>(backward_workspace(B, n, m, options));
   options.band = w;
-  const double banded = static_cast<double>(backward_workspace(B, n, m, options));
+  const double banded =
+      static_cast<double>(backward_workspace(B, n, m, options));
   // Wr = 2w + 3 + ceil(m/n), Wc = 2w + 3 + ceil(n/m).
   const double expected = formula(B, n, m, tile, 2 * w + 3 + 1, 2 * w + 3 + 2);
   EXPECT_LE(banded, expected * 1.001 + 4096);
-  EXPECT_LT(banded, 0.1 * full) << "full " << full << " B, banded " << banded << " B";
+  EXPECT_LT(banded, 0.1 * full)
+      << "full " << full << " B, banded " << banded << " B";
 }
 
 }  // namespace
