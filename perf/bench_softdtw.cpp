@@ -42,8 +42,6 @@
 
 #include <benchmark/benchmark.h>
 
-#include "allocation_tracker.hpp"
-
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Random.hpp>
 #include <algorithm>
@@ -63,6 +61,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "allocation_tracker.hpp"
+
 namespace {
 
 using softwave_perf::AllocationTracker;
@@ -79,6 +79,7 @@ enum class Grid { cpu, gpu };
 enum class Kind { forward, forward_backward, pairwise };
 
 Grid g_grid = Grid::cpu;
+int g_tile = 0;  // --softwave_tile
 
 // ---------------------------------------------------------------------------
 // Peer figures.
@@ -261,6 +262,7 @@ void run_benchmark(benchmark::State& state, Kind kind) {
 
   softwave::SoftDTWOptions options;
   options.gamma = 1.0;
+  options.tile = g_tile;
   int const T = softwave::tile_size(space, options);
 
   // Inputs and outputs: allocated and initialised once, outside the timing.
@@ -387,12 +389,22 @@ void register_grid(Grid grid) {
       ->Args({pairwise_batch, pairwise_batch, 128, 1});
 }
 
-// Removes --softwave_grid=cpu|gpu from argv; returns false on a bad value.
-bool take_grid_flag(int& argc, char** argv, Grid& grid) {
+// Removes --softwave_grid=cpu|gpu and --softwave_tile=T (0: the library's
+// choice; to compare tile sizes in one run) from argv; false on a bad value.
+bool take_softwave_flags(int& argc, char** argv, Grid& grid, int& tile) {
   static constexpr char kFlag[] = "--softwave_grid=";
+  static constexpr char kTile[] = "--softwave_tile=";
   int kept = 1;
   bool ok = true;
   for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], kTile, sizeof(kTile) - 1) == 0) {
+      tile = std::atoi(argv[i] + sizeof(kTile) - 1);
+      if (tile < 0) {
+        std::cerr << "softwave_bench: --softwave_tile must be >= 0\n";
+        ok = false;
+      }
+      continue;
+    }
     if (std::strncmp(argv[i], kFlag, sizeof(kFlag) - 1) == 0) {
       std::string const value = argv[i] + sizeof(kFlag) - 1;
       if (value == "cpu") {
@@ -416,7 +428,7 @@ bool take_grid_flag(int& argc, char** argv, Grid& grid) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!take_grid_flag(argc, argv, g_grid)) return 2;
+  if (!take_softwave_flags(argc, argv, g_grid, g_tile)) return 2;
   Kokkos::initialize(argc, argv);  // strips --kokkos-* flags
   int rc = 0;
   {
@@ -432,9 +444,11 @@ int main(int argc, char** argv) {
                                   std::to_string(space.concurrency()));
       benchmark::AddCustomContext("kokkos_version",
                                   std::to_string(KOKKOS_VERSION));
-      benchmark::AddCustomContext("softwave_tile",
-                                  std::to_string(softwave::tile_size(
-                                      space, softwave::SoftDTWOptions{})));
+      benchmark::AddCustomContext(
+          "softwave_tile",
+          std::to_string(softwave::tile_size(
+              space, softwave::SoftDTWOptions{1.0, softwave::Cost::sqeuclidean,
+                                              std::nullopt, g_tile})));
       register_grid(g_grid);
       benchmark::RunSpecifiedBenchmarks();
       if (!AllocationTracker::other_labels().empty()) {
