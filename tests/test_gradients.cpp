@@ -208,8 +208,8 @@ TEST(SoftDTWGradients, GradOutputScalesGradientsLinearly) {
 }
 
 // The alignment output is E itself ("E, zero outside each pair", entries in
-// [0, 1]), whatever grad_output scales the gradients by. (The header states
-// the scaling only for grad_cost; this is our reading of it for `alignment`.)
+// [0, 1]), whatever grad_output scales the gradients by, as the header
+// states (only grad_cost, the cost-tensor gradient, is scaled).
 TEST(SoftDTWGradients, AlignmentIgnoresGradOutput) {
   SWT_SEEDED_RNG(rng);
   const int B = 3, n = 12, m = 9;
