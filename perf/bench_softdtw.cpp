@@ -58,10 +58,15 @@
 #include <set>
 #include <softwave/softdtw.hpp>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "allocation_tracker.hpp"
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
 
 namespace {
 
@@ -77,6 +82,15 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 enum class Grid { cpu, gpu };
 enum class Kind { forward, forward_backward, pairwise };
+
+// The implementations a run compares: the portable kernels always, and the
+// specialised path where this backend has one (CUDA).
+constexpr bool kHasSpecialised =
+#if defined(KOKKOS_ENABLE_CUDA)
+    std::is_same_v<Space, Kokkos::Cuda>;
+#else
+    false;
+#endif
 
 Grid g_grid = Grid::cpu;
 int g_tile = 0;  // --softwave_tile
@@ -220,6 +234,43 @@ double pairwise_formula_bytes(std::int64_t pairs, std::int64_t N,
   return formula_bytes(false, std::min(double(pairs), chunk), N, M, T);
 }
 
+// The specialised path's workspace (softwave/softdtw.hpp, Kernel), bytes,
+// with its launches of at most 256 MiB.
+double specialised_formula_bytes(bool backward, double pairs, std::int64_t N,
+                                 std::int64_t M) {
+  double const S = double((N + 31) / 32), blocks = double((M + 62) / 32);
+  double per_pair = 8 * S * double(M);
+  if (backward) per_pair += 4 * S * double(M) + 512 * S * blocks;
+  double const chunk = std::max(1.0, std::floor(256.0 * kMiB / per_pair));
+  return per_pair * std::min(pairs, chunk);
+}
+
+// Peak bytes of the stream-ordered allocations (the specialised path's
+// workspace, which Kokkos Tools does not see) between start() and stop().
+struct StreamOrderedPeak {
+#if defined(KOKKOS_ENABLE_CUDA)
+  static cudaMemPool_t pool() {
+    int device = 0;
+    cudaGetDevice(&device);
+    cudaMemPool_t p;
+    cudaDeviceGetDefaultMemPool(&p, device);
+    return p;
+  }
+  static void start() {
+    std::uint64_t zero = 0;
+    cudaMemPoolSetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &zero);
+  }
+  static std::size_t stop() {
+    std::uint64_t high = 0;
+    cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &high);
+    return std::size_t(high);
+  }
+#else
+  static void start() {}
+  static std::size_t stop() { return 0; }
+#endif
+};
+
 // ---------------------------------------------------------------------------
 
 // x ~ N(0, 1), filled once on the execution space.
@@ -245,7 +296,8 @@ Series random_series(const std::string& label, std::int64_t B, std::int64_t N,
   return v;
 }
 
-void run_benchmark(benchmark::State& state, Kind kind) {
+void run_benchmark(benchmark::State& state, Kind kind,
+                   softwave::Kernel kernel) {
   Space const space;
   std::int64_t B1, B2, N, d;
   if (kind == Kind::pairwise) {
@@ -263,6 +315,8 @@ void run_benchmark(benchmark::State& state, Kind kind) {
   softwave::SoftDTWOptions options;
   options.gamma = 1.0;
   options.tile = g_tile;
+  options.kernel = kernel;
+  bool const specialised = kernel == softwave::Kernel::specialised;
   int const T = softwave::tile_size(space, options);
 
   // Inputs and outputs: allocated and initialised once, outside the timing.
@@ -277,7 +331,8 @@ void run_benchmark(benchmark::State& state, Kind kind) {
     case Kind::forward:
       values = Values("softwave_bench::values", B1);
       call = [&] { softwave::soft_dtw(space, x, y, values, options); };
-      formula = formula_bytes(false, double(B1), N, M, T);
+      formula = specialised ? specialised_formula_bytes(false, double(B1), N, M)
+                            : formula_bytes(false, double(B1), N, M, T);
       break;
     case Kind::forward_backward:
       values = Values("softwave_bench::values", B1);
@@ -287,12 +342,15 @@ void run_benchmark(benchmark::State& state, Kind kind) {
         softwave::soft_dtw_value_and_grad(space, x, y, values, gradients,
                                           options);
       };
-      formula = formula_bytes(true, double(B1), N, M, T);
+      formula = specialised ? specialised_formula_bytes(true, double(B1), N, M)
+                            : formula_bytes(true, double(B1), N, M, T);
       break;
     case Kind::pairwise:
       matrix = Matrix("softwave_bench::matrix", B1, B2);
       call = [&] { softwave::pairwise(space, x, y, matrix, options); };
-      formula = pairwise_formula_bytes(B1 * B2, N, M, T);
+      formula = specialised
+                    ? specialised_formula_bytes(false, double(B1 * B2), N, M)
+                    : pairwise_formula_bytes(B1 * B2, N, M, T);
       break;
   }
   space.fence();
@@ -301,9 +359,13 @@ void run_benchmark(benchmark::State& state, Kind kind) {
   AllocationTracker::Peaks peaks;
   try {
     AllocationTracker::start();
+    StreamOrderedPeak::start();
     call();
     space.fence();
     peaks = AllocationTracker::stop();
+    std::size_t const stream_ordered = StreamOrderedPeak::stop();
+    peaks.workspace += stream_ordered;
+    peaks.all += stream_ordered;
   } catch (const std::exception& e) {
     AllocationTracker::stop();
     state.SkipWithError(e.what());
@@ -349,15 +411,6 @@ void run_benchmark(benchmark::State& state, Kind kind) {
   }
 }
 
-void BM_Forward(benchmark::State& state) {
-  run_benchmark(state, Kind::forward);
-}
-void BM_ForwardBackward(benchmark::State& state) {
-  run_benchmark(state, Kind::forward_backward);
-}
-void BM_Pairwise(benchmark::State& state) {
-  run_benchmark(state, Kind::pairwise);
-}
 
 benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b) {
   // Iterations: Google Benchmark's default min time (0.5 s, or
@@ -379,14 +432,24 @@ void register_grid(Grid grid) {
     shapes.push_back({1, 32768, 8});
     pairwise_batch = 1000;
   }
-  auto* forward =
-      configure(benchmark::RegisterBenchmark("BM_Forward", BM_Forward));
-  for (auto const& s : shapes) forward->Args(s);
-  auto* backward = configure(
-      benchmark::RegisterBenchmark("BM_ForwardBackward", BM_ForwardBackward));
-  for (auto const& s : shapes) backward->Args(s);
-  configure(benchmark::RegisterBenchmark("BM_Pairwise", BM_Pairwise))
-      ->Args({pairwise_batch, pairwise_batch, 128, 1});
+  std::vector<std::pair<softwave::Kernel, std::string>> kernels = {
+      {softwave::Kernel::portable, ""}};
+  if (kHasSpecialised)
+    kernels.push_back({softwave::Kernel::specialised, "_specialised"});
+  for (auto const& [kernel, suffix] : kernels) {
+    auto add = [&, kernel = kernel](const std::string& name, Kind kind) {
+      return configure(benchmark::RegisterBenchmark(
+          (name + suffix).c_str(), [kind, kernel](benchmark::State& state) {
+            run_benchmark(state, kind, kernel);
+          }));
+    };
+    auto* forward = add("BM_Forward", Kind::forward);
+    for (auto const& s : shapes) forward->Args(s);
+    auto* backward = add("BM_ForwardBackward", Kind::forward_backward);
+    for (auto const& s : shapes) backward->Args(s);
+    add("BM_Pairwise", Kind::pairwise)
+        ->Args({pairwise_batch, pairwise_batch, 128, 1});
+  }
 }
 
 // Removes --softwave_grid=cpu|gpu and --softwave_tile=T (0: the library's

@@ -195,6 +195,7 @@ struct Config {
   double gamma = 1.0;
   std::optional<std::int64_t> band;
   int tile = 0;
+  softwave::Kernel kernel = softwave::Kernel::automatic;
   std::vector<int> len_x, len_y;
   std::vector<double> grad_output;  // empty = all ones
 
@@ -204,6 +205,7 @@ struct Config {
     o.cost = to_lib(cost);
     o.band = band;
     o.tile = tile;
+    o.kernel = kernel;
     return o;
   }
   ref::Options ref_options() const { return {gamma, cost, band}; }

@@ -8,7 +8,9 @@
 #   .cache/kokkos-src    the Kokkos source the bootstrap fetched here
 #   .cache/device-debs   Debian's libgtest-dev, libbenchmark-dev and
 #                        libbenchmark1debian (apt-get download), unpacked below
-# Usage: perf/device/run.sh [ctest args...]   (SKIP_BENCH=1 skips benchmarks)
+# Usage: perf/device/run.sh [ctest args...]
+#   SKIP_BENCH=1 skips the benchmarks, SKIP_TESTS=1 the tests;
+#   BENCH_FILTER=<regex> passes --benchmark_filter (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/softwave-device}
@@ -35,17 +37,21 @@ step build
 cmake --build --preset cuda -j "$(nproc)" >"$OUT/build.log" 2>&1 ||
   { grep -m 20 -B2 -A6 "error" "$OUT/build.log"; exit 1; }
 
-step test
-# The OpenMP thread-count labels mean nothing on CUDA: run each test once.
-ctest --preset cuda -LE threads2 -j 4 --output-junit "$OUT/ctest.xml" "$@" \
-  >"$OUT/ctest.log" 2>&1
-test_rc=$?
-grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)" "$OUT/ctest.log" | tail -15
+test_rc=0
+if [ -z "${SKIP_TESTS:-}" ]; then
+  step test
+  # The OpenMP thread-count labels mean nothing on CUDA: run each test once.
+  ctest --preset cuda -LE threads2 -j 4 --output-junit "$OUT/ctest.xml" "$@" \
+    >"$OUT/ctest.log" 2>&1
+  test_rc=$?
+  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)" "$OUT/ctest.log" | tail -15
+fi
 
 bench_rc=0
 if [ -z "${SKIP_BENCH:-}" ]; then
   step benchmark
   build/cuda/bin/softwave_bench --softwave_grid=gpu \
+    --benchmark_filter="${BENCH_FILTER:-.}" \
     --benchmark_out="$OUT/bench-cuda.json" --benchmark_out_format=json \
     >"$OUT/bench.log" 2>&1
   bench_rc=$?

@@ -66,6 +66,20 @@ namespace softwave {
 //   cosine:      1 − x·y / (max(‖x‖, ε) · max(‖y‖, ε)),  ε = 1e-8
 enum class Cost { sqeuclidean, l1, cosine };
 
+// Which implementation runs the sweeps. `automatic` takes the
+// vendor-specialised path where it applies and the portable Kokkos kernels
+// elsewhere; `specialised` insists (an argument error names `kernel` and
+// the reason when it does not apply); `portable` never takes it.
+// The CUDA-specialised path (backends/cuda) applies on Kokkos::Cuda to float
+// data with γ > 0, no band, and either the sqeuclidean cost with d ≤ 64 or
+// a cost tensor, all arrays contiguous. Its workspace for forward +
+// backward is 8·S·M + 4·S·M + 512·S·ceil((M + 62)/32) bytes per pair
+// (S = ceil(N/32) row strips; forward only: 8·S·M), allocated on the
+// instance's stream in launches of at most 256 MiB (at least one pair).
+// ∇y is accumulated with atomic adds, so it can differ in the last bits
+// from run to run.
+enum class Kernel { automatic, portable, specialised };
+
 struct SoftDTWOptions {
   double gamma = 1.0;             // γ ≥ 0 and finite; 0 is hard DTW
   Cost cost = Cost::sqeuclidean;  // ignored by the cost-tensor entry points
@@ -75,6 +89,7 @@ struct SoftDTWOptions {
   // (64 on host backends, 32 on GPUs). Too large a tile for the scratch
   // available is an error naming `tile`.
   int tile = 0;
+  Kernel kernel = Kernel::automatic;
 };
 
 // What pairwise() returns.

@@ -7,6 +7,7 @@
 
 #include "costs.hpp"
 #include "geometry.hpp"
+#include "specialised.hpp"
 #include "sweep.hpp"
 #include "validate.hpp"
 
@@ -124,12 +125,17 @@ class Sweeper {
         plan_(scratch_plan<Space>(options)),
         tiling_(plan_.tile, n_max, m_max),
         n_max_(n_max),
-        m_max_(m_max) {}
+        m_max_(m_max),
+        options_(options),
+        specialised_(use_specialised(cost, options)) {}
 
   CostProvider& cost() { return cost_; }
 
   // Forward only, O(N + M) memory per pair: values (double) of `pairs` pairs.
   void forward(std::int64_t pairs, const AccValues<Space>& values) {
+    if (specialised_)
+      return Specialised::run(space_, cost_, options_, pairs, values.data(),
+                              nullptr);
     if (workspace_.row_checkpoints.extent(0) < std::size_t(pairs))
       workspace_ = allocate(pairs, /*backward=*/false);
     ForwardTiles<Space, CostProvider> tiles;
@@ -144,6 +150,9 @@ class Sweeper {
   // for in `outputs` and in the cost provider (gradients are added to).
   void forward_backward(std::int64_t pairs, const AccValues<Space>& values,
                         const BackwardOutputs<T, Space>& outputs) {
+    if (specialised_)
+      return Specialised::run(space_, cost_, options_, pairs, values.data(),
+                              &outputs);
     workspace_ = allocate(pairs, /*backward=*/true);
     ForwardTiles<Space, CostProvider> forward_tiles;
     setup(forward_tiles);
@@ -160,6 +169,18 @@ class Sweeper {
   }
 
  private:
+  using Specialised = SpecialisedPath<Space, CostProvider>;
+
+  static bool use_specialised(const CostProvider& cost,
+                              const SoftDTWOptions& options) {
+    if (options.kernel == Kernel::portable) return false;
+    std::string const why = Specialised::unavailable(cost, options);
+    if (why.empty()) return true;
+    if (options.kernel == Kernel::specialised)
+      throw_invalid_argument("kernel = specialised does not apply: ", why);
+    return false;
+  }
+
   Workspace<Space> allocate(std::int64_t pairs, bool backward) const {
     Workspace<Space> ws;
     ws.rolling = !backward;
@@ -220,6 +241,8 @@ class Sweeper {
   ScratchPlan plan_;
   Tiling tiling_;
   std::int64_t n_max_, m_max_;
+  SoftDTWOptions options_;
+  bool specialised_;
   Workspace<Space> workspace_;
 };
 

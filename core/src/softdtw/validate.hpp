@@ -22,6 +22,11 @@ inline void check_options(const SoftDTWOptions& options) {
   if (options.tile < 0)
     throw_invalid_argument("tile must be >= 0 (got ", options.tile,
                            "); 0 chooses the tile size");
+  if (options.kernel != Kernel::automatic &&
+      options.kernel != Kernel::portable &&
+      options.kernel != Kernel::specialised)
+    throw_invalid_argument("kernel must be automatic, portable or specialised (got ",
+                           static_cast<int>(options.kernel), ")");
 }
 
 inline Band band_of(const SoftDTWOptions& options) {

@@ -1,0 +1,617 @@
+// The CUDA-specialised Soft-DTW kernels (see softdtw_fused.hpp for the
+// design). Compiled only when Kokkos has its CUDA backend.
+
+#include "softdtw_fused.hpp"
+
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace softwave::impl::cuda_fused {
+namespace {
+
+constexpr int kLanes = 32;  // rows per strip, columns per tile, steps/block
+constexpr int kRing = 64;   // ring steps: a 32×32 tile spans 63 steps
+constexpr int kPitch = 33;  // floats per ring step (odd: conflict-free
+                            // reads along both a column and a row of a tile)
+constexpr int kWarps = 4;   // warps (independent strips) per block
+constexpr unsigned kFull = 0xffffffffu;
+constexpr std::size_t kRingBytes = sizeof(float) * kRing * kPitch;
+constexpr std::size_t kWeightBytes = sizeof(float) * 3 * kLanes * kPitch;
+constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
+
+struct Params {
+  Problem problem;
+  Outputs outputs;
+  double* values;
+  int strips;  // strips per pair: ceil(n_max / 32)
+  int blocks;  // walk blocks per strip at most
+  double* bottom;       // (pairs, strips, m_max): each strip's last row of R
+  int* ready_forward;   // (pairs, strips): columns of `bottom` published
+  float* messages;      // (pairs, strips, m_max): E owed to a strip's last row
+  int* ready_backward;  // (pairs, strips): columns of `messages` published,
+                        // counted from the right
+  double* checkpoints;  // (pairs, strips, blocks, 2, 32): lane state
+  unsigned long long* tickets;  // [0] forward, [1] backward
+};
+
+__device__ __forceinline__ int load_acquire(int* flag) {
+  return cuda::atomic_ref<int, cuda::thread_scope_device>(*flag).load(
+      cuda::memory_order_acquire);
+}
+
+__device__ __forceinline__ void store_release(int* flag, int value) {
+  cuda::atomic_ref<int, cuda::thread_scope_device>(*flag).store(
+      value, cuda::memory_order_release);
+}
+
+// Spins (all lanes, one address) until *flag >= target.
+__device__ __forceinline__ void wait_for(int* flag, int target) {
+  while (load_acquire(flag) < target) __nanosleep(64);
+}
+
+// What one warp needs to know about its strip of one pair.
+struct Strip {
+  std::int64_t p;         // pair, local to this launch
+  std::int64_t g;         // pair in the caller's numbering (begin + p)
+  int w;                  // strip index; rows [32w, 32w + rows)
+  int n, m;               // the pair's lengths
+  int rows;               // rows of this strip inside the pair
+  int lane, i;            // lane and its row
+  bool row_ok;            // lane < rows
+  const float* x;         // the pair's x series (N, d), or null
+  const float* y;         // the pair's y series (M, d), or null
+  std::int64_t x_series;  // index of x in the batch (for grad_x)
+  std::int64_t y_series;
+};
+
+// Takes the next strip ticket; false when this warp has no strip to run.
+__device__ bool take_strip(const Params& P, int which, bool bottom_up,
+                           Strip& s) {
+  std::int64_t const total = P.problem.pairs * P.strips;
+  unsigned long long ticket = 0;
+  s.lane = threadIdx.x & (kLanes - 1);
+  if (s.lane == 0) ticket = atomicAdd(P.tickets + which, 1ull);
+  ticket = __shfl_sync(kFull, ticket, 0);
+  if (std::int64_t(ticket) >= total) return false;
+  Problem const& q = P.problem;
+  s.p = std::int64_t(ticket) / P.strips;
+  int const k = int(std::int64_t(ticket) % P.strips);
+  s.w = bottom_up ? P.strips - 1 - k : k;
+  s.g = q.begin + s.p;
+  s.x_series = q.y_count ? s.g / q.y_count : s.g;
+  s.y_series = q.y_count ? s.g % q.y_count : s.g;
+  s.n = q.lengths_x ? q.lengths_x[s.x_series] : int(q.n_max);
+  s.m = q.lengths_y ? q.lengths_y[s.y_series] : int(q.m_max);
+  if (kLanes * s.w >= s.n) return false;
+  s.rows = min(kLanes, s.n - kLanes * s.w);
+  s.i = kLanes * s.w + s.lane;
+  s.row_ok = s.lane < s.rows;
+  s.x = q.x ? q.x + s.x_series * q.n_max * q.d : nullptr;
+  s.y = q.y ? q.y + s.y_series * q.m_max * q.d : nullptr;
+  return true;
+}
+
+__device__ __forceinline__ std::int64_t strip_slot(const Params& P,
+                                                   const Strip& s, int w) {
+  return s.p * P.strips + w;
+}
+
+// Ring slot of cell (row l of the strip, column j): anti-diagonal step j + l.
+__device__ __forceinline__ int ring_slot(int j, int l) {
+  return ((j + l) & (kRing - 1)) * kPitch + l;
+}
+
+// ----------------------------------------------------------------- features
+
+// Loads k < d of a row into registers (zeros beyond d). kVec: d % 4 == 0 and
+// the rows are 16-byte aligned.
+template <int kD, bool kVec>
+__device__ __forceinline__ void load_row(float (&r)[kD], const float* row,
+                                         int d) {
+  if constexpr (kVec) {
+#pragma unroll
+    for (int k = 0; k < kD; k += 4) {
+      float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (k < d) v = __ldg(reinterpret_cast<const float4*>(row + k));
+      r[k] = v.x;
+      r[k + 1] = v.y;
+      r[k + 2] = v.z;
+      r[k + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kD; ++k) r[k] = k < d ? __ldg(row + k) : 0.f;
+  }
+}
+
+// Calls f(k, v) for the features k < d of a row read with uniform loads
+// (every lane reads the same address: one broadcast transaction).
+template <int kD, bool kVec, class F>
+__device__ __forceinline__ void for_features(const float* row, int d,
+                                             const F& f) {
+  if constexpr (kVec) {
+#pragma unroll
+    for (int k = 0; k < kD; k += 4)
+      if (k < d) {
+        float4 const v = __ldg(reinterpret_cast<const float4*>(row + k));
+        f(k, v.x);
+        f(k + 1, v.y);
+        f(k + 2, v.z);
+        f(k + 3, v.w);
+      }
+  } else {
+#pragma unroll
+    for (int k = 0; k < kD; ++k)
+      if (k < d) f(k, __ldg(row + k));
+  }
+}
+
+// ------------------------------------------------------------ cost tiles
+
+// Costs of tile c (columns 32c.. of the strip) into the ring. Series: lane l
+// forms row l's 32 squared distances from its x row in registers.
+template <int kD, bool kVec, bool kSeries>
+__device__ void load_tile(const Params& P, const Strip& s, float* ring, int c) {
+  int const j0 = kLanes * c;
+  int const cols = min(kLanes, s.m - j0);
+  int const d = P.problem.d;
+  if constexpr (kSeries) {
+    if (s.row_ok) {
+      float xr[kD];
+      load_row<kD, kVec>(xr, s.x + std::int64_t(s.i) * d, d);
+#pragma unroll 2
+      for (int q = 0; q < cols; ++q) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+        for_features<kD, kVec>(s.y + std::int64_t(j0 + q) * d, d,
+                               [&](int k, float v) {
+                                 float const t = xr[k] - v;
+                                 acc[k & 3] = fmaf(t, t, acc[k & 3]);
+                               });
+        ring[ring_slot(j0 + q, s.lane)] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      }
+    }
+  } else {
+    // Lane q reads column j0 + q of every row: coalesced along the rows.
+    if (s.lane < cols) {
+      Problem const& q = P.problem;
+      const float* cost =
+          q.cost + (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 + s.lane;
+      for (int l = 0; l < s.rows; ++l)
+        ring[ring_slot(j0 + s.lane, l)] = __ldg(cost + l * q.m_max);
+    }
+  }
+  __syncwarp();
+}
+
+// ------------------------------------------------------------------ walk
+
+constexpr double kInf = INFINITY;
+
+// Lane state between blocks: R of the lane's last cell (the left neighbour
+// of its next one) and what the lane received from the lane above one step
+// ago (the diagonal neighbour of its next cell).
+struct WalkState {
+  double left;
+  double up_last;
+};
+
+// Runs the 32 steps of block c. `above` holds R of the strip above's last
+// row for columns 32c + lane (lane 0 reads it by shuffle). The recompute
+// stores the soft-argmin weights of every cell; the first pass publishes the
+// strip's last row and the pair's value.
+template <bool kRecompute>
+__device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
+                                           const float* ring, float* weights,
+                                           WalkState& st, int c, double above,
+                                           double* bottom) {
+  double const gamma = P.problem.gamma;
+  float const inv_gamma = float(1.0 / gamma);
+#pragma unroll 4
+  for (int t = 0; t < kLanes; ++t) {
+    int const step = kLanes * c + t, j = step - s.lane;
+    double const from_above = __shfl_sync(kFull, above, t);
+    double const from_lane = __shfl_up_sync(kFull, st.left, 1);
+    double const up = s.lane == 0 ? from_above : from_lane;
+    double const diag = st.up_last;
+    st.up_last = up;
+    if (s.row_ok && j >= 0 && j < s.m) {
+      float const cost = ring[(step & (kRing - 1)) * kPitch + s.lane];
+      double const lo = fmin(diag, fmin(up, st.left));
+      // Differences from the minimum are <= 0 and exact enough in double;
+      // only they (scaled by 1/γ) meet the float special-function unit.
+      float const e_diag = __expf(float(lo - diag) * inv_gamma);
+      float const e_up = __expf(float(lo - up) * inv_gamma);
+      float const e_left = __expf(float(lo - st.left) * inv_gamma);
+      float const sum = (e_diag + e_up) + e_left;
+      st.left = double(cost) + lo - gamma * double(__logf(sum));
+      if constexpr (kRecompute) {
+        float const inv = __frcp_rn(sum);
+        float* wt = weights + t * kPitch + s.lane;
+        wt[0] = e_diag * inv;
+        wt[kLanes * kPitch] = e_up * inv;
+        wt[2 * kLanes * kPitch] = e_left * inv;
+      } else {
+        if (bottom && s.lane == kLanes - 1) bottom[j] = st.left;
+        if (s.i == s.n - 1 && j == s.m - 1) P.values[s.p] = st.left;
+      }
+    } else {
+      st.left = kInf;
+    }
+  }
+}
+
+// R of the strip above's last row at columns 32c + lane (+∞ past the pair or
+// for the first strip, whose lane 0 takes its start value from up_last).
+__device__ __forceinline__ double above_chunk(const Params& P, const Strip& s,
+                                              int c, bool wait) {
+  int const j0 = kLanes * c;
+  if (s.w == 0 || j0 >= s.m) return kInf;
+  std::int64_t const above = strip_slot(P, s, s.w - 1);
+  if (wait) wait_for(P.ready_forward + above, min(j0 + kLanes, s.m));
+  int const j = j0 + s.lane;
+  return j < s.m ? P.bottom[above * P.problem.m_max + j] : kInf;
+}
+
+__device__ __forceinline__ WalkState initial_state(const Strip& s) {
+  // R(−1, −1) = 0 feeds lane 0's first diagonal in the first strip.
+  return WalkState{kInf, (s.w == 0 && s.lane == 0) ? 0.0 : kInf};
+}
+
+__device__ __forceinline__ int walk_blocks(const Strip& s) {
+  return (s.m + s.rows - 1 + kLanes - 1) / kLanes;
+}
+
+__device__ __forceinline__ double* checkpoint(const Params& P, const Strip& s,
+                                              int c) {
+  return P.checkpoints +
+         ((strip_slot(P, s, s.w) * P.blocks + c) * 2) * kLanes + s.lane;
+}
+
+template <int kD, bool kVec, bool kSeries, bool kCheckpoint>
+__global__ void __launch_bounds__(kWarps* kLanes)
+    forward_kernel(const Params P) {
+  extern __shared__ float shared[];
+  float* ring = shared + (threadIdx.x / kLanes) * (kRing * kPitch);
+  Strip s;
+  if (!take_strip(P, 0, /*bottom_up=*/false, s)) return;
+  std::int64_t const slot = strip_slot(P, s, s.w);
+  bool const has_below = kLanes * (s.w + 1) < s.n;
+  double* bottom = has_below ? P.bottom + slot * P.problem.m_max : nullptr;
+  int const tiles = (s.m + kLanes - 1) / kLanes;
+  WalkState st = initial_state(s);
+  for (int c = 0, blocks = walk_blocks(s); c < blocks; ++c) {
+    if (c < tiles) load_tile<kD, kVec, kSeries>(P, s, ring, c);
+    if constexpr (kCheckpoint) {
+      double* ck = checkpoint(P, s, c);
+      ck[0] = st.left;
+      ck[kLanes] = st.up_last;
+    }
+    double const above = above_chunk(P, s, c, /*wait=*/true);
+    walk_block<false>(P, s, ring, nullptr, st, c, above, bottom);
+    // Lane 31 has finished columns 0..32c of the strip's last row.
+    if (bottom && s.lane == kLanes - 1)
+      store_release(P.ready_forward + slot, min(kLanes * c + 1, s.m));
+    __syncwarp();
+  }
+}
+
+// ----------------------------------------------------------- backward
+
+// ∇x, ∇y and the alignment output of tile c, whose E is complete in the ring.
+template <int kD, bool kVec, bool kSeries>
+__device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
+                             int c, float weight, float& row_sum,
+                             float (&gx)[kD]) {
+  Outputs const& o = P.outputs;
+  Problem const& q = P.problem;
+  int const j0 = kLanes * c, cols = min(kLanes, s.m - j0), d = q.d;
+  if constexpr (kSeries) {
+    if (o.grad_x && s.row_ok)
+      for (int col = 0; col < cols; ++col) {
+        float const e = ring[ring_slot(j0 + col, s.lane)];
+        row_sum += e;
+        for_features<kD, kVec>(s.y + std::int64_t(j0 + col) * d, d,
+                               [&](int k, float v) { gx[k] = fmaf(e, v, gx[k]); });
+      }
+    if (o.grad_y && s.lane < cols) {
+      int const j = j0 + s.lane;
+      float acc[kD];
+#pragma unroll
+      for (int k = 0; k < kD; ++k) acc[k] = 0.f;
+      float col_sum = 0.f;
+      for (int l = 0; l < s.rows; ++l) {
+        float const e = ring[ring_slot(j, l)];
+        col_sum += e;
+        for_features<kD, kVec>(s.x + std::int64_t(kLanes * s.w + l) * d, d,
+                               [&](int k, float v) { acc[k] = fmaf(e, v, acc[k]); });
+      }
+      float yr[kD];
+      load_row<kD, kVec>(yr, s.y + std::int64_t(j) * d, d);
+      float* gy = o.grad_y + (s.y_series * q.m_max + j) * d;
+      float const two_w = 2.f * weight;
+#pragma unroll
+      for (int k = 0; k < kD; ++k) acc[k] = two_w * (col_sum * yr[k] - acc[k]);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      if constexpr (kVec) {
+#pragma unroll
+        for (int k = 0; k < kD; k += 4)
+          if (k < d)
+            atomicAdd(reinterpret_cast<float4*>(gy + k),
+                      make_float4(acc[k], acc[k + 1], acc[k + 2], acc[k + 3]));
+      } else
+#endif
+      {
+#pragma unroll
+        for (int k = 0; k < kD; ++k)
+          if (k < d) atomicAdd(gy + k, acc[k]);
+      }
+    }
+  }
+  if (o.alignment && s.lane < cols) {
+    float const factor = o.alignment_is_gradient ? weight : 1.f;
+    float* out = o.alignment + (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 +
+                 s.lane;
+    for (int l = 0; l < s.rows; ++l)
+      out[l * q.m_max] = factor * ring[ring_slot(j0 + s.lane, l)];
+  }
+}
+
+template <int kD, bool kVec, bool kSeries>
+__global__ void __launch_bounds__(kWarps* kLanes)
+    backward_kernel(const Params P) {
+  extern __shared__ float shared[];
+  int const warp = threadIdx.x / kLanes;
+  float* ring = shared + warp * (kRing * kPitch);
+  float* weights = shared + kWarps * (kRing * kPitch) + warp * (3 * kLanes * kPitch);
+  Strip s;
+  if (!take_strip(P, 1, /*bottom_up=*/true, s)) return;
+  Problem const& q = P.problem;
+  Outputs const& o = P.outputs;
+  bool const has_below = kLanes * (s.w + 1) < s.n;
+  float* messages_up =
+      s.w > 0 ? P.messages + strip_slot(P, s, s.w - 1) * q.m_max : nullptr;
+  std::int64_t const slot = strip_slot(P, s, s.w);
+  float const weight =
+      float(o.scale * (o.grad_output ? double(o.grad_output[s.g]) : 1.0));
+
+  float gx[kD];
+#pragma unroll
+  for (int k = 0; k < kD; ++k) gx[k] = 0.f;
+  float row_sum = 0.f;
+  // E·weight sent to this lane by its own previous cell (left), and by the
+  // lane below one step ago (up) and two steps ago (diagonal).
+  float from_left = 0.f, from_up = 0.f, from_diag = 0.f, pending_diag = 0.f;
+  float last_diag = 0.f;  // lane 0: what its previous cell owes upwards
+
+  int const tiles = (s.m + kLanes - 1) / kLanes;
+  int const blocks = walk_blocks(s);
+  if (blocks - 1 < tiles) load_tile<kD, kVec, kSeries>(P, s, ring, blocks - 1);
+  for (int c = blocks - 1; c >= 0; --c) {
+    if (c >= 1) load_tile<kD, kVec, kSeries>(P, s, ring, c - 1);
+    double const* ck = checkpoint(P, s, c);
+    WalkState st{ck[0], ck[kLanes]};
+    double const above = above_chunk(P, s, c, /*wait=*/false);
+    walk_block<true>(P, s, ring, weights, st, c, above, nullptr);
+    // Messages owed to this strip's last row at columns 32c − 31 + lane.
+    float below = 0.f;
+    int const low = max(kLanes * c - (kLanes - 1), 0);
+    if (has_below && low < s.m) {
+      wait_for(P.ready_backward + slot, s.m - low);
+      int const j = kLanes * c - (kLanes - 1) + s.lane;
+      if (j >= 0 && j < s.m) below = P.messages[slot * q.m_max + j];
+    }
+    __syncwarp();
+#pragma unroll 4
+    for (int t = kLanes - 1; t >= 0; --t) {
+      int const step = kLanes * c + t, j = step - s.lane;
+      float const from_below = __shfl_sync(kFull, below, t);
+      float to_up = 0.f, to_diag = 0.f;
+      if (s.row_ok && j >= 0 && j < s.m) {
+        float const incoming =
+            s.lane == kLanes - 1 ? from_below : from_up + from_diag;
+        float const e =
+            (s.i == s.n - 1 && j == s.m - 1) ? 1.f : from_left + incoming;
+        float const* wt = weights + t * kPitch + s.lane;
+        to_diag = e * wt[0];
+        to_up = e * wt[kLanes * kPitch];
+        from_left = e * wt[2 * kLanes * kPitch];
+        ring[(step & (kRing - 1)) * kPitch + s.lane] = e;
+        if (messages_up && s.lane == 0) messages_up[j] = to_up + last_diag;
+      } else {
+        from_left = 0.f;
+      }
+      last_diag = to_diag;
+      float const next_up = __shfl_down_sync(kFull, to_up, 1);
+      float const next_diag = __shfl_down_sync(kFull, to_diag, 1);
+      from_up = next_up;
+      from_diag = pending_diag;
+      pending_diag = next_diag;
+    }
+    // Lane 0 has sent every column >= 32c.
+    if (messages_up && s.lane == 0 && kLanes * c < s.m)
+      store_release(P.ready_backward + strip_slot(P, s, s.w - 1),
+                    s.m - kLanes * c);
+    __syncwarp();
+    if (c < tiles)
+      tile_outputs<kD, kVec, kSeries>(P, s, ring, c, weight, row_sum, gx);
+    __syncwarp();
+  }
+  if constexpr (kSeries) {
+    if (o.grad_x && s.row_ok) {
+      int const d = q.d;
+      float xr[kD];
+      load_row<kD, kVec>(xr, s.x + std::int64_t(s.i) * d, d);
+      float* out = o.grad_x + (s.x_series * q.n_max + s.i) * d;
+      float const two_w = 2.f * weight;
+#pragma unroll
+      for (int k = 0; k < kD; ++k)
+        if (k < d) out[k] += two_w * (row_sum * xr[k] - gx[k]);
+    }
+  }
+}
+
+// ----------------------------------------------------------------- host
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("softwave::softdtw::fused: ") + what +
+                             ": " + cudaGetErrorString(status));
+}
+
+// Stream-ordered workspace: allocated and freed on the caller's stream, so
+// nothing synchronises the device.
+class StreamBuffer {
+ public:
+  StreamBuffer(cudaStream_t stream, std::size_t bytes) : stream_(stream) {
+    if (bytes)
+      check(cudaMallocAsync(&data_, bytes, stream), "workspace allocation");
+  }
+  ~StreamBuffer() {
+    if (data_) cudaFreeAsync(data_, stream_);
+  }
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  template <class U>
+  U* at(std::size_t offset) const {
+    return reinterpret_cast<U*>(static_cast<char*>(data_) + offset);
+  }
+
+ private:
+  cudaStream_t stream_;
+  void* data_ = nullptr;
+};
+
+struct Layout {
+  std::size_t bottom, ready_forward, messages, ready_backward, checkpoints,
+      tickets, total;
+};
+
+std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+Layout layout(std::int64_t pairs, int strips, int blocks, std::int64_t m_max,
+              bool backward) {
+  Layout l{};
+  std::size_t const slots = std::size_t(pairs) * strips;
+  std::size_t at = 0;
+  auto take = [&](std::size_t bytes) {
+    std::size_t const here = at;
+    at += aligned(bytes);
+    return here;
+  };
+  l.tickets = take(2 * sizeof(unsigned long long));
+  l.ready_forward = take(slots * sizeof(int));
+  l.ready_backward = backward ? take(slots * sizeof(int)) : 0;
+  l.bottom = take(slots * m_max * sizeof(double));
+  if (backward) {
+    l.messages = take(slots * m_max * sizeof(float));
+    l.checkpoints = take(slots * blocks * 2 * kLanes * sizeof(double));
+  }
+  l.total = at;
+  return l;
+}
+
+// Calls f(std::integral_constant<int, kD>, std::bool_constant<kVec>).
+template <class F>
+void with_features(const Problem& q, const F& f) {
+  bool const vec = q.d % 4 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(q.x) % 16 == 0 &&
+                   reinterpret_cast<std::uintptr_t>(q.y) % 16 == 0;
+  auto pick = [&](auto kd) {
+    if constexpr (decltype(kd)::value % 4 == 0) {
+      if (vec) return f(kd, std::true_type{});
+    }
+    f(kd, std::false_type{});
+  };
+  if (q.d <= 4) return pick(std::integral_constant<int, 4>{});
+  if (q.d <= 16) return pick(std::integral_constant<int, 16>{});
+  if (q.d <= max_features) return pick(std::integral_constant<int, 64>{});
+  throw std::logic_error("softwave::softdtw::fused: d > max_features");
+}
+
+template <int kD, bool kVec, bool kSeries>
+void launch(cudaStream_t stream, const Params& P, bool backward) {
+  std::int64_t const warps = P.problem.pairs * P.strips;
+  unsigned const grid = unsigned((warps + kWarps - 1) / kWarps);
+  std::size_t const forward_smem = kWarps * kRingBytes;
+  if (backward) {
+    forward_kernel<kD, kVec, kSeries, true>
+        <<<grid, kWarps * kLanes, forward_smem, stream>>>(P);
+    check(cudaGetLastError(), "forward kernel launch");
+    std::size_t const smem = kWarps * (kRingBytes + kWeightBytes);
+    auto kernel = backward_kernel<kD, kVec, kSeries>;
+    check(cudaFuncSetAttribute(kernel,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               int(smem)),
+          "backward kernel shared memory");
+    kernel<<<grid, kWarps * kLanes, smem, stream>>>(P);
+    check(cudaGetLastError(), "backward kernel launch");
+  } else {
+    forward_kernel<kD, kVec, kSeries, false>
+        <<<grid, kWarps * kLanes, forward_smem, stream>>>(P);
+    check(cudaGetLastError(), "forward kernel launch");
+  }
+}
+
+void run(const Kokkos::Cuda& space, Problem problem, double* values,
+         const Outputs& outputs, bool backward) {
+  if (problem.pairs == 0) return;
+  cudaStream_t const stream = space.cuda_stream();
+  int const strips = int((problem.n_max + kLanes - 1) / kLanes);
+  int const blocks = int((problem.m_max + 2 * (kLanes - 1)) / kLanes);
+  // Pairs per launch: the workspace stays under 256 MiB (at least one pair).
+  std::size_t const per_pair =
+      layout(1, strips, blocks, problem.m_max, backward).total;
+  std::int64_t const chunk = std::max<std::int64_t>(
+      1, std::min<std::int64_t>(problem.pairs, kChunkBytes / per_pair));
+  Layout const l = layout(chunk, strips, blocks, problem.m_max, backward);
+  StreamBuffer buffer(stream, l.total);
+
+  std::int64_t const all = problem.pairs, first = problem.begin;
+  for (std::int64_t done = 0; done < all; done += chunk) {
+    Params P;
+    P.problem = problem;
+    P.problem.begin = first + done;
+    P.problem.pairs = std::min(chunk, all - done);
+    P.outputs = outputs;
+    P.values = values + done;
+    P.strips = strips;
+    P.blocks = blocks;
+    P.tickets = buffer.at<unsigned long long>(l.tickets);
+    P.ready_forward = buffer.at<int>(l.ready_forward);
+    P.ready_backward = backward ? buffer.at<int>(l.ready_backward) : nullptr;
+    P.bottom = buffer.at<double>(l.bottom);
+    P.messages = backward ? buffer.at<float>(l.messages) : nullptr;
+    P.checkpoints = backward ? buffer.at<double>(l.checkpoints) : nullptr;
+    // Tickets and ready counters start at zero for every launch.
+    check(cudaMemsetAsync(buffer.at<char>(0), 0, l.bottom, stream),
+          "workspace reset");
+    if (problem.cost) {
+      launch<1, false, false>(stream, P, backward);
+    } else {
+      with_features(problem, [&](auto kd, auto vec) {
+        launch<decltype(kd)::value, decltype(vec)::value, true>(stream, P,
+                                                                backward);
+      });
+    }
+  }
+}
+
+}  // namespace
+
+void forward(const Kokkos::Cuda& space, const Problem& problem,
+             double* values) {
+  run(space, problem, values, Outputs{}, /*backward=*/false);
+}
+
+void forward_backward(const Kokkos::Cuda& space, const Problem& problem,
+                      double* values, const Outputs& outputs) {
+  run(space, problem, values, outputs, /*backward=*/true);
+}
+
+}  // namespace softwave::impl::cuda_fused

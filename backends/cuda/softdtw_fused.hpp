@@ -1,0 +1,69 @@
+#pragma once
+// The CUDA-specialised Soft-DTW path: one persistent kernel per direction.
+//
+// Each warp owns a strip of 32 rows of one pair (lane l = row l) and walks
+// the strip's anti-diagonals from the left edge to the right in one go:
+// the left neighbour is the lane's own previous cell, the upper and diagonal
+// neighbours come from lane l − 1 by warp shuffle, and the strip above hands
+// over its bottom row through global memory in chunks of 32 columns guarded
+// by per-strip ready counters (acquire/release). Strips take tickets from an
+// atomic counter in the order they start running, so a strip only ever waits
+// on one that is already resident: no deadlock, one launch per direction.
+//
+// Costs arrive 32×32 tiles at a time into a shared-memory ring laid out by
+// anti-diagonal step, so every cell read in the walk is conflict-free. For
+// the squared-Euclidean cost a tile is a small matrix product: each lane
+// keeps its x row in registers and reads y rows with uniform (broadcast)
+// loads. The forward pass keeps only each strip's bottom row and, for the
+// backward, the lanes' state every 32 steps. The backward pass restores
+// that state, recomputes the 32 steps' soft-argmin weights on chip, runs the
+// expected alignment E through them in reverse (messages to the strip above
+// through global memory, guarded the same way), and forms ∇x (per strip, in
+// registers) and ∇y (per 32×32 tile, then atomically added) from the E tile.
+//
+// Numerics: R is carried in double (adds only); the soft-min's exponentials
+// and logarithm use the float special-function unit on differences that are
+// ≤ 0 and formed in double, so no digits are lost to the size of R.
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+
+namespace softwave::impl::cuda_fused {
+
+// Widest feature count handled with the x row in registers.
+constexpr int max_features = 64;
+
+struct Problem {
+  // Squared-Euclidean series (x, y) or a cost tensor (cost), row-major and
+  // contiguous: x (Bx, N, d), y (By, M, d), cost (P, N, M).
+  const float* x = nullptr;
+  const float* y = nullptr;
+  const float* cost = nullptr;
+  int d = 0;
+  std::int64_t n_max = 0, m_max = 0;
+  const int* lengths_x = nullptr;  // indexed by the x series, or null
+  const int* lengths_y = nullptr;  // indexed by the y series, or null
+  // Pair p reads x[(begin + p) / y_count] and y[(begin + p) % y_count], or
+  // x[begin + p] and y[begin + p] when y_count is 0.
+  std::int64_t begin = 0, y_count = 0;
+  std::int64_t pairs = 0;
+  double gamma = 1;
+};
+
+struct Outputs {
+  float* grad_x = nullptr;     // added to; may be null
+  float* grad_y = nullptr;     // added to (atomically); may be null
+  float* alignment = nullptr;  // written where in the pair; may be null
+  bool alignment_is_gradient = false;  // write weight·E instead of E
+  const float* grad_output = nullptr;  // (pairs,) or null for ones
+  double scale = 1;
+};
+
+// values[p] (double) for p < problem.pairs.
+void forward(const Kokkos::Cuda& space, const Problem& problem,
+             double* values);
+// values and every output asked for in `outputs`.
+void forward_backward(const Kokkos::Cuda& space, const Problem& problem,
+                      double* values, const Outputs& outputs);
+
+}  // namespace softwave::impl::cuda_fused

@@ -1,0 +1,248 @@
+// The vendor-specialised path (CUDA: backends/cuda) against the float64
+// reference and against the portable kernels on the same inputs: values,
+// E, gradients, cost tensors, lengths, grad_output, divergence, all-pairs,
+// launches split into chunks, and the caller's stream. Where no specialised
+// path exists, asking for one is an argument error naming `kernel`.
+
+#include <type_traits>
+
+#include "test_helpers.hpp"
+
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
+namespace {
+
+using namespace swt;
+
+constexpr bool kSpecialised =
+#if defined(KOKKOS_ENABLE_CUDA)
+    std::is_same_v<Space, Kokkos::Cuda>;
+#else
+    false;
+#endif
+
+#define SWT_NEEDS_SPECIALISED() \
+  if (!kSpecialised) GTEST_SKIP() << "no specialised path on this backend"
+
+Config with_kernel(Config s, softwave::Kernel kernel) {
+  s.kernel = kernel;
+  return s;
+}
+
+// Shapes around the strip and tile edge (32), lengths on and off, d across
+// the register classes (4, 16, 64) and off the vector path (d % 4 != 0).
+std::vector<Case> specialised_cases(Rng& rng) {
+  static const int shapes[][4] = {  // B, N, M, d
+      {1, 1, 1, 1},  {3, 1, 7, 2},   {2, 7, 1, 3},    {2, 31, 33, 4},
+      {3, 32, 32, 8}, {2, 33, 65, 16}, {4, 64, 40, 5}, {2, 100, 257, 64},
+      {1, 257, 100, 17}, {5, 70, 70, 64}, {2, 96, 95, 61}, {3, 129, 64, 12}};
+  static const double gammas[] = {0.01, 0.1, 1.0, 10.0};
+  std::vector<Case> out;
+  int c = 0;
+  for (const auto& shape : shapes)
+    for (double gamma : gammas) {
+      Case k;
+      k.B = shape[0];
+      k.n = shape[1];
+      k.m = shape[2];
+      k.d = shape[3];
+      k.setup.gamma = gamma;
+      k.setup.kernel = softwave::Kernel::specialised;
+      if (c % 2 == 1) {
+        k.setup.len_x = random_lengths(rng, k.B, k.n);
+        k.setup.len_y = random_lengths(rng, k.B, k.m);
+      }
+      if (c % 3 == 2) {
+        k.setup.grad_output.resize(k.B);
+        for (double& g : k.setup.grad_output) g = rng.uniform(-2.0, 2.0);
+      }
+      out.push_back(k);
+      ++c;
+    }
+  return out;
+}
+
+TEST(Specialised, SeriesMatchReference) {
+  SWT_NEEDS_SPECIALISED();
+  SWT_SEEDED_RNG(rng);
+  for (const Case& k : specialised_cases(rng)) {
+    SCOPED_TRACE(k.str());
+    const auto [x, y] = case_inputs<float>(rng, k);
+    check_value_and_grad<float>(k, x, y);
+  }
+}
+
+TEST(Specialised, CostTensorMatchesReference) {
+  SWT_NEEDS_SPECIALISED();
+  SWT_SEEDED_RNG(rng);
+  for (const Case& k : specialised_cases(rng)) {
+    SCOPED_TRACE(k.str());
+    Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
+    round_to<float>(c);
+    const Results want = reference_cost(c, k.setup);
+    const Results values = library_cost<float>(c, k.setup, false);
+    const Results got = library_cost<float>(c, k.setup, true);
+    EXPECT_TRUE(near_values(values.values, want.values, value_rtol<float>(), 1.0, "values"));
+    EXPECT_TRUE(near_values(got.values, want.values, value_rtol<float>(), 1.0, "values"));
+    const double tol = array_rtol<float>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
+    EXPECT_TRUE(near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
+  }
+}
+
+// The same inputs through both paths agree to float rounding.
+TEST(Specialised, AgreesWithPortable) {
+  SWT_NEEDS_SPECIALISED();
+  SWT_SEEDED_RNG(rng);
+  for (const Case& k : specialised_cases(rng)) {
+    SCOPED_TRACE(k.str());
+    const auto [x, y] = case_inputs<float>(rng, k);
+    const Results fused = library_value_and_grad<float>(x, y, k.setup);
+    const Results portable =
+        library_value_and_grad<float>(x, y, with_kernel(k.setup, softwave::Kernel::portable));
+    const double tol = array_rtol<float>(k.setup.gamma, max_abs(portable.values),
+                                         max_cost(x, y, k.setup), k.n, k.m);
+    EXPECT_TRUE(near_values(fused.values, portable.values, value_rtol<float>(), 1.0, "values"));
+    EXPECT_TRUE(near_arrays(fused.alignment, portable.alignment, tol, 1.0, "alignment"));
+    const double gscale = std::max(max_abs(portable.grad_x), 1e-3);
+    EXPECT_TRUE(near_arrays(fused.grad_x, portable.grad_x, tol, gscale, "grad_x"));
+    EXPECT_TRUE(near_arrays(fused.grad_y, portable.grad_y, tol, std::max(max_abs(portable.grad_y), 1e-3),
+                            "grad_y"));
+  }
+}
+
+// Divergence (three sweeps, gradients added) and all-pairs go through the
+// specialised path too.
+TEST(Specialised, DivergenceAndPairwiseAgreeWithPortable) {
+  SWT_NEEDS_SPECIALISED();
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  const int B = 6, n = 45, m = 70, d = 8;
+  Config s;
+  s.gamma = 0.5;
+  s.len_x = random_lengths(rng, B, n);
+  s.len_y = random_lengths(rng, B, m);
+  Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, m, d);
+  round_to<float>(x);
+  round_to<float>(y);
+  const auto dx = to_device<float>(x), dy = to_device<float>(y);
+  auto run = [&](softwave::Kernel kernel) {
+    Config c = with_kernel(s, kernel);
+    auto values = output1<float>("swt::values", B);
+    softwave::SeriesGradients<float, Space> g;
+    g.grad_x = output3<float>("swt::grad_x", B, n, d);
+    g.grad_y = output3<float>("swt::grad_y", B, m, d);
+    softwave::soft_dtw_divergence_value_and_grad(space, dx, dy, values, g, c.options(), c.lengths());
+    Dev2<float> matrix("swt::matrix", B, B);
+    softwave::pairwise(space, dx, dy, matrix, c.options(), softwave::PairwiseValue::divergence,
+                       c.lengths());
+    return std::vector<std::vector<double>>{to_host(values), to_host(g.grad_x), to_host(g.grad_y),
+                                            to_host(matrix)};
+  };
+  const auto fused = run(softwave::Kernel::specialised);
+  const auto portable = run(softwave::Kernel::portable);
+  EXPECT_TRUE(near_values(fused[0], portable[0], 1e-5, 1.0, "divergence values"));
+  EXPECT_TRUE(near_arrays(fused[1], portable[1], 1e-4, 1e-3, "divergence grad_x"));
+  EXPECT_TRUE(near_arrays(fused[2], portable[2], 1e-4, 1e-3, "divergence grad_y"));
+  EXPECT_TRUE(near_values(fused[3], portable[3], 1e-5, 1.0, "pairwise divergence"));
+}
+
+// Long pairs: many strips waiting on each other, and a batch whose workspace
+// exceeds one launch (256 MiB), so it runs as several launches.
+TEST(Specialised, LongPairsAndChunkedLaunches) {
+  SWT_NEEDS_SPECIALISED();
+  SWT_SEEDED_RNG(rng);
+  struct Shape {
+    int B, n, m, d;
+  };
+  for (Shape sh : {Shape{2, 1500, 1100, 64}, Shape{20, 4096, 4096, 1}}) {
+    Config s;
+    s.gamma = 1.0;
+    s.kernel = softwave::Kernel::specialised;
+    SCOPED_TRACE(::testing::Message() << "B=" << sh.B << " N=" << sh.n << " M=" << sh.m
+                                      << " d=" << sh.d);
+    Batch x = random_batch(rng, sh.B, sh.n, sh.d), y = random_batch(rng, sh.B, sh.m, sh.d);
+    round_to<float>(x);
+    round_to<float>(y);
+    const Results fused = library_value_and_grad<float>(x, y, s);
+    const Results portable =
+        library_value_and_grad<float>(x, y, with_kernel(s, softwave::Kernel::portable));
+    EXPECT_TRUE(near_values(fused.values, portable.values, 1e-5, 1.0, "values"));
+    EXPECT_TRUE(near_arrays(fused.grad_x, portable.grad_x, 1e-4, 1e-3, "grad_x"));
+    EXPECT_TRUE(near_arrays(fused.grad_y, portable.grad_y, 1e-4, 1e-3, "grad_y"));
+    EXPECT_TRUE(near_arrays(fused.alignment, portable.alignment, 1e-4, 1.0, "alignment"));
+  }
+}
+
+// What the specialised path does not cover is refused by name when asked for
+// (and taken by the portable kernels under `automatic`).
+TEST(Specialised, RefusesWhatItDoesNotCover) {
+  SWT_SEEDED_RNG(rng);
+  Batch x = random_batch(rng, 2, 9, 3), y = random_batch(rng, 2, 7, 3);
+  Config s;
+  s.kernel = softwave::Kernel::specialised;
+  if (!kSpecialised) {
+    EXPECT_TRUE(throws_naming("kernel", [&] { library_values<float>(x, y, s); }));
+    return;
+  }
+  Config band = s, l1 = s, hard = s;
+  band.band = 2;
+  l1.cost = ref::Cost::l1;
+  hard.gamma = 0.0;
+  EXPECT_TRUE(throws_naming("kernel", [&] { library_values<float>(x, y, band); }));
+  EXPECT_TRUE(throws_naming("kernel", [&] { library_values<float>(x, y, l1); }));
+  EXPECT_TRUE(throws_naming("kernel", [&] { library_values<float>(x, y, hard); }));
+  EXPECT_TRUE(throws_naming("kernel", [&] { library_values<double>(x, y, s); }));
+  Batch wide_x = random_batch(rng, 1, 4, 65), wide_y = random_batch(rng, 1, 5, 65);
+  EXPECT_TRUE(throws_naming("kernel", [&] { library_values<float>(wide_x, wide_y, s); }));
+  // Under `automatic` the same calls run (on the portable kernels).
+  band.kernel = l1.kernel = softwave::Kernel::automatic;
+  EXPECT_EQ(library_values<float>(x, y, band).size(), 2u);
+  EXPECT_EQ(library_values<float>(x, y, l1).size(), 2u);
+}
+
+#if defined(KOKKOS_ENABLE_CUDA)
+// Called on a Kokkos::Cuda instance made from the caller's own stream, and
+// fenced only there, the results are right (nothing waits on the default
+// stream or the device on the library's behalf).
+TEST(Specialised, RunsOnTheCallersStream) {
+  SWT_NEEDS_SPECIALISED();
+  SWT_SEEDED_RNG(rng);
+  const int B = 4, n = 300, m = 280, d = 16;
+  Config s;
+  s.gamma = 0.1;
+  s.kernel = softwave::Kernel::specialised;
+  Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, m, d);
+  round_to<float>(x);
+  round_to<float>(y);
+  const auto dx = to_device<float>(x), dy = to_device<float>(y);
+  Space().fence();
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  {
+    Kokkos::Cuda instance(stream);
+    Dev1<float> values(Kokkos::view_alloc(instance, std::string("swt::values")), B);
+    softwave::SeriesGradients<float, Space> g;
+    g.grad_x = Dev3<float>(Kokkos::view_alloc(instance, std::string("swt::grad_x")), B, n, d);
+    g.grad_y = Dev3<float>(Kokkos::view_alloc(instance, std::string("swt::grad_y")), B, m, d);
+    softwave::soft_dtw_value_and_grad(instance, dx, dy, values, g, s.options());
+    auto hv = Kokkos::create_mirror_view(values);
+    auto hx = Kokkos::create_mirror_view(g.grad_x);
+    auto hy = Kokkos::create_mirror_view(g.grad_y);
+    Kokkos::deep_copy(instance, hv, values);
+    Kokkos::deep_copy(instance, hx, g.grad_x);
+    Kokkos::deep_copy(instance, hy, g.grad_y);
+    instance.fence();
+    const Results want = reference(x, y, s);
+    std::vector<double> v(hv.data(), hv.data() + hv.size()), gx(hx.data(), hx.data() + hx.size()),
+        gy(hy.data(), hy.data() + hy.size());
+    EXPECT_TRUE(near_values(v, want.values, value_rtol<float>(), 1.0, "values"));
+    EXPECT_TRUE(near_arrays(gx, want.grad_x, 1e-4, 1e-3, "grad_x"));
+    EXPECT_TRUE(near_arrays(gy, want.grad_y, 1e-4, 1e-3, "grad_y"));
+  }
+  cudaStreamDestroy(stream);
+}
+#endif
+
+}  // namespace
