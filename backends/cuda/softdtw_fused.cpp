@@ -19,10 +19,22 @@ constexpr int kLanes = 32;  // rows per strip, columns per tile, steps/block
 constexpr int kRing = 64;   // ring steps: a 32×32 tile spans 63 steps
 constexpr int kPitch = 33;  // floats per ring step (odd: conflict-free
                             // reads along both a column and a row of a tile)
-constexpr int kWarps = 4;   // warps (independent strips) per block
 constexpr unsigned kFull = 0xffffffffu;
-constexpr std::size_t kRingBytes = sizeof(float) * kRing * kPitch;
-constexpr std::size_t kWeightBytes = sizeof(float) * 3 * kLanes * kPitch;
+
+// Shared memory of one warp (one block is one warp: strips are independent,
+// and small blocks pack the SMs best). Floats, in this order: the ring; the
+// y rows of one tile and, backward, the strip's x rows (series only); the
+// soft-argmin weights of one block (backward).
+template <int kD, bool kSeries>
+struct SharedLayout {
+  static constexpr int ring = kRing * kPitch;
+  static constexpr int rows = kSeries ? kLanes * kD : 0;
+  static constexpr int weights = 3 * kLanes * kPitch;
+  static constexpr std::size_t bytes(bool backward) {
+    return sizeof(float) *
+           (ring + rows + (backward ? rows + weights : 0));
+  }
+};
 constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
 
 struct Params {
@@ -130,8 +142,24 @@ __device__ __forceinline__ void load_row(float (&r)[kD], const float* row,
   }
 }
 
-// Calls f(k, v) for the features k < d of a row read with uniform loads
-// (every lane reads the same address: one broadcast transaction).
+// Copies rows [0, count) of a (·, d) row-major array into shared memory,
+// coalesced: all of it is in flight at once.
+template <bool kVec>
+__device__ __forceinline__ void stage_rows(float* to, const float* from,
+                                           int count, int d, int lane) {
+  if constexpr (kVec) {
+    int const n = count * d / 4;
+    auto* t = reinterpret_cast<float4*>(to);
+    auto const* f = reinterpret_cast<const float4*>(from);
+    for (int e = lane; e < n; e += kLanes) t[e] = __ldg(f + e);
+  } else {
+    for (int e = lane, n = count * d; e < n; e += kLanes) to[e] = __ldg(from + e);
+  }
+  __syncwarp();
+}
+
+// Calls f(k, v) for the features k < d of a row in shared memory that every
+// lane reads at once (a broadcast).
 template <int kD, bool kVec, class F>
 __device__ __forceinline__ void for_features(const float* row, int d,
                                              const F& f) {
@@ -139,7 +167,7 @@ __device__ __forceinline__ void for_features(const float* row, int d,
 #pragma unroll
     for (int k = 0; k < kD; k += 4)
       if (k < d) {
-        float4 const v = __ldg(reinterpret_cast<const float4*>(row + k));
+        float4 const v = *reinterpret_cast<const float4*>(row + k);
         f(k, v.x);
         f(k + 1, v.y);
         f(k + 2, v.z);
@@ -148,27 +176,30 @@ __device__ __forceinline__ void for_features(const float* row, int d,
   } else {
 #pragma unroll
     for (int k = 0; k < kD; ++k)
-      if (k < d) f(k, __ldg(row + k));
+      if (k < d) f(k, row[k]);
   }
 }
 
 // ------------------------------------------------------------ cost tiles
 
-// Costs of tile c (columns 32c.. of the strip) into the ring. Series: lane l
-// forms row l's 32 squared distances from its x row in registers.
+// Costs of tile c (columns 32c.. of the strip) into the ring. Series: the
+// tile's y rows are staged in shared memory (`y_tile`), and lane l forms row
+// l's 32 squared distances from its x row in registers.
 template <int kD, bool kVec, bool kSeries>
-__device__ void load_tile(const Params& P, const Strip& s, float* ring, int c) {
+__device__ void load_tile(const Params& P, const Strip& s, float* ring,
+                          float* y_tile, int c) {
   int const j0 = kLanes * c;
   int const cols = min(kLanes, s.m - j0);
   int const d = P.problem.d;
   if constexpr (kSeries) {
+    stage_rows<kVec>(y_tile, s.y + std::int64_t(j0) * d, cols, d, s.lane);
     if (s.row_ok) {
       float xr[kD];
       load_row<kD, kVec>(xr, s.x + std::int64_t(s.i) * d, d);
-#pragma unroll 2
+#pragma unroll 4
       for (int q = 0; q < cols; ++q) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        for_features<kD, kVec>(s.y + std::int64_t(j0 + q) * d, d,
+        for_features<kD, kVec>(y_tile + q * d, d,
                                [&](int k, float v) {
                                  float const t = xr[k] - v;
                                  acc[k & 3] = fmaf(t, t, acc[k & 3]);
@@ -176,6 +207,7 @@ __device__ void load_tile(const Params& P, const Strip& s, float* ring, int c) {
         ring[ring_slot(j0 + q, s.lane)] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
       }
     }
+    __syncwarp();  // y_tile is reused by the next staging
   } else {
     // Lane q reads column j0 + q of every row: coalesced along the rows.
     if (s.lane < cols) {
@@ -201,19 +233,42 @@ struct WalkState {
   double up_last;
 };
 
-// Runs the 32 steps of block c. `above` holds R of the strip above's last
-// row for columns 32c + lane (lane 0 reads it by shuffle). The recompute
-// stores the soft-argmin weights of every cell; the first pass publishes the
-// strip's last row and the pair's value.
+// The strip above hands its last row over in halves of a block (16
+// columns): a strip can start a half as soon as the half is published, so a
+// strip trails the one above by about 1.5 blocks instead of 2.
+constexpr int kHalf = kLanes / 2;
+
+// R of the strip above's last row at columns 32c + lane for the lanes of
+// half h (0: lanes 0-15, 1: lanes 16-31); the other lanes keep `above`.
+// +∞ past the pair and for the first strip (whose lane 0 takes its start
+// value from up_last). `wait`: the row is still being produced.
+__device__ __forceinline__ double fetch_above(const Params& P, const Strip& s,
+                                              int c, int h, bool wait,
+                                              double above) {
+  int const j0 = kLanes * c + kHalf * h;
+  if (s.w == 0 || j0 >= s.m) return kInf;
+  std::int64_t const slot = strip_slot(P, s, s.w - 1);
+  if (wait) wait_for(P.ready_forward + slot, min(j0 + kHalf, s.m));
+  int const j = kLanes * c + s.lane;
+  if (s.lane / kHalf != h) return above;
+  return j < s.m ? P.bottom[slot * P.problem.m_max + j] : kInf;
+}
+
+// Runs the 32 steps of block c. Lane 0 reads the strip above's last row by
+// shuffle from `above`. The recompute (kRecompute) stores the soft-argmin
+// weights of every cell; the first pass publishes the strip's last row
+// (`bottom`, with its ready counter `ready`) and the pair's value.
 template <bool kRecompute>
 __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
                                            const float* ring, float* weights,
-                                           WalkState& st, int c, double above,
-                                           double* bottom) {
+                                           WalkState& st, int c,
+                                           double* bottom, int* ready) {
   double const gamma = P.problem.gamma;
   float const inv_gamma = float(1.0 / gamma);
+  double above = kInf;
 #pragma unroll 4
   for (int t = 0; t < kLanes; ++t) {
+    if (t % kHalf == 0) above = fetch_above(P, s, c, t / kHalf, !kRecompute, above);
     int const step = kLanes * c + t, j = step - s.lane;
     double const from_above = __shfl_sync(kFull, above, t);
     double const from_lane = __shfl_up_sync(kFull, st.left, 1);
@@ -243,19 +298,13 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
     } else {
       st.left = kInf;
     }
+    if constexpr (!kRecompute) {
+      // Lane 31 has finished the last row's columns up to step − 31.
+      if (bottom && s.lane == kLanes - 1 && t % kHalf == kHalf - 1 &&
+          step - (kLanes - 2) > 0)
+        store_release(ready, min(step - (kLanes - 2), s.m));
+    }
   }
-}
-
-// R of the strip above's last row at columns 32c + lane (+∞ past the pair or
-// for the first strip, whose lane 0 takes its start value from up_last).
-__device__ __forceinline__ double above_chunk(const Params& P, const Strip& s,
-                                              int c, bool wait) {
-  int const j0 = kLanes * c;
-  if (s.w == 0 || j0 >= s.m) return kInf;
-  std::int64_t const above = strip_slot(P, s, s.w - 1);
-  if (wait) wait_for(P.ready_forward + above, min(j0 + kLanes, s.m));
-  int const j = j0 + s.lane;
-  return j < s.m ? P.bottom[above * P.problem.m_max + j] : kInf;
 }
 
 __device__ __forceinline__ WalkState initial_state(const Strip& s) {
@@ -274,10 +323,11 @@ __device__ __forceinline__ double* checkpoint(const Params& P, const Strip& s,
 }
 
 template <int kD, bool kVec, bool kSeries, bool kCheckpoint>
-__global__ void __launch_bounds__(kWarps* kLanes)
-    forward_kernel(const Params P) {
+__global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   extern __shared__ float shared[];
-  float* ring = shared + (threadIdx.x / kLanes) * (kRing * kPitch);
+  using Layout = SharedLayout<kD, kSeries>;
+  float* ring = shared;
+  float* y_tile = shared + Layout::ring;
   Strip s;
   if (!take_strip(P, 0, /*bottom_up=*/false, s)) return;
   std::int64_t const slot = strip_slot(P, s, s.w);
@@ -286,37 +336,36 @@ __global__ void __launch_bounds__(kWarps* kLanes)
   int const tiles = (s.m + kLanes - 1) / kLanes;
   WalkState st = initial_state(s);
   for (int c = 0, blocks = walk_blocks(s); c < blocks; ++c) {
-    if (c < tiles) load_tile<kD, kVec, kSeries>(P, s, ring, c);
+    if (c < tiles) load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, c);
     if constexpr (kCheckpoint) {
       double* ck = checkpoint(P, s, c);
       ck[0] = st.left;
       ck[kLanes] = st.up_last;
     }
-    double const above = above_chunk(P, s, c, /*wait=*/true);
-    walk_block<false>(P, s, ring, nullptr, st, c, above, bottom);
-    // Lane 31 has finished columns 0..32c of the strip's last row.
-    if (bottom && s.lane == kLanes - 1)
-      store_release(P.ready_forward + slot, min(kLanes * c + 1, s.m));
+    walk_block<false>(P, s, ring, nullptr, st, c, bottom,
+                      P.ready_forward + slot);
     __syncwarp();
   }
 }
 
 // ----------------------------------------------------------- backward
 
-// ∇x, ∇y and the alignment output of tile c, whose E is complete in the ring.
+// ∇x, ∇y and the alignment output of tile c, whose E is complete in the
+// ring. y_tile holds the tile's y rows, x_strip the strip's x rows.
 template <int kD, bool kVec, bool kSeries>
 __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
-                             int c, float weight, float& row_sum,
-                             float (&gx)[kD]) {
+                             const float* y_tile, const float* x_strip, int c,
+                             float weight, float& row_sum, float (&gx)[kD]) {
   Outputs const& o = P.outputs;
   Problem const& q = P.problem;
   int const j0 = kLanes * c, cols = min(kLanes, s.m - j0), d = q.d;
   if constexpr (kSeries) {
     if (o.grad_x && s.row_ok)
+#pragma unroll 2
       for (int col = 0; col < cols; ++col) {
         float const e = ring[ring_slot(j0 + col, s.lane)];
         row_sum += e;
-        for_features<kD, kVec>(s.y + std::int64_t(j0 + col) * d, d,
+        for_features<kD, kVec>(y_tile + col * d, d,
                                [&](int k, float v) { gx[k] = fmaf(e, v, gx[k]); });
       }
     if (o.grad_y && s.lane < cols) {
@@ -325,10 +374,11 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
 #pragma unroll
       for (int k = 0; k < kD; ++k) acc[k] = 0.f;
       float col_sum = 0.f;
+#pragma unroll 2
       for (int l = 0; l < s.rows; ++l) {
         float const e = ring[ring_slot(j, l)];
         col_sum += e;
-        for_features<kD, kVec>(s.x + std::int64_t(kLanes * s.w + l) * d, d,
+        for_features<kD, kVec>(x_strip + l * d, d,
                                [&](int k, float v) { acc[k] = fmaf(e, v, acc[k]); });
       }
       float yr[kD];
@@ -362,23 +412,42 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
   }
 }
 
+// E·weight owed to this strip's last row by the strip below, at columns
+// 32c − 31 + lane for the lanes of half h (the other lanes keep `below`);
+// the strip below publishes them in halves, counted from the right.
+__device__ __forceinline__ float fetch_below(const Params& P, const Strip& s,
+                                             int c, int h, float below) {
+  int const low = max(kLanes * c - (kLanes - 1) + kHalf * h, 0);
+  if (kLanes * (s.w + 1) >= s.n || low >= s.m) return 0.f;
+  std::int64_t const slot = strip_slot(P, s, s.w);
+  wait_for(P.ready_backward + slot, s.m - low);
+  if (s.lane / kHalf != h) return below;
+  int const j = kLanes * c - (kLanes - 1) + s.lane;
+  return j >= 0 && j < s.m ? P.messages[slot * P.problem.m_max + j] : 0.f;
+}
+
 template <int kD, bool kVec, bool kSeries>
-__global__ void __launch_bounds__(kWarps* kLanes)
-    backward_kernel(const Params P) {
+__global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
   extern __shared__ float shared[];
-  int const warp = threadIdx.x / kLanes;
-  float* ring = shared + warp * (kRing * kPitch);
-  float* weights = shared + kWarps * (kRing * kPitch) + warp * (3 * kLanes * kPitch);
+  using Layout = SharedLayout<kD, kSeries>;
+  float* ring = shared;
+  float* y_tile = ring + Layout::ring;
+  float* x_strip = y_tile + Layout::rows;
+  float* weights = x_strip + Layout::rows;
   Strip s;
   if (!take_strip(P, 1, /*bottom_up=*/true, s)) return;
   Problem const& q = P.problem;
   Outputs const& o = P.outputs;
-  bool const has_below = kLanes * (s.w + 1) < s.n;
   float* messages_up =
       s.w > 0 ? P.messages + strip_slot(P, s, s.w - 1) * q.m_max : nullptr;
-  std::int64_t const slot = strip_slot(P, s, s.w);
+  int* ready_up =
+      s.w > 0 ? P.ready_backward + strip_slot(P, s, s.w - 1) : nullptr;
   float const weight =
       float(o.scale * (o.grad_output ? double(o.grad_output[s.g]) : 1.0));
+  if constexpr (kSeries)
+    if (o.grad_y)
+      stage_rows<kVec>(x_strip, s.x + std::int64_t(kLanes * s.w) * q.d, s.rows,
+                       q.d, s.lane);
 
   float gx[kD];
 #pragma unroll
@@ -391,24 +460,18 @@ __global__ void __launch_bounds__(kWarps* kLanes)
 
   int const tiles = (s.m + kLanes - 1) / kLanes;
   int const blocks = walk_blocks(s);
-  if (blocks - 1 < tiles) load_tile<kD, kVec, kSeries>(P, s, ring, blocks - 1);
+  if (blocks - 1 < tiles)
+    load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, blocks - 1);
   for (int c = blocks - 1; c >= 0; --c) {
-    if (c >= 1) load_tile<kD, kVec, kSeries>(P, s, ring, c - 1);
+    if (c >= 1) load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, c - 1);
     double const* ck = checkpoint(P, s, c);
     WalkState st{ck[0], ck[kLanes]};
-    double const above = above_chunk(P, s, c, /*wait=*/false);
-    walk_block<true>(P, s, ring, weights, st, c, above, nullptr);
-    // Messages owed to this strip's last row at columns 32c − 31 + lane.
-    float below = 0.f;
-    int const low = max(kLanes * c - (kLanes - 1), 0);
-    if (has_below && low < s.m) {
-      wait_for(P.ready_backward + slot, s.m - low);
-      int const j = kLanes * c - (kLanes - 1) + s.lane;
-      if (j >= 0 && j < s.m) below = P.messages[slot * q.m_max + j];
-    }
+    walk_block<true>(P, s, ring, weights, st, c, nullptr, nullptr);
     __syncwarp();
+    float below = 0.f;
 #pragma unroll 4
     for (int t = kLanes - 1; t >= 0; --t) {
+      if (t % kHalf == kHalf - 1) below = fetch_below(P, s, c, t / kHalf, below);
       int const step = kLanes * c + t, j = step - s.lane;
       float const from_below = __shfl_sync(kFull, below, t);
       float to_up = 0.f, to_diag = 0.f;
@@ -427,19 +490,24 @@ __global__ void __launch_bounds__(kWarps* kLanes)
         from_left = 0.f;
       }
       last_diag = to_diag;
+      // Lane 0 has sent every column >= 32c + t.
+      if (messages_up && s.lane == 0 && t % kHalf == 0 && step < s.m)
+        store_release(ready_up, s.m - step);
       float const next_up = __shfl_down_sync(kFull, to_up, 1);
       float const next_diag = __shfl_down_sync(kFull, to_diag, 1);
       from_up = next_up;
       from_diag = pending_diag;
       pending_diag = next_diag;
     }
-    // Lane 0 has sent every column >= 32c.
-    if (messages_up && s.lane == 0 && kLanes * c < s.m)
-      store_release(P.ready_backward + strip_slot(P, s, s.w - 1),
-                    s.m - kLanes * c);
     __syncwarp();
-    if (c < tiles)
-      tile_outputs<kD, kVec, kSeries>(P, s, ring, c, weight, row_sum, gx);
+    if (c < tiles) {
+      if constexpr (kSeries)
+        if (o.grad_x)
+          stage_rows<kVec>(y_tile, s.y + std::int64_t(kLanes * c) * q.d,
+                           min(kLanes, s.m - kLanes * c), q.d, s.lane);
+      tile_outputs<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, c, weight,
+                                      row_sum, gx);
+    }
     __syncwarp();
   }
   if constexpr (kSeries) {
@@ -536,24 +604,25 @@ void with_features(const Problem& q, const F& f) {
 
 template <int kD, bool kVec, bool kSeries>
 void launch(cudaStream_t stream, const Params& P, bool backward) {
-  std::int64_t const warps = P.problem.pairs * P.strips;
-  unsigned const grid = unsigned((warps + kWarps - 1) / kWarps);
-  std::size_t const forward_smem = kWarps * kRingBytes;
+  unsigned const grid = unsigned(P.problem.pairs * P.strips);
+  using Layout = SharedLayout<kD, kSeries>;
+  std::size_t const forward_smem = Layout::bytes(false);
   if (backward) {
     forward_kernel<kD, kVec, kSeries, true>
-        <<<grid, kWarps * kLanes, forward_smem, stream>>>(P);
+        <<<grid, kLanes, forward_smem, stream>>>(P);
     check(cudaGetLastError(), "forward kernel launch");
-    std::size_t const smem = kWarps * (kRingBytes + kWeightBytes);
+    std::size_t const smem = Layout::bytes(true);
     auto kernel = backward_kernel<kD, kVec, kSeries>;
-    check(cudaFuncSetAttribute(kernel,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(smem)),
-          "backward kernel shared memory");
-    kernel<<<grid, kWarps * kLanes, smem, stream>>>(P);
+    if (smem > 48 * 1024)
+      check(cudaFuncSetAttribute(kernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(smem)),
+            "backward kernel shared memory");
+    kernel<<<grid, kLanes, smem, stream>>>(P);
     check(cudaGetLastError(), "backward kernel launch");
   } else {
     forward_kernel<kD, kVec, kSeries, false>
-        <<<grid, kWarps * kLanes, forward_smem, stream>>>(P);
+        <<<grid, kLanes, forward_smem, stream>>>(P);
     check(cudaGetLastError(), "forward kernel launch");
   }
 }
