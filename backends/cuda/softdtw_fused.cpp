@@ -43,28 +43,38 @@ struct Params {
   double* values;
   int strips;  // strips per pair: ceil(n_max / 32)
   int blocks;  // walk blocks per strip at most
-  double* bottom;       // (pairs, strips, m_max): each strip's last row of R
-  int* ready_forward;   // (pairs, strips): columns of `bottom` published
-  float* messages;      // (pairs, strips, m_max): E owed to a strip's last row
-  int* ready_backward;  // (pairs, strips): columns of `messages` published,
-                        // counted from the right
+  // Hand-over rows start as NaN (never a legitimate value: inputs are
+  // finite) and each entry is written once with a relaxed atomic store, so
+  // the data is its own ready flag: a reader polls the entries it needs.
+  double* bottom;   // (pairs, strips, m_max): each strip's last row of R
+  float* messages;  // (pairs, strips, m_max): E owed to a strip's last row
   double* checkpoints;  // (pairs, strips, blocks, 2, 32): lane state
   unsigned long long* tickets;  // [0] forward, [1] backward
 };
 
-__device__ __forceinline__ int load_acquire(int* flag) {
-  return cuda::atomic_ref<int, cuda::thread_scope_device>(*flag).load(
-      cuda::memory_order_acquire);
+template <class U>
+__device__ __forceinline__ U load_relaxed(U* at) {
+  return cuda::atomic_ref<U, cuda::thread_scope_device>(*at).load(
+      cuda::memory_order_relaxed);
 }
 
-__device__ __forceinline__ void store_release(int* flag, int value) {
-  cuda::atomic_ref<int, cuda::thread_scope_device>(*flag).store(
-      value, cuda::memory_order_release);
+template <class U>
+__device__ __forceinline__ void store_relaxed(U* at, U value) {
+  cuda::atomic_ref<U, cuda::thread_scope_device>(*at).store(
+      value, cuda::memory_order_relaxed);
 }
 
-// Spins (all lanes, one address) until *flag >= target.
-__device__ __forceinline__ void wait_for(int* flag, int target) {
-  while (load_acquire(flag) < target) __nanosleep(64);
+// Reads from[j] into `value` on the lanes with `mine` (the others keep
+// theirs); with `wait`, polls until every such entry has been written.
+template <class U>
+__device__ __forceinline__ U read_handover(U* from, int j, bool mine,
+                                           bool wait, U value) {
+  if (!wait) return mine ? from[j] : value;
+  for (;;) {
+    if (mine) value = load_relaxed(from + j);
+    if (__all_sync(kFull, !mine || !isnan(value))) return value;
+    __nanosleep(32);
+  }
 }
 
 // What one warp needs to know about its strip of one pair.
@@ -245,24 +255,24 @@ constexpr int kHalf = kLanes / 2;
 __device__ __forceinline__ double fetch_above(const Params& P, const Strip& s,
                                               int c, int h, bool wait,
                                               double above) {
-  int const j0 = kLanes * c + kHalf * h;
-  if (s.w == 0 || j0 >= s.m) return kInf;
-  std::int64_t const slot = strip_slot(P, s, s.w - 1);
-  if (wait) wait_for(P.ready_forward + slot, min(j0 + kHalf, s.m));
+  if (s.w == 0 || kLanes * c + kHalf * h >= s.m) return kInf;
   int const j = kLanes * c + s.lane;
-  if (s.lane / kHalf != h) return above;
-  return j < s.m ? P.bottom[slot * P.problem.m_max + j] : kInf;
+  bool const mine = s.lane / kHalf == h;
+  if (mine && j >= s.m) above = kInf;
+  return read_handover(
+      P.bottom + strip_slot(P, s, s.w - 1) * P.problem.m_max, j,
+      mine && j < s.m, wait, above);
 }
 
 // Runs the 32 steps of block c. Lane 0 reads the strip above's last row by
 // shuffle from `above`. The recompute (kRecompute) stores the soft-argmin
-// weights of every cell; the first pass publishes the strip's last row
-// (`bottom`, with its ready counter `ready`) and the pair's value.
+// weights of every cell; the first pass hands the strip's last row over
+// (`bottom`) and writes the pair's value.
 template <bool kRecompute>
 __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
                                            const float* ring, float* weights,
                                            WalkState& st, int c,
-                                           double* bottom, int* ready) {
+                                           double* bottom) {
   double const gamma = P.problem.gamma;
   float const inv_gamma = float(1.0 / gamma);
   double above = kInf;
@@ -292,17 +302,11 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
         wt[kLanes * kPitch] = e_up * inv;
         wt[2 * kLanes * kPitch] = e_left * inv;
       } else {
-        if (bottom && s.lane == kLanes - 1) bottom[j] = st.left;
+        if (bottom && s.lane == kLanes - 1) store_relaxed(bottom + j, st.left);
         if (s.i == s.n - 1 && j == s.m - 1) P.values[s.p] = st.left;
       }
     } else {
       st.left = kInf;
-    }
-    if constexpr (!kRecompute) {
-      // Lane 31 has finished the last row's columns up to step − 31.
-      if (bottom && s.lane == kLanes - 1 && t % kHalf == kHalf - 1 &&
-          step - (kLanes - 2) > 0)
-        store_release(ready, min(step - (kLanes - 2), s.m));
     }
   }
 }
@@ -342,8 +346,7 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
       ck[0] = st.left;
       ck[kLanes] = st.up_last;
     }
-    walk_block<false>(P, s, ring, nullptr, st, c, bottom,
-                      P.ready_forward + slot);
+    walk_block<false>(P, s, ring, nullptr, st, c, bottom);
     __syncwarp();
   }
 }
@@ -417,13 +420,14 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
 // the strip below publishes them in halves, counted from the right.
 __device__ __forceinline__ float fetch_below(const Params& P, const Strip& s,
                                              int c, int h, float below) {
-  int const low = max(kLanes * c - (kLanes - 1) + kHalf * h, 0);
-  if (kLanes * (s.w + 1) >= s.n || low >= s.m) return 0.f;
-  std::int64_t const slot = strip_slot(P, s, s.w);
-  wait_for(P.ready_backward + slot, s.m - low);
-  if (s.lane / kHalf != h) return below;
+  if (kLanes * (s.w + 1) >= s.n) return 0.f;
   int const j = kLanes * c - (kLanes - 1) + s.lane;
-  return j >= 0 && j < s.m ? P.messages[slot * P.problem.m_max + j] : 0.f;
+  bool const mine = s.lane / kHalf == h;
+  bool const inside = j >= 0 && j < s.m;
+  if (mine && !inside) below = 0.f;
+  return read_handover(
+      P.messages + strip_slot(P, s, s.w) * P.problem.m_max, j,
+      mine && inside, /*wait=*/true, below);
 }
 
 template <int kD, bool kVec, bool kSeries>
@@ -440,8 +444,6 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
   Outputs const& o = P.outputs;
   float* messages_up =
       s.w > 0 ? P.messages + strip_slot(P, s, s.w - 1) * q.m_max : nullptr;
-  int* ready_up =
-      s.w > 0 ? P.ready_backward + strip_slot(P, s, s.w - 1) : nullptr;
   float const weight =
       float(o.scale * (o.grad_output ? double(o.grad_output[s.g]) : 1.0));
   if constexpr (kSeries)
@@ -466,7 +468,7 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
     if (c >= 1) load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, c - 1);
     double const* ck = checkpoint(P, s, c);
     WalkState st{ck[0], ck[kLanes]};
-    walk_block<true>(P, s, ring, weights, st, c, nullptr, nullptr);
+    walk_block<true>(P, s, ring, weights, st, c, nullptr);
     __syncwarp();
     float below = 0.f;
 #pragma unroll 4
@@ -485,14 +487,12 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
         to_up = e * wt[kLanes * kPitch];
         from_left = e * wt[2 * kLanes * kPitch];
         ring[(step & (kRing - 1)) * kPitch + s.lane] = e;
-        if (messages_up && s.lane == 0) messages_up[j] = to_up + last_diag;
+        if (messages_up && s.lane == 0)
+          store_relaxed(messages_up + j, to_up + last_diag);
       } else {
         from_left = 0.f;
       }
       last_diag = to_diag;
-      // Lane 0 has sent every column >= 32c + t.
-      if (messages_up && s.lane == 0 && t % kHalf == 0 && step < s.m)
-        store_release(ready_up, s.m - step);
       float const next_up = __shfl_down_sync(kFull, to_up, 1);
       float const next_diag = __shfl_down_sync(kFull, to_diag, 1);
       from_up = next_up;
@@ -556,8 +556,7 @@ class StreamBuffer {
 };
 
 struct Layout {
-  std::size_t bottom, ready_forward, messages, ready_backward, checkpoints,
-      tickets, total;
+  std::size_t tickets, bottom, messages, checkpoints, total;
 };
 
 std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -573,8 +572,6 @@ Layout layout(std::int64_t pairs, int strips, int blocks, std::int64_t m_max,
     return here;
   };
   l.tickets = take(2 * sizeof(unsigned long long));
-  l.ready_forward = take(slots * sizeof(int));
-  l.ready_backward = backward ? take(slots * sizeof(int)) : 0;
   l.bottom = take(slots * m_max * sizeof(double));
   if (backward) {
     l.messages = take(slots * m_max * sizeof(float));
@@ -652,13 +649,15 @@ void run(const Kokkos::Cuda& space, Problem problem, double* values,
     P.strips = strips;
     P.blocks = blocks;
     P.tickets = buffer.at<unsigned long long>(l.tickets);
-    P.ready_forward = buffer.at<int>(l.ready_forward);
-    P.ready_backward = backward ? buffer.at<int>(l.ready_backward) : nullptr;
     P.bottom = buffer.at<double>(l.bottom);
     P.messages = backward ? buffer.at<float>(l.messages) : nullptr;
     P.checkpoints = backward ? buffer.at<double>(l.checkpoints) : nullptr;
-    // Tickets and ready counters start at zero for every launch.
+    // Tickets start at zero, hand-over rows at NaN, for every launch.
     check(cudaMemsetAsync(buffer.at<char>(0), 0, l.bottom, stream),
+          "workspace reset");
+    std::size_t const rows_end = backward ? l.checkpoints : l.total;
+    check(cudaMemsetAsync(buffer.at<char>(l.bottom), 0xff, rows_end - l.bottom,
+                          stream),
           "workspace reset");
     if (problem.cost) {
       launch<1, false, false>(stream, P, backward);
