@@ -28,13 +28,20 @@ constexpr unsigned kFull = 0xffffffffu;
 template <int kD, bool kSeries>
 struct SharedLayout {
   static constexpr int ring = kRing * kPitch;
-  static constexpr int rows = kSeries ? kLanes * kD : 0;
+  // Rows are padded by 4 floats: the tensor-core fragment loads (8 rows ×
+  // 4 columns at a time) then hit 32 different banks.
+  static constexpr int rows = kSeries ? kLanes * (kD + 4) : 0;
   static constexpr int weights = 3 * kLanes * kPitch;
   static constexpr std::size_t bytes(bool backward) {
-    return sizeof(float) *
-           (ring + rows + (backward ? rows + weights : 0));
+    return sizeof(float) * (ring + 2 * rows + (backward ? weights : 0));
   }
 };
+
+// Row pitch (floats) of staged rows.
+template <bool kVec>
+__device__ __forceinline__ int row_pitch(int d) {
+  return kVec ? d + 4 : d;
+}
 constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
 
 struct Params {
@@ -152,16 +159,17 @@ __device__ __forceinline__ void load_row(float (&r)[kD], const float* row,
   }
 }
 
-// Copies rows [0, count) of a (·, d) row-major array into shared memory,
-// coalesced: all of it is in flight at once.
+// Copies rows [0, count) of a (·, d) row-major array into shared memory
+// (row pitch row_pitch<kVec>(d)), coalesced: all of it is in flight at once.
 template <bool kVec>
 __device__ __forceinline__ void stage_rows(float* to, const float* from,
                                            int count, int d, int lane) {
   if constexpr (kVec) {
-    int const n = count * d / 4;
+    int const per_row = d / 4, n = count * per_row;
     auto* t = reinterpret_cast<float4*>(to);
     auto const* f = reinterpret_cast<const float4*>(from);
-    for (int e = lane; e < n; e += kLanes) t[e] = __ldg(f + e);
+    for (int e = lane; e < n; e += kLanes)
+      t[e + e / per_row] = __ldg(f + e);  // pitch: per_row + 1 float4s
   } else {
     for (int e = lane, n = count * d; e < n; e += kLanes) to[e] = __ldg(from + e);
   }
@@ -192,24 +200,127 @@ __device__ __forceinline__ void for_features(const float* row, int d,
 
 // ------------------------------------------------------------ cost tiles
 
+// 3xTF32 tensor-core products: v = hi + lo with hi, lo in TF32, and
+// a·b ≈ a_lo·b_hi + a_hi·b_lo + a_hi·b_hi, which keeps float32 accuracy
+// (a single TF32 product would lose 13 bits).
+struct Tf32Split {
+  unsigned hi, lo;
+};
+
+__device__ __forceinline__ unsigned to_tf32(float v) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+__device__ __forceinline__ Tf32Split split_tf32(float v) {
+  unsigned const hi = to_tf32(v);
+  return {hi, to_tf32(v - __uint_as_float(hi))};
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], unsigned a0,
+                                         unsigned a1, unsigned a2, unsigned a3,
+                                         unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// acc (the 32×32 product X·Yᵀ of 32 staged x rows and 32 staged y rows, d
+// features, d % 8 == 0) in m16n8 accumulator fragments: acc[mi][ni][r] is
+// row 16mi + g + 8(r/2), column 8ni + 2t + r%2, with g = lane/4, t = lane%4.
+template <int kD>
+__device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
+                                              const float* x_rows,
+                                              const float* y_rows, int pitch,
+                                              int d, int lane) {
+  int const g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+#pragma unroll
+  for (int k = 0; k < kD; k += 8) {
+    if (k >= d) break;
+    Tf32Split a[2][4], b[4][2];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        a[mi][r] = split_tf32(
+            x_rows[(16 * mi + g + 8 * (r & 1)) * pitch + k + t + 4 * (r >> 1)]);
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        b[ni][r] = split_tf32(y_rows[(8 * ni + g) * pitch + k + t + 4 * r]);
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        auto const& A = a[mi];
+        auto const& B = b[ni];
+        mma_tf32(acc[mi][ni], A[0].lo, A[1].lo, A[2].lo, A[3].lo, B[0].hi,
+                 B[1].hi);
+        mma_tf32(acc[mi][ni], A[0].hi, A[1].hi, A[2].hi, A[3].hi, B[0].lo,
+                 B[1].lo);
+        mma_tf32(acc[mi][ni], A[0].hi, A[1].hi, A[2].hi, A[3].hi, B[0].hi,
+                 B[1].hi);
+      }
+  }
+}
+
+// Σ_k v_k² of a staged row.
+__device__ __forceinline__ float squared_norm(const float* row, int d) {
+  float acc[4] = {0.f, 0.f, 0.f, 0.f};
+  for (int k = 0; k < d; ++k) acc[k & 3] = fmaf(row[k], row[k], acc[k & 3]);
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
 // Costs of tile c (columns 32c.. of the strip) into the ring. Series: the
 // tile's y rows are staged in shared memory (`y_tile`), and lane l forms row
 // l's 32 squared distances from its x row in registers.
 template <int kD, bool kVec, bool kSeries>
 __device__ void load_tile(const Params& P, const Strip& s, float* ring,
-                          float* y_tile, int c) {
+                          float* y_tile, const float* x_strip, float x_norm,
+                          int c) {
   int const j0 = kLanes * c;
   int const cols = min(kLanes, s.m - j0);
   int const d = P.problem.d;
   if constexpr (kSeries) {
     stage_rows<kVec>(y_tile, s.y + std::int64_t(j0) * d, cols, d, s.lane);
-    if (s.row_ok) {
+    int const pitch = row_pitch<kVec>(d);
+    if (kVec && kD >= 16 && d % 8 == 0) {
+      // Tensor cores: C = ‖x‖² + ‖y‖² − 2 x·y, clamped at 0 against rounding.
+      float const y_norm = squared_norm(y_tile + s.lane * pitch, d);
+      float acc[2][4][4];
+      tile_products<kD>(acc, x_strip, y_tile, pitch, d, s.lane);
+      int const g = s.lane >> 2, t = s.lane & 3;
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            int const row = 16 * mi + g + 8 * (r >> 1);
+            int const col = 8 * ni + 2 * t + (r & 1);
+            float const nx = __shfl_sync(kFull, x_norm, row);
+            float const ny = __shfl_sync(kFull, y_norm, col);
+            if (row < s.rows && col < cols)
+              ring[ring_slot(j0 + col, row)] =
+                  fmaxf(nx + ny - 2.f * acc[mi][ni][r], 0.f);
+          }
+    } else if (s.row_ok) {
       float xr[kD];
       load_row<kD, kVec>(xr, s.x + std::int64_t(s.i) * d, d);
 #pragma unroll 4
       for (int q = 0; q < cols; ++q) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        for_features<kD, kVec>(y_tile + q * d, d,
+        for_features<kD, kVec>(y_tile + q * pitch, d,
                                [&](int k, float v) {
                                  float const t = xr[k] - v;
                                  acc[k & 3] = fmaf(t, t, acc[k & 3]);
@@ -229,6 +340,18 @@ __device__ void load_tile(const Params& P, const Strip& s, float* ring,
     }
   }
   __syncwarp();
+}
+
+// Stages the strip's x rows in shared memory (series only) and returns the
+// squared norm of the lane's own row (used by the tensor-core costs).
+template <bool kVec, bool kSeries>
+__device__ __forceinline__ float stage_strip(const Params& P, const Strip& s,
+                                             float* x_strip) {
+  if constexpr (!kSeries) return 0.f;
+  int const d = P.problem.d;
+  stage_rows<kVec>(x_strip, s.x + std::int64_t(kLanes) * s.w * d, s.rows, d,
+                   s.lane);
+  return squared_norm(x_strip + s.lane * row_pitch<kVec>(d), d);
 }
 
 // ------------------------------------------------------------------ walk
@@ -331,16 +454,19 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   extern __shared__ float shared[];
   using Layout = SharedLayout<kD, kSeries>;
   float* ring = shared;
-  float* y_tile = shared + Layout::ring;
+  float* y_tile = ring + Layout::ring;
+  float* x_strip = y_tile + Layout::rows;
   Strip s;
   if (!take_strip(P, 0, /*bottom_up=*/false, s)) return;
+  float const x_norm = stage_strip<kVec, kSeries>(P, s, x_strip);
   std::int64_t const slot = strip_slot(P, s, s.w);
   bool const has_below = kLanes * (s.w + 1) < s.n;
   double* bottom = has_below ? P.bottom + slot * P.problem.m_max : nullptr;
   int const tiles = (s.m + kLanes - 1) / kLanes;
   WalkState st = initial_state(s);
   for (int c = 0, blocks = walk_blocks(s); c < blocks; ++c) {
-    if (c < tiles) load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, c);
+    if (c < tiles)
+      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, x_norm, c);
     if constexpr (kCheckpoint) {
       double* ck = checkpoint(P, s, c);
       ck[0] = st.left;
@@ -368,7 +494,7 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
       for (int col = 0; col < cols; ++col) {
         float const e = ring[ring_slot(j0 + col, s.lane)];
         row_sum += e;
-        for_features<kD, kVec>(y_tile + col * d, d,
+        for_features<kD, kVec>(y_tile + col * row_pitch<kVec>(d), d,
                                [&](int k, float v) { gx[k] = fmaf(e, v, gx[k]); });
       }
     if (o.grad_y && s.lane < cols) {
@@ -381,7 +507,7 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
       for (int l = 0; l < s.rows; ++l) {
         float const e = ring[ring_slot(j, l)];
         col_sum += e;
-        for_features<kD, kVec>(x_strip + l * d, d,
+        for_features<kD, kVec>(x_strip + l * row_pitch<kVec>(d), d,
                                [&](int k, float v) { acc[k] = fmaf(e, v, acc[k]); });
       }
       float yr[kD];
@@ -446,10 +572,7 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
       s.w > 0 ? P.messages + strip_slot(P, s, s.w - 1) * q.m_max : nullptr;
   float const weight =
       float(o.scale * (o.grad_output ? double(o.grad_output[s.g]) : 1.0));
-  if constexpr (kSeries)
-    if (o.grad_y)
-      stage_rows<kVec>(x_strip, s.x + std::int64_t(kLanes * s.w) * q.d, s.rows,
-                       q.d, s.lane);
+  float const x_norm = stage_strip<kVec, kSeries>(P, s, x_strip);
 
   float gx[kD];
 #pragma unroll
@@ -463,9 +586,11 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
   int const tiles = (s.m + kLanes - 1) / kLanes;
   int const blocks = walk_blocks(s);
   if (blocks - 1 < tiles)
-    load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, blocks - 1);
+    load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, x_norm,
+                                 blocks - 1);
   for (int c = blocks - 1; c >= 0; --c) {
-    if (c >= 1) load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, c - 1);
+    if (c >= 1)
+      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, x_norm, c - 1);
     double const* ck = checkpoint(P, s, c);
     WalkState st{ck[0], ck[kLanes]};
     walk_block<true>(P, s, ring, weights, st, c, nullptr);
