@@ -31,9 +31,11 @@ struct SharedLayout {
   // Rows are padded by 4 floats: the tensor-core fragment loads (8 rows ×
   // 4 columns at a time) then hit 32 different banks.
   static constexpr int rows = kSeries ? kLanes * (kD + 4) : 0;
+  static constexpr int center = kSeries ? kD + 4 : 0;
   static constexpr int weights = 3 * kLanes * kPitch;
   static constexpr std::size_t bytes(bool backward) {
-    return sizeof(float) * (ring + 2 * rows + (backward ? weights : 0));
+    return sizeof(float) *
+           (ring + 2 * rows + center + (backward ? weights : 0));
   }
 };
 
@@ -228,13 +230,15 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], unsigned a0,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// acc (the 32×32 product X·Yᵀ of 32 staged x rows and 32 staged y rows, d
-// features, d % 8 == 0) in m16n8 accumulator fragments: acc[mi][ni][r] is
-// row 16mi + g + 8(r/2), column 8ni + 2t + r%2, with g = lane/4, t = lane%4.
+// acc (the 32×32 product (X − μ)(Y − μ)ᵀ of 32 staged x rows and 32 staged
+// y rows, d features, d % 8 == 0) in m16n8 accumulator fragments:
+// acc[mi][ni][r] is row 16mi + g + 8(r/2), column 8ni + 2t + r%2, with
+// g = lane/4, t = lane%4.
 template <int kD>
 __device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
                                               const float* x_rows,
-                                              const float* y_rows, int pitch,
+                                              const float* y_rows,
+                                              const float* mu, int pitch,
                                               int d, int lane) {
   int const g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -252,12 +256,14 @@ __device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
 #pragma unroll
       for (int r = 0; r < 4; ++r)
         a[mi][r] = split_tf32(
-            x_rows[(16 * mi + g + 8 * (r & 1)) * pitch + k + t + 4 * (r >> 1)]);
+            x_rows[(16 * mi + g + 8 * (r & 1)) * pitch + k + t + 4 * (r >> 1)] -
+            mu[k + t + 4 * (r >> 1)]);
 #pragma unroll
     for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
       for (int r = 0; r < 2; ++r)
-        b[ni][r] = split_tf32(y_rows[(8 * ni + g) * pitch + k + t + 4 * r]);
+        b[ni][r] = split_tf32(y_rows[(8 * ni + g) * pitch + k + t + 4 * r] -
+                              mu[k + t + 4 * r]);
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
@@ -274,10 +280,14 @@ __device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
   }
 }
 
-// Σ_k v_k² of a staged row.
-__device__ __forceinline__ float squared_norm(const float* row, int d) {
+// Σ_k (v_k − μ_k)² of a staged row.
+__device__ __forceinline__ float squared_norm(const float* row,
+                                              const float* mu, int d) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int k = 0; k < d; ++k) acc[k & 3] = fmaf(row[k], row[k], acc[k & 3]);
+  for (int k = 0; k < d; ++k) {
+    float const v = row[k] - mu[k];
+    acc[k & 3] = fmaf(v, v, acc[k & 3]);
+  }
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
@@ -286,7 +296,7 @@ __device__ __forceinline__ float squared_norm(const float* row, int d) {
 // l's 32 squared distances from its x row in registers.
 template <int kD, bool kVec, bool kSeries>
 __device__ void load_tile(const Params& P, const Strip& s, float* ring,
-                          float* y_tile, const float* x_strip, float x_norm,
+                          float* y_tile, const float* x_strip, float* mu,
                           int c) {
   int const j0 = kLanes * c;
   int const cols = min(kLanes, s.m - j0);
@@ -294,11 +304,22 @@ __device__ void load_tile(const Params& P, const Strip& s, float* ring,
   if constexpr (kSeries) {
     stage_rows<kVec>(y_tile, s.y + std::int64_t(j0) * d, cols, d, s.lane);
     int const pitch = row_pitch<kVec>(d);
-    if (kVec && kD >= 16 && d % 8 == 0) {
-      // Tensor cores: C = ‖x‖² + ‖y‖² − 2 x·y, clamped at 0 against rounding.
-      float const y_norm = squared_norm(y_tile + s.lane * pitch, d);
+    if (kVec && kD >= 16 && d >= 16 && d % 8 == 0) {
+      // Tensor cores: C = ‖x − μ‖² + ‖y − μ‖² − 2 (x − μ)·(y − μ), clamped
+      // at 0 against rounding. Centring on the tile's mean μ keeps the norms
+      // of the order of the distances, so the expansion cancels no digits
+      // (offsets in the data would otherwise be squared into it).
+      for (int k = s.lane; k < d; k += kLanes) {
+        float sum = 0.f;
+        for (int r = 0; r < s.rows; ++r) sum += x_strip[r * pitch + k];
+        for (int q = 0; q < cols; ++q) sum += y_tile[q * pitch + k];
+        mu[k] = sum / float(s.rows + cols);
+      }
+      __syncwarp();
+      float const x_norm = squared_norm(x_strip + s.lane * pitch, mu, d);
+      float const y_norm = squared_norm(y_tile + s.lane * pitch, mu, d);
       float acc[2][4][4];
-      tile_products<kD>(acc, x_strip, y_tile, pitch, d, s.lane);
+      tile_products<kD>(acc, x_strip, y_tile, mu, pitch, d, s.lane);
       int const g = s.lane >> 2, t = s.lane & 3;
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
@@ -342,16 +363,13 @@ __device__ void load_tile(const Params& P, const Strip& s, float* ring,
   __syncwarp();
 }
 
-// Stages the strip's x rows in shared memory (series only) and returns the
-// squared norm of the lane's own row (used by the tensor-core costs).
+// Stages the strip's x rows in shared memory (series only).
 template <bool kVec, bool kSeries>
-__device__ __forceinline__ float stage_strip(const Params& P, const Strip& s,
-                                             float* x_strip) {
-  if constexpr (!kSeries) return 0.f;
-  int const d = P.problem.d;
-  stage_rows<kVec>(x_strip, s.x + std::int64_t(kLanes) * s.w * d, s.rows, d,
-                   s.lane);
-  return squared_norm(x_strip + s.lane * row_pitch<kVec>(d), d);
+__device__ __forceinline__ void stage_strip(const Params& P, const Strip& s,
+                                            float* x_strip) {
+  if constexpr (kSeries)
+    stage_rows<kVec>(x_strip, s.x + std::int64_t(kLanes) * s.w * P.problem.d,
+                     s.rows, P.problem.d, s.lane);
 }
 
 // ------------------------------------------------------------------ walk
@@ -456,9 +474,10 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   float* ring = shared;
   float* y_tile = ring + Layout::ring;
   float* x_strip = y_tile + Layout::rows;
+  float* mu = x_strip + Layout::rows;
   Strip s;
   if (!take_strip(P, 0, /*bottom_up=*/false, s)) return;
-  float const x_norm = stage_strip<kVec, kSeries>(P, s, x_strip);
+  stage_strip<kVec, kSeries>(P, s, x_strip);
   std::int64_t const slot = strip_slot(P, s, s.w);
   bool const has_below = kLanes * (s.w + 1) < s.n;
   double* bottom = has_below ? P.bottom + slot * P.problem.m_max : nullptr;
@@ -466,7 +485,7 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   WalkState st = initial_state(s);
   for (int c = 0, blocks = walk_blocks(s); c < blocks; ++c) {
     if (c < tiles)
-      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, x_norm, c);
+      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, c);
     if constexpr (kCheckpoint) {
       double* ck = checkpoint(P, s, c);
       ck[0] = st.left;
@@ -563,7 +582,8 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
   float* ring = shared;
   float* y_tile = ring + Layout::ring;
   float* x_strip = y_tile + Layout::rows;
-  float* weights = x_strip + Layout::rows;
+  float* mu = x_strip + Layout::rows;
+  float* weights = mu + Layout::center;
   Strip s;
   if (!take_strip(P, 1, /*bottom_up=*/true, s)) return;
   Problem const& q = P.problem;
@@ -572,7 +592,7 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
       s.w > 0 ? P.messages + strip_slot(P, s, s.w - 1) * q.m_max : nullptr;
   float const weight =
       float(o.scale * (o.grad_output ? double(o.grad_output[s.g]) : 1.0));
-  float const x_norm = stage_strip<kVec, kSeries>(P, s, x_strip);
+  stage_strip<kVec, kSeries>(P, s, x_strip);
 
   float gx[kD];
 #pragma unroll
@@ -586,11 +606,10 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
   int const tiles = (s.m + kLanes - 1) / kLanes;
   int const blocks = walk_blocks(s);
   if (blocks - 1 < tiles)
-    load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, x_norm,
-                                 blocks - 1);
+    load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, blocks - 1);
   for (int c = blocks - 1; c >= 0; --c) {
     if (c >= 1)
-      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, x_norm, c - 1);
+      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, c - 1);
     double const* ck = checkpoint(P, s, c);
     WalkState st{ck[0], ck[kLanes]};
     walk_block<true>(P, s, ring, weights, st, c, nullptr);
