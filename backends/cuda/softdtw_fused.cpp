@@ -294,29 +294,24 @@ __device__ __forceinline__ float squared_norm(const float* row,
 // Costs of tile c (columns 32c.. of the strip) into the ring. Series: the
 // tile's y rows are staged in shared memory (`y_tile`), and lane l forms row
 // l's 32 squared distances from its x row in registers.
+template <int kD, bool kVec>
+__device__ __forceinline__ bool uses_tensor_cores(int d) {
+  return kVec && kD >= 16 && d >= 16 && d % 8 == 0;
+}
+
 template <int kD, bool kVec, bool kSeries>
 __device__ void load_tile(const Params& P, const Strip& s, float* ring,
-                          float* y_tile, const float* x_strip, float* mu,
-                          int c) {
+                          float* y_tile, const float* x_strip,
+                          const float* mu, float x_norm, int c) {
   int const j0 = kLanes * c;
   int const cols = min(kLanes, s.m - j0);
   int const d = P.problem.d;
   if constexpr (kSeries) {
     stage_rows<kVec>(y_tile, s.y + std::int64_t(j0) * d, cols, d, s.lane);
     int const pitch = row_pitch<kVec>(d);
-    if (kVec && kD >= 16 && d >= 16 && d % 8 == 0) {
+    if (uses_tensor_cores<kD, kVec>(d)) {
       // Tensor cores: C = ‖x − μ‖² + ‖y − μ‖² − 2 (x − μ)·(y − μ), clamped
-      // at 0 against rounding. Centring on the tile's mean μ keeps the norms
-      // of the order of the distances, so the expansion cancels no digits
-      // (offsets in the data would otherwise be squared into it).
-      for (int k = s.lane; k < d; k += kLanes) {
-        float sum = 0.f;
-        for (int r = 0; r < s.rows; ++r) sum += x_strip[r * pitch + k];
-        for (int q = 0; q < cols; ++q) sum += y_tile[q * pitch + k];
-        mu[k] = sum / float(s.rows + cols);
-      }
-      __syncwarp();
-      float const x_norm = squared_norm(x_strip + s.lane * pitch, mu, d);
+      // at 0 against rounding, with μ the strip's mean x row (stage_strip).
       float const y_norm = squared_norm(y_tile + s.lane * pitch, mu, d);
       float acc[2][4][4];
       tile_products<kD>(acc, x_strip, y_tile, mu, pitch, d, s.lane);
@@ -363,13 +358,26 @@ __device__ void load_tile(const Params& P, const Strip& s, float* ring,
   __syncwarp();
 }
 
-// Stages the strip's x rows in shared memory (series only).
-template <bool kVec, bool kSeries>
-__device__ __forceinline__ void stage_strip(const Params& P, const Strip& s,
-                                            float* x_strip) {
-  if constexpr (kSeries)
-    stage_rows<kVec>(x_strip, s.x + std::int64_t(kLanes) * s.w * P.problem.d,
-                     s.rows, P.problem.d, s.lane);
+// Stages the strip's x rows in shared memory (series only). For the
+// tensor-core costs it also sets μ, the strip's mean x row, and returns
+// ‖x_lane − μ‖². Centring keeps the norms of the norm expansion of the order
+// of the distances, so it cancels no digits (an offset in the data would
+// otherwise be squared into it).
+template <int kD, bool kVec, bool kSeries>
+__device__ __forceinline__ float stage_strip(const Params& P, const Strip& s,
+                                             float* x_strip, float* mu) {
+  if constexpr (!kSeries) return 0.f;
+  int const d = P.problem.d, pitch = row_pitch<kVec>(d);
+  stage_rows<kVec>(x_strip, s.x + std::int64_t(kLanes) * s.w * d, s.rows, d,
+                   s.lane);
+  if (!uses_tensor_cores<kD, kVec>(d)) return 0.f;
+  for (int k = s.lane; k < d; k += kLanes) {
+    float sum[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int r = 0; r < s.rows; ++r) sum[r & 3] += x_strip[r * pitch + k];
+    mu[k] = ((sum[0] + sum[1]) + (sum[2] + sum[3])) / float(s.rows);
+  }
+  __syncwarp();
+  return squared_norm(x_strip + s.lane * pitch, mu, d);
 }
 
 // ------------------------------------------------------------------ walk
@@ -477,7 +485,7 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   float* mu = x_strip + Layout::rows;
   Strip s;
   if (!take_strip(P, 0, /*bottom_up=*/false, s)) return;
-  stage_strip<kVec, kSeries>(P, s, x_strip);
+  float const x_norm = stage_strip<kD, kVec, kSeries>(P, s, x_strip, mu);
   std::int64_t const slot = strip_slot(P, s, s.w);
   bool const has_below = kLanes * (s.w + 1) < s.n;
   double* bottom = has_below ? P.bottom + slot * P.problem.m_max : nullptr;
@@ -485,7 +493,7 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   WalkState st = initial_state(s);
   for (int c = 0, blocks = walk_blocks(s); c < blocks; ++c) {
     if (c < tiles)
-      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, c);
+      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, x_norm, c);
     if constexpr (kCheckpoint) {
       double* ck = checkpoint(P, s, c);
       ck[0] = st.left;
@@ -592,7 +600,7 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
       s.w > 0 ? P.messages + strip_slot(P, s, s.w - 1) * q.m_max : nullptr;
   float const weight =
       float(o.scale * (o.grad_output ? double(o.grad_output[s.g]) : 1.0));
-  stage_strip<kVec, kSeries>(P, s, x_strip);
+  float const x_norm = stage_strip<kD, kVec, kSeries>(P, s, x_strip, mu);
 
   float gx[kD];
 #pragma unroll
@@ -606,10 +614,12 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
   int const tiles = (s.m + kLanes - 1) / kLanes;
   int const blocks = walk_blocks(s);
   if (blocks - 1 < tiles)
-    load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, blocks - 1);
+    load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, x_norm,
+                                 blocks - 1);
   for (int c = blocks - 1; c >= 0; --c) {
     if (c >= 1)
-      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, c - 1);
+      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, x_norm,
+                                   c - 1);
     double const* ck = checkpoint(P, s, c);
     WalkState st{ck[0], ck[kLanes]};
     walk_block<true>(P, s, ring, weights, st, c, nullptr);
