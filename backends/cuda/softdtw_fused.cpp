@@ -230,69 +230,54 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], unsigned a0,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// acc[mi][ni] += Σ_{k < K} A(m, k)·B(k, n) in m16n8 accumulator fragments
-// (K % 8 == 0; n-tiles with 8ni >= n_limit are skipped): acc[mi][ni][r]
-// holds m = 16mi + g + 8(r/2), n = 8ni + 2t + r%2, with g = lane/4 and
-// t = lane%4. kK bounds K at compile time.
-template <int kMI, int kNI, int kK, class AFn, class BFn>
-__device__ __forceinline__ void mma_accumulate(float (&acc)[kMI][kNI][4], int K,
-                                               int n_limit, int lane,
-                                               const AFn& A, const BFn& B) {
+// acc (the 32×32 product (X − μ)(Y − μ)ᵀ of 32 staged x rows and 32 staged
+// y rows, d features, d % 8 == 0) in m16n8 accumulator fragments:
+// acc[mi][ni][r] is row 16mi + g + 8(r/2), column 8ni + 2t + r%2, with
+// g = lane/4, t = lane%4.
+template <int kD>
+__device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
+                                              const float* x_rows,
+                                              const float* y_rows,
+                                              const float* mu, int pitch,
+                                              int d, int lane) {
   int const g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int k = 0; k < kK; k += 8) {
-    if (k >= K) break;
-    Tf32Split a[kMI][4], b[kNI][2];
+  for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-    for (int mi = 0; mi < kMI; ++mi)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        a[mi][r] = split_tf32(A(16 * mi + g + 8 * (r & 1), k + t + 4 * (r >> 1)));
-#pragma unroll
-    for (int ni = 0; ni < kNI; ++ni)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-        b[ni][r] = 8 * ni < n_limit ? split_tf32(B(k + t + 4 * r, 8 * ni + g))
-                                    : Tf32Split{0u, 0u};
-#pragma unroll
-    for (int mi = 0; mi < kMI; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < kNI; ++ni) {
-        if (8 * ni >= n_limit) continue;
-        auto const& a_ = a[mi];
-        auto const& b_ = b[ni];
-        mma_tf32(acc[mi][ni], a_[0].lo, a_[1].lo, a_[2].lo, a_[3].lo, b_[0].hi,
-                 b_[1].hi);
-        mma_tf32(acc[mi][ni], a_[0].hi, a_[1].hi, a_[2].hi, a_[3].hi, b_[0].lo,
-                 b_[1].lo);
-        mma_tf32(acc[mi][ni], a_[0].hi, a_[1].hi, a_[2].hi, a_[3].hi, b_[0].hi,
-                 b_[1].hi);
-      }
-  }
-}
-
-// Calls f(m, n, value) for every accumulator element of this lane.
-template <int kMI, int kNI, class F>
-__device__ __forceinline__ void for_fragments(float (&acc)[kMI][kNI][4],
-                                              int lane, const F& f) {
-  int const g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int mi = 0; mi < kMI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < kNI; ++ni)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        f(16 * mi + g + 8 * (r >> 1), 8 * ni + 2 * t + (r & 1), acc[mi][ni][r]);
-}
-
-template <int kMI, int kNI>
-__device__ __forceinline__ void zero(float (&acc)[kMI][kNI][4]) {
-#pragma unroll
-  for (int mi = 0; mi < kMI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < kNI; ++ni)
+    for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
+#pragma unroll
+  for (int k = 0; k < kD; k += 8) {
+    if (k >= d) break;
+    Tf32Split a[2][4], b[4][2];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        a[mi][r] = split_tf32(
+            x_rows[(16 * mi + g + 8 * (r & 1)) * pitch + k + t + 4 * (r >> 1)] -
+            mu[k + t + 4 * (r >> 1)]);
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        b[ni][r] = split_tf32(y_rows[(8 * ni + g) * pitch + k + t + 4 * r] -
+                              mu[k + t + 4 * r]);
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        auto const& A = a[mi];
+        auto const& B = b[ni];
+        mma_tf32(acc[mi][ni], A[0].lo, A[1].lo, A[2].lo, A[3].lo, B[0].hi,
+                 B[1].hi);
+        mma_tf32(acc[mi][ni], A[0].hi, A[1].hi, A[2].hi, A[3].hi, B[0].lo,
+                 B[1].lo);
+        mma_tf32(acc[mi][ni], A[0].hi, A[1].hi, A[2].hi, A[3].hi, B[0].hi,
+                 B[1].hi);
+      }
+  }
 }
 
 // Σ_k (v_k − μ_k)² of a staged row.
@@ -328,19 +313,23 @@ __device__ void load_tile(const Params& P, const Strip& s, float* ring,
       // Tensor cores: C = ‖x − μ‖² + ‖y − μ‖² − 2 (x − μ)·(y − μ), clamped
       // at 0 against rounding, with μ the strip's mean x row (stage_strip).
       float const y_norm = squared_norm(y_tile + s.lane * pitch, mu, d);
-      // (X − μ)(Y − μ)ᵀ: rows of x against rows of y, over the features.
       float acc[2][4][4];
-      zero(acc);
-      mma_accumulate<2, 4, kD>(
-          acc, d, kLanes, s.lane,
-          [&](int row, int k) { return x_strip[row * pitch + k] - mu[k]; },
-          [&](int k, int col) { return y_tile[col * pitch + k] - mu[k]; });
-      for_fragments(acc, s.lane, [&](int row, int col, float dot) {
-        float const nx = __shfl_sync(kFull, x_norm, row);
-        float const ny = __shfl_sync(kFull, y_norm, col);
-        if (row < s.rows && col < cols)
-          ring[ring_slot(j0 + col, row)] = fmaxf(nx + ny - 2.f * dot, 0.f);
-      });
+      tile_products<kD>(acc, x_strip, y_tile, mu, pitch, d, s.lane);
+      int const g = s.lane >> 2, t = s.lane & 3;
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            int const row = 16 * mi + g + 8 * (r >> 1);
+            int const col = 8 * ni + 2 * t + (r & 1);
+            float const nx = __shfl_sync(kFull, x_norm, row);
+            float const ny = __shfl_sync(kFull, y_norm, col);
+            if (row < s.rows && col < cols)
+              ring[ring_slot(j0 + col, row)] =
+                  fmaxf(nx + ny - 2.f * acc[mi][ni][r], 0.f);
+          }
     } else if (s.row_ok) {
       float xr[kD];
       load_row<kD, kVec>(xr, s.x + std::int64_t(s.i) * d, d);
@@ -517,107 +506,6 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
 
 // ----------------------------------------------------------- backward
 
-// The alignment (or cost-gradient) output of tile c: lane q writes column
-// 32c + q of every row, coalesced along the rows.
-__device__ __forceinline__ void write_alignment(const Params& P, const Strip& s,
-                                                const float* ring, int c,
-                                                float weight) {
-  Outputs const& o = P.outputs;
-  Problem const& q = P.problem;
-  int const j0 = kLanes * c;
-  if (!o.alignment || s.lane >= min(kLanes, s.m - j0)) return;
-  float const factor = o.alignment_is_gradient ? weight : 1.f;
-  float* out =
-      o.alignment + (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 + s.lane;
-  for (int l = 0; l < s.rows; ++l)
-    out[l * q.m_max] = factor * ring[ring_slot(j0 + s.lane, l)];
-}
-
-// Tensor-core ∇x and ∇y of tile c: E·Y is accumulated into `gx` (held as
-// m16n8 fragments over the strip's 32 rows × d features for the whole
-// strip), Eᵀ·X is formed per tile and added to grad_y atomically.
-template <int kD>
-__device__ void tile_gradients_mma(const Params& P, const Strip& s,
-                                   const float* ring, const float* y_tile,
-                                   const float* x_strip, int c, float weight,
-                                   float& row_sum, float (&gx)[kD]) {
-  constexpr int kNI = kD / 8;
-  Outputs const& o = P.outputs;
-  Problem const& q = P.problem;
-  int const j0 = kLanes * c, cols = min(kLanes, s.m - j0), d = q.d;
-  int const pitch = d + 4;
-  // E(strip row, tile column), 0 outside the pair: staged rows past it may
-  // hold anything, and 0·NaN would not vanish.
-  auto E = [&](int row, int col) {
-    return row < s.rows && col < cols ? ring[ring_slot(j0 + col, row)] : 0.f;
-  };
-  if (o.grad_x) {
-    if (s.row_ok)
-      for (int col = 0; col < cols; ++col)
-        row_sum += ring[ring_slot(j0 + col, s.lane)];
-    auto& acc = *reinterpret_cast<float(*)[2][kNI][4]>(&gx);
-    mma_accumulate<2, kNI, kLanes>(
-        acc, kLanes, d, s.lane, E, [&](int col, int f) {
-          return col < cols ? y_tile[col * pitch + f] : 0.f;
-        });
-  }
-  if (o.grad_y) {
-    float acc[2][kNI][4];
-    zero(acc);
-    mma_accumulate<2, kNI, kLanes>(
-        acc, kLanes, d, s.lane, [&](int col, int row) { return E(row, col); },
-        [&](int row, int f) {
-          return row < s.rows ? x_strip[row * pitch + f] : 0.f;
-        });
-    float col_sum = 0.f;
-    if (s.lane < cols)
-      for (int l = 0; l < s.rows; ++l) col_sum += ring[ring_slot(j0 + s.lane, l)];
-    float* gy = o.grad_y + (s.y_series * q.m_max + j0) * d;
-    float const two_w = 2.f * weight;
-    int const g = s.lane >> 2, t = s.lane & 3;
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        int const col = 16 * mi + g + 8 * half;
-        float const sum = __shfl_sync(kFull, col_sum, col);
-#pragma unroll
-        for (int ni = 0; ni < kNI; ++ni) {
-          int const f = 8 * ni + 2 * t;
-          if (col >= cols || f >= d) continue;
-          float2 const v = make_float2(
-              two_w * (sum * y_tile[col * pitch + f] - acc[mi][ni][2 * half]),
-              two_w * (sum * y_tile[col * pitch + f + 1] -
-                       acc[mi][ni][2 * half + 1]));
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-          atomicAdd(reinterpret_cast<float2*>(gy + col * d + f), v);
-#else
-          atomicAdd(gy + col * d + f, v.x);
-          atomicAdd(gy + col * d + f + 1, v.y);
-#endif
-        }
-      }
-  }
-}
-
-// grad_x of the strip from the fragments of tile_gradients_mma.
-template <int kD>
-__device__ void finish_grad_x_mma(const Params& P, const Strip& s,
-                                  const float* x_strip, float weight,
-                                  float row_sum, float (&gx)[kD]) {
-  constexpr int kNI = kD / 8;
-  int const d = P.problem.d, pitch = d + 4;
-  float* out = P.outputs.grad_x +
-               (s.x_series * P.problem.n_max + kLanes * s.w) * d;
-  float const two_w = 2.f * weight;
-  auto& acc = *reinterpret_cast<float(*)[2][kNI][4]>(&gx);
-  for_fragments(acc, s.lane, [&](int row, int f, float e_y) {
-    float const sum = __shfl_sync(kFull, row_sum, row);
-    if (row < s.rows && f < d)
-      out[row * d + f] += two_w * (sum * x_strip[row * pitch + f] - e_y);
-  });
-}
-
 // ∇x, ∇y and the alignment output of tile c, whose E is complete in the
 // ring. y_tile holds the tile's y rows, x_strip the strip's x rows.
 template <int kD, bool kVec, bool kSeries>
@@ -627,13 +515,6 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
   Outputs const& o = P.outputs;
   Problem const& q = P.problem;
   int const j0 = kLanes * c, cols = min(kLanes, s.m - j0), d = q.d;
-  if constexpr (kSeries && kVec && kD >= 16) {
-    if (uses_tensor_cores<kD, kVec>(d)) {
-      tile_gradients_mma<kD>(P, s, ring, y_tile, x_strip, c, weight, row_sum,
-                             gx);
-      return write_alignment(P, s, ring, c, weight);
-    }
-  }
   if constexpr (kSeries) {
     if (o.grad_x && s.row_ok)
 #pragma unroll 2
@@ -678,7 +559,13 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
       }
     }
   }
-  write_alignment(P, s, ring, c, weight);
+  if (o.alignment && s.lane < cols) {
+    float const factor = o.alignment_is_gradient ? weight : 1.f;
+    float* out = o.alignment + (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 +
+                 s.lane;
+    for (int l = 0; l < s.rows; ++l)
+      out[l * q.m_max] = factor * ring[ring_slot(j0 + s.lane, l)];
+  }
 }
 
 // E·weight owed to this strip's last row by the strip below, at columns
@@ -769,17 +656,13 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
     __syncwarp();
     if (c < tiles) {
       if constexpr (kSeries)
-        if (o.grad_x || o.grad_y)
+        if (o.grad_x)
           stage_rows<kVec>(y_tile, s.y + std::int64_t(kLanes * c) * q.d,
                            min(kLanes, s.m - kLanes * c), q.d, s.lane);
       tile_outputs<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, c, weight,
                                       row_sum, gx);
     }
     __syncwarp();
-  }
-  if constexpr (kSeries && kVec && kD >= 16) {
-    if (o.grad_x && uses_tensor_cores<kD, kVec>(q.d))
-      return finish_grad_x_mma<kD>(P, s, x_strip, weight, row_sum, gx);
   }
   if constexpr (kSeries) {
     if (o.grad_x && s.row_ok) {
