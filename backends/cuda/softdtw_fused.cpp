@@ -384,6 +384,20 @@ __device__ __forceinline__ float stage_strip(const Params& P, const Strip& s,
 
 constexpr double kInf = INFINITY;
 
+// The SFU's 2^x and log2 (relative error ~2^-22; subnormal results flush to
+// 0, which is below anything a weight can contribute).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ float log2_approx(float x) {
+  float r;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 // Lane state between blocks: R of the lane's last cell (the left neighbour
 // of its next one) and what the lane received from the lane above one step
 // ago (the diagonal neighbour of its next cell).
@@ -423,7 +437,10 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
                                            WalkState& st, int c,
                                            double* bottom) {
   double const gamma = P.problem.gamma;
-  float const inv_gamma = float(1.0 / gamma);
+  // exp(−a/γ) = 2^(−a·log2(e)/γ) and γ·ln(s) = (γ·ln 2)·log2(s): the scale
+  // factors fold into constants, so each special function is one SFU op.
+  float const log2e_over_gamma = float(1.4426950408889634 / gamma);
+  double const gamma_ln2 = gamma * 0.6931471805599453;
   double above = kInf;
 #pragma unroll 4
   for (int t = 0; t < kLanes; ++t) {
@@ -439,11 +456,11 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
       double const lo = fmin(diag, fmin(up, st.left));
       // Differences from the minimum are <= 0 and exact enough in double;
       // only they (scaled by 1/γ) meet the float special-function unit.
-      float const e_diag = __expf(float(lo - diag) * inv_gamma);
-      float const e_up = __expf(float(lo - up) * inv_gamma);
-      float const e_left = __expf(float(lo - st.left) * inv_gamma);
+      float const e_diag = exp2_approx(float(lo - diag) * log2e_over_gamma);
+      float const e_up = exp2_approx(float(lo - up) * log2e_over_gamma);
+      float const e_left = exp2_approx(float(lo - st.left) * log2e_over_gamma);
       float const sum = (e_diag + e_up) + e_left;
-      st.left = double(cost) + lo - gamma * double(__logf(sum));
+      st.left = double(cost) + lo - gamma_ln2 * double(log2_approx(sum));
       if constexpr (kRecompute) {
         float const inv = __frcp_rn(sum);
         float* wt = weights + t * kPitch + s.lane;
