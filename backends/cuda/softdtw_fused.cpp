@@ -707,13 +707,9 @@ void check(cudaError_t status, const char* what) {
 // nothing synchronises the device.
 class StreamBuffer {
  public:
-  StreamBuffer(cudaStream_t stream, std::size_t bytes) : stream_(stream) {
-    if (bytes)
-      check(cudaMallocAsync(&data_, bytes, stream), "workspace allocation");
-  }
-  ~StreamBuffer() {
-    if (data_) cudaFreeAsync(data_, stream_);
-  }
+  StreamBuffer(const Kokkos::Cuda& space, std::size_t bytes)
+      : space_(space), data_(stream_allocate(space, bytes)) {}
+  ~StreamBuffer() { stream_free(space_, data_); }
   StreamBuffer(const StreamBuffer&) = delete;
   StreamBuffer& operator=(const StreamBuffer&) = delete;
   template <class U>
@@ -722,7 +718,7 @@ class StreamBuffer {
   }
 
  private:
-  cudaStream_t stream_;
+  Kokkos::Cuda space_;
   void* data_ = nullptr;
 };
 
@@ -807,7 +803,7 @@ void run(const Kokkos::Cuda& space, Problem problem, double* values,
   std::int64_t const chunk = std::max<std::int64_t>(
       1, std::min<std::int64_t>(problem.pairs, kChunkBytes / per_pair));
   Layout const l = layout(chunk, strips, blocks, problem.m_max, backward);
-  StreamBuffer buffer(stream, l.total);
+  StreamBuffer buffer(space, l.total);
 
   std::int64_t const all = problem.pairs, first = problem.begin;
   for (std::int64_t done = 0; done < all; done += chunk) {
@@ -842,6 +838,18 @@ void run(const Kokkos::Cuda& space, Problem problem, double* values,
 }
 
 }  // namespace
+
+void* stream_allocate(const Kokkos::Cuda& space, std::size_t bytes) {
+  void* pointer = nullptr;
+  if (bytes)
+    check(cudaMallocAsync(&pointer, bytes, space.cuda_stream()),
+          "stream-ordered allocation");
+  return pointer;
+}
+
+void stream_free(const Kokkos::Cuda& space, void* pointer) {
+  if (pointer) cudaFreeAsync(pointer, space.cuda_stream());
+}
 
 void forward(const Kokkos::Cuda& space, const Problem& problem,
              double* values) {

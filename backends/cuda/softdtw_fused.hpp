@@ -59,6 +59,12 @@ struct Outputs {
   double scale = 1;
 };
 
+// Stream-ordered device memory on the instance's stream (cudaMallocAsync /
+// cudaFreeAsync): Kokkos 3.4 frees views with cudaFree, which waits for the
+// whole device, so a call's own intermediate arrays come from here.
+void* stream_allocate(const Kokkos::Cuda& space, std::size_t bytes);
+void stream_free(const Kokkos::Cuda& space, void* pointer);
+
 // values[p] (double) for p < problem.pairs.
 void forward(const Kokkos::Cuda& space, const Problem& problem,
              double* values);

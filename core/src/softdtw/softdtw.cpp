@@ -73,11 +73,10 @@ template <class Space>
 using AccValues = Kokkos::View<acc_t*, typename Space::memory_space>;
 
 template <class Space>
-AccValues<Space> acc_values(const Space& space, std::int64_t count) {
-  return AccValues<Space>(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         std::string("softwave::softdtw::values_acc")),
-      count);
+CallArray<AccValues<Space>> acc_values(const Space& space,
+                                       std::int64_t count) {
+  return call_array<AccValues<Space>>(space, "softwave::softdtw::values_acc",
+                                      /*zero=*/false, count);
 }
 
 template <class Space>
@@ -386,7 +385,8 @@ void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
 
   auto const pair_lengths =
       batch_lengths<Space>(lengths.x, lengths.y, x.extent(1), y.extent(1));
-  auto const acc = acc_values(space, B);
+  auto const acc_memory = acc_values(space, B);
+  auto const& acc = acc_memory.view;
   ArrayView3<T, Space> grad_x, grad_y;
   if (gradients) {
     grad_x = gradients->grad_x;
@@ -441,7 +441,8 @@ void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
                                  cost.extent(2))};
   auto sweeper =
       make_sweeper(space, provider, options, cost.extent(1), cost.extent(2));
-  auto const acc = acc_values(space, B);
+  auto const acc_memory = acc_values(space, B);
+  auto const& acc = acc_memory.view;
   if (!gradients) {
     sweeper.forward(B, acc);
   } else {
@@ -487,7 +488,8 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
                   Kokkos::View<const int*, typename Space::memory_space> lb,
                   ArrayView3<T, Space> ga, ArrayView3<T, Space> gb,
                   acc_t scale) {
-    auto const acc = acc_values(space, B);
+    auto acc_memory = acc_values(space, B);
+    auto const& acc = acc_memory.view;
     auto const pair_lengths =
         batch_lengths<Space>(la, lb, a.extent(1), b.extent(1));
     with_metric<T, Space>(
@@ -500,25 +502,29 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
           outputs.scale = scale;
           sweeper.forward_backward(B, acc, outputs);
         });
-    return acc;
+    return acc_memory;
   };
   auto zeroed_like = [&](const ArrayView3<T, Space>& like, const char* label) {
-    return ArrayView3<T, Space>(Kokkos::view_alloc(space, std::string(label)),
-                                like.extent(0), like.extent(1), like.extent(2));
+    return call_array<ArrayView3<T, Space>>(space, label, /*zero=*/true,
+                                            like.extent(0), like.extent(1),
+                                            like.extent(2));
   };
   if (given(grad_x)) Kokkos::deep_copy(space, grad_x, T(0));
   if (given(grad_y)) Kokkos::deep_copy(space, grad_y, T(0));
 
-  auto const xy = term(x, y, lengths.x, lengths.y, grad_x, grad_y, 1);
-  ArrayView3<T, Space> other_x, other_y;
+  auto const xy_memory = term(x, y, lengths.x, lengths.y, grad_x, grad_y, 1);
+  CallArray<ArrayView3<T, Space>> other_x, other_y;
   if (given(grad_x))
     other_x = zeroed_like(grad_x, "softwave::softdtw::grad_xx");
   if (given(grad_y))
     other_y = zeroed_like(grad_y, "softwave::softdtw::grad_yy");
-  auto const xx = term(x, x, lengths.x, lengths.x, grad_x, other_x, -0.5);
-  auto const yy = term(y, y, lengths.y, lengths.y, grad_y, other_y, -0.5);
-  if (given(grad_x)) add_into(space, grad_x, other_x);
-  if (given(grad_y)) add_into(space, grad_y, other_y);
+  auto const xx_memory =
+      term(x, x, lengths.x, lengths.x, grad_x, other_x.view, -0.5);
+  auto const yy_memory =
+      term(y, y, lengths.y, lengths.y, grad_y, other_y.view, -0.5);
+  if (given(grad_x)) add_into(space, grad_x, other_x.view);
+  if (given(grad_y)) add_into(space, grad_y, other_y.view);
+  auto const xy = xy_memory.view, xx = xx_memory.view, yy = yy_memory.view;
   if (given(values))
     Kokkos::parallel_for(
         "softwave::softdtw::divergence_values",
@@ -541,18 +547,18 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
 
   std::int64_t const N = x.extent(1), M = y.extent(1);
   // The self terms of the divergence, one per series of each side.
-  AccValues<Space> self_x, self_y;
+  CallArray<AccValues<Space>> self_x, self_y;
   if (what == PairwiseValue::divergence) {
     auto self = [&](ConstSeriesView<T, Space> s,
                     Kokkos::View<const int*, typename Space::memory_space> l) {
-      auto const acc = acc_values(space, s.extent(0));
+      auto acc_memory = acc_values(space, s.extent(0));
       with_metric<T, Space>(
           options, s, s, batch_lengths<Space>(l, l, s.extent(1), s.extent(1)),
           {}, {}, [&](const auto& cost) {
             make_sweeper(space, cost, options, s.extent(1), s.extent(1))
-                .forward(s.extent(0), acc);
+                .forward(s.extent(0), acc_memory.view);
           });
-      return acc;
+      return acc_memory;
     };
     self_x = self(x, lengths.x);
     self_y = self(y, lengths.y);
@@ -569,7 +575,8 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
       std::max<std::int64_t>(1, (256ll << 20) / bytes_per_pair);
   chunk = std::min(
       {chunk, total, std::int64_t(INT_MAX) / std::max(tiling.rows, 1) - 1});
-  auto const acc = acc_values(space, chunk);
+  auto const acc_memory = acc_values(space, chunk);
+  auto const& acc = acc_memory.view;
   with_metric<T, Space>(
       options, x, y, PairLengths<Space>{lengths.x, lengths.y, N, M, PairMap{}},
       {}, {}, [&](const auto& cost) {
@@ -578,7 +585,8 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
           std::int64_t const count = std::min(chunk, total - begin);
           sweeper.cost().lengths.pairs = PairMap{begin, B2};
           sweeper.forward(count, acc);
-          store_pairwise(space, acc, begin, count, B2, self_x, self_y, matrix);
+          store_pairwise(space, acc, begin, count, B2, self_x.view,
+                         self_y.view, matrix);
         }
       });
 }
@@ -610,7 +618,8 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
       B, N);
   Kokkos::deep_copy(space, outputs.path_first, INT_MAX);
   Kokkos::deep_copy(space, outputs.path_last, -1);
-  auto const acc = acc_values(space, B);
+  auto const acc_memory = acc_values(space, B);
+  auto const& acc = acc_memory.view;
   auto const pair_lengths = batch_lengths<Space>(lengths.x, lengths.y, N, M);
   with_metric<T, Space>(
       hard, x, y, pair_lengths, {}, {}, [&](const auto& cost) {
