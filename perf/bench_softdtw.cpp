@@ -411,7 +411,6 @@ void run_benchmark(benchmark::State& state, Kind kind,
   }
 }
 
-
 benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b) {
   // Iterations: Google Benchmark's default min time (0.5 s, or
   // --benchmark_min_time) on the manual time; the large CPU shapes take

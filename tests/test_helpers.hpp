@@ -4,12 +4,9 @@
 // same tests run on CUDA), calls into the library, the float64 reference per
 // batch, comparisons that report the worst element, and an exception check.
 
-#include <softwave/softdtw.hpp>
-
 #include <gtest/gtest.h>
 
 #include <Kokkos_Core.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -17,6 +14,7 @@
 #include <cstdlib>
 #include <optional>
 #include <random>
+#include <softwave/softdtw.hpp>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -40,9 +38,12 @@ using Dev1 = Kokkos::View<T*, Mem>;
 
 inline softwave::Cost to_lib(ref::Cost c) {
   switch (c) {
-    case ref::Cost::sqeuclidean: return softwave::Cost::sqeuclidean;
-    case ref::Cost::l1: return softwave::Cost::l1;
-    case ref::Cost::cosine: return softwave::Cost::cosine;
+    case ref::Cost::sqeuclidean:
+      return softwave::Cost::sqeuclidean;
+    case ref::Cost::l1:
+      return softwave::Cost::l1;
+    case ref::Cost::cosine:
+      return softwave::Cost::cosine;
   }
   return softwave::Cost::sqeuclidean;
 }
@@ -70,11 +71,11 @@ struct Rng {
 };
 
 // Declares `rng` and attaches its seed to every failure in the scope.
-#define SWT_SEEDED_RNG(rng)                                                  \
-  ::swt::Rng rng;                                                            \
-  SCOPED_TRACE(::testing::Message()                                          \
-               << "seed " << rng.seed << " (replay: SOFTWAVE_TEST_SEED="     \
-               << rng.seed << ")")
+#define SWT_SEEDED_RNG(rng)           \
+  ::swt::Rng rng;                     \
+  SCOPED_TRACE(::testing::Message()   \
+               << "seed " << rng.seed \
+               << " (replay: SOFTWAVE_TEST_SEED=" << rng.seed << ")")
 
 // ------------------------------------------------------------ host data
 
@@ -128,21 +129,25 @@ Dev3<T> to_device(const Batch& batch, const char* label = "swt::batch") {
   auto host = Kokkos::create_mirror_view(view);
   for (int b = 0; b < batch.B; ++b)
     for (int i = 0; i < batch.n; ++i)
-      for (int k = 0; k < batch.d; ++k) host(b, i, k) = static_cast<T>(batch(b, i, k));
+      for (int k = 0; k < batch.d; ++k)
+        host(b, i, k) = static_cast<T>(batch(b, i, k));
   Kokkos::deep_copy(view, host);
   return view;
 }
 
 template <class T>
-Dev1<T> to_device(const std::vector<double>& values, const char* label = "swt::vector") {
+Dev1<T> to_device(const std::vector<double>& values,
+                  const char* label = "swt::vector") {
   Dev1<T> view(std::string(label), values.size());
   auto host = Kokkos::create_mirror_view(view);
-  for (std::size_t i = 0; i < values.size(); ++i) host(i) = static_cast<T>(values[i]);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    host(i) = static_cast<T>(values[i]);
   Kokkos::deep_copy(view, host);
   return view;
 }
 
-inline Dev1<int> to_device_int(const std::vector<int>& values, const char* label) {
+inline Dev1<int> to_device_int(const std::vector<int>& values,
+                               const char* label) {
   Dev1<int> view(std::string(label), values.size());
   auto host = Kokkos::create_mirror_view(view);
   for (std::size_t i = 0; i < values.size(); ++i) host(i) = values[i];
@@ -162,16 +167,19 @@ std::vector<double> to_host(const View& view) {
     for (std::size_t i = 0; i < host.extent(0); ++i) out.push_back(host(i));
   } else if constexpr (View::rank == 2) {
     for (std::size_t i = 0; i < host.extent(0); ++i)
-      for (std::size_t j = 0; j < host.extent(1); ++j) out.push_back(host(i, j));
+      for (std::size_t j = 0; j < host.extent(1); ++j)
+        out.push_back(host(i, j));
   } else {
     for (std::size_t i = 0; i < host.extent(0); ++i)
       for (std::size_t j = 0; j < host.extent(1); ++j)
-        for (std::size_t k = 0; k < host.extent(2); ++k) out.push_back(host(i, j, k));
+        for (std::size_t k = 0; k < host.extent(2); ++k)
+          out.push_back(host(i, j, k));
   }
   return out;
 }
 
-// Outputs are prefilled with this, so cells the library forgets to write show up.
+// Outputs are prefilled with this, so cells the library forgets to write show
+// up.
 constexpr double kSentinel = -777.0;
 
 template <class T>
@@ -222,8 +230,12 @@ struct Config {
   std::string str() const {
     std::ostringstream s;
     s << "cost=" << ref::to_string(cost) << " gamma=" << gamma << " band=";
-    if (band) s << *band; else s << "none";
-    s << " tile=" << tile << " lengths=" << (len_x.empty() && len_y.empty() ? "no" : "yes");
+    if (band)
+      s << *band;
+    else
+      s << "none";
+    s << " tile=" << tile
+      << " lengths=" << (len_x.empty() && len_y.empty() ? "no" : "yes");
     if (!len_x.empty()) {
       s << " len_x={";
       for (int l : len_x) s << l << ",";
@@ -263,25 +275,30 @@ inline Results reference(const Batch& x, const Batch& y, const Config& s) {
   out.alignment.assign(static_cast<std::size_t>(B) * n * m, 0.0);
   for (int b = 0; b < B; ++b) {
     const int nb = s.nx(b, n), mb = s.ny(b, m);
-    const ref::Result r = ref::soft_dtw(x.series(b, nb), y.series(b, mb), s.ref_options());
+    const ref::Result r =
+        ref::soft_dtw(x.series(b, nb), y.series(b, mb), s.ref_options());
     const double g = s.go(b);
     out.values[b] = r.value;
     for (int i = 0; i < nb; ++i)
       for (int k = 0; k < d; ++k)
-        out.grad_x[(static_cast<std::size_t>(b) * n + i) * d + k] = g * r.grad_x(i, k);
+        out.grad_x[(static_cast<std::size_t>(b) * n + i) * d + k] =
+            g * r.grad_x(i, k);
     for (int j = 0; j < mb; ++j)
       for (int k = 0; k < d; ++k)
-        out.grad_y[(static_cast<std::size_t>(b) * m + j) * d + k] = g * r.grad_y(j, k);
+        out.grad_y[(static_cast<std::size_t>(b) * m + j) * d + k] =
+            g * r.grad_y(j, k);
     for (int i = 0; i < nb; ++i)
       for (int j = 0; j < mb; ++j)
-        out.alignment[(static_cast<std::size_t>(b) * n + i) * m + j] = r.e(i, j);
+        out.alignment[(static_cast<std::size_t>(b) * n + i) * m + j] =
+            r.e(i, j);
   }
   return out;
 }
 
 // soft_dtw (values only).
 template <class T>
-std::vector<double> library_values(const Batch& x, const Batch& y, const Config& s) {
+std::vector<double> library_values(const Batch& x, const Batch& y,
+                                   const Config& s) {
   Space space;
   const auto dx = to_device<T>(x, "swt::x");
   const auto dy = to_device<T>(y, "swt::y");
@@ -292,7 +309,8 @@ std::vector<double> library_values(const Batch& x, const Batch& y, const Config&
 
 // soft_dtw_value_and_grad with every output requested.
 template <class T>
-Results library_value_and_grad(const Batch& x, const Batch& y, const Config& s) {
+Results library_value_and_grad(const Batch& x, const Batch& y,
+                               const Config& s) {
   Space space;
   const auto dx = to_device<T>(x, "swt::x");
   const auto dy = to_device<T>(y, "swt::y");
@@ -301,9 +319,12 @@ Results library_value_and_grad(const Batch& x, const Batch& y, const Config& s) 
   g.grad_x = output3<T>("swt::grad_x", x.B, x.n, x.d);
   g.grad_y = output3<T>("swt::grad_y", y.B, y.n, y.d);
   g.alignment = output3<T>("swt::alignment", x.B, x.n, y.n);
-  if (!s.grad_output.empty()) g.grad_output = to_device<T>(s.grad_output, "swt::grad_output");
-  softwave::soft_dtw_value_and_grad(space, dx, dy, values, g, s.options(), s.lengths());
-  return {to_host(values), to_host(g.grad_x), to_host(g.grad_y), to_host(g.alignment)};
+  if (!s.grad_output.empty())
+    g.grad_output = to_device<T>(s.grad_output, "swt::grad_output");
+  softwave::soft_dtw_value_and_grad(space, dx, dy, values, g, s.options(),
+                                    s.lengths());
+  return {to_host(values), to_host(g.grad_x), to_host(g.grad_y),
+          to_host(g.alignment)};
 }
 
 // soft_dtw_cost / soft_dtw_cost_value_and_grad on a cost tensor c (B, N, M);
@@ -319,8 +340,10 @@ Results library_cost(const Batch& c, const Config& s, bool grads) {
   }
   softwave::CostGradients<T, Space> g;
   g.grad_cost = output3<T>("swt::grad_cost", c.B, c.n, c.d);
-  if (!s.grad_output.empty()) g.grad_output = to_device<T>(s.grad_output, "swt::grad_output");
-  softwave::soft_dtw_cost_value_and_grad(space, dc, values, g, s.options(), s.lengths());
+  if (!s.grad_output.empty())
+    g.grad_output = to_device<T>(s.grad_output, "swt::grad_output");
+  softwave::soft_dtw_cost_value_and_grad(space, dc, values, g, s.options(),
+                                         s.lengths());
   return {to_host(values), {}, {}, to_host(g.grad_cost)};
 }
 
@@ -332,11 +355,13 @@ inline Results reference_cost(const Batch& c, const Config& s) {
   out.alignment.assign(static_cast<std::size_t>(B) * n * m, 0.0);
   for (int b = 0; b < B; ++b) {
     const int nb = s.nx(b, n), mb = s.ny(b, m);
-    const ref::Result r = ref::soft_dtw_cost(c.table(b, nb, mb), s.gamma, s.band);
+    const ref::Result r =
+        ref::soft_dtw_cost(c.table(b, nb, mb), s.gamma, s.band);
     out.values[b] = r.value;
     for (int i = 0; i < nb; ++i)
       for (int j = 0; j < mb; ++j)
-        out.alignment[(static_cast<std::size_t>(b) * n + i) * m + j] = s.go(b) * r.e(i, j);
+        out.alignment[(static_cast<std::size_t>(b) * n + i) * m + j] =
+            s.go(b) * r.e(i, j);
   }
   return out;
 }
@@ -345,7 +370,8 @@ inline Results reference_cost(const Batch& c, const Config& s) {
 // y inside the pairs' lengths (zero in the padding), laid out like x and y.
 template <class Objective>
 std::pair<std::vector<double>, std::vector<double>> central_differences(
-    const Batch& x, const Batch& y, const Config& s, double h, const Objective& objective) {
+    const Batch& x, const Batch& y, const Config& s, double h,
+    const Objective& objective) {
   std::vector<double> fd_x(x.v.size(), 0.0), fd_y(y.v.size(), 0.0);
   for (int b = 0; b < x.B; ++b)
     for (int k = 0; k < x.d; ++k) {
@@ -353,13 +379,15 @@ std::pair<std::vector<double>, std::vector<double>> central_differences(
         Batch p = x, q = x;
         p(b, i, k) += h;
         q(b, i, k) -= h;
-        fd_x[(static_cast<std::size_t>(b) * x.n + i) * x.d + k] = (objective(p, y) - objective(q, y)) / (2 * h);
+        fd_x[(static_cast<std::size_t>(b) * x.n + i) * x.d + k] =
+            (objective(p, y) - objective(q, y)) / (2 * h);
       }
       for (int j = 0; j < s.len_y[b]; ++j) {
         Batch p = y, q = y;
         p(b, j, k) += h;
         q(b, j, k) -= h;
-        fd_y[(static_cast<std::size_t>(b) * y.n + j) * y.d + k] = (objective(x, p) - objective(x, q)) / (2 * h);
+        fd_y[(static_cast<std::size_t>(b) * y.n + j) * y.d + k] =
+            (objective(x, p) - objective(x, q)) / (2 * h);
       }
     }
   return {fd_x, fd_y};
@@ -368,13 +396,12 @@ std::pair<std::vector<double>, std::vector<double>> central_differences(
 // ------------------------------------------------------------ comparisons
 
 // Element-wise: |a − e| ≤ rtol · max(|e|, floor). Reports the worst element.
-inline ::testing::AssertionResult near_values(const std::vector<double>& actual,
-                                             const std::vector<double>& expected,
-                                             double rtol, double floor,
-                                             const char* what) {
+inline ::testing::AssertionResult near_values(
+    const std::vector<double>& actual, const std::vector<double>& expected,
+    double rtol, double floor, const char* what) {
   if (actual.size() != expected.size())
-    return ::testing::AssertionFailure() << what << ": size " << actual.size()
-                                         << " vs " << expected.size();
+    return ::testing::AssertionFailure()
+           << what << ": size " << actual.size() << " vs " << expected.size();
   double worst = 0.0;
   std::size_t at = 0;
   bool bad = false;
@@ -390,7 +417,8 @@ inline ::testing::AssertionResult near_values(const std::vector<double>& actual,
   if (!bad) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << what << ": element " << at << " is " << actual[at] << ", expected "
-         << expected[at] << " (relative error " << worst << " > " << rtol << ")";
+         << expected[at] << " (relative error " << worst << " > " << rtol
+         << ")";
 }
 
 inline double max_abs(const std::vector<double>& v) {
@@ -399,14 +427,14 @@ inline double max_abs(const std::vector<double>& v) {
   return m;
 }
 
-// Array-wise: max |a − e| ≤ rtol · max(max |e|, floor). Reports the worst element.
-inline ::testing::AssertionResult near_arrays(const std::vector<double>& actual,
-                                             const std::vector<double>& expected,
-                                             double rtol, double floor,
-                                             const char* what) {
+// Array-wise: max |a − e| ≤ rtol · max(max |e|, floor). Reports the worst
+// element.
+inline ::testing::AssertionResult near_arrays(
+    const std::vector<double>& actual, const std::vector<double>& expected,
+    double rtol, double floor, const char* what) {
   if (actual.size() != expected.size())
-    return ::testing::AssertionFailure() << what << ": size " << actual.size()
-                                         << " vs " << expected.size();
+    return ::testing::AssertionFailure()
+           << what << ": size " << actual.size() << " vs " << expected.size();
   const double scale = std::max(max_abs(expected), floor);
   double worst = 0.0;
   std::size_t at = 0;
@@ -441,13 +469,15 @@ inline double relative_norm_error(const std::vector<double>& actual,
 
 // True when `name` occurs in `message` as a whole argument name: not inside a
 // longer identifier ("x" does not match inside "grad_x" or "lengths.x").
-inline bool names_argument(const std::string& message, const std::string& name) {
+inline bool names_argument(const std::string& message,
+                           const std::string& name) {
   auto ident = [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
   };
   for (std::size_t at = message.find(name); at != std::string::npos;
        at = message.find(name, at + 1)) {
-    const bool before_ok = at == 0 || (!ident(message[at - 1]) && message[at - 1] != '.');
+    const bool before_ok =
+        at == 0 || (!ident(message[at - 1]) && message[at - 1] != '.');
     const std::size_t end = at + name.size();
     const bool after_ok = end == message.size() || !ident(message[end]);
     if (before_ok && after_ok) return true;
@@ -464,7 +494,8 @@ template <class F>
   } catch (const softwave::invalid_argument& e) {
     if (names_argument(e.what(), name)) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure()
-           << "softwave::invalid_argument was thrown but its message does not name '"
+           << "softwave::invalid_argument was thrown but its message does not "
+              "name '"
            << name << "': \"" << e.what() << "\"";
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure()
@@ -483,7 +514,8 @@ template <class F>
 // ------------------------------------------------------------------ sweep
 
 constexpr double kGammas[] = {0.0, 1e-3, 0.01, 0.1, 1.0, 10.0};
-constexpr ref::Cost kCosts[] = {ref::Cost::sqeuclidean, ref::Cost::l1, ref::Cost::cosine};
+constexpr ref::Cost kCosts[] = {ref::Cost::sqeuclidean, ref::Cost::l1,
+                                ref::Cost::cosine};
 
 // One randomised case of the reference sweep.
 struct Case {
@@ -491,7 +523,8 @@ struct Case {
   Config setup;
   std::string str() const {
     std::ostringstream s;
-    s << "B=" << B << " N=" << n << " M=" << m << " d=" << d << " " << setup.str();
+    s << "B=" << B << " N=" << n << " M=" << m << " d=" << d << " "
+      << setup.str();
     return s.str();
   }
 };
@@ -501,9 +534,9 @@ struct Case {
 // their combinations vary across the sweep; band widths and lengths are drawn
 // fresh each run.
 inline std::vector<Case> sweep_cases(Rng& rng, bool with_grad_output) {
-  static const int shapes[][2] = {{1, 1},   {1, 6},   {6, 1},   {1, 40},  {40, 1},
-                                  {2, 2},   {3, 8},   {8, 3},   {5, 5},   {17, 17},
-                                  {33, 70}, {70, 33}, {64, 64}, {100, 129}};
+  static const int shapes[][2] = {
+      {1, 1}, {1, 6}, {6, 1},   {1, 40},  {40, 1},  {2, 2},   {3, 8},
+      {8, 3}, {5, 5}, {17, 17}, {33, 70}, {70, 33}, {64, 64}, {100, 129}};
   static const int ds[] = {1, 3, 64};
   static const int Bs[] = {1, 7};
   static const int tiles[] = {0, 4, 7, 32};
@@ -552,8 +585,8 @@ std::pair<Batch, Batch> case_inputs(Rng& rng, const Case& k) {
 inline double max_cost(const Batch& x, const Batch& y, const Config& s) {
   double c = 0.0;
   for (int b = 0; b < x.B; ++b) {
-    const ref::Table t =
-        ref::cost_table(x.series(b, s.nx(b, x.n)), y.series(b, s.ny(b, y.n)), s.cost);
+    const ref::Table t = ref::cost_table(x.series(b, s.nx(b, x.n)),
+                                         y.series(b, s.ny(b, y.n)), s.cost);
     for (double e : t.a) c = std::max(c, std::fabs(e));
   }
   return c;
@@ -564,19 +597,26 @@ inline double max_cost(const Batch& x, const Batch& y, const Config& s) {
 // Gradients may cancel far below it (a d = 1 cosine cost is flat, its true
 // gradient 0 is a difference of two terms of size 1/‖x‖), and rounding is
 // then measured against the terms, not against the cancelled result.
-inline double max_cost_gradient(const Batch& x, const Batch& y, const Config& s) {
+inline double max_cost_gradient(const Batch& x, const Batch& y,
+                                const Config& s) {
   double g = 0.0;
   for (int b = 0; b < x.B; ++b) {
-    const ref::Series xs = x.series(b, s.nx(b, x.n)), ys = y.series(b, s.ny(b, y.n));
+    const ref::Series xs = x.series(b, s.nx(b, x.n)),
+                      ys = y.series(b, s.ny(b, y.n));
     if (s.cost == ref::Cost::l1) return 1.0;
     if (s.cost == ref::Cost::cosine) {
-      for (int i = 0; i < xs.n; ++i) g = std::max(g, 2.0 / std::max(ref::norm(xs.row(i), x.d), ref::kCosineEps));
-      for (int j = 0; j < ys.n; ++j) g = std::max(g, 2.0 / std::max(ref::norm(ys.row(j), y.d), ref::kCosineEps));
+      for (int i = 0; i < xs.n; ++i)
+        g = std::max(
+            g, 2.0 / std::max(ref::norm(xs.row(i), x.d), ref::kCosineEps));
+      for (int j = 0; j < ys.n; ++j)
+        g = std::max(
+            g, 2.0 / std::max(ref::norm(ys.row(j), y.d), ref::kCosineEps));
       continue;
     }
     for (int i = 0; i < xs.n; ++i)
       for (int j = 0; j < ys.n; ++j)
-        for (int k = 0; k < x.d; ++k) g = std::max(g, 2.0 * std::fabs(xs(i, k) - ys(j, k)));
+        for (int k = 0; k < x.d; ++k)
+          g = std::max(g, 2.0 * std::fabs(xs(i, k) - ys(j, k)));
   }
   return g;
 }
@@ -599,13 +639,17 @@ double value_rtol() {
 template <class T>
 double value_floor(const Case& k, double cost_scale) {
   if (std::is_same_v<T, double>) return 1.0;
-  return std::max(1.0, 0.03 * std::sqrt(double(k.n + k.m)) * (cost_scale + k.setup.gamma));
+  return std::max(
+      1.0, 0.03 * std::sqrt(double(k.n + k.m)) * (cost_scale + k.setup.gamma));
 }
 template <class T>
-double array_rtol(double gamma, double value_scale, double cost_scale, int n, int m) {
+double array_rtol(double gamma, double value_scale, double cost_scale, int n,
+                  int m) {
   if (std::is_same_v<T, double>)
     return 1e-9 + (gamma > 0.0 ? 2e-15 * value_scale / gamma : 0.0);
-  return 1e-4 + (gamma > 0.0 ? 3e-7 * std::sqrt(double(n + m)) * cost_scale / gamma : 0.0);
+  return 1e-4 + (gamma > 0.0
+                     ? 3e-7 * std::sqrt(double(n + m)) * cost_scale / gamma
+                     : 0.0);
 }
 
 // Values only (soft_dtw) against the reference.
@@ -614,7 +658,8 @@ void check_values(const Case& k, const Batch& x, const Batch& y) {
   const Results want = reference(x, y, k.setup);
   const std::vector<double> got = library_values<T>(x, y, k.setup);
   EXPECT_TRUE(near_values(got, want.values, value_rtol<T>(),
-                          value_floor<T>(k, max_cost(x, y, k.setup)), "values"));
+                          value_floor<T>(k, max_cost(x, y, k.setup)),
+                          "values"));
 }
 
 // Whether E and the gradients are comparable: hard DTW picks one path, and a
@@ -635,17 +680,20 @@ void check_value_and_grad(const Case& k, const Batch& x, const Batch& y) {
   const Results want = reference(x, y, k.setup);
   const Results got = library_value_and_grad<T>(x, y, k.setup);
   EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(),
-                          value_floor<T>(k, max_cost(x, y, k.setup)), "values"));
+                          value_floor<T>(k, max_cost(x, y, k.setup)),
+                          "values"));
   if (!arrays_comparable<T>(k)) return;
   const double tol = array_rtol<T>(k.setup.gamma, max_abs(want.values),
                                    max_cost(x, y, k.setup), k.n, k.m);
   if (k.setup.grad_output.empty()) {
-    EXPECT_TRUE(near_arrays(got.alignment, want.alignment, tol, 1.0, "alignment"));
+    EXPECT_TRUE(
+        near_arrays(got.alignment, want.alignment, tol, 1.0, "alignment"));
   }
-  const double gscale = std::max(max_cost_gradient(x, y, k.setup) * max_abs(k.setup.grad_output.empty()
-                                                                                 ? std::vector<double>{1.0}
-                                                                                 : k.setup.grad_output),
-                                  1e-300);
+  const double gscale = std::max(
+      max_cost_gradient(x, y, k.setup) * max_abs(k.setup.grad_output.empty()
+                                                     ? std::vector<double>{1.0}
+                                                     : k.setup.grad_output),
+      1e-300);
   EXPECT_TRUE(near_arrays(got.grad_x, want.grad_x, tol, gscale, "grad_x"));
   EXPECT_TRUE(near_arrays(got.grad_y, want.grad_y, tol, gscale, "grad_y"));
 }

@@ -34,9 +34,10 @@ Config with_kernel(Config s, softwave::Kernel kernel) {
 // Shapes around the strip and tile edge (32), lengths on and off, d across
 // the register classes (4, 16, 64) and off the vector path (d % 4 != 0).
 std::vector<Case> specialised_cases(Rng& rng) {
-  static const int shapes[][4] = {  // B, N, M, d
-      {1, 1, 1, 1},  {3, 1, 7, 2},   {2, 7, 1, 3},    {2, 31, 33, 4},
-      {3, 32, 32, 8}, {2, 33, 65, 16}, {4, 64, 40, 5}, {2, 100, 257, 64},
+  static const int shapes[][4] = {
+      // B, N, M, d
+      {1, 1, 1, 1},      {3, 1, 7, 2},    {2, 7, 1, 3},    {2, 31, 33, 4},
+      {3, 32, 32, 8},    {2, 33, 65, 16}, {4, 64, 40, 5},  {2, 100, 257, 64},
       {1, 257, 100, 17}, {5, 70, 70, 64}, {2, 96, 95, 61}, {3, 129, 64, 12}};
   static const double gammas[] = {0.01, 0.1, 1.0, 10.0};
   std::vector<Case> out;
@@ -85,10 +86,14 @@ TEST(Specialised, CostTensorMatchesReference) {
     const Results values = library_cost<float>(c, k.setup, false);
     const Results got = library_cost<float>(c, k.setup, true);
     const double floor = value_floor<float>(k, 2.0);
-    EXPECT_TRUE(near_values(values.values, want.values, value_rtol<float>(), floor, "values"));
-    EXPECT_TRUE(near_values(got.values, want.values, value_rtol<float>(), floor, "values"));
-    const double tol = array_rtol<float>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
-    EXPECT_TRUE(near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
+    EXPECT_TRUE(near_values(values.values, want.values, value_rtol<float>(),
+                            floor, "values"));
+    EXPECT_TRUE(near_values(got.values, want.values, value_rtol<float>(), floor,
+                            "values"));
+    const double tol =
+        array_rtol<float>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
+    EXPECT_TRUE(
+        near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
   }
 }
 
@@ -100,16 +105,21 @@ TEST(Specialised, AgreesWithPortable) {
     SCOPED_TRACE(k.str());
     const auto [x, y] = case_inputs<float>(rng, k);
     const Results fused = library_value_and_grad<float>(x, y, k.setup);
-    const Results portable =
-        library_value_and_grad<float>(x, y, with_kernel(k.setup, softwave::Kernel::portable));
-    const double tol = array_rtol<float>(k.setup.gamma, max_abs(portable.values),
-                                         max_cost(x, y, k.setup), k.n, k.m);
+    const Results portable = library_value_and_grad<float>(
+        x, y, with_kernel(k.setup, softwave::Kernel::portable));
+    const double tol =
+        array_rtol<float>(k.setup.gamma, max_abs(portable.values),
+                          max_cost(x, y, k.setup), k.n, k.m);
     EXPECT_TRUE(near_values(fused.values, portable.values, value_rtol<float>(),
-                            value_floor<float>(k, max_cost(x, y, k.setup)), "values"));
-    EXPECT_TRUE(near_arrays(fused.alignment, portable.alignment, tol, 1.0, "alignment"));
+                            value_floor<float>(k, max_cost(x, y, k.setup)),
+                            "values"));
+    EXPECT_TRUE(near_arrays(fused.alignment, portable.alignment, tol, 1.0,
+                            "alignment"));
     const double gscale = std::max(max_abs(portable.grad_x), 1e-3);
-    EXPECT_TRUE(near_arrays(fused.grad_x, portable.grad_x, tol, gscale, "grad_x"));
-    EXPECT_TRUE(near_arrays(fused.grad_y, portable.grad_y, tol, std::max(max_abs(portable.grad_y), 1e-3),
+    EXPECT_TRUE(
+        near_arrays(fused.grad_x, portable.grad_x, tol, gscale, "grad_x"));
+    EXPECT_TRUE(near_arrays(fused.grad_y, portable.grad_y, tol,
+                            std::max(max_abs(portable.grad_y), 1e-3),
                             "grad_y"));
   }
 }
@@ -163,19 +173,24 @@ TEST(Specialised, DivergenceAndPairwiseAgreeWithPortable) {
     softwave::SeriesGradients<float, Space> g;
     g.grad_x = output3<float>("swt::grad_x", B, n, d);
     g.grad_y = output3<float>("swt::grad_y", B, m, d);
-    softwave::soft_dtw_divergence_value_and_grad(space, dx, dy, values, g, c.options(), c.lengths());
+    softwave::soft_dtw_divergence_value_and_grad(space, dx, dy, values, g,
+                                                 c.options(), c.lengths());
     Dev2<float> matrix("swt::matrix", B, B);
-    softwave::pairwise(space, dx, dy, matrix, c.options(), softwave::PairwiseValue::divergence,
-                       c.lengths());
-    return std::vector<std::vector<double>>{to_host(values), to_host(g.grad_x), to_host(g.grad_y),
-                                            to_host(matrix)};
+    softwave::pairwise(space, dx, dy, matrix, c.options(),
+                       softwave::PairwiseValue::divergence, c.lengths());
+    return std::vector<std::vector<double>>{to_host(values), to_host(g.grad_x),
+                                            to_host(g.grad_y), to_host(matrix)};
   };
   const auto fused = run(softwave::Kernel::specialised);
   const auto portable = run(softwave::Kernel::portable);
-  EXPECT_TRUE(near_values(fused[0], portable[0], 1e-5, 1.0, "divergence values"));
-  EXPECT_TRUE(near_arrays(fused[1], portable[1], 1e-4, 1e-3, "divergence grad_x"));
-  EXPECT_TRUE(near_arrays(fused[2], portable[2], 1e-4, 1e-3, "divergence grad_y"));
-  EXPECT_TRUE(near_values(fused[3], portable[3], 1e-5, 1.0, "pairwise divergence"));
+  EXPECT_TRUE(
+      near_values(fused[0], portable[0], 1e-5, 1.0, "divergence values"));
+  EXPECT_TRUE(
+      near_arrays(fused[1], portable[1], 1e-4, 1e-3, "divergence grad_x"));
+  EXPECT_TRUE(
+      near_arrays(fused[2], portable[2], 1e-4, 1e-3, "divergence grad_y"));
+  EXPECT_TRUE(
+      near_values(fused[3], portable[3], 1e-5, 1.0, "pairwise divergence"));
 }
 
 // Long pairs: many strips waiting on each other, and a batch whose workspace
@@ -190,18 +205,23 @@ TEST(Specialised, LongPairsAndChunkedLaunches) {
     Config s;
     s.gamma = 1.0;
     s.kernel = softwave::Kernel::specialised;
-    SCOPED_TRACE(::testing::Message() << "B=" << sh.B << " N=" << sh.n << " M=" << sh.m
-                                      << " d=" << sh.d);
-    Batch x = random_batch(rng, sh.B, sh.n, sh.d), y = random_batch(rng, sh.B, sh.m, sh.d);
+    SCOPED_TRACE(::testing::Message() << "B=" << sh.B << " N=" << sh.n
+                                      << " M=" << sh.m << " d=" << sh.d);
+    Batch x = random_batch(rng, sh.B, sh.n, sh.d),
+          y = random_batch(rng, sh.B, sh.m, sh.d);
     round_to<float>(x);
     round_to<float>(y);
     const Results fused = library_value_and_grad<float>(x, y, s);
-    const Results portable =
-        library_value_and_grad<float>(x, y, with_kernel(s, softwave::Kernel::portable));
-    EXPECT_TRUE(near_values(fused.values, portable.values, 1e-5, 1.0, "values"));
-    EXPECT_TRUE(near_arrays(fused.grad_x, portable.grad_x, 1e-4, 1e-3, "grad_x"));
-    EXPECT_TRUE(near_arrays(fused.grad_y, portable.grad_y, 1e-4, 1e-3, "grad_y"));
-    EXPECT_TRUE(near_arrays(fused.alignment, portable.alignment, 1e-4, 1.0, "alignment"));
+    const Results portable = library_value_and_grad<float>(
+        x, y, with_kernel(s, softwave::Kernel::portable));
+    EXPECT_TRUE(
+        near_values(fused.values, portable.values, 1e-5, 1.0, "values"));
+    EXPECT_TRUE(
+        near_arrays(fused.grad_x, portable.grad_x, 1e-4, 1e-3, "grad_x"));
+    EXPECT_TRUE(
+        near_arrays(fused.grad_y, portable.grad_y, 1e-4, 1e-3, "grad_y"));
+    EXPECT_TRUE(near_arrays(fused.alignment, portable.alignment, 1e-4, 1.0,
+                            "alignment"));
   }
 }
 
@@ -213,19 +233,26 @@ TEST(Specialised, RefusesWhatItDoesNotCover) {
   Config s;
   s.kernel = softwave::Kernel::specialised;
   if (!kSpecialised) {
-    EXPECT_TRUE(throws_naming("kernel", [&] { library_values<float>(x, y, s); }));
+    EXPECT_TRUE(
+        throws_naming("kernel", [&] { library_values<float>(x, y, s); }));
     return;
   }
   Config band = s, l1 = s, hard = s;
   band.band = 2;
   l1.cost = ref::Cost::l1;
   hard.gamma = 0.0;
-  EXPECT_TRUE(throws_naming("kernel", [&] { library_values<float>(x, y, band); }));
-  EXPECT_TRUE(throws_naming("kernel", [&] { library_values<float>(x, y, l1); }));
-  EXPECT_TRUE(throws_naming("kernel", [&] { library_values<float>(x, y, hard); }));
-  EXPECT_TRUE(throws_naming("kernel", [&] { library_values<double>(x, y, s); }));
-  Batch wide_x = random_batch(rng, 1, 4, 65), wide_y = random_batch(rng, 1, 5, 65);
-  EXPECT_TRUE(throws_naming("kernel", [&] { library_values<float>(wide_x, wide_y, s); }));
+  EXPECT_TRUE(
+      throws_naming("kernel", [&] { library_values<float>(x, y, band); }));
+  EXPECT_TRUE(
+      throws_naming("kernel", [&] { library_values<float>(x, y, l1); }));
+  EXPECT_TRUE(
+      throws_naming("kernel", [&] { library_values<float>(x, y, hard); }));
+  EXPECT_TRUE(
+      throws_naming("kernel", [&] { library_values<double>(x, y, s); }));
+  Batch wide_x = random_batch(rng, 1, 4, 65),
+        wide_y = random_batch(rng, 1, 5, 65);
+  EXPECT_TRUE(throws_naming("kernel",
+                            [&] { library_values<float>(wide_x, wide_y, s); }));
   // Under `automatic` the same calls run (on the portable kernels).
   band.kernel = l1.kernel = softwave::Kernel::automatic;
   EXPECT_EQ(library_values<float>(x, y, band).size(), 2u);
@@ -249,13 +276,17 @@ TEST(Specialised, RunsOnTheCallersStream) {
   const auto dx = to_device<float>(x), dy = to_device<float>(y);
   Space().fence();
   cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
   {
     Kokkos::Cuda instance(stream);
-    Dev1<float> values(Kokkos::view_alloc(instance, std::string("swt::values")), B);
+    Dev1<float> values(Kokkos::view_alloc(instance, std::string("swt::values")),
+                       B);
     softwave::SeriesGradients<float, Space> g;
-    g.grad_x = Dev3<float>(Kokkos::view_alloc(instance, std::string("swt::grad_x")), B, n, d);
-    g.grad_y = Dev3<float>(Kokkos::view_alloc(instance, std::string("swt::grad_y")), B, m, d);
+    g.grad_x = Dev3<float>(
+        Kokkos::view_alloc(instance, std::string("swt::grad_x")), B, n, d);
+    g.grad_y = Dev3<float>(
+        Kokkos::view_alloc(instance, std::string("swt::grad_y")), B, m, d);
     softwave::soft_dtw_value_and_grad(instance, dx, dy, values, g, s.options());
     auto hv = Kokkos::create_mirror_view(values);
     auto hx = Kokkos::create_mirror_view(g.grad_x);
@@ -265,9 +296,11 @@ TEST(Specialised, RunsOnTheCallersStream) {
     Kokkos::deep_copy(instance, hy, g.grad_y);
     instance.fence();
     const Results want = reference(x, y, s);
-    std::vector<double> v(hv.data(), hv.data() + hv.size()), gx(hx.data(), hx.data() + hx.size()),
+    std::vector<double> v(hv.data(), hv.data() + hv.size()),
+        gx(hx.data(), hx.data() + hx.size()),
         gy(hy.data(), hy.data() + hy.size());
-    EXPECT_TRUE(near_values(v, want.values, value_rtol<float>(), 1.0, "values"));
+    EXPECT_TRUE(
+        near_values(v, want.values, value_rtol<float>(), 1.0, "values"));
     EXPECT_TRUE(near_arrays(gx, want.grad_x, 1e-4, 1e-3, "grad_x"));
     EXPECT_TRUE(near_arrays(gy, want.grad_y, 1e-4, 1e-3, "grad_y"));
   }

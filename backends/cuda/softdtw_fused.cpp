@@ -3,11 +3,11 @@
 
 #include "softdtw_fused.hpp"
 
-#include <cuda/atomic>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cuda/atomic>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -55,8 +55,8 @@ struct Params {
   // Hand-over rows start as NaN (never a legitimate value: inputs are
   // finite) and each entry is written once with a relaxed atomic store, so
   // the data is its own ready flag: a reader polls the entries it needs.
-  double* bottom;   // (pairs, strips, m_max): each strip's last row of R
-  float* messages;  // (pairs, strips, m_max): E owed to a strip's last row
+  double* bottom;       // (pairs, strips, m_max): each strip's last row of R
+  float* messages;      // (pairs, strips, m_max): E owed to a strip's last row
   double* checkpoints;  // (pairs, strips, blocks, 2, 32): lane state
   unsigned long long* tickets;  // [0] forward, [1] backward
 };
@@ -76,8 +76,8 @@ __device__ __forceinline__ void store_relaxed(U* at, U value) {
 // Reads from[j] into `value` on the lanes with `mine` (the others keep
 // theirs); with `wait`, polls until every such entry has been written.
 template <class U>
-__device__ __forceinline__ U read_handover(U* from, int j, bool mine,
-                                           bool wait, U value) {
+__device__ __forceinline__ U read_handover(U* from, int j, bool mine, bool wait,
+                                           U value) {
   if (!wait) return mine ? from[j] : value;
   for (;;) {
     if (mine) value = load_relaxed(from + j);
@@ -173,7 +173,8 @@ __device__ __forceinline__ void stage_rows(float* to, const float* from,
     for (int e = lane; e < n; e += kLanes)
       t[e + e / per_row] = __ldg(f + e);  // pitch: per_row + 1 float4s
   } else {
-    for (int e = lane, n = count * d; e < n; e += kLanes) to[e] = __ldg(from + e);
+    for (int e = lane, n = count * d; e < n; e += kLanes)
+      to[e] = __ldg(from + e);
   }
   __syncwarp();
 }
@@ -238,8 +239,8 @@ template <int kD>
 __device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
                                               const float* x_rows,
                                               const float* y_rows,
-                                              const float* mu, int pitch,
-                                              int d, int lane) {
+                                              const float* mu, int pitch, int d,
+                                              int lane) {
   int const g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
@@ -281,8 +282,8 @@ __device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
 }
 
 // Σ_k (v_k − μ_k)² of a staged row.
-__device__ __forceinline__ float squared_norm(const float* row,
-                                              const float* mu, int d) {
+__device__ __forceinline__ float squared_norm(const float* row, const float* mu,
+                                              int d) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int k = 0; k < d; ++k) {
     float const v = row[k] - mu[k];
@@ -301,8 +302,8 @@ __device__ __forceinline__ bool uses_tensor_cores(int d) {
 
 template <int kD, bool kVec, bool kSeries>
 __device__ void load_tile(const Params& P, const Strip& s, float* ring,
-                          float* y_tile, const float* x_strip,
-                          const float* mu, float x_norm, int c) {
+                          float* y_tile, const float* x_strip, const float* mu,
+                          float x_norm, int c) {
   int const j0 = kLanes * c;
   int const cols = min(kLanes, s.m - j0);
   int const d = P.problem.d;
@@ -336,11 +337,10 @@ __device__ void load_tile(const Params& P, const Strip& s, float* ring,
 #pragma unroll 4
       for (int q = 0; q < cols; ++q) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
-        for_features<kD, kVec>(y_tile + q * pitch, d,
-                               [&](int k, float v) {
-                                 float const t = xr[k] - v;
-                                 acc[k & 3] = fmaf(t, t, acc[k & 3]);
-                               });
+        for_features<kD, kVec>(y_tile + q * pitch, d, [&](int k, float v) {
+          float const t = xr[k] - v;
+          acc[k & 3] = fmaf(t, t, acc[k & 3]);
+        });
         ring[ring_slot(j0 + q, s.lane)] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
       }
     }
@@ -422,9 +422,8 @@ __device__ __forceinline__ double fetch_above(const Params& P, const Strip& s,
   int const j = kLanes * c + s.lane;
   bool const mine = s.lane / kHalf == h;
   if (mine && j >= s.m) above = kInf;
-  return read_handover(
-      P.bottom + strip_slot(P, s, s.w - 1) * P.problem.m_max, j,
-      mine && j < s.m, wait, above);
+  return read_handover(P.bottom + strip_slot(P, s, s.w - 1) * P.problem.m_max,
+                       j, mine && j < s.m, wait, above);
 }
 
 // Runs the 32 steps of block c. Lane 0 reads the strip above's last row by
@@ -444,7 +443,8 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
   double above = kInf;
 #pragma unroll 4
   for (int t = 0; t < kLanes; ++t) {
-    if (t % kHalf == 0) above = fetch_above(P, s, c, t / kHalf, !kRecompute, above);
+    if (t % kHalf == 0)
+      above = fetch_above(P, s, c, t / kHalf, !kRecompute, above);
     int const step = kLanes * c + t, j = step - s.lane;
     double const from_above = __shfl_sync(kFull, above, t);
     double const from_lane = __shfl_up_sync(kFull, st.left, 1);
@@ -488,8 +488,8 @@ __device__ __forceinline__ int walk_blocks(const Strip& s) {
 
 __device__ __forceinline__ double* checkpoint(const Params& P, const Strip& s,
                                               int c) {
-  return P.checkpoints +
-         ((strip_slot(P, s, s.w) * P.blocks + c) * 2) * kLanes + s.lane;
+  return P.checkpoints + ((strip_slot(P, s, s.w) * P.blocks + c) * 2) * kLanes +
+         s.lane;
 }
 
 template <int kD, bool kVec, bool kSeries, bool kCheckpoint>
@@ -538,8 +538,9 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
       for (int col = 0; col < cols; ++col) {
         float const e = ring[ring_slot(j0 + col, s.lane)];
         row_sum += e;
-        for_features<kD, kVec>(y_tile + col * row_pitch<kVec>(d), d,
-                               [&](int k, float v) { gx[k] = fmaf(e, v, gx[k]); });
+        for_features<kD, kVec>(
+            y_tile + col * row_pitch<kVec>(d), d,
+            [&](int k, float v) { gx[k] = fmaf(e, v, gx[k]); });
       }
     if (o.grad_y && s.lane < cols) {
       int const j = j0 + s.lane;
@@ -551,8 +552,9 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
       for (int l = 0; l < s.rows; ++l) {
         float const e = ring[ring_slot(j, l)];
         col_sum += e;
-        for_features<kD, kVec>(x_strip + l * row_pitch<kVec>(d), d,
-                               [&](int k, float v) { acc[k] = fmaf(e, v, acc[k]); });
+        for_features<kD, kVec>(
+            x_strip + l * row_pitch<kVec>(d), d,
+            [&](int k, float v) { acc[k] = fmaf(e, v, acc[k]); });
       }
       float yr[kD];
       load_row<kD, kVec>(yr, s.y + std::int64_t(j) * d, d);
@@ -578,8 +580,8 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
   }
   if (o.alignment && s.lane < cols) {
     float const factor = o.alignment_is_gradient ? weight : 1.f;
-    float* out = o.alignment + (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 +
-                 s.lane;
+    float* out =
+        o.alignment + (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 + s.lane;
     for (int l = 0; l < s.rows; ++l)
       out[l * q.m_max] = factor * ring[ring_slot(j0 + s.lane, l)];
   }
@@ -595,9 +597,8 @@ __device__ __forceinline__ float fetch_below(const Params& P, const Strip& s,
   bool const mine = s.lane / kHalf == h;
   bool const inside = j >= 0 && j < s.m;
   if (mine && !inside) below = 0.f;
-  return read_handover(
-      P.messages + strip_slot(P, s, s.w) * P.problem.m_max, j,
-      mine && inside, /*wait=*/true, below);
+  return read_handover(P.messages + strip_slot(P, s, s.w) * P.problem.m_max, j,
+                       mine && inside, /*wait=*/true, below);
 }
 
 template <int kD, bool kVec, bool kSeries>
@@ -644,7 +645,8 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
     float below = 0.f;
 #pragma unroll 4
     for (int t = kLanes - 1; t >= 0; --t) {
-      if (t % kHalf == kHalf - 1) below = fetch_below(P, s, c, t / kHalf, below);
+      if (t % kHalf == kHalf - 1)
+        below = fetch_below(P, s, c, t / kHalf, below);
       int const step = kLanes * c + t, j = step - s.lane;
       float const from_below = __shfl_sync(kFull, below, t);
       float to_up = 0.f, to_diag = 0.f;
@@ -778,9 +780,8 @@ void launch(cudaStream_t stream, const Params& P, bool backward) {
     std::size_t const smem = Layout::bytes(true);
     auto kernel = backward_kernel<kD, kVec, kSeries>;
     if (smem > 48 * 1024)
-      check(cudaFuncSetAttribute(kernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 int(smem)),
+      check(cudaFuncSetAttribute(
+                kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
             "backward kernel shared memory");
     kernel<<<grid, kLanes, smem, stream>>>(P);
     check(cudaGetLastError(), "backward kernel launch");

@@ -51,9 +51,9 @@ struct Problem {
 };
 
 struct Outputs {
-  float* grad_x = nullptr;     // added to; may be null
-  float* grad_y = nullptr;     // added to (atomically); may be null
-  float* alignment = nullptr;  // written where in the pair; may be null
+  float* grad_x = nullptr;             // added to; may be null
+  float* grad_y = nullptr;             // added to (atomically); may be null
+  float* alignment = nullptr;          // written where in the pair; may be null
   bool alignment_is_gradient = false;  // write weight·E instead of E
   const float* grad_output = nullptr;  // (pairs,) or null for ones
   double scale = 1;
@@ -66,8 +66,7 @@ void* stream_allocate(const Kokkos::Cuda& space, std::size_t bytes);
 void stream_free(const Kokkos::Cuda& space, void* pointer);
 
 // values[p] (double) for p < problem.pairs.
-void forward(const Kokkos::Cuda& space, const Problem& problem,
-             double* values);
+void forward(const Kokkos::Cuda& space, const Problem& problem, double* values);
 // values and every output asked for in `outputs`.
 void forward_backward(const Kokkos::Cuda& space, const Problem& problem,
                       double* values, const Outputs& outputs);

@@ -73,8 +73,7 @@ template <class Space>
 using AccValues = Kokkos::View<acc_t*, typename Space::memory_space>;
 
 template <class Space>
-CallArray<AccValues<Space>> acc_values(const Space& space,
-                                       std::int64_t count) {
+CallArray<AccValues<Space>> acc_values(const Space& space, std::int64_t count) {
   return call_array<AccValues<Space>>(space, "softwave::softdtw::values_acc",
                                       /*zero=*/false, count);
 }
@@ -585,8 +584,8 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
           std::int64_t const count = std::min(chunk, total - begin);
           sweeper.cost().lengths.pairs = PairMap{begin, B2};
           sweeper.forward(count, acc);
-          store_pairwise(space, acc, begin, count, B2, self_x.view,
-                         self_y.view, matrix);
+          store_pairwise(space, acc, begin, count, B2, self_x.view, self_y.view,
+                         matrix);
         }
       });
 }

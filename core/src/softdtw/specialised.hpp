@@ -38,8 +38,8 @@ CallArray<View> call_array(const Space& space, const char* label, bool zero,
         space, View::required_allocation_size(extents...));
     out.owner = std::shared_ptr<void>(
         memory, [space](void* p) { cuda_fused::stream_free(space, p); });
-    out.view = View(static_cast<typename View::pointer_type>(memory),
-                    extents...);
+    out.view =
+        View(static_cast<typename View::pointer_type>(memory), extents...);
     if (zero) Kokkos::deep_copy(space, out.view, 0);
     return out;
   }

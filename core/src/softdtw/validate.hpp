@@ -25,8 +25,9 @@ inline void check_options(const SoftDTWOptions& options) {
   if (options.kernel != Kernel::automatic &&
       options.kernel != Kernel::portable &&
       options.kernel != Kernel::specialised)
-    throw_invalid_argument("kernel must be automatic, portable or specialised (got ",
-                           static_cast<int>(options.kernel), ")");
+    throw_invalid_argument(
+        "kernel must be automatic, portable or specialised (got ",
+        static_cast<int>(options.kernel), ")");
 }
 
 inline Band band_of(const SoftDTWOptions& options) {
