@@ -37,6 +37,15 @@ struct SharedLayout {
     return sizeof(float) *
            (ring + 2 * rows + center + (backward ? weights : 0));
   }
+  struct Pointers {
+    float *ring, *y_tile, *x_strip, *mu, *weights;
+  };
+  static __device__ Pointers carve(float* shared) {
+    float* const y_tile = shared + ring;
+    float* const x_strip = y_tile + rows;
+    float* const mu = x_strip + rows;
+    return {shared, y_tile, x_strip, mu, mu + center};
+  }
 };
 
 // Row pitch (floats) of staged rows.
@@ -496,10 +505,7 @@ template <int kD, bool kVec, bool kSeries, bool kCheckpoint>
 __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   extern __shared__ float shared[];
   using Layout = SharedLayout<kD, kSeries>;
-  float* ring = shared;
-  float* y_tile = ring + Layout::ring;
-  float* x_strip = y_tile + Layout::rows;
-  float* mu = x_strip + Layout::rows;
+  auto const [ring, y_tile, x_strip, mu, weights] = Layout::carve(shared);
   Strip s;
   if (!take_strip(P, 0, /*bottom_up=*/false, s)) return;
   float const x_norm = stage_strip<kD, kVec, kSeries>(P, s, x_strip, mu);
@@ -605,11 +611,7 @@ template <int kD, bool kVec, bool kSeries>
 __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
   extern __shared__ float shared[];
   using Layout = SharedLayout<kD, kSeries>;
-  float* ring = shared;
-  float* y_tile = ring + Layout::ring;
-  float* x_strip = y_tile + Layout::rows;
-  float* mu = x_strip + Layout::rows;
-  float* weights = mu + Layout::center;
+  auto const [ring, y_tile, x_strip, mu, weights] = Layout::carve(shared);
   Strip s;
   if (!take_strip(P, 1, /*bottom_up=*/true, s)) return;
   Problem const& q = P.problem;
