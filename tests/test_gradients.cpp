@@ -112,7 +112,7 @@ void sweep_cost_gradients() {
     round_to<T>(c);
     const Results want = reference_cost(c, k.setup);
     const Results got = library_cost<T>(c, k.setup, true);
-    EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(), 1.0, "values"));
+    EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(), value_floor<T>(k, 2.0), "values"));
     if (k.setup.gamma == 0.0 && std::is_same_v<T, float>) continue;
     const double tol = array_rtol<T>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
     EXPECT_TRUE(near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
