@@ -5,9 +5,13 @@ foreach(_backend SERIAL OPENMP THREADS CUDA HIP SYCL)
     list(APPEND _softwave_backends ${_backend})
   endif()
 endforeach()
-# Specialised (vendor) paths live in backends/<vendor>; none is built yet, so
-# every backend runs the portable Kokkos kernels.
-set(_softwave_specialised "none (portable Kokkos kernels on every backend)")
+# Specialised (vendor) paths live in backends/<vendor>; the portable Kokkos
+# kernels serve everything they do not cover.
+if(Kokkos_ENABLE_CUDA)
+  set(_softwave_specialised "CUDA Soft-DTW (backends/cuda); portable Kokkos kernels elsewhere")
+else()
+  set(_softwave_specialised "none (portable Kokkos kernels)")
+endif()
 message(STATUS "")
 message(STATUS "softwave ${PROJECT_VERSION} configuration")
 message(STATUS "  Kokkos            ${Kokkos_VERSION} (${SOFTWAVE_KOKKOS_ORIGIN})")
