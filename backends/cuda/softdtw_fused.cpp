@@ -393,6 +393,10 @@ __device__ __forceinline__ float stage_strip(const Params& P, const Strip& s,
 
 constexpr double kInf = INFINITY;
 
+__device__ __forceinline__ double min_of(double a, double b) {
+  return a < b ? a : b;
+}
+
 // The SFU's 2^x and log2 (relative error ~2^-22; subnormal results flush to
 // 0, which is below anything a weight can contribute).
 __device__ __forceinline__ float exp2_approx(float x) {
@@ -462,7 +466,9 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
     st.up_last = up;
     if (s.row_ok && j >= 0 && j < s.m) {
       float const cost = ring[(step & (kRing - 1)) * kPitch + s.lane];
-      double const lo = fmin(diag, fmin(up, st.left));
+      // A plain compare-select: fmin's NaN handling would lengthen the
+      // step's dependency chain, and no NaN reaches here (inputs are finite).
+      double const lo = min_of(diag, min_of(up, st.left));
       // Differences from the minimum are <= 0 and exact enough in double;
       // only they (scaled by 1/γ) meet the float special-function unit.
       float const e_diag = exp2_approx(float(lo - diag) * log2e_over_gamma);
