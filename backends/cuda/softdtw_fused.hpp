@@ -5,21 +5,25 @@
 // the strip's anti-diagonals from the left edge to the right in one go:
 // the left neighbour is the lane's own previous cell, the upper and diagonal
 // neighbours come from lane l − 1 by warp shuffle, and the strip above hands
-// over its bottom row through global memory in chunks of 32 columns guarded
-// by per-strip ready counters (acquire/release). Strips take tickets from an
-// atomic counter in the order they start running, so a strip only ever waits
-// on one that is already resident: no deadlock, one launch per direction.
+// over its bottom row through global memory in halves of 32-column blocks.
+// Hand-over entries start as NaN and are written once with relaxed atomic
+// stores, so the data is its own ready flag and no fence sits on the
+// wavefront. Strips take tickets from an atomic counter in the order they
+// start running, so a strip only ever waits on one that is already resident:
+// no deadlock, one launch per direction.
 //
 // Costs arrive 32×32 tiles at a time into a shared-memory ring laid out by
 // anti-diagonal step, so every cell read in the walk is conflict-free. For
-// the squared-Euclidean cost a tile is a small matrix product: each lane
-// keeps its x row in registers and reads y rows with uniform (broadcast)
-// loads. The forward pass keeps only each strip's bottom row and, for the
-// backward, the lanes' state every 32 steps. The backward pass restores
-// that state, recomputes the 32 steps' soft-argmin weights on chip, runs the
-// expected alignment E through them in reverse (messages to the strip above
-// through global memory, guarded the same way), and forms ∇x (per strip, in
-// registers) and ∇y (per 32×32 tile, then atomically added) from the E tile.
+// the squared-Euclidean cost a tile is a small matrix product of the strip's
+// x rows and the tile's y rows, both staged in shared memory: on tensor cores
+// (split-TF32 products, centred on the strip's mean x row) for d ≥ 16 with
+// d % 8 == 0, else in FP32 FMAs with each lane's x row in registers. The
+// forward pass keeps only each strip's bottom row and, for the backward, the
+// lanes' state every 32 steps. The backward pass restores that state,
+// recomputes the 32 steps' soft-argmin weights on chip, runs the expected
+// alignment E through them in reverse (messages to the strip above handed
+// over the same way), and forms ∇x (per strip, in registers) and ∇y (per
+// 32×32 tile, then atomically added) from the E tile.
 //
 // Numerics: R is carried in double (adds only); the soft-min's exponentials
 // and logarithm use the float special-function unit on differences that are
