@@ -1,8 +1,8 @@
 // Every bad input raises softwave::invalid_argument whose message names the
 // argument (never a crash, a hang or a silent NaN). Names follow the header's
 // parameters: x, y, cost, values, grad_x, grad_y, alignment, grad_cost,
-// grad_output, lengths.x, lengths.y, gamma, band, tile, matrix, path,
-// path_length. One thing is broken at a time; everything else is valid.
+// grad_output, lengths.x, lengths.y, gamma, band, tile, kernel, matrix,
+// path, path_length. One thing is broken at a time; everything else is valid.
 
 #include <array>
 #include <cstdlib>
@@ -111,6 +111,18 @@ TEST_F(Errors, NegativeTile) {
   softwave::SoftDTWOptions o;
   o.tile = -1;
   EXPECT_TRUE(throws_naming("tile", soft_dtw(x, y, values, o)));
+}
+
+// A kernel value outside the enum (a cast from an integer) is refused by name
+// on every entry point, before anything runs.
+TEST_F(Errors, UnknownKernel) {
+  softwave::SoftDTWOptions o;
+  o.kernel = static_cast<softwave::Kernel>(7);
+  EXPECT_TRUE(throws_naming("kernel", soft_dtw(x, y, values, o)));
+  EXPECT_TRUE(throws_naming("kernel", [&] { softwave::soft_dtw_cost(space, filled("c", B, N, M), values, o); }));
+  EXPECT_TRUE(throws_naming("kernel", [&] { softwave::pairwise(space, x, y, Dev2<double>("m", B, B), o); }));
+  o.kernel = softwave::Kernel::portable;
+  EXPECT_NO_THROW(softwave::soft_dtw(space, x, y, values, o));
 }
 
 // ------------------------------------------------------ shapes: batches
