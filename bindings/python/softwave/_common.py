@@ -1,0 +1,91 @@
+"""Argument checks shared by the torch, numpy and jax front ends.
+
+Everything here is about Python-level arguments (scalars, strings, shapes);
+array contents, extents and lengths are checked by the C++ core, whose
+``softwave::invalid_argument`` arrives as ``ValueError`` with the same text.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Optional
+
+DISTS = ("sqeuclidean", "l1", "cosine")
+KERNELS = ("automatic", "portable", "specialised")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The Soft-DTW settings of one call, checked."""
+
+    gamma: float = 1.0
+    dist: str = "sqeuclidean"
+    band: int = -1  # < 0: no Sakoe–Chiba band
+    kernel: str = "automatic"
+
+
+def check_gamma(gamma, *, allow_zero: bool = True) -> float:
+    if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
+        raise TypeError(f"softwave: gamma must be a real number (got {type(gamma).__name__})")
+    gamma = float(gamma)
+    if not math.isfinite(gamma) or gamma < 0 or (gamma == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"softwave: gamma must be finite and {bound} (got {gamma})")
+    return gamma
+
+
+def band_of(bandwidth) -> int:
+    """Sakoe–Chiba half-width in cells. None, like 0 in the peers
+    (sdtw-cuda-torch, pytorch-softdtw-cuda), means no band."""
+    if bandwidth is None:
+        return -1
+    if isinstance(bandwidth, bool) or not isinstance(bandwidth, numbers.Real):
+        raise TypeError(
+            f"softwave: bandwidth must be None or a number of cells (got {type(bandwidth).__name__})"
+        )
+    if not math.isfinite(bandwidth) or bandwidth < 0:
+        raise ValueError(f"softwave: bandwidth must be None or >= 0 (got {bandwidth})")
+    band = int(math.floor(bandwidth))
+    return -1 if band == 0 else band
+
+
+def options(gamma=1.0, bandwidth=None, dist="sqeuclidean", kernel="automatic", *, allow_zero_gamma=True) -> Options:
+    if dist not in DISTS:
+        raise ValueError(f"softwave: dist must be one of {', '.join(DISTS)} or a callable (got {dist!r})")
+    if kernel not in KERNELS:
+        raise ValueError(f"softwave: kernel must be one of {', '.join(KERNELS)} (got {kernel!r})")
+    return Options(check_gamma(gamma, allow_zero=allow_zero_gamma), dist, band_of(bandwidth), kernel)
+
+
+def batch_shape(name: str, ndim: int) -> str:
+    """How an array of `ndim` dimensions is read: (B, N, d) is a batch,
+    (N, d) one multivariate series, (N,) one univariate series."""
+    if ndim not in (1, 2, 3):
+        raise ValueError(
+            f"softwave: {name} must be (B, N, d), (N, d) or (N,) (got {ndim} dimensions)"
+        )
+    return ("series", "pair", "batch")[ndim - 1]
+
+
+def same_layout(x_ndim: int, y_ndim: int) -> None:
+    if x_ndim != y_ndim:
+        raise ValueError(
+            f"softwave: x and y must both be batches (B, N, d), single series (N, d) "
+            f"or univariate series (N,) (got {x_ndim} and {y_ndim} dimensions)"
+        )
+
+
+def check_method(method: str) -> str:
+    if method not in ("lbfgs", "adam"):
+        raise ValueError(f"softwave: method must be 'lbfgs' or 'adam' (got {method!r})")
+    return method
+
+
+def optional_int(name: str, value, minimum: int) -> Optional[int]:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"softwave: {name} must be an integer (got {type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"softwave: {name} must be >= {minimum} (got {value})")
+    return int(value)

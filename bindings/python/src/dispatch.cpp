@@ -1,0 +1,404 @@
+// Picks the execution space from where the arrays live and calls softwave on
+// unmanaged views of them. CPU arrays run on Kokkos' default host space; CUDA
+// arrays on a Kokkos::Cuda instance bound to the caller's stream, kept for
+// the life of the process because building one allocates (and destroying one
+// frees) device memory.
+#include "dispatch.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <map>
+#include <mutex>
+#include <softwave/barycenter.hpp>
+#include <softwave/errors.hpp>
+#include <softwave/kokkos_compat.hpp>
+#include <softwave/softdtw.hpp>
+#include <sstream>
+#include <type_traits>
+
+namespace softwave::python {
+namespace {
+
+using impl::throw_invalid_argument;
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::float32:
+      return "float32";
+    case DType::float64:
+      return "float64";
+    case DType::int32:
+      return "int32";
+    default:
+      return "an unsupported dtype";
+  }
+}
+
+std::string device_name(const Borrowed& a) {
+  if (a.device == Device::cpu) return "cpu";
+  if (a.device == Device::cuda) return "cuda:" + std::to_string(a.device_id);
+  return "an unsupported device";
+}
+
+std::string shape_text(const Borrowed& a) {
+  std::ostringstream text;
+  text << "(";
+  for (std::size_t i = 0; i < a.shape.size(); ++i)
+    text << (i ? ", " : "") << a.shape[i];
+  text << (a.shape.size() == 1 ? ",)" : ")");
+  return text.str();
+}
+
+void check_rank(const Borrowed& a, std::size_t rank, const char* layout) {
+  if (a.given() && a.shape.size() != rank)
+    throw_invalid_argument(a.name, " must have ", rank, " dimensions ", layout,
+                           " (got shape ", shape_text(a), ")");
+}
+
+void check_dtype(const Borrowed& a, DType dtype) {
+  if (a.given() && a.dtype != dtype)
+    throw_invalid_argument(a.name, " must be ", dtype_name(dtype), " (got ",
+                           dtype_name(a.dtype), ")");
+}
+
+// Every array of one call lives on the device of `first`.
+void check_same_device(const Borrowed& first,
+                       std::initializer_list<const Borrowed*> others) {
+  for (const Borrowed* a : others)
+    if (a->given() &&
+        (a->device != first.device ||
+         (a->device == Device::cuda && a->device_id != first.device_id)))
+      throw_invalid_argument(a->name, " is on ", device_name(*a), " but ",
+                             first.name, " is on ", device_name(first),
+                             "; all arrays of a call must share a device");
+}
+
+SoftDTWOptions options_of(const Settings& s) {
+  SoftDTWOptions options;
+  options.gamma = s.gamma;
+  if (s.cost == "sqeuclidean")
+    options.cost = Cost::sqeuclidean;
+  else if (s.cost == "l1")
+    options.cost = Cost::l1;
+  else if (s.cost == "cosine")
+    options.cost = Cost::cosine;
+  else
+    throw_invalid_argument(
+        "dist must be 'sqeuclidean', 'l1' or 'cosine' (got '", s.cost, "')");
+  if (s.band >= 0) options.band = s.band;
+  if (s.kernel == "automatic")
+    options.kernel = Kernel::automatic;
+  else if (s.kernel == "portable")
+    options.kernel = Kernel::portable;
+  else if (s.kernel == "specialised")
+    options.kernel = Kernel::specialised;
+  else
+    throw_invalid_argument(
+        "kernel must be 'automatic', 'portable' or 'specialised' (got '",
+        s.kernel, "')");
+  return options;
+}
+
+// Unmanaged views over the borrowed memory (nothing is copied).
+template <class T, class Space>
+ArrayView3<T, Space> view3(const Borrowed& a) {
+  if (!a.given()) return {};
+  return ArrayView3<T, Space>(static_cast<T*>(a.data), a.shape[0], a.shape[1],
+                              a.shape[2]);
+}
+template <class T, class Space>
+ArrayView2<T, Space> view2(const Borrowed& a) {
+  if (!a.given()) return {};
+  return ArrayView2<T, Space>(static_cast<T*>(a.data), a.shape[0], a.shape[1]);
+}
+template <class T, class Space>
+ArrayView1<T, Space> view1(const Borrowed& a) {
+  if (!a.given()) return {};
+  return ArrayView1<T, Space>(static_cast<T*>(a.data), a.shape[0]);
+}
+
+template <class Space>
+Lengths<Space> lengths_of(const Borrowed& x, const Borrowed& y) {
+  check_rank(x, 1, "(B,)");
+  check_rank(y, 1, "(B,)");
+  check_dtype(x, DType::int32);
+  check_dtype(y, DType::int32);
+  return {view1<const int, Space>(x), view1<const int, Space>(y)};
+}
+
+#ifdef KOKKOS_ENABLE_CUDA
+// One Kokkos::Cuda per stream the caller has used (leaked on purpose: they
+// are released in finalize(), before Kokkos, never by static destruction
+// after the CUDA runtime is gone).
+std::mutex cuda_instances_mutex;
+std::map<std::uintptr_t, Kokkos::Cuda>& cuda_instances() {
+  static auto* instances = new std::map<std::uintptr_t, Kokkos::Cuda>;
+  return *instances;
+}
+
+Kokkos::Cuda cuda_instance(std::uintptr_t stream) {
+  if (stream == 0) return Kokkos::Cuda();  // Kokkos' default: stream 0 too
+  std::lock_guard<std::mutex> lock(cuda_instances_mutex);
+  auto& instances = cuda_instances();
+  auto found = instances.find(stream);
+  if (found == instances.end())
+    found = instances
+                .emplace(stream,
+                         Kokkos::Cuda(reinterpret_cast<cudaStream_t>(stream)))
+                .first;
+  return found->second;
+}
+#endif
+
+// Whether initialize() started Kokkos (and so finalize() may end it).
+bool kokkos_started_here = false;
+
+// Calls run(space, T{}) with the execution space the arrays live on and
+// their float type, after checking that `first` is a float array and the
+// others share its device.
+template <class Run>
+void with_space(const Settings& settings, const Borrowed& first,
+                std::initializer_list<const Borrowed*> others, Run&& run) {
+  check_same_device(first, others);
+  if (first.dtype != DType::float32 && first.dtype != DType::float64)
+    throw_invalid_argument(first.name, " must be float32 or float64 (got ",
+                           dtype_name(first.dtype), ")");
+  auto run_typed = [&](const auto& space) {
+    if (first.dtype == DType::float32)
+      run(space, float{});
+    else
+      run(space, double{});
+  };
+  if (first.device == Device::cpu) {
+    run_typed(Kokkos::DefaultHostExecutionSpace());
+    return;
+  }
+  if (first.device == Device::cuda) {
+#ifdef KOKKOS_ENABLE_CUDA
+    if (first.device_id != cuda_device())
+      throw_invalid_argument(
+          first.name, " is on ", device_name(first),
+          " but softwave's Kokkos runs on cuda:", cuda_device(),
+          " (set CUDA_VISIBLE_DEVICES, or move the arrays)");
+    run_typed(cuda_instance(settings.stream));
+    return;
+#else
+    throw_invalid_argument(first.name, " is on ", device_name(first),
+                           " but this softwave was built without CUDA (",
+                           default_space(), "); move the arrays to the CPU");
+#endif
+  }
+  throw_invalid_argument(first.name, " is on ", device_name(first),
+                         "; softwave takes CPU and CUDA arrays");
+}
+
+template <class T>
+void check_float(const Borrowed& first,
+                 std::initializer_list<const Borrowed*> others) {
+  const DType dtype =
+      std::is_same_v<T, float> ? DType::float32 : DType::float64;
+  for (const Borrowed* a : others)
+    if (a->given() && a->dtype != dtype)
+      throw_invalid_argument(a->name, " is ", dtype_name(a->dtype), " but ",
+                             first.name, " is ", dtype_name(dtype),
+                             "; the arrays of a call share one float type");
+}
+
+}  // namespace
+
+void soft_dtw(const Settings& settings, const Borrowed& x, const Borrowed& y,
+              const Borrowed& values, const Borrowed& grad_x,
+              const Borrowed& grad_y, const Borrowed& alignment,
+              const Borrowed& grad_output, const Borrowed& lengths_x,
+              const Borrowed& lengths_y, bool divergence) {
+  const SoftDTWOptions options = options_of(settings);
+  check_rank(x, 3, "(B, N, d)");
+  check_rank(y, 3, "(B, M, d)");
+  check_rank(values, 1, "(B,)");
+  check_rank(grad_x, 3, "(B, N, d)");
+  check_rank(grad_y, 3, "(B, M, d)");
+  check_rank(alignment, 3, "(B, N, M)");
+  check_rank(grad_output, 1, "(B,)");
+  with_space(
+      settings, x,
+      {&y, &values, &grad_x, &grad_y, &alignment, &grad_output, &lengths_x,
+       &lengths_y},
+      [&](const auto& space, auto zero) {
+        using Space = std::decay_t<decltype(space)>;
+        using T = decltype(zero);
+        check_float<T>(
+            x, {&y, &values, &grad_x, &grad_y, &alignment, &grad_output});
+        const auto lengths = lengths_of<Space>(lengths_x, lengths_y);
+        const auto xv = view3<const T, Space>(x);
+        const auto yv = view3<const T, Space>(y);
+        const auto out = view1<T, Space>(values);
+        const bool backward =
+            grad_x.given() || grad_y.given() || alignment.given();
+        SeriesGradients<T, Space> gradients{
+            view3<T, Space>(grad_x), view3<T, Space>(grad_y),
+            view3<T, Space>(alignment), view1<const T, Space>(grad_output)};
+        if (divergence)
+          impl::soft_dtw_divergence<Space, T>(space, xv, yv, out,
+                                              backward ? &gradients : nullptr,
+                                              options, lengths);
+        else
+          impl::soft_dtw<Space, T>(space, xv, yv, out,
+                                   backward ? &gradients : nullptr, options,
+                                   lengths);
+      });
+}
+
+void soft_dtw_cost(const Settings& settings, const Borrowed& cost,
+                   const Borrowed& values, const Borrowed& grad_cost,
+                   const Borrowed& grad_output, const Borrowed& lengths_x,
+                   const Borrowed& lengths_y) {
+  const SoftDTWOptions options = options_of(settings);
+  check_rank(cost, 3, "(B, N, M)");
+  check_rank(values, 1, "(B,)");
+  check_rank(grad_cost, 3, "(B, N, M)");
+  check_rank(grad_output, 1, "(B,)");
+  with_space(settings, cost,
+             {&values, &grad_cost, &grad_output, &lengths_x, &lengths_y},
+             [&](const auto& space, auto zero) {
+               using Space = std::decay_t<decltype(space)>;
+               using T = decltype(zero);
+               check_float<T>(cost, {&values, &grad_cost, &grad_output});
+               CostGradients<T, Space> gradients{
+                   view3<T, Space>(grad_cost),
+                   view1<const T, Space>(grad_output)};
+               impl::soft_dtw_cost<Space, T>(
+                   space, view3<const T, Space>(cost), view1<T, Space>(values),
+                   grad_cost.given() ? &gradients : nullptr, options,
+                   lengths_of<Space>(lengths_x, lengths_y));
+             });
+}
+
+void pairwise(const Settings& settings, const Borrowed& x, const Borrowed& y,
+              const Borrowed& matrix, const Borrowed& lengths_x,
+              const Borrowed& lengths_y, bool divergence) {
+  const SoftDTWOptions options = options_of(settings);
+  check_rank(x, 3, "(B1, N, d)");
+  check_rank(y, 3, "(B2, M, d)");
+  check_rank(matrix, 2, "(B1, B2)");
+  with_space(
+      settings, x, {&y, &matrix, &lengths_x, &lengths_y},
+      [&](const auto& space, auto zero) {
+        using Space = std::decay_t<decltype(space)>;
+        using T = decltype(zero);
+        check_float<T>(x, {&y, &matrix});
+        impl::pairwise<Space, T>(
+            space, view3<const T, Space>(x), view3<const T, Space>(y),
+            view2<T, Space>(matrix),
+            divergence ? PairwiseValue::divergence : PairwiseValue::soft_dtw,
+            options, lengths_of<Space>(lengths_x, lengths_y));
+      });
+}
+
+void dtw_path(const Settings& settings, const Borrowed& x, const Borrowed& y,
+              const Borrowed& values, const Borrowed& path,
+              const Borrowed& path_length, const Borrowed& lengths_x,
+              const Borrowed& lengths_y) {
+  const SoftDTWOptions options = options_of(settings);
+  check_rank(x, 3, "(B, N, d)");
+  check_rank(y, 3, "(B, M, d)");
+  check_rank(values, 1, "(B,)");
+  check_rank(path, 3, "(B, N + M - 1, 2)");
+  check_rank(path_length, 1, "(B,)");
+  check_dtype(path, DType::int32);
+  check_dtype(path_length, DType::int32);
+  with_space(settings, x,
+             {&y, &values, &path, &path_length, &lengths_x, &lengths_y},
+             [&](const auto& space, auto zero) {
+               using Space = std::decay_t<decltype(space)>;
+               using T = decltype(zero);
+               check_float<T>(x, {&y, &values});
+               impl::dtw_path<Space, T>(
+                   space, view3<const T, Space>(x), view3<const T, Space>(y),
+                   view1<T, Space>(values), view3<int, Space>(path),
+                   view1<int, Space>(path_length), options,
+                   lengths_of<Space>(lengths_x, lengths_y));
+             });
+}
+
+BarycenterResult barycenter(const Settings& settings,
+                            const BarycenterSettings& optimiser,
+                            const Borrowed& X, const Borrowed& z,
+                            const Borrowed& weights, const Borrowed& lengths) {
+  BarycenterOptions options;
+  options.softdtw = options_of(settings);
+  if (optimiser.method == "lbfgs")
+    options.method = BarycenterMethod::lbfgs;
+  else if (optimiser.method == "adam")
+    options.method = BarycenterMethod::adam;
+  else
+    throw_invalid_argument("method must be 'lbfgs' or 'adam' (got '",
+                           optimiser.method, "')");
+  options.max_iter = optimiser.max_iter;
+  options.tol = optimiser.tol;
+  options.history = optimiser.history;
+  options.learning_rate = optimiser.learning_rate;
+  check_rank(X, 3, "(B, N, d)");
+  check_rank(z, 2, "(L, d)");
+  check_rank(weights, 1, "(B,)");
+  check_rank(lengths, 1, "(B,)");
+  check_dtype(lengths, DType::int32);
+  BarycenterReport report;
+  with_space(
+      settings, X, {&z, &weights, &lengths}, [&](const auto& space, auto zero) {
+        using Space = std::decay_t<decltype(space)>;
+        using T = decltype(zero);
+        check_float<T>(X, {&z, &weights});
+        report = softwave::barycenter(
+            space, view3<const T, Space>(X), view2<T, Space>(z), options,
+            view1<const T, Space>(weights), view1<const int, Space>(lengths));
+      });
+  return {report.iterations, report.evaluations, report.objective,
+          report.converged};
+}
+
+void initialize() {
+  if (Kokkos::is_initialized()) return;
+  kokkos_started_here = true;
+  // Kokkos 3.x prints its start-up warnings (e.g. OMP_PROC_BIND unset) to
+  // stdout, which belongs to the user's program.
+  compat::initialize(-1, /*quiet=*/true);
+}
+
+void finalize() {
+#ifdef KOKKOS_ENABLE_CUDA
+  {
+    std::lock_guard<std::mutex> lock(cuda_instances_mutex);
+    cuda_instances().clear();
+  }
+#endif
+  if (kokkos_started_here && Kokkos::is_initialized()) Kokkos::finalize();
+  kokkos_started_here = false;
+}
+
+std::string default_space() { return Kokkos::DefaultExecutionSpace::name(); }
+std::string host_space() { return Kokkos::DefaultHostExecutionSpace::name(); }
+
+bool has_cuda() {
+#ifdef KOKKOS_ENABLE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device() {
+#ifdef KOKKOS_ENABLE_CUDA
+  return Kokkos::Cuda().cuda_device();
+#else
+  return -1;
+#endif
+}
+
+void synchronize(std::uintptr_t stream) {
+#ifdef KOKKOS_ENABLE_CUDA
+  cuda_instance(stream).fence();
+#else
+  (void)stream;
+#endif
+}
+
+}  // namespace softwave::python

@@ -1,0 +1,103 @@
+#pragma once
+// The Python extension's bridge to the C++ library. The nanobind glue
+// (module.cpp) turns framework arrays into Borrowed descriptors and calls
+// these functions; they pick the Kokkos execution space from the arrays'
+// device, wrap the memory in unmanaged views (zero copy) and call
+// softwave. Nothing here includes Kokkos, so the glue compiles with the host
+// compiler even in CUDA builds.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace softwave::python {
+
+enum class DType { float32, float64, int32, other };
+enum class Device { cpu, cuda, other };
+
+// A C-contiguous array owned by Python (numpy, torch, jax); `data` is null
+// for an argument that was not given.
+struct Borrowed {
+  const char* name = "";  // the Python argument's name, for errors
+  void* data = nullptr;
+  DType dtype = DType::other;
+  Device device = Device::cpu;
+  int device_id = 0;
+  std::vector<std::int64_t> shape;
+
+  bool given() const { return data != nullptr; }
+};
+
+// The Soft-DTW options of one call, plus the CUDA stream (cudaStream_t as an
+// integer, 0 = the legacy default stream) that CUDA work is queued on.
+struct Settings {
+  double gamma = 1.0;
+  std::string cost = "sqeuclidean";  // sqeuclidean, l1 or cosine
+  std::int64_t band = -1;            // < 0: no band
+  std::string kernel = "automatic";  // automatic, portable or specialised
+  std::uintptr_t stream = 0;
+};
+
+// values (B,) and, where given, grad_x (B,N,d), grad_y (B,M,d), alignment
+// (B,N,M) scaled by nothing, grad_output (B,); divergence picks the
+// Soft-DTW divergence. lengths_x/lengths_y: int32 (B,).
+void soft_dtw(const Settings& settings, const Borrowed& x, const Borrowed& y,
+              const Borrowed& values, const Borrowed& grad_x,
+              const Borrowed& grad_y, const Borrowed& alignment,
+              const Borrowed& grad_output, const Borrowed& lengths_x,
+              const Borrowed& lengths_y, bool divergence);
+
+// Soft-DTW on a (B,N,M) cost tensor; grad_cost (B,N,M) = E · grad_output.
+void soft_dtw_cost(const Settings& settings, const Borrowed& cost,
+                   const Borrowed& values, const Borrowed& grad_cost,
+                   const Borrowed& grad_output, const Borrowed& lengths_x,
+                   const Borrowed& lengths_y);
+
+// matrix (B1,B2) of Soft-DTW values or divergences.
+void pairwise(const Settings& settings, const Borrowed& x, const Borrowed& y,
+              const Borrowed& matrix, const Borrowed& lengths_x,
+              const Borrowed& lengths_y, bool divergence);
+
+// Hard DTW values (B,) and warping paths: path int32 (B, N+M-1, 2),
+// path_length int32 (B,).
+void dtw_path(const Settings& settings, const Borrowed& x, const Borrowed& y,
+              const Borrowed& values, const Borrowed& path,
+              const Borrowed& path_length, const Borrowed& lengths_x,
+              const Borrowed& lengths_y);
+
+struct BarycenterSettings {
+  std::string method = "lbfgs";  // lbfgs or adam
+  int max_iter = 100;
+  double tol = 1e-5;
+  int history = 10;
+  double learning_rate = 1e-2;
+};
+
+struct BarycenterResult {
+  int iterations = 0;
+  int evaluations = 0;
+  double objective = 0.0;
+  bool converged = false;
+};
+
+// Soft-DTW barycenter of X (B,N,d) into z (L,d) (read as the start);
+// weights (B,) and lengths int32 (B,) optional.
+BarycenterResult barycenter(const Settings& settings,
+                            const BarycenterSettings& optimiser,
+                            const Borrowed& X, const Borrowed& z,
+                            const Borrowed& weights, const Borrowed& lengths);
+
+// Kokkos' lifetime: initialize() on import (a no-op when the host program
+// already did it), finalize() at interpreter exit.
+void initialize();
+void finalize();
+// "OpenMP", "Cuda", ... : Kokkos' default execution space.
+std::string default_space();
+std::string host_space();
+bool has_cuda();
+// The CUDA device Kokkos runs on (-1 without CUDA).
+int cuda_device();
+// Waits for the work queued on the given stream (CUDA) or returns (host).
+void synchronize(std::uintptr_t stream);
+
+}  // namespace softwave::python

@@ -1,0 +1,208 @@
+// softwave._core: the nanobind glue. Arrays arrive through DLPack (numpy,
+// torch, jax, cupy: anything nanobind's ndarray accepts) and are passed on
+// as Borrowed descriptors, zero copy. The pure-Python package (softwave/)
+// allocates outputs with the caller's framework, so memory stays in its
+// allocator (torch's caching allocator on CUDA) and on its stream.
+// softwave::invalid_argument derives from std::invalid_argument, which
+// nanobind raises as ValueError with the same message.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "dispatch.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace softwave::python {
+namespace {
+
+// Any dtype, device and layout: checked below, so a bad array gets an
+// error naming its argument instead of nanobind's generic overload error.
+using AnyArray = nb::ndarray<nb::ro>;
+using Optional = std::optional<AnyArray>;
+
+DType dtype_of(const nb::dlpack::dtype& dtype) {
+  if (dtype == nb::dtype<float>()) return DType::float32;
+  if (dtype == nb::dtype<double>()) return DType::float64;
+  if (dtype == nb::dtype<std::int32_t>()) return DType::int32;
+  return DType::other;
+}
+
+Borrowed borrow(const char* name, const Optional& array) {
+  Borrowed b;
+  b.name = name;
+  if (!array) return b;
+  const AnyArray& a = *array;
+  b.dtype = dtype_of(a.dtype());
+  const int device = a.device_type();
+  b.device = device == nb::device::cpu::value    ? Device::cpu
+             : device == nb::device::cuda::value ? Device::cuda
+                                                 : Device::other;
+  b.device_id = a.device_id();
+  b.shape.resize(a.ndim());
+  // C-contiguous: strides (in elements) are the suffix products of the
+  // shape; extents of 1 may carry any stride.
+  std::int64_t expected = 1;
+  for (std::size_t i = a.ndim(); i-- > 0;) {
+    b.shape[i] = static_cast<std::int64_t>(a.shape(i));
+    if (a.shape(i) != 1 && a.stride(i) != expected)
+      throw std::invalid_argument(std::string("softwave: ") + name +
+                                  " must be C-contiguous");
+    expected *= static_cast<std::int64_t>(a.shape(i));
+  }
+  // An empty array has no data pointer to speak of; the library's own
+  // extent checks then report it by name.
+  b.data = const_cast<void*>(a.data());
+  if (b.data == nullptr) b.data = &b;  // "given", never dereferenced
+  return b;
+}
+
+Settings settings_of(double gamma, const std::string& dist, std::int64_t band,
+                     const std::string& kernel, std::uintptr_t stream) {
+  Settings s;
+  s.gamma = gamma;
+  s.cost = dist;
+  s.band = band;
+  s.kernel = kernel;
+  s.stream = stream;
+  return s;
+}
+
+}  // namespace
+}  // namespace softwave::python
+
+NB_MODULE(_core, m) {
+  using namespace softwave::python;
+  m.doc() =
+      "softwave's compiled core. Use the softwave.torch, softwave.numpy and "
+      "softwave.jax front ends; these functions take preallocated, "
+      "C-contiguous outputs and check shapes, dtypes and devices.";
+
+  m.def(
+      "soft_dtw",
+      [](AnyArray x, AnyArray y, AnyArray values, Optional grad_x,
+         Optional grad_y, Optional alignment, Optional grad_output,
+         Optional lengths_x, Optional lengths_y, double gamma,
+         const std::string& dist, std::int64_t band, const std::string& kernel,
+         bool divergence, std::uintptr_t stream) {
+        const auto bx = borrow("x", x), by = borrow("y", y),
+                   bv = borrow("values", values), gx = borrow("grad_x", grad_x),
+                   gy = borrow("grad_y", grad_y),
+                   ba = borrow("alignment", alignment),
+                   go = borrow("grad_output", grad_output),
+                   lx = borrow("lengths_x", lengths_x),
+                   ly = borrow("lengths_y", lengths_y);
+        nb::gil_scoped_release release;
+        soft_dtw(settings_of(gamma, dist, band, kernel, stream), bx, by, bv, gx,
+                 gy, ba, go, lx, ly, divergence);
+      },
+      "x"_a, "y"_a, "values"_a, "grad_x"_a.none(), "grad_y"_a.none(),
+      "alignment"_a.none(), "grad_output"_a.none(), "lengths_x"_a.none(),
+      "lengths_y"_a.none(), "gamma"_a, "dist"_a, "band"_a, "kernel"_a,
+      "divergence"_a, "stream"_a);
+
+  m.def(
+      "soft_dtw_cost",
+      [](AnyArray cost, AnyArray values, Optional grad_cost,
+         Optional grad_output, Optional lengths_x, Optional lengths_y,
+         double gamma, std::int64_t band, const std::string& kernel,
+         std::uintptr_t stream) {
+        const auto bc = borrow("cost", cost), bv = borrow("values", values),
+                   gc = borrow("grad_cost", grad_cost),
+                   go = borrow("grad_output", grad_output),
+                   lx = borrow("lengths_x", lengths_x),
+                   ly = borrow("lengths_y", lengths_y);
+        nb::gil_scoped_release release;
+        soft_dtw_cost(settings_of(gamma, "sqeuclidean", band, kernel, stream),
+                      bc, bv, gc, go, lx, ly);
+      },
+      "cost"_a, "values"_a, "grad_cost"_a.none(), "grad_output"_a.none(),
+      "lengths_x"_a.none(), "lengths_y"_a.none(), "gamma"_a, "band"_a,
+      "kernel"_a, "stream"_a);
+
+  m.def(
+      "pairwise",
+      [](AnyArray x, AnyArray y, AnyArray matrix, Optional lengths_x,
+         Optional lengths_y, double gamma, const std::string& dist,
+         std::int64_t band, const std::string& kernel, bool divergence,
+         std::uintptr_t stream) {
+        const auto bx = borrow("x", x), by = borrow("y", y),
+                   bm = borrow("matrix", matrix),
+                   lx = borrow("lengths_x", lengths_x),
+                   ly = borrow("lengths_y", lengths_y);
+        nb::gil_scoped_release release;
+        pairwise(settings_of(gamma, dist, band, kernel, stream), bx, by, bm, lx,
+                 ly, divergence);
+      },
+      "x"_a, "y"_a, "matrix"_a, "lengths_x"_a.none(), "lengths_y"_a.none(),
+      "gamma"_a, "dist"_a, "band"_a, "kernel"_a, "divergence"_a, "stream"_a);
+
+  m.def(
+      "dtw_path",
+      [](AnyArray x, AnyArray y, AnyArray values, AnyArray path,
+         AnyArray path_length, Optional lengths_x, Optional lengths_y,
+         const std::string& dist, std::int64_t band, std::uintptr_t stream) {
+        const auto bx = borrow("x", x), by = borrow("y", y),
+                   bv = borrow("values", values), bp = borrow("path", path),
+                   bl = borrow("path_length", path_length),
+                   lx = borrow("lengths_x", lengths_x),
+                   ly = borrow("lengths_y", lengths_y);
+        nb::gil_scoped_release release;
+        dtw_path(settings_of(0.0, dist, band, "automatic", stream), bx, by, bv,
+                 bp, bl, lx, ly);
+      },
+      "x"_a, "y"_a, "values"_a, "path"_a, "path_length"_a, "lengths_x"_a.none(),
+      "lengths_y"_a.none(), "dist"_a, "band"_a, "stream"_a);
+
+  m.def(
+      "barycenter",
+      [](AnyArray X, AnyArray z, Optional weights, Optional lengths,
+         double gamma, const std::string& dist, std::int64_t band,
+         const std::string& kernel, const std::string& method, int max_iter,
+         double tol, int history, double learning_rate, std::uintptr_t stream) {
+        const auto bX = borrow("X", X), bz = borrow("init", z),
+                   bw = borrow("weights", weights),
+                   bl = borrow("lengths", lengths);
+        BarycenterSettings optimiser;
+        optimiser.method = method;
+        optimiser.max_iter = max_iter;
+        optimiser.tol = tol;
+        optimiser.history = history;
+        optimiser.learning_rate = learning_rate;
+        BarycenterResult result;
+        {
+          nb::gil_scoped_release release;
+          result = barycenter(settings_of(gamma, dist, band, kernel, stream),
+                              optimiser, bX, bz, bw, bl);
+        }
+        nb::dict report;
+        report["iterations"] = result.iterations;
+        report["evaluations"] = result.evaluations;
+        report["objective"] = result.objective;
+        report["converged"] = result.converged;
+        return report;
+      },
+      "X"_a, "z"_a, "weights"_a.none(), "lengths"_a.none(), "gamma"_a, "dist"_a,
+      "band"_a, "kernel"_a, "method"_a, "max_iter"_a, "tol"_a, "history"_a,
+      "learning_rate"_a, "stream"_a);
+
+  m.def("initialize", &initialize);
+  m.def("finalize", &finalize);
+  m.def("default_space", &default_space);
+  m.def("host_space", &host_space);
+  m.def("has_cuda", &has_cuda);
+  m.def("cuda_device", &cuda_device);
+  m.def(
+      "synchronize",
+      [](std::uintptr_t stream) {
+        nb::gil_scoped_release release;
+        synchronize(stream);
+      },
+      "stream"_a);
+}
