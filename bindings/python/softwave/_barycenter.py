@@ -117,11 +117,14 @@ def barycenter(
     framework = "numpy" if isinstance(X, (list, tuple)) else _framework(X)
 
     if isinstance(X, (list, tuple)):
+        univariate = all(np.ndim(s) == 1 for s in X)
         host, lengths = _pad(X, lengths)
     elif framework == "torch":
         host = X.detach().cpu().numpy()
     else:
         host = np.asarray(X)
+    if not isinstance(X, (list, tuple)):
+        univariate = host.ndim == 2
     if host.ndim == 2:
         host = host[..., None]
     if host.ndim != 3:
@@ -143,7 +146,7 @@ def barycenter(
 
         device = X.device
         dtype = X.dtype if X.dtype in (torch.float32, torch.float64) else torch.float64
-        X3 = X.detach().reshape(host.shape).to(dtype).contiguous() if not isinstance(X, (list, tuple)) else torch.from_numpy(host).to(device)
+        X3 = X.detach().reshape(host.shape).to(dtype).contiguous()
         z = torch.as_tensor(start, dtype=dtype, device=device).contiguous()
         w = None if weights is None else torch.as_tensor(host_weights, dtype=dtype, device=device).contiguous()
         report = _engine.barycenter(_adapter, X3, z, opts, weights=w, lengths=lengths, method=method,
@@ -162,4 +165,6 @@ def barycenter(
             import jax.numpy as jnp
 
             result = jnp.asarray(z)
+    if univariate:  # (B, N) or a list of (N_i,) series: an (L,) barycenter
+        result = result.reshape(-1)
     return (result, dict(report)) if return_report else result

@@ -1,0 +1,173 @@
+"""softwave.torch: autograd (gradcheck in float64), the SoftDTW module's
+peer-compatible arguments, agreement with the NumPy front end and the
+float64 reference, and, where this build has CUDA, CUDA tensors on the
+current and on non-default streams."""
+
+import numpy as np
+import pytest
+import reference as ref
+
+torch = pytest.importorskip("torch")
+
+import softwave  # noqa: E402
+import softwave.numpy as swn  # noqa: E402
+import softwave.torch as swt  # noqa: E402
+from softwave.torch import SoftDTW  # noqa: E402
+
+DEVICES = ["cpu"] + (["cuda"] if softwave.has_cuda() and torch.cuda.is_available() else [])
+cuda_only = pytest.mark.skipif("cuda" not in DEVICES, reason="needs a CUDA build of softwave and a GPU")
+
+
+def tensors(rng, *shapes, dtype=torch.float64, device="cpu", requires_grad=True):
+    return [torch.tensor(rng.standard_normal(s), dtype=dtype, device=device, requires_grad=requires_grad)
+            for s in shapes]
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.1])
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("dist", ["sqeuclidean", "l1", "cosine"])
+def test_gradcheck_series(rng, gamma, normalize, dist):
+    if dist == "l1":  # |·| has kinks; keep x and y apart so the test sees a smooth region
+        x, y = tensors(rng, (2, 5, 2), (2, 7, 2))
+        with torch.no_grad():
+            y += 0.1 * torch.sign(y)
+    else:
+        x, y = tensors(rng, (2, 5, 2), (2, 7, 2))
+    function = swt.soft_dtw_divergence if normalize else swt.soft_dtw
+    assert torch.autograd.gradcheck(lambda a, b: function(a, b, gamma, dist=dist), (x, y), eps=1e-6, atol=1e-5)
+
+
+def test_gradcheck_cost_tensor_pairwise_and_lengths(rng):
+    (C,) = tensors(rng, (2, 4, 6))
+    assert torch.autograd.gradcheck(lambda c: swt.soft_dtw_cost(c.abs(), 0.5), (C,), eps=1e-6, atol=1e-5)
+    x, y = tensors(rng, (3, 5, 2), (2, 4, 2))
+    for divergence in (False, True):
+        assert torch.autograd.gradcheck(lambda a, b: swt.pairwise(a, b, 0.5, divergence=divergence), (x, y),
+                                        eps=1e-6, atol=1e-5)
+    x, y = tensors(rng, (3, 6, 1), (3, 5, 1))
+    assert torch.autograd.gradcheck(lambda a, b: swt.soft_dtw(a, b, lengths_x=[6, 3, 1], lengths_y=[2, 5, 4]),
+                                    (x, y), eps=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_values_and_gradients_match_numpy_and_reference(rng, device, dtype):
+    x, y = tensors(rng, (4, 20, 3), (4, 17, 3), dtype=dtype, device=device)
+    g = torch.tensor([1.0, -2.0, 0.5, 3.0], dtype=dtype, device=device)
+    values = swt.soft_dtw(x, y, 0.1)
+    (values * g).sum().backward()
+    xn, yn = x.detach().cpu().double().numpy(), y.detach().cpu().double().numpy()
+    v64, gx64, gy64 = swn.soft_dtw_value_and_grad(xn, yn, 0.1, grad_output=g.cpu().double().numpy())
+    tol = 1e-10 if dtype == torch.float64 else 2e-5
+    assert values.dtype == dtype and values.device.type == device
+    np.testing.assert_allclose(values.detach().cpu().double().numpy(), v64, rtol=tol)
+    np.testing.assert_allclose(x.grad.cpu().double().numpy(), gx64, rtol=tol * 10, atol=tol * 10)
+    np.testing.assert_allclose(y.grad.cpu().double().numpy(), gy64, rtol=tol * 10, atol=tol * 10)
+    np.testing.assert_allclose(v64[:2], [ref.sdtw(xn[b], yn[b], 0.1) for b in range(2)], rtol=1e-10)
+
+
+def test_module_accepts_both_peers_signatures(rng):
+    x, y = tensors(rng, (3, 9, 2), (3, 9, 2))
+    expected = swt.soft_dtw(x, y, 0.5)
+    torch.testing.assert_close(SoftDTW(gamma=0.5, bandwidth=None, normalize=False, dist="sqeuclidean")(x, y), expected)
+    torch.testing.assert_close(SoftDTW(False, gamma=0.5)(x, y), expected)  # pytorch-softdtw-cuda: use_cuda first
+    torch.testing.assert_close(SoftDTW(use_cuda=True, gamma=0.5, fused=True)(x, y), expected)
+    # normalize=True is the divergence, also for N != M (the peers need N == M).
+    x2, y2 = tensors(rng, (3, 9, 2), (3, 14, 2))
+    torch.testing.assert_close(SoftDTW(gamma=0.5, normalize=True)(x2, y2), swt.soft_dtw_divergence(x2, y2, 0.5))
+    # bandwidth as the peers read it: 0 is no band.
+    torch.testing.assert_close(SoftDTW(gamma=0.5, bandwidth=0)(x, y), expected)
+    banded = SoftDTW(gamma=0.5, bandwidth=2)(x, y).detach().numpy()
+    xn, yn = x.detach().numpy(), y.detach().numpy()
+    np.testing.assert_allclose(banded, [ref.sdtw(xn[b], yn[b], 0.5, band=2) for b in range(3)], rtol=1e-10)
+    with pytest.raises(TypeError, match="use_cuda"):
+        SoftDTW(0.5)
+    with pytest.raises(ValueError, match=r"\(B, N, d\)"):
+        SoftDTW()(x[0], y[0])
+
+
+def test_dist_func_goes_through_the_cost_tensor(rng):
+    x, y = tensors(rng, (2, 6, 3), (2, 8, 3))
+
+    def manhattan(a, b):
+        return (a[:, :, None, :] - b[:, None, :, :]).abs().sum(-1)
+
+    custom = SoftDTW(gamma=0.3, dist_func=manhattan)(x, y)
+    custom.sum().backward()
+    gx_custom = x.grad.clone()
+    x.grad = None
+    builtin = swt.soft_dtw(x, y, 0.3, dist="l1")
+    builtin.sum().backward()
+    torch.testing.assert_close(custom, builtin)
+    torch.testing.assert_close(gx_custom, x.grad)
+    div = SoftDTW(gamma=0.3, dist_func=manhattan, normalize=True)(x, y)
+    torch.testing.assert_close(div, swt.soft_dtw_divergence(x, y, 0.3, dist="l1"))
+
+
+def test_alignment_dtw_and_half_precision(rng):
+    x, y = tensors(rng, (2, 7, 2), (2, 5, 2), requires_grad=False)
+    E = swt.soft_dtw_alignment(x, y, 0.2)
+    np.testing.assert_allclose(E.numpy(), swn.soft_dtw_alignment(x.numpy(), y.numpy(), 0.2))
+    values, paths = swt.dtw(x, y)
+    expected_values, expected_paths = swn.dtw(x.numpy(), y.numpy())
+    np.testing.assert_allclose(values.numpy(), expected_values)
+    for p, q in zip(paths, expected_paths):
+        np.testing.assert_array_equal(p.numpy(), q)
+    xh = x.to(torch.bfloat16).requires_grad_()
+    yh = y.to(torch.bfloat16)
+    v = swt.soft_dtw(xh, yh, 0.5)
+    v.sum().backward()
+    assert v.dtype == torch.float32 and xh.grad.dtype == torch.bfloat16
+    ref_v = swt.soft_dtw(xh.detach().float(), yh.float(), 0.5)
+    torch.testing.assert_close(v, ref_v)
+
+
+def test_errors(rng):
+    x, y = tensors(rng, (2, 4, 1), (2, 4, 1))
+    with pytest.raises(TypeError, match="dtype|float64"):
+        swt.soft_dtw(x, y.float())
+    with pytest.raises(TypeError, match="floating-point"):
+        swt.soft_dtw(x, torch.zeros(2, 4, 1, dtype=torch.int64))
+    with pytest.raises(ValueError, match="y"):
+        swt.soft_dtw(x, torch.zeros(3, 4, 1, dtype=torch.float64))
+    with pytest.raises(ValueError, match="gamma"):
+        swt.soft_dtw(x, y, -1.0)
+    if "cuda" in DEVICES:
+        with pytest.raises(ValueError, match="device"):
+            swt.soft_dtw(x, y.cuda())
+    elif torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CPU only"):
+            swt.soft_dtw(x.cuda(), y.cuda())
+
+
+@cuda_only
+def test_cuda_on_a_non_default_stream(rng):
+    x, y = tensors(rng, (8, 300, 16), (8, 280, 16), dtype=torch.float32, device="cuda")
+    expected = swt.soft_dtw(x, y, 0.1)
+    expected.sum().backward()
+    gx_expected = x.grad.clone()
+    x.grad = None
+    stream = torch.cuda.Stream()
+    # Inputs made on the side stream right before the call: correct results
+    # need the work queued on that stream, behind them.
+    with torch.cuda.stream(stream):
+        xs = (x.detach() * 1.0).requires_grad_()
+        ys = y.detach() * 1.0
+        values = swt.soft_dtw(xs, ys, 0.1)
+        values.sum().backward()
+    stream.synchronize()
+    torch.testing.assert_close(values, expected)
+    torch.testing.assert_close(xs.grad, gx_expected, rtol=1e-4, atol=1e-5)
+
+
+@cuda_only
+@pytest.mark.parametrize("kernel", ["automatic", "portable", "specialised"])
+def test_cuda_kernels_agree_with_cpu(rng, kernel):
+    x, y = tensors(rng, (4, 100, 8), (4, 90, 8), dtype=torch.float32, requires_grad=False)
+    xc, yc = x.cuda().requires_grad_(), y.cuda().requires_grad_()
+    v = swt.soft_dtw(xc, yc, 0.1, kernel=kernel)
+    v.sum().backward()
+    v64, gx64, gy64 = swn.soft_dtw_value_and_grad(x.double().numpy(), y.double().numpy(), 0.1)
+    np.testing.assert_allclose(v.detach().cpu().double().numpy(), v64, rtol=1e-5)
+    np.testing.assert_allclose(xc.grad.cpu().double().numpy(), gx64, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(yc.grad.cpu().double().numpy(), gy64, rtol=1e-3, atol=1e-4)
