@@ -10,7 +10,10 @@
 #                        libbenchmark1debian (apt-get download), unpacked below
 # Usage: perf/device/run.sh [ctest args...]
 #   SKIP_BENCH=1 skips the benchmarks, SKIP_TESTS=1 the tests;
-#   BENCH_FILTER=<regex> passes --benchmark_filter (default: all).
+#   BENCH_FILTER=<regex> passes --benchmark_filter (default: all);
+#   SKIP_PYTHON=1 skips the Python package (build with the CUDA backend,
+#   pytest with CUDA tensors, perf/bench_torch.py); PYTHON_BENCH=quick
+#   benchmarks only N <= 512 there, SKIP_PYTHON_BENCH=1 skips it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/softwave-device}
@@ -57,6 +60,30 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   bench_rc=$?
   python3 perf/summarize.py "$OUT/bench-cuda.json" | tee "$OUT/summary.md"
 fi
+python_rc=0
+if [ -z "${SKIP_PYTHON:-}" ]; then
+  # The image's python3 holds torch, jax, numpy, pytest, nanobind and
+  # scikit-build-core; nothing can be fetched there, so no build isolation.
+  step "python package"
+  SOFTWAVE_KOKKOS_BACKEND=CUDA python3 -m pip install --no-build-isolation --no-deps \
+    -Ccmake.define.SOFTWAVE_KOKKOS_SOURCE_DIR="$PWD/.cache/kokkos-src" . \
+    >"$OUT/pip.log" 2>&1 || { python_rc=1; grep -m 20 -B2 -A6 -i "error" "$OUT/pip.log"; }
+  if [ "$python_rc" = 0 ]; then
+    step pytest
+    python3 -m pytest -q -p no:cacheprovider tests/python --junitxml="$OUT/pytest.xml" \
+      >"$OUT/pytest.log" 2>&1
+    python_rc=$?
+    tail -5 "$OUT/pytest.log"
+    if [ -z "${SKIP_PYTHON_BENCH:-}" ]; then
+      step "torch benchmark"
+      python3 perf/bench_torch.py --out "$OUT/bench-torch.json" \
+        ${PYTHON_BENCH:+--quick} | tee "$OUT/bench-torch.md" || python_rc=1
+    fi
+  fi
+fi
+
+# At most 8 files come back from the device: the logs travel as one archive.
+(cd "$OUT" && tar czf logs.tar.gz --remove-files ./*.log ./*.xml 2>/dev/null)
 step done
-echo "tests rc=$test_rc bench rc=$bench_rc"
-exit $((test_rc != 0 || bench_rc != 0))
+echo "tests rc=$test_rc bench rc=$bench_rc python rc=$python_rc"
+exit $((test_rc != 0 || bench_rc != 0 || python_rc != 0))

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The Python tests, as CI runs them: a virtual environment on the system
+# python3 that sees Debian's numpy, torch (CPU), pytest and matplotlib
+# (python3-numpy python3-torch python3-pytest python3-matplotlib python3-venv
+# python3-dev), `pip install .` into it (the OpenMP build of the core,
+# against the same bootstrapped Kokkos as the CMake presets), JAX where it
+# installs, then pytest on tests/python.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+python=${PYTHON:-/usr/bin/python3}
+venv=.venv
+if [ ! -x "$venv/bin/python" ]; then
+  "$python" -m venv --system-site-packages "$venv"
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check .
+# JAX is optional: its wheels need a NumPy as new as Debian's 1.x allows;
+# numpy<2 keeps Debian's torch (built against NumPy 1.x) importable.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "jax[cpu]" "numpy<2" ||
+  echo "softwave: JAX did not install here; its tests are skipped"
+
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_PROC_BIND=false OMP_WAIT_POLICY=passive
+exec "$venv/bin/python" -m pytest -p no:cacheprovider tests/python -q "$@"
