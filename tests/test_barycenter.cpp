@@ -1,0 +1,456 @@
+// Soft-DTW barycenters (softwave/barycenter.hpp) against the float64
+// reference: the objective and its gradient, stationarity of the L-BFGS
+// result, known answers (identical series, one-hot weights), variable
+// lengths, float and double, and argument errors naming the argument.
+
+#include <limits>
+#include <softwave/barycenter.hpp>
+
+#include "test_helpers.hpp"
+
+namespace {
+
+using namespace swt;
+using softwave::BarycenterMethod;
+using softwave::BarycenterOptions;
+using softwave::BarycenterReport;
+
+// One barycenter problem on the host: series X (B, N, d), weights (empty:
+// 1/B), lengths (empty: N), γ.
+struct Problem {
+  Batch X;
+  std::vector<double> weights;
+  std::vector<int> lengths;
+  double gamma = 1.0;
+
+  double weight(int b) const {
+    return weights.empty() ? 1.0 / X.B : weights[b];
+  }
+  int length(int b) const { return lengths.empty() ? X.n : lengths[b]; }
+  ref::Options ref_options() const { return {gamma, ref::Cost::sqeuclidean}; }
+};
+
+// f(z) = Σ_b w_b sdtw(z, X_b) and its gradient (flattened like z), float64.
+double reference_objective(const Problem& p, const Batch& z,
+                           std::vector<double>* gradient = nullptr) {
+  double f = 0;
+  if (gradient) gradient->assign(z.v.size(), 0.0);
+  for (int b = 0; b < p.X.B; ++b) {
+    const ref::Result r = ref::soft_dtw(
+        z.series(0, z.n), p.X.series(b, p.length(b)), p.ref_options());
+    f += p.weight(b) * r.value;
+    if (gradient)
+      for (std::size_t q = 0; q < z.v.size(); ++q)
+        (*gradient)[q] += p.weight(b) * r.grad_x.v[q];
+  }
+  return f;
+}
+
+template <class T>
+softwave::WeightsView<T, Space> device_weights(const Problem& p) {
+  if (p.weights.empty()) return {};
+  return to_device<T>(p.weights, "swt::weights");
+}
+
+softwave::LengthsView<Space> device_lengths(const Problem& p) {
+  if (p.lengths.empty()) return {};
+  return to_device_int(p.lengths, "swt::lengths");
+}
+
+template <class T>
+Dev2<T> device_point(const Batch& z, const char* label) {
+  Dev2<T> view(std::string(label), z.n, z.d);
+  auto host = Kokkos::create_mirror_view(view);
+  for (int i = 0; i < z.n; ++i)
+    for (int k = 0; k < z.d; ++k) host(i, k) = static_cast<T>(z(0, i, k));
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+
+Batch host_point(const std::vector<double>& flat, int L, int d) {
+  Batch z(1, L, d);
+  z.v = flat;
+  return z;
+}
+
+struct Solved {
+  Batch z;
+  BarycenterReport report;
+};
+
+// Runs softwave::barycenter<T> from z0.
+template <class T>
+Solved solve(const Problem& p, const Batch& z0, BarycenterOptions options) {
+  options.softdtw.gamma = p.gamma;
+  const auto X = to_device<T>(p.X, "swt::X");
+  auto z = device_point<T>(z0, "swt::barycenter");
+  const BarycenterReport report = softwave::barycenter(
+      Space(), X, z, options, device_weights<T>(p), device_lengths(p));
+  return {host_point(to_host(z), z0.n, z0.d), report};
+}
+
+// softwave::barycenter_objective<T>: f and its gradient at z.
+template <class T>
+double library_objective(const Problem& p, const Batch& z,
+                         std::vector<double>& gradient) {
+  softwave::SoftDTWOptions options;
+  options.gamma = p.gamma;
+  const auto X = to_device<T>(p.X, "swt::X");
+  const Dev2<T> point = device_point<T>(z, "swt::z");
+  Dev2<T> grad("swt::gradient", z.n, z.d);
+  Kokkos::deep_copy(grad, static_cast<T>(kSentinel));
+  const double f =
+      softwave::barycenter_objective(Space(), X, point, grad, options,
+                                     device_weights<T>(p), device_lengths(p));
+  gradient = to_host(grad);
+  return f;
+}
+
+// The per-time-step mean of the series (equal lengths), the usual start.
+Batch mean_point(const Problem& p) {
+  Batch z(1, p.X.n, p.X.d);
+  for (int b = 0; b < p.X.B; ++b)
+    for (int i = 0; i < p.X.n; ++i)
+      for (int k = 0; k < p.X.d; ++k) z(0, i, k) += p.X(b, i, k) / p.X.B;
+  return z;
+}
+
+// B noisy copies of one smooth random shape, each shifted in time by up to
+// max_shift steps: a barycenter problem with a clear answer and a
+// non-trivial warp.
+Batch warped_family(Rng& rng, int B, int n, int d, int max_shift) {
+  std::vector<double> phase(d), freq(d);
+  for (int k = 0; k < d; ++k) {
+    phase[k] = rng.uniform(0, 6.28);
+    freq[k] = rng.uniform(1.5, 3.0);
+  }
+  Batch X(B, n, d);
+  for (int b = 0; b < B; ++b) {
+    const int shift = rng.integer(-max_shift, max_shift);
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < d; ++k) {
+        const double t = double(std::clamp(i + shift, 0, n - 1)) / n;
+        X(b, i, k) =
+            std::sin(6.28 * freq[k] * t + phase[k]) + rng.uniform(-0.1, 0.1);
+      }
+  }
+  return X;
+}
+
+// tol = 1e-10 runs each method to the end of what T resolves: f is summed
+// from values of T, so a float objective is flat below ~1e-7 relative, and
+// float L-BFGS ends when its line search finds no step.
+BarycenterOptions method_options(BarycenterMethod method) {
+  BarycenterOptions o;
+  o.method = method;
+  o.tol = 1e-10;
+  if (method == BarycenterMethod::adam) {
+    o.max_iter = 400;
+    o.learning_rate = 0.01;
+  }
+  return o;
+}
+
+// A stationary point's float64 gradient, relative to the gradient at the
+// start: what a run to tol = 1e-10 reaches, with a margin of 5-10 (double:
+// the relative-decrease rule stops first; float: f's resolution).
+template <class T>
+double stationary() {
+  return std::is_same_v<T, double> ? 5e-4 : 5e-3;
+}
+
+template <class T>
+class Barycenter : public ::testing::Test {};
+using Types = ::testing::Types<double, float>;
+TYPED_TEST_SUITE(Barycenter, Types);
+
+// At small γ, sdtw(z, x) is minimised at z = x (up to O(√γ) pulls from
+// near-tied alignments), so B copies of x have x as their barycenter.
+TYPED_TEST(Barycenter, IdenticalSeriesGiveThatSeries) {
+  using T = TypeParam;
+  SWT_SEEDED_RNG(rng);
+  const int B = 4, n = 12, d = 2;
+  const Batch one = random_batch(rng, 1, n, d, -2.0, 2.0);
+  Problem p;
+  p.gamma = 1e-4;
+  p.X = Batch(B, n, d);
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < n; ++i)
+      for (int k = 0; k < d; ++k) p.X(b, i, k) = one(0, i, k);
+  round_to<T>(p.X);
+  Batch start = one;
+  for (double& e : start.v) e += rng.uniform(-0.2, 0.2);
+  for (const auto method : {BarycenterMethod::lbfgs, BarycenterMethod::adam}) {
+    SCOPED_TRACE(method == BarycenterMethod::lbfgs ? "lbfgs" : "adam");
+    const Solved s = solve<T>(p, start, method_options(method));
+    EXPECT_TRUE(near_arrays(s.z.v, one.v, 0.03, 1.0, "barycenter"));
+    EXPECT_GE(s.report.iterations, 1);
+    EXPECT_GT(s.report.evaluations, s.report.iterations);
+  }
+}
+
+// The gradient the optimisers follow (barycenter_objective shares their
+// code) against central differences of the float64 reference objective,
+// with random weights and per-series lengths, L ≠ N.
+TYPED_TEST(Barycenter, GradientMatchesFiniteDifferences) {
+  using T = TypeParam;
+  SWT_SEEDED_RNG(rng);
+  for (const double gamma : {0.1, 1.0}) {
+    SCOPED_TRACE(::testing::Message() << "gamma " << gamma);
+    Problem p;
+    p.gamma = gamma;
+    p.X = random_batch(rng, 3, 9, 2);
+    round_to<T>(p.X);
+    p.lengths = random_lengths(rng, 3, 9);
+    p.weights = {rng.uniform(0, 1), rng.uniform(0, 1), rng.uniform(0, 1)};
+    for (double& w : p.weights) w = static_cast<double>(static_cast<T>(w));
+    Batch z = random_batch(rng, 1, 7, 2);
+    round_to<T>(z);
+
+    std::vector<double> gradient;
+    const double f = library_objective<T>(p, z, gradient);
+    std::vector<double> want;
+    const double f_ref = reference_objective(p, z, &want);
+    EXPECT_NEAR(f, f_ref,
+                (std::is_same_v<T, double> ? 1e-12 : 1e-6) *
+                    std::max(1.0, std::fabs(f_ref)));
+    std::vector<double> fd(z.v.size());
+    const double h = 1e-5;
+    for (std::size_t q = 0; q < z.v.size(); ++q) {
+      Batch up = z, down = z;
+      up.v[q] += h;
+      down.v[q] -= h;
+      fd[q] =
+          (reference_objective(p, up) - reference_objective(p, down)) / (2 * h);
+    }
+    EXPECT_TRUE(near_arrays(want, fd, 1e-6, 1.0, "reference vs differences"));
+    EXPECT_TRUE(near_arrays(gradient, fd,
+                            std::is_same_v<T, double> ? 1e-7 : 1e-5, 1.0,
+                            "gradient vs differences"));
+  }
+}
+
+// L-BFGS ends at a stationary point of the float64 objective, below the
+// mean it starts from and no worse than Adam from the same start.
+TYPED_TEST(Barycenter, LbfgsIsStationaryAndBeatsMeanAndAdam) {
+  using T = TypeParam;
+  SWT_SEEDED_RNG(rng);
+  Problem p;
+  // γ = 1 and shifts of ±2 keep f close enough to convex around the mean
+  // that both methods reach the same minimum (larger shifts at smaller γ
+  // sometimes send them to different local minima, ~1 run in 100).
+  p.gamma = 1.0;
+  p.X = warped_family(rng, 5, 24, 1, 2);
+  round_to<T>(p.X);
+  const Batch start = mean_point(p);
+  const Solved lbfgs =
+      solve<T>(p, start, method_options(BarycenterMethod::lbfgs));
+  const Solved adam =
+      solve<T>(p, start, method_options(BarycenterMethod::adam));
+
+  std::vector<double> g_start, g_end;
+  const double f_start = reference_objective(p, start, &g_start);
+  const double f_end = reference_objective(p, lbfgs.z, &g_end);
+  const double f_adam = reference_objective(p, adam.z);
+  const double scale = std::max(1.0, std::fabs(f_end));
+  // float stops where its line search no longer resolves f (see
+  // method_options), which is not a convergence by the header's rules.
+  if (std::is_same_v<T, double>) EXPECT_TRUE(lbfgs.report.converged);
+  EXPECT_NEAR(lbfgs.report.objective, f_end,
+              (std::is_same_v<T, double> ? 1e-10 : 1e-5) * scale);
+  EXPECT_LE(max_abs(g_end), stationary<T>() * max_abs(g_start))
+      << "f " << f_end << " after " << lbfgs.report.iterations << " iterations";
+  EXPECT_LT(f_end, f_start);
+  EXPECT_LE(f_end, f_adam + 1e-3 * scale);
+}
+
+// A one-hot weight vector (any positive scale) reduces f to one term, whose
+// minimiser at small γ and L = N is that series (started near it: at small
+// γ, f has the local minima of hard DTW, where z warps onto x).
+TYPED_TEST(Barycenter, OneHotWeightsGiveThatSeries) {
+  using T = TypeParam;
+  SWT_SEEDED_RNG(rng);
+  Problem p;
+  p.gamma = 1e-4;
+  p.X = random_batch(rng, 4, 10, 2, -2.0, 2.0);
+  round_to<T>(p.X);
+  const int chosen = rng.integer(0, 3);
+  p.weights.assign(4, 0.0);
+  p.weights[chosen] = 3.0;
+  const int n = 10, d = 2;
+  const Batch want =
+      host_point(std::vector<double>(p.X.v.begin() + chosen * n * d,
+                                     p.X.v.begin() + (chosen + 1) * n * d),
+                 n, d);
+  Batch start = want;
+  for (double& e : start.v) e += rng.uniform(-0.1, 0.1);
+  const Solved s = solve<T>(p, start, method_options(BarycenterMethod::lbfgs));
+  EXPECT_TRUE(near_arrays(s.z.v, want.v, 0.03, 1.0, "barycenter"));
+}
+
+// Padding past each series' length is never read (the result is the same
+// whatever it holds), and the result is stationary for the reference
+// objective on the trimmed series.
+TYPED_TEST(Barycenter, VariableLengths) {
+  using T = TypeParam;
+  SWT_SEEDED_RNG(rng);
+  Problem p;
+  p.gamma = 0.5;
+  p.X = warped_family(rng, 4, 20, 2, 3);
+  round_to<T>(p.X);
+  p.lengths = {20, rng.integer(8, 19), rng.integer(8, 19), rng.integer(8, 19)};
+  Problem junk = p;
+  for (int b = 0; b < 4; ++b)
+    for (int i = p.lengths[b]; i < 20; ++i)
+      for (int k = 0; k < 2; ++k) junk.X(b, i, k) = rng.uniform(-50, 50);
+  const Batch start = random_batch(rng, 1, 15, 2, -0.5, 0.5);
+  const BarycenterOptions options = method_options(BarycenterMethod::lbfgs);
+  const Solved a = solve<T>(p, start, options);
+  const Solved b = solve<T>(junk, start, options);
+  EXPECT_EQ(a.z.v, b.z.v);
+  EXPECT_EQ(a.report.iterations, b.report.iterations);
+  std::vector<double> g_start, g_end;
+  reference_objective(p, start, &g_start);
+  reference_objective(p, a.z, &g_end);
+  EXPECT_LE(max_abs(g_end), stationary<T>() * max_abs(g_start));
+}
+
+// The report's objective is f at the returned point; empty weights are 1/B.
+TYPED_TEST(Barycenter, ReportAndDefaultWeights) {
+  using T = TypeParam;
+  SWT_SEEDED_RNG(rng);
+  Problem p;
+  p.gamma = 1.0;
+  p.X = random_batch(rng, 3, 8, 1);
+  round_to<T>(p.X);
+  const Batch start = mean_point(p);
+  BarycenterOptions options;
+  options.max_iter = 3;
+  options.tol = 1e-12;
+  const Solved s = solve<T>(p, start, options);
+  EXPECT_LE(s.report.iterations, 3);
+  std::vector<double> gradient;
+  const double f = library_objective<T>(p, s.z, gradient);
+  EXPECT_NEAR(s.report.objective, f, 1e-6 * std::max(1.0, std::fabs(f)));
+  Problem explicit_weights = p;
+  explicit_weights.weights.assign(3, 1.0 / 3.0);
+  std::vector<double> g_explicit;
+  EXPECT_NEAR(library_objective<T>(explicit_weights, s.z, g_explicit), f,
+              1e-6 * std::max(1.0, std::fabs(f)));
+  EXPECT_TRUE(near_arrays(g_explicit, gradient, 1e-6, 1.0, "gradient"));
+}
+
+// ------------------------------------------------------------------ errors
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Dev1<double> weights(const std::vector<double>& values) {
+  return to_device<double>(values, "swt::weights");
+}
+
+class BarycenterErrors : public ::testing::Test {
+ protected:
+  static constexpr int B = 3, N = 6, D = 2, L = 5;
+  Space space;
+  Dev3<double> X{"X", B, N, D};
+  Dev2<double> z{"z", L, D};
+  BarycenterOptions options;
+
+  void SetUp() override {
+    Kokkos::deep_copy(X, 0.5);
+    Kokkos::deep_copy(z, 0.25);
+  }
+  auto run(const Dev3<double>& x, const Dev2<double>& point,
+           softwave::WeightsView<double, Space> weights = {},
+           softwave::LengthsView<Space> lengths = {}) {
+    return [=] {
+      auto copy = point;
+      softwave::barycenter(space, x, copy, options, weights, lengths);
+    };
+  }
+  auto run() { return run(X, z); }
+};
+
+TEST_F(BarycenterErrors, Options) {
+  for (const double gamma : {0.0, -1.0, kNaN, kInf}) {
+    options.softdtw.gamma = gamma;
+    EXPECT_TRUE(throws_naming("gamma", run()));
+  }
+  options = {};
+  options.softdtw.band = -1;
+  EXPECT_TRUE(throws_naming("band", run()));
+  options = {};
+  options.softdtw.tile = -1;
+  EXPECT_TRUE(throws_naming("tile", run()));
+  options = {};
+  options.max_iter = 0;
+  EXPECT_TRUE(throws_naming("max_iter", run()));
+  options = {};
+  for (const double tol : {0.0, -1e-3, kNaN}) {
+    options.tol = tol;
+    EXPECT_TRUE(throws_naming("tol", run()));
+  }
+  options = {};
+  options.history = 0;
+  EXPECT_TRUE(throws_naming("history", run()));
+  options = {};
+  for (const double rate : {0.0, -0.1, kInf}) {
+    options.learning_rate = rate;
+    EXPECT_TRUE(throws_naming("learning_rate", run()));
+  }
+  options = {};
+  options.method = static_cast<BarycenterMethod>(7);
+  EXPECT_TRUE(throws_naming("method", run()));
+}
+
+TEST_F(BarycenterErrors, Weights) {
+  EXPECT_TRUE(throws_naming("weights", run(X, z, weights({0.5, 0.5}))));
+  EXPECT_TRUE(throws_naming("weights", run(X, z, weights({0.5, -0.1, 0.5}))));
+  EXPECT_TRUE(throws_naming("weights", run(X, z, weights({0.5, kNaN, 0.5}))));
+  EXPECT_TRUE(throws_naming("weights", run(X, z, weights({0.5, kInf, 0.5}))));
+  EXPECT_TRUE(throws_naming("weights", run(X, z, weights({0.0, 0.0, 0.0}))));
+}
+
+TEST_F(BarycenterErrors, ShapesLengthsAndValues) {
+  EXPECT_TRUE(throws_naming("barycenter", run(X, Dev2<double>("z", L, D + 1))));
+  EXPECT_TRUE(throws_naming("barycenter", run(X, Dev2<double>("z", 0, D))));
+  Dev2<double> bad_z("z", L, D);
+  Kokkos::deep_copy(bad_z, kNaN);
+  EXPECT_TRUE(throws_naming("barycenter", run(X, bad_z)));
+  EXPECT_TRUE(throws_naming("X", run(Dev3<double>("X", 0, N, D), z)));
+  EXPECT_TRUE(throws_naming("X", run(Dev3<double>("X", B, 0, D), z)));
+  Dev3<double> bad_X("X", B, N, D);
+  Kokkos::deep_copy(bad_X, kInf);
+  EXPECT_TRUE(throws_naming("X", run(bad_X, z)));
+  EXPECT_TRUE(throws_naming(
+      "lengths", run(X, z, {}, to_device_int({3, 3}, "swt::lengths"))));
+  EXPECT_TRUE(throws_naming(
+      "lengths", run(X, z, {}, to_device_int({3, 0, 3}, "swt::lengths"))));
+  EXPECT_TRUE(throws_naming(
+      "lengths", run(X, z, {}, to_device_int({3, N + 1, 3}, "swt::lengths"))));
+  // Padding past a length may hold anything, NaN included.
+  Dev3<double> padded("X", B, N, D);
+  Kokkos::deep_copy(padded, 0.5);
+  auto host = Kokkos::create_mirror_view(padded);
+  Kokkos::deep_copy(host, padded);
+  host(1, N - 1, 0) = kNaN;
+  Kokkos::deep_copy(padded, host);
+  const auto lengths = to_device_int({N, N - 1, N}, "swt::lengths");
+  EXPECT_NO_THROW(run(padded, z, {}, lengths)());
+}
+
+TEST_F(BarycenterErrors, Objective) {
+  softwave::SoftDTWOptions o;
+  EXPECT_TRUE(throws_naming("gradient", [&] {
+    softwave::barycenter_objective(space, X, z, Dev2<double>("g", L + 1, D), o);
+  }));
+  EXPECT_TRUE(throws_naming("z", [&] {
+    softwave::barycenter_objective(space, X, Dev2<double>("z", L, D + 1));
+  }));
+  o.gamma = 0;
+  EXPECT_TRUE(throws_naming(
+      "gamma", [&] { softwave::barycenter_objective(space, X, z, {}, o); }));
+}
+
+}  // namespace
