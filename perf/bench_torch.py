@@ -139,14 +139,24 @@ def python_overhead(b=16, n=128, d=1):
         loss(x, y).sum().backward()
 
     def core_step():
-        _core.soft_dtw(xd, yd, values, gx, gy, None, None, None, None, None, 1.0, "sqeuclidean", -1,
+        _core.soft_dtw(xd, yd, values, gx, gy, None, None, None, None, 1.0, "sqeuclidean", -1,
+                       "automatic", False, stream)
+
+    def forward_step():
+        with torch.no_grad():
+            loss(x, y)
+
+    def core_forward_step():
+        _core.soft_dtw(xd, yd, values, None, None, None, None, None, None, 1.0, "sqeuclidean", -1,
                        "automatic", False, stream)
 
     results = {}
-    for name, step in (("autograd_us", autograd_step), ("core_us", core_step)):
+    for name, step in (("autograd_us", autograd_step), ("core_us", core_step), ("forward_us", forward_step),
+                       ("core_forward_us", core_forward_step)):
         ms, _ = median_ms(step, min_reps=200, budget_s=2.0)
         results[name] = ms * 1e3
     results["overhead_us"] = results["autograd_us"] - results["core_us"]
+    results["forward_overhead_us"] = results["forward_us"] - results["core_forward_us"]
     return dict(B=b, N=n, d=d, **results)
 
 
@@ -178,13 +188,20 @@ def main():
         speedup_text = f"{row['speedup']:.1f}" if peer else "-"
         print(f"| {b}/{n}/{d} | {row['fwdbwd_ms']:.3f} | {row['fwd_ms']:.3f} | {row['peak_mb']:.1f} "
               f"({row['torch_mb']:.1f} + {row['workspace_mb']:.1f}) | {peer_text} | {speedup_text} |", flush=True)
+        save(args.out, rows, None)
     overhead = python_overhead()
-    print(f"Python layer at B=16, N=128, d=1: autograd {overhead['autograd_us']:.1f} us, "
-          f"core {overhead['core_us']:.1f} us, overhead {overhead['overhead_us']:.1f} us")
-    with open(args.out, "w") as f:
+    print(f"Python layer at B=16, N=128, d=1: forward+backward {overhead['autograd_us']:.1f} us through autograd, "
+          f"{overhead['core_us']:.1f} us calling the core directly (overhead {overhead['overhead_us']:.1f} us); "
+          f"forward {overhead['forward_us']:.1f} vs {overhead['core_forward_us']:.1f} us "
+          f"(overhead {overhead['forward_overhead_us']:.1f} us)")
+    save(args.out, rows, overhead)
+    return 0
+
+
+def save(path, rows, overhead):
+    with open(path, "w") as f:
         json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows,
                        python_overhead=overhead), f, indent=1)
-    return 0
 
 
 if __name__ == "__main__":

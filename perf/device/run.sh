@@ -31,6 +31,15 @@ if [ -d .cache/device-debs ]; then
   export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 fi
 
+# The image's CXX (/opt/gcc/bin/g++) links libstdc++ statically. That is
+# harmless in executables but not in a Python extension: a second libstdc++
+# beside the one numpy and torch load crashes in Kokkos::initialize. Build
+# everything (tests, Kokkos and the extension alike, so they share one Kokkos
+# install) with the system g++, which python3's own extensions use.
+if [ -x /usr/bin/g++ ]; then
+  export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
+fi
+
 step() { echo "== $1 ($(date +%T))"; }
 step configure
 cmake --preset cuda -DSOFTWAVE_KOKKOS_SOURCE_DIR="$PWD/.cache/kokkos-src" \
