@@ -146,9 +146,19 @@ def _batched(x: torch.Tensor, y: torch.Tensor):
     return x3, y3, single
 
 
+def _wants_grad(*tensors: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def _series_call(x, y, opts, divergence, lengths_x, lengths_y):
     x3, y3, single = _batched(x, y)
-    values = _SoftDTWFunction.apply(x3, y3, lengths_x, lengths_y, opts, divergence)
+    if _wants_grad(x3, y3):
+        values = _SoftDTWFunction.apply(x3, y3, lengths_x, lengths_y, opts, divergence)
+    else:  # inference: values only, without autograd's bookkeeping
+        dtype = _compute_dtype(x3, y3)
+        _check_device(x3)
+        values, *_ = _engine.soft_dtw(_adapter, _prepare(x3, dtype), _prepare(y3, dtype), opts,
+                                      divergence=divergence, lengths_x=lengths_x, lengths_y=lengths_y)
     return values[0] if single else values
 
 
