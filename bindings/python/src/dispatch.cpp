@@ -14,6 +14,7 @@
 #include <softwave/softdtw.hpp>
 #include <sstream>
 #include <type_traits>
+#include <utility>
 
 namespace softwave::python {
 namespace {
@@ -72,29 +73,32 @@ void check_same_device(const Borrowed& first,
                              "; all arrays of a call must share a device");
 }
 
+// The enum value named `value` among `choices`; an argument error naming
+// `name` and the accepted spellings otherwise.
+template <class Enum>
+Enum choice(const char* name, const std::string& value,
+            std::initializer_list<std::pair<const char*, Enum>> choices) {
+  std::string accepted;
+  for (const auto& [spelling, e] : choices) {
+    if (value == spelling) return e;
+    accepted += (accepted.empty() ? "'" : ", '") + std::string(spelling) + "'";
+  }
+  throw_invalid_argument(name, " must be one of ", accepted, " (got '", value,
+                         "')");
+}
+
 SoftDTWOptions options_of(const Settings& s) {
   SoftDTWOptions options;
   options.gamma = s.gamma;
-  if (s.cost == "sqeuclidean")
-    options.cost = Cost::sqeuclidean;
-  else if (s.cost == "l1")
-    options.cost = Cost::l1;
-  else if (s.cost == "cosine")
-    options.cost = Cost::cosine;
-  else
-    throw_invalid_argument(
-        "dist must be 'sqeuclidean', 'l1' or 'cosine' (got '", s.cost, "')");
+  options.cost = choice<Cost>("dist", s.cost,
+                              {{"sqeuclidean", Cost::sqeuclidean},
+                               {"l1", Cost::l1},
+                               {"cosine", Cost::cosine}});
   if (s.band >= 0) options.band = s.band;
-  if (s.kernel == "automatic")
-    options.kernel = Kernel::automatic;
-  else if (s.kernel == "portable")
-    options.kernel = Kernel::portable;
-  else if (s.kernel == "specialised")
-    options.kernel = Kernel::specialised;
-  else
-    throw_invalid_argument(
-        "kernel must be 'automatic', 'portable' or 'specialised' (got '",
-        s.kernel, "')");
+  options.kernel = choice<Kernel>("kernel", s.kernel,
+                                  {{"automatic", Kernel::automatic},
+                                   {"portable", Kernel::portable},
+                                   {"specialised", Kernel::specialised}});
   return options;
 }
 
@@ -325,13 +329,9 @@ BarycenterResult barycenter(const Settings& settings,
                             const Borrowed& weights, const Borrowed& lengths) {
   BarycenterOptions options;
   options.softdtw = options_of(settings);
-  if (optimiser.method == "lbfgs")
-    options.method = BarycenterMethod::lbfgs;
-  else if (optimiser.method == "adam")
-    options.method = BarycenterMethod::adam;
-  else
-    throw_invalid_argument("method must be 'lbfgs' or 'adam' (got '",
-                           optimiser.method, "')");
+  options.method = choice<BarycenterMethod>(
+      "method", optimiser.method,
+      {{"lbfgs", BarycenterMethod::lbfgs}, {"adam", BarycenterMethod::adam}});
   options.max_iter = optimiser.max_iter;
   options.tol = optimiser.tol;
   options.history = optimiser.history;
