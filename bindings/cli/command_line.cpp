@@ -1,6 +1,7 @@
 #include "command_line.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace softwave::cli {
@@ -87,6 +88,26 @@ std::optional<std::int64_t> ParsedOptions::integer(
                       *value + "'");
   }
   return parsed;
+}
+
+std::optional<std::int64_t> ParsedOptions::integer_at_least(
+    const std::string& name, std::int64_t least) const {
+  const auto value = integer(name);
+  if (value && *value < least) {
+    throw usage_error("option " + name + ": expected an integer >= " +
+                      std::to_string(least) + ", got '" + *text(name) + "'");
+  }
+  return value;
+}
+
+std::optional<double> ParsedOptions::positive_number(
+    const std::string& name) const {
+  const auto value = number(name);
+  if (value && !(*value > 0 && std::isfinite(*value))) {
+    throw usage_error("option " + name + ": expected a number > 0, got '" +
+                      *text(name) + "'");
+  }
+  return value;
 }
 
 std::optional<std::string> ParsedOptions::choice(

@@ -37,6 +37,11 @@ class ParsedOptions {
   // parse completely.
   std::optional<double> number(const std::string& name) const;
   std::optional<std::int64_t> integer(const std::string& name) const;
+  // An integer >= `least` (usage_error naming the option otherwise).
+  std::optional<std::int64_t> integer_at_least(const std::string& name,
+                                               std::int64_t least) const;
+  // A finite number > 0 (usage_error naming the option otherwise).
+  std::optional<double> positive_number(const std::string& name) const;
   // One of `choices`, or usage_error listing them.
   std::optional<std::string> choice(
       const std::string& name, const std::vector<std::string>& choices) const;

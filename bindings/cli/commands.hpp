@@ -17,4 +17,10 @@ std::string knn_help();
 int run_pairwise(const std::vector<std::string>& arguments);
 std::string pairwise_help();
 
+int run_barycenter(const std::vector<std::string>& arguments);
+std::string barycenter_help();
+
+int run_cluster(const std::vector<std::string>& arguments);
+std::string cluster_help();
+
 }  // namespace softwave::cli

@@ -4,30 +4,9 @@
 #include <string>
 #include <utility>
 
+#include "device_series.hpp"
+
 namespace softwave::cli {
-namespace {
-
-using Space = Kokkos::DefaultExecutionSpace;
-
-// (count, length, 1) series on the device, converted to T.
-template <class T>
-ArrayView3<T, Space> to_device(const Space& space, const SeriesSet& set,
-                               const std::string& label) {
-  ArrayView3<T, Space> device(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label), set.count,
-      set.length, 1);
-  auto host = Kokkos::create_mirror_view(device);
-  for (std::size_t s = 0; s < set.count; ++s) {
-    for (std::size_t t = 0; t < set.length; ++t) {
-      host(s, t, 0) = static_cast<T>(set.values[s * set.length + t]);
-    }
-  }
-  Kokkos::deep_copy(space, device, host);
-  space.fence();  // `host` is freed on return
-  return device;
-}
-
-}  // namespace
 
 std::size_t rows_per_block(std::size_t y_count) {
   constexpr std::size_t pairs_per_call = 16384;

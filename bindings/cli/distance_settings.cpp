@@ -33,13 +33,7 @@ DistanceSettings parse_distance_settings(const ParsedOptions& options) {
   if (options.has("--band") && options.has("--band-pct")) {
     throw usage_error("options --band and --band-pct are mutually exclusive");
   }
-  if (const auto band = options.integer("--band")) {
-    if (*band < 0) {
-      throw usage_error("option --band: expected an integer >= 0, got '" +
-                        *options.text("--band") + "'");
-    }
-    settings.band = band;
-  }
+  settings.band = options.integer_at_least("--band", 0);
   if (const auto pct = options.number("--band-pct")) {
     if (!(*pct >= 0) || !std::isfinite(*pct)) {
       throw usage_error("option --band-pct: expected a percentage >= 0, got '" +
@@ -58,12 +52,9 @@ DistanceSettings parse_distance_settings(const ParsedOptions& options) {
     settings.dtype_name = *dtype;
     settings.dtype = *dtype == "float32" ? Dtype::float32 : Dtype::float64;
   }
-  if (const auto threads = options.integer("--threads")) {
-    if (*threads < 1 || *threads > std::numeric_limits<int>::max()) {
-      throw usage_error("option --threads: expected an integer >= 1, got '" +
-                        *options.text("--threads") + "'");
-    }
-    settings.threads = static_cast<int>(*threads);
+  if (const auto threads = options.integer_at_least("--threads", 1)) {
+    settings.threads = static_cast<int>(
+        std::min<std::int64_t>(*threads, std::numeric_limits<int>::max()));
   }
   return settings;
 }
@@ -81,6 +72,24 @@ const char* distance_options_help() {
          "results\n"
          "  --threads N        host threads for Kokkos (default: Kokkos' "
          "choice)\n";
+}
+
+JsonLine& add_distance_settings(JsonLine& json,
+                                const DistanceSettings& settings,
+                                const SoftDTWOptions& options) {
+  return json.add("gamma", settings.gamma)
+      .add("band", options.band)
+      .add("band_pct", settings.band_pct)
+      .add("cost", settings.cost_name)
+      .add("dtype", settings.dtype_name);
+}
+
+JsonLine& add_execution_space(JsonLine& json) {
+  return json
+      .add("execution_space",
+           std::string(Kokkos::DefaultExecutionSpace::name()))
+      .add("concurrency",
+           static_cast<int>(Kokkos::DefaultExecutionSpace().concurrency()));
 }
 
 KokkosSession::KokkosSession(int threads) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "command_line.hpp"
+#include "json_line.hpp"
 
 namespace softwave::cli {
 
@@ -39,6 +40,15 @@ DistanceSettings parse_distance_settings(const ParsedOptions& options);
 
 // The help lines describing distance_option_specs().
 const char* distance_options_help();
+
+// "gamma", "band", "band_pct", "cost" and "dtype" as used by `options`.
+JsonLine& add_distance_settings(JsonLine& json,
+                                const DistanceSettings& settings,
+                                const SoftDTWOptions& options);
+
+// "execution_space" and "concurrency" of Kokkos::DefaultExecutionSpace
+// (Kokkos initialised).
+JsonLine& add_execution_space(JsonLine& json);
 
 // Kokkos::initialize with the requested thread count for its lifetime.
 // Kokkos' start-up warnings are switched off: they would go to stdout,

@@ -10,28 +10,12 @@
 #include "commands.hpp"
 #include "distance_blocks.hpp"
 #include "distance_settings.hpp"
+#include "json_line.hpp"
 #include "progress_bar.hpp"
-#include "ucr_reader.hpp"
+#include "series_input.hpp"
 
 namespace softwave::cli {
 namespace {
-
-std::string json_string(const std::string& text) {
-  std::string quoted = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      quoted += '\\';
-      quoted += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
-      quoted += escaped;
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "\"";
-}
 
 struct KnnResult {
   std::size_t errors = 0;
@@ -88,27 +72,34 @@ std::string knn_help() {
              "(distance\n"
              "computation and classification) and the settings used.\n"
              "\n"
-             "Files: one series per line, integer class label first, values "
-             "separated\n"
-             "by tabs, commas or spaces (UCR archive layout); all series the "
-             "same length.\n"
+             "Text files must carry labels (first column). A .npy file needs "
+             "its labels\n"
+             "from --train-labels / --test-labels; all series of a file share "
+             "one length.\n"
              "\n"
              "options:\n"
              "  --train FILE       training series (required)\n"
-             "  --test FILE        series to classify (required)\n") +
-         distance_options_help() + "  -h, --help         this help\n";
+             "  --test FILE        series to classify (required)\n"
+             "  --train-labels F   labels of a .npy --train file (1-D .npy)\n"
+             "  --test-labels F    labels of a .npy --test file (1-D .npy)\n") +
+         distance_options_help() + series_files_help() +
+         "  -h, --help         this help\n";
 }
 
 int run_knn(const std::vector<std::string>& arguments) {
-  std::vector<OptionSpec> specs = {{"--train"}, {"--test"}};
+  std::vector<OptionSpec> specs = {
+      {"--train"}, {"--test"}, {"--train-labels"}, {"--test-labels"}};
   for (const OptionSpec& spec : distance_option_specs()) specs.push_back(spec);
   const ParsedOptions parsed(arguments, specs);
   const std::string train_path = parsed.required("--train");
   const std::string test_path = parsed.required("--test");
   const DistanceSettings settings = parse_distance_settings(parsed);
 
-  const SeriesSet train = read_series_file(train_path, Labels::first_column);
-  const SeriesSet test = read_series_file(test_path, Labels::first_column);
+  const SeriesSet train = read_labelled_input(
+      train_path, parsed.text("--train-labels"), "--train-labels");
+  const SeriesSet test = read_labelled_input(
+      test_path, parsed.text("--test-labels"), "--test-labels");
+  check_same_dims(train, "--train", test, "--test");
   const SoftDTWOptions options = settings.options(test.length, train.length);
 
   const KokkosSession session(settings.threads);
@@ -116,25 +107,22 @@ int run_knn(const std::vector<std::string>& arguments) {
                                ? classify<float>(train, test, options)
                                : classify<double>(train, test, options);
   const double error_rate = static_cast<double>(result.errors) / test.count;
-  const std::string band =
-      options.band ? std::to_string(*options.band) : std::string("null");
-  char band_pct[32] = "null";
-  if (settings.band_pct) {
-    std::snprintf(band_pct, sizeof band_pct, "%.17g", *settings.band_pct);
-  }
-  std::printf(
-      "{\"command\": \"knn\", \"train\": %s, \"test\": %s, "
-      "\"n_train\": %zu, \"n_test\": %zu, \"train_length\": %zu, "
-      "\"test_length\": %zu, \"gamma\": %.17g, \"band\": %s, "
-      "\"band_pct\": %s, \"cost\": \"%s\", \"dtype\": \"%s\", "
-      "\"execution_space\": \"%s\", \"concurrency\": %d, \"errors\": %zu, "
-      "\"error_rate\": %.17g, \"accuracy\": %.17g, \"seconds\": %.6f}\n",
-      json_string(train_path).c_str(), json_string(test_path).c_str(),
-      train.count, test.count, train.length, test.length, settings.gamma,
-      band.c_str(), band_pct, settings.cost_name.c_str(),
-      settings.dtype_name.c_str(), Kokkos::DefaultExecutionSpace::name(),
-      static_cast<int>(Kokkos::DefaultExecutionSpace().concurrency()),
-      result.errors, error_rate, 1.0 - error_rate, result.seconds);
+  JsonLine json;
+  json.add("command", std::string("knn"))
+      .add("train", train_path)
+      .add("test", test_path)
+      .add("n_train", train.count)
+      .add("n_test", test.count)
+      .add("train_length", train.length)
+      .add("test_length", test.length)
+      .add("d", train.dims);
+  add_distance_settings(json, settings, options);
+  add_execution_space(json)
+      .add("errors", result.errors)
+      .add("error_rate", error_rate)
+      .add("accuracy", 1.0 - error_rate)
+      .add("seconds", result.seconds, "%.6f");
+  std::fputs(json.str().c_str(), stdout);
   return 0;
 }
 

@@ -32,13 +32,18 @@ namespace {
 constexpr const char* top_help =
     "usage: softwave <command> [options]\n"
     "\n"
-    "Soft-DTW on UCR-style time-series files (one series per line, label "
-    "first),\n"
-    "computed with Kokkos on the default execution space.\n"
+    "Soft-DTW on time-series files, UCR-style text (one series per line, "
+    "label\n"
+    "first) or NumPy .npy, computed with Kokkos on the default execution "
+    "space.\n"
     "\n"
     "commands:\n"
     "  knn        1-nearest-neighbour classification (prints JSON)\n"
     "  pairwise   all-pairs Soft-DTW / divergence matrix (CSV or .npy)\n"
+    "  barycenter Soft-DTW barycenter of a file or of one class (CSV or "
+    ".npy, JSON)\n"
+    "  cluster    k-means with Soft-DTW barycenters as centroids (labels, "
+    "JSON)\n"
     "\n"
     "Soft-DTW smoothing defaults to --gamma 1.0; --gamma 0 is hard DTW.\n"
     "'softwave <command> --help' lists a command's options.\n"
@@ -49,8 +54,9 @@ constexpr const char* top_help =
     "\n"
     "Exit status: 0 on success; 2 for bad usage or bad input (one line on "
     "stderr,\n"
-    "'softwave: error: FILE:LINE: what' for a bad file); 1 for any other "
-    "failure.\n";
+    "'softwave: error: FILE:LINE: what' for a bad text file, 'FILE: what' "
+    "for a bad\n"
+    ".npy); 1 for any other failure.\n";
 
 void print_version() {
   std::printf("softwave %s (Kokkos %d.%d.%d, default execution space %s)\n",
@@ -73,19 +79,24 @@ int run(const std::vector<std::string>& arguments) {
     print_version();
     return 0;
   }
-  if (command == "knn") {
+  struct Command {
+    const char* name;
+    int (*run)(const std::vector<std::string>&);
+    std::string (*help)();
+  };
+  static const Command commands[] = {
+      {"knn", run_knn, knn_help},
+      {"pairwise", run_pairwise, pairwise_help},
+      {"barycenter", run_barycenter, barycenter_help},
+      {"cluster", run_cluster, cluster_help},
+  };
+  for (const Command& c : commands) {
+    if (command != c.name) continue;
     if (wants_help(rest)) {
-      std::fputs(knn_help().c_str(), stdout);
+      std::fputs(c.help().c_str(), stdout);
       return 0;
     }
-    return run_knn(rest);
-  }
-  if (command == "pairwise") {
-    if (wants_help(rest)) {
-      std::fputs(pairwise_help().c_str(), stdout);
-      return 0;
-    }
-    return run_pairwise(rest);
+    return c.run(rest);
   }
   if (!command.empty() && command[0] == '-') {
     throw usage_error("unknown option '" + command +

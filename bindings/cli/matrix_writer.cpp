@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace softwave::cli {
 namespace {
@@ -28,13 +29,19 @@ std::optional<MatrixFormat> matrix_format_from_path(const std::string& path) {
 }
 
 template <class T>
-std::string npy_header(std::size_t rows, std::size_t cols) {
+std::string npy_header(const std::vector<std::size_t>& shape) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8);
-  const std::string descr =
-      std::string(little_endian() ? "<" : ">") + (sizeof(T) == 4 ? "f4" : "f8");
-  std::string dict =
-      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" +
-      std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  const char* type = std::is_integral_v<T> ? "i8"
+                     : sizeof(T) == 4      ? "f4"
+                                           : "f8";
+  const std::string descr = std::string(little_endian() ? "<" : ">") + type;
+  std::string dims;
+  for (std::size_t r = 0; r < shape.size(); ++r) {
+    dims += (r ? ", " : "") + std::to_string(shape[r]);
+  }
+  if (shape.size() == 1) dims += ",";  // a Python 1-tuple
+  std::string dict = "{'descr': '" + descr +
+                     "', 'fortran_order': False, 'shape': (" + dims + "), }";
   // magic (6) + version (2) + little-endian uint16 dict length (2) + dict,
   // the dict padded with spaces and ended by '\n'.
   constexpr std::size_t prefix = 10;
@@ -51,14 +58,16 @@ std::string npy_header(std::size_t rows, std::size_t cols) {
 template <class T>
 MatrixWriter<T>::MatrixWriter(std::FILE* out, std::string name,
                               MatrixFormat format, std::size_t rows,
-                              std::size_t cols)
+                              std::size_t cols,
+                              std::vector<std::size_t> npy_shape)
     : out_(out),
       name_(std::move(name)),
       format_(format),
       rows_(rows),
       cols_(cols) {
   if (format_ == MatrixFormat::npy) {
-    const std::string header = npy_header<T>(rows, cols);
+    if (npy_shape.empty()) npy_shape = {rows, cols};
+    const std::string header = npy_header<T>(npy_shape);
     std::fwrite(header.data(), 1, header.size(), out_);
     check();
   }
@@ -73,7 +82,12 @@ void MatrixWriter<T>::write_rows(const T* data, std::size_t rows) {
     for (std::size_t i = 0; i < rows; ++i) {
       for (std::size_t j = 0; j < cols_; ++j) {
         if (j > 0) std::fputc(',', out_);
-        std::fprintf(out_, format, static_cast<double>(data[i * cols_ + j]));
+        if constexpr (std::is_integral_v<T>) {
+          std::fprintf(out_, "%lld",
+                       static_cast<long long>(data[i * cols_ + j]));
+        } else {
+          std::fprintf(out_, format, static_cast<double>(data[i * cols_ + j]));
+        }
       }
       std::fputc('\n', out_);
     }
@@ -99,9 +113,11 @@ void MatrixWriter<T>::check() const {
   }
 }
 
-template std::string npy_header<float>(std::size_t, std::size_t);
-template std::string npy_header<double>(std::size_t, std::size_t);
+template std::string npy_header<float>(const std::vector<std::size_t>&);
+template std::string npy_header<double>(const std::vector<std::size_t>&);
+template std::string npy_header<std::int64_t>(const std::vector<std::size_t>&);
 template class MatrixWriter<float>;
 template class MatrixWriter<double>;
+template class MatrixWriter<std::int64_t>;
 
 }  // namespace softwave::cli

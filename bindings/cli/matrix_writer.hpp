@@ -1,13 +1,15 @@
 #pragma once
-// Streams a row-major rows×cols matrix of float or double, block of rows by
-// block of rows, as CSV (full precision) or as a NumPy .npy file (format
-// version 1.0), so a large matrix never has to be held whole.
+// Streams a row-major rows×cols matrix of float, double or int64, block of
+// rows by block of rows, as CSV (full precision) or as a NumPy .npy file
+// (format version 1.0), so a large matrix never has to be held whole.
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace softwave::cli {
 
@@ -22,22 +24,29 @@ enum class MatrixFormat { csv, npy };
 // .csv or .npy by the path's extension; nothing for any other extension.
 std::optional<MatrixFormat> matrix_format_from_path(const std::string& path);
 
-// The .npy header of a C-order rows×cols array of T, magic string included;
-// its size is a multiple of 64 bytes, so the data start aligned.
+// The .npy header of a C-order array of T of the given shape, magic string
+// included; its size is a multiple of 64 bytes, so the data start aligned.
 template <class T>
-std::string npy_header(std::size_t rows, std::size_t cols);
+std::string npy_header(const std::vector<std::size_t>& shape);
+template <class T>
+std::string npy_header(std::size_t rows, std::size_t cols) {
+  return npy_header<T>(std::vector<std::size_t>{rows, cols});
+}
 
 template <class T>
 class MatrixWriter {
  public:
   // Writes the header (npy) at once. `out` stays the caller's; `name` only
-  // appears in error messages.
+  // appears in error messages. `npy_shape` (empty: (rows, cols)) is the
+  // shape the .npy records, e.g. (rows,) for a column of labels or
+  // (rows, L, d) for series; its entries multiply to rows·cols.
   MatrixWriter(std::FILE* out, std::string name, MatrixFormat format,
-               std::size_t rows, std::size_t cols);
+               std::size_t rows, std::size_t cols,
+               std::vector<std::size_t> npy_shape = {});
 
   // The next `rows` rows, row-major. CSV prints one line per row, values
   // separated by ',', with enough digits to read back the same value
-  // (%.9g for float, %.17g for double).
+  // (%.9g for float, %.17g for double, integers as they are).
   void write_rows(const T* data, std::size_t rows);
 
   // Flushes and throws output_error if anything failed or rows are missing.

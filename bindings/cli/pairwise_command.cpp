@@ -3,9 +3,8 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -13,8 +12,9 @@
 #include "distance_blocks.hpp"
 #include "distance_settings.hpp"
 #include "matrix_writer.hpp"
+#include "output_file.hpp"
 #include "progress_bar.hpp"
-#include "ucr_reader.hpp"
+#include "series_input.hpp"
 
 namespace softwave::cli {
 namespace {
@@ -55,12 +55,13 @@ std::string pairwise_help() {
              "  --x FILE           first series set, the rows (required)\n"
              "  --y FILE           second series set, the columns (default: "
              "--x)\n"
-             "  --no-labels        the files have no label column\n"
+             "  --no-labels        the text files have no label column\n"
              "  --divergence       sdtw(a,b) - (sdtw(a,a) + sdtw(b,b))/2 "
              "instead of sdtw\n"
              "  -o, --output FILE  write to FILE (.csv or .npy) instead of "
              "stdout\n") +
-         distance_options_help() + "  -h, --help         this help\n";
+         distance_options_help() + series_files_help() +
+         "  -h, --help         this help\n";
 }
 
 int run_pairwise(const std::vector<std::string>& arguments) {
@@ -75,53 +76,36 @@ int run_pairwise(const std::vector<std::string>& arguments) {
   const std::optional<std::string> y_path = parsed.text("--y");
   const std::optional<std::string> output = parsed.text("--output");
   const DistanceSettings settings = parse_distance_settings(parsed);
-  std::optional<MatrixFormat> format = MatrixFormat::csv;
-  if (output) {
-    format = matrix_format_from_path(*output);
-    if (!format) {
-      throw usage_error("option --output: '" + *output +
-                        "' must end in .csv or .npy");
-    }
-  }
+  if (output) output_format("--output", *output);
 
   const Labels labels =
       parsed.has("--no-labels") ? Labels::none : Labels::first_column;
-  const SeriesSet x = read_series_file(x_path, labels);
+  const SeriesSet x = read_series_input(x_path, labels, {}, {});
   const std::optional<SeriesSet> y_read =
-      y_path ? std::optional<SeriesSet>(read_series_file(*y_path, labels))
-             : std::nullopt;
+      y_path
+          ? std::optional<SeriesSet>(read_series_input(*y_path, labels, {}, {}))
+          : std::nullopt;
   const SeriesSet& y = y_read ? *y_read : x;
+  check_same_dims(x, "--x", y, "--y");
   const SoftDTWOptions options = settings.options(x.length, y.length);
   const PairwiseValue what = parsed.has("--divergence")
                                  ? PairwiseValue::divergence
                                  : PairwiseValue::soft_dtw;
 
-  std::FILE* out = stdout;
-  if (output) {
-    out = std::fopen(output->c_str(), "wb");
-    if (out == nullptr) {
-      throw usage_error("option --output: cannot open '" + *output +
-                        "' for writing: " + std::strerror(errno));
-    }
-  }
+  const std::unique_ptr<OutputFile> file =
+      output ? std::make_unique<OutputFile>("--output", *output) : nullptr;
+  std::FILE* const out = file ? file->get() : stdout;
   const std::string out_name = output ? *output : std::string("stdout");
-  try {
+  const MatrixFormat format = file ? file->format() : MatrixFormat::csv;
+  {
     const KokkosSession session(settings.threads);
     if (settings.dtype == Dtype::float32) {
-      write_pairwise<float>(x, y, options, what, out, out_name, *format);
+      write_pairwise<float>(x, y, options, what, out, out_name, format);
     } else {
-      write_pairwise<double>(x, y, options, what, out, out_name, *format);
+      write_pairwise<double>(x, y, options, what, out, out_name, format);
     }
-  } catch (...) {
-    if (output) {
-      std::fclose(out);
-      std::remove(output->c_str());  // no half-written results left behind
-    }
-    throw;
   }
-  if (output && std::fclose(out) != 0) {
-    throw output_error(*output + ": write failed: " + std::strerror(errno));
-  }
+  if (file) file->close();
   return 0;
 }
 

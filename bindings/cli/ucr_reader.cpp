@@ -154,7 +154,7 @@ SeriesSet parse_series(std::string_view text, const std::string& name,
   return set;
 }
 
-SeriesSet read_series_file(const std::string& path, Labels labels) {
+std::string read_file_bytes(const std::string& path) {
   struct Closer {
     void operator()(std::FILE* file) const { std::fclose(file); }
   };
@@ -162,16 +162,20 @@ SeriesSet read_series_file(const std::string& path, Labels labels) {
   if (!file) {
     throw input_error(path + ": cannot open: " + std::strerror(errno));
   }
-  std::string text;
+  std::string bytes;
   char buffer[1 << 16];
   std::size_t got = 0;
   while ((got = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) {
-    text.append(buffer, got);
+    bytes.append(buffer, got);
   }
   if (std::ferror(file.get())) {
     throw input_error(path + ": cannot read: " + std::strerror(errno));
   }
-  return parse_series(text, path, labels);
+  return bytes;
+}
+
+SeriesSet read_series_file(const std::string& path, Labels labels) {
+  return parse_series(read_file_bytes(path), path, labels);
 }
 
 }  // namespace softwave::cli

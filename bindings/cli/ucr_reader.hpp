@@ -19,12 +19,19 @@ class input_error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Equal-length series, row-major: values[s * length + t].
+// Equal-length series of `dims` features, row-major:
+// values[(s * length + t) * dims + k]. Text files hold dims = 1.
 struct SeriesSet {
   std::vector<std::int64_t> labels;  // empty when read without labels
   std::vector<double> values;
   std::size_t count = 0;
   std::size_t length = 0;
+  std::size_t dims = 1;
+
+  std::size_t series_size() const { return length * dims; }
+  const double* series(std::size_t s) const {
+    return values.data() + s * series_size();
+  }
 };
 
 enum class Labels { first_column, none };
@@ -36,6 +43,9 @@ enum class Labels { first_column, none };
 // commas in a row) or a non-integer label is an input_error naming the line.
 SeriesSet parse_series(std::string_view text, const std::string& name,
                        Labels labels);
+
+// The whole file, or input_error "PATH: cannot open: ..." / "cannot read".
+std::string read_file_bytes(const std::string& path);
 
 // Reads and parses a file; a missing, unreadable or empty file is an
 // input_error too.

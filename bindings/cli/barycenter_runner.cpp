@@ -1,0 +1,67 @@
+#include "barycenter_runner.hpp"
+
+#include <string>
+
+#include "device_series.hpp"
+#include "distance_blocks.hpp"
+#include "series_tools.hpp"
+
+namespace softwave::cli {
+
+template <class T>
+BarycenterRun barycenter_of(const SeriesSet& set,
+                            const std::vector<double>& start, std::size_t L,
+                            const BarycenterOptions& options) {
+  const Space space;
+  const auto X = to_device<T>(space, set, "softwave::cli::barycenter_x");
+  ArrayView2<T, Space> z(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string("softwave::cli::barycenter")),
+      L, set.dims);
+  auto host = Kokkos::create_mirror_view(z);
+  for (std::size_t q = 0; q < start.size(); ++q) {
+    host.data()[q] = static_cast<T>(start[q]);
+  }
+  Kokkos::deep_copy(space, z, host);
+  BarycenterRun run;
+  run.report = softwave::barycenter(space, X, z, options);
+  Kokkos::deep_copy(space, host, z);
+  space.fence();
+  run.z.assign(host.data(), host.data() + host.size());
+  return run;
+}
+
+template <class T>
+std::vector<double> medoid_of(const SeriesSet& set, std::size_t L,
+                              const SoftDTWOptions& options) {
+  std::vector<double> sums(set.count, 0.0);
+  pairwise_in_blocks<T>(
+      set, set, options, PairwiseValue::soft_dtw,
+      [&](std::size_t first, std::size_t rows, const T* values) {
+        for (std::size_t r = 0; r < rows; ++r) {
+          for (std::size_t j = 0; j < set.count; ++j) {
+            if (j != first + r) sums[first + r] += values[r * set.count + j];
+          }
+        }
+      });
+  std::size_t best = 0;
+  for (std::size_t s = 1; s < set.count; ++s) {
+    if (sums[s] < sums[best]) best = s;
+  }
+  return resample(set.series(best), set.length, set.dims, L);
+}
+
+template BarycenterRun barycenter_of<float>(const SeriesSet&,
+                                            const std::vector<double>&,
+                                            std::size_t,
+                                            const BarycenterOptions&);
+template BarycenterRun barycenter_of<double>(const SeriesSet&,
+                                             const std::vector<double>&,
+                                             std::size_t,
+                                             const BarycenterOptions&);
+template std::vector<double> medoid_of<float>(const SeriesSet&, std::size_t,
+                                              const SoftDTWOptions&);
+template std::vector<double> medoid_of<double>(const SeriesSet&, std::size_t,
+                                               const SoftDTWOptions&);
+
+}  // namespace softwave::cli
