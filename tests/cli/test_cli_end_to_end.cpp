@@ -2,8 +2,6 @@
 // runs the real binary through the shell and checks its JSON, matrices,
 // exit codes and error lines. Needs no Python.
 
-#include "cli_test_paths.hpp"
-
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +17,11 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "cli_test_paths.hpp"
+#include "matrix_writer.hpp"
+#include "npy_reader.hpp"
+#include "ucr_reader.hpp"
 
 #ifndef SOFTWAVE_CLI_EXE
 #error "SOFTWAVE_CLI_EXE (path of the softwave binary) must be defined"
@@ -180,10 +183,21 @@ TEST(Cli, HelpAndVersion) {
   EXPECT_NE(top.out.find("usage: softwave"), std::string::npos);
   EXPECT_NE(top.out.find("knn"), std::string::npos);
   EXPECT_NE(top.out.find("pairwise"), std::string::npos);
+  EXPECT_NE(top.out.find("barycenter"), std::string::npos);
+  EXPECT_NE(top.out.find("cluster"), std::string::npos);
+  const Result barycenter = softwave({"barycenter", "--help"});
+  EXPECT_EQ(barycenter.status, 0);
+  EXPECT_NE(barycenter.out.find("--init"), std::string::npos);
+  EXPECT_NE(barycenter.out.find(".npy"), std::string::npos);
+  const Result cluster = softwave({"cluster", "-h"});
+  EXPECT_EQ(cluster.status, 0);
+  EXPECT_NE(cluster.out.find("--n-init"), std::string::npos);
+  EXPECT_NE(cluster.out.find("--centroids"), std::string::npos);
   const Result knn = softwave({"knn", "--help"});
   EXPECT_EQ(knn.status, 0);
   EXPECT_NE(knn.out.find("--band-pct"), std::string::npos);
   EXPECT_NE(knn.out.find("(default 1.0)"), std::string::npos);
+  EXPECT_NE(knn.out.find("--train-labels"), std::string::npos);
   const Result pairwise = softwave({"pairwise", "-h"});
   EXPECT_EQ(pairwise.status, 0);
   EXPECT_NE(pairwise.out.find("--divergence"), std::string::npos);
@@ -645,6 +659,359 @@ TEST(CliErrors, LibraryRejectsGamma) {
       softwave({"pairwise", "--x", test, "--gamma", "-1", "-o", out.string()}),
       "gamma");
   EXPECT_FALSE(fs::exists(out));
+}
+
+// --- .npy input -------------------------------------------------------------
+
+namespace cli = softwave::cli;
+
+// Writes `values` as a C-order .npy of T with the given shape.
+template <class T>
+void write_npy(const fs::path& path, const std::vector<std::size_t>& shape,
+               const std::vector<double>& values) {
+  std::string bytes = cli::npy_header<T>(shape);
+  for (const double v : values) {
+    const T item = static_cast<T>(v);
+    bytes.append(reinterpret_cast<const char*>(&item), sizeof item);
+  }
+  write_file(path, bytes);
+}
+
+cli::SeriesSet read_ucr(const std::string& name, const std::string& split) {
+  return cli::read_series_file(ucr(name, split), cli::Labels::first_column);
+}
+
+// A UCR set as `<stem>.npy` (n, length) of T and `<stem>_labels.npy` (n,).
+template <class T>
+void ucr_as_npy(const cli::SeriesSet& set, const fs::path& stem) {
+  write_npy<T>(stem.string() + ".npy", {set.count, set.length}, set.values);
+  write_npy<std::int64_t>(
+      stem.string() + "_labels.npy", {set.count},
+      std::vector<double>(set.labels.begin(), set.labels.end()));
+}
+
+cli::NpyArray read_npy(const fs::path& path) {
+  return cli::parse_npy(read_file(path), path.string());
+}
+
+TEST(CliNpy, PairwiseSameAsText) {
+  const fs::path dir = scratch();
+  const cli::SeriesSet set = read_ucr("ItalyPowerDemand", "TRAIN");
+  ucr_as_npy<double>(set, dir / "f64");
+  ucr_as_npy<float>(set, dir / "f32");
+  write_npy<double>(dir / "f64_3d.npy", {set.count, set.length, 1}, set.values);
+  const std::string text = ucr("ItalyPowerDemand", "TRAIN");
+  const Result from_text =
+      softwave({"pairwise", "--x", text, "--gamma", "0.5"});
+  ASSERT_EQ(from_text.status, 0) << from_text.err;
+  for (const char* npy : {"f64.npy", "f64_3d.npy"}) {
+    SCOPED_TRACE(npy);
+    const Result r =
+        softwave({"pairwise", "--x", (dir / npy).string(), "--gamma", "0.5"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, from_text.out);
+  }
+  // float32 data computed in float32 match text data cast to float32.
+  const Result text32 =
+      softwave({"pairwise", "--x", text, "--dtype", "float32"});
+  const Result npy32 = softwave(
+      {"pairwise", "--x", (dir / "f32.npy").string(), "--dtype", "float32"});
+  ASSERT_EQ(npy32.status, 0) << npy32.err;
+  EXPECT_EQ(npy32.out, text32.out);
+}
+
+TEST(CliNpy, KnnTakesLabelsFromCompanionFiles) {
+  const fs::path dir = scratch();
+  ucr_as_npy<double>(read_ucr("ItalyPowerDemand", "TRAIN"), dir / "train");
+  ucr_as_npy<double>(read_ucr("ItalyPowerDemand", "TEST"), dir / "test");
+  const std::string train = (dir / "train.npy").string(),
+                    test = (dir / "test.npy").string();
+  const Result result = softwave(
+      {"knn", "--train", train, "--train-labels",
+       (dir / "train_labels.npy").string(), "--test", test, "--test-labels",
+       (dir / "test_labels.npy").string(), "--gamma", "0"});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(json_number(result.out, "errors"), 51);  // as from the .tsv files
+  expect_error(softwave({"knn", "--train", train, "--test",
+                         ucr("ItalyPowerDemand", "TEST")}),
+               "'" + train +
+                   "' holds no class labels (a .npy file has none): give them "
+                   "with --train-labels FILE.npy");
+}
+
+// --- barycenter -------------------------------------------------------------
+
+TEST(CliBarycenter, GunPointClassOne) {
+  const fs::path dir = scratch();
+  const std::string train = ucr("GunPoint", "TRAIN");
+  const Result csv = softwave({"barycenter", "--x", train, "--class", "1", "-o",
+                               (dir / "b.csv").string()});
+  ASSERT_EQ(csv.status, 0) << csv.err;
+  EXPECT_EQ(csv.err, "");
+  const std::string& json = csv.out;
+  EXPECT_EQ(json.find('\n'), json.size() - 1) << "one JSON line";
+  EXPECT_EQ(json_number(json, "n_series"), 24);
+  EXPECT_EQ(json_number(json, "length"), 150);
+  EXPECT_EQ(json_number(json, "d"), 1);
+  EXPECT_EQ(json_number(json, "class"), 1);
+  EXPECT_EQ(json_number(json, "gamma"), 1);
+  EXPECT_EQ(json_field(json, "method"), "\"lbfgs\"");
+  EXPECT_EQ(json_field(json, "converged"), "true");
+  EXPECT_GE(json_number(json, "iterations"), 1);
+  EXPECT_GE(json_number(json, "seconds"), 0);
+  const double objective = json_number(json, "objective");
+  EXPECT_TRUE(std::isfinite(objective));
+  const Matrix z = parse_csv(read_file(dir / "b.csv"));
+  expect_shape(z, 150, 1);
+
+  // The same run to .npy: shape (150, 1), the values the CSV holds.
+  const Result npy = softwave({"barycenter", "--x", train, "--class", "1", "-o",
+                               (dir / "b.npy").string()});
+  ASSERT_EQ(npy.status, 0) << npy.err;
+  const cli::NpyArray array = read_npy(dir / "b.npy");
+  EXPECT_EQ(array.shape, (std::vector<std::size_t>{150, 1}));
+  ASSERT_EQ(array.size(), 150u);
+  for (std::size_t t = 0; t < 150; ++t) EXPECT_EQ(array.element(t), z[t][0]);
+
+  // One iteration from the same start ends higher; the optimum is not
+  // far from the class mean, which every GunPoint series is near.
+  const Result one =
+      softwave({"barycenter", "--x", train, "--class", "1", "--max-iter", "1",
+                "-o", (dir / "one.csv").string()});
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_GE(json_number(one.out, "objective"), objective);
+  EXPECT_EQ(json_field(one.out, "converged"), "false");
+}
+
+TEST(CliBarycenter, MedoidAdamMultivariateNpy) {
+  const fs::path dir = scratch();
+  // GunPoint class 2 as d = 2 series: each value and its successor.
+  const cli::SeriesSet set = read_ucr("GunPoint", "TRAIN");
+  std::vector<double> values;
+  std::vector<double> labels;
+  for (std::size_t s = 0; s < set.count; ++s) {
+    const double* x = set.series(s);
+    for (std::size_t t = 0; t < set.length; ++t) {
+      values.push_back(x[t]);
+      values.push_back(x[std::min(t + 1, set.length - 1)]);
+    }
+    labels.push_back(static_cast<double>(set.labels[s]));
+  }
+  write_npy<float>(dir / "x.npy", {set.count, set.length, 2}, values);
+  write_npy<double>(dir / "labels.npy", {set.count}, labels);
+  const Result r = softwave({"barycenter",
+                             "--x",
+                             (dir / "x.npy").string(),
+                             "--labels",
+                             (dir / "labels.npy").string(),
+                             "--class",
+                             "2",
+                             "--init",
+                             "medoid",
+                             "--method",
+                             "adam",
+                             "--max-iter",
+                             "20",
+                             "--length",
+                             "40",
+                             "--dtype",
+                             "float32",
+                             "--gamma",
+                             "0.5",
+                             "-o",
+                             (dir / "b.npy").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json_number(r.out, "length"), 40);
+  EXPECT_EQ(json_number(r.out, "series_length"), 150);
+  EXPECT_EQ(json_number(r.out, "d"), 2);
+  EXPECT_EQ(json_field(r.out, "init"), "\"medoid\"");
+  EXPECT_EQ(json_field(r.out, "method"), "\"adam\"");
+  EXPECT_LE(json_number(r.out, "iterations"), 20);
+  const cli::NpyArray array = read_npy(dir / "b.npy");
+  EXPECT_EQ(array.shape, (std::vector<std::size_t>{40, 2}));
+  EXPECT_EQ(array.item_size, 4u);  // float32 in, float32 out
+}
+
+// --- cluster ----------------------------------------------------------------
+
+TEST(CliCluster, SyntheticControlRecoversTheClasses) {
+  const fs::path dir = scratch();
+  const std::string train = ucr("SyntheticControl", "TRAIN");
+  const Result r = softwave({"cluster", "--x", train, "-k", "6", "-o",
+                             (dir / "labels.csv").string(), "--centroids",
+                             (dir / "centroids.npy").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(json_number(r.out, "k"), 6);
+  EXPECT_EQ(json_number(r.out, "n_series"), 300);
+  EXPECT_GE(json_number(r.out, "iterations"), 1);
+  EXPECT_TRUE(std::isfinite(json_number(r.out, "inertia")));
+  // Six well-separated shapes: soft-DTW k-means (γ = 1, seed 0) finds them
+  // with ARI 0.74 (0.56 to 0.78 over seeds 0-22); chance is 0.
+  EXPECT_GT(json_number(r.out, "ari"), 0.4) << r.out;
+  const Matrix labels = parse_csv(read_file(dir / "labels.csv"));
+  expect_shape(labels, 300, 1);
+  std::vector<int> sizes(6, 0);
+  for (const auto& row : labels) {
+    ASSERT_GE(row[0], 0);
+    ASSERT_LE(row[0], 5);
+    ++sizes[static_cast<std::size_t>(row[0])];
+  }
+  for (const int size : sizes) EXPECT_GT(size, 0);
+  const cli::NpyArray centroids = read_npy(dir / "centroids.npy");
+  EXPECT_EQ(centroids.shape, (std::vector<std::size_t>{6, 60}));
+}
+
+TEST(CliCluster, NpyInputNpyLabelsAndNoAriWithoutLabels) {
+  const fs::path dir = scratch();
+  ucr_as_npy<double>(read_ucr("ItalyPowerDemand", "TRAIN"), dir / "ipd");
+  const Result r =
+      softwave({"cluster", "--x", (dir / "ipd.npy").string(), "-k", "2",
+                "--n-init", "2", "--divergence", "--barycenter-iter", "5", "-o",
+                (dir / "labels.npy").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(json_field(r.out, "ari"), "(missing ari)");
+  EXPECT_EQ(json_field(r.out, "divergence"), "true");
+  EXPECT_EQ(json_number(r.out, "n_init"), 2);
+  const cli::NpyArray labels = read_npy(dir / "labels.npy");
+  EXPECT_EQ(labels.shape, (std::vector<std::size_t>{67}));
+  EXPECT_EQ(labels.kind, 'i');
+  for (std::size_t s = 0; s < 67; ++s) {
+    EXPECT_TRUE(labels.element(s) == 0 || labels.element(s) == 1);
+  }
+  // With its labels, the same run reports the ARI; the seed decides.
+  const std::vector<std::string> labelled = {"cluster",
+                                             "--x",
+                                             (dir / "ipd.npy").string(),
+                                             "--labels",
+                                             (dir / "ipd_labels.npy").string(),
+                                             "-k",
+                                             "2",
+                                             "--barycenter-iter",
+                                             "5",
+                                             "--seed",
+                                             "7",
+                                             "-o",
+                                             (dir / "l.csv").string()};
+  const Result a = softwave(labelled), b = softwave(labelled);
+  ASSERT_EQ(a.status, 0) << a.err;
+  const double ari = json_number(a.out, "ari");
+  EXPECT_GE(ari, -1);
+  EXPECT_LE(ari, 1);
+  EXPECT_EQ(json_field(a.out, "inertia"), json_field(b.out, "inertia"));
+}
+
+TEST(CliErrors, BadNpyFilesForEveryCommand) {
+  const fs::path dir = scratch();
+  const std::string good = ucr("Coffee", "TRAIN");
+  write_npy<double>(dir / "labels.npy", {28}, std::vector<double>(28, 1.0));
+  const std::string header = cli::npy_header<double>({2, 3});
+  struct Case {
+    const char* file;
+    std::string bytes;
+    const char* what;
+  };
+  const Case cases[] = {
+      {"magic.npy", "1\t2\t3\n",
+       "not a NumPy .npy file (no \\x93NUMPY magic string)"},
+      {"truncated.npy", header + std::string(40, '\0'),
+       "truncated: shape (2, 3) of '<f8' needs 48 bytes of data, the file "
+       "has 40"},
+      {"fortran.npy",
+       std::string("\x93NUMPY\x01\x00\x46\x00", 10) +
+           "{'descr': '<f8', 'fortran_order': True, 'shape': (1, 1), }      "
+           "\n" +
+           std::string(8, '\0'),
+       "Fortran-order arrays are not supported (save a C-order array, e.g. "
+       "np.save(path, np.ascontiguousarray(a)))"},
+      {"ints.npy", cli::npy_header<std::int64_t>({1, 1}) + std::string(8, '\0'),
+       "series must be float32 or float64, not an integer array"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    const std::string path = (dir / c.file).string();
+    write_file(path, c.bytes);
+    const std::string what = path + ": " + c.what;
+    expect_error(softwave({"pairwise", "--x", path}), what);
+    expect_error(softwave({"pairwise", "--x", good, "--y", path}), what);
+    expect_error(softwave({"knn", "--train", path, "--train-labels",
+                           (dir / "labels.npy").string(), "--test", good}),
+                 what);
+    expect_error(
+        softwave({"barycenter", "--x", path, "-o", (dir / "b.csv").string()}),
+        what);
+    expect_error(softwave({"cluster", "--x", path, "-k", "2", "-o",
+                           (dir / "l.csv").string()}),
+                 what);
+    EXPECT_FALSE(fs::exists(dir / "b.csv"));
+    EXPECT_FALSE(fs::exists(dir / "l.csv"));
+  }
+  // Labels that do not match the series.
+  const std::string labels = (dir / "labels.npy").string();
+  write_npy<double>(dir / "x.npy", {3, 4}, std::vector<double>(12, 0.5));
+  expect_error(
+      softwave({"barycenter", "--x", (dir / "x.npy").string(), "--labels",
+                labels, "-o", (dir / "b.csv").string()}),
+      labels + ": 28 labels for 3 series in " + (dir / "x.npy").string());
+}
+
+TEST(CliErrors, BarycenterAndClusterUsage) {
+  const fs::path dir = scratch();
+  const std::string coffee = ucr("Coffee", "TRAIN");
+  const std::string out = (dir / "out.csv").string();
+  auto barycenter = [&](std::vector<std::string> extra) {
+    std::vector<std::string> arguments = {"barycenter", "--x", coffee, "-o",
+                                          out};
+    arguments.insert(arguments.end(), extra.begin(), extra.end());
+    return softwave(arguments);
+  };
+  auto cluster = [&](std::vector<std::string> extra) {
+    std::vector<std::string> arguments = {"cluster", "--x", coffee, "-o", out};
+    arguments.insert(arguments.end(), extra.begin(), extra.end());
+    return softwave(arguments);
+  };
+  expect_error(softwave({"barycenter", "--x", coffee}),
+               "missing required option --output");
+  expect_error(softwave({"barycenter", "-o", out}),
+               "missing required option --x");
+  expect_error(barycenter({"--max-iter", "0"}),
+               "option --max-iter: expected an integer >= 1, got '0'");
+  expect_error(barycenter({"--tol", "0"}),
+               "option --tol: expected a number > 0, got '0'");
+  expect_error(barycenter({"--learning-rate", "-1"}),
+               "option --learning-rate: expected a number > 0, got '-1'");
+  expect_error(barycenter({"--method", "sgd"}),
+               "option --method: expected lbfgs|adam, got 'sgd'");
+  expect_error(barycenter({"--init", "random"}),
+               "option --init: expected mean|medoid, got 'random'");
+  expect_error(barycenter({"--length", "0"}),
+               "option --length: expected an integer >= 1, got '0'");
+  expect_error(barycenter({"--class", "7"}),
+               "option --class: no series in '" + coffee + "' has label 7");
+  expect_error(barycenter({"--class", "1", "--no-labels"}),
+               "option --class: '" + coffee +
+                   "' has no labels (drop "
+                   "--no-labels)");
+  expect_error(softwave({"barycenter", "--x", coffee, "-o", "b.txt"}),
+               "option --output: 'b.txt' must end in .csv or .npy");
+  expect_error_containing(barycenter({"--gamma", "0"}), "gamma");
+  expect_error(softwave({"cluster", "--x", coffee, "-o", out}),
+               "missing required option -k");
+  expect_error(cluster({"-k", "0"}),
+               "option -k: expected an integer >= 1, got '0'");
+  expect_error(cluster({"-k", "29"}), "option -k: 29 clusters for 28 series");
+  expect_error(cluster({"-k", "2", "--n-init", "0"}),
+               "option --n-init: expected an integer >= 1, got '0'");
+  expect_error(cluster({"-k", "2", "--seed", "-1"}),
+               "option --seed: expected an integer >= 0, got '-1'");
+  expect_error(cluster({"-k", "2", "--barycenter-iter", "0"}),
+               "option --barycenter-iter: expected an integer >= 1, got '0'");
+  expect_error(cluster({"-k", "2", "--max-iter", "x"}),
+               "option --max-iter: expected an integer, got 'x'");
+  expect_error(cluster({"-k", "2", "--centroids", "c.txt"}),
+               "option --centroids: 'c.txt' must end in .csv or .npy");
+  expect_error_containing(cluster({"-k", "2", "--gamma", "0"}), "gamma");
+  EXPECT_FALSE(fs::exists(out));  // nothing half-written is left behind
 }
 
 }  // namespace

@@ -1,16 +1,26 @@
-// Unit tests of the CLI's file reader, matrix writer header and option
-// parser (bindings/cli, library softwave_cli_io).
+// Unit tests of the CLI's file readers (text and .npy), matrix writer,
+// option parser, JSON line and series helpers (bindings/cli, library
+// softwave_cli_io).
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "command_line.hpp"
+#include "json_line.hpp"
 #include "matrix_writer.hpp"
+#include "npy_reader.hpp"
+#include "series_input.hpp"
+#include "series_tools.hpp"
 #include "ucr_reader.hpp"
 
 namespace softwave::cli {
@@ -185,6 +195,259 @@ TEST(CommandLine, ErrorsNameTheOption) {
             "option --gamma: expected a number, got 'abc'");
   EXPECT_EQ(message({"--flag=1"}), "option --flag takes no value");
   EXPECT_EQ(message({"--flag"}), "missing required option --gamma");
+}
+
+// --- .npy reader ------------------------------------------------------------
+
+// A .npy file (format 1.0, as the writer makes it) holding `values` as T.
+template <class T>
+std::string npy_file(const std::vector<std::size_t>& shape,
+                     const std::vector<double>& values) {
+  std::string bytes = npy_header<T>(shape);
+  for (const double v : values) {
+    const T item = static_cast<T>(v);
+    bytes.append(reinterpret_cast<const char*>(&item), sizeof item);
+  }
+  return bytes;
+}
+
+// A .npy file with a hand-written header dict (format 1.0) and raw data.
+std::string npy_raw(const std::string& dict, const std::string& data) {
+  std::string header = dict + "\n";
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes.push_back(static_cast<char>(header.size() & 0xff));
+  bytes.push_back(static_cast<char>(header.size() >> 8));
+  return bytes + header + data;
+}
+
+std::string npy_error(const std::string& bytes, bool labels = false) {
+  try {
+    if (labels) {
+      parse_npy_labels(bytes, "f.npy");
+    } else {
+      parse_npy_series(bytes, "f.npy");
+    }
+  } catch (const input_error& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+TEST(NpyReader, Float64Matrix) {
+  const SeriesSet set = parse_npy_series(
+      npy_file<double>({2, 3}, {0.5, -1, 2, 3, 4.25, 1e-300}), "f.npy");
+  EXPECT_EQ(set.count, 2u);
+  EXPECT_EQ(set.length, 3u);
+  EXPECT_EQ(set.dims, 1u);
+  EXPECT_TRUE(set.labels.empty());
+  EXPECT_EQ(set.values, (std::vector<double>{0.5, -1, 2, 3, 4.25, 1e-300}));
+}
+
+TEST(NpyReader, Float32ThreeDimensional) {
+  const std::vector<double> values = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6,
+                                      0.7, 0.8, 0.9, 1.0, 1.1, 1.2};
+  const SeriesSet set =
+      parse_npy_series(npy_file<float>({2, 3, 2}, values), "f.npy");
+  EXPECT_EQ(set.count, 2u);
+  EXPECT_EQ(set.length, 3u);
+  EXPECT_EQ(set.dims, 2u);
+  ASSERT_EQ(set.values.size(), values.size());
+  for (std::size_t q = 0; q < values.size(); ++q) {
+    EXPECT_EQ(set.values[q],
+              static_cast<double>(static_cast<float>(values[q])));
+  }
+  EXPECT_EQ(set.series(1)[0], static_cast<double>(0.7f));
+}
+
+TEST(NpyReader, Version2HeaderAndPaddedDict) {
+  const std::string dict =
+      "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2), }    \n";
+  std::string bytes("\x93NUMPY\x02\x00", 8);
+  const std::uint32_t length = static_cast<std::uint32_t>(dict.size());
+  for (int b = 0; b < 4; ++b)
+    bytes.push_back(static_cast<char>(length >> (8 * b)));
+  const double values[] = {1.5, -2.5};
+  bytes += dict + std::string(reinterpret_cast<const char*>(values), 16);
+  const SeriesSet set = parse_npy_series(bytes, "f.npy");
+  EXPECT_EQ(set.values, (std::vector<double>{1.5, -2.5}));
+}
+
+TEST(NpyReader, LabelsOfEveryIntegerTypeAndIntegralFloats) {
+  EXPECT_EQ(parse_npy_labels(npy_file<std::int64_t>({3}, {1, -2, 3}), "f.npy"),
+            (std::vector<std::int64_t>{1, -2, 3}));
+  const std::int32_t ints[] = {-7, 0, 9};
+  EXPECT_EQ(parse_npy_labels(
+                npy_raw("{'descr': '<i4', 'fortran_order': False, 'shape': "
+                        "(3,), }",
+                        std::string(reinterpret_cast<const char*>(ints), 12)),
+                "f.npy"),
+            (std::vector<std::int64_t>{-7, 0, 9}));
+  EXPECT_EQ(parse_npy_labels(npy_raw("{'descr': '|u1', 'fortran_order': "
+                                     "False, 'shape': (2,), }",
+                                     std::string("\x02\xff", 2)),
+                             "f.npy"),
+            (std::vector<std::int64_t>{2, 255}));
+  EXPECT_EQ(parse_npy_labels(npy_file<double>({2}, {4.0, -1.0}), "f.npy"),
+            (std::vector<std::int64_t>{4, -1}));
+  EXPECT_EQ(npy_error(npy_file<double>({2}, {4.0, 1.5}), true),
+            "f.npy: label [1] is not an integer");
+  EXPECT_EQ(npy_error(npy_file<std::int64_t>({2, 1}, {1, 2}), true),
+            "f.npy: labels must be a 1-D array, got shape (2, 1)");
+}
+
+TEST(NpyReader, BadFilesSayWhat) {
+  const std::string good = npy_file<double>({2, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(npy_error("1\t2\t3\n"),
+            "f.npy: not a NumPy .npy file (no \\x93NUMPY magic string)");
+  EXPECT_EQ(npy_error(good.substr(0, 40)), "f.npy: truncated .npy header");
+  EXPECT_EQ(npy_error(good.substr(0, good.size() - 8)),
+            "f.npy: truncated: shape (2, 3) of '<f8' needs 48 bytes of data, "
+            "the file has 40");
+  EXPECT_EQ(npy_error(good + "xx"),
+            "f.npy: 2 unexpected bytes after the array data");
+  EXPECT_EQ(npy_error(npy_raw("{'descr': '<f8', 'fortran_order': True, "
+                              "'shape': (1, 1), }",
+                              std::string(8, '\0'))),
+            "f.npy: Fortran-order arrays are not supported (save a C-order "
+            "array, e.g. np.save(path, np.ascontiguousarray(a)))");
+  EXPECT_EQ(npy_error(npy_file<std::int64_t>({1, 2}, {1, 2})),
+            "f.npy: series must be float32 or float64, not an integer array");
+  EXPECT_EQ(npy_error(npy_raw("{'descr': '<c16', 'fortran_order': False, "
+                              "'shape': (1, 1), }",
+                              std::string(16, '\0'))),
+            "f.npy: dtype '<c16' is not supported (float or integer)");
+  EXPECT_EQ(npy_error(npy_raw("{'descr': '>f8', 'fortran_order': False, "
+                              "'shape': (1, 1), }",
+                              std::string(8, '\0'))),
+            "f.npy: dtype '>f8' is big-endian; only little-endian data is "
+            "supported");
+  EXPECT_EQ(npy_error(npy_raw("{'descr': [('a', '<f8')], 'fortran_order': "
+                              "False, 'shape': (1,), }",
+                              std::string(8, '\0'))),
+            "f.npy: bad .npy header: 'descr' is not a simple type string "
+            "(structured arrays are not supported)");
+  EXPECT_EQ(npy_error(npy_file<double>({3}, {1, 2, 3})),
+            "f.npy: series must be a 2-D (n, length) or 3-D (n, length, d) "
+            "array, got shape (3,)");
+  EXPECT_EQ(npy_error(npy_file<double>({0, 4}, {})),
+            "f.npy: no series (shape (0, 4))");
+  EXPECT_EQ(npy_error(npy_file<double>(
+                {1, 2, 2}, {1, 2, 3, std::numeric_limits<double>::infinity()})),
+            "f.npy: value [0, 1, 1] is not finite");
+}
+
+TEST(SeriesInput, LabelsFilesOnlyForNpyAndCountsMustMatch) {
+  const auto dir = std::filesystem::path(::testing::TempDir());
+  const std::string x = (dir / "softwave_cli_input_x.npy").string();
+  const std::string labels = (dir / "softwave_cli_input_labels.npy").string();
+  const std::string text = (dir / "softwave_cli_input.tsv").string();
+  std::ofstream(x, std::ios::binary)
+      << npy_file<double>({3, 2}, {1, 2, 3, 4, 5, 6});
+  std::ofstream(labels, std::ios::binary)
+      << npy_file<std::int64_t>({2}, {1, 2});
+  std::ofstream(text, std::ios::binary) << "1\t1\t2\n";
+  auto message = [](auto&& call) -> std::string {
+    try {
+      call();
+    } catch (const std::exception& error) {
+      return error.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_EQ(message([&] {
+              read_series_input(x, Labels::first_column, labels, "--labels");
+            }),
+            labels + ": 2 labels for 3 series in " + x);
+  EXPECT_EQ(message([&] {
+              read_series_input(text, Labels::first_column, labels, "--labels");
+            }),
+            "option --labels is for .npy input only ('" + text +
+                "' is a text file, whose labels are its first column)");
+  EXPECT_EQ(message([&] { read_labelled_input(x, {}, "--train-labels"); }),
+            "'" + x +
+                "' holds no class labels (a .npy file has none): give them "
+                "with --train-labels FILE.npy");
+  const SeriesSet unlabelled =
+      read_series_input(x, Labels::first_column, {}, "--labels");
+  EXPECT_EQ(unlabelled.count, 3u);
+  EXPECT_TRUE(unlabelled.labels.empty());
+  for (const auto& path : {x, labels, text}) std::filesystem::remove(path);
+}
+
+// --- writer shapes, JSON, series helpers -------------------------------------
+
+TEST(MatrixWriter, NpyShapesAndIntegers) {
+  EXPECT_NE(npy_header<std::int64_t>({5}).find(
+                "{'descr': '<i8', 'fortran_order': False, 'shape': (5,), }"),
+            std::string::npos);
+  EXPECT_NE(npy_header<float>({2, 3, 4}).find("'shape': (2, 3, 4), }"),
+            std::string::npos);
+  std::FILE* file = std::tmpfile();
+  ASSERT_NE(file, nullptr);
+  const std::int64_t labels[] = {0, 12, -3};
+  MatrixWriter<std::int64_t> writer(file, "tmp", MatrixFormat::csv, 3, 1, {3});
+  writer.write_rows(labels, 3);
+  writer.finish();
+  std::rewind(file);
+  char text[32] = {};
+  EXPECT_EQ(std::fread(text, 1, sizeof text - 1, file), 8u);
+  std::fclose(file);
+  EXPECT_STREQ(text, "0\n12\n-3\n");
+}
+
+TEST(JsonLine, TypesNullsAndEscapes) {
+  const std::optional<int> none;
+  const std::string line =
+      JsonLine()
+          .add("n", std::size_t{3})
+          .add("s", std::string("a\"b\\c\n"))
+          .add("x", 0.25)
+          .add("t", 1.0 / 3.0, "%.3f")
+          .add("nan", std::numeric_limits<double>::quiet_NaN())
+          .add("none", none)
+          .add("some", std::optional<std::int64_t>(-4))
+          .add("ok", true)
+          .str();
+  EXPECT_EQ(line,
+            "{\"n\": 3, \"s\": \"a\\\"b\\\\c\\u000a\", \"x\": 0.25, \"t\": "
+            "0.333, \"nan\": null, \"none\": null, \"some\": -4, \"ok\": "
+            "true}\n");
+}
+
+TEST(SeriesTools, ResampleKeepsEndsAndInterpolates) {
+  const double series[] = {0, 10, 1, 11, 2, 12};  // 3 points, d = 2
+  EXPECT_EQ(resample(series, 3, 2, 3),
+            (std::vector<double>(series, series + 6)));
+  EXPECT_EQ(resample(series, 3, 2, 5),
+            (std::vector<double>{0, 10, 0.5, 10.5, 1, 11, 1.5, 11.5, 2, 12}));
+  EXPECT_EQ(resample(series, 3, 2, 2), (std::vector<double>{0, 10, 2, 12}));
+  EXPECT_EQ(resample(series, 3, 2, 1), (std::vector<double>{1, 11}));
+}
+
+TEST(SeriesTools, MeanSubsetAndLabels) {
+  SeriesSet set;
+  set.count = 3;
+  set.length = 2;
+  set.values = {1, 2, 3, 4, 5, 9};
+  set.labels = {7, 8, 7};
+  EXPECT_EQ(series_with_label(set, 7), (std::vector<std::size_t>{0, 2}));
+  const SeriesSet sevens = subset(set, series_with_label(set, 7));
+  EXPECT_EQ(sevens.count, 2u);
+  EXPECT_EQ(sevens.values, (std::vector<double>{1, 2, 5, 9}));
+  EXPECT_EQ(sevens.labels, (std::vector<std::int64_t>{7, 7}));
+  EXPECT_EQ(mean_series(sevens, 2), (std::vector<double>{3, 5.5}));
+  EXPECT_EQ(mean_series(sevens, 3), (std::vector<double>{3, 4.25, 5.5}));
+}
+
+TEST(SeriesTools, AdjustedRandIndex) {
+  using L = std::vector<std::int64_t>;
+  EXPECT_DOUBLE_EQ(adjusted_rand_index(L{0, 0, 1, 1}, L{0, 0, 1, 1}), 1.0);
+  EXPECT_DOUBLE_EQ(adjusted_rand_index(L{0, 0, 1, 1}, L{5, 5, 3, 3}), 1.0);
+  EXPECT_DOUBLE_EQ(adjusted_rand_index(L{0, 0, 1, 2}, L{0, 0, 1, 1}),
+                   4.0 / 7.0);
+  EXPECT_DOUBLE_EQ(adjusted_rand_index(L{0, 0, 0, 0}, L{0, 1, 2, 3}), 0.0);
+  EXPECT_DOUBLE_EQ(adjusted_rand_index(L{0, 0, 1, 1}, L{0, 1, 0, 1}), -0.5);
+  EXPECT_DOUBLE_EQ(adjusted_rand_index(L{1, 1, 1}, L{2, 2, 2}), 1.0);
 }
 
 }  // namespace
