@@ -29,8 +29,8 @@
 // doubles for the optimiser.
 //
 // Every kernel and allocation runs on the given instance and is labelled
-// softwave::barycenter::* (the Soft-DTW calls inside keep
-// softwave::softdtw::*).
+// softwave::barycenter::* (the Soft-DTW calls and the argument checks
+// shared with them keep their softwave::softdtw::* labels).
 
 #include <Kokkos_Core.hpp>
 #include <softwave/softdtw.hpp>
