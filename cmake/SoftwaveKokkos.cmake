@@ -129,6 +129,10 @@ function(_softwave_bootstrap_kokkos out)
     set(args)
   endif()
   set(env) # prefix for the Kokkos configure and build commands
+  # The compiler by its resolved path: /usr/bin/c++ (the presets) and
+  # /usr/bin/x86_64-linux-gnu-g++ (pip's build) are one g++, and the stamp
+  # below must not see two, or each build would rebuild the shared install.
+  get_filename_component(cxx "${CMAKE_CXX_COMPILER}" REALPATH)
   list(APPEND args
     -DCMAKE_BUILD_TYPE=${build_type}
     -DCMAKE_CXX_STANDARD=17
@@ -142,7 +146,7 @@ function(_softwave_bootstrap_kokkos out)
 
   if(_softwave_backend STREQUAL "OPENMP")
     set(arch host)
-    list(APPEND args -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER} -DKokkos_ENABLE_OPENMP=ON)
+    list(APPEND args -DCMAKE_CXX_COMPILER=${cxx} -DKokkos_ENABLE_OPENMP=ON)
   elseif(_softwave_backend STREQUAL "CUDA")
     # nvcc_wrapper calls plain `nvcc` (or $CUDA_ROOT/bin/nvcc), at Kokkos'
     # build and at every later compile, so a hint here would not help.
@@ -154,7 +158,7 @@ function(_softwave_bootstrap_kokkos out)
     set(arch ${SOFTWAVE_CUDA_ARCH})
     # nvcc_wrapper would use whichever g++ is first on PATH as host compiler;
     # make it the project's, as Kokkos' launcher does for softwave's sources.
-    set(env ${CMAKE_COMMAND} -E env NVCC_WRAPPER_DEFAULT_COMPILER=${CMAKE_CXX_COMPILER})
+    set(env ${CMAKE_COMMAND} -E env NVCC_WRAPPER_DEFAULT_COMPILER=${cxx})
     list(APPEND args
       -DCMAKE_CXX_COMPILER=${src}/bin/nvcc_wrapper
       -DKokkos_ENABLE_CUDA=ON
