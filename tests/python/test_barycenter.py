@@ -56,3 +56,14 @@ def test_variable_lengths_weights_and_torch(rng):
                             lengths_y=[12, 9, 15]).mean()
 
     assert objective(bt.numpy()) <= objective(b) + 1e-4 * abs(objective(b)) + 1e-5
+
+
+def test_cuda_tensors_stay_on_the_gpu(rng):
+    torch = pytest.importorskip("torch")
+    if not (softwave.has_cuda() and torch.cuda.is_available()):
+        pytest.skip("needs a CUDA build of softwave and a GPU")
+    X = rng.standard_normal((6, 20, 2))
+    cpu = softwave.barycenter(X, gamma=0.5, tol=1e-9, max_iter=300)
+    gpu = softwave.barycenter(torch.tensor(X, device="cuda"), gamma=0.5, tol=1e-9, max_iter=300)
+    assert gpu.device.type == "cuda" and gpu.dtype == torch.float64
+    np.testing.assert_allclose(gpu.cpu().numpy(), cpu, atol=1e-5)
