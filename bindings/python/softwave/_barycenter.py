@@ -114,16 +114,15 @@ def barycenter(
     check_method(method)
     optional_int("max_iter", max_iter, 1)
     optional_int("history", history, 1)
-    framework = "numpy" if isinstance(X, (list, tuple)) else _framework(X)
+    framework = "list" if isinstance(X, (list, tuple)) else _framework(X)
 
-    if isinstance(X, (list, tuple)):
+    # The start is computed on the host (a copy of X for CUDA tensors); the
+    # optimisation then runs where X lives.
+    if framework == "list":
         univariate = all(np.ndim(s) == 1 for s in X)
         host, lengths = _pad(X, lengths)
-    elif framework == "torch":
-        host = X.detach().cpu().numpy()
     else:
-        host = np.asarray(X)
-    if not isinstance(X, (list, tuple)):
+        host = X.detach().cpu().numpy() if framework == "torch" else np.asarray(X)
         univariate = host.ndim == 2
     if host.ndim == 2:
         host = host[..., None]
@@ -144,27 +143,28 @@ def barycenter(
 
         from .torch import _adapter
 
-        device = X.device
-        dtype = X.dtype if X.dtype in (torch.float32, torch.float64) else torch.float64
-        X3 = X.detach().reshape(host.shape).to(dtype).contiguous()
-        z = torch.as_tensor(start, dtype=dtype, device=device).contiguous()
-        w = None if weights is None else torch.as_tensor(host_weights, dtype=dtype, device=device).contiguous()
-        report = _engine.barycenter(_adapter, X3, z, opts, weights=w, lengths=lengths, method=method,
-                                    max_iter=max_iter, tol=tol, history=history, learning_rate=learning_rate)
-        result = z
+        dtype = torch.float32 if host.dtype == np.float32 else torch.float64
+
+        def place(a):
+            return torch.as_tensor(a, dtype=dtype, device=X.device).contiguous()
+
+        batch = X.detach().reshape(host.shape).to(dtype).contiguous()
     else:
         from .numpy import _adapter
 
-        z = np.ascontiguousarray(start, dtype=host.dtype)
-        w = None if weights is None else np.ascontiguousarray(host_weights, dtype=host.dtype)
-        report = _engine.barycenter(_adapter, np.ascontiguousarray(host), z, opts, weights=w, lengths=lengths,
-                                    method=method, max_iter=max_iter, tol=tol, history=history,
-                                    learning_rate=learning_rate)
-        result = z
-        if framework == "jax":
-            import jax.numpy as jnp
+        def place(a):
+            return np.ascontiguousarray(a, dtype=host.dtype)
 
-            result = jnp.asarray(z)
+        batch = np.ascontiguousarray(host)
+    z = place(start)
+    report = _engine.barycenter(_adapter, batch, z, opts, weights=None if weights is None else place(host_weights),
+                                lengths=lengths, method=method, max_iter=max_iter, tol=tol, history=history,
+                                learning_rate=learning_rate)
+    result = z
+    if framework == "jax":
+        import jax.numpy as jnp
+
+        result = jnp.asarray(z)
     if univariate:  # (B, N) or a list of (N_i,) series: an (L,) barycenter
         result = result.reshape(-1)
     return (result, dict(report)) if return_report else result
