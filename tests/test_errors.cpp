@@ -314,6 +314,97 @@ TEST_F(Errors, NonFiniteGradOutput) {
   }
 }
 
+// With several bad arguments the data checks report the first in argument
+// order (lengths before the values they bound), from one read-back.
+TEST_F(Errors, FirstFailingDataCheckIsReported) {
+  const auto xn = filled("xn", B, N, D);
+  poke(xn, 0, 0, 0, kNaN);
+  const auto yn = filled("yn", B, M, D);
+  poke(yn, 1, 0, 0, kInf);
+  EXPECT_TRUE(throws_naming("lengths.y", soft_dtw(xn, yn, values, options, lengths({}, {M + 1, 0}))));
+  EXPECT_TRUE(throws_naming("x", soft_dtw(xn, yn, values, options)));
+  // The message names the first pair out of range and its length.
+  try {
+    softwave::soft_dtw(space, x, y, values, options, lengths({N, N + 9}, {}));
+    ADD_FAILURE() << "no exception";
+  } catch (const softwave::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("lengths.x[1] = " + std::to_string(N + 9)), std::string::npos)
+        << e.what();
+  }
+}
+
+// ------------------------------------------------- check_values = false
+
+// Nothing is read back: lengths outside [1, N] are clamped into it, a NaN
+// makes its own pair's value non-finite and leaves the others alone, and
+// every entry point returns (no hang, no crash). float runs the
+// CUDA-specialised path on CUDA builds.
+template <class T>
+void unchecked_calls(const Space& space) {
+  softwave::SoftDTWOptions checked, unchecked;
+  unchecked.check_values = false;
+  Dev3<T> x("x", B, N, D), y("y", B, M, D);
+  {
+    auto hx = Kokkos::create_mirror_view(x);
+    auto hy = Kokkos::create_mirror_view(y);
+    for (std::size_t q = 0; q < hx.size(); ++q) hx.data()[q] = T(0.1 * (q % 7));
+    for (std::size_t q = 0; q < hy.size(); ++q) hy.data()[q] = T(0.05 * (q % 5));
+    Kokkos::deep_copy(x, hx);
+    Kokkos::deep_copy(y, hy);
+  }
+  Dev1<T> got("got", B), want("want", B);
+  softwave::soft_dtw(space, x, y, got, unchecked, lengths({0, N + 7}, {M + 1, -2}));
+  softwave::soft_dtw(space, x, y, want, checked, lengths({1, N}, {M, 1}));
+  EXPECT_EQ(to_host(got), to_host(want));
+  softwave::dtw_path(space, x, y, got, Dev3<int>("p", B, N + M - 1, 2), Dev1<int>("l", B), unchecked,
+                     lengths({N + 3, -1}, {}));
+  softwave::dtw_path(space, x, y, want, Dev3<int>("p", B, N + M - 1, 2), Dev1<int>("l", B), checked,
+                     lengths({N, 1}, {}));
+  EXPECT_EQ(to_host(got), to_host(want));
+
+  // A NaN in pair 1 of x: pair 1's value is not finite, pair 0's is right.
+  softwave::soft_dtw(space, x, y, want, checked);
+  auto hx = Kokkos::create_mirror_view(x);
+  Kokkos::deep_copy(hx, x);
+  hx(1, N / 2, 0) = std::numeric_limits<T>::quiet_NaN();
+  Kokkos::deep_copy(x, hx);
+  softwave::SeriesGradients<T, Space> g;
+  g.grad_x = Dev3<T>("gx", B, N, D);
+  g.grad_y = Dev3<T>("gy", B, M, D);
+  softwave::soft_dtw_value_and_grad(space, x, y, got, g, unchecked);
+  auto const v = to_host(got), w = to_host(want);
+  EXPECT_FALSE(std::isfinite(v[1]));
+  EXPECT_NEAR(v[0], w[0], 1e-5 * std::abs(w[0]));
+  softwave::soft_dtw_divergence_value_and_grad(space, x, y, got, g, unchecked);
+  EXPECT_FALSE(std::isfinite(to_host(got)[1]));
+  Dev2<T> matrix("m", B, B);
+  softwave::pairwise(space, x, y, matrix, unchecked);
+  auto const pairs = to_host(matrix);
+  EXPECT_FALSE(std::isfinite(pairs[2]));  // (1, 0)
+  EXPECT_TRUE(std::isfinite(pairs[1]));   // (0, 1)
+  softwave::dtw_path(space, x, y, got, Dev3<int>("p", B, N + M - 1, 2), Dev1<int>("l", B), unchecked);
+  Dev3<T> c("c", B, N, M);
+  Kokkos::deep_copy(c, T(0.5));
+  auto hc = Kokkos::create_mirror_view(c);
+  Kokkos::deep_copy(hc, c);
+  hc(0, 1, 1) = std::numeric_limits<T>::quiet_NaN();
+  Kokkos::deep_copy(c, hc);
+  softwave::CostGradients<T, Space> gc;
+  gc.grad_cost = Dev3<T>("gc", B, N, M);
+  softwave::soft_dtw_cost_value_and_grad(space, c, got, gc, unchecked);
+  auto const vc = to_host(got);
+  EXPECT_FALSE(std::isfinite(vc[0]));
+  EXPECT_TRUE(std::isfinite(vc[1]));
+  // The same inputs checked are refused.
+  EXPECT_TRUE(throws_naming("x", [&] { softwave::soft_dtw_value_and_grad(space, x, y, got, g, checked); }));
+  EXPECT_TRUE(throws_naming("cost", [&] { softwave::soft_dtw_cost(space, c, got, checked); }));
+}
+
+TEST_F(Errors, UncheckedValuesClampLengthsAndPropagateNaN) {
+  unchecked_calls<double>(space);
+  unchecked_calls<float>(space);
+}
+
 TEST_F(Errors, DivergenceRefusesAlignment) {
   softwave::SeriesGradients<double, Space> g;
   g.alignment = filled("e", B, N, M);

@@ -6,11 +6,11 @@
 // the left neighbour is the lane's own previous cell, the upper and diagonal
 // neighbours come from lane l − 1 by warp shuffle, and the strip above hands
 // over its bottom row through global memory in halves of 32-column blocks.
-// Hand-over entries start as NaN and are written once with relaxed atomic
-// stores, so the data is its own ready flag and no fence sits on the
-// wavefront. Strips take tickets from an atomic counter in the order they
-// start running, so a strip only ever waits on one that is already resident:
-// no deadlock, one launch per direction.
+// Hand-over entries start as an all-ones NaN that no arithmetic produces and
+// are written once with relaxed atomic stores, so the data is its own ready
+// flag and no fence sits on the wavefront. Strips take tickets from an atomic
+// counter in the order they start running, so a strip only ever waits on one
+// that is already resident: no deadlock, one launch per direction.
 //
 // Costs arrive 32×32 tiles at a time into a shared-memory ring laid out by
 // anti-diagonal step, so every cell read in the walk is conflict-free. For

@@ -140,6 +140,40 @@ def test_errors(rng):
             swt.soft_dtw(x.cuda(), y.cuda())
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_check_inputs(rng, device, dtype):
+    """Checked, a NaN or an out-of-range length is a ValueError naming it;
+    unchecked (the default on CUDA, where checking waits for the stream),
+    lengths are clamped into range and a NaN makes only its own pair's value
+    non-finite, with nothing raised and nothing hanging."""
+    x, y = tensors(rng, (3, 40, 2), (3, 33, 2), dtype=dtype, device=device, requires_grad=False)
+    default_checks = device == "cpu"
+    bad_lengths = torch.tensor([41, 0, 7])
+    clamped = torch.tensor([40, 1, 7])
+    with pytest.raises(ValueError, match=r"lengths\.x\[0\] = 41"):
+        swt.soft_dtw(x, y, lengths_x=bad_lengths, check_inputs=True)
+    unchecked = swt.soft_dtw(x, y, lengths_x=bad_lengths, check_inputs=False)
+    torch.testing.assert_close(unchecked, swt.soft_dtw(x, y, lengths_x=clamped))
+    xn = x.clone()
+    xn[1, 5, 0] = float("nan")
+    with pytest.raises(ValueError, match="x has 1 non-finite"):
+        SoftDTW(gamma=0.5, check_inputs=True)(xn, y)
+    if default_checks:
+        with pytest.raises(ValueError, match="non-finite"):
+            SoftDTW(gamma=0.5)(xn, y)
+    xg = xn.clone().requires_grad_()
+    for module in (SoftDTW(gamma=0.5, check_inputs=False), SoftDTW(gamma=0.5, normalize=True, check_inputs=False)):
+        values = module(xg, y)
+        values.sum().backward()
+        finite = torch.isfinite(values).tolist()
+        assert finite == [True, False, True]
+        torch.testing.assert_close(values[0], module(x[:1], y[:1])[0], check_device=False)
+        xg.grad = None
+    with pytest.raises(TypeError, match="check_inputs"):
+        swt.soft_dtw(x, y, check_inputs="yes")
+
+
 @cuda_only
 def test_cuda_on_a_non_default_stream(rng):
     x, y = tensors(rng, (8, 300, 16), (8, 280, 16), dtype=torch.float32, device="cuda")

@@ -24,6 +24,9 @@ class Options:
     dist: str = "sqeuclidean"
     band: int = -1  # < 0: no Sakoe–Chiba band
     kernel: str = "automatic"
+    # Data checks (finite inputs, lengths in range); None: the framework's
+    # default (see Adapter.checks_by_default).
+    check: Optional[bool] = None
 
 
 def check_gamma(gamma, *, allow_zero: bool = True) -> float:
@@ -51,12 +54,15 @@ def band_of(bandwidth) -> int:
     return -1 if band == 0 else band
 
 
-def options(gamma=1.0, bandwidth=None, dist="sqeuclidean", kernel="automatic", *, allow_zero_gamma=True) -> Options:
+def options(gamma=1.0, bandwidth=None, dist="sqeuclidean", kernel="automatic", *, allow_zero_gamma=True,
+            check_inputs=None) -> Options:
     if dist not in DISTS:
         raise ValueError(f"softwave: dist must be one of {', '.join(DISTS)} or a callable (got {dist!r})")
     if kernel not in KERNELS:
         raise ValueError(f"softwave: kernel must be one of {', '.join(KERNELS)} (got {kernel!r})")
-    return Options(check_gamma(gamma, allow_zero=allow_zero_gamma), dist, band_of(bandwidth), kernel)
+    if check_inputs is not None and not isinstance(check_inputs, bool):
+        raise TypeError(f"softwave: check_inputs must be None, True or False (got {type(check_inputs).__name__})")
+    return Options(check_gamma(gamma, allow_zero=allow_zero_gamma), dist, band_of(bandwidth), kernel, check_inputs)
 
 
 def batch_shape(name: str, ndim: int) -> str:

@@ -27,6 +27,10 @@ class Adapter:
     def stream(self, like: Any) -> int:
         return 0
 
+    def checks_by_default(self, like: Any) -> bool:
+        """Whether data checks run when the caller leaves check_inputs None."""
+        return True
+
     def int32_dtype(self) -> Any:  # pragma: no cover
         raise NotImplementedError
 
@@ -46,6 +50,10 @@ def as_batch(name: str, a: Any, other_ndim: Optional[int] = None):
 
 def lengths_of(adapter: Adapter, lengths: Any, like: Any):
     return None if lengths is None else adapter.int32(lengths, like)
+
+
+def check_of(adapter: Adapter, opts: Options, like: Any) -> bool:
+    return adapter.checks_by_default(like) if opts.check is None else opts.check
 
 
 def soft_dtw(
@@ -73,6 +81,7 @@ def soft_dtw(
         x, y, values, gx, gy, e, grad_output,
         lengths_of(adapter, lengths_x, x), lengths_of(adapter, lengths_y, x),
         opts.gamma, opts.dist, opts.band, opts.kernel, divergence, adapter.stream(x),
+        check_of(adapter, opts, x),
     )
     return values, gx, gy, e
 
@@ -83,7 +92,7 @@ def soft_dtw_cost(adapter: Adapter, cost, opts: Options, *, grad: bool = False, 
     _core.soft_dtw_cost(
         cost, values, gc, grad_output,
         lengths_of(adapter, lengths_x, cost), lengths_of(adapter, lengths_y, cost),
-        opts.gamma, opts.band, opts.kernel, adapter.stream(cost),
+        opts.gamma, opts.band, opts.kernel, adapter.stream(cost), check_of(adapter, opts, cost),
     )
     return values, gc
 
@@ -94,6 +103,7 @@ def pairwise(adapter: Adapter, x, y, opts: Options, *, divergence: bool = False,
         x, y, matrix,
         lengths_of(adapter, lengths_x, x), lengths_of(adapter, lengths_y, x),
         opts.gamma, opts.dist, opts.band, opts.kernel, divergence, adapter.stream(x),
+        check_of(adapter, opts, x),
     )
     return matrix
 
@@ -109,7 +119,7 @@ def dtw_path(adapter: Adapter, x, y, opts: Options, *, lengths_x=None, lengths_y
     _core.dtw_path(
         x, y, values, path, length,
         lengths_of(adapter, lengths_x, x), lengths_of(adapter, lengths_y, x),
-        opts.dist, opts.band, adapter.stream(x),
+        opts.dist, opts.band, adapter.stream(x), check_of(adapter, opts, x),
     )
     return values, path, length
 

@@ -58,6 +58,11 @@ class _TorchAdapter(_engine.Adapter):
             return torch.cuda.current_stream(like.device).cuda_stream
         return 0
 
+    def checks_by_default(self, like):
+        # On the GPU a data check waits for the stream, like .item() would:
+        # off by default there, as in torch's own operators.
+        return not like.is_cuda
+
     def int32_dtype(self):
         return torch.int32
 
@@ -164,7 +169,7 @@ def _series_call(x, y, opts, divergence, lengths_x, lengths_y):
 
 def soft_dtw(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0, *, bandwidth=None,
              dist: Union[str, Callable] = "sqeuclidean", lengths_x=None, lengths_y=None,
-             kernel: str = "automatic") -> torch.Tensor:
+             kernel: str = "automatic", check_inputs: Optional[bool] = None) -> torch.Tensor:
     """Soft-DTW values sdtw_γ(x_b, y_b), differentiable w.r.t. x and y.
 
     x: (B, N, d), y: (B, M, d) → (B,); (N, d) / (N,) single series → a scalar.
@@ -172,39 +177,44 @@ def soft_dtw(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0, *, bandwidth=
     dist: 'sqeuclidean', 'l1', 'cosine', or a callable dist(x, y) → (B, N, M)
     cost tensor (autograd then flows through it). lengths_x / lengths_y:
     per-pair lengths (B,) of padded batches. gamma = 0 is hard DTW (its
-    gradient follows the optimal path).
+    gradient follows the optimal path). check_inputs: refuse non-finite
+    inputs and out-of-range lengths with a ValueError; None (default) checks
+    CPU tensors only, since on CUDA the check waits for the stream (unchecked,
+    lengths are clamped into range and a NaN makes its pair's value NaN).
     """
     if callable(dist):
         x3, y3, single = _batched(x, y)
         values = soft_dtw_cost(dist(x3, y3), gamma, bandwidth=bandwidth, lengths_x=lengths_x,
-                               lengths_y=lengths_y, kernel=kernel)
+                               lengths_y=lengths_y, kernel=kernel, check_inputs=check_inputs)
         return values[0] if single else values
-    return _series_call(x, y, options(gamma, bandwidth, dist, kernel), False, lengths_x, lengths_y)
+    return _series_call(x, y, options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs), False,
+                        lengths_x, lengths_y)
 
 
 def soft_dtw_divergence(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0, *, bandwidth=None,
                         dist: Union[str, Callable] = "sqeuclidean", lengths_x=None, lengths_y=None,
-                        kernel: str = "automatic") -> torch.Tensor:
+                        kernel: str = "automatic", check_inputs: Optional[bool] = None) -> torch.Tensor:
     """Soft-DTW divergence sdtw(x, y) − ½ sdtw(x, x) − ½ sdtw(y, y): ≥ 0 and
     zero iff x = y (Blondel et al. 2021); N ≠ M is fine."""
     if callable(dist):
         x3, y3, single = _batched(x, y)
         xy = soft_dtw_cost(dist(x3, y3), gamma, bandwidth=bandwidth, lengths_x=lengths_x, lengths_y=lengths_y,
-                           kernel=kernel)
+                           kernel=kernel, check_inputs=check_inputs)
         xx = soft_dtw_cost(dist(x3, x3), gamma, bandwidth=bandwidth, lengths_x=lengths_x, lengths_y=lengths_x,
-                           kernel=kernel)
+                           kernel=kernel, check_inputs=check_inputs)
         yy = soft_dtw_cost(dist(y3, y3), gamma, bandwidth=bandwidth, lengths_x=lengths_y, lengths_y=lengths_y,
-                           kernel=kernel)
+                           kernel=kernel, check_inputs=check_inputs)
         values = xy - 0.5 * (xx + yy)
         return values[0] if single else values
-    return _series_call(x, y, options(gamma, bandwidth, dist, kernel), True, lengths_x, lengths_y)
+    return _series_call(x, y, options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs), True,
+                        lengths_x, lengths_y)
 
 
 def soft_dtw_cost(cost: torch.Tensor, gamma: float = 1.0, *, bandwidth=None, lengths_x=None, lengths_y=None,
-                  kernel: str = "automatic") -> torch.Tensor:
+                  kernel: str = "automatic", check_inputs: Optional[bool] = None) -> torch.Tensor:
     """Soft-DTW on a cost tensor C: (B, N, M) → (B,), or (N, M) → a scalar;
     differentiable w.r.t. C (the gradient is the expected alignment)."""
-    opts = options(gamma, bandwidth, "sqeuclidean", kernel)
+    opts = options(gamma, bandwidth, "sqeuclidean", kernel, check_inputs=check_inputs)
     if not isinstance(cost, torch.Tensor):
         raise TypeError(f"softwave: cost must be a torch.Tensor (got {type(cost).__name__})")
     if cost.ndim not in (2, 3):
@@ -216,11 +226,11 @@ def soft_dtw_cost(cost: torch.Tensor, gamma: float = 1.0, *, bandwidth=None, len
 
 def soft_dtw_alignment(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0, *, bandwidth=None,
                        dist: str = "sqeuclidean", lengths_x=None, lengths_y=None,
-                       kernel: str = "automatic") -> torch.Tensor:
+                       kernel: str = "automatic", check_inputs: Optional[bool] = None) -> torch.Tensor:
     """Expected alignment E (B, N, M) (or (N, M) for one pair): entries in
     [0, 1], zero outside each pair's lengths; gamma = 0 gives the optimal
     path's indicator. Not differentiable (returned detached)."""
-    opts = options(gamma, bandwidth, dist, kernel)
+    opts = options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs)
     dtype = _compute_dtype(x, y)
     _check_device(x)
     x3, y3, single = _batched(x, y)
@@ -280,11 +290,11 @@ class _PairwiseFunction(torch.autograd.Function):
 
 def pairwise(x: torch.Tensor, y: Optional[torch.Tensor] = None, gamma: float = 1.0, *, divergence: bool = False,
              bandwidth=None, dist: str = "sqeuclidean", lengths_x=None, lengths_y=None,
-             kernel: str = "automatic") -> torch.Tensor:
+             kernel: str = "automatic", check_inputs: Optional[bool] = None) -> torch.Tensor:
     """All-pairs matrix (B1, B2) of Soft-DTW values (or divergences) between
     x: (B1, N, d) and y: (B2, M, d) (default y = x); (B, N) means univariate
     series. Differentiable; forward memory does not grow with B1·B2·N·M."""
-    opts = options(gamma, bandwidth, dist, kernel)
+    opts = options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs)
     if y is None:
         y, lengths_y = x, (lengths_x if lengths_y is None else lengths_y)
     for name, t in (("x", x), ("y", y)):
@@ -298,12 +308,12 @@ def pairwise(x: torch.Tensor, y: Optional[torch.Tensor] = None, gamma: float = 1
 
 
 def dtw(x: torch.Tensor, y: torch.Tensor, *, bandwidth=None, dist: str = "sqeuclidean", lengths_x=None,
-        lengths_y=None, return_path: bool = True):
+        lengths_y=None, return_path: bool = True, check_inputs: Optional[bool] = None):
     """Hard DTW: values ((B,) or a scalar, differentiable along the optimal
     path) and, with return_path, the warping paths: a list of (K_b, 2) int64
     tensors of 0-based (i, j) from (0, 0) to (N_b − 1, M_b − 1) (one tensor for
     a single pair). Ties go diagonal, then up, then left."""
-    opts = options(0.0, bandwidth, dist)
+    opts = options(0.0, bandwidth, dist, check_inputs=check_inputs)
     values = _series_call(x, y, opts, False, lengths_x, lengths_y)
     if not return_path:
         return values
@@ -327,12 +337,15 @@ class SoftDTW(torch.nn.Module):
     use_cuda is accepted for compatibility: the computation runs where the
     tensors are. dist_func(x, y) → (B, N, M) gives a custom cost (autograd
     flows through it). fused is accepted and ignored (softwave never builds
-    the B×N×M cost tensor for the built-in costs).
+    the B×N×M cost tensor for the built-in costs). check_inputs: as in
+    soft_dtw (None: check CPU tensors, not CUDA ones, which would wait for
+    the stream on every call).
     """
 
     def __init__(self, use_cuda: Optional[bool] = None, gamma: float = 1.0, normalize: bool = False,
                  bandwidth=None, dist_func: Optional[Callable] = None, *, dist: str = "sqeuclidean",
-                 fused: Optional[bool] = None, kernel: str = "automatic"):
+                 fused: Optional[bool] = None, kernel: str = "automatic",
+                 check_inputs: Optional[bool] = None):
         super().__init__()
         if use_cuda is not None and not isinstance(use_cuda, bool):
             raise TypeError(
@@ -345,7 +358,7 @@ class SoftDTW(torch.nn.Module):
         self.normalize = bool(normalize)
         self.dist_func = dist_func
         self.fused = fused
-        self._options = options(gamma, bandwidth, dist, kernel)
+        self._options = options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs)
         self.gamma, self.bandwidth, self.dist = self._options.gamma, bandwidth, dist
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, lengths_x=None, lengths_y=None) -> torch.Tensor:
@@ -356,7 +369,8 @@ class SoftDTW(torch.nn.Module):
         if self.dist_func is not None:
             function = soft_dtw_divergence if self.normalize else soft_dtw
             return function(x, y, self.gamma, bandwidth=self.bandwidth, dist=self.dist_func,
-                            lengths_x=lengths_x, lengths_y=lengths_y, kernel=self._options.kernel)
+                            lengths_x=lengths_x, lengths_y=lengths_y, kernel=self._options.kernel,
+                            check_inputs=self._options.check)
         return _series_call(x, y, self._options, self.normalize, lengths_x, lengths_y)
 
     def extra_repr(self) -> str:

@@ -99,6 +99,7 @@ SoftDTWOptions options_of(const Settings& s) {
                                   {{"automatic", Kernel::automatic},
                                    {"portable", Kernel::portable},
                                    {"specialised", Kernel::specialised}});
+  options.check_values = s.check_values;
   return options;
 }
 

@@ -35,6 +35,7 @@ struct Settings {
   std::string cost = "sqeuclidean";  // sqeuclidean, l1 or cosine
   std::int64_t band = -1;            // < 0: no band
   std::string kernel = "automatic";  // automatic, portable or specialised
+  bool check_values = true;          // SoftDTWOptions::check_values
   std::uintptr_t stream = 0;
 };
 

@@ -64,13 +64,15 @@ Borrowed borrow(const char* name, const Optional& array) {
 }
 
 Settings settings_of(double gamma, const std::string& dist, std::int64_t band,
-                     const std::string& kernel, std::uintptr_t stream) {
+                     const std::string& kernel, std::uintptr_t stream,
+                     bool check = true) {
   Settings s;
   s.gamma = gamma;
   s.cost = dist;
   s.band = band;
   s.kernel = kernel;
   s.stream = stream;
+  s.check_values = check;
   return s;
 }
 
@@ -90,7 +92,7 @@ NB_MODULE(_core, m) {
          Optional grad_y, Optional alignment, Optional grad_output,
          Optional lengths_x, Optional lengths_y, double gamma,
          const std::string& dist, std::int64_t band, const std::string& kernel,
-         bool divergence, std::uintptr_t stream) {
+         bool divergence, std::uintptr_t stream, bool check) {
         const auto bx = borrow("x", x), by = borrow("y", y),
                    bv = borrow("values", values), gx = borrow("grad_x", grad_x),
                    gy = borrow("grad_y", grad_y),
@@ -99,66 +101,69 @@ NB_MODULE(_core, m) {
                    lx = borrow("lengths_x", lengths_x),
                    ly = borrow("lengths_y", lengths_y);
         nb::gil_scoped_release release;
-        soft_dtw(settings_of(gamma, dist, band, kernel, stream), bx, by, bv, gx,
-                 gy, ba, go, lx, ly, divergence);
+        soft_dtw(settings_of(gamma, dist, band, kernel, stream, check), bx, by,
+                 bv, gx, gy, ba, go, lx, ly, divergence);
       },
       "x"_a, "y"_a, "values"_a, "grad_x"_a.none(), "grad_y"_a.none(),
       "alignment"_a.none(), "grad_output"_a.none(), "lengths_x"_a.none(),
       "lengths_y"_a.none(), "gamma"_a, "dist"_a, "band"_a, "kernel"_a,
-      "divergence"_a, "stream"_a);
+      "divergence"_a, "stream"_a, "check"_a = true);
 
   m.def(
       "soft_dtw_cost",
       [](AnyArray cost, AnyArray values, Optional grad_cost,
          Optional grad_output, Optional lengths_x, Optional lengths_y,
          double gamma, std::int64_t band, const std::string& kernel,
-         std::uintptr_t stream) {
+         std::uintptr_t stream, bool check) {
         const auto bc = borrow("cost", cost), bv = borrow("values", values),
                    gc = borrow("grad_cost", grad_cost),
                    go = borrow("grad_output", grad_output),
                    lx = borrow("lengths_x", lengths_x),
                    ly = borrow("lengths_y", lengths_y);
         nb::gil_scoped_release release;
-        soft_dtw_cost(settings_of(gamma, "sqeuclidean", band, kernel, stream),
-                      bc, bv, gc, go, lx, ly);
+        soft_dtw_cost(
+            settings_of(gamma, "sqeuclidean", band, kernel, stream, check), bc,
+            bv, gc, go, lx, ly);
       },
       "cost"_a, "values"_a, "grad_cost"_a.none(), "grad_output"_a.none(),
       "lengths_x"_a.none(), "lengths_y"_a.none(), "gamma"_a, "band"_a,
-      "kernel"_a, "stream"_a);
+      "kernel"_a, "stream"_a, "check"_a = true);
 
   m.def(
       "pairwise",
       [](AnyArray x, AnyArray y, AnyArray matrix, Optional lengths_x,
          Optional lengths_y, double gamma, const std::string& dist,
          std::int64_t band, const std::string& kernel, bool divergence,
-         std::uintptr_t stream) {
+         std::uintptr_t stream, bool check) {
         const auto bx = borrow("x", x), by = borrow("y", y),
                    bm = borrow("matrix", matrix),
                    lx = borrow("lengths_x", lengths_x),
                    ly = borrow("lengths_y", lengths_y);
         nb::gil_scoped_release release;
-        pairwise(settings_of(gamma, dist, band, kernel, stream), bx, by, bm, lx,
-                 ly, divergence);
+        pairwise(settings_of(gamma, dist, band, kernel, stream, check), bx, by,
+                 bm, lx, ly, divergence);
       },
       "x"_a, "y"_a, "matrix"_a, "lengths_x"_a.none(), "lengths_y"_a.none(),
-      "gamma"_a, "dist"_a, "band"_a, "kernel"_a, "divergence"_a, "stream"_a);
+      "gamma"_a, "dist"_a, "band"_a, "kernel"_a, "divergence"_a, "stream"_a,
+      "check"_a = true);
 
   m.def(
       "dtw_path",
       [](AnyArray x, AnyArray y, AnyArray values, AnyArray path,
          AnyArray path_length, Optional lengths_x, Optional lengths_y,
-         const std::string& dist, std::int64_t band, std::uintptr_t stream) {
+         const std::string& dist, std::int64_t band, std::uintptr_t stream,
+         bool check) {
         const auto bx = borrow("x", x), by = borrow("y", y),
                    bv = borrow("values", values), bp = borrow("path", path),
                    bl = borrow("path_length", path_length),
                    lx = borrow("lengths_x", lengths_x),
                    ly = borrow("lengths_y", lengths_y);
         nb::gil_scoped_release release;
-        dtw_path(settings_of(0.0, dist, band, "automatic", stream), bx, by, bv,
-                 bp, bl, lx, ly);
+        dtw_path(settings_of(0.0, dist, band, "automatic", stream, check), bx,
+                 by, bv, bp, bl, lx, ly);
       },
       "x"_a, "y"_a, "values"_a, "path"_a, "path_length"_a, "lengths_x"_a.none(),
-      "lengths_y"_a.none(), "dist"_a, "band"_a, "stream"_a);
+      "lengths_y"_a.none(), "dist"_a, "band"_a, "stream"_a, "check"_a = true);
 
   m.def(
       "barycenter",

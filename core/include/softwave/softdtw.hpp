@@ -52,9 +52,10 @@
 //
 // Every entry point takes the execution-space instance first; every kernel,
 // allocation and copy runs on it and is labelled softwave::softdtw::*. Calls
-// are asynchronous with respect to the host except where noted (argument
-// checks that read lengths or scan inputs for non-finite values fence the
-// instance).
+// are asynchronous with respect to the host except where noted: the checks
+// that read the data fence the instance once per call unless
+// SoftDTWOptions::check_values is false, and a band fences it once to size
+// its checkpoints.
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
@@ -93,6 +94,16 @@ struct SoftDTWOptions {
   // available is an error naming `tile`.
   int tile = 0;
   Kernel kernel = Kernel::automatic;
+  // Checks that read the data: lengths within [1, N] (or [1, M]) and
+  // finite x, y, cost and grad_output. true: a violation throws
+  // invalid_argument naming the argument; the checks are queued on the
+  // instance and read back with one fence per call. false: nothing waits for
+  // the instance (for training loops on a GPU, where a fence per call stalls
+  // the host); lengths outside the range are clamped into it, and
+  // non-finite inputs are used as they are: the results of the pairs they
+  // touch are unspecified (with γ > 0 their values come out NaN or +∞).
+  // Shapes and options are always checked (on the host, without waiting).
+  bool check_values = true;
 };
 
 // What pairwise() returns.

@@ -91,8 +91,10 @@ WeightsView<T, Space> checked_weights(const Space& space,
   if (B == 0)
     throw_invalid_argument(
         "X has no series (X.extent(0) = 0): a barycenter needs at least one");
-  check_lengths(space, lengths, "lengths", B, X.extent(1));
-  check_finite_series<Space, T>(space, X, lengths, "X");
+  DataChecks<Space> checks(space, /*enabled=*/true);
+  checks.template finite_series<T>(
+      X, checks.lengths(lengths, "lengths", B, X.extent(1)), "X");
+  checks.finish();
   if (weights.extent(0) == 0 && weights.data() == nullptr) {
     ArrayView1<T, Space> uniform(
         Kokkos::view_alloc(space, Kokkos::WithoutInitializing,

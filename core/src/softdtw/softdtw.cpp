@@ -320,11 +320,14 @@ PairLengths<Space> batch_lengths(
   return PairLengths<Space>{x, y, n_max, m_max, PairMap{}};
 }
 
-// Checks shared by every entry point on two batches of series.
+// Checks shared by every entry point on two batches of series; returns the
+// lengths the call uses (see DataChecks::lengths).
 template <class Space, class T>
-void check_series_pair(const Space& space, ConstSeriesView<T, Space> x,
-                       ConstSeriesView<T, Space> y,
-                       const Lengths<Space>& lengths, bool same_batch) {
+Lengths<Space> check_series_pair(DataChecks<Space>& checks,
+                                 ConstSeriesView<T, Space> x,
+                                 ConstSeriesView<T, Space> y,
+                                 const Lengths<Space>& lengths,
+                                 bool same_batch) {
   check_sequences(x, "x");
   check_sequences(y, "y");
   if (same_batch && x.extent(0) != y.extent(0))
@@ -333,14 +336,17 @@ void check_series_pair(const Space& space, ConstSeriesView<T, Space> x,
   if (x.extent(0) && y.extent(0) && x.extent(2) != y.extent(2))
     throw_invalid_argument("x and y have different feature counts (x: ",
                            x.extent(2), ", y: ", y.extent(2), ")");
-  check_lengths(space, lengths.x, "lengths.x", x.extent(0), x.extent(1));
-  check_lengths(space, lengths.y, "lengths.y", y.extent(0), y.extent(1));
-  check_finite_series<Space, T>(space, x, lengths.x, "x");
-  check_finite_series<Space, T>(space, y, lengths.y, "y");
+  Lengths<Space> const used{
+      checks.lengths(lengths.x, "lengths.x", x.extent(0), x.extent(1)),
+      checks.lengths(lengths.y, "lengths.y", y.extent(0), y.extent(1))};
+  checks.template finite_series<T>(x, used.x, "x");
+  checks.template finite_series<T>(y, used.y, "y");
+  return used;
 }
 
 template <class Space, class T>
-void check_gradients(const Space& space, const SeriesGradients<T, Space>& g,
+void check_gradients(DataChecks<Space>& checks,
+                     const SeriesGradients<T, Space>& g,
                      ConstSeriesView<T, Space> x, ConstSeriesView<T, Space> y) {
   std::size_t const B = x.extent(0);
   if (g.grad_x.extent(0) || g.grad_x.data())
@@ -354,7 +360,7 @@ void check_gradients(const Space& space, const SeriesGradients<T, Space>& g,
                  "(batch, N, M)");
   if (g.grad_output.extent(0) || g.grad_output.data())
     check_extent(g.grad_output, "grad_output", {B}, "(one per pair)");
-  check_finite_weights<Space, T>(space, g.grad_output);
+  checks.template finite_weights<T>(g.grad_output);
 }
 
 template <class View>
@@ -375,15 +381,18 @@ void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
               const SeriesGradients<T, Space>* gradients,
               const SoftDTWOptions& options, const Lengths<Space>& lengths) {
   check_options(options);
-  check_series_pair(space, x, y, lengths, /*same_batch=*/true);
+  DataChecks<Space> checks(space, options.check_values);
+  auto const used = check_series_pair(checks, x, y, lengths,
+                                      /*same_batch=*/true);
   std::size_t const B = x.extent(0);
   if (!gradients || given(values))
     check_extent(values, "values", {B}, "(one per pair)");
-  if (gradients) check_gradients(space, *gradients, x, y);
+  if (gradients) check_gradients(checks, *gradients, x, y);
+  checks.finish();
   if (B == 0) return;
 
   auto const pair_lengths =
-      batch_lengths<Space>(lengths.x, lengths.y, x.extent(1), y.extent(1));
+      batch_lengths<Space>(used.x, used.y, x.extent(1), y.extent(1));
   auto const acc_memory = acc_values(space, B);
   auto const& acc = acc_memory.view;
   ArrayView3<T, Space> grad_x, grad_y;
@@ -428,16 +437,19 @@ void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
     if (given(gradients->grad_output))
       check_extent(gradients->grad_output, "grad_output", {B},
                    "(one per pair)");
-    check_finite_weights<Space, T>(space, gradients->grad_output);
   }
-  check_lengths(space, lengths.x, "lengths.x", B, cost.extent(1));
-  check_lengths(space, lengths.y, "lengths.y", B, cost.extent(2));
-  check_finite_costs<Space, T>(space, cost, lengths, band_of(options));
+  DataChecks<Space> checks(space, options.check_values);
+  Lengths<Space> const used{
+      checks.lengths(lengths.x, "lengths.x", B, cost.extent(1)),
+      checks.lengths(lengths.y, "lengths.y", B, cost.extent(2))};
+  checks.template finite_costs<T>(cost, used, band_of(options));
+  if (gradients) checks.template finite_weights<T>(gradients->grad_output);
+  checks.finish();
   if (B == 0) return;
 
   TensorCost<T, Space> const provider{
-      cost, batch_lengths<Space>(lengths.x, lengths.y, cost.extent(1),
-                                 cost.extent(2))};
+      cost,
+      batch_lengths<Space>(used.x, used.y, cost.extent(1), cost.extent(2))};
   auto sweeper =
       make_sweeper(space, provider, options, cost.extent(1), cost.extent(2));
   auto const acc_memory = acc_values(space, B);
@@ -463,7 +475,9 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
                          const SoftDTWOptions& options,
                          const Lengths<Space>& lengths) {
   check_options(options);
-  check_series_pair(space, x, y, lengths, /*same_batch=*/true);
+  DataChecks<Space> checks(space, options.check_values);
+  auto const used = check_series_pair(checks, x, y, lengths,
+                                      /*same_batch=*/true);
   std::size_t const B = x.extent(0);
   if (!gradients || given(values))
     check_extent(values, "values", {B}, "(one per pair)");
@@ -471,8 +485,9 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
     if (given(gradients->alignment))
       throw_invalid_argument(
           "alignment must be empty for the divergence (it has three)");
-    check_gradients(space, *gradients, x, y);
+    check_gradients(checks, *gradients, x, y);
   }
+  checks.finish();
   if (B == 0) return;
 
   ArrayView3<T, Space> grad_x, grad_y;
@@ -511,16 +526,14 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
   if (given(grad_x)) Kokkos::deep_copy(space, grad_x, T(0));
   if (given(grad_y)) Kokkos::deep_copy(space, grad_y, T(0));
 
-  auto const xy_memory = term(x, y, lengths.x, lengths.y, grad_x, grad_y, 1);
+  auto const xy_memory = term(x, y, used.x, used.y, grad_x, grad_y, 1);
   CallArray<ArrayView3<T, Space>> other_x, other_y;
   if (given(grad_x))
     other_x = zeroed_like(grad_x, "softwave::softdtw::grad_xx");
   if (given(grad_y))
     other_y = zeroed_like(grad_y, "softwave::softdtw::grad_yy");
-  auto const xx_memory =
-      term(x, x, lengths.x, lengths.x, grad_x, other_x.view, -0.5);
-  auto const yy_memory =
-      term(y, y, lengths.y, lengths.y, grad_y, other_y.view, -0.5);
+  auto const xx_memory = term(x, x, used.x, used.x, grad_x, other_x.view, -0.5);
+  auto const yy_memory = term(y, y, used.y, used.y, grad_y, other_y.view, -0.5);
   if (given(grad_x)) add_into(space, grad_x, other_x.view);
   if (given(grad_y)) add_into(space, grad_y, other_y.view);
   auto const xy = xy_memory.view, xx = xx_memory.view, yy = yy_memory.view;
@@ -538,10 +551,13 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
               PairwiseValue what, const SoftDTWOptions& options,
               const Lengths<Space>& lengths) {
   check_options(options);
-  check_series_pair(space, x, y, lengths, /*same_batch=*/false);
+  DataChecks<Space> checks(space, options.check_values);
+  auto const used = check_series_pair(checks, x, y, lengths,
+                                      /*same_batch=*/false);
   std::int64_t const B1 = x.extent(0), B2 = y.extent(0);
   check_extent(matrix, "matrix", {std::size_t(B1), std::size_t(B2)},
                "(x batch, y batch)");
+  checks.finish();
   if (B1 == 0 || B2 == 0) return;
 
   std::int64_t const N = x.extent(1), M = y.extent(1);
@@ -559,8 +575,8 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
           });
       return acc_memory;
     };
-    self_x = self(x, lengths.x);
-    self_y = self(y, lengths.y);
+    self_x = self(x, used.x);
+    self_y = self(y, used.y);
   }
 
   // Pairs stream through the forward sweep in chunks whose rolling workspace
@@ -577,8 +593,8 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
   auto const acc_memory = acc_values(space, chunk);
   auto const& acc = acc_memory.view;
   with_metric<T, Space>(
-      options, x, y, PairLengths<Space>{lengths.x, lengths.y, N, M, PairMap{}},
-      {}, {}, [&](const auto& cost) {
+      options, x, y, PairLengths<Space>{used.x, used.y, N, M, PairMap{}}, {},
+      {}, [&](const auto& cost) {
         auto sweeper = make_sweeper(space, cost, options, N, M);
         for (std::int64_t begin = 0; begin < total; begin += chunk) {
           std::int64_t const count = std::min(chunk, total - begin);
@@ -598,12 +614,15 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
   SoftDTWOptions hard = options;
   hard.gamma = 0;
   check_options(hard);
-  check_series_pair(space, x, y, lengths, /*same_batch=*/true);
+  DataChecks<Space> checks(space, options.check_values);
+  auto const used = check_series_pair(checks, x, y, lengths,
+                                      /*same_batch=*/true);
   std::size_t const B = x.extent(0);
   std::size_t const N = x.extent(1), M = y.extent(1);
   if (given(values)) check_extent(values, "values", {B}, "(one per pair)");
   check_extent(path, "path", {B, N + M - 1, 2}, "(batch, N + M - 1, 2)");
   check_extent(path_length, "path_length", {B}, "(one per pair)");
+  checks.finish();
   if (B == 0) return;
 
   BackwardOutputs<T, Space> outputs;
@@ -619,7 +638,7 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
   Kokkos::deep_copy(space, outputs.path_last, -1);
   auto const acc_memory = acc_values(space, B);
   auto const& acc = acc_memory.view;
-  auto const pair_lengths = batch_lengths<Space>(lengths.x, lengths.y, N, M);
+  auto const pair_lengths = batch_lengths<Space>(used.x, used.y, N, M);
   with_metric<T, Space>(
       hard, x, y, pair_lengths, {}, {}, [&](const auto& cost) {
         make_sweeper(space, cost, hard, N, M).forward_backward(B, acc, outputs);
@@ -628,15 +647,17 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
 
   // A monotone path covers one run of columns per row: list them in order.
   auto const first = outputs.path_first, last = outputs.path_last;
-  auto const lx = lengths.x;
+  auto const lx = used.x;
   std::int64_t const steps = N + M - 1;
   Kokkos::parallel_for(
       "softwave::softdtw::path_list", Kokkos::RangePolicy<Space>(space, 0, B),
       KOKKOS_LAMBDA(std::int64_t b) {
         std::int64_t const n = lx.extent(0) ? lx(b) : std::int64_t(N);
         std::int64_t k = 0;
+        // k < steps holds for any monotone path; the bound keeps unchecked
+        // non-finite inputs (check_values = false) inside the output too.
         for (std::int64_t i = 0; i < n; ++i)
-          for (int j = first(b, i); j <= last(b, i); ++j, ++k) {
+          for (int j = first(b, i); j <= last(b, i) && k < steps; ++j, ++k) {
             path(b, k, 0) = int(i);
             path(b, k, 1) = j;
           }

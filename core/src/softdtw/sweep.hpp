@@ -43,8 +43,9 @@ KOKKOS_INLINE_FUNCTION acc_t shifted_exp(acc_t shift, acc_t gamma) {
 
 // R_ij = C_ij + softmin_γ(diag, up, left), and optionally ∂R_ij/∂(predecessors)
 // from the same exponentials. A cost of +∞ marks a cell outside the band
-// (costs are finite elsewhere: inputs are checked); such cells get zero
-// weights.
+// (costs are finite elsewhere when inputs are checked); such cells get zero
+// weights. A NaN (unchecked inputs, SoftDTWOptions::check_values = false)
+// stays NaN instead of reading as +∞, so it reaches the pair's value.
 template <bool with_weights>
 KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
                                    acc_t gamma, Weights& weights) {
@@ -52,7 +53,7 @@ KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
   acc_t const low = min3(diag, up, left);
   if (!(cost < inf) || !(low < inf)) {
     if constexpr (with_weights) weights = Weights{};
-    return inf;
+    return cost != cost || low != low ? cost + low : inf;
   }
   if (gamma == 0) {
     if constexpr (with_weights) {

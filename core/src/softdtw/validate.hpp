@@ -1,13 +1,18 @@
 #pragma once
-// Host-side argument checks. Each failure throws softwave::invalid_argument
-// naming the argument. Checks that need the data (lengths, non-finite values)
-// run on the caller's execution-space instance and fence it.
+// Argument checks. Each failure throws softwave::invalid_argument naming the
+// argument. Shapes and options are checked on the host; the checks that need
+// the data (lengths, non-finite values) run on the caller's execution-space
+// instance, batched into one fence per call (DataChecks).
 
+#include <climits>
 #include <cstdint>
+#include <memory>
 #include <softwave/softdtw.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "call_memory.hpp"
 #include "geometry.hpp"
 
 namespace softwave::impl {
@@ -61,93 +66,187 @@ void check_extent(const View& v, const char* name,
                          meaning);
 }
 
-// lengths: empty, or one entry per series with 1 <= length <= limit.
-template <class Space, class LengthView>
-void check_lengths(const Space& space, const LengthView& lengths,
-                   const char* name, std::size_t count, std::int64_t limit) {
-  if (lengths.extent(0) == 0) return;
-  if (lengths.extent(0) != count)
-    throw_invalid_argument(name, " has ", lengths.extent(0),
-                           " entries, expected ", count, " (one per series)");
-  Kokkos::View<int*, Kokkos::HostSpace> host(
-      Kokkos::view_alloc(Kokkos::WithoutInitializing,
-                         std::string("softwave::softdtw::lengths_host")),
-      count);
-  Kokkos::deep_copy(space, host, lengths);
-  space.fence();
-  for (std::size_t b = 0; b < count; ++b)
-    if (host(b) < 1 || host(b) > limit)
-      throw_invalid_argument(name, "[", b, "] = ", host(b),
-                             " is out of range [1, ", limit, "]");
-}
+// The checks of one call that read the data: lengths within range and
+// finite values. Enabled (SoftDTWOptions::check_values), each check is a
+// kernel queued on the instance that counts violations into a small device
+// array; finish() reads it back with one fence and throws the first
+// failure, in the order the checks were queued. Disabled, nothing is read
+// back: lengths() returns a copy clamped into [1, limit] for the call to use,
+// and the finite checks do nothing.
+template <class Space>
+class DataChecks {
+  using Memory = typename Space::memory_space;
+  using Counters = Kokkos::View<std::int64_t* [2], Memory>;
 
-// Counts non-finite entries of series (B, N, d) within each series' length.
-template <class Space, class T>
-void check_finite_series(
-    const Space& space, ConstSeriesView<T, Space> v,
-    Kokkos::View<const int*, typename Space::memory_space> lengths,
-    const char* name) {
-  std::int64_t const n = v.extent(1), d = v.extent(2);
-  std::int64_t bad = 0;
-  Kokkos::parallel_reduce(
-      "softwave::softdtw::check_finite",
-      Kokkos::RangePolicy<Space>(space, 0, v.extent(0) * n),
-      KOKKOS_LAMBDA(std::int64_t q, std::int64_t & count) {
-        std::int64_t const b = q / n, i = q % n;
-        if (lengths.extent(0) && i >= lengths(b)) return;
-        for (std::int64_t k = 0; k < d; ++k)
-          if (!compat::isfinite(v(b, i, k))) ++count;
-      },
-      bad);
-  if (bad)
-    throw_invalid_argument(name, " has ", bad,
-                           " non-finite value(s) (NaN or inf) inside the "
-                           "series lengths");
-}
+ public:
+  using LengthView = Kokkos::View<const int*, Memory>;
 
-// grad_output (B,) must be finite: it multiplies every gradient.
-template <class Space, class T>
-void check_finite_weights(
-    const Space& space,
-    Kokkos::View<const T*, typename Space::memory_space> grad_output) {
-  if (grad_output.extent(0) == 0) return;
-  std::int64_t bad = 0;
-  Kokkos::parallel_reduce(
-      "softwave::softdtw::check_finite_grad_output",
-      Kokkos::RangePolicy<Space>(space, 0, grad_output.extent(0)),
-      KOKKOS_LAMBDA(std::int64_t b, std::int64_t & count) {
-        if (!compat::isfinite(grad_output(b))) ++count;
-      },
-      bad);
-  if (bad)
-    throw_invalid_argument("grad_output has ", bad,
-                           " non-finite value(s) (NaN or inf)");
-}
+  DataChecks(const Space& space, bool enabled)
+      : space_(space), enabled_(enabled) {}
 
-// The same for a cost tensor (B, N, M), within each pair's lengths and band.
-template <class Space, class T>
-void check_finite_costs(const Space& space, ConstSeriesView<T, Space> c,
-                        const Lengths<Space>& lengths, Band band) {
-  std::int64_t const n_max = c.extent(1), m_max = c.extent(2);
-  auto const lx = lengths.x, ly = lengths.y;
-  std::int64_t bad = 0;
-  Kokkos::parallel_reduce(
-      "softwave::softdtw::check_finite_costs",
-      Kokkos::RangePolicy<Space>(space, 0, c.extent(0) * n_max),
-      KOKKOS_LAMBDA(std::int64_t q, std::int64_t & count) {
-        std::int64_t const b = q / n_max, i = q % n_max;
-        std::int64_t const n = lx.extent(0) ? lx(b) : n_max;
-        std::int64_t const m = ly.extent(0) ? ly(b) : m_max;
-        if (i >= n) return;
-        for (std::int64_t j = 0; j < m; ++j)
-          if (band.contains(i, j, n, m) && !compat::isfinite(c(b, i, j)))
-            ++count;
-      },
-      bad);
-  if (bad)
-    throw_invalid_argument("cost has ", bad,
-                           " non-finite value(s) (NaN or inf) inside the "
-                           "pairs' lengths and band");
-}
+  // lengths: empty, or one entry per series with 1 <= length <= limit.
+  // Returns the lengths the call should use.
+  LengthView lengths(LengthView lengths, const char* name, std::size_t count,
+                     std::int64_t limit) {
+    if (lengths.extent(0) == 0) return lengths;
+    if (lengths.extent(0) != count)
+      throw_invalid_argument(name, " has ", lengths.extent(0),
+                             " entries, expected ", count, " (one per series)");
+    if (!enabled_) {
+      auto copy = call_array<Kokkos::View<int*, Memory>>(
+          space_, "softwave::softdtw::lengths_clamped", /*zero=*/false, count);
+      auto const out = copy.view;
+      Kokkos::parallel_for(
+          "softwave::softdtw::clamp_lengths",
+          Kokkos::RangePolicy<Space>(space_, 0, count),
+          KOKKOS_LAMBDA(std::int64_t b) {
+            std::int64_t const l = lengths(b);
+            out(b) = int(l < 1 ? 1 : (l > limit ? limit : l));
+          });
+      clamped_.push_back(copy.owner);
+      return out;
+    }
+    // Column 1 keeps the smallest (index << 32 | value) among the violations,
+    // so the message can name the first one.
+    auto const counters = slot(Entry{name, limit});
+    std::int64_t const e = entries_.size() - 1;
+    Kokkos::parallel_for(
+        "softwave::softdtw::check_lengths",
+        Kokkos::RangePolicy<Space>(space_, 0, count),
+        KOKKOS_LAMBDA(std::int64_t b) {
+          int const l = lengths(b);
+          if (l >= 1 && l <= limit) return;
+          Kokkos::atomic_add(&counters(e, 0), std::int64_t(1));
+          Kokkos::atomic_fetch_min(&counters(e, 1),
+                                   (b << 32) | std::int64_t(std::uint32_t(l)));
+        });
+    return lengths;
+  }
+
+  // Series (B, N, d), within each series' length (clamped into [0, N] here:
+  // the lengths are checked in the same batch of kernels).
+  template <class T>
+  void finite_series(ConstSeriesView<T, Space> v, LengthView lengths,
+                     const char* name) {
+    if (!enabled_ || v.extent(0) == 0) return;
+    auto const counters =
+        slot(Entry{name, 0,
+                   " non-finite value(s) (NaN or inf) inside the "
+                   "series lengths"});
+    std::int64_t const e = entries_.size() - 1;
+    std::int64_t const n = v.extent(1), d = v.extent(2);
+    Kokkos::parallel_for(
+        "softwave::softdtw::check_finite",
+        Kokkos::RangePolicy<Space>(space_, 0, v.extent(0) * n),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const b = q / n, i = q % n;
+          if (lengths.extent(0) && i >= lengths(b)) return;
+          std::int64_t bad = 0;
+          for (std::int64_t k = 0; k < d; ++k)
+            if (!compat::isfinite(v(b, i, k))) ++bad;
+          if (bad) Kokkos::atomic_add(&counters(e, 0), bad);
+        });
+  }
+
+  // grad_output (B,) must be finite: it multiplies every gradient.
+  template <class T>
+  void finite_weights(Kokkos::View<const T*, Memory> grad_output) {
+    if (!enabled_ || grad_output.extent(0) == 0) return;
+    auto const counters =
+        slot(Entry{"grad_output", 0, " non-finite value(s) (NaN or inf)"});
+    std::int64_t const e = entries_.size() - 1;
+    Kokkos::parallel_for(
+        "softwave::softdtw::check_finite_grad_output",
+        Kokkos::RangePolicy<Space>(space_, 0, grad_output.extent(0)),
+        KOKKOS_LAMBDA(std::int64_t b) {
+          if (!compat::isfinite(grad_output(b)))
+            Kokkos::atomic_add(&counters(e, 0), std::int64_t(1));
+        });
+  }
+
+  // A cost tensor (B, N, M), within each pair's lengths and band.
+  template <class T>
+  void finite_costs(ConstSeriesView<T, Space> c, const Lengths<Space>& lengths,
+                    Band band) {
+    if (!enabled_ || c.extent(0) == 0) return;
+    auto const counters =
+        slot(Entry{"cost", 0,
+                   " non-finite value(s) (NaN or inf) inside the "
+                   "pairs' lengths and band"});
+    std::int64_t const e = entries_.size() - 1;
+    std::int64_t const n_max = c.extent(1), m_max = c.extent(2);
+    auto const lx = lengths.x, ly = lengths.y;
+    Kokkos::parallel_for(
+        "softwave::softdtw::check_finite_costs",
+        Kokkos::RangePolicy<Space>(space_, 0, c.extent(0) * n_max),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const b = q / n_max, i = q % n_max;
+          std::int64_t n = lx.extent(0) ? lx(b) : n_max;
+          std::int64_t m = ly.extent(0) ? ly(b) : m_max;
+          n = n < n_max ? n : n_max;
+          m = m < m_max ? m : m_max;
+          if (i >= n) return;
+          std::int64_t bad = 0;
+          for (std::int64_t j = 0; j < m; ++j)
+            if (band.contains(i, j, n, m) && !compat::isfinite(c(b, i, j)))
+              ++bad;
+          if (bad) Kokkos::atomic_add(&counters(e, 0), bad);
+        });
+  }
+
+  // Reads the counters back (one fence) and throws the first failure.
+  void finish() {
+    if (entries_.empty()) return;
+    auto host = Kokkos::create_mirror_view(Kokkos::HostSpace(), counters_.view);
+    Kokkos::deep_copy(space_, host, counters_.view);
+    space_.fence();
+    for (std::size_t e = 0; e < entries_.size(); ++e) {
+      std::int64_t const bad = host(e, 0);
+      if (bad == 0) continue;
+      Entry const& entry = entries_[e];
+      if (entry.message == nullptr) {
+        std::int64_t const key = host(e, 1);
+        throw_invalid_argument(entry.name, "[", key >> 32,
+                               "] = ", int(std::uint32_t(key & 0xffffffff)),
+                               " is out of range [1, ", entry.limit, "]");
+      }
+      throw_invalid_argument(entry.name, " has ", bad, entry.message);
+    }
+  }
+
+ private:
+  struct Entry {
+    const char* name;
+    std::int64_t limit = 0;         // lengths: the largest allowed
+    const char* message = nullptr;  // finite checks: what follows
+  };
+  static constexpr int kMaxEntries = 8;
+
+  // The counters of a new check (allocated and reset with the first).
+  Counters slot(const Entry& entry) {
+    if (entries_.size() == kMaxEntries)
+      throw std::logic_error("softwave::DataChecks: too many checks");
+    if (entries_.empty()) {
+      counters_ = call_array<Counters>(space_, "softwave::softdtw::checks",
+                                       /*zero=*/false, kMaxEntries);
+      auto const counters = counters_.view;
+      Kokkos::parallel_for(
+          "softwave::softdtw::checks_reset",
+          Kokkos::RangePolicy<Space>(space_, 0, kMaxEntries),
+          KOKKOS_LAMBDA(std::int64_t e) {
+            counters(e, 0) = 0;
+            counters(e, 1) = INT64_MAX;
+          });
+    }
+    entries_.push_back(entry);
+    return counters_.view;
+  }
+
+  Space space_;
+  bool enabled_;
+  CallArray<Counters> counters_;
+  std::vector<Entry> entries_;
+  std::vector<std::shared_ptr<void>> clamped_;
+};
 
 }  // namespace softwave::impl
