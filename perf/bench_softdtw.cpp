@@ -93,7 +93,8 @@ constexpr bool kHasSpecialised =
 #endif
 
 Grid g_grid = Grid::cpu;
-int g_tile = 0;  // --softwave_tile
+int g_tile = 0;        // --softwave_tile
+bool g_checks = true;  // --softwave_checks=on|off: SoftDTWOptions::check_values
 
 // ---------------------------------------------------------------------------
 // Peer figures.
@@ -316,6 +317,7 @@ void run_benchmark(benchmark::State& state, Kind kind,
   options.gamma = 1.0;
   options.tile = g_tile;
   options.kernel = kernel;
+  options.check_values = g_checks;
   bool const specialised = kernel == softwave::Kernel::specialised;
   int const T = softwave::tile_size(space, options);
 
@@ -451,14 +453,27 @@ void register_grid(Grid grid) {
   }
 }
 
-// Removes --softwave_grid=cpu|gpu and --softwave_tile=T (0: the library's
-// choice; to compare tile sizes in one run) from argv; false on a bad value.
-bool take_softwave_flags(int& argc, char** argv, Grid& grid, int& tile) {
+// Removes --softwave_grid=cpu|gpu, --softwave_tile=T (0: the library's
+// choice; to compare tile sizes in one run) and --softwave_checks=on|off (the
+// data checks, one fence per call; off as in the torch front end on CUDA)
+// from argv; false on a bad value.
+bool take_softwave_flags(int& argc, char** argv, Grid& grid, int& tile,
+                         bool& checks) {
   static constexpr char kFlag[] = "--softwave_grid=";
   static constexpr char kTile[] = "--softwave_tile=";
+  static constexpr char kChecks[] = "--softwave_checks=";
   int kept = 1;
   bool ok = true;
   for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], kChecks, sizeof(kChecks) - 1) == 0) {
+      std::string const value = argv[i] + sizeof(kChecks) - 1;
+      checks = value == "on";
+      if (value != "on" && value != "off") {
+        std::cerr << "softwave_bench: --softwave_checks must be on or off\n";
+        ok = false;
+      }
+      continue;
+    }
     if (std::strncmp(argv[i], kTile, sizeof(kTile) - 1) == 0) {
       tile = std::atoi(argv[i] + sizeof(kTile) - 1);
       if (tile < 0) {
@@ -490,7 +505,7 @@ bool take_softwave_flags(int& argc, char** argv, Grid& grid, int& tile) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!take_softwave_flags(argc, argv, g_grid, g_tile)) return 2;
+  if (!take_softwave_flags(argc, argv, g_grid, g_tile, g_checks)) return 2;
   Kokkos::initialize(argc, argv);  // strips --kokkos-* flags
   int rc = 0;
   {
@@ -504,6 +519,7 @@ int main(int argc, char** argv) {
       benchmark::AddCustomContext("kokkos_execution_space", Space::name());
       benchmark::AddCustomContext("kokkos_concurrency",
                                   std::to_string(space.concurrency()));
+      benchmark::AddCustomContext("softwave_checks", g_checks ? "on" : "off");
       benchmark::AddCustomContext("kokkos_version",
                                   std::to_string(KOKKOS_VERSION));
       benchmark::AddCustomContext(

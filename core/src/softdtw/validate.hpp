@@ -66,6 +66,19 @@ void check_extent(const View& v, const char* name,
                          meaning);
 }
 
+// Counters of DataChecks: column 0 counts violations, column 1 starts at
+// the largest key (see DataChecks::lengths).
+template <class Space, class Counters>
+void reset_counters(const Space& space, const Counters& counters) {
+  Kokkos::parallel_for(
+      "softwave::softdtw::checks_reset",
+      Kokkos::RangePolicy<Space>(space, 0, counters.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t e) {
+        counters(e, 0) = 0;
+        counters(e, 1) = INT64_MAX;
+      });
+}
+
 // The checks of one call that read the data: lengths within range and
 // finite values. Enabled (SoftDTWOptions::check_values), each check is a
 // kernel queued on the instance that counts violations into a small device
@@ -229,14 +242,7 @@ class DataChecks {
     if (entries_.empty()) {
       counters_ = call_array<Counters>(space_, "softwave::softdtw::checks",
                                        /*zero=*/false, kMaxEntries);
-      auto const counters = counters_.view;
-      Kokkos::parallel_for(
-          "softwave::softdtw::checks_reset",
-          Kokkos::RangePolicy<Space>(space_, 0, kMaxEntries),
-          KOKKOS_LAMBDA(std::int64_t e) {
-            counters(e, 0) = 0;
-            counters(e, 1) = INT64_MAX;
-          });
+      reset_counters(space_, counters_.view);
     }
     entries_.push_back(entry);
     return counters_.view;
