@@ -11,6 +11,8 @@
 # Usage: perf/device/run.sh [ctest args...]
 #   SKIP_BENCH=1 skips the benchmarks, SKIP_TESTS=1 the tests;
 #   BENCH_FILTER=<regex> passes --benchmark_filter (default: all);
+#   BENCH_CHECKS=on|off the library's data checks (default off: the fence
+#   they cost is not kernel time, and the torch front end skips it on CUDA);
 #   SKIP_PYTHON=1 skips the Python package (build with the CUDA backend,
 #   pytest with CUDA tensors, perf/bench_torch.py); PYTHON_BENCH=quick
 #   benchmarks only N <= 512 there, SKIP_PYTHON_BENCH=1 skips it.
@@ -63,6 +65,7 @@ bench_rc=0
 if [ -z "${SKIP_BENCH:-}" ]; then
   step benchmark
   build/cuda/bin/softwave_bench --softwave_grid=gpu \
+    --softwave_checks="${BENCH_CHECKS:-off}" \
     --benchmark_filter="${BENCH_FILTER:-.}" \
     --benchmark_out="$OUT/bench-cuda.json" --benchmark_out_format=json \
     >"$OUT/bench.log" 2>&1
