@@ -79,7 +79,9 @@ enum class Cost { sqeuclidean, l1, cosine };
 // a cost tensor, all arrays contiguous. Its workspace for forward +
 // backward is 8·S·M + 4·S·M + 512·S·ceil((M + 31)/32) bytes per pair
 // (S = ceil(N/32) row strips; forward only: 8·S·M), allocated on the
-// instance's stream in launches of at most 256 MiB (at least one pair).
+// instance's stream in launches of at most 256 MiB (at least one pair). So
+// that allocation stays cheap, the device's default memory pool is set to
+// keep up to 256 MiB reserved between calls (a higher threshold is kept).
 // ∇y is accumulated with atomic adds, so it can differ in the last bits
 // from run to run.
 enum class Kernel { automatic, portable, specialised };
