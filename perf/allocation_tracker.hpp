@@ -14,6 +14,10 @@
 #include <string>
 #include <unordered_map>
 
+#if defined(KOKKOS_ENABLE_CUDA)
+#include <cuda_runtime.h>
+#endif
+
 namespace softwave_perf {
 
 // Allocation tracking through the Kokkos Tools callbacks (Kokkos 3.4.1:
@@ -101,6 +105,32 @@ class AllocationTracker {
   static inline std::set<std::string> other_labels_;
   static inline bool trace_ = false;
   static inline Kokkos::Tools::Experimental::EventSet saved_;
+};
+
+// Peak bytes of the stream-ordered allocations (every call's workspace on
+// Kokkos::Cuda, which Kokkos Tools does not see) between start() and stop().
+struct StreamOrderedPeak {
+#if defined(KOKKOS_ENABLE_CUDA)
+  static cudaMemPool_t pool() {
+    int device = 0;
+    cudaGetDevice(&device);
+    cudaMemPool_t p;
+    cudaDeviceGetDefaultMemPool(&p, device);
+    return p;
+  }
+  static void start() {
+    std::uint64_t zero = 0;
+    cudaMemPoolSetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &zero);
+  }
+  static std::size_t stop() {
+    std::uint64_t high = 0;
+    cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &high);
+    return std::size_t(high);
+  }
+#else
+  static void start() {}
+  static std::size_t stop() { return 0; }
+#endif
 };
 
 }  // namespace softwave_perf

@@ -246,32 +246,6 @@ double specialised_formula_bytes(bool backward, double pairs, std::int64_t N,
   return per_pair * std::min(pairs, chunk);
 }
 
-// Peak bytes of the stream-ordered allocations (the specialised path's
-// workspace, which Kokkos Tools does not see) between start() and stop().
-struct StreamOrderedPeak {
-#if defined(KOKKOS_ENABLE_CUDA)
-  static cudaMemPool_t pool() {
-    int device = 0;
-    cudaGetDevice(&device);
-    cudaMemPool_t p;
-    cudaDeviceGetDefaultMemPool(&p, device);
-    return p;
-  }
-  static void start() {
-    std::uint64_t zero = 0;
-    cudaMemPoolSetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &zero);
-  }
-  static std::size_t stop() {
-    std::uint64_t high = 0;
-    cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &high);
-    return std::size_t(high);
-  }
-#else
-  static void start() {}
-  static std::size_t stop() { return 0; }
-#endif
-};
-
 // ---------------------------------------------------------------------------
 
 // x ~ N(0, 1), filled once on the execution space.
@@ -361,11 +335,11 @@ void run_benchmark(benchmark::State& state, Kind kind,
   AllocationTracker::Peaks peaks;
   try {
     AllocationTracker::start();
-    StreamOrderedPeak::start();
+    softwave_perf::StreamOrderedPeak::start();
     call();
     space.fence();
     peaks = AllocationTracker::stop();
-    std::size_t const stream_ordered = StreamOrderedPeak::stop();
+    std::size_t const stream_ordered = softwave_perf::StreamOrderedPeak::stop();
     peaks.workspace += stream_ordered;
     peaks.all += stream_ordered;
   } catch (const std::exception& e) {

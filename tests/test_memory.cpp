@@ -1,5 +1,6 @@
 // The workspace a call allocates, measured through Kokkos Tools allocation
-// callbacks (perf/allocation_tracker.hpp), against the formula documented in
+// callbacks and, on CUDA, the stream-ordered pool's high-water mark
+// (perf/allocation_tracker.hpp), against the formula documented in
 // softdtw.hpp: no B×N×M table, and a band shrinks the backward checkpoints.
 
 #include <cstdint>
@@ -22,9 +23,11 @@ std::uint64_t backward_workspace(int B, int n, int m,
   softwave::SeriesGradients<double, Space> g;
   g.grad_x = gx;
   AllocationTracker::start();
+  softwave_perf::StreamOrderedPeak::start();
   softwave::soft_dtw_value_and_grad(Space(), x, y, values, g, options);
   Kokkos::fence();
-  return AllocationTracker::stop().workspace;
+  return AllocationTracker::stop().workspace +
+         softwave_perf::StreamOrderedPeak::stop();
 }
 
 // The header's formula for forward + backward, with row/column widths wr, wc.

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <memory>
 #include <softwave/softdtw.hpp>
+#include <vector>
 
 #include "costs.hpp"
 #include "geometry.hpp"
@@ -76,14 +78,6 @@ template <class Space>
 CallArray<AccValues<Space>> acc_values(const Space& space, std::int64_t count) {
   return call_array<AccValues<Space>>(space, "softwave::softdtw::values_acc",
                                       /*zero=*/false, count);
-}
-
-template <class Space>
-Array3<Space> workspace_array(const Space& space, const char* label,
-                              std::int64_t a, std::int64_t b, std::int64_t c) {
-  return Array3<Space>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                                          std::string(label)),
-                       a, b, c);
 }
 
 // Cells one boundary row (or column) of a checkpointed sweep keeps: the whole
@@ -179,7 +173,18 @@ class Sweeper {
     return false;
   }
 
-  Workspace<Space> allocate(std::int64_t pairs, bool backward) const {
+  // The sweep's arrays come from call_array: stream-ordered on Kokkos::Cuda,
+  // so releasing them waits for nothing (a Kokkos 3.4 view would be freed
+  // with cudaFree, which waits for the whole device).
+  Array3<Space> workspace_array(const char* label, bool zero, std::int64_t a,
+                                std::int64_t b, std::int64_t c) {
+    auto array = call_array<Array3<Space>>(space_, label, zero, a, b, c);
+    workspace_memory_.push_back(array.owner);
+    return array.view;
+  }
+
+  Workspace<Space> allocate(std::int64_t pairs, bool backward) {
+    workspace_memory_.clear();
     Workspace<Space> ws;
     ws.rolling = !backward;
     int const row_slots = backward ? tiling_.rows : 1;
@@ -188,24 +193,18 @@ class Sweeper {
         backward
             ? boundary_cells(space_, cost_, band_, pairs, n_max_, m_max_)
             : std::pair<std::int64_t, std::int64_t>{m_max_ + 1, n_max_ + 1};
-    ws.row_checkpoints =
-        workspace_array(space_, "softwave::softdtw::row_checkpoints", pairs,
-                        row_slots, row_cells);
-    ws.col_checkpoints =
-        workspace_array(space_, "softwave::softdtw::col_checkpoints", pairs,
-                        col_slots, col_cells);
-    ws.corners = workspace_array(space_, "softwave::softdtw::corners", pairs,
+    ws.row_checkpoints = workspace_array("softwave::softdtw::row_checkpoints",
+                                         false, pairs, row_slots, row_cells);
+    ws.col_checkpoints = workspace_array("softwave::softdtw::col_checkpoints",
+                                         false, pairs, col_slots, col_cells);
+    ws.corners = workspace_array("softwave::softdtw::corners", false, pairs,
                                  tiling_.rows, tiling_.cols);
     if (backward) {
       // Messages are added to by up to two tiles, so they start at zero.
-      ws.from_below = Array3<Space>(
-          Kokkos::view_alloc(space_,
-                             std::string("softwave::softdtw::from_below")),
-          pairs, tiling_.rows, row_cells);
-      ws.from_right = Array3<Space>(
-          Kokkos::view_alloc(space_,
-                             std::string("softwave::softdtw::from_right")),
-          pairs, tiling_.cols, col_cells);
+      ws.from_below = workspace_array("softwave::softdtw::from_below", true,
+                                      pairs, tiling_.rows, row_cells);
+      ws.from_right = workspace_array("softwave::softdtw::from_right", true,
+                                      pairs, tiling_.cols, col_cells);
     }
     return ws;
   }
@@ -242,6 +241,7 @@ class Sweeper {
   SoftDTWOptions options_;
   bool specialised_;
   Workspace<Space> workspace_;
+  std::vector<std::shared_ptr<void>> workspace_memory_;  // keeps workspace_
 };
 
 template <class Space, class CostProvider>
@@ -626,14 +626,13 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
   if (B == 0) return;
 
   BackwardOutputs<T, Space> outputs;
-  outputs.path_first = decltype(outputs.path_first)(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         std::string("softwave::softdtw::path_first")),
-      B, N);
-  outputs.path_last = decltype(outputs.path_last)(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         std::string("softwave::softdtw::path_last")),
-      B, N);
+  using PathColumns = decltype(outputs.path_first);
+  auto const first_memory = call_array<PathColumns>(
+      space, "softwave::softdtw::path_first", false, B, N);
+  auto const last_memory = call_array<PathColumns>(
+      space, "softwave::softdtw::path_last", false, B, N);
+  outputs.path_first = first_memory.view;
+  outputs.path_last = last_memory.view;
   Kokkos::deep_copy(space, outputs.path_first, INT_MAX);
   Kokkos::deep_copy(space, outputs.path_last, -1);
   auto const acc_memory = acc_values(space, B);
