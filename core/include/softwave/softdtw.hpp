@@ -55,10 +55,8 @@
 // are asynchronous with respect to the host except where noted: the checks
 // that read the data fence the instance once per call unless
 // SoftDTWOptions::check_values is false, and a band fences it once to size
-// its checkpoints. On Kokkos::Cuda the CUDA-specialised path then waits for
-// nothing (its workspace is stream-ordered); the portable kernels' workspace
-// is a Kokkos allocation, whose release (cudaFree in Kokkos 3.4) waits for
-// the device.
+// its checkpoints. On Kokkos::Cuda every call's workspace is stream-ordered
+// (cudaMallocAsync on the instance's stream), so nothing else waits.
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
@@ -104,7 +102,7 @@ struct SoftDTWOptions {
   // invalid_argument naming the argument; the checks are queued on the
   // instance and read back with one fence per call. false: no check fences
   // the instance (for training loops on a GPU, where a fence per call stalls
-  // the host; see the header comment for what else may wait); lengths
+  // the host); lengths
   // outside the range are clamped into it, and
   // non-finite inputs are used as they are: the results of the pairs they
   // touch are unspecified (with γ > 0 their values come out NaN or +∞).
