@@ -93,6 +93,28 @@ def best_peers(path):
     return best
 
 
+def autograd_floor_step(x, y, values, gx, gy):
+    """torch's own cost for softwave's autograd structure: a step through a
+    Function whose forward returns ready values and whose backward scales
+    ready gradients, with no softwave call."""
+
+    class Precomputed(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return values.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            scale = g.reshape(-1, 1, 1)
+            return gx * scale, gy * scale
+
+    def step():
+        x.grad = y.grad = None
+        Precomputed.apply(x, y).sum().backward()
+
+    return step
+
+
 def bench_shape(b, n, d, pool):
     generator = torch.Generator(device="cuda").manual_seed(b * 100003 + n * 31 + d)
     x = torch.randn(b, n, d, device="cuda", generator=generator).requires_grad_()
@@ -150,23 +172,7 @@ def python_overhead(b=16, n=128, d=1):
         _core.soft_dtw(xd, yd, values, None, None, None, None, None, None, 1.0, "sqeuclidean", -1,
                        "automatic", False, stream)
 
-    class Precomputed(torch.autograd.Function):
-        """torch's own cost for the same autograd structure: a Function whose
-        forward returns ready values and whose backward scales ready
-        gradients, as softwave's does, with no softwave call."""
-
-        @staticmethod
-        def forward(ctx, a, b):
-            return values.clone()
-
-        @staticmethod
-        def backward(ctx, g):
-            scale = g.reshape(-1, 1, 1)
-            return gx * scale, gy * scale
-
-    def torch_floor_step():
-        x.grad = y.grad = None
-        Precomputed.apply(x, y).sum().backward()
+    torch_floor_step = autograd_floor_step(x, y, values, gx, gy)
 
     results = {}
     for name, step in (("autograd_us", autograd_step), ("core_us", core_step), ("forward_us", forward_step),

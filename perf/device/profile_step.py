@@ -7,13 +7,18 @@ trace of each scenario to $OUT (or the working directory).
     python3 perf/device/profile_step.py
 """
 import os
+import sys
 import time
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from softwave import _core
 from softwave.torch import SoftDTW
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_torch import autograd_floor_step  # noqa: E402
 
 out = os.environ.get("OUT", ".")
 B, N, D, STEPS = 16, 128, 1, 50
@@ -38,27 +43,7 @@ def training_step_checked():
     checked(xg, yg).sum().backward()
 
 
-class Ready(torch.autograd.Function):
-    """torch's own autograd cost: the same structure, no softwave call."""
-
-    @staticmethod
-    def forward(ctx, a, b):
-        return v.clone()
-
-    @staticmethod
-    def backward(ctx, g):
-        s = g.reshape(-1, 1, 1)
-        return gx * s, gy * s
-
-
-def autograd_floor():
-    xg.grad = yg.grad = None
-    Ready.apply(xg, yg).sum().backward()
-
-
-def inference():
-    with torch.no_grad():
-        loss(x, y)
+autograd_floor = autograd_floor_step(xg, yg, v, gx, gy)
 
 
 def core_value_and_grad():
