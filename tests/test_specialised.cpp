@@ -10,6 +10,8 @@
 
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
+
+#include "softdtw_fused.hpp"
 #endif
 
 namespace {
@@ -95,6 +97,36 @@ TEST(Specialised, CostTensorMatchesReference) {
     EXPECT_TRUE(
         near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
   }
+}
+
+// The backward kernel comes with one or two warps per strip (the library
+// picks by shape); each must match the reference on every case.
+TEST(Specialised, BothBackwardKernelsMatchReference) {
+  SWT_NEEDS_SPECIALISED();
+#if defined(KOKKOS_ENABLE_CUDA)
+  struct Restore {
+    ~Restore() { softwave::impl::cuda_fused::set_backward_warps(0); }
+  } restore;
+  for (int warps : {1, 2}) {
+    softwave::impl::cuda_fused::set_backward_warps(warps);
+    SWT_SEEDED_RNG(rng);
+    for (const Case& k : specialised_cases(rng)) {
+      SCOPED_TRACE(k.str() + " warps=" + std::to_string(warps));
+      const auto [x, y] = case_inputs<float>(rng, k);
+      check_value_and_grad<float>(k, x, y);
+      Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
+      round_to<float>(c);
+      const Results want = reference_cost(c, k.setup);
+      const Results got = library_cost<float>(c, k.setup, true);
+      const double tol =
+          array_rtol<float>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
+      EXPECT_TRUE(
+          near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
+    }
+  }
+  EXPECT_THROW(softwave::impl::cuda_fused::set_backward_warps(3),
+               std::invalid_argument);
+#endif
 }
 
 // The same inputs through both paths agree to float rounding.

@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cuda/atomic>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -18,35 +20,50 @@ namespace softwave::impl::cuda_fused {
 namespace {
 
 constexpr int kLanes = 32;  // rows per strip, columns per tile, steps/block
-constexpr int kRing = 64;   // ring steps: a 32×32 tile spans 63 steps
 constexpr int kPitch = 33;  // floats per ring step (odd: conflict-free
                             // reads along both a column and a row of a tile)
 constexpr unsigned kFull = 0xffffffffu;
 
-// Shared memory of one warp (one block is one warp: strips are independent,
-// and small blocks pack the SMs best). Floats, in this order: the ring; the
-// y rows of one tile and, backward, the strip's x rows (series only); the
-// soft-argmin weights of one block (backward).
+// Shared memory of one strip (one block: strips are independent, and small
+// blocks pack the SMs best), for the forward (`warps` = 0) or the backward
+// with 1 or 2 warps. Floats, in this order: the ring (a 32×32 tile spans 63
+// anti-diagonal steps; the two-warp backward's spans 127, see
+// backward_kernel); the y rows of one tile and the strip's x rows (series
+// only); the strip's mean x row (tensor-core costs); backward, the
+// soft-argmin weights of one block (two with two warps: one being written,
+// one read) and, with two warps, the E warp's own y rows; last the block's
+// strip ticket.
 template <int kD, bool kSeries>
 struct SharedLayout {
-  static constexpr int ring = kRing * kPitch;
   // Rows are padded by 4 floats: the tensor-core fragment loads (8 rows ×
   // 4 columns at a time) then hit 32 different banks.
   static constexpr int rows = kSeries ? kLanes * (kD + 4) : 0;
   static constexpr int center = kSeries ? kD + 4 : 0;
   static constexpr int weights = 3 * kLanes * kPitch;
-  static constexpr std::size_t bytes(bool backward) {
-    return sizeof(float) *
-           (ring + 2 * rows + center + (backward ? weights : 0));
+  __host__ __device__ static constexpr int ring_steps(int warps) {
+    return warps == 2 ? 128 : 64;
+  }
+  __host__ __device__ static constexpr int floats(int warps) {
+    return ring_steps(warps) * kPitch + 2 * rows + center + warps * weights +
+           (warps == 2 ? rows : 0);
+  }
+  static constexpr std::size_t bytes(int warps) {
+    return sizeof(float) * floats(warps) + sizeof(unsigned long long);
   }
   struct Pointers {
-    float *ring, *y_tile, *x_strip, *mu, *weights;
+    float *ring, *y_tile, *x_strip, *mu, *weights, *y_tile_e;
+    unsigned long long* ticket;
   };
-  static __device__ Pointers carve(float* shared) {
-    float* const y_tile = shared + ring;
+  static __device__ Pointers carve(float* shared, int warps) {
+    float* const y_tile = shared + ring_steps(warps) * kPitch;
     float* const x_strip = y_tile + rows;
     float* const mu = x_strip + rows;
-    return {shared, y_tile, x_strip, mu, mu + center};
+    float* const weights = mu + center;
+    float* const y_tile_e = weights + warps * SharedLayout::weights;
+    // floats() is even (every term is), so the ticket is 8-byte aligned.
+    auto* const ticket =
+        reinterpret_cast<unsigned long long*>(shared + floats(warps));
+    return {shared, y_tile, x_strip, mu, weights, y_tile_e, ticket};
   }
 };
 
@@ -99,18 +116,55 @@ __device__ __forceinline__ void publish(U* at, U value) {
   store_relaxed(at, value == value ? value : U(NAN));
 }
 
-// Reads from[j] into `value` on the lanes with `mine` (the others keep
-// theirs); with `wait`, polls until every such entry has been written.
+// Hand-over rows are read kGrain columns (a chunk) at a time: a strip can
+// walk a chunk as soon as the strip that feeds it has published the chunk,
+// so neighbouring strips trail each other by about 32 + kGrain steps. Each
+// chunk is loaded one chunk ahead and checked only when its turn comes, so
+// the load's latency hides behind kGrain steps of walking; entries that were
+// not yet written when they were loaded are polled for then.
+constexpr int kGrain = 4;
+constexpr int kChunks = kLanes / kGrain;  // chunks per 32-step block
+
+// One hand-over row as a warp reads it: chunk k belongs to block
+// k / kChunks, and lane l of the chunk's lanes (kGrain·(k % kChunks) ...)
+// holds column 32·(k / kChunks) + offset + l.
 template <class U>
-__device__ __forceinline__ U read_handover(U* from, int j, bool mine, bool wait,
-                                           U value) {
-  if (!wait) return mine ? from[j] : value;
-  for (;;) {
-    if (mine) value = load_relaxed(from + j);
-    if (__all_sync(kFull, !mine || !unwritten(value))) return value;
-    __nanosleep(32);
+struct HandoverReader {
+  U* row;      // null: the row does not exist (every entry is `outside`)
+  int m;       // the row's columns; the others read as `outside`
+  int offset;  // column of lane 0 relative to the block's first column
+  U outside;
+  U value = outside;  // this lane's entry of the chunk in use
+  U next = outside;   // its entry of the chunk loaded ahead
+
+  __device__ int column(int k, int lane) const {
+    return kLanes * (k / kChunks) + offset + lane;
   }
-}
+  __device__ bool mine(int k, int lane) const {
+    return lane / kGrain == k % kChunks;
+  }
+  __device__ bool inside(int j) const { return row && j >= 0 && j < m; }
+
+  // Starts loading chunk k (nothing for k < 0).
+  __device__ void prefetch(int k, int lane) {
+    if (k < 0 || !mine(k, lane)) return;
+    int const j = column(k, lane);
+    next = inside(j) ? load_relaxed(row + j) : outside;
+  }
+  // Puts the prefetched chunk k in use; with `wait`, polls until every
+  // entry of it has been written.
+  __device__ void take(int k, int lane, bool wait) {
+    bool const is_mine = mine(k, lane);
+    if (is_mine) value = next;
+    if (!wait) return;
+    int const j = column(k, lane);
+    bool const poll = is_mine && inside(j);
+    while (!__all_sync(kFull, !poll || !unwritten(value))) {
+      __nanosleep(32);
+      if (poll) value = load_relaxed(row + j);
+    }
+  }
+};
 
 // What one warp needs to know about its strip of one pair.
 struct Strip {
@@ -127,18 +181,24 @@ struct Strip {
   std::int64_t y_series;
 };
 
-// Takes the next strip ticket; false when this warp has no strip to run.
+// Takes the block's strip ticket (`slot`: the block's shared copy); false
+// when the block has no strip to run. Every thread of the block must call it.
 __device__ bool take_strip(const Params& P, int which, bool bottom_up,
-                           Strip& s) {
+                           unsigned long long* slot, Strip& s) {
   std::int64_t const total = P.problem.pairs * P.strips;
-  unsigned long long ticket = 0;
+  if (threadIdx.x == 0) *slot = atomicAdd(P.tickets + which, 1ull);
+  __syncthreads();
+  unsigned long long const ticket = *slot;
   s.lane = threadIdx.x & (kLanes - 1);
-  if (s.lane == 0) ticket = atomicAdd(P.tickets + which, 1ull);
-  ticket = __shfl_sync(kFull, ticket, 0);
   if (std::int64_t(ticket) >= total) return false;
   Problem const& q = P.problem;
-  s.p = std::int64_t(ticket) / P.strips;
-  int const k = int(std::int64_t(ticket) % P.strips);
+  // Strip-major: every pair's first strip, then every pair's second, ...
+  // Blocks stay resident from their first step to their last, and at
+  // d = 64 only ~8 fit on an SM; taken pair by pair, the last strips of the
+  // first pairs would hold those slots while they wait for the strips above
+  // them, and the later pairs could not start until the first ones ended.
+  s.p = std::int64_t(ticket) % q.pairs;
+  int const k = int(std::int64_t(ticket) / q.pairs);
   s.w = bottom_up ? P.strips - 1 - k : k;
   s.g = q.begin + s.p;
   s.x_series = q.y_count ? s.g / q.y_count : s.g;
@@ -159,10 +219,17 @@ __device__ __forceinline__ std::int64_t strip_slot(const Params& P,
   return s.p * P.strips + w;
 }
 
-// Ring slot of cell (row l of the strip, column j): anti-diagonal step j + l.
-__device__ __forceinline__ int ring_slot(int j, int l) {
-  return ((j + l) & (kRing - 1)) * kPitch + l;
-}
+// Costs (and, backward, E) of the strip's cells in shared memory by
+// anti-diagonal step: cell (row l of the strip, column j) is in step j + l,
+// modulo a power-of-two number of steps.
+struct Ring {
+  float* cells;
+  int mask;  // steps − 1
+  __device__ float& at_step(int step, int l) const {
+    return cells[(step & mask) * kPitch + l];
+  }
+  __device__ float& at(int j, int l) const { return at_step(j + l, l); }
+};
 
 // ----------------------------------------------------------------- features
 
@@ -327,7 +394,7 @@ __device__ __forceinline__ bool uses_tensor_cores(int d) {
 }
 
 template <int kD, bool kVec, bool kSeries>
-__device__ void load_tile(const Params& P, const Strip& s, float* ring,
+__device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
                           float* y_tile, const float* x_strip, const float* mu,
                           float x_norm, int c) {
   int const j0 = kLanes * c;
@@ -354,7 +421,7 @@ __device__ void load_tile(const Params& P, const Strip& s, float* ring,
             float const nx = __shfl_sync(kFull, x_norm, row);
             float const ny = __shfl_sync(kFull, y_norm, col);
             if (row < s.rows && col < cols)
-              ring[ring_slot(j0 + col, row)] =
+              ring.at(j0 + col, row) =
                   fmaxf(nx + ny - 2.f * acc[mi][ni][r], 0.f);
           }
     } else if (s.row_ok) {
@@ -367,7 +434,7 @@ __device__ void load_tile(const Params& P, const Strip& s, float* ring,
           float const t = xr[k] - v;
           acc[k & 3] = fmaf(t, t, acc[k & 3]);
         });
-        ring[ring_slot(j0 + q, s.lane)] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+        ring.at(j0 + q, s.lane) = (acc[0] + acc[1]) + (acc[2] + acc[3]);
       }
     }
     __syncwarp();  // y_tile is reused by the next staging
@@ -378,7 +445,7 @@ __device__ void load_tile(const Params& P, const Strip& s, float* ring,
       const float* cost =
           q.cost + (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 + s.lane;
       for (int l = 0; l < s.rows; ++l)
-        ring[ring_slot(j0 + s.lane, l)] = __ldg(cost + l * q.m_max);
+        ring.at(j0 + s.lane, l) = __ldg(cost + l * q.m_max);
     }
   }
   __syncwarp();
@@ -436,53 +503,50 @@ struct WalkState {
   double up_last;
 };
 
-// The strip above hands its last row over in halves of a block (16
-// columns): a strip can start a half as soon as the half is published, so a
-// strip trails the one above by about 1.5 blocks instead of 2.
-constexpr int kHalf = kLanes / 2;
-
-// R of the strip above's last row at columns 32c + lane for the lanes of
-// half h (0: lanes 0-15, 1: lanes 16-31); the other lanes keep `above`.
+// R of the strip above's last row, lane l of block c at column 32c + l:
 // +∞ past the pair and for the first strip (whose lane 0 takes its start
-// value from up_last). `wait`: the row is still being produced.
-__device__ __forceinline__ double fetch_above(const Params& P, const Strip& s,
-                                              int c, int h, bool wait,
-                                              double above) {
-  if (s.w == 0 || kLanes * c + kHalf * h >= s.m) return kInf;
-  int const j = kLanes * c + s.lane;
-  bool const mine = s.lane / kHalf == h;
-  if (mine && j >= s.m) above = kInf;
-  return read_handover(P.bottom + strip_slot(P, s, s.w - 1) * P.problem.m_max,
-                       j, mine && j < s.m, wait, above);
+// value from up_last).
+__device__ __forceinline__ HandoverReader<double> above_reader(const Params& P,
+                                                               const Strip& s) {
+  double* const row =
+      s.w > 0 ? P.bottom + strip_slot(P, s, s.w - 1) * P.problem.m_max
+              : nullptr;
+  return {row, s.m, 0, kInf};
 }
 
 // Runs the 32 steps of block c. Lane 0 reads the strip above's last row by
-// shuffle from `above`. The recompute (kRecompute) stores the soft-argmin
-// weights of every cell; the first pass hands the strip's last row over
-// (`bottom`) and writes the pair's value.
+// shuffle from `above`, whose chunk kChunks·c must have been prefetched. The
+// recompute (kRecompute) stores the soft-argmin weights of every cell; the
+// first pass hands the strip's last row over (`bottom`) and writes the
+// pair's value.
 template <bool kRecompute>
 __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
-                                           const float* ring, float* weights,
-                                           WalkState& st, int c,
+                                           const Ring& ring, float* weights,
+                                           WalkState& st,
+                                           HandoverReader<double>& above, int c,
                                            double* bottom) {
   double const gamma = P.problem.gamma;
   // exp(−a/γ) = 2^(−a·log2(e)/γ) and γ·ln(s) = (γ·ln 2)·log2(s): the scale
   // factors fold into constants, so each special function is one SFU op.
   float const log2e_over_gamma = float(1.4426950408889634 / gamma);
   double const gamma_ln2 = gamma * 0.6931471805599453;
-  double above = kInf;
 #pragma unroll 4
   for (int t = 0; t < kLanes; ++t) {
-    if (t % kHalf == 0)
-      above = fetch_above(P, s, c, t / kHalf, !kRecompute, above);
+    if (t % kGrain == 0) {
+      // The recompute reads a finished row and stops at its block's end.
+      int const k = kChunks * c + t / kGrain;
+      above.take(k, s.lane, /*wait=*/!kRecompute);
+      if (!kRecompute || t / kGrain + 1 < kChunks)
+        above.prefetch(k + 1, s.lane);
+    }
     int const step = kLanes * c + t, j = step - s.lane;
-    double const from_above = __shfl_sync(kFull, above, t);
+    double const from_above = __shfl_sync(kFull, above.value, t);
     double const from_lane = __shfl_up_sync(kFull, st.left, 1);
     double const up = s.lane == 0 ? from_above : from_lane;
     double const diag = st.up_last;
     st.up_last = up;
     if (s.row_ok && j >= 0 && j < s.m) {
-      float const cost = ring[(step & (kRing - 1)) * kPitch + s.lane];
+      float const cost = ring.at_step(step, s.lane);
       // A plain compare-select: fmin's NaN handling would lengthen the
       // step's dependency chain. A NaN (unchecked inputs) still reaches the
       // sum below through its exponential, so it propagates.
@@ -529,15 +593,21 @@ template <int kD, bool kVec, bool kSeries, bool kCheckpoint>
 __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   extern __shared__ float shared[];
   using Layout = SharedLayout<kD, kSeries>;
-  auto const [ring, y_tile, x_strip, mu, weights] = Layout::carve(shared);
+  auto const at = Layout::carve(shared, /*warps=*/0);
+  Ring const ring{at.ring, Layout::ring_steps(0) - 1};
+  float* const y_tile = at.y_tile;
+  float* const x_strip = at.x_strip;
+  float* const mu = at.mu;
   Strip s;
-  if (!take_strip(P, 0, /*bottom_up=*/false, s)) return;
+  if (!take_strip(P, 0, /*bottom_up=*/false, at.ticket, s)) return;
   float const x_norm = stage_strip<kD, kVec, kSeries>(P, s, x_strip, mu);
   std::int64_t const slot = strip_slot(P, s, s.w);
   bool const has_below = kLanes * (s.w + 1) < s.n;
   double* bottom = has_below ? P.bottom + slot * P.problem.m_max : nullptr;
   int const tiles = (s.m + kLanes - 1) / kLanes;
   WalkState st = initial_state(s);
+  HandoverReader<double> above = above_reader(P, s);
+  above.prefetch(0, s.lane);
   for (int c = 0, blocks = walk_blocks(s); c < blocks; ++c) {
     if (c < tiles)
       load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, x_norm, c);
@@ -546,7 +616,7 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
       ck[0] = st.left;
       ck[kLanes] = st.up_last;
     }
-    walk_block<false>(P, s, ring, nullptr, st, c, bottom);
+    walk_block<false>(P, s, ring, nullptr, st, above, c, bottom);
     __syncwarp();
   }
 }
@@ -556,7 +626,7 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
 // ∇x, ∇y and the alignment output of tile c, whose E is complete in the
 // ring. y_tile holds the tile's y rows, x_strip the strip's x rows.
 template <int kD, bool kVec, bool kSeries>
-__device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
+__device__ void tile_outputs(const Params& P, const Strip& s, const Ring& ring,
                              const float* y_tile, const float* x_strip, int c,
                              float weight, float& row_sum, float (&gx)[kD]) {
   Outputs const& o = P.outputs;
@@ -566,7 +636,7 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
     if (o.grad_x && s.row_ok)
 #pragma unroll 2
       for (int col = 0; col < cols; ++col) {
-        float const e = ring[ring_slot(j0 + col, s.lane)];
+        float const e = ring.at(j0 + col, s.lane);
         row_sum += e;
         for_features<kD, kVec>(
             y_tile + col * row_pitch<kVec>(d), d,
@@ -580,7 +650,7 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
       float col_sum = 0.f;
 #pragma unroll 2
       for (int l = 0; l < s.rows; ++l) {
-        float const e = ring[ring_slot(j, l)];
+        float const e = ring.at(j, l);
         col_sum += e;
         for_features<kD, kVec>(
             x_strip + l * row_pitch<kVec>(d), d,
@@ -613,68 +683,85 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const float* ring,
     float* out =
         o.alignment + (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 + s.lane;
     for (int l = 0; l < s.rows; ++l)
-      out[l * q.m_max] = factor * ring[ring_slot(j0 + s.lane, l)];
+      out[l * q.m_max] = factor * ring.at(j0 + s.lane, l);
   }
 }
 
-// E·weight owed to this strip's last row by the strip below, at columns
-// 32c − 31 + lane for the lanes of half h (the other lanes keep `below`);
-// the strip below publishes them in halves, counted from the right.
-__device__ __forceinline__ float fetch_below(const Params& P, const Strip& s,
-                                             int c, int h, float below) {
-  if (kLanes * (s.w + 1) >= s.n) return 0.f;
-  int const j = kLanes * c - (kLanes - 1) + s.lane;
-  bool const mine = s.lane / kHalf == h;
-  bool const inside = j >= 0 && j < s.m;
-  if (mine && !inside) below = 0.f;
-  return read_handover(P.messages + strip_slot(P, s, s.w) * P.problem.m_max, j,
-                       mine && inside, /*wait=*/true, below);
+// E·weight owed to this strip's last row by the strip below: lane l of
+// block c at column 32c − 31 + l (lane 31 takes it at step 32c + 31, where
+// its cell sits on that column), 0 past the pair and for the last strip.
+// The walk runs backwards, so chunks are taken from the last down.
+__device__ __forceinline__ HandoverReader<float> below_reader(const Params& P,
+                                                              const Strip& s) {
+  float* const row = kLanes * (s.w + 1) < s.n
+                         ? P.messages + strip_slot(P, s, s.w) * P.problem.m_max
+                         : nullptr;
+  return {row, s.m, -(kLanes - 1), 0.f};
 }
 
+// Block c of the backward's recompute: loads the costs of tile c − 1 (block
+// c's cells reach into it), restores the lane state the forward left at
+// block c and walks the block again, storing its soft-argmin weights.
 template <int kD, bool kVec, bool kSeries>
-__global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
-  extern __shared__ float shared[];
-  using Layout = SharedLayout<kD, kSeries>;
-  auto const [ring, y_tile, x_strip, mu, weights] = Layout::carve(shared);
-  Strip s;
-  if (!take_strip(P, 1, /*bottom_up=*/true, s)) return;
-  Problem const& q = P.problem;
-  Outputs const& o = P.outputs;
-  float* messages_up =
-      s.w > 0 ? P.messages + strip_slot(P, s, s.w - 1) * q.m_max : nullptr;
-  float const weight =
-      float(o.scale * (o.grad_output ? double(o.grad_output[s.g]) : 1.0));
-  float const x_norm = stage_strip<kD, kVec, kSeries>(P, s, x_strip, mu);
+__device__ __forceinline__ void recompute_block(
+    const Params& P, const Strip& s, const Ring& ring, float* weights,
+    float* y_tile, const float* x_strip, const float* mu, float x_norm, int c) {
+  if (c >= 1)
+    load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, x_norm,
+                                 c - 1);
+  double const* ck = checkpoint(P, s, c);
+  WalkState st{ck[0], ck[kLanes]};
+  HandoverReader<double> above = above_reader(P, s);
+  above.prefetch(kChunks * c, s.lane);
+  walk_block<true>(P, s, ring, weights, st, above, c, nullptr);
+  __syncwarp();
+}
 
-  float gx[kD];
-#pragma unroll
-  for (int k = 0; k < kD; ++k) gx[k] = 0.f;
-  float row_sum = 0.f;
+// The E side of the backward for one strip: runs E through the blocks from
+// the right with the weights of recompute_block, hands E·weight to the strip
+// above, and forms each tile's ∇x/∇y/alignment outputs once its E is
+// complete (after the walk of the block that ends it).
+template <int kD, bool kVec, bool kSeries>
+struct ExpectationWalk {
+  float weight;  // scale · grad_output of the pair
+  float* messages_up;
+  HandoverReader<float> below;
   // E·weight sent to this lane by its own previous cell (left), and by the
   // lane below one step ago (up) and two steps ago (diagonal).
   float from_left = 0.f, from_up = 0.f, from_diag = 0.f, pending_diag = 0.f;
   float last_diag = 0.f;  // lane 0: what its previous cell owes upwards
+  float gx[kD];           // Σ_j E_ij·y_j of the lane's row (∇x)
+  float row_sum = 0.f;    // Σ_j E_ij
 
-  int const tiles = (s.m + kLanes - 1) / kLanes;
-  int const blocks = walk_blocks(s);
-  if (blocks - 1 < tiles)
-    load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, x_norm,
-                                 blocks - 1);
-  for (int c = blocks - 1; c >= 0; --c) {
-    if (c >= 1)
-      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, x_norm,
-                                   c - 1);
-    double const* ck = checkpoint(P, s, c);
-    WalkState st{ck[0], ck[kLanes]};
-    walk_block<true>(P, s, ring, weights, st, c, nullptr);
-    __syncwarp();
-    float below = 0.f;
+  __device__ __forceinline__ ExpectationWalk(const Params& P, const Strip& s,
+                                             int blocks)
+      : weight(float(P.outputs.scale * (P.outputs.grad_output
+                                            ? double(P.outputs.grad_output[s.g])
+                                            : 1.0))),
+        messages_up(s.w > 0 ? P.messages +
+                                  strip_slot(P, s, s.w - 1) * P.problem.m_max
+                            : nullptr),
+        below(below_reader(P, s)) {
+#pragma unroll
+    for (int k = 0; k < kD; ++k) gx[k] = 0.f;
+    below.prefetch(kChunks * blocks - 1, s.lane);
+  }
+
+  // Block b, whose weights are in `weights`; then tile b's outputs (y_tile:
+  // this walk's own staging rows).
+  __device__ __forceinline__ void block(const Params& P, const Strip& s,
+                                        const Ring& ring, const float* weights,
+                                        float* y_tile, const float* x_strip,
+                                        int b, int tiles) {
 #pragma unroll 4
     for (int t = kLanes - 1; t >= 0; --t) {
-      if (t % kHalf == kHalf - 1)
-        below = fetch_below(P, s, c, t / kHalf, below);
-      int const step = kLanes * c + t, j = step - s.lane;
-      float const from_below = __shfl_sync(kFull, below, t);
+      if (t % kGrain == kGrain - 1) {
+        int const k = kChunks * b + t / kGrain;
+        below.take(k, s.lane, /*wait=*/true);
+        below.prefetch(k - 1, s.lane);
+      }
+      int const step = kLanes * b + t, j = step - s.lane;
+      float const from_below = __shfl_sync(kFull, below.value, t);
       float to_up = 0.f, to_diag = 0.f;
       if (s.row_ok && j >= 0 && j < s.m) {
         float const incoming =
@@ -685,7 +772,7 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
         to_diag = e * wt[0];
         to_up = e * wt[kLanes * kPitch];
         from_left = e * wt[2 * kLanes * kPitch];
-        ring[(step & (kRing - 1)) * kPitch + s.lane] = e;
+        ring.at_step(step, s.lane) = e;
         if (messages_up && s.lane == 0)
           publish(messages_up + j, to_up + last_diag);
       } else {
@@ -699,28 +786,96 @@ __global__ void __launch_bounds__(kLanes) backward_kernel(const Params P) {
       pending_diag = next_diag;
     }
     __syncwarp();
-    if (c < tiles) {
+    if (b < tiles) {
+      Problem const& q = P.problem;
       if constexpr (kSeries)
-        if (o.grad_x)
-          stage_rows<kVec>(y_tile, s.y + std::int64_t(kLanes * c) * q.d,
-                           min(kLanes, s.m - kLanes * c), q.d, s.lane);
-      tile_outputs<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, c, weight,
+        if (P.outputs.grad_x)
+          stage_rows<kVec>(y_tile, s.y + std::int64_t(kLanes * b) * q.d,
+                           min(kLanes, s.m - kLanes * b), q.d, s.lane);
+      tile_outputs<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, b, weight,
                                       row_sum, gx);
     }
     __syncwarp();
   }
-  if constexpr (kSeries) {
-    if (o.grad_x && s.row_ok) {
-      int const d = q.d;
-      float xr[kD];
-      load_row<kD, kVec>(xr, s.x + std::int64_t(s.i) * d, d);
-      float* out = o.grad_x + (s.x_series * q.n_max + s.i) * d;
-      float const two_w = 2.f * weight;
+
+  // Adds the strip's ∇x rows.
+  __device__ __forceinline__ void finish(const Params& P,
+                                         const Strip& s) const {
+    if constexpr (kSeries) {
+      Problem const& q = P.problem;
+      if (P.outputs.grad_x && s.row_ok) {
+        int const d = q.d;
+        float xr[kD];
+        load_row<kD, kVec>(xr, s.x + std::int64_t(s.i) * d, d);
+        float* out = P.outputs.grad_x + (s.x_series * q.n_max + s.i) * d;
+        float const two_w = 2.f * weight;
 #pragma unroll
-      for (int k = 0; k < kD; ++k)
-        if (k < d) out[k] += two_w * (row_sum * xr[k] - gx[k]);
+        for (int k = 0; k < kD; ++k)
+          if (k < d) out[k] += two_w * (row_sum * xr[k] - gx[k]);
+      }
     }
   }
+};
+
+// The backward pass over one strip, blocks from the right.
+//
+// kWarps = 1: one warp recomputes block c, then runs E through it.
+//
+// kWarps = 2: warp 0 recomputes block c while warp 1 runs E through block
+// c + 1 with the weights warp 0 left the phase before. E's chain is short
+// (a few FMAs and a shuffle per step) and the recompute is a forward walk,
+// so a block then costs the longer of the two rather than their sum; the
+// price is twice the shared memory (a 128-step ring, two weight blocks, and
+// warp 1's own y rows), so fewer strips fit on an SM (see backward_warps).
+// Shared memory per phase (ring of 128 steps): warp 0 writes costs at steps
+// [32c − 32, 32c + 30] and reads [32c, 32c + 31]; warp 1 writes E at
+// [32c + 32, 32c + 63] and reads E at [32c + 32, 32c + 94] (E of block c + 2
+// from the phase before included). The windows are disjoint modulo 128, so
+// one barrier per phase orders everything.
+template <int kD, bool kVec, bool kSeries, int kWarps>
+__global__ void __launch_bounds__(kWarps* kLanes)
+    backward_kernel(const Params P) {
+  extern __shared__ float shared[];
+  using Layout = SharedLayout<kD, kSeries>;
+  auto const at = Layout::carve(shared, kWarps);
+  Ring const ring{at.ring, Layout::ring_steps(kWarps) - 1};
+  Strip s;
+  if (!take_strip(P, 1, /*bottom_up=*/true, at.ticket, s)) return;
+  bool const recomputes = kWarps == 1 || threadIdx.x < kLanes;  // warp 0
+  float x_norm = 0.f;
+  if (recomputes)
+    x_norm = stage_strip<kD, kVec, kSeries>(P, s, at.x_strip, at.mu);
+  if constexpr (kWarps > 1) __syncthreads();  // both warps read x_strip, μ
+
+  int const tiles = (s.m + kLanes - 1) / kLanes;
+  int const blocks = walk_blocks(s);
+  ExpectationWalk<kD, kVec, kSeries> e(P, s, blocks);
+  if (recomputes && blocks - 1 < tiles)
+    load_tile<kD, kVec, kSeries>(P, s, ring, at.y_tile, at.x_strip, at.mu,
+                                 x_norm, blocks - 1);
+  if constexpr (kWarps == 1) {
+    for (int c = blocks - 1; c >= 0; --c) {
+      recompute_block<kD, kVec, kSeries>(P, s, ring, at.weights, at.y_tile,
+                                         at.x_strip, at.mu, x_norm, c);
+      e.block(P, s, ring, at.weights, at.y_tile, at.x_strip, c, tiles);
+    }
+  } else {
+    auto weights_of = [&](int c) {
+      return at.weights + (c & 1) * Layout::weights;
+    };
+    // Phase f: warp 0 on block blocks − 1 − f, warp 1 on the block after.
+    for (int f = 0; f <= blocks; ++f) {
+      int const c = blocks - 1 - f;
+      if (recomputes && c >= 0)
+        recompute_block<kD, kVec, kSeries>(P, s, ring, weights_of(c), at.y_tile,
+                                           at.x_strip, at.mu, x_norm, c);
+      else if (!recomputes && c + 1 < blocks)
+        e.block(P, s, ring, weights_of(c + 1), at.y_tile_e, at.x_strip, c + 1,
+                tiles);
+      __syncthreads();
+    }
+  }
+  if (kWarps == 1 || !recomputes) e.finish(P, s);
 }
 
 // ----------------------------------------------------------------- host
@@ -794,34 +949,82 @@ void with_features(const Problem& q, const F& f) {
   throw std::logic_error("softwave::softdtw::fused: d > max_features");
 }
 
+// A kernel's shared memory and how many of its blocks an SM holds, set up
+// once per device: beyond 48 KiB a kernel must opt in to its shared memory.
+struct KernelFit {
+  int blocks_per_sm = 0;
+  int sms = 0;
+};
+
+KernelFit fit_kernel(void (*kernel)(Params), int threads, std::size_t smem,
+                     int device) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, KernelFit> fits;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::pair<const void*, int> const key{reinterpret_cast<const void*>(kernel),
+                                        device};
+  auto const found = fits.find(key);
+  if (found != fits.end()) return found->second;
+  if (smem > 48 * 1024)
+    check(cudaFuncSetAttribute(
+              kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+          "kernel shared memory");
+  KernelFit f;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f.blocks_per_sm, kernel,
+                                                      threads, smem),
+        "kernel occupancy");
+  check(cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device),
+        "multiprocessor count");
+  return fits[key] = f;
+}
+
+// The two-warp backward overlaps a block's recompute with E's walk through
+// the block before, but needs about twice the shared memory, so an SM holds
+// about half as many strips. Measured on an H100 (perf/RESULTS.md, fwd+bwd):
+// where every strip of the launch is resident at once it is 11–21% faster
+// than one warp; where more strips than fit, it is still 10–18% faster for
+// d ≤ 16 (8/8192/16, 1/32768/8), where the E warp's tile outputs are cheap,
+// and 7–15% slower for d = 64, where they are not and residency decides.
+bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
+  return q.d <= 16 || strips <= std::int64_t(two.blocks_per_sm) * two.sms;
+}
+
+std::atomic<int> forced_backward_warps{0};
+
 template <int kD, bool kVec, bool kSeries>
-void launch(cudaStream_t stream, const Params& P, bool backward) {
-  unsigned const grid = unsigned(P.problem.pairs * P.strips);
+void launch(cudaStream_t stream, int device, const Params& P, bool backward) {
+  std::int64_t const strips = P.problem.pairs * P.strips;
+  unsigned const grid = unsigned(strips);
   using Layout = SharedLayout<kD, kSeries>;
-  std::size_t const forward_smem = Layout::bytes(false);
-  if (backward) {
-    forward_kernel<kD, kVec, kSeries, true>
-        <<<grid, kLanes, forward_smem, stream>>>(P);
-    check(cudaGetLastError(), "forward kernel launch");
-    std::size_t const smem = Layout::bytes(true);
-    auto kernel = backward_kernel<kD, kVec, kSeries>;
-    if (smem > 48 * 1024)
-      check(cudaFuncSetAttribute(
-                kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
-            "backward kernel shared memory");
-    kernel<<<grid, kLanes, smem, stream>>>(P);
-    check(cudaGetLastError(), "backward kernel launch");
-  } else {
+  std::size_t const forward_smem = Layout::bytes(0);
+  if (!backward) {
     forward_kernel<kD, kVec, kSeries, false>
         <<<grid, kLanes, forward_smem, stream>>>(P);
     check(cudaGetLastError(), "forward kernel launch");
+    return;
   }
+  forward_kernel<kD, kVec, kSeries, true>
+      <<<grid, kLanes, forward_smem, stream>>>(P);
+  check(cudaGetLastError(), "forward kernel launch");
+  auto const one = backward_kernel<kD, kVec, kSeries, 1>;
+  auto const two = backward_kernel<kD, kVec, kSeries, 2>;
+  KernelFit const fit_one = fit_kernel(one, kLanes, Layout::bytes(1), device);
+  KernelFit const fit_two =
+      fit_kernel(two, 2 * kLanes, Layout::bytes(2), device);
+  (void)fit_one;  // sets up the one-warp kernel's shared memory
+  int const forced = forced_backward_warps.load(std::memory_order_relaxed);
+  if (forced ? forced == 2 : two_warp_backward(P.problem, strips, fit_two))
+    two<<<grid, 2 * kLanes, Layout::bytes(2), stream>>>(P);
+  else
+    one<<<grid, kLanes, Layout::bytes(1), stream>>>(P);
+  check(cudaGetLastError(), "backward kernel launch");
 }
 
 void run(const Kokkos::Cuda& space, Problem problem, double* values,
          const Outputs& outputs, bool backward) {
   if (problem.pairs == 0) return;
   cudaStream_t const stream = space.cuda_stream();
+  int const device = space.cuda_device();
   int const strips = int((problem.n_max + kLanes - 1) / kLanes);
   int const blocks = int((problem.m_max + 2 * (kLanes - 1)) / kLanes);
   // Pairs per launch: the workspace stays under 256 MiB (at least one pair).
@@ -854,11 +1057,11 @@ void run(const Kokkos::Cuda& space, Problem problem, double* values,
                           stream),
           "workspace reset");
     if (problem.cost) {
-      launch<1, false, false>(stream, P, backward);
+      launch<1, false, false>(stream, device, P, backward);
     } else {
       with_features(problem, [&](auto kd, auto vec) {
-        launch<decltype(kd)::value, decltype(vec)::value, true>(stream, P,
-                                                                backward);
+        launch<decltype(kd)::value, decltype(vec)::value, true>(stream, device,
+                                                                P, backward);
       });
     }
   }
@@ -903,6 +1106,13 @@ void* stream_allocate(const Kokkos::Cuda& space, std::size_t bytes) {
 
 void stream_free(const Kokkos::Cuda& space, void* pointer) {
   if (pointer) cudaFreeAsync(pointer, space.cuda_stream());
+}
+
+void set_backward_warps(int warps) {
+  if (warps < 0 || warps > 2)
+    throw std::invalid_argument(
+        "softwave::softdtw::fused: backward warps must be 0, 1 or 2");
+  forced_backward_warps.store(warps, std::memory_order_relaxed);
 }
 
 void forward(const Kokkos::Cuda& space, const Problem& problem,

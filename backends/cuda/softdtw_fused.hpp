@@ -5,12 +5,16 @@
 // the strip's anti-diagonals from the left edge to the right in one go:
 // the left neighbour is the lane's own previous cell, the upper and diagonal
 // neighbours come from lane l − 1 by warp shuffle, and the strip above hands
-// over its bottom row through global memory in halves of 32-column blocks.
+// over its bottom row through global memory in chunks of 4 columns, each
+// loaded a chunk ahead of its use.
 // Hand-over entries start as an all-ones NaN that no arithmetic produces and
 // are written once with relaxed atomic stores, so the data is its own ready
 // flag and no fence sits on the wavefront. Strips take tickets from an atomic
 // counter in the order they start running, so a strip only ever waits on one
-// that is already resident: no deadlock, one launch per direction.
+// that is already resident: no deadlock, one launch per direction. Tickets go
+// strip-major (every pair's first strip, then every pair's second, ...), so
+// the resident slots hold strips that can work rather than strips waiting on
+// the ones above them.
 //
 // Costs arrive 32×32 tiles at a time into a shared-memory ring laid out by
 // anti-diagonal step, so every cell read in the walk is conflict-free. For
@@ -23,7 +27,9 @@
 // recomputes the 32 steps' soft-argmin weights on chip, runs the expected
 // alignment E through them in reverse (messages to the strip above handed
 // over the same way), and forms ∇x (per strip, in registers) and ∇y (per
-// 32×32 tile, then atomically added) from the E tile.
+// 32×32 tile, then atomically added) from the E tile. With two warps per
+// strip, the recompute of one block overlaps E's walk through the block
+// before; with one (chosen where residency matters more), they alternate.
 //
 // Numerics: R is carried in double (adds only); the soft-min's exponentials
 // and logarithm use the float special-function unit on differences that are
@@ -68,6 +74,11 @@ struct Outputs {
 // whole device, so a call's own intermediate arrays come from here.
 void* stream_allocate(const Kokkos::Cuda& space, std::size_t bytes);
 void stream_free(const Kokkos::Cuda& space, void* pointer);
+
+// Warps per strip of the backward kernel: 0 (the default) lets the library
+// choose (see two_warp_backward in softdtw_fused.cpp); 1 or 2 forces one,
+// so tests can run both on the same inputs. Process-wide.
+void set_backward_warps(int warps);
 
 // values[p] (double) for p < problem.pairs.
 void forward(const Kokkos::Cuda& space, const Problem& problem, double* values);
