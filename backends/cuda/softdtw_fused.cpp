@@ -982,9 +982,9 @@ KernelFit fit_kernel(void (*kernel)(Params), int threads, std::size_t smem,
 // the block before, but needs about twice the shared memory, so an SM holds
 // about half as many strips. Measured on an H100 (perf/RESULTS.md, fwd+bwd):
 // where every strip of the launch is resident at once it is 11–21% faster
-// than one warp; where more strips than fit, it is still 10–18% faster for
-// d ≤ 16 (8/8192/16, 1/32768/8), where the E warp's tile outputs are cheap,
-// and 7–15% slower for d = 64, where they are not and residency decides.
+// than one warp; where more strips than fit, it is still 3–18% faster for
+// d ≤ 16, where the E warp's tile outputs are cheap, and up to 15% slower for
+// d = 64, where they are not and residency decides.
 bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
   return q.d <= 16 || strips <= std::int64_t(two.blocks_per_sm) * two.sms;
 }
