@@ -314,14 +314,25 @@ __device__ __forceinline__ Tf32Split split_tf32(float v) {
   return {hi, to_tf32(v - __uint_as_float(hi))};
 }
 
-__device__ __forceinline__ void mma_tf32(float (&d)[4], unsigned a0,
-                                         unsigned a1, unsigned a2, unsigned a3,
-                                         unsigned b0, unsigned b1) {
+__device__ __forceinline__ void mma_tf32(float* d, unsigned a0, unsigned a1,
+                                         unsigned a2, unsigned a3, unsigned b0,
+                                         unsigned b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// acc (an m16n8 accumulator fragment) += A·B in 3xTF32. Fragments of
+// m16n8k8 (g = lane/4, t = lane%4): a[r] is A's row g + 8(r%2), column
+// t + 4(r/2); b[r] is B's row t + 4r, column g; acc[r] is row g + 8(r/2),
+// column 2t + r%2.
+__device__ __forceinline__ void mma_3xtf32(float* acc, const Tf32Split (&a)[4],
+                                           const Tf32Split (&b)[2]) {
+  mma_tf32(acc, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
+  mma_tf32(acc, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].lo, b[1].lo);
+  mma_tf32(acc, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
 }
 
 // acc (the 32×32 product (X − μ)(Y − μ)ᵀ of 32 staged x rows and 32 staged
@@ -336,12 +347,18 @@ __device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
                                               int lane) {
   int const g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
+  for (int mi = 0; mi < 2; ++mi) {
 #pragma unroll
     for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.f;
-#pragma unroll
+  }
+  // Rolled up for d > 16: unrolled, the per-tile code of the backward
+  // outgrew the instruction cache (ncu: 29% of its stalls were instruction
+  // fetch), and rolling these loops up made d = 64 fwd+bwd 4–6% faster.
+  // (At kD = 16 the loop has two iterations and the rolled-up one measured
+  // 1–2% slower at 8/8192/16.)
+#pragma unroll(kD > 16 ? 1 : (kD + 7) / 8)
   for (int k = 0; k < kD; k += 8) {
     if (k >= d) break;
     Tf32Split a[2][4], b[4][2];
@@ -361,16 +378,7 @@ __device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        auto const& A = a[mi];
-        auto const& B = b[ni];
-        mma_tf32(acc[mi][ni], A[0].lo, A[1].lo, A[2].lo, A[3].lo, B[0].hi,
-                 B[1].hi);
-        mma_tf32(acc[mi][ni], A[0].hi, A[1].hi, A[2].hi, A[3].hi, B[0].lo,
-                 B[1].lo);
-        mma_tf32(acc[mi][ni], A[0].hi, A[1].hi, A[2].hi, A[3].hi, B[0].hi,
-                 B[1].hi);
-      }
+      for (int ni = 0; ni < 4; ++ni) mma_3xtf32(acc[mi][ni], a[mi], b[ni]);
   }
 }
 
@@ -385,13 +393,23 @@ __device__ __forceinline__ float squared_norm(const float* row, const float* mu,
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
-// Costs of tile c (columns 32c.. of the strip) into the ring. Series: the
-// tile's y rows are staged in shared memory (`y_tile`), and lane l forms row
-// l's 32 squared distances from its x row in registers.
+// Whether the cost tiles run on tensor cores.
 template <int kD, bool kVec>
 __device__ __forceinline__ bool uses_tensor_cores(int d) {
   return kVec && kD >= 16 && d >= 16 && d % 8 == 0;
 }
+
+// Whether ∇x/∇y do too: only for d > 16. At d = 16 the FMA products were
+// faster (8/8192/16 fwd+bwd 21.9 vs 22.3 ms on an H100), at d = 64 slower
+// (32/2048/64: 9.0 vs 8.6 ms).
+template <int kD, bool kVec>
+__device__ __forceinline__ bool tensor_core_gradients(int d) {
+  return kD > 16 && uses_tensor_cores<kD, kVec>(d);
+}
+
+// Costs of tile c (columns 32c.. of the strip) into the ring. Series: the
+// tile's y rows are staged in shared memory (`y_tile`), and lane l forms row
+// l's 32 squared distances from its x row in registers.
 
 template <int kD, bool kVec, bool kSeries>
 __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
@@ -623,60 +641,195 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
 
 // ----------------------------------------------------------- backward
 
+// Adds float pairs v0, v1 to at[0], at[1] (8-byte aligned), atomically.
+__device__ __forceinline__ void atomic_add_pair(float* at, float v0, float v1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  atomicAdd(reinterpret_cast<float2*>(at), make_float2(v0, v1));
+#else
+  atomicAdd(at, v0);
+  atomicAdd(at + 1, v1);
+#endif
+}
+
+// The tile's gradient products on tensor cores (3xTF32, d % 8 == 0),
+// centred on the strip's mean x row μ like the costs:
+//   gx (fragments, summed over the strip's tiles) += E (Y − μ),
+//   ∇y_j += 2w (Σ_l E_lj (y_j − μ) − Σ_l E_lj (x_l − μ)),
+// with E the tile's 32×32 block (rows l, columns j), zero outside the pair.
+// gx[(kD/8 · mi + ni) · 4 + r] holds ∇x's row 16mi + g + 8(r/2), feature
+// 8ni + 2t + r%2 (g = lane/4, t = lane%4). All 32 lanes must call it.
+template <int kD>
+__device__ void tile_gradient_products(const Params& P, const Strip& s,
+                                       const Ring& ring, const float* y_tile,
+                                       const float* x_strip, const float* mu,
+                                       int c, float weight, float (&gx)[kD]) {
+  constexpr int kBlocks = kD / 8;  // n8 blocks of features
+  Outputs const& o = P.outputs;
+  Problem const& q = P.problem;
+  int const j0 = kLanes * c, cols = min(kLanes, s.m - j0), d = q.d;
+  int const pitch = row_pitch<true>(d);
+  int const g = s.lane >> 2, t = s.lane & 3;
+  auto e_at = [&](int l, int j) {
+    return l < s.rows && j < cols ? ring.at(j0 + j, l) : 0.f;
+  };
+  // ∇x: A = E (rows l, k = columns j), B = Y − μ (k = columns j). The k
+  // loops stay rolled up for the instruction cache (see tile_products).
+  if (o.grad_x)
+#pragma unroll 1
+    for (int ks = 0; ks < kLanes / 8; ++ks) {
+      Tf32Split e[2][4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          e[mi][r] = split_tf32(
+              e_at(16 * mi + g + 8 * (r & 1), 8 * ks + t + 4 * (r >> 1)));
+#pragma unroll
+      for (int ni = 0; ni < kBlocks; ++ni) {
+        if (8 * ni >= d) break;
+        int const f = 8 * ni + g;
+        Tf32Split b[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          int const j = 8 * ks + t + 4 * r;
+          b[r] = split_tf32(j < cols ? y_tile[j * pitch + f] - mu[f] : 0.f);
+        }
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+          mma_3xtf32(gx + (kBlocks * mi + ni) * 4, e[mi], b);
+      }
+    }
+  if (!o.grad_y) return;
+  // ∇y: A = Eᵀ (rows j, k = rows l), B = X − μ (k = rows l).
+  float gy[2][kBlocks][4];
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < kBlocks; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) gy[mi][ni][r] = 0.f;
+#pragma unroll 1
+  for (int ks = 0; ks < kLanes / 8; ++ks) {
+    Tf32Split et[2][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        et[mi][r] = split_tf32(
+            e_at(8 * ks + t + 4 * (r >> 1), 16 * mi + g + 8 * (r & 1)));
+#pragma unroll
+    for (int ni = 0; ni < kBlocks; ++ni) {
+      if (8 * ni >= d) break;
+      int const f = 8 * ni + g;
+      Tf32Split b[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        int const l = 8 * ks + t + 4 * r;
+        b[r] = split_tf32(l < s.rows ? x_strip[l * pitch + f] - mu[f] : 0.f);
+      }
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) mma_3xtf32(gy[mi][ni], et[mi], b);
+    }
+  }
+  // Σ_l E_lj of column j = lane.
+  float col_sum = 0.f;
+  for (int l = 0; l < s.rows; ++l) col_sum += e_at(l, s.lane);
+  float const two_w = 2.f * weight;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int const j = 16 * mi + g + 8 * h;
+      float const sum = __shfl_sync(kFull, col_sum, j);
+      if (j >= cols) continue;
+      float* out = o.grad_y + (s.y_series * q.m_max + j0 + j) * d;
+#pragma unroll
+      for (int ni = 0; ni < kBlocks; ++ni) {
+        int const f = 8 * ni + 2 * t;
+        if (f >= d) break;
+        float const* y = y_tile + j * pitch + f;
+        atomic_add_pair(
+            out + f, two_w * (sum * (y[0] - mu[f]) - gy[mi][ni][2 * h]),
+            two_w * (sum * (y[1] - mu[f + 1]) - gy[mi][ni][2 * h + 1]));
+      }
+    }
+}
+
+// The same products in FP32 FMAs (d < 16 or off the vector path): lane l
+// sums its row's E·y (∇x) and, as column j = l, its column's E·x (∇y).
+template <int kD, bool kVec>
+__device__ void tile_gradients_fma(const Params& P, const Strip& s,
+                                   const Ring& ring, const float* y_tile,
+                                   const float* x_strip, int c, float weight,
+                                   float (&gx)[kD]) {
+  Outputs const& o = P.outputs;
+  Problem const& q = P.problem;
+  int const j0 = kLanes * c, cols = min(kLanes, s.m - j0), d = q.d;
+  if (o.grad_x && s.row_ok)
+#pragma unroll 2
+    for (int col = 0; col < cols; ++col) {
+      float const e = ring.at(j0 + col, s.lane);
+      for_features<kD, kVec>(
+          y_tile + col * row_pitch<kVec>(d), d,
+          [&](int k, float v) { gx[k] = fmaf(e, v, gx[k]); });
+    }
+  if (o.grad_y && s.lane < cols) {
+    int const j = j0 + s.lane;
+    float acc[kD];
+#pragma unroll
+    for (int k = 0; k < kD; ++k) acc[k] = 0.f;
+    float col_sum = 0.f;
+#pragma unroll 2
+    for (int l = 0; l < s.rows; ++l) {
+      float const e = ring.at(j, l);
+      col_sum += e;
+      for_features<kD, kVec>(
+          x_strip + l * row_pitch<kVec>(d), d,
+          [&](int k, float v) { acc[k] = fmaf(e, v, acc[k]); });
+    }
+    float yr[kD];
+    load_row<kD, kVec>(yr, s.y + std::int64_t(j) * d, d);
+    float* gy = o.grad_y + (s.y_series * q.m_max + j) * d;
+    float const two_w = 2.f * weight;
+#pragma unroll
+    for (int k = 0; k < kD; ++k) acc[k] = two_w * (col_sum * yr[k] - acc[k]);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (kVec) {
+#pragma unroll
+      for (int k = 0; k < kD; k += 4)
+        if (k < d)
+          atomicAdd(reinterpret_cast<float4*>(gy + k),
+                    make_float4(acc[k], acc[k + 1], acc[k + 2], acc[k + 3]));
+    } else
+#endif
+    {
+#pragma unroll
+      for (int k = 0; k < kD; ++k)
+        if (k < d) atomicAdd(gy + k, acc[k]);
+    }
+  }
+}
+
 // ∇x, ∇y and the alignment output of tile c, whose E is complete in the
 // ring. y_tile holds the tile's y rows, x_strip the strip's x rows.
 template <int kD, bool kVec, bool kSeries>
 __device__ void tile_outputs(const Params& P, const Strip& s, const Ring& ring,
-                             const float* y_tile, const float* x_strip, int c,
-                             float weight, float& row_sum, float (&gx)[kD]) {
+                             const float* y_tile, const float* x_strip,
+                             const float* mu, int c, float weight,
+                             float (&gx)[kD]) {
   Outputs const& o = P.outputs;
   Problem const& q = P.problem;
   int const j0 = kLanes * c, cols = min(kLanes, s.m - j0), d = q.d;
   if constexpr (kSeries) {
-    if (o.grad_x && s.row_ok)
-#pragma unroll 2
-      for (int col = 0; col < cols; ++col) {
-        float const e = ring.at(j0 + col, s.lane);
-        row_sum += e;
-        for_features<kD, kVec>(
-            y_tile + col * row_pitch<kVec>(d), d,
-            [&](int k, float v) { gx[k] = fmaf(e, v, gx[k]); });
-      }
-    if (o.grad_y && s.lane < cols) {
-      int const j = j0 + s.lane;
-      float acc[kD];
-#pragma unroll
-      for (int k = 0; k < kD; ++k) acc[k] = 0.f;
-      float col_sum = 0.f;
-#pragma unroll 2
-      for (int l = 0; l < s.rows; ++l) {
-        float const e = ring.at(j, l);
-        col_sum += e;
-        for_features<kD, kVec>(
-            x_strip + l * row_pitch<kVec>(d), d,
-            [&](int k, float v) { acc[k] = fmaf(e, v, acc[k]); });
-      }
-      float yr[kD];
-      load_row<kD, kVec>(yr, s.y + std::int64_t(j) * d, d);
-      float* gy = o.grad_y + (s.y_series * q.m_max + j) * d;
-      float const two_w = 2.f * weight;
-#pragma unroll
-      for (int k = 0; k < kD; ++k) acc[k] = two_w * (col_sum * yr[k] - acc[k]);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-      if constexpr (kVec) {
-#pragma unroll
-        for (int k = 0; k < kD; k += 4)
-          if (k < d)
-            atomicAdd(reinterpret_cast<float4*>(gy + k),
-                      make_float4(acc[k], acc[k + 1], acc[k + 2], acc[k + 3]));
-      } else
-#endif
-      {
-#pragma unroll
-        for (int k = 0; k < kD; ++k)
-          if (k < d) atomicAdd(gy + k, acc[k]);
-      }
+    bool tensor_cores = false;
+    if constexpr (kVec && kD > 16) {
+      tensor_cores = tensor_core_gradients<kD, kVec>(d);
+      if (tensor_cores && (o.grad_x || o.grad_y))
+        tile_gradient_products<kD>(P, s, ring, y_tile, x_strip, mu, c, weight,
+                                   gx);
     }
+    if (!tensor_cores)
+      tile_gradients_fma<kD, kVec>(P, s, ring, y_tile, x_strip, c, weight, gx);
   }
   if (o.alignment && s.lane < cols) {
     float const factor = o.alignment_is_gradient ? weight : 1.f;
@@ -730,8 +883,10 @@ struct ExpectationWalk {
   // lane below one step ago (up) and two steps ago (diagonal).
   float from_left = 0.f, from_up = 0.f, from_diag = 0.f, pending_diag = 0.f;
   float last_diag = 0.f;  // lane 0: what its previous cell owes upwards
-  float gx[kD];           // Σ_j E_ij·y_j of the lane's row (∇x)
-  float row_sum = 0.f;    // Σ_j E_ij
+  // ∇x's Σ_j E_ij·y_j: the lane's row, or with tensor cores m16n8
+  // fragments of the strip's rows (tile_gradient_products).
+  float gx[kD];
+  float row_sum = 0.f;  // Σ_j E_ij of the lane's row
 
   __device__ __forceinline__ ExpectationWalk(const Params& P, const Strip& s,
                                              int blocks)
@@ -752,7 +907,7 @@ struct ExpectationWalk {
   __device__ __forceinline__ void block(const Params& P, const Strip& s,
                                         const Ring& ring, const float* weights,
                                         float* y_tile, const float* x_strip,
-                                        int b, int tiles) {
+                                        const float* mu, int b, int tiles) {
 #pragma unroll 4
     for (int t = kLanes - 1; t >= 0; --t) {
       if (t % kGrain == kGrain - 1) {
@@ -773,6 +928,7 @@ struct ExpectationWalk {
         to_up = e * wt[kLanes * kPitch];
         from_left = e * wt[2 * kLanes * kPitch];
         ring.at_step(step, s.lane) = e;
+        row_sum += e;
         if (messages_up && s.lane == 0)
           publish(messages_up + j, to_up + last_diag);
       } else {
@@ -788,27 +944,53 @@ struct ExpectationWalk {
     __syncwarp();
     if (b < tiles) {
       Problem const& q = P.problem;
+      // The tensor-core ∇y reads the tile's y rows too.
       if constexpr (kSeries)
-        if (P.outputs.grad_x)
+        if (P.outputs.grad_x ||
+            (P.outputs.grad_y && tensor_core_gradients<kD, kVec>(q.d)))
           stage_rows<kVec>(y_tile, s.y + std::int64_t(kLanes * b) * q.d,
                            min(kLanes, s.m - kLanes * b), q.d, s.lane);
-      tile_outputs<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, b, weight,
-                                      row_sum, gx);
+      tile_outputs<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, b,
+                                      weight, gx);
     }
     __syncwarp();
   }
 
-  // Adds the strip's ∇x rows.
-  __device__ __forceinline__ void finish(const Params& P,
-                                         const Strip& s) const {
+  // Adds the strip's ∇x rows: 2w (Σ_j E_ij x_i − Σ_j E_ij y_j), centred on
+  // μ with the tensor cores (x_strip, mu: the strip's staged rows).
+  __device__ __forceinline__ void finish(const Params& P, const Strip& s,
+                                         const float* x_strip,
+                                         const float* mu) const {
     if constexpr (kSeries) {
       Problem const& q = P.problem;
-      if (P.outputs.grad_x && s.row_ok) {
-        int const d = q.d;
+      int const d = q.d;
+      float const two_w = 2.f * weight;
+      if (!P.outputs.grad_x) return;
+      if (tensor_core_gradients<kD, kVec>(d)) {
+        int const g = s.lane >> 2, t = s.lane & 3, pitch = row_pitch<kVec>(d);
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            int const row = 16 * mi + g + 8 * h;
+            float const sum = __shfl_sync(kFull, row_sum, row);
+            if (row >= s.rows) continue;
+            float* out = P.outputs.grad_x +
+                         (s.x_series * q.n_max + kLanes * s.w + row) * d;
+            float const* x = x_strip + row * pitch;
+#pragma unroll
+            for (int ni = 0; ni < kD / 8; ++ni) {
+              int const f = 8 * ni + 2 * t;
+              if (f >= d) break;
+              float const* acc = gx + (kD / 8 * mi + ni) * 4 + 2 * h;
+              out[f] += two_w * (sum * (x[f] - mu[f]) - acc[0]);
+              out[f + 1] += two_w * (sum * (x[f + 1] - mu[f + 1]) - acc[1]);
+            }
+          }
+      } else if (s.row_ok) {
         float xr[kD];
         load_row<kD, kVec>(xr, s.x + std::int64_t(s.i) * d, d);
         float* out = P.outputs.grad_x + (s.x_series * q.n_max + s.i) * d;
-        float const two_w = 2.f * weight;
 #pragma unroll
         for (int k = 0; k < kD; ++k)
           if (k < d) out[k] += two_w * (row_sum * xr[k] - gx[k]);
@@ -857,7 +1039,7 @@ __global__ void __launch_bounds__(kWarps* kLanes)
     for (int c = blocks - 1; c >= 0; --c) {
       recompute_block<kD, kVec, kSeries>(P, s, ring, at.weights, at.y_tile,
                                          at.x_strip, at.mu, x_norm, c);
-      e.block(P, s, ring, at.weights, at.y_tile, at.x_strip, c, tiles);
+      e.block(P, s, ring, at.weights, at.y_tile, at.x_strip, at.mu, c, tiles);
     }
   } else {
     auto weights_of = [&](int c) {
@@ -870,12 +1052,12 @@ __global__ void __launch_bounds__(kWarps* kLanes)
         recompute_block<kD, kVec, kSeries>(P, s, ring, weights_of(c), at.y_tile,
                                            at.x_strip, at.mu, x_norm, c);
       else if (!recomputes && c + 1 < blocks)
-        e.block(P, s, ring, weights_of(c + 1), at.y_tile_e, at.x_strip, c + 1,
-                tiles);
+        e.block(P, s, ring, weights_of(c + 1), at.y_tile_e, at.x_strip, at.mu,
+                c + 1, tiles);
       __syncthreads();
     }
   }
-  if (kWarps == 1 || !recomputes) e.finish(P, s);
+  if (kWarps == 1 || !recomputes) e.finish(P, s, at.x_strip, at.mu);
 }
 
 // ----------------------------------------------------------------- host

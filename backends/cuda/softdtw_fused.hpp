@@ -27,7 +27,9 @@
 // recomputes the 32 steps' soft-argmin weights on chip, runs the expected
 // alignment E through them in reverse (messages to the strip above handed
 // over the same way), and forms ∇x (per strip, in registers) and ∇y (per
-// 32×32 tile, then atomically added) from the E tile. With two warps per
+// 32×32 tile, then atomically added) from the E tile: split-TF32 products
+// on tensor cores for d > 16 (centred on the strip's mean x row), FP32
+// FMAs below, where they measured faster. With two warps per
 // strip, the recompute of one block overlaps E's walk through the block
 // before; with one (chosen where residency matters more), they alternate.
 //
