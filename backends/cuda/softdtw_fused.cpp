@@ -651,13 +651,46 @@ __device__ __forceinline__ void atomic_add_pair(float* at, float v0, float v1) {
 #endif
 }
 
+// acc += A·B in 3xTF32 for a 32 × 32 A and a 32 × d B (d % 8 == 0) given
+// element-wise by a_at(row, k) and b_at(k, feature), with acc in m16n8
+// fragments: acc[(kD/8 · mi + ni) · 4 + r] is row 16mi + g + 8(r/2),
+// feature 8ni + 2t + r%2 (g = lane/4, t = lane%4). The k loop stays rolled
+// up for the instruction cache (see tile_products).
+template <int kD, class AAt, class BAt>
+__device__ __forceinline__ void fragment_product(float (&acc)[kD], int d,
+                                                 int lane, const AAt& a_at,
+                                                 const BAt& b_at) {
+  constexpr int kBlocks = kD / 8;  // n8 blocks of features
+  int const g = lane >> 2, t = lane & 3;
+#pragma unroll 1
+  for (int ks = 0; ks < kLanes / 8; ++ks) {
+    Tf32Split a[2][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        a[mi][r] = split_tf32(
+            a_at(16 * mi + g + 8 * (r & 1), 8 * ks + t + 4 * (r >> 1)));
+#pragma unroll
+    for (int ni = 0; ni < kBlocks; ++ni) {
+      if (8 * ni >= d) break;
+      Tf32Split b[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        b[r] = split_tf32(b_at(8 * ks + t + 4 * r, 8 * ni + g));
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+        mma_3xtf32(acc + (kBlocks * mi + ni) * 4, a[mi], b);
+    }
+  }
+}
+
 // The tile's gradient products on tensor cores (3xTF32, d % 8 == 0),
 // centred on the strip's mean x row μ like the costs:
 //   gx (fragments, summed over the strip's tiles) += E (Y − μ),
 //   ∇y_j += 2w (Σ_l E_lj (y_j − μ) − Σ_l E_lj (x_l − μ)),
-// with E the tile's 32×32 block (rows l, columns j), zero outside the pair.
-// gx[(kD/8 · mi + ni) · 4 + r] holds ∇x's row 16mi + g + 8(r/2), feature
-// 8ni + 2t + r%2 (g = lane/4, t = lane%4). All 32 lanes must call it.
+// with E the tile's 32×32 block (rows l, columns j), zero outside the pair,
+// and gx in the fragments of fragment_product. All 32 lanes must call it.
 template <int kD>
 __device__ void tile_gradient_products(const Params& P, const Strip& s,
                                        const Ring& ring, const float* y_tile,
@@ -672,65 +705,21 @@ __device__ void tile_gradient_products(const Params& P, const Strip& s,
   auto e_at = [&](int l, int j) {
     return l < s.rows && j < cols ? ring.at(j0 + j, l) : 0.f;
   };
-  // ∇x: A = E (rows l, k = columns j), B = Y − μ (k = columns j). The k
-  // loops stay rolled up for the instruction cache (see tile_products).
+  // ∇x: A = E (rows l, k = columns j), B = Y − μ (k = columns j).
   if (o.grad_x)
-#pragma unroll 1
-    for (int ks = 0; ks < kLanes / 8; ++ks) {
-      Tf32Split e[2][4];
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-          e[mi][r] = split_tf32(
-              e_at(16 * mi + g + 8 * (r & 1), 8 * ks + t + 4 * (r >> 1)));
-#pragma unroll
-      for (int ni = 0; ni < kBlocks; ++ni) {
-        if (8 * ni >= d) break;
-        int const f = 8 * ni + g;
-        Tf32Split b[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          int const j = 8 * ks + t + 4 * r;
-          b[r] = split_tf32(j < cols ? y_tile[j * pitch + f] - mu[f] : 0.f);
-        }
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
-          mma_3xtf32(gx + (kBlocks * mi + ni) * 4, e[mi], b);
-      }
-    }
+    fragment_product<kD>(gx, d, s.lane, e_at, [&](int j, int f) {
+      return j < cols ? y_tile[j * pitch + f] - mu[f] : 0.f;
+    });
   if (!o.grad_y) return;
   // ∇y: A = Eᵀ (rows j, k = rows l), B = X − μ (k = rows l).
-  float gy[2][kBlocks][4];
+  float gy[kD];
 #pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < kBlocks; ++ni)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) gy[mi][ni][r] = 0.f;
-#pragma unroll 1
-  for (int ks = 0; ks < kLanes / 8; ++ks) {
-    Tf32Split et[2][4];
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        et[mi][r] = split_tf32(
-            e_at(8 * ks + t + 4 * (r >> 1), 16 * mi + g + 8 * (r & 1)));
-#pragma unroll
-    for (int ni = 0; ni < kBlocks; ++ni) {
-      if (8 * ni >= d) break;
-      int const f = 8 * ni + g;
-      Tf32Split b[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        int const l = 8 * ks + t + 4 * r;
-        b[r] = split_tf32(l < s.rows ? x_strip[l * pitch + f] - mu[f] : 0.f);
-      }
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi) mma_3xtf32(gy[mi][ni], et[mi], b);
-    }
-  }
+  for (int k = 0; k < kD; ++k) gy[k] = 0.f;
+  fragment_product<kD>(
+      gy, d, s.lane, [&](int j, int l) { return e_at(l, j); },
+      [&](int l, int f) {
+        return l < s.rows ? x_strip[l * pitch + f] - mu[f] : 0.f;
+      });
   // Σ_l E_lj of column j = lane.
   float col_sum = 0.f;
   for (int l = 0; l < s.rows; ++l) col_sum += e_at(l, s.lane);
@@ -748,9 +737,9 @@ __device__ void tile_gradient_products(const Params& P, const Strip& s,
         int const f = 8 * ni + 2 * t;
         if (f >= d) break;
         float const* y = y_tile + j * pitch + f;
-        atomic_add_pair(
-            out + f, two_w * (sum * (y[0] - mu[f]) - gy[mi][ni][2 * h]),
-            two_w * (sum * (y[1] - mu[f + 1]) - gy[mi][ni][2 * h + 1]));
+        float const* acc = gy + (kBlocks * mi + ni) * 4 + 2 * h;
+        atomic_add_pair(out + f, two_w * (sum * (y[0] - mu[f]) - acc[0]),
+                        two_w * (sum * (y[1] - mu[f + 1]) - acc[1]));
       }
     }
 }
