@@ -74,9 +74,14 @@ using softwave_perf::AllocationTracker;
 
 using Space = Kokkos::DefaultExecutionSpace;
 using Memory = Space::memory_space;
-using Series = Kokkos::View<float***, Kokkos::LayoutRight, Memory>;
+template <class T>
+using Series = Kokkos::View<T***, Kokkos::LayoutRight, Memory>;
 using Values = Kokkos::View<float*, Memory>;
 using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Memory>;
+
+// --softwave_input=float32|bfloat16|float16: the inputs' (and gradients')
+// type; values are float32 for all three.
+enum class Input { float32, bfloat16, float16 };
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -95,6 +100,7 @@ constexpr bool kHasSpecialised =
 Grid g_grid = Grid::cpu;
 int g_tile = 0;        // --softwave_tile
 bool g_checks = true;  // --softwave_checks=on|off: SoftDTWOptions::check_values
+Input g_input = Input::float32;
 
 // ---------------------------------------------------------------------------
 // Peer figures.
@@ -249,11 +255,12 @@ double specialised_formula_bytes(bool backward, double pairs, std::int64_t N,
 // ---------------------------------------------------------------------------
 
 // x ~ N(0, 1), filled once on the execution space.
-Series random_series(const std::string& label, std::int64_t B, std::int64_t N,
-                     std::int64_t d, std::uint64_t seed) {
-  Series v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), B, N, d);
+template <class T>
+Series<T> random_series(const std::string& label, std::int64_t B,
+                        std::int64_t N, std::int64_t d, std::uint64_t seed) {
+  Series<T> v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), B, N, d);
   Kokkos::Random_XorShift64_Pool<Space> pool(seed);
-  float* const data = v.data();
+  T* const data = v.data();
   std::int64_t const size = std::int64_t(v.size());
   constexpr std::int64_t chunk = 256;
   Kokkos::parallel_for(
@@ -264,15 +271,15 @@ Series random_series(const std::string& label, std::int64_t B, std::int64_t N,
         std::int64_t const end =
             (c + 1) * chunk < size ? (c + 1) * chunk : size;
         for (std::int64_t i = c * chunk; i < end; ++i)
-          data[i] = float(gen.normal());
+          data[i] = T(float(gen.normal()));
         pool.free_state(gen);
       });
   Kokkos::fence();
   return v;
 }
 
-void run_benchmark(benchmark::State& state, Kind kind,
-                   softwave::Kernel kernel) {
+template <class In>
+void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
   Space const space;
   std::int64_t B1, B2, N, d;
   if (kind == Kind::pairwise) {
@@ -296,11 +303,11 @@ void run_benchmark(benchmark::State& state, Kind kind,
   int const T = softwave::tile_size(space, options);
 
   // Inputs and outputs: allocated and initialised once, outside the timing.
-  Series const x = random_series("softwave_bench::x", B1, N, d, 12345);
-  Series const y = random_series("softwave_bench::y", B2, M, d, 67890);
+  auto const x = random_series<In>("softwave_bench::x", B1, N, d, 12345);
+  auto const y = random_series<In>("softwave_bench::y", B2, M, d, 67890);
   Values values;
   Matrix matrix;
-  softwave::SeriesGradients<float, Space> gradients;
+  softwave::SeriesGradients<In, Space> gradients;
   std::function<void()> call;
   double formula = 0;
   switch (kind) {
@@ -312,8 +319,8 @@ void run_benchmark(benchmark::State& state, Kind kind,
       break;
     case Kind::forward_backward:
       values = Values("softwave_bench::values", B1);
-      gradients.grad_x = Series("softwave_bench::grad_x", B1, N, d);
-      gradients.grad_y = Series("softwave_bench::grad_y", B1, M, d);
+      gradients.grad_x = Series<In>("softwave_bench::grad_x", B1, N, d);
+      gradients.grad_y = Series<In>("softwave_bench::grad_y", B1, M, d);
       call = [&] {
         softwave::soft_dtw_value_and_grad(space, x, y, values, gradients,
                                           options);
@@ -387,6 +394,18 @@ void run_benchmark(benchmark::State& state, Kind kind,
   }
 }
 
+void run_benchmark(benchmark::State& state, Kind kind,
+                   softwave::Kernel kernel) {
+  switch (g_input) {
+    case Input::float32:
+      return run_typed<float>(state, kind, kernel);
+    case Input::bfloat16:
+      return run_typed<softwave::bfloat16>(state, kind, kernel);
+    case Input::float16:
+      return run_typed<softwave::float16>(state, kind, kernel);
+  }
+}
+
 benchmark::internal::Benchmark* configure(benchmark::internal::Benchmark* b) {
   // Iterations: Google Benchmark's default min time (0.5 s, or
   // --benchmark_min_time) on the manual time; the large CPU shapes take
@@ -428,17 +447,34 @@ void register_grid(Grid grid) {
 }
 
 // Removes --softwave_grid=cpu|gpu, --softwave_tile=T (0: the library's
-// choice; to compare tile sizes in one run) and --softwave_checks=on|off (the
+// choice; to compare tile sizes in one run), --softwave_checks=on|off (the
 // data checks, one fence per call; off as in the torch front end on CUDA)
-// from argv; false on a bad value.
+// and --softwave_input=float32|bfloat16|float16 from argv; false on a bad
+// value.
 bool take_softwave_flags(int& argc, char** argv, Grid& grid, int& tile,
-                         bool& checks) {
+                         bool& checks, Input& input) {
   static constexpr char kFlag[] = "--softwave_grid=";
   static constexpr char kTile[] = "--softwave_tile=";
   static constexpr char kChecks[] = "--softwave_checks=";
+  static constexpr char kInput[] = "--softwave_input=";
   int kept = 1;
   bool ok = true;
   for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], kInput, sizeof(kInput) - 1) == 0) {
+      std::string const value = argv[i] + sizeof(kInput) - 1;
+      if (value == "float32") {
+        input = Input::float32;
+      } else if (value == "bfloat16") {
+        input = Input::bfloat16;
+      } else if (value == "float16") {
+        input = Input::float16;
+      } else {
+        std::cerr << "softwave_bench: --softwave_input must be float32, "
+                     "bfloat16 or float16\n";
+        ok = false;
+      }
+      continue;
+    }
     if (std::strncmp(argv[i], kChecks, sizeof(kChecks) - 1) == 0) {
       std::string const value = argv[i] + sizeof(kChecks) - 1;
       checks = value == "on";
@@ -479,7 +515,8 @@ bool take_softwave_flags(int& argc, char** argv, Grid& grid, int& tile,
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!take_softwave_flags(argc, argv, g_grid, g_tile, g_checks)) return 2;
+  if (!take_softwave_flags(argc, argv, g_grid, g_tile, g_checks, g_input))
+    return 2;
   Kokkos::initialize(argc, argv);  // strips --kokkos-* flags
   int rc = 0;
   {
@@ -494,6 +531,10 @@ int main(int argc, char** argv) {
       benchmark::AddCustomContext("kokkos_concurrency",
                                   std::to_string(space.concurrency()));
       benchmark::AddCustomContext("softwave_checks", g_checks ? "on" : "off");
+      benchmark::AddCustomContext("softwave_input",
+                                  g_input == Input::float32    ? "float32"
+                                  : g_input == Input::bfloat16 ? "bfloat16"
+                                                               : "float16");
       benchmark::AddCustomContext("kokkos_version",
                                   std::to_string(KOKKOS_VERSION));
       benchmark::AddCustomContext(

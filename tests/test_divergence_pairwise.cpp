@@ -15,7 +15,7 @@ template <class T>
 Results library_divergence(const Batch& x, const Batch& y, const Config& s, bool grads) {
   Space space;
   const auto dx = to_device<T>(x, "swt::x"), dy = to_device<T>(y, "swt::y");
-  auto values = output1<T>("swt::values", x.B);
+  auto values = output1<softwave::value_t<T>>("swt::values", x.B);
   if (!grads) {
     softwave::soft_dtw_divergence(space, dx, dy, values, s.options(), s.lengths());
     return {to_host(values), {}, {}, {}};
@@ -23,7 +23,7 @@ Results library_divergence(const Batch& x, const Batch& y, const Config& s, bool
   softwave::SeriesGradients<T, Space> g;
   g.grad_x = output3<T>("swt::grad_x", x.B, x.n, x.d);
   g.grad_y = output3<T>("swt::grad_y", y.B, y.n, y.d);
-  if (!s.grad_output.empty()) g.grad_output = to_device<T>(s.grad_output, "swt::grad_output");
+  if (!s.grad_output.empty()) g.grad_output = to_device<softwave::value_t<T>>(s.grad_output, "swt::grad_output");
   softwave::soft_dtw_divergence_value_and_grad(space, dx, dy, values, g, s.options(), s.lengths());
   return {to_host(values), to_host(g.grad_x), to_host(g.grad_y), {}};
 }
@@ -86,6 +86,8 @@ void divergence_sweep() {
 
 TEST(Divergence, SweepMatchesReferenceDouble) { divergence_sweep<double>(); }
 TEST(Divergence, SweepMatchesReferenceFloat) { divergence_sweep<float>(); }
+TEST(Divergence, SweepMatchesReferenceBFloat16) { divergence_sweep<softwave::bfloat16>(); }
+TEST(Divergence, SweepMatchesReferenceFloat16) { divergence_sweep<softwave::float16>(); }
 
 // D(x, x) = 0, and its gradient vanishes there (sdtw is symmetric).
 TEST(Divergence, ZeroOnIdenticalSeries) {
@@ -199,8 +201,8 @@ std::vector<double> library_pairwise(const Batch& x, const Batch& y, const Confi
                                      softwave::PairwiseValue what) {
   Space space;
   const auto dx = to_device<T>(x, "swt::x"), dy = to_device<T>(y, "swt::y");
-  Dev2<T> matrix("swt::matrix", x.B, y.B);
-  Kokkos::deep_copy(matrix, static_cast<T>(kSentinel));
+  Dev2<softwave::value_t<T>> matrix("swt::matrix", x.B, y.B);
+  Kokkos::deep_copy(matrix, static_cast<softwave::value_t<T>>(kSentinel));
   softwave::pairwise(space, dx, dy, matrix, s.options(), what, s.lengths());
   return to_host(matrix);
 }
@@ -256,6 +258,8 @@ void pairwise_sweep() {
 
 TEST(Pairwise, SweepMatchesReferenceDouble) { pairwise_sweep<double>(); }
 TEST(Pairwise, SweepMatchesReferenceFloat) { pairwise_sweep<float>(); }
+TEST(Pairwise, SweepMatchesReferenceBFloat16) { pairwise_sweep<softwave::bfloat16>(); }
+TEST(Pairwise, SweepMatchesReferenceFloat16) { pairwise_sweep<softwave::float16>(); }
 
 // X against itself: the soft-DTW matrix is symmetric, the divergence matrix
 // is symmetric with a zero diagonal.

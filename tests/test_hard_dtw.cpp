@@ -21,8 +21,8 @@ template <class T>
 PathResult library_path(const Batch& x, const Batch& y, const Config& s, bool with_values = true) {
   Space space;
   const auto dx = to_device<T>(x, "swt::x"), dy = to_device<T>(y, "swt::y");
-  Dev1<T> values;
-  if (with_values) values = output1<T>("swt::values", x.B);
+  Dev1<softwave::value_t<T>> values;
+  if (with_values) values = output1<softwave::value_t<T>>("swt::values", x.B);
   Dev3<int> path("swt::path", x.B, x.n + y.n - 1, 2);
   Dev1<int> length("swt::path_length", x.B);
   Kokkos::deep_copy(path, 12345);
@@ -161,6 +161,7 @@ void path_sweep() {
 
 TEST(DtwPath, SweepMatchesReferenceDouble) { path_sweep<double>(); }
 TEST(DtwPath, SweepValuesMatchReferenceFloat) { path_sweep<float>(); }
+TEST(DtwPath, SweepValuesMatchReferenceBFloat16) { path_sweep<softwave::bfloat16>(); }
 
 // Integer-valued inputs make many exact ties; the path must follow the
 // header's tie-break in float64 and float32 alike (costs are exact there).
@@ -191,6 +192,7 @@ void ties() {
 
 TEST(DtwPath, TieBreakDouble) { ties<double>(); }
 TEST(DtwPath, TieBreakFloat) { ties<float>(); }
+TEST(DtwPath, TieBreakFloat16) { ties<softwave::float16>(); }
 
 // Hand-checked: all costs 0, N = 3, M = 2: from (2,1) all three predecessors
 // tie and the diagonal (1,0) wins; (1,0) can only come from (0,0).

@@ -101,6 +101,47 @@ TEST(Specialised, CostTensorMatchesReference) {
   }
 }
 
+// One case on fresh inputs of type T: series (values, E, gradients) and a
+// cost tensor (values, grad_cost) against the reference.
+template <class T>
+void check_series_and_cost(Rng& rng, const Case& k) {
+  const auto [x, y] = case_inputs<T>(rng, k);
+  check_value_and_grad<T>(k, x, y);
+  Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
+  round_to<T>(c);
+  const Results want = reference_cost(c, k.setup);
+  const Results got = library_cost<T>(c, k.setup, true);
+  EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(),
+                          value_floor<T>(k, 2.0), "values"));
+  const double tol =
+      array_rtol<T>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
+  EXPECT_TRUE(
+      near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
+}
+
+// 16-bit inputs, read in place by the specialised kernels (vector loads of
+// four elements, scalar loads off the vector path) and accumulated in float:
+// every specialised case, series and cost tensors, against the reference on
+// the same rounded inputs.
+template <class H>
+void half_cases() {
+  SWT_SEEDED_RNG(rng);
+  for (const Case& k : specialised_cases(rng)) {
+    SCOPED_TRACE(k.str());
+    check_series_and_cost<H>(rng, k);
+  }
+}
+
+TEST(Specialised, BFloat16MatchesReference) {
+  SWT_NEEDS_SPECIALISED();
+  half_cases<softwave::bfloat16>();
+}
+
+TEST(Specialised, Float16MatchesReference) {
+  SWT_NEEDS_SPECIALISED();
+  half_cases<softwave::float16>();
+}
+
 // The backward kernel comes with one or two warps per strip (the library
 // picks by shape); each must match the reference on every case.
 TEST(Specialised, BothBackwardKernelsMatchReference) {
@@ -114,16 +155,7 @@ TEST(Specialised, BothBackwardKernelsMatchReference) {
     SWT_SEEDED_RNG(rng);
     for (const Case& k : specialised_cases(rng)) {
       SCOPED_TRACE(k.str() + " warps=" + std::to_string(warps));
-      const auto [x, y] = case_inputs<float>(rng, k);
-      check_value_and_grad<float>(k, x, y);
-      Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
-      round_to<float>(c);
-      const Results want = reference_cost(c, k.setup);
-      const Results got = library_cost<float>(c, k.setup, true);
-      const double tol =
-          array_rtol<float>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
-      EXPECT_TRUE(
-          near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
+      check_series_and_cost<float>(rng, k);
     }
   }
   EXPECT_THROW(softwave::impl::cuda_fused::set_backward_warps(3),

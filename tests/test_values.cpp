@@ -23,6 +23,8 @@ void sweep_values() {
 
 TEST(SoftDTWValues, SweepMatchesReferenceDouble) { sweep_values<double>(); }
 TEST(SoftDTWValues, SweepMatchesReferenceFloat) { sweep_values<float>(); }
+TEST(SoftDTWValues, SweepMatchesReferenceBFloat16) { sweep_values<softwave::bfloat16>(); }
+TEST(SoftDTWValues, SweepMatchesReferenceFloat16) { sweep_values<softwave::float16>(); }
 
 // Every (N_b, M_b) ∈ [1, 4]² in one padded batch (so lengths are exercised
 // too): the library's value equals −γ log Σ_paths exp(−cost/γ) (γ = 0: the
@@ -255,6 +257,8 @@ void sweep_cost_tensor(double lo) {
 
 TEST(SoftDTWCostTensor, SweepMatchesReferenceDouble) { sweep_cost_tensor<double>(0.0); }
 TEST(SoftDTWCostTensor, SweepMatchesReferenceFloat) { sweep_cost_tensor<float>(0.0); }
+TEST(SoftDTWCostTensor, SweepMatchesReferenceBFloat16) { sweep_cost_tensor<softwave::bfloat16>(0.0); }
+TEST(SoftDTWCostTensor, SweepMatchesReferenceFloat16) { sweep_cost_tensor<softwave::float16>(0.0); }
 // Any cost tensor is allowed, negative entries included.
 TEST(SoftDTWCostTensor, NegativeCostsMatchReference) { sweep_cost_tensor<double>(-1.0); }
 

@@ -3,6 +3,8 @@
 
 #include "softdtw_fused.hpp"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -166,6 +168,48 @@ struct HandoverReader {
   }
 };
 
+// Inputs are read as float from their storage, the kernels' In: float,
+// __nv_bfloat16 or __half (a template parameter, so the float kernels are
+// the same code as without 16-bit support), through the read-only cache.
+__device__ __forceinline__ float load1(const float* p) { return __ldg(p); }
+__device__ __forceinline__ float load1(const __nv_bfloat16* p) {
+  auto const h = __ldg(reinterpret_cast<const unsigned short*>(p));
+  return __uint_as_float(unsigned(h) << 16);
+}
+__device__ __forceinline__ float load1(const __half* p) {
+  auto const h = __ldg(reinterpret_cast<const unsigned short*>(p));
+  return __half2float(__ushort_as_half(h));
+}
+// Elements [0, 4) of p, aligned to 4 elements (see with_features).
+__device__ __forceinline__ float4 load4(const float* p) {
+  return __ldg(reinterpret_cast<const float4*>(p));
+}
+__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
+  uint2 const h = __ldg(reinterpret_cast<const uint2*>(p));
+  return make_float4(
+      __uint_as_float(h.x << 16), __uint_as_float(h.x & 0xffff0000u),
+      __uint_as_float(h.y << 16), __uint_as_float(h.y & 0xffff0000u));
+}
+__device__ __forceinline__ float4 load4(const __half* p) {
+  uint2 const h = __ldg(reinterpret_cast<const uint2*>(p));
+  float2 const a = __half22float2(*reinterpret_cast<const __half2*>(&h.x));
+  float2 const b = __half22float2(*reinterpret_cast<const __half2*>(&h.y));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+// Outputs in the inputs' storage (the alignment), rounded to nearest even.
+__device__ __forceinline__ void store1(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store1(__nv_bfloat16* p, float v) {
+  *p = __float2bfloat16_rn(v);
+}
+__device__ __forceinline__ void store1(__half* p, float v) {
+  *p = __float2half_rn(v);
+}
+
+template <class In>
+__device__ __forceinline__ const In* as(const void* p) {
+  return static_cast<const In*>(p);
+}
+
 // What one warp needs to know about its strip of one pair.
 struct Strip {
   std::int64_t p;         // pair, local to this launch
@@ -175,14 +219,15 @@ struct Strip {
   int rows;               // rows of this strip inside the pair
   int lane, i;            // lane and its row
   bool row_ok;            // lane < rows
-  const float* x;         // the pair's x series (N, d), or null
-  const float* y;         // the pair's y series (M, d), or null
+  const void* x;          // the pair's x series (N, d) of In, or null
+  const void* y;          // the pair's y series (M, d) of In, or null
   std::int64_t x_series;  // index of x in the batch (for grad_x)
   std::int64_t y_series;
 };
 
 // Takes the block's strip ticket (`slot`: the block's shared copy); false
 // when the block has no strip to run. Every thread of the block must call it.
+template <class In>
 __device__ bool take_strip(const Params& P, int which, bool bottom_up,
                            unsigned long long* slot, Strip& s) {
   std::int64_t const total = P.problem.pairs * P.strips;
@@ -209,8 +254,8 @@ __device__ bool take_strip(const Params& P, int which, bool bottom_up,
   s.rows = min(kLanes, s.n - kLanes * s.w);
   s.i = kLanes * s.w + s.lane;
   s.row_ok = s.lane < s.rows;
-  s.x = q.x ? q.x + s.x_series * q.n_max * q.d : nullptr;
-  s.y = q.y ? q.y + s.y_series * q.m_max * q.d : nullptr;
+  s.x = q.x ? as<In>(q.x) + s.x_series * q.n_max * q.d : nullptr;
+  s.y = q.y ? as<In>(q.y) + s.y_series * q.m_max * q.d : nullptr;
   return true;
 }
 
@@ -235,14 +280,13 @@ struct Ring {
 
 // Loads k < d of a row into registers (zeros beyond d). kVec: d % 4 == 0 and
 // the rows are 16-byte aligned.
-template <int kD, bool kVec>
-__device__ __forceinline__ void load_row(float (&r)[kD], const float* row,
-                                         int d) {
+template <int kD, bool kVec, class In>
+__device__ __forceinline__ void load_row(float (&r)[kD], const In* row, int d) {
   if constexpr (kVec) {
 #pragma unroll
     for (int k = 0; k < kD; k += 4) {
       float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (k < d) v = __ldg(reinterpret_cast<const float4*>(row + k));
+      if (k < d) v = load4(row + k);
       r[k] = v.x;
       r[k + 1] = v.y;
       r[k + 2] = v.z;
@@ -250,24 +294,23 @@ __device__ __forceinline__ void load_row(float (&r)[kD], const float* row,
     }
   } else {
 #pragma unroll
-    for (int k = 0; k < kD; ++k) r[k] = k < d ? __ldg(row + k) : 0.f;
+    for (int k = 0; k < kD; ++k) r[k] = k < d ? load1(row + k) : 0.f;
   }
 }
 
 // Copies rows [0, count) of a (·, d) row-major array into shared memory
 // (row pitch row_pitch<kVec>(d)), coalesced: all of it is in flight at once.
-template <bool kVec>
-__device__ __forceinline__ void stage_rows(float* to, const float* from,
-                                           int count, int d, int lane) {
+template <bool kVec, class In>
+__device__ __forceinline__ void stage_rows(float* to, const In* from, int count,
+                                           int d, int lane) {
   if constexpr (kVec) {
     int const per_row = d / 4, n = count * per_row;
     auto* t = reinterpret_cast<float4*>(to);
-    auto const* f = reinterpret_cast<const float4*>(from);
     for (int e = lane; e < n; e += kLanes)
-      t[e + e / per_row] = __ldg(f + e);  // pitch: per_row + 1 float4s
+      t[e + e / per_row] = load4(from + 4 * e);  // pitch: per_row + 1 float4s
   } else {
     for (int e = lane, n = count * d; e < n; e += kLanes)
-      to[e] = __ldg(from + e);
+      to[e] = load1(from + e);
   }
   __syncwarp();
 }
@@ -411,7 +454,7 @@ __device__ __forceinline__ bool tensor_core_gradients(int d) {
 // tile's y rows are staged in shared memory (`y_tile`), and lane l forms row
 // l's 32 squared distances from its x row in registers.
 
-template <int kD, bool kVec, bool kSeries>
+template <int kD, bool kVec, bool kSeries, class In>
 __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
                           float* y_tile, const float* x_strip, const float* mu,
                           float x_norm, int c) {
@@ -419,7 +462,8 @@ __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
   int const cols = min(kLanes, s.m - j0);
   int const d = P.problem.d;
   if constexpr (kSeries) {
-    stage_rows<kVec>(y_tile, s.y + std::int64_t(j0) * d, cols, d, s.lane);
+    stage_rows<kVec>(y_tile, as<In>(s.y) + std::int64_t(j0) * d, cols, d,
+                     s.lane);
     int const pitch = row_pitch<kVec>(d);
     if (uses_tensor_cores<kD, kVec>(d)) {
       // Tensor cores: C = ‖x − μ‖² + ‖y − μ‖² − 2 (x − μ)·(y − μ), clamped
@@ -444,7 +488,7 @@ __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
           }
     } else if (s.row_ok) {
       float xr[kD];
-      load_row<kD, kVec>(xr, s.x + std::int64_t(s.i) * d, d);
+      load_row<kD, kVec>(xr, as<In>(s.x) + std::int64_t(s.i) * d, d);
 #pragma unroll 4
       for (int q = 0; q < cols; ++q) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
@@ -460,10 +504,10 @@ __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
     // Lane q reads column j0 + q of every row: coalesced along the rows.
     if (s.lane < cols) {
       Problem const& q = P.problem;
-      const float* cost =
-          q.cost + (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 + s.lane;
+      const In* cost = as<In>(q.cost) +
+                       (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 + s.lane;
       for (int l = 0; l < s.rows; ++l)
-        ring.at(j0 + s.lane, l) = __ldg(cost + l * q.m_max);
+        ring.at(j0 + s.lane, l) = load1(cost + l * q.m_max);
     }
   }
   __syncwarp();
@@ -474,13 +518,13 @@ __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
 // ‖x_lane − μ‖². Centring keeps the norms of the norm expansion of the order
 // of the distances, so it cancels no digits (an offset in the data would
 // otherwise be squared into it).
-template <int kD, bool kVec, bool kSeries>
+template <int kD, bool kVec, bool kSeries, class In>
 __device__ __forceinline__ float stage_strip(const Params& P, const Strip& s,
                                              float* x_strip, float* mu) {
   if constexpr (!kSeries) return 0.f;
   int const d = P.problem.d, pitch = row_pitch<kVec>(d);
-  stage_rows<kVec>(x_strip, s.x + std::int64_t(kLanes) * s.w * d, s.rows, d,
-                   s.lane);
+  stage_rows<kVec>(x_strip, as<In>(s.x) + std::int64_t(kLanes) * s.w * d,
+                   s.rows, d, s.lane);
   if (!uses_tensor_cores<kD, kVec>(d)) return 0.f;
   for (int k = s.lane; k < d; k += kLanes) {
     float sum[4] = {0.f, 0.f, 0.f, 0.f};
@@ -607,7 +651,7 @@ __device__ __forceinline__ double* checkpoint(const Params& P, const Strip& s,
          s.lane;
 }
 
-template <int kD, bool kVec, bool kSeries, bool kCheckpoint>
+template <int kD, bool kVec, bool kSeries, class In, bool kCheckpoint>
 __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   extern __shared__ float shared[];
   using Layout = SharedLayout<kD, kSeries>;
@@ -617,8 +661,8 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   float* const x_strip = at.x_strip;
   float* const mu = at.mu;
   Strip s;
-  if (!take_strip(P, 0, /*bottom_up=*/false, at.ticket, s)) return;
-  float const x_norm = stage_strip<kD, kVec, kSeries>(P, s, x_strip, mu);
+  if (!take_strip<In>(P, 0, /*bottom_up=*/false, at.ticket, s)) return;
+  float const x_norm = stage_strip<kD, kVec, kSeries, In>(P, s, x_strip, mu);
   std::int64_t const slot = strip_slot(P, s, s.w);
   bool const has_below = kLanes * (s.w + 1) < s.n;
   double* bottom = has_below ? P.bottom + slot * P.problem.m_max : nullptr;
@@ -628,7 +672,8 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
   above.prefetch(0, s.lane);
   for (int c = 0, blocks = walk_blocks(s); c < blocks; ++c) {
     if (c < tiles)
-      load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, x_norm, c);
+      load_tile<kD, kVec, kSeries, In>(P, s, ring, y_tile, x_strip, mu, x_norm,
+                                       c);
     if constexpr (kCheckpoint) {
       double* ck = checkpoint(P, s, c);
       ck[0] = st.left;
@@ -746,7 +791,7 @@ __device__ void tile_gradient_products(const Params& P, const Strip& s,
 
 // The same products in FP32 FMAs (d < 16 or off the vector path): lane l
 // sums its row's E·y (∇x) and, as column j = l, its column's E·x (∇y).
-template <int kD, bool kVec>
+template <int kD, bool kVec, class In>
 __device__ void tile_gradients_fma(const Params& P, const Strip& s,
                                    const Ring& ring, const float* y_tile,
                                    const float* x_strip, int c, float weight,
@@ -777,7 +822,7 @@ __device__ void tile_gradients_fma(const Params& P, const Strip& s,
           [&](int k, float v) { acc[k] = fmaf(e, v, acc[k]); });
     }
     float yr[kD];
-    load_row<kD, kVec>(yr, s.y + std::int64_t(j) * d, d);
+    load_row<kD, kVec>(yr, as<In>(s.y) + std::int64_t(j) * d, d);
     float* gy = o.grad_y + (s.y_series * q.m_max + j) * d;
     float const two_w = 2.f * weight;
 #pragma unroll
@@ -801,7 +846,7 @@ __device__ void tile_gradients_fma(const Params& P, const Strip& s,
 
 // ∇x, ∇y and the alignment output of tile c, whose E is complete in the
 // ring. y_tile holds the tile's y rows, x_strip the strip's x rows.
-template <int kD, bool kVec, bool kSeries>
+template <int kD, bool kVec, bool kSeries, class In>
 __device__ void tile_outputs(const Params& P, const Strip& s, const Ring& ring,
                              const float* y_tile, const float* x_strip,
                              const float* mu, int c, float weight,
@@ -818,14 +863,15 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const Ring& ring,
                                    gx);
     }
     if (!tensor_cores)
-      tile_gradients_fma<kD, kVec>(P, s, ring, y_tile, x_strip, c, weight, gx);
+      tile_gradients_fma<kD, kVec, In>(P, s, ring, y_tile, x_strip, c, weight,
+                                       gx);
   }
   if (o.alignment && s.lane < cols) {
     float const factor = o.alignment_is_gradient ? weight : 1.f;
-    float* out =
-        o.alignment + (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 + s.lane;
+    In* out = static_cast<In*>(o.alignment) +
+              (s.g * q.n_max + kLanes * s.w) * q.m_max + j0 + s.lane;
     for (int l = 0; l < s.rows; ++l)
-      out[l * q.m_max] = factor * ring.at(j0 + s.lane, l);
+      store1(out + l * q.m_max, factor * ring.at(j0 + s.lane, l));
   }
 }
 
@@ -844,13 +890,13 @@ __device__ __forceinline__ HandoverReader<float> below_reader(const Params& P,
 // Block c of the backward's recompute: loads the costs of tile c − 1 (block
 // c's cells reach into it), restores the lane state the forward left at
 // block c and walks the block again, storing its soft-argmin weights.
-template <int kD, bool kVec, bool kSeries>
+template <int kD, bool kVec, bool kSeries, class In>
 __device__ __forceinline__ void recompute_block(
     const Params& P, const Strip& s, const Ring& ring, float* weights,
     float* y_tile, const float* x_strip, const float* mu, float x_norm, int c) {
   if (c >= 1)
-    load_tile<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, x_norm,
-                                 c - 1);
+    load_tile<kD, kVec, kSeries, In>(P, s, ring, y_tile, x_strip, mu, x_norm,
+                                     c - 1);
   double const* ck = checkpoint(P, s, c);
   WalkState st{ck[0], ck[kLanes]};
   HandoverReader<double> above = above_reader(P, s);
@@ -863,7 +909,7 @@ __device__ __forceinline__ void recompute_block(
 // the right with the weights of recompute_block, hands E·weight to the strip
 // above, and forms each tile's ∇x/∇y/alignment outputs once its E is
 // complete (after the walk of the block that ends it).
-template <int kD, bool kVec, bool kSeries>
+template <int kD, bool kVec, bool kSeries, class In>
 struct ExpectationWalk {
   float weight;  // scale · grad_output of the pair
   float* messages_up;
@@ -937,10 +983,10 @@ struct ExpectationWalk {
       if constexpr (kSeries)
         if (P.outputs.grad_x ||
             (P.outputs.grad_y && tensor_core_gradients<kD, kVec>(q.d)))
-          stage_rows<kVec>(y_tile, s.y + std::int64_t(kLanes * b) * q.d,
+          stage_rows<kVec>(y_tile, as<In>(s.y) + std::int64_t(kLanes * b) * q.d,
                            min(kLanes, s.m - kLanes * b), q.d, s.lane);
-      tile_outputs<kD, kVec, kSeries>(P, s, ring, y_tile, x_strip, mu, b,
-                                      weight, gx);
+      tile_outputs<kD, kVec, kSeries, In>(P, s, ring, y_tile, x_strip, mu, b,
+                                          weight, gx);
     }
     __syncwarp();
   }
@@ -978,7 +1024,7 @@ struct ExpectationWalk {
           }
       } else if (s.row_ok) {
         float xr[kD];
-        load_row<kD, kVec>(xr, s.x + std::int64_t(s.i) * d, d);
+        load_row<kD, kVec>(xr, as<In>(s.x) + std::int64_t(s.i) * d, d);
         float* out = P.outputs.grad_x + (s.x_series * q.n_max + s.i) * d;
 #pragma unroll
         for (int k = 0; k < kD; ++k)
@@ -1003,7 +1049,7 @@ struct ExpectationWalk {
 // [32c + 32, 32c + 63] and reads E at [32c + 32, 32c + 94] (E of block c + 2
 // from the phase before included). The windows are disjoint modulo 128, so
 // one barrier per phase orders everything.
-template <int kD, bool kVec, bool kSeries, int kWarps>
+template <int kD, bool kVec, bool kSeries, class In, int kWarps>
 __global__ void __launch_bounds__(kWarps* kLanes)
     backward_kernel(const Params P) {
   extern __shared__ float shared[];
@@ -1011,23 +1057,23 @@ __global__ void __launch_bounds__(kWarps* kLanes)
   auto const at = Layout::carve(shared, kWarps);
   Ring const ring{at.ring, Layout::ring_steps(kWarps) - 1};
   Strip s;
-  if (!take_strip(P, 1, /*bottom_up=*/true, at.ticket, s)) return;
+  if (!take_strip<In>(P, 1, /*bottom_up=*/true, at.ticket, s)) return;
   bool const recomputes = kWarps == 1 || threadIdx.x < kLanes;  // warp 0
   float x_norm = 0.f;
   if (recomputes)
-    x_norm = stage_strip<kD, kVec, kSeries>(P, s, at.x_strip, at.mu);
+    x_norm = stage_strip<kD, kVec, kSeries, In>(P, s, at.x_strip, at.mu);
   if constexpr (kWarps > 1) __syncthreads();  // both warps read x_strip, μ
 
   int const tiles = (s.m + kLanes - 1) / kLanes;
   int const blocks = walk_blocks(s);
-  ExpectationWalk<kD, kVec, kSeries> e(P, s, blocks);
+  ExpectationWalk<kD, kVec, kSeries, In> e(P, s, blocks);
   if (recomputes && blocks - 1 < tiles)
-    load_tile<kD, kVec, kSeries>(P, s, ring, at.y_tile, at.x_strip, at.mu,
-                                 x_norm, blocks - 1);
+    load_tile<kD, kVec, kSeries, In>(P, s, ring, at.y_tile, at.x_strip, at.mu,
+                                     x_norm, blocks - 1);
   if constexpr (kWarps == 1) {
     for (int c = blocks - 1; c >= 0; --c) {
-      recompute_block<kD, kVec, kSeries>(P, s, ring, at.weights, at.y_tile,
-                                         at.x_strip, at.mu, x_norm, c);
+      recompute_block<kD, kVec, kSeries, In>(P, s, ring, at.weights, at.y_tile,
+                                             at.x_strip, at.mu, x_norm, c);
       e.block(P, s, ring, at.weights, at.y_tile, at.x_strip, at.mu, c, tiles);
     }
   } else {
@@ -1038,8 +1084,8 @@ __global__ void __launch_bounds__(kWarps* kLanes)
     for (int f = 0; f <= blocks; ++f) {
       int const c = blocks - 1 - f;
       if (recomputes && c >= 0)
-        recompute_block<kD, kVec, kSeries>(P, s, ring, weights_of(c), at.y_tile,
-                                           at.x_strip, at.mu, x_norm, c);
+        recompute_block<kD, kVec, kSeries, In>(
+            P, s, ring, weights_of(c), at.y_tile, at.x_strip, at.mu, x_norm, c);
       else if (!recomputes && c + 1 < blocks)
         e.block(P, s, ring, weights_of(c + 1), at.y_tile_e, at.x_strip, at.mu,
                 c + 1, tiles);
@@ -1102,12 +1148,33 @@ Layout layout(std::int64_t pairs, int strips, int blocks, std::int64_t m_max,
   return l;
 }
 
+template <class U>
+struct TypeTag {
+  using type = U;
+};
+
+// Calls f(TypeTag<In>{}) with the inputs' element type.
+template <class F>
+void with_storage(Storage storage, const F& f) {
+  switch (storage) {
+    case Storage::float32:
+      return f(TypeTag<float>{});
+    case Storage::bfloat16:
+      return f(TypeTag<__nv_bfloat16>{});
+    case Storage::float16:
+      return f(TypeTag<__half>{});
+  }
+  throw std::logic_error("softwave::softdtw::fused: unknown storage");
+}
+
 // Calls f(std::integral_constant<int, kD>, std::bool_constant<kVec>).
 template <class F>
 void with_features(const Problem& q, const F& f) {
+  // Four elements at a time: 16 bytes of float, 8 of a 16-bit type.
+  std::uintptr_t const four = q.storage == Storage::float32 ? 16 : 8;
   bool const vec = q.d % 4 == 0 &&
-                   reinterpret_cast<std::uintptr_t>(q.x) % 16 == 0 &&
-                   reinterpret_cast<std::uintptr_t>(q.y) % 16 == 0;
+                   reinterpret_cast<std::uintptr_t>(q.x) % four == 0 &&
+                   reinterpret_cast<std::uintptr_t>(q.y) % four == 0;
   auto pick = [&](auto kd) {
     if constexpr (decltype(kd)::value % 4 == 0) {
       if (vec) return f(kd, std::true_type{});
@@ -1162,23 +1229,23 @@ bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
 
 std::atomic<int> forced_backward_warps{0};
 
-template <int kD, bool kVec, bool kSeries>
+template <int kD, bool kVec, bool kSeries, class In>
 void launch(cudaStream_t stream, int device, const Params& P, bool backward) {
   std::int64_t const strips = P.problem.pairs * P.strips;
   unsigned const grid = unsigned(strips);
   using Layout = SharedLayout<kD, kSeries>;
   std::size_t const forward_smem = Layout::bytes(0);
   if (!backward) {
-    forward_kernel<kD, kVec, kSeries, false>
+    forward_kernel<kD, kVec, kSeries, In, false>
         <<<grid, kLanes, forward_smem, stream>>>(P);
     check(cudaGetLastError(), "forward kernel launch");
     return;
   }
-  forward_kernel<kD, kVec, kSeries, true>
+  forward_kernel<kD, kVec, kSeries, In, true>
       <<<grid, kLanes, forward_smem, stream>>>(P);
   check(cudaGetLastError(), "forward kernel launch");
-  auto const one = backward_kernel<kD, kVec, kSeries, 1>;
-  auto const two = backward_kernel<kD, kVec, kSeries, 2>;
+  auto const one = backward_kernel<kD, kVec, kSeries, In, 1>;
+  auto const two = backward_kernel<kD, kVec, kSeries, In, 2>;
   KernelFit const fit_one = fit_kernel(one, kLanes, Layout::bytes(1), device);
   KernelFit const fit_two =
       fit_kernel(two, 2 * kLanes, Layout::bytes(2), device);
@@ -1227,14 +1294,17 @@ void run(const Kokkos::Cuda& space, Problem problem, double* values,
     check(cudaMemsetAsync(buffer.at<char>(l.bottom), 0xff, rows_end - l.bottom,
                           stream),
           "workspace reset");
-    if (problem.cost) {
-      launch<1, false, false>(stream, device, P, backward);
-    } else {
-      with_features(problem, [&](auto kd, auto vec) {
-        launch<decltype(kd)::value, decltype(vec)::value, true>(stream, device,
-                                                                P, backward);
-      });
-    }
+    with_storage(problem.storage, [&](auto in) {
+      using In = typename decltype(in)::type;
+      if (problem.cost) {
+        launch<1, false, false, In>(stream, device, P, backward);
+      } else {
+        with_features(problem, [&](auto kd, auto vec) {
+          launch<decltype(kd)::value, decltype(vec)::value, true, In>(
+              stream, device, P, backward);
+        });
+      }
+    });
   }
 }
 

@@ -33,6 +33,11 @@
 // strip, the recompute of one block overlaps E's walk through the block
 // before; with one (chosen where residency matters more), they alternate.
 //
+// Inputs are float, bfloat16 or float16 (Problem::storage; the kernels are
+// instantiated per storage, so float runs the same code as before 16-bit
+// support), widened to float as they are staged; the alignment output is
+// written in the same storage, the gradients always in float.
+//
 // Numerics: R is carried in double (adds only); the soft-min's exponentials
 // and logarithm use the float special-function unit on differences that are
 // ≤ 0 and formed in double, so no digits are lost to the size of R.
@@ -45,12 +50,17 @@ namespace softwave::impl::cuda_fused {
 // Widest feature count handled with the x row in registers.
 constexpr int max_features = 64;
 
+// How the inputs (x and y, or cost) and the alignment output are stored.
+// 16-bit inputs are read as they are and widened to float on chip.
+enum class Storage { float32, bfloat16, float16 };
+
 struct Problem {
   // Squared-Euclidean series (x, y) or a cost tensor (cost), row-major and
   // contiguous: x (Bx, N, d), y (By, M, d), cost (P, N, M).
-  const float* x = nullptr;
-  const float* y = nullptr;
-  const float* cost = nullptr;
+  const void* x = nullptr;
+  const void* y = nullptr;
+  const void* cost = nullptr;
+  Storage storage = Storage::float32;
   int d = 0;
   std::int64_t n_max = 0, m_max = 0;
   const int* lengths_x = nullptr;  // indexed by the x series, or null
@@ -63,9 +73,10 @@ struct Problem {
 };
 
 struct Outputs {
-  float* grad_x = nullptr;             // added to; may be null
-  float* grad_y = nullptr;             // added to (atomically); may be null
-  float* alignment = nullptr;          // written where in the pair; may be null
+  float* grad_x = nullptr;    // added to; may be null
+  float* grad_y = nullptr;    // added to (atomically); may be null
+  void* alignment = nullptr;  // written where in the pair, stored like the
+                              // inputs (Problem::storage); may be null
   bool alignment_is_gradient = false;  // write weight·E instead of E
   const float* grad_output = nullptr;  // (pairs,) or null for ones
   double scale = 1;

@@ -205,3 +205,46 @@ def test_cuda_kernels_agree_with_cpu(rng, kernel):
     np.testing.assert_allclose(v.detach().cpu().double().numpy(), v64, rtol=1e-5)
     np.testing.assert_allclose(xc.grad.cpu().double().numpy(), gx64, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(yc.grad.cpu().double().numpy(), gy64, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("half", [torch.bfloat16, torch.float16])
+def test_half_inputs_are_read_natively(rng, device, half):
+    """16-bit tensors go in as they are: values float32, gradients in the
+    input dtype within one rounding of the float64 result on the same
+    (rounded) numbers; the cost tensor, pairwise (with its backward) and the
+    divergence take them too."""
+    x, y = tensors(rng, (3, 40, 16), (3, 33, 16), dtype=half, device=device)
+    v = swt.soft_dtw(x, y, 0.1)
+    (v * torch.tensor([1.0, -0.5, 2.0], device=device)).sum().backward()
+    assert v.dtype == torch.float32 and x.grad.dtype == half and y.grad.dtype == half
+    x64, y64 = x.detach().double().cpu().numpy(), y.detach().double().cpu().numpy()
+    v64, gx64, gy64 = swn.soft_dtw_value_and_grad(x64, y64, 0.1, grad_output=np.array([1.0, -0.5, 2.0]))
+    np.testing.assert_allclose(v.detach().cpu().numpy(), v64, rtol=1e-5)
+    # Half an ulp of the largest entry: 2^-8 (bfloat16) or 2^-11 (float16) relative.
+    ulp = 2.0**-8 if half == torch.bfloat16 else 2.0**-11
+    for got, want in ((x.grad, gx64), (y.grad, gy64)):
+        got = got.double().cpu().numpy()
+        assert np.max(np.abs(got - want)) <= 2.5 * ulp * np.max(np.abs(want))
+
+    cost = torch.cdist(x.detach().float(), y.detach().float()).pow(2).to(half).requires_grad_()
+    vc = swt.soft_dtw_cost(cost, 0.1)
+    vc.sum().backward()
+    assert vc.dtype == torch.float32 and cost.grad.dtype == half
+    vc32 = swt.soft_dtw_cost(cost.detach().float(), 0.1)
+    torch.testing.assert_close(vc, vc32, rtol=1e-5, atol=1e-5)
+
+    xs, ys = x.detach().requires_grad_(), y.detach().requires_grad_()
+    matrix = swt.pairwise(xs, ys, 0.1)
+    matrix.sum().backward()
+    assert matrix.dtype == torch.float32 and xs.grad.dtype == half
+    m32 = swt.pairwise(xs.detach().float(), ys.detach().float(), 0.1)
+    torch.testing.assert_close(matrix, m32, rtol=1e-5, atol=1e-4)
+    xf = xs.detach().float().requires_grad_()
+    swt.pairwise(xf, ys.detach().float(), 0.1).sum().backward()
+    torch.testing.assert_close(xs.grad.float(), xf.grad, rtol=2 * ulp, atol=2 * ulp * xf.grad.abs().max().item())
+
+    d = swt.soft_dtw_divergence(x.detach(), y.detach(), 0.1)
+    assert d.dtype == torch.float32
+    torch.testing.assert_close(d, swt.soft_dtw_divergence(x.detach().float(), y.detach().float(), 0.1),
+                               rtol=1e-5, atol=1e-4)

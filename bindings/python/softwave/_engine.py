@@ -34,6 +34,10 @@ class Adapter:
     def int32_dtype(self) -> Any:  # pragma: no cover
         raise NotImplementedError
 
+    def value_dtype(self, like: Any) -> Any:
+        """The dtype of values and matrices for inputs like `like` (None: its own)."""
+        return None
+
 
 def as_batch(name: str, a: Any, other_ndim: Optional[int] = None):
     """(B, N, d) view of a batch, one multivariate series (N, d) or one
@@ -73,7 +77,7 @@ def soft_dtw(
     """values (B,) and, as asked, ∇x, ∇y (of Σ grad_output·values) and E."""
     batch, n, d = x.shape
     m = y.shape[1]
-    values = adapter.empty((batch,), x)
+    values = adapter.empty((batch,), x, adapter.value_dtype(x))
     gx = adapter.empty(x.shape, x) if grad_x else None
     gy = adapter.empty(y.shape, y) if grad_y else None
     e = adapter.empty((batch, n, m), x) if alignment else None
@@ -87,7 +91,7 @@ def soft_dtw(
 
 
 def soft_dtw_cost(adapter: Adapter, cost, opts: Options, *, grad: bool = False, grad_output=None, lengths_x=None, lengths_y=None):
-    values = adapter.empty((cost.shape[0],), cost)
+    values = adapter.empty((cost.shape[0],), cost, adapter.value_dtype(cost))
     gc = adapter.empty(cost.shape, cost) if grad else None
     _core.soft_dtw_cost(
         cost, values, gc, grad_output,
@@ -98,7 +102,7 @@ def soft_dtw_cost(adapter: Adapter, cost, opts: Options, *, grad: bool = False, 
 
 
 def pairwise(adapter: Adapter, x, y, opts: Options, *, divergence: bool = False, lengths_x=None, lengths_y=None):
-    matrix = adapter.empty((x.shape[0], y.shape[0]), x)
+    matrix = adapter.empty((x.shape[0], y.shape[0]), x, adapter.value_dtype(x))
     _core.pairwise(
         x, y, matrix,
         lengths_of(adapter, lengths_x, x), lengths_of(adapter, lengths_y, x),
@@ -113,7 +117,7 @@ def dtw_path(adapter: Adapter, x, y, opts: Options, *, lengths_x=None, lengths_y
     path lengths (B,)."""
     batch, n, _ = x.shape
     m = y.shape[1]
-    values = adapter.empty((batch,), x)
+    values = adapter.empty((batch,), x, adapter.value_dtype(x))
     path = adapter.empty((batch, n + m - 1, 2), x, adapter.int32_dtype())
     length = adapter.empty((batch,), x, adapter.int32_dtype())
     _core.dtw_path(

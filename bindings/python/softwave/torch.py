@@ -3,8 +3,9 @@
 Tensors stay where they are (CPU, or CUDA in a CUDA build of softwave) and
 are passed to the core without copies; CUDA work is queued on the current
 stream of the tensors' device (``torch.cuda.current_stream()``). float32 and
-float64 run as given; float16 and bfloat16 are computed in float32 (values in
-float32, gradients in the input dtype).
+float64 run as given; float16 and bfloat16 are read as they are (no float32
+copy is made) and computed with float32 accumulation: values come out in
+float32, gradients in the input dtype, rounded once.
 
 When an input requires grad, the forward computes the gradients too, in the
 same fused pass (no B×N×M table is ever kept); backward only scales them by
@@ -66,6 +67,9 @@ class _TorchAdapter(_engine.Adapter):
     def int32_dtype(self):
         return torch.int32
 
+    def value_dtype(self, like):
+        return _value_dtype(like.dtype)
+
 
 _adapter = _TorchAdapter()
 
@@ -83,7 +87,11 @@ def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
             raise ValueError(f"softwave: x is on {x.device} but y is on {y.device}; move them to one device")
         if x.dtype != y.dtype:
             raise TypeError(f"softwave: x is {x.dtype} but y is {y.dtype}; pass one dtype")
-    dtype = tensors[0].dtype
+    return tensors[0].dtype
+
+
+def _value_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of values (and of their incoming gradients) for inputs of dtype."""
     return torch.float32 if dtype in _HALVES else dtype
 
 
@@ -261,9 +269,11 @@ class _PairwiseFunction(torch.autograd.Function):
     def backward(ctx, grad_matrix):
         x, y, lx, ly = ctx.saved_tensors
         b1, b2 = x.shape[0], y.shape[0]
-        grad_x = torch.zeros_like(x) if ctx.needs_input_grad[0] else None
-        grad_y = torch.zeros_like(y) if ctx.needs_input_grad[1] else None
-        weights = grad_matrix.to(x.dtype).reshape(-1).contiguous()
+        # Summed over chunks in the value dtype (float32 for 16-bit inputs).
+        wide = _value_dtype(x.dtype)
+        grad_x = torch.zeros(x.shape, dtype=wide, device=x.device) if ctx.needs_input_grad[0] else None
+        grad_y = torch.zeros(y.shape, dtype=wide, device=y.device) if ctx.needs_input_grad[1] else None
+        weights = grad_matrix.to(wide).reshape(-1).contiguous()
         # Pairs per chunk: keep the expanded copies of x and y near 256 MiB.
         pair_bytes = 2 * (x[0].numel() + y[0].numel()) * x.element_size()
         chunk = max(1, min(b1 * b2, (256 << 20) // max(1, pair_bytes)))
@@ -278,9 +288,9 @@ class _PairwiseFunction(torch.autograd.Function):
                 lengths_y=None if ly is None else ly.index_select(0, j),
             )
             if grad_x is not None:
-                grad_x.index_add_(0, i, gx)
+                grad_x.index_add_(0, i, gx.to(wide))
             if grad_y is not None:
-                grad_y.index_add_(0, j, gy)
+                grad_y.index_add_(0, j, gy.to(wide))
         return (
             None if grad_x is None else grad_x.to(ctx.input_dtypes[0]),
             None if grad_y is None else grad_y.to(ctx.input_dtypes[1]),

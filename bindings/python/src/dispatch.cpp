@@ -27,6 +27,10 @@ const char* dtype_name(DType dtype) {
       return "float32";
     case DType::float64:
       return "float64";
+    case DType::bfloat16:
+      return "bfloat16";
+    case DType::float16:
+      return "float16";
     case DType::int32:
       return "int32";
     default:
@@ -157,21 +161,38 @@ Kokkos::Cuda cuda_instance(std::uintptr_t stream) {
 // Whether initialize() started Kokkos (and so finalize() may end it).
 bool kokkos_started_here = false;
 
+// Whether an entry point takes 16-bit inputs (the Soft-DTW ones do; the
+// barycenter optimiser works in float32 or float64).
+enum class Halves { accepted, refused };
+
 // Calls run(space, T{}) with the execution space the arrays live on and
 // their float type, after checking that `first` is a float array and the
 // others share its device.
 template <class Run>
 void with_space(const Settings& settings, const Borrowed& first,
-                std::initializer_list<const Borrowed*> others, Run&& run) {
+                std::initializer_list<const Borrowed*> others, Halves halves,
+                Run&& run) {
   check_same_device(first, others);
-  if (first.dtype != DType::float32 && first.dtype != DType::float64)
-    throw_invalid_argument(first.name, " must be float32 or float64 (got ",
-                           dtype_name(first.dtype), ")");
+  bool const half =
+      first.dtype == DType::bfloat16 || first.dtype == DType::float16;
+  if (first.dtype != DType::float32 && first.dtype != DType::float64 &&
+      !(half && halves == Halves::accepted))
+    throw_invalid_argument(first.name, " must be ",
+                           halves == Halves::accepted
+                               ? "float32, float64, bfloat16 or float16"
+                               : "float32 or float64",
+                           " (got ", dtype_name(first.dtype), ")");
   auto run_typed = [&](const auto& space) {
-    if (first.dtype == DType::float32)
-      run(space, float{});
-    else
-      run(space, double{});
+    switch (first.dtype) {
+      case DType::float32:
+        return run(space, float{});
+      case DType::float64:
+        return run(space, double{});
+      case DType::bfloat16:
+        return run(space, bfloat16{});
+      default:
+        return run(space, float16{});
+    }
   };
   if (first.device == Device::cpu) {
     run_typed(Kokkos::DefaultHostExecutionSpace());
@@ -197,15 +218,30 @@ void with_space(const Settings& settings, const Borrowed& first,
 }
 
 template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::float32;
+  if constexpr (std::is_same_v<T, double>) return DType::float64;
+  if constexpr (std::is_same_v<T, bfloat16>) return DType::bfloat16;
+  return DType::float16;
+}
+
+// `same` share first's float type T; `values` (values, grad_output,
+// matrices) have type value_t<T>: float32 for 16-bit inputs, else T.
+template <class T>
 void check_float(const Borrowed& first,
-                 std::initializer_list<const Borrowed*> others) {
-  const DType dtype =
-      std::is_same_v<T, float> ? DType::float32 : DType::float64;
-  for (const Borrowed* a : others)
+                 std::initializer_list<const Borrowed*> same,
+                 std::initializer_list<const Borrowed*> values = {}) {
+  const DType dtype = dtype_of<T>(), value_dtype = dtype_of<value_t<T>>();
+  for (const Borrowed* a : same)
     if (a->given() && a->dtype != dtype)
       throw_invalid_argument(a->name, " is ", dtype_name(a->dtype), " but ",
                              first.name, " is ", dtype_name(dtype),
                              "; the arrays of a call share one float type");
+  for (const Borrowed* a : values)
+    if (a->given() && a->dtype != value_dtype)
+      throw_invalid_argument(a->name, " is ", dtype_name(a->dtype), " but ",
+                             first.name, " is ", dtype_name(dtype), ", so ",
+                             a->name, " must be ", dtype_name(value_dtype));
 }
 
 }  // namespace
@@ -223,33 +259,34 @@ void soft_dtw(const Settings& settings, const Borrowed& x, const Borrowed& y,
   check_rank(grad_y, 3, "(B, M, d)");
   check_rank(alignment, 3, "(B, N, M)");
   check_rank(grad_output, 1, "(B,)");
-  with_space(
-      settings, x,
-      {&y, &values, &grad_x, &grad_y, &alignment, &grad_output, &lengths_x,
-       &lengths_y},
-      [&](const auto& space, auto zero) {
-        using Space = std::decay_t<decltype(space)>;
-        using T = decltype(zero);
-        check_float<T>(
-            x, {&y, &values, &grad_x, &grad_y, &alignment, &grad_output});
-        const auto lengths = lengths_of<Space>(lengths_x, lengths_y);
-        const auto xv = view3<const T, Space>(x);
-        const auto yv = view3<const T, Space>(y);
-        const auto out = view1<T, Space>(values);
-        const bool backward =
-            grad_x.given() || grad_y.given() || alignment.given();
-        SeriesGradients<T, Space> gradients{
-            view3<T, Space>(grad_x), view3<T, Space>(grad_y),
-            view3<T, Space>(alignment), view1<const T, Space>(grad_output)};
-        if (divergence)
-          impl::soft_dtw_divergence<Space, T>(space, xv, yv, out,
-                                              backward ? &gradients : nullptr,
-                                              options, lengths);
-        else
-          impl::soft_dtw<Space, T>(space, xv, yv, out,
-                                   backward ? &gradients : nullptr, options,
-                                   lengths);
-      });
+  with_space(settings, x,
+             {&y, &values, &grad_x, &grad_y, &alignment, &grad_output,
+              &lengths_x, &lengths_y},
+             Halves::accepted, [&](const auto& space, auto zero) {
+               using Space = std::decay_t<decltype(space)>;
+               using T = decltype(zero);
+               using V = value_t<T>;
+               check_float<T>(x, {&y, &grad_x, &grad_y, &alignment},
+                              {&values, &grad_output});
+               const auto lengths = lengths_of<Space>(lengths_x, lengths_y);
+               const auto xv = view3<const T, Space>(x);
+               const auto yv = view3<const T, Space>(y);
+               const auto out = view1<V, Space>(values);
+               const bool backward =
+                   grad_x.given() || grad_y.given() || alignment.given();
+               SeriesGradients<T, Space> gradients{
+                   view3<T, Space>(grad_x), view3<T, Space>(grad_y),
+                   view3<T, Space>(alignment),
+                   view1<const V, Space>(grad_output)};
+               if (divergence)
+                 impl::soft_dtw_divergence<Space, T>(
+                     space, xv, yv, out, backward ? &gradients : nullptr,
+                     options, lengths);
+               else
+                 impl::soft_dtw<Space, T>(space, xv, yv, out,
+                                          backward ? &gradients : nullptr,
+                                          options, lengths);
+             });
 }
 
 void soft_dtw_cost(const Settings& settings, const Borrowed& cost,
@@ -263,15 +300,16 @@ void soft_dtw_cost(const Settings& settings, const Borrowed& cost,
   check_rank(grad_output, 1, "(B,)");
   with_space(settings, cost,
              {&values, &grad_cost, &grad_output, &lengths_x, &lengths_y},
-             [&](const auto& space, auto zero) {
+             Halves::accepted, [&](const auto& space, auto zero) {
                using Space = std::decay_t<decltype(space)>;
                using T = decltype(zero);
-               check_float<T>(cost, {&values, &grad_cost, &grad_output});
+               using V = value_t<T>;
+               check_float<T>(cost, {&grad_cost}, {&values, &grad_output});
                CostGradients<T, Space> gradients{
                    view3<T, Space>(grad_cost),
-                   view1<const T, Space>(grad_output)};
+                   view1<const V, Space>(grad_output)};
                impl::soft_dtw_cost<Space, T>(
-                   space, view3<const T, Space>(cost), view1<T, Space>(values),
+                   space, view3<const T, Space>(cost), view1<V, Space>(values),
                    grad_cost.given() ? &gradients : nullptr, options,
                    lengths_of<Space>(lengths_x, lengths_y));
              });
@@ -285,14 +323,14 @@ void pairwise(const Settings& settings, const Borrowed& x, const Borrowed& y,
   check_rank(y, 3, "(B2, M, d)");
   check_rank(matrix, 2, "(B1, B2)");
   with_space(
-      settings, x, {&y, &matrix, &lengths_x, &lengths_y},
+      settings, x, {&y, &matrix, &lengths_x, &lengths_y}, Halves::accepted,
       [&](const auto& space, auto zero) {
         using Space = std::decay_t<decltype(space)>;
         using T = decltype(zero);
-        check_float<T>(x, {&y, &matrix});
+        check_float<T>(x, {&y}, {&matrix});
         impl::pairwise<Space, T>(
             space, view3<const T, Space>(x), view3<const T, Space>(y),
-            view2<T, Space>(matrix),
+            view2<value_t<T>, Space>(matrix),
             divergence ? PairwiseValue::divergence : PairwiseValue::soft_dtw,
             options, lengths_of<Space>(lengths_x, lengths_y));
       });
@@ -312,13 +350,13 @@ void dtw_path(const Settings& settings, const Borrowed& x, const Borrowed& y,
   check_dtype(path_length, DType::int32);
   with_space(settings, x,
              {&y, &values, &path, &path_length, &lengths_x, &lengths_y},
-             [&](const auto& space, auto zero) {
+             Halves::accepted, [&](const auto& space, auto zero) {
                using Space = std::decay_t<decltype(space)>;
                using T = decltype(zero);
-               check_float<T>(x, {&y, &values});
+               check_float<T>(x, {&y}, {&values});
                impl::dtw_path<Space, T>(
                    space, view3<const T, Space>(x), view3<const T, Space>(y),
-                   view1<T, Space>(values), view3<int, Space>(path),
+                   view1<value_t<T>, Space>(values), view3<int, Space>(path),
                    view1<int, Space>(path_length), options,
                    lengths_of<Space>(lengths_x, lengths_y));
              });
@@ -343,15 +381,20 @@ BarycenterResult barycenter(const Settings& settings,
   check_rank(lengths, 1, "(B,)");
   check_dtype(lengths, DType::int32);
   BarycenterReport report;
-  with_space(
-      settings, X, {&z, &weights, &lengths}, [&](const auto& space, auto zero) {
-        using Space = std::decay_t<decltype(space)>;
-        using T = decltype(zero);
-        check_float<T>(X, {&z, &weights});
-        report = softwave::barycenter(
-            space, view3<const T, Space>(X), view2<T, Space>(z), options,
-            view1<const T, Space>(weights), view1<const int, Space>(lengths));
-      });
+  with_space(settings, X, {&z, &weights, &lengths}, Halves::refused,
+             [&](const auto& space, auto zero) {
+               using Space = std::decay_t<decltype(space)>;
+               using T = decltype(zero);
+               if constexpr (is_half_v<T>) {
+                 return;  // refused by with_space
+               } else {
+                 check_float<T>(X, {&z, &weights});
+                 report = softwave::barycenter(
+                     space, view3<const T, Space>(X), view2<T, Space>(z),
+                     options, view1<const T, Space>(weights),
+                     view1<const int, Space>(lengths));
+               }
+             });
   return {report.iterations, report.evaluations, report.objective,
           report.converged};
 }

@@ -12,7 +12,7 @@
 
 namespace softwave::python {
 
-enum class DType { float32, float64, int32, other };
+enum class DType { float32, float64, bfloat16, float16, int32, other };
 enum class Device { cpu, cuda, other };
 
 // A C-contiguous array owned by Python (numpy, torch, jax); `data` is null

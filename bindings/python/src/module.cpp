@@ -31,6 +31,12 @@ DType dtype_of(const nb::dlpack::dtype& dtype) {
   if (dtype == nb::dtype<float>()) return DType::float32;
   if (dtype == nb::dtype<double>()) return DType::float64;
   if (dtype == nb::dtype<std::int32_t>()) return DType::int32;
+  if (dtype.bits == 16 && dtype.lanes == 1) {
+    if (dtype.code == std::uint8_t(nb::dlpack::dtype_code::Bfloat))
+      return DType::bfloat16;
+    if (dtype.code == std::uint8_t(nb::dlpack::dtype_code::Float))
+      return DType::float16;
+  }
   return DType::other;
 }
 

@@ -26,11 +26,15 @@
 // pair b to the top-left N_b×M_b corner of its padded inputs (the band then
 // follows the diagonal of N_b×M_b). Padding is never read.
 //
-// Precision: inputs and outputs are float or double; the recursion runs in
-// double whatever the input type, so the soft-argmin weights that make up E
-// keep their digits at small γ: float32 inputs give value and gradient
-// errors below 1e-7 against a float64 reference for γ ∈ {1, 0.1, 0.01} at
-// N = 1024 (tests/test_accuracy.cpp). The CUDA-specialised path (Kernel)
+// Precision: inputs are float, double, bfloat16 or float16 (half_types.hpp).
+// Values, grad_output and all-pairs matrices have type value_t<T> (float for
+// the 16-bit types, else T); gradients and alignments have the input type,
+// and for the 16-bit types are accumulated in float and rounded once at the
+// end. The 16-bit inputs are read in place (no float copy is made). The
+// recursion runs in double whatever the input type, so the soft-argmin weights
+// that make up E keep their digits at small γ: float32 inputs give value and
+// gradient errors below 1e-7 against a float64 reference for γ ∈ {1, 0.1, 0.01}
+// at N = 1024 (tests/test_accuracy.cpp). The CUDA-specialised path (Kernel)
 // also carries R in double but takes the soft-min's exp and log on the float
 // special-function unit (on differences formed in double) and forms costs in
 // float: value errors stay below 1e-7, gradient errors below ~2e-6 there.
@@ -47,6 +51,8 @@
 // messages; no B×N×M table is ever held (the optional alignment output E is
 // the caller's). Host backends add a per-thread team scratch of about
 // 4·(T+1)²·8 bytes.
+// For 16-bit inputs, the gradients asked for add their float accumulators:
+// 4·(B·N·d) bytes for grad_x, 4·(B·M·d) for grad_y.
 // All-pairs streams pairs through the forward kernel in chunks whose
 // workspace stays under 256 MiB.
 //
@@ -62,6 +68,7 @@
 #include <cstdint>
 #include <optional>
 #include <softwave/errors.hpp>
+#include <softwave/half_types.hpp>
 
 namespace softwave {
 
@@ -75,12 +82,12 @@ enum class Cost { sqeuclidean, l1, cosine };
 // vendor-specialised path where it applies and the portable Kokkos kernels
 // elsewhere; `specialised` insists (an argument error names `kernel` and
 // the reason when it does not apply); `portable` never takes it.
-// The CUDA-specialised path (backends/cuda) applies on Kokkos::Cuda to float
-// data with γ > 0, no band, and either the sqeuclidean cost with d ≤ 64 or
-// a cost tensor, all arrays contiguous. Its workspace for forward +
-// backward is 8·S·M + 4·S·M + 512·S·ceil((M + 31)/32) bytes per pair
-// (S = ceil(N/32) row strips; forward only: 8·S·M), allocated on the
-// instance's stream in launches of at most 256 MiB (at least one pair). So
+// The CUDA-specialised path (backends/cuda) applies on Kokkos::Cuda to
+// float, bfloat16 or float16 data with γ > 0, no band, and either the
+// sqeuclidean cost with d ≤ 64 or a cost tensor, all arrays contiguous. Its
+// workspace for forward + backward is 8·S·M + 4·S·M + 512·S·ceil((M + 31)/32)
+// bytes per pair (S = ceil(N/32) row strips; forward only: 8·S·M), allocated on
+// the instance's stream in launches of at most 256 MiB (at least one pair). So
 // that allocation stays cheap, the device's default memory pool is set to
 // keep up to 256 MiB reserved between calls (a higher threshold is kept).
 // ∇y is accumulated with atomic adds, so it can differ in the last bits
@@ -144,7 +151,8 @@ struct SeriesGradients {
   ArrayView3<T, Space> grad_x;     // (B, N, d)
   ArrayView3<T, Space> grad_y;     // (B, M, d)
   ArrayView3<T, Space> alignment;  // (B, N, M): E, zero outside each pair
-  Kokkos::View<const T*, typename Space::memory_space> grad_output;  // (B,)
+  Kokkos::View<const value_t<T>*, typename Space::memory_space>
+      grad_output;  // (B,)
 };
 
 // Outputs of the backward pass on a cost tensor: grad_cost is E scaled by
@@ -152,7 +160,8 @@ struct SeriesGradients {
 template <class T, class Space>
 struct CostGradients {
   ArrayView3<T, Space> grad_cost;  // (B, N, M)
-  Kokkos::View<const T*, typename Space::memory_space> grad_output;  // (B,)
+  Kokkos::View<const value_t<T>*, typename Space::memory_space>
+      grad_output;  // (B,)
 };
 
 namespace impl {
@@ -166,30 +175,30 @@ using nondeduced_t = typename nondeduced<U>::type;
 
 template <class Space, class T>
 void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
-              ConstSeriesView<T, Space> y, ArrayView1<T, Space> values,
+              ConstSeriesView<T, Space> y, ArrayView1<value_t<T>, Space> values,
               const SeriesGradients<T, Space>* gradients,
               const SoftDTWOptions& options, const Lengths<Space>& lengths);
 template <class Space, class T>
 void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
-                   ArrayView1<T, Space> values,
+                   ArrayView1<value_t<T>, Space> values,
                    const CostGradients<T, Space>* gradients,
                    const SoftDTWOptions& options,
                    const Lengths<Space>& lengths);
 template <class Space, class T>
 void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
                          ConstSeriesView<T, Space> y,
-                         ArrayView1<T, Space> values,
+                         ArrayView1<value_t<T>, Space> values,
                          const SeriesGradients<T, Space>* gradients,
                          const SoftDTWOptions& options,
                          const Lengths<Space>& lengths);
 template <class Space, class T>
 void pairwise(const Space& space, ConstSeriesView<T, Space> x,
-              ConstSeriesView<T, Space> y, ArrayView2<T, Space> matrix,
+              ConstSeriesView<T, Space> y, ArrayView2<value_t<T>, Space> matrix,
               PairwiseValue what, const SoftDTWOptions& options,
               const Lengths<Space>& lengths);
 template <class Space, class T>
 void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
-              ConstSeriesView<T, Space> y, ArrayView1<T, Space> values,
+              ConstSeriesView<T, Space> y, ArrayView1<value_t<T>, Space> values,
               ArrayView3<int, Space> path, ArrayView1<int, Space> path_length,
               const SoftDTWOptions& options, const Lengths<Space>& lengths);
 template <class Space>
@@ -201,17 +210,17 @@ template <class Space, class XView, class YView, class ValuesView>
 void soft_dtw(const Space& space, const XView& x, const YView& y,
               const ValuesView& values, const SoftDTWOptions& options = {},
               const Lengths<Space>& lengths = {}) {
-  using T = typename ValuesView::non_const_value_type;
+  using T = typename XView::non_const_value_type;
   impl::soft_dtw<Space, T>(space, x, y, values, nullptr, options, lengths);
 }
 
 // Values (optional: pass an empty view) and the requested gradients.
 template <class Space, class XView, class YView, class T>
-void soft_dtw_value_and_grad(const Space& space, const XView& x, const YView& y,
-                             impl::nondeduced_t<ArrayView1<T, Space>> values,
-                             const SeriesGradients<T, Space>& gradients,
-                             const SoftDTWOptions& options = {},
-                             const Lengths<Space>& lengths = {}) {
+void soft_dtw_value_and_grad(
+    const Space& space, const XView& x, const YView& y,
+    impl::nondeduced_t<ArrayView1<value_t<T>, Space>> values,
+    const SeriesGradients<T, Space>& gradients,
+    const SoftDTWOptions& options = {}, const Lengths<Space>& lengths = {}) {
   impl::soft_dtw<Space, T>(space, x, y, values, &gradients, options, lengths);
 }
 
@@ -220,14 +229,14 @@ template <class Space, class CostView, class ValuesView>
 void soft_dtw_cost(const Space& space, const CostView& cost,
                    const ValuesView& values, const SoftDTWOptions& options = {},
                    const Lengths<Space>& lengths = {}) {
-  using T = typename ValuesView::non_const_value_type;
+  using T = typename CostView::non_const_value_type;
   impl::soft_dtw_cost<Space, T>(space, cost, values, nullptr, options, lengths);
 }
 
 template <class Space, class CostView, class T>
 void soft_dtw_cost_value_and_grad(
     const Space& space, const CostView& cost,
-    impl::nondeduced_t<ArrayView1<T, Space>> values,
+    impl::nondeduced_t<ArrayView1<value_t<T>, Space>> values,
     const CostGradients<T, Space>& gradients,
     const SoftDTWOptions& options = {}, const Lengths<Space>& lengths = {}) {
   impl::soft_dtw_cost<Space, T>(space, cost, values, &gradients, options,
@@ -241,7 +250,7 @@ void soft_dtw_divergence(const Space& space, const XView& x, const YView& y,
                          const ValuesView& values,
                          const SoftDTWOptions& options = {},
                          const Lengths<Space>& lengths = {}) {
-  using T = typename ValuesView::non_const_value_type;
+  using T = typename XView::non_const_value_type;
   impl::soft_dtw_divergence<Space, T>(space, x, y, values, nullptr, options,
                                       lengths);
 }
@@ -250,7 +259,7 @@ void soft_dtw_divergence(const Space& space, const XView& x, const YView& y,
 template <class Space, class XView, class YView, class T>
 void soft_dtw_divergence_value_and_grad(
     const Space& space, const XView& x, const YView& y,
-    impl::nondeduced_t<ArrayView1<T, Space>> values,
+    impl::nondeduced_t<ArrayView1<value_t<T>, Space>> values,
     const SeriesGradients<T, Space>& gradients,
     const SoftDTWOptions& options = {}, const Lengths<Space>& lengths = {}) {
   impl::soft_dtw_divergence<Space, T>(space, x, y, values, &gradients, options,
@@ -265,7 +274,7 @@ void pairwise(const Space& space, const XView& x, const YView& y,
               const MatrixView& matrix, const SoftDTWOptions& options = {},
               PairwiseValue what = PairwiseValue::soft_dtw,
               const Lengths<Space>& lengths = {}) {
-  using T = typename MatrixView::non_const_value_type;
+  using T = typename XView::non_const_value_type;
   impl::pairwise<Space, T>(space, x, y, matrix, what, options, lengths);
 }
 
@@ -279,7 +288,7 @@ void dtw_path(const Space& space, const XView& x, const YView& y,
               ArrayView1<int, Space> path_length,
               const SoftDTWOptions& options = {},
               const Lengths<Space>& lengths = {}) {
-  using T = typename ValuesView::non_const_value_type;
+  using T = typename XView::non_const_value_type;
   impl::dtw_path<Space, T>(space, x, y, values, path, path_length, options,
                            lengths);
 }

@@ -114,14 +114,16 @@ using ScratchMatrix =
                  typename Space::scratch_memory_space, Kokkos::MemoryUnmanaged>;
 
 // Costs from series x (Bx, N, d) and y (By, M, d) with a built-in metric.
+// Gradients are accumulated in value_t<T> (float for 16-bit inputs).
 template <class T, class Space, Cost metric>
 struct SeriesCost {
   using value_type = T;
+  using gradient_type = value_t<T>;
   using member_type = typename Kokkos::TeamPolicy<Space>::member_type;
 
   ConstSeriesView<T, Space> x, y;
   PairLengths<Space> lengths;
-  ArrayView3<T, Space> grad_x, grad_y;  // accumulated into; may be empty
+  ArrayView3<gradient_type, Space> grad_x, grad_y;  // added to; may be empty
 
   KOKKOS_INLINE_FUNCTION std::int64_t n(std::int64_t p) const {
     return lengths.n(p);
@@ -246,7 +248,7 @@ struct SeriesCost {
           gradient = -sum[kk] / Metric<metric>::clamp(nv) +
                      weighted_similarity * vk * Metric<metric>::radial(nv);
         }
-        out(k0 + kk) += T(weight * gradient);
+        out(k0 + kk) += gradient_type(weight * gradient);
       }
     }
   }

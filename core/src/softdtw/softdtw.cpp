@@ -257,8 +257,8 @@ Sweeper<Space, CostProvider> make_sweeper(const Space& space,
 template <class T, class Space, class F>
 void with_metric(const SoftDTWOptions& options, ConstSeriesView<T, Space> x,
                  ConstSeriesView<T, Space> y, const PairLengths<Space>& lengths,
-                 const ArrayView3<T, Space>& grad_x,
-                 const ArrayView3<T, Space>& grad_y, const F& f) {
+                 const ArrayView3<value_t<T>, Space>& grad_x,
+                 const ArrayView3<value_t<T>, Space>& grad_y, const F& f) {
   switch (options.cost) {
     case Cost::sqeuclidean:
       return f(SeriesCost<T, Space, Cost::sqeuclidean>{x, y, lengths, grad_x,
@@ -290,6 +290,40 @@ void add_into(const Space& space, const ArrayView3<T, Space>& to,
       "softwave::softdtw::add_gradients",
       Kokkos::RangePolicy<Space>(space, 0, to.size()),
       KOKKOS_LAMBDA(std::int64_t q) { to.data()[q] += from.data()[q]; });
+}
+
+// Where a gradient the caller asked for is accumulated: the caller's array
+// itself, or for 16-bit inputs a float array that round_into() rounds into
+// the caller's array once the sweeps are done. Starts at zero; empty when the
+// gradient was not asked for.
+template <class T, class Space>
+CallArray<ArrayView3<value_t<T>, Space>> gradient_accumulator(
+    const Space& space, const ArrayView3<T, Space>& out, const char* label) {
+  CallArray<ArrayView3<value_t<T>, Space>> sum;
+  if (out.extent(0) == 0 && out.data() == nullptr) return sum;
+  if constexpr (std::is_same_v<value_t<T>, T>) {
+    Kokkos::deep_copy(space, out, T(0));
+    sum.view = out;
+  } else {
+    sum = call_array<ArrayView3<value_t<T>, Space>>(
+        space, label, /*zero=*/true, out.extent(0), out.extent(1),
+        out.extent(2));
+  }
+  return sum;
+}
+
+template <class T, class Space>
+void round_into(const Space& space,
+                const CallArray<ArrayView3<value_t<T>, Space>>& sum,
+                const ArrayView3<T, Space>& out) {
+  if constexpr (!std::is_same_v<value_t<T>, T>) {
+    if (sum.view.extent(0) == 0) return;
+    auto const from = sum.view;
+    Kokkos::parallel_for(
+        "softwave::softdtw::round_gradients",
+        Kokkos::RangePolicy<Space>(space, 0, out.size()),
+        KOKKOS_LAMBDA(std::int64_t q) { out.data()[q] = T(from.data()[q]); });
+  }
 }
 
 // matrix entries of pairs [begin, begin + count) (numbered row-major); the
@@ -360,7 +394,7 @@ void check_gradients(DataChecks<Space>& checks,
                  "(batch, N, M)");
   if (g.grad_output.extent(0) || g.grad_output.data())
     check_extent(g.grad_output, "grad_output", {B}, "(one per pair)");
-  checks.template finite_weights<T>(g.grad_output);
+  checks.template finite_weights<value_t<T>>(g.grad_output);
 }
 
 template <class View>
@@ -377,7 +411,7 @@ int tile_size(const Space&, const SoftDTWOptions& options) {
 
 template <class Space, class T>
 void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
-              ConstSeriesView<T, Space> y, ArrayView1<T, Space> values,
+              ConstSeriesView<T, Space> y, ArrayView1<value_t<T>, Space> values,
               const SeriesGradients<T, Space>* gradients,
               const SoftDTWOptions& options, const Lengths<Space>& lengths) {
   check_options(options);
@@ -395,31 +429,35 @@ void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
       batch_lengths<Space>(used.x, used.y, x.extent(1), y.extent(1));
   auto const acc_memory = acc_values(space, B);
   auto const& acc = acc_memory.view;
-  ArrayView3<T, Space> grad_x, grad_y;
+  CallArray<ArrayView3<value_t<T>, Space>> grad_x, grad_y;
   if (gradients) {
-    grad_x = gradients->grad_x;
-    grad_y = gradients->grad_y;
-    if (given(grad_x)) Kokkos::deep_copy(space, grad_x, T(0));
-    if (given(grad_y)) Kokkos::deep_copy(space, grad_y, T(0));
+    grad_x = gradient_accumulator(space, gradients->grad_x,
+                                  "softwave::softdtw::grad_x_sum");
+    grad_y = gradient_accumulator(space, gradients->grad_y,
+                                  "softwave::softdtw::grad_y_sum");
     if (given(gradients->alignment))
       Kokkos::deep_copy(space, gradients->alignment, T(0));
   }
-  with_metric<T, Space>(
-      options, x, y, pair_lengths, grad_x, grad_y, [&](const auto& cost) {
-        auto sweeper =
-            make_sweeper(space, cost, options, x.extent(1), y.extent(1));
-        if (!gradients) return sweeper.forward(B, acc);
-        BackwardOutputs<T, Space> outputs;
-        outputs.grad_output = gradients->grad_output;
-        outputs.alignment = gradients->alignment;
-        sweeper.forward_backward(B, acc, outputs);
-      });
+  with_metric<T, Space>(options, x, y, pair_lengths, grad_x.view, grad_y.view,
+                        [&](const auto& cost) {
+                          auto sweeper = make_sweeper(space, cost, options,
+                                                      x.extent(1), y.extent(1));
+                          if (!gradients) return sweeper.forward(B, acc);
+                          BackwardOutputs<T, Space> outputs;
+                          outputs.grad_output = gradients->grad_output;
+                          outputs.alignment = gradients->alignment;
+                          sweeper.forward_backward(B, acc, outputs);
+                        });
   store_values(space, acc, values);
+  if (gradients) {
+    round_into(space, grad_x, gradients->grad_x);
+    round_into(space, grad_y, gradients->grad_y);
+  }
 }
 
 template <class Space, class T>
 void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
-                   ArrayView1<T, Space> values,
+                   ArrayView1<value_t<T>, Space> values,
                    const CostGradients<T, Space>* gradients,
                    const SoftDTWOptions& options,
                    const Lengths<Space>& lengths) {
@@ -443,7 +481,8 @@ void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
       checks.lengths(lengths.x, "lengths.x", B, cost.extent(1)),
       checks.lengths(lengths.y, "lengths.y", B, cost.extent(2))};
   checks.template finite_costs<T>(cost, used, band_of(options));
-  if (gradients) checks.template finite_weights<T>(gradients->grad_output);
+  if (gradients)
+    checks.template finite_weights<value_t<T>>(gradients->grad_output);
   checks.finish();
   if (B == 0) return;
 
@@ -470,10 +509,11 @@ void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
 template <class Space, class T>
 void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
                          ConstSeriesView<T, Space> y,
-                         ArrayView1<T, Space> values,
+                         ArrayView1<value_t<T>, Space> values,
                          const SeriesGradients<T, Space>* gradients,
                          const SoftDTWOptions& options,
                          const Lengths<Space>& lengths) {
+  using G = value_t<T>;
   check_options(options);
   DataChecks<Space> checks(space, options.check_values);
   auto const used = check_series_pair(checks, x, y, lengths,
@@ -490,17 +530,20 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
   checks.finish();
   if (B == 0) return;
 
-  ArrayView3<T, Space> grad_x, grad_y;
+  CallArray<ArrayView3<G, Space>> grad_x_sum, grad_y_sum;
   if (gradients) {
-    grad_x = gradients->grad_x;
-    grad_y = gradients->grad_y;
+    grad_x_sum = gradient_accumulator(space, gradients->grad_x,
+                                      "softwave::softdtw::grad_x_sum");
+    grad_y_sum = gradient_accumulator(space, gradients->grad_y,
+                                      "softwave::softdtw::grad_y_sum");
   }
+  auto const grad_x = grad_x_sum.view, grad_y = grad_y_sum.view;
   // One term: sdtw(a, b) weighted by `scale`; the b-side gradient goes to a
   // scratch array when it must be added to the same array as the a side.
   auto term = [&](ConstSeriesView<T, Space> a, ConstSeriesView<T, Space> b,
                   Kokkos::View<const int*, typename Space::memory_space> la,
                   Kokkos::View<const int*, typename Space::memory_space> lb,
-                  ArrayView3<T, Space> ga, ArrayView3<T, Space> gb,
+                  ArrayView3<G, Space> ga, ArrayView3<G, Space> gb,
                   acc_t scale) {
     auto acc_memory = acc_values(space, B);
     auto const& acc = acc_memory.view;
@@ -518,16 +561,14 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
         });
     return acc_memory;
   };
-  auto zeroed_like = [&](const ArrayView3<T, Space>& like, const char* label) {
-    return call_array<ArrayView3<T, Space>>(space, label, /*zero=*/true,
+  auto zeroed_like = [&](const ArrayView3<G, Space>& like, const char* label) {
+    return call_array<ArrayView3<G, Space>>(space, label, /*zero=*/true,
                                             like.extent(0), like.extent(1),
                                             like.extent(2));
   };
-  if (given(grad_x)) Kokkos::deep_copy(space, grad_x, T(0));
-  if (given(grad_y)) Kokkos::deep_copy(space, grad_y, T(0));
 
   auto const xy_memory = term(x, y, used.x, used.y, grad_x, grad_y, 1);
-  CallArray<ArrayView3<T, Space>> other_x, other_y;
+  CallArray<ArrayView3<G, Space>> other_x, other_y;
   if (given(grad_x))
     other_x = zeroed_like(grad_x, "softwave::softdtw::grad_xx");
   if (given(grad_y))
@@ -536,18 +577,22 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
   auto const yy_memory = term(y, y, used.y, used.y, grad_y, other_y.view, -0.5);
   if (given(grad_x)) add_into(space, grad_x, other_x.view);
   if (given(grad_y)) add_into(space, grad_y, other_y.view);
+  if (gradients) {
+    round_into(space, grad_x_sum, gradients->grad_x);
+    round_into(space, grad_y_sum, gradients->grad_y);
+  }
   auto const xy = xy_memory.view, xx = xx_memory.view, yy = yy_memory.view;
   if (given(values))
     Kokkos::parallel_for(
         "softwave::softdtw::divergence_values",
         Kokkos::RangePolicy<Space>(space, 0, B), KOKKOS_LAMBDA(std::int64_t b) {
-          values(b) = T(xy(b) - (xx(b) + yy(b)) / 2);
+          values(b) = G(xy(b) - (xx(b) + yy(b)) / 2);
         });
 }
 
 template <class Space, class T>
 void pairwise(const Space& space, ConstSeriesView<T, Space> x,
-              ConstSeriesView<T, Space> y, ArrayView2<T, Space> matrix,
+              ConstSeriesView<T, Space> y, ArrayView2<value_t<T>, Space> matrix,
               PairwiseValue what, const SoftDTWOptions& options,
               const Lengths<Space>& lengths) {
   check_options(options);
@@ -608,7 +653,7 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
 
 template <class Space, class T>
 void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
-              ConstSeriesView<T, Space> y, ArrayView1<T, Space> values,
+              ConstSeriesView<T, Space> y, ArrayView1<value_t<T>, Space> values,
               ArrayView3<int, Space> path, ArrayView1<int, Space> path_length,
               const SoftDTWOptions& options, const Lengths<Space>& lengths) {
   SoftDTWOptions hard = options;
@@ -667,31 +712,33 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
 
 // Explicit instantiations for the default execution space and, when that is
 // a device, the default host space as well.
-#define SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, T)                              \
-  template void soft_dtw<SPACE, T>(                                         \
-      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,   \
-      ArrayView1<T, SPACE>, const SeriesGradients<T, SPACE>*,               \
-      const SoftDTWOptions&, const Lengths<SPACE>&);                        \
-  template void soft_dtw_cost<SPACE, T>(                                    \
-      const SPACE&, ConstSeriesView<T, SPACE>, ArrayView1<T, SPACE>,        \
-      const CostGradients<T, SPACE>*, const SoftDTWOptions&,                \
-      const Lengths<SPACE>&);                                               \
-  template void soft_dtw_divergence<SPACE, T>(                              \
-      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,   \
-      ArrayView1<T, SPACE>, const SeriesGradients<T, SPACE>*,               \
-      const SoftDTWOptions&, const Lengths<SPACE>&);                        \
-  template void pairwise<SPACE, T>(                                         \
-      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,   \
-      ArrayView2<T, SPACE>, PairwiseValue, const SoftDTWOptions&,           \
-      const Lengths<SPACE>&);                                               \
-  template void dtw_path<SPACE, T>(                                         \
-      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,   \
-      ArrayView1<T, SPACE>, ArrayView3<int, SPACE>, ArrayView1<int, SPACE>, \
-      const SoftDTWOptions&, const Lengths<SPACE>&);
+#define SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, T)                                \
+  template void soft_dtw<SPACE, T>(                                           \
+      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,     \
+      ArrayView1<value_t<T>, SPACE>, const SeriesGradients<T, SPACE>*,        \
+      const SoftDTWOptions&, const Lengths<SPACE>&);                          \
+  template void soft_dtw_cost<SPACE, T>(                                      \
+      const SPACE&, ConstSeriesView<T, SPACE>, ArrayView1<value_t<T>, SPACE>, \
+      const CostGradients<T, SPACE>*, const SoftDTWOptions&,                  \
+      const Lengths<SPACE>&);                                                 \
+  template void soft_dtw_divergence<SPACE, T>(                                \
+      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,     \
+      ArrayView1<value_t<T>, SPACE>, const SeriesGradients<T, SPACE>*,        \
+      const SoftDTWOptions&, const Lengths<SPACE>&);                          \
+  template void pairwise<SPACE, T>(                                           \
+      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,     \
+      ArrayView2<value_t<T>, SPACE>, PairwiseValue, const SoftDTWOptions&,    \
+      const Lengths<SPACE>&);                                                 \
+  template void dtw_path<SPACE, T>(                                           \
+      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,     \
+      ArrayView1<value_t<T>, SPACE>, ArrayView3<int, SPACE>,                  \
+      ArrayView1<int, SPACE>, const SoftDTWOptions&, const Lengths<SPACE>&);
 
-#define SOFTWAVE_INSTANTIATE_SPACE(SPACE)     \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float)  \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, double) \
+#define SOFTWAVE_INSTANTIATE_SPACE(SPACE)       \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float)    \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, double)   \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, bfloat16) \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float16)  \
   template int tile_size<SPACE>(const SPACE&, const SoftDTWOptions&);
 
 SOFTWAVE_INSTANTIATE_SPACE(Kokkos::DefaultExecutionSpace)

@@ -37,9 +37,23 @@ bool contiguous(const View& v) {
   return v.data() == nullptr || v.span_is_contiguous();
 }
 
+// The path reads float and the 16-bit types (accumulating in float).
+template <class T>
+constexpr bool takes_type_v = std::is_same_v<T, float> || is_half_v<T>;
+
+template <class T>
+constexpr cuda_fused::Storage storage_of() {
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return cuda_fused::Storage::bfloat16;
+  else if constexpr (std::is_same_v<T, float16>)
+    return cuda_fused::Storage::float16;
+  else
+    return cuda_fused::Storage::float32;
+}
+
 template <class T>
 std::string unavailable_for(const SoftDTWOptions& options) {
-  if (!std::is_same_v<T, float>) return "it takes float data only";
+  if (!takes_type_v<T>) return "it takes float, bfloat16 and float16 data only";
   if (options.gamma == 0) return "hard DTW (gamma = 0) uses the portable path";
   if (options.band) return "a band uses the portable path";
   return {};
@@ -59,6 +73,7 @@ cuda_fused::Problem problem_of(const CostProvider& cost,
   q.y_count = l.pairs.y_count;
   q.pairs = pairs;
   q.gamma = options.gamma;
+  q.storage = storage_of<typename CostProvider::value_type>();
   return q;
 }
 
@@ -109,7 +124,7 @@ struct SpecialisedPath<Kokkos::Cuda, SeriesCost<T, Kokkos::Cuda, metric>> {
                   const SoftDTWOptions& options, std::int64_t pairs,
                   acc_t* values,
                   const BackwardOutputs<T, Kokkos::Cuda>* backward) {
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (cuda_dispatch::takes_type_v<T>) {
       auto q = cuda_dispatch::problem_of(cost, options, pairs);
       q.x = cost.x.data();
       q.y = cost.y.data();
@@ -134,7 +149,7 @@ struct SpecialisedPath<Kokkos::Cuda, TensorCost<T, Kokkos::Cuda>> {
                   const SoftDTWOptions& options, std::int64_t pairs,
                   acc_t* values,
                   const BackwardOutputs<T, Kokkos::Cuda>* backward) {
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (cuda_dispatch::takes_type_v<T>) {
       auto q = cuda_dispatch::problem_of(cost, options, pairs);
       q.cost = cost.c.data();
       cuda_dispatch::launch<T>(space, q, values, backward, nullptr, nullptr);

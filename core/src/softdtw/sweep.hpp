@@ -288,7 +288,8 @@ struct ForwardTiles : TileSweep<Space, CostProvider> {
 // What the backward pass writes besides the cost provider's gradients.
 template <class T, class Space>
 struct BackwardOutputs {
-  Kokkos::View<const T*, typename Space::memory_space> grad_output;  // or empty
+  Kokkos::View<const value_t<T>*, typename Space::memory_space>
+      grad_output;  // or empty
   acc_t scale = 1;  // gradients are of Σ_p scale · grad_output[p] · value[p]
   ArrayView3<T, Space> alignment;      // E (P, N, M), or empty
   bool alignment_is_gradient = false;  // write weight·E (the cost gradient)

@@ -156,7 +156,7 @@ class DataChecks {
           if (lengths.extent(0) && i >= lengths(b)) return;
           std::int64_t bad = 0;
           for (std::int64_t k = 0; k < d; ++k)
-            if (!compat::isfinite(v(b, i, k))) ++bad;
+            if (!compat::isfinite(acc_t(v(b, i, k)))) ++bad;
           if (bad) Kokkos::atomic_add(&counters(e, 0), bad);
         });
   }
@@ -172,7 +172,7 @@ class DataChecks {
         "softwave::softdtw::check_finite_grad_output",
         Kokkos::RangePolicy<Space>(space_, 0, grad_output.extent(0)),
         KOKKOS_LAMBDA(std::int64_t b) {
-          if (!compat::isfinite(grad_output(b)))
+          if (!compat::isfinite(acc_t(grad_output(b))))
             Kokkos::atomic_add(&counters(e, 0), std::int64_t(1));
         });
   }
@@ -201,7 +201,8 @@ class DataChecks {
           if (i >= n) return;
           std::int64_t bad = 0;
           for (std::int64_t j = 0; j < m; ++j)
-            if (band.contains(i, j, n, m) && !compat::isfinite(c(b, i, j)))
+            if (band.contains(i, j, n, m) &&
+                !compat::isfinite(acc_t(c(b, i, j))))
               ++bad;
           if (bad) Kokkos::atomic_add(&counters(e, 0), bad);
         });
