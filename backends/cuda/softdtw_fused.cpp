@@ -730,6 +730,36 @@ __device__ __forceinline__ void fragment_product(float (&acc)[kD], int d,
   }
 }
 
+// The gradient rows of a product in fragment_product's layout: for each
+// row (< rows) and feature pair f, f + 1 that this lane holds,
+// add(row, f, 2w (Σ (v_row − μ) − acc) for f and f + 1), with Σ the row's
+// sum of E (lane_sum of lane `row`) and v_row = rows_of + row · pitch, the
+// row's staged values: ∇y_j from the y rows, ∇x_i from the x rows.
+template <int kD, class Add>
+__device__ __forceinline__ void add_fragment_rows(
+    const float (&acc)[kD], float lane_sum, int rows, const float* rows_of,
+    int pitch, const float* mu, float two_w, int d, int lane, const Add& add) {
+  constexpr int kBlocks = kD / 8;
+  int const g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int const row = 16 * mi + g + 8 * h;
+      float const sum = __shfl_sync(kFull, lane_sum, row);
+      if (row >= rows) continue;
+      float const* v = rows_of + row * pitch;
+#pragma unroll
+      for (int ni = 0; ni < kBlocks; ++ni) {
+        int const f = 8 * ni + 2 * t;
+        if (f >= d) break;
+        float const* a = acc + (kBlocks * mi + ni) * 4 + 2 * h;
+        add(row, f, two_w * (sum * (v[f] - mu[f]) - a[0]),
+            two_w * (sum * (v[f + 1] - mu[f + 1]) - a[1]));
+      }
+    }
+}
+
 // The tile's gradient products on tensor cores (3xTF32, d % 8 == 0),
 // centred on the strip's mean x row μ like the costs:
 //   gx (fragments, summed over the strip's tiles) += E (Y − μ),
@@ -741,12 +771,10 @@ __device__ void tile_gradient_products(const Params& P, const Strip& s,
                                        const Ring& ring, const float* y_tile,
                                        const float* x_strip, const float* mu,
                                        int c, float weight, float (&gx)[kD]) {
-  constexpr int kBlocks = kD / 8;  // n8 blocks of features
   Outputs const& o = P.outputs;
   Problem const& q = P.problem;
   int const j0 = kLanes * c, cols = min(kLanes, s.m - j0), d = q.d;
   int const pitch = row_pitch<true>(d);
-  int const g = s.lane >> 2, t = s.lane & 3;
   auto e_at = [&](int l, int j) {
     return l < s.rows && j < cols ? ring.at(j0 + j, l) : 0.f;
   };
@@ -768,25 +796,11 @@ __device__ void tile_gradient_products(const Params& P, const Strip& s,
   // Σ_l E_lj of column j = lane.
   float col_sum = 0.f;
   for (int l = 0; l < s.rows; ++l) col_sum += e_at(l, s.lane);
-  float const two_w = 2.f * weight;
-#pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      int const j = 16 * mi + g + 8 * h;
-      float const sum = __shfl_sync(kFull, col_sum, j);
-      if (j >= cols) continue;
-      float* out = o.grad_y + (s.y_series * q.m_max + j0 + j) * d;
-#pragma unroll
-      for (int ni = 0; ni < kBlocks; ++ni) {
-        int const f = 8 * ni + 2 * t;
-        if (f >= d) break;
-        float const* y = y_tile + j * pitch + f;
-        float const* acc = gy + (kBlocks * mi + ni) * 4 + 2 * h;
-        atomic_add_pair(out + f, two_w * (sum * (y[0] - mu[f]) - acc[0]),
-                        two_w * (sum * (y[1] - mu[f + 1]) - acc[1]));
-      }
-    }
+  float* const out = o.grad_y + (s.y_series * q.m_max + j0) * d;
+  add_fragment_rows<kD>(gy, col_sum, cols, y_tile, pitch, mu, 2.f * weight, d,
+                        s.lane, [&](int j, int f, float a, float b) {
+                          atomic_add_pair(out + j * d + f, a, b);
+                        });
 }
 
 // The same products in FP32 FMAs (d < 16 or off the vector path): lane l
@@ -1002,26 +1016,14 @@ struct ExpectationWalk {
       float const two_w = 2.f * weight;
       if (!P.outputs.grad_x) return;
       if (tensor_core_gradients<kD, kVec>(d)) {
-        int const g = s.lane >> 2, t = s.lane & 3, pitch = row_pitch<kVec>(d);
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            int const row = 16 * mi + g + 8 * h;
-            float const sum = __shfl_sync(kFull, row_sum, row);
-            if (row >= s.rows) continue;
-            float* out = P.outputs.grad_x +
-                         (s.x_series * q.n_max + kLanes * s.w + row) * d;
-            float const* x = x_strip + row * pitch;
-#pragma unroll
-            for (int ni = 0; ni < kD / 8; ++ni) {
-              int const f = 8 * ni + 2 * t;
-              if (f >= d) break;
-              float const* acc = gx + (kD / 8 * mi + ni) * 4 + 2 * h;
-              out[f] += two_w * (sum * (x[f] - mu[f]) - acc[0]);
-              out[f + 1] += two_w * (sum * (x[f + 1] - mu[f + 1]) - acc[1]);
-            }
-          }
+        float* const out =
+            P.outputs.grad_x + (s.x_series * q.n_max + kLanes * s.w) * d;
+        add_fragment_rows<kD>(gx, row_sum, s.rows, x_strip, row_pitch<kVec>(d),
+                              mu, two_w, d, s.lane,
+                              [&](int i, int f, float a, float b) {
+                                out[i * d + f] += a;
+                                out[i * d + f + 1] += b;
+                              });
       } else if (s.row_ok) {
         float xr[kD];
         load_row<kD, kVec>(xr, as<In>(s.x) + std::int64_t(s.i) * d, d);
