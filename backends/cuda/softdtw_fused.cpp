@@ -180,18 +180,21 @@ __device__ __forceinline__ float load1(const __half* p) {
   auto const h = __ldg(reinterpret_cast<const unsigned short*>(p));
   return __half2float(__ushort_as_half(h));
 }
-// Elements [0, 4) of p, aligned to 4 elements (see with_features).
-__device__ __forceinline__ float4 load4(const float* p) {
-  return __ldg(reinterpret_cast<const float4*>(p));
+// Elements [4q, 4q + 4) of p, which is aligned to 4 elements (see
+// with_features). Indexed by quads, so the float loads address float4s as
+// plain float4 code does (p + 4q in elements changes the float kernels'
+// address arithmetic and, at d = 64, their register allocation).
+__device__ __forceinline__ float4 load4(const float* p, int q = 0) {
+  return __ldg(reinterpret_cast<const float4*>(p) + q);
 }
-__device__ __forceinline__ float4 load4(const __nv_bfloat16* p) {
-  uint2 const h = __ldg(reinterpret_cast<const uint2*>(p));
+__device__ __forceinline__ float4 load4(const __nv_bfloat16* p, int q = 0) {
+  uint2 const h = __ldg(reinterpret_cast<const uint2*>(p) + q);
   return make_float4(
       __uint_as_float(h.x << 16), __uint_as_float(h.x & 0xffff0000u),
       __uint_as_float(h.y << 16), __uint_as_float(h.y & 0xffff0000u));
 }
-__device__ __forceinline__ float4 load4(const __half* p) {
-  uint2 const h = __ldg(reinterpret_cast<const uint2*>(p));
+__device__ __forceinline__ float4 load4(const __half* p, int q = 0) {
+  uint2 const h = __ldg(reinterpret_cast<const uint2*>(p) + q);
   float2 const a = __half22float2(*reinterpret_cast<const __half2*>(&h.x));
   float2 const b = __half22float2(*reinterpret_cast<const __half2*>(&h.y));
   return make_float4(a.x, a.y, b.x, b.y);
@@ -307,7 +310,7 @@ __device__ __forceinline__ void stage_rows(float* to, const In* from, int count,
     int const per_row = d / 4, n = count * per_row;
     auto* t = reinterpret_cast<float4*>(to);
     for (int e = lane; e < n; e += kLanes)
-      t[e + e / per_row] = load4(from + 4 * e);  // pitch: per_row + 1 float4s
+      t[e + e / per_row] = load4(from, e);  // pitch: per_row + 1 float4s
   } else {
     for (int e = lane, n = count * d; e < n; e += kLanes)
       to[e] = load1(from + e);
@@ -612,7 +615,9 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
       // A plain compare-select: fmin's NaN handling would lengthen the
       // step's dependency chain. A NaN (unchecked inputs) still reaches the
       // sum below through its exponential, so it propagates.
-      double const lo = min_of(diag, min_of(up, st.left));
+      // min(diag, left) is known before `up` arrives by shuffle, so only
+      // one compare waits on it.
+      double const lo = min_of(up, min_of(diag, st.left));
       // Differences from the minimum are <= 0 and exact enough in double;
       // only they (scaled by 1/γ) meet the float special-function unit.
       float const e_diag = exp2_approx(float(lo - diag) * log2e_over_gamma);
@@ -796,10 +801,12 @@ __device__ void tile_gradient_products(const Params& P, const Strip& s,
   // Σ_l E_lj of column j = lane.
   float col_sum = 0.f;
   for (int l = 0; l < s.rows; ++l) col_sum += e_at(l, s.lane);
-  float* const out = o.grad_y + (s.y_series * q.m_max + j0) * d;
+  // Row addresses in 64 bits, as in finish(): the float kernels' register
+  // allocation at d = 64 is sensitive to this arithmetic.
+  std::int64_t const first = s.y_series * q.m_max + j0;
   add_fragment_rows<kD>(gy, col_sum, cols, y_tile, pitch, mu, 2.f * weight, d,
                         s.lane, [&](int j, int f, float a, float b) {
-                          atomic_add_pair(out + j * d + f, a, b);
+                          atomic_add_pair(o.grad_y + (first + j) * d + f, a, b);
                         });
 }
 
@@ -1016,14 +1023,14 @@ struct ExpectationWalk {
       float const two_w = 2.f * weight;
       if (!P.outputs.grad_x) return;
       if (tensor_core_gradients<kD, kVec>(d)) {
-        float* const out =
-            P.outputs.grad_x + (s.x_series * q.n_max + kLanes * s.w) * d;
-        add_fragment_rows<kD>(gx, row_sum, s.rows, x_strip, row_pitch<kVec>(d),
-                              mu, two_w, d, s.lane,
-                              [&](int i, int f, float a, float b) {
-                                out[i * d + f] += a;
-                                out[i * d + f + 1] += b;
-                              });
+        std::int64_t const first = s.x_series * q.n_max + kLanes * s.w;
+        add_fragment_rows<kD>(
+            gx, row_sum, s.rows, x_strip, row_pitch<kVec>(d), mu, two_w, d,
+            s.lane, [&](int i, int f, float a, float b) {
+              float* const out = P.outputs.grad_x + (first + i) * d + f;
+              out[0] += a;
+              out[1] += b;
+            });
       } else if (s.row_ok) {
         float xr[kD];
         load_row<kD, kVec>(xr, as<In>(s.x) + std::int64_t(s.i) * d, d);
