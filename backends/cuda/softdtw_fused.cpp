@@ -32,22 +32,36 @@ constexpr unsigned kFull = 0xffffffffu;
 // anti-diagonal steps; the two-warp backward's spans 127, see
 // backward_kernel); the y rows of one tile and the strip's x rows (series
 // only); the strip's mean x row (tensor-core costs); backward, the
-// soft-argmin weights of one block (two with two warps: one being written,
-// one read) and, with two warps, the E warp's own y rows; last the block's
-// strip ticket.
+// soft-argmin weights of one block (two blocks with two warps: one being
+// written, one read; with one warp only the diagonal and upper weights, see
+// BlockWeights) and, with two warps, the E warp's own y rows; last the
+// block's strip ticket.
+// Whether the one-warp backward keeps each cell's left weight in the ring
+// (see BlockWeights): 4 KiB less shared memory per strip, which at d = 64
+// fits 6 strips on an SM instead of 5 (H100, fwd+bwd: 32/2048/64 8.86 ->
+// 8.00 ms, 32/4096/64 34.4 -> 32.1 ms). The two-warp backward keeps three
+// weight arrays: there the smaller footprint measured slower (8/8192/16
+// +2.6%, 16/512/1 +9%).
+__host__ __device__ constexpr bool left_weight_in_ring(int warps) {
+  return warps == 1;
+}
+
 template <int kD, bool kSeries>
 struct SharedLayout {
   // Rows are padded by 4 floats: the tensor-core fragment loads (8 rows ×
   // 4 columns at a time) then hit 32 different banks.
   static constexpr int rows = kSeries ? kLanes * (kD + 4) : 0;
   static constexpr int center = kSeries ? kD + 4 : 0;
-  static constexpr int weights = 3 * kLanes * kPitch;
   __host__ __device__ static constexpr int ring_steps(int warps) {
     return warps == 2 ? 128 : 64;
   }
+  // Floats of one block's weights (see BlockWeights).
+  __host__ __device__ static constexpr int weights(int warps) {
+    return (left_weight_in_ring(warps) ? 2 : 3) * kLanes * kPitch;
+  }
   __host__ __device__ static constexpr int floats(int warps) {
-    return ring_steps(warps) * kPitch + 2 * rows + center + warps * weights +
-           (warps == 2 ? rows : 0);
+    return ring_steps(warps) * kPitch + 2 * rows + center +
+           warps * weights(warps) + (warps == 2 ? rows : 0);
   }
   static constexpr std::size_t bytes(int warps) {
     return sizeof(float) * floats(warps) + sizeof(unsigned long long);
@@ -61,7 +75,7 @@ struct SharedLayout {
     float* const x_strip = y_tile + rows;
     float* const mu = x_strip + rows;
     float* const weights = mu + center;
-    float* const y_tile_e = weights + warps * SharedLayout::weights;
+    float* const y_tile_e = weights + warps * SharedLayout::weights(warps);
     // floats() is even (every term is), so the ticket is 8-byte aligned.
     auto* const ticket =
         reinterpret_cast<unsigned long long*>(shared + floats(warps));
@@ -277,6 +291,27 @@ struct Ring {
     return cells[(step & mask) * kPitch + l];
   }
   __device__ float& at(int j, int l) const { return at_step(j + l, l); }
+};
+
+// Where the recompute leaves the soft-argmin weights of a block's cells for
+// the E walk: the diagonal and upper ones in `diag_up` (step t of the block,
+// lane l: t·kPitch + l, the upper one a block further), the left one there
+// too (a third block) or, with left_in_ring, in the ring in place of the
+// cell's cost: each cost is read once, by its own step of the recompute, and
+// the E walk puts the cell's E there once it has read the weight.
+struct BlockWeights {
+  float* diag_up;
+  bool left_in_ring;
+  __device__ float& diag(int t, int lane) const {
+    return diag_up[t * kPitch + lane];
+  }
+  __device__ float& up(int t, int lane) const {
+    return diag_up[(kLanes + t) * kPitch + lane];
+  }
+  __device__ float& left(const Ring& ring, int step, int t, int lane) const {
+    return left_in_ring ? ring.at_step(step, lane)
+                        : diag_up[(2 * kLanes + t) * kPitch + lane];
+  }
 };
 
 // ----------------------------------------------------------------- features
@@ -586,7 +621,8 @@ __device__ __forceinline__ HandoverReader<double> above_reader(const Params& P,
 // pair's value.
 template <bool kRecompute>
 __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
-                                           const Ring& ring, float* weights,
+                                           const Ring& ring,
+                                           const BlockWeights& weights,
                                            WalkState& st,
                                            HandoverReader<double>& above, int c,
                                            double* bottom) {
@@ -627,10 +663,9 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
       st.left = double(cost) + lo - gamma_ln2 * double(log2_approx(sum));
       if constexpr (kRecompute) {
         float const inv = __frcp_rn(sum);
-        float* wt = weights + t * kPitch + s.lane;
-        wt[0] = e_diag * inv;
-        wt[kLanes * kPitch] = e_up * inv;
-        wt[2 * kLanes * kPitch] = e_left * inv;
+        weights.diag(t, s.lane) = e_diag * inv;
+        weights.up(t, s.lane) = e_up * inv;
+        weights.left(ring, step, t, s.lane) = e_left * inv;
       } else {
         if (bottom && s.lane == kLanes - 1) publish(bottom + j, st.left);
         if (s.i == s.n - 1 && j == s.m - 1) P.values[s.p] = st.left;
@@ -684,7 +719,7 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
       ck[0] = st.left;
       ck[kLanes] = st.up_last;
     }
-    walk_block<false>(P, s, ring, nullptr, st, above, c, bottom);
+    walk_block<false>(P, s, ring, BlockWeights{}, st, above, c, bottom);
     __syncwarp();
   }
 }
@@ -913,8 +948,9 @@ __device__ __forceinline__ HandoverReader<float> below_reader(const Params& P,
 // block c and walks the block again, storing its soft-argmin weights.
 template <int kD, bool kVec, bool kSeries, class In>
 __device__ __forceinline__ void recompute_block(
-    const Params& P, const Strip& s, const Ring& ring, float* weights,
-    float* y_tile, const float* x_strip, const float* mu, float x_norm, int c) {
+    const Params& P, const Strip& s, const Ring& ring,
+    const BlockWeights& weights, float* y_tile, const float* x_strip,
+    const float* mu, float x_norm, int c) {
   if (c >= 1)
     load_tile<kD, kVec, kSeries, In>(P, s, ring, y_tile, x_strip, mu, x_norm,
                                      c - 1);
@@ -961,7 +997,8 @@ struct ExpectationWalk {
   // Block b, whose weights are in `weights`; then tile b's outputs (y_tile:
   // this walk's own staging rows).
   __device__ __forceinline__ void block(const Params& P, const Strip& s,
-                                        const Ring& ring, const float* weights,
+                                        const Ring& ring,
+                                        const BlockWeights& weights,
                                         float* y_tile, const float* x_strip,
                                         const float* mu, int b, int tiles) {
 #pragma unroll 4
@@ -979,10 +1016,9 @@ struct ExpectationWalk {
             s.lane == kLanes - 1 ? from_below : from_up + from_diag;
         float const e =
             (s.i == s.n - 1 && j == s.m - 1) ? 1.f : from_left + incoming;
-        float const* wt = weights + t * kPitch + s.lane;
-        to_diag = e * wt[0];
-        to_up = e * wt[kLanes * kPitch];
-        from_left = e * wt[2 * kLanes * kPitch];
+        to_diag = e * weights.diag(t, s.lane);
+        to_up = e * weights.up(t, s.lane);
+        from_left = e * weights.left(ring, step, t, s.lane);
         ring.at_step(step, s.lane) = e;
         row_sum += e;
         if (messages_up && s.lane == 0)
@@ -1081,13 +1117,15 @@ __global__ void __launch_bounds__(kWarps* kLanes)
                                      x_norm, blocks - 1);
   if constexpr (kWarps == 1) {
     for (int c = blocks - 1; c >= 0; --c) {
-      recompute_block<kD, kVec, kSeries, In>(P, s, ring, at.weights, at.y_tile,
+      BlockWeights const weights{at.weights, left_weight_in_ring(1)};
+      recompute_block<kD, kVec, kSeries, In>(P, s, ring, weights, at.y_tile,
                                              at.x_strip, at.mu, x_norm, c);
-      e.block(P, s, ring, at.weights, at.y_tile, at.x_strip, at.mu, c, tiles);
+      e.block(P, s, ring, weights, at.y_tile, at.x_strip, at.mu, c, tiles);
     }
   } else {
     auto weights_of = [&](int c) {
-      return at.weights + (c & 1) * Layout::weights;
+      return BlockWeights{at.weights + (c & 1) * Layout::weights(2),
+                          left_weight_in_ring(2)};
     };
     // Phase f: warp 0 on block blocks − 1 − f, warp 1 on the block after.
     for (int f = 0; f <= blocks; ++f) {
