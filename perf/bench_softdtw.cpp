@@ -60,6 +60,7 @@
 #include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "allocation_tracker.hpp"
@@ -446,6 +447,37 @@ void register_grid(Grid grid) {
   }
 }
 
+// The value of `arg` if it is `--softwave_<name>=<value>`, else null.
+const char* flag_value(const char* arg, const char* name) {
+  static constexpr char kPrefix[] = "--softwave_";
+  std::size_t const prefix = sizeof(kPrefix) - 1, length = std::strlen(name);
+  if (std::strncmp(arg, kPrefix, prefix) != 0 ||
+      std::strncmp(arg + prefix, name, length) != 0 ||
+      arg[prefix + length] != '=')
+    return nullptr;
+  return arg + prefix + length + 1;
+}
+
+// Sets `out` to the value of `choices` whose name is `value`; false (with a
+// message naming the flag and its choices) when none is.
+template <class T, std::size_t N>
+bool choose(const char* flag, const std::string& value,
+            const std::pair<const char*, T> (&choices)[N], T& out) {
+  for (auto const& [name, choice] : choices)
+    if (value == name) {
+      out = choice;
+      return true;
+    }
+  std::cerr << "softwave_bench: --softwave_" << flag << " must be";
+  for (std::size_t k = 0; k < N; ++k)
+    std::cerr << (k == 0       ? " "
+                  : k + 1 == N ? " or "
+                               : ", ")
+              << choices[k].first;
+  std::cerr << " (got '" << value << "')\n";
+  return false;
+}
+
 // Removes --softwave_grid=cpu|gpu, --softwave_tile=T (0: the library's
 // choice; to compare tile sizes in one run), --softwave_checks=on|off (the
 // data checks, one fence per call; off as in the torch front end on CUDA)
@@ -453,59 +485,32 @@ void register_grid(Grid grid) {
 // value.
 bool take_softwave_flags(int& argc, char** argv, Grid& grid, int& tile,
                          bool& checks, Input& input) {
-  static constexpr char kFlag[] = "--softwave_grid=";
-  static constexpr char kTile[] = "--softwave_tile=";
-  static constexpr char kChecks[] = "--softwave_checks=";
-  static constexpr char kInput[] = "--softwave_input=";
+  static constexpr std::pair<const char*, Grid> kGrids[] = {{"cpu", Grid::cpu},
+                                                            {"gpu", Grid::gpu}};
+  static constexpr std::pair<const char*, bool> kChecks[] = {{"on", true},
+                                                             {"off", false}};
+  static constexpr std::pair<const char*, Input> kInputs[] = {
+      {"float32", Input::float32},
+      {"bfloat16", Input::bfloat16},
+      {"float16", Input::float16}};
   int kept = 1;
   bool ok = true;
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], kInput, sizeof(kInput) - 1) == 0) {
-      std::string const value = argv[i] + sizeof(kInput) - 1;
-      if (value == "float32") {
-        input = Input::float32;
-      } else if (value == "bfloat16") {
-        input = Input::bfloat16;
-      } else if (value == "float16") {
-        input = Input::float16;
-      } else {
-        std::cerr << "softwave_bench: --softwave_input must be float32, "
-                     "bfloat16 or float16\n";
-        ok = false;
-      }
-      continue;
-    }
-    if (std::strncmp(argv[i], kChecks, sizeof(kChecks) - 1) == 0) {
-      std::string const value = argv[i] + sizeof(kChecks) - 1;
-      checks = value == "on";
-      if (value != "on" && value != "off") {
-        std::cerr << "softwave_bench: --softwave_checks must be on or off\n";
-        ok = false;
-      }
-      continue;
-    }
-    if (std::strncmp(argv[i], kTile, sizeof(kTile) - 1) == 0) {
-      tile = std::atoi(argv[i] + sizeof(kTile) - 1);
+    if (const char* value = flag_value(argv[i], "grid")) {
+      ok = choose("grid", value, kGrids, grid) && ok;
+    } else if (const char* value = flag_value(argv[i], "checks")) {
+      ok = choose("checks", value, kChecks, checks) && ok;
+    } else if (const char* value = flag_value(argv[i], "input")) {
+      ok = choose("input", value, kInputs, input) && ok;
+    } else if (const char* value = flag_value(argv[i], "tile")) {
+      tile = std::atoi(value);
       if (tile < 0) {
         std::cerr << "softwave_bench: --softwave_tile must be >= 0\n";
         ok = false;
       }
-      continue;
+    } else {
+      argv[kept++] = argv[i];
     }
-    if (std::strncmp(argv[i], kFlag, sizeof(kFlag) - 1) == 0) {
-      std::string const value = argv[i] + sizeof(kFlag) - 1;
-      if (value == "cpu") {
-        grid = Grid::cpu;
-      } else if (value == "gpu") {
-        grid = Grid::gpu;
-      } else {
-        std::cerr << "softwave_bench: --softwave_grid must be cpu or gpu (got '"
-                  << value << "')\n";
-        ok = false;
-      }
-      continue;
-    }
-    argv[kept++] = argv[i];
   }
   argc = kept;
   argv[argc] = nullptr;
