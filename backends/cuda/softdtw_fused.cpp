@@ -26,16 +26,6 @@ constexpr int kPitch = 33;  // floats per ring step (odd: conflict-free
                             // reads along both a column and a row of a tile)
 constexpr unsigned kFull = 0xffffffffu;
 
-// Shared memory of one strip (one block: strips are independent, and small
-// blocks pack the SMs best), for the forward (`warps` = 0) or the backward
-// with 1 or 2 warps. Floats, in this order: the ring (a 32×32 tile spans 63
-// anti-diagonal steps; the two-warp backward's spans 127, see
-// backward_kernel); the y rows of one tile and the strip's x rows (series
-// only); the strip's mean x row (tensor-core costs); backward, the
-// soft-argmin weights of one block (two blocks with two warps: one being
-// written, one read; with one warp only the diagonal and upper weights, see
-// BlockWeights) and, with two warps, the E warp's own y rows; last the
-// block's strip ticket.
 // Whether the one-warp backward keeps each cell's left weight in the ring
 // (see BlockWeights): 4 KiB less shared memory per strip, which at d = 64
 // fits 6 strips on an SM instead of 5 (H100, fwd+bwd: 32/2048/64 8.86 ->
@@ -46,6 +36,16 @@ __host__ __device__ constexpr bool left_weight_in_ring(int warps) {
   return warps == 1;
 }
 
+// Shared memory of one strip (one block: strips are independent, and small
+// blocks pack the SMs best), for the forward (`warps` = 0) or the backward
+// with 1 or 2 warps. Floats, in this order: the ring (a 32×32 tile spans 63
+// anti-diagonal steps; the two-warp backward's spans 127, see
+// backward_kernel); the y rows of one tile and the strip's x rows (series
+// only); the strip's mean x row (tensor-core costs); backward, the
+// soft-argmin weights of one block (two blocks with two warps: one being
+// written, one read; with one warp only the diagonal and upper weights, see
+// BlockWeights) and, with two warps, the E warp's own y rows; last the
+// block's strip ticket.
 template <int kD, bool kSeries>
 struct SharedLayout {
   // Rows are padded by 4 floats: the tensor-core fragment loads (8 rows ×
@@ -1116,8 +1116,8 @@ __global__ void __launch_bounds__(kWarps* kLanes)
     load_tile<kD, kVec, kSeries, In>(P, s, ring, at.y_tile, at.x_strip, at.mu,
                                      x_norm, blocks - 1);
   if constexpr (kWarps == 1) {
+    BlockWeights const weights{at.weights, left_weight_in_ring(1)};
     for (int c = blocks - 1; c >= 0; --c) {
-      BlockWeights const weights{at.weights, left_weight_in_ring(1)};
       recompute_block<kD, kVec, kSeries, In>(P, s, ring, weights, at.y_tile,
                                              at.x_strip, at.mu, x_norm, c);
       e.block(P, s, ring, weights, at.y_tile, at.x_strip, at.mu, c, tiles);
