@@ -24,6 +24,14 @@ KOKKOS_INLINE_FUNCTION T log(T x) {
   return SOFTWAVE_KOKKOS_MATH::log(x);
 }
 template <class T>
+KOKKOS_INLINE_FUNCTION T exp2(T x) {
+  return SOFTWAVE_KOKKOS_MATH::exp2(x);
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION T log2(T x) {
+  return SOFTWAVE_KOKKOS_MATH::log2(x);
+}
+template <class T>
 KOKKOS_INLINE_FUNCTION T sqrt(T x) {
   return SOFTWAVE_KOKKOS_MATH::sqrt(x);
 }
@@ -38,6 +46,16 @@ KOKKOS_INLINE_FUNCTION bool isfinite(T x) {
 template <class T>
 KOKKOS_INLINE_FUNCTION constexpr T infinity() {
   return static_cast<T>(INFINITY);
+}
+
+// A policy whose kernels take their functor as a launch argument. Without
+// the hint, Kokkos' CUDA backend passes functors over 512 bytes through
+// constant memory, and each such launch first waits on the host for the
+// previous one to finish: one host round trip per tile anti-diagonal.
+template <class Policy>
+auto light_weight(const Policy& policy) {
+  return Kokkos::Experimental::require(
+      policy, Kokkos::Experimental::WorkItemProperty::HintLightWeight);
 }
 
 // Initialisation settings: InitArguments (3.x) became InitializationSettings

@@ -30,14 +30,16 @@
 // Values, grad_output and all-pairs matrices have type value_t<T> (float for
 // the 16-bit types, else T); gradients and alignments have the input type,
 // and for the 16-bit types are accumulated in float and rounded once at the
-// end. The 16-bit inputs are read in place (no float copy is made). The
-// recursion runs in double whatever the input type, so the soft-argmin weights
-// that make up E keep their digits at small γ: float32 inputs give value and
-// gradient errors below 1e-7 against a float64 reference for γ ∈ {1, 0.1, 0.01}
-// at N = 1024 (tests/test_accuracy.cpp). The CUDA-specialised path (Kernel)
-// also carries R in double but takes the soft-min's exp and log on the float
-// special-function unit (on differences formed in double) and forms costs in
-// float: value errors stay below 1e-7, gradient errors below ~2e-6 there.
+// end. The 16-bit inputs are read in place (no float copy is made). R and E
+// are carried in double whatever the input type, so the soft-argmin weights
+// that make up E keep their digits at small γ. On host backends everything
+// else is double too: float32 inputs give value and gradient errors below
+// 1e-7 against a float64 reference for γ ∈ {1, 0.1, 0.01} at N = 1024
+// (tests/test_accuracy.cpp). On devices, for float and 16-bit inputs, both
+// the portable kernels and the CUDA-specialised path (Kernel) form costs and
+// gradient products in float and take the soft-min's exp and log in float (on
+// differences formed in double): value errors stay below 1e-7, gradient
+// errors below ~2e-6 there. Double inputs are double throughout everywhere.
 //
 // Memory (beyond inputs and outputs), with T the tile size (tile_size()),
 // P the pairs in flight, N, M the padded lengths, R = ceil(N/T) tile rows and

@@ -1,14 +1,26 @@
 #pragma once
 // Cost providers for the tile kernels. A provider answers, for pair p, the
-// lengths n(p), m(p) and the cost of cell (i, j) (0-based), and turns a tile
-// of the expected alignment E into gradient contributions. Costs are computed
-// where they are needed and never stored as a B×N×M tensor.
+// lengths n(p), m(p); writes the costs of a tile's cells into team scratch;
+// and turns a tile of the expected alignment E into gradient contributions.
+// Costs are computed where they are needed and never stored as a B×N×M
+// tensor.
 
 #include <softwave/softdtw.hpp>
+#include <type_traits>
 
 #include "geometry.hpp"
 
 namespace softwave::impl {
+
+// Costs, the soft-min's exponentials and the gradient products are formed in
+// work_t: float on devices for float and 16-bit inputs, as on the
+// CUDA-specialised path (the tests' float32 tolerances are written for it);
+// double for double inputs and on host backends, the validation path. R and E
+// are double everywhere.
+template <class T, class Space>
+using work_t =
+    std::conditional_t<std::is_same_v<T, double> || runs_on_host<Space>(),
+                       double, float>;
 
 // Lengths of both sides of a pair; empty length views mean "full extent".
 template <class Space>
@@ -25,101 +37,156 @@ struct PairLengths {
   }
 };
 
+template <class Space>
+using ScratchVector = Kokkos::View<acc_t*, typename Space::scratch_memory_space,
+                                   Kokkos::MemoryUnmanaged>;
+template <class Space, class V = acc_t>
+using ScratchMatrix =
+    Kokkos::View<V**, Kokkos::LayoutRight, typename Space::scratch_memory_space,
+                 Kokkos::MemoryUnmanaged>;
+
+// Thread items of the tile products cover edge × edge outputs in registers
+// (rows × columns for costs, rows × features for gradients), so each value
+// read from scratch serves `edge` products. Devices take 4 × 4; host backends
+// 2 × 2, which x86's 16 vector registers hold without spilling.
+template <class Space>
+struct Blocking {
+  static constexpr int edge = runs_on_host<Space>() ? 2 : 4;
+  KOKKOS_INLINE_FUNCTION static constexpr int count(int n) {
+    return (n + edge - 1) / edge;
+  }
+};
+
+// Features are staged at most kFeatureChunk at a time (fewer for smaller d,
+// which leaves scratch to more teams); the odd pitch keeps threads that read
+// the same feature of different rows on different banks.
+constexpr int kFeatureChunk = 32;
+KOKKOS_INLINE_FUNCTION constexpr int chunk_pitch(int chunk) {
+  return chunk % 2 ? chunk : chunk + 1;
+}
+
+// A feature chunk of a tile's x rows and y rows in team scratch, with room
+// for the rows of padding that blocked loops may read (and discard).
+template <class W, class Space>
+struct Staging {
+  ScratchMatrix<Space, W> x, y;
+  int chunk;  // features per chunk
+
+  KOKKOS_INLINE_FUNCTION static int rows(int tile) {
+    return Blocking<Space>::count(tile) * Blocking<Space>::edge;
+  }
+  KOKKOS_INLINE_FUNCTION static std::size_t elements(int tile, int chunk) {
+    return chunk > 0 ? 2 * std::size_t(rows(tile)) * chunk_pitch(chunk) : 0;
+  }
+  KOKKOS_INLINE_FUNCTION Staging(W* memory, int tile, int features)
+      : x(memory, rows(tile), chunk_pitch(features)),
+        y(memory + std::size_t(rows(tile)) * chunk_pitch(features), rows(tile),
+          chunk_pitch(features)),
+        chunk(features) {}
+};
+
 // ε of the cosine cost: 1 − x·y / (max(‖x‖, ε) max(‖y‖, ε)).
 constexpr acc_t cosine_epsilon = 1e-8;
 
-// Σ_k term(k) over k < d with four independent partial sums: one serial
-// chain of floating-point adds (the compiler may not reassociate) would cost
-// its full latency per feature.
-template <class Term>
-KOKKOS_INLINE_FUNCTION acc_t feature_sum(int d, const Term& term) {
-  acc_t partial[4] = {0, 0, 0, 0};
-  int k = 0;
-  for (; k + 4 <= d; k += 4)
-    for (int lane = 0; lane < 4; ++lane) partial[lane] += term(k + lane);
-  for (; k < d; ++k) partial[0] += term(k);
-  return (partial[0] + partial[1]) + (partial[2] + partial[3]);
-}
-
-// Cost between x[a, i, :] and y[b, j, :] for one metric, plus the pieces of
-// its gradient. Written once per metric and shared by the forward cost and
-// the backward gradient.
+// What differs between the built-in metrics, per feature: term(x, y) is the
+// cost's summand (for cosine the dot product's), and factor(v, u) what E
+// multiplies in the gradient of side v against a row u of the other side,
+// ∂C/∂v_k = Σ over the other side of E · factor(v_k, u_k), before the
+// metric's finishing step in SeriesCost::side_gradient.
 template <Cost metric>
 struct Metric;
 
 template <>
 struct Metric<Cost::sqeuclidean> {
-  template <class XRow, class YRow>
-  KOKKOS_INLINE_FUNCTION static acc_t cost(const XRow& a, const YRow& b,
-                                           int d) {
-    return feature_sum(d, [&](int k) {
-      acc_t const diff = acc_t(a(k)) - acc_t(b(k));
-      return diff * diff;
-    });
+  template <class W>
+  KOKKOS_INLINE_FUNCTION static W term(W x, W y) {
+    W const diff = x - y;
+    return diff * diff;
+  }
+  // Σ_q e_q · 2(v − u_q). In float the products are of differences, since
+  // the expanded 2(v Σ_q e_q − Σ_q e_q u_q) cancels where v ≈ u; double has
+  // the digits to spare and takes the expanded form, one operation per term
+  // fewer (finished with the E mass in SeriesCost::side_gradient).
+  template <class W>
+  static constexpr bool expanded = std::is_same_v<W, double>;
+  template <class W>
+  KOKKOS_INLINE_FUNCTION static W factor(W v, W u) {
+    if constexpr (expanded<W>) {
+      return u;
+    } else {
+      return v - u;
+    }
   }
 };
 
 template <>
 struct Metric<Cost::l1> {
-  template <class XRow, class YRow>
-  KOKKOS_INLINE_FUNCTION static acc_t cost(const XRow& a, const YRow& b,
-                                           int d) {
-    return feature_sum(d, [&](int k) {
-      acc_t const diff = acc_t(a(k)) - acc_t(b(k));
-      return diff < 0 ? -diff : diff;
-    });
+  template <class W>
+  KOKKOS_INLINE_FUNCTION static W term(W x, W y) {
+    W const diff = x - y;
+    return diff < 0 ? -diff : diff;
   }
-  KOKKOS_INLINE_FUNCTION static acc_t sign(acc_t v) {
-    return v > 0 ? acc_t(1) : (v < 0 ? acc_t(-1) : acc_t(0));
+  template <class W>
+  KOKKOS_INLINE_FUNCTION static W factor(W v, W u) {
+    return v > u ? W(1) : (v < u ? W(-1) : W(0));
   }
 };
 
 template <>
 struct Metric<Cost::cosine> {
-  template <class Row>
-  KOKKOS_INLINE_FUNCTION static acc_t norm(const Row& a, int d) {
-    return compat::sqrt(
-        feature_sum(d, [&](int k) { return acc_t(a(k)) * acc_t(a(k)); }));
+  template <class W>
+  KOKKOS_INLINE_FUNCTION static W term(W x, W y) {
+    return x * y;
   }
-  KOKKOS_INLINE_FUNCTION static acc_t clamp(acc_t norm) {
-    return norm > cosine_epsilon ? norm : cosine_epsilon;
+  template <class W>
+  KOKKOS_INLINE_FUNCTION static W factor(W, W u) {
+    return u;
   }
-  // ∂‖v‖_ε/∂v = v/‖v‖ where the clamp is inactive, else 0; this returns the
-  // factor 1/‖v‖_ε² that multiplies v in ∂C/∂v.
-  KOKKOS_INLINE_FUNCTION static acc_t radial(acc_t norm) {
-    return norm > cosine_epsilon ? 1 / (norm * norm) : acc_t(0);
+  // 1/‖v‖_ε from ‖v‖².
+  KOKKOS_INLINE_FUNCTION static acc_t inverse_norm(acc_t squared_norm) {
+    acc_t const norm = compat::sqrt(squared_norm);
+    return 1 / (norm > cosine_epsilon ? norm : cosine_epsilon);
   }
-  template <class XRow, class YRow>
-  KOKKOS_INLINE_FUNCTION static acc_t similarity(const XRow& a, const YRow& b,
-                                                 int d, acc_t norm_a,
-                                                 acc_t norm_b) {
-    acc_t const dot =
-        feature_sum(d, [&](int k) { return acc_t(a(k)) * acc_t(b(k)); });
-    return dot / (clamp(norm_a) * clamp(norm_b));
-  }
-  template <class XRow, class YRow>
-  KOKKOS_INLINE_FUNCTION static acc_t cost(const XRow& a, const YRow& b,
-                                           int d) {
-    return 1 - similarity(a, b, d, norm(a, d), norm(b, d));
+  // ∂‖v‖_ε/∂v = v/‖v‖ where the clamp is inactive, else 0; this is the
+  // factor 1/‖v‖² that multiplies v in ∂C/∂v, from 1/‖v‖_ε.
+  KOKKOS_INLINE_FUNCTION static acc_t radial(acc_t inverse_norm) {
+    return inverse_norm < 1 / cosine_epsilon ? inverse_norm * inverse_norm
+                                             : acc_t(0);
   }
 };
 
-// Scratch rows the gradient step may use (norms of the tile's x and y rows).
+// Scratch vectors over a tile's rows and columns (1-based, like R). Cosine
+// keeps the inverse norms 1/‖v‖_ε (set by tile_costs, read by the gradient)
+// and the weighted similarities Σ_q E_q s_q of the gradient step; the
+// expanded squared-Euclidean gradient keeps the E masses Σ_q E_q in the
+// latter.
 template <class Space>
-using ScratchVector = Kokkos::View<acc_t*, typename Space::scratch_memory_space,
-                                   Kokkos::MemoryUnmanaged>;
-template <class Space>
-using ScratchMatrix =
-    Kokkos::View<acc_t**, Kokkos::LayoutRight,
-                 typename Space::scratch_memory_space, Kokkos::MemoryUnmanaged>;
+struct TileVectors {
+  ScratchVector<Space> row_norm, col_norm, row_similarity, col_similarity;
+
+  static std::size_t bytes(int tile) {
+    return 4 * ScratchVector<Space>::shmem_size(tile + 1);
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION TileVectors(const Member& team, int level, int tile)
+      : row_norm(team.team_scratch(level), tile + 1),
+        col_norm(team.team_scratch(level), tile + 1),
+        row_similarity(team.team_scratch(level), tile + 1),
+        col_similarity(team.team_scratch(level), tile + 1) {}
+};
 
 // Costs from series x (Bx, N, d) and y (By, M, d) with a built-in metric.
 // Gradients are accumulated in value_t<T> (float for 16-bit inputs).
 template <class T, class Space, Cost metric>
 struct SeriesCost {
   using value_type = T;
+  using work_type = work_t<T, Space>;
   using gradient_type = value_t<T>;
   using member_type = typename Kokkos::TeamPolicy<Space>::member_type;
+  using W = work_type;
+  static constexpr int kBlock = Blocking<Space>::edge;
+  static constexpr bool kExpanded =
+      metric == Cost::sqeuclidean && Metric<Cost::sqeuclidean>::expanded<W>;
 
   ConstSeriesView<T, Space> x, y;
   PairLengths<Space> lengths;
@@ -131,126 +198,264 @@ struct SeriesCost {
   KOKKOS_INLINE_FUNCTION std::int64_t m(std::int64_t p) const {
     return lengths.m(p);
   }
-  KOKKOS_INLINE_FUNCTION auto x_row(std::int64_t p, std::int64_t i) const {
-    return Kokkos::subview(x, lengths.pairs.x(p), i, Kokkos::ALL);
-  }
-  KOKKOS_INLINE_FUNCTION auto y_row(std::int64_t p, std::int64_t j) const {
-    return Kokkos::subview(y, lengths.pairs.y(p), j, Kokkos::ALL);
-  }
-  KOKKOS_INLINE_FUNCTION acc_t operator()(std::int64_t p, std::int64_t i,
-                                          std::int64_t j) const {
-    return Metric<metric>::cost(x_row(p, i), y_row(p, j), int(x.extent(2)));
+  // Features staged at a time.
+  int feature_chunk() const {
+    return int(x.extent(2)) < kFeatureChunk ? int(x.extent(2)) : kFeatureChunk;
   }
 
-  // grad_x[i] += Σ_j E_ij ∂C_ij/∂x_i over the tile's rows, grad_y[j] likewise
-  // over its columns. Tiles of one tile row (or column) lie on different
-  // anti-diagonals, so no two concurrent tiles touch the same gradient row.
-  KOKKOS_FUNCTION void accumulate_gradients(
-      const member_type& team, std::int64_t p, const TileCells& tile,
-      const ScratchMatrix<Space>& E, acc_t weight,
-      const ScratchVector<Space>& norm_x,
-      const ScratchVector<Space>& norm_y) const {
+  // R(r, c) = C(i0 + r − 1, j0 + c − 1) for the tile's h × w cells (band
+  // masking is the caller's). Feature chunks of the tile's rows are staged in
+  // scratch, and each thread item sums a kBlock × kBlock block of cells.
+  KOKKOS_FUNCTION void tile_costs(const member_type& team, std::int64_t p,
+                                  const TileCells& tile,
+                                  const ScratchMatrix<Space>& R,
+                                  const Staging<W, Space>& staged,
+                                  const TileVectors<Space>& vectors) const {
     int const d = int(x.extent(2));
-    std::int64_t const a = lengths.pairs.x(p), b = lengths.pairs.y(p);
+    int const col_blocks = Blocking<Space>::count(tile.w);
+    for (int k0 = 0; k0 < d; k0 += staged.chunk) {
+      int const width = d - k0 < staged.chunk ? d - k0 : staged.chunk;
+      stage(team, p, tile, k0, width, staged);
+      if constexpr (metric == Cost::cosine) {
+        add_squared_norms(team, staged.x, vectors.row_norm, tile.h, width, k0);
+        add_squared_norms(team, staged.y, vectors.col_norm, tile.w, width, k0);
+      }
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team,
+                                  Blocking<Space>::count(tile.h) * col_blocks),
+          [&](int item) {
+            int const r0 = (item / col_blocks) * kBlock;
+            int const c0 = (item % col_blocks) * kBlock;
+            W sum[kBlock][kBlock] = {};
+            for (int k = 0; k < width; ++k) {
+              W xv[kBlock], yv[kBlock];
+              for (int a = 0; a < kBlock; ++a) xv[a] = staged.x(r0 + a, k);
+              for (int b = 0; b < kBlock; ++b) yv[b] = staged.y(c0 + b, k);
+              for (int a = 0; a < kBlock; ++a)
+                for (int b = 0; b < kBlock; ++b)
+                  sum[a][b] += Metric<metric>::term(xv[a], yv[b]);
+            }
+            for (int a = 0; a < kBlock && r0 + a < tile.h; ++a)
+              for (int b = 0; b < kBlock && c0 + b < tile.w; ++b) {
+                acc_t& cell = R(r0 + a + 1, c0 + b + 1);
+                cell = (k0 == 0 ? acc_t(0) : cell) + acc_t(sum[a][b]);
+              }
+          });
+      team.team_barrier();  // before the next chunk is staged
+    }
     if constexpr (metric == Cost::cosine) {
       Kokkos::parallel_for(
           Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
-            norm_x(r) = Metric<metric>::norm(x_row(p, tile.i0 + r - 1), d);
+            vectors.row_norm(r) =
+                Metric<metric>::inverse_norm(vectors.row_norm(r));
           });
       Kokkos::parallel_for(
           Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
-            norm_y(c) = Metric<metric>::norm(y_row(p, tile.j0 + c - 1), d);
+            vectors.col_norm(c) =
+                Metric<metric>::inverse_norm(vectors.col_norm(c));
           });
       team.team_barrier();
-    }
-    if (grad_x.extent(0)) {
       Kokkos::parallel_for(
           Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
-            std::int64_t const i = tile.i0 + r - 1;
-            auto const xi = x_row(p, i);
-            row_gradient(xi, r, tile.w, d, tile.j0, b, y, E, weight, norm_x,
-                         norm_y,
-                         /*transpose=*/false,
-                         Kokkos::subview(grad_x, a, i, Kokkos::ALL));
-          });
-    }
-    if (grad_y.extent(0)) {
-      Kokkos::parallel_for(
-          Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
-            std::int64_t const j = tile.j0 + c - 1;
-            auto const yj = y_row(p, j);
-            row_gradient(
-                yj, c, tile.h, d, tile.i0, a, x, E, weight, norm_y, norm_x,
-                /*transpose=*/true, Kokkos::subview(grad_y, b, j, Kokkos::ALL));
+            for (int c = 1; c <= tile.w; ++c)
+              R(r, c) = 1 - R(r, c) * vectors.row_norm(r) * vectors.col_norm(c);
           });
     }
   }
 
-  // One side's gradient row: v is the row being differentiated (x_i or y_j),
-  // the sum runs over the `count` cells of the other side (rows of `other`
-  // starting at other_begin in series `other_index`). The cost is symmetric in
-  // its two arguments, so the same code serves rows (E(r, c)) and columns
-  // (E(c, r) with transpose). Features go in chunks held in registers, so the
-  // other side's rows are read once per chunk, contiguously, in double.
-  template <class Row, class Out>
-  KOKKOS_INLINE_FUNCTION static void row_gradient(
-      const Row& v, int rc, int count, int d, std::int64_t other_begin,
-      std::int64_t other_index, const ConstSeriesView<T, Space>& other,
+  // grad_x[i] += Σ_j E_ij ∂C_ij/∂x_i over the tile's rows, grad_y[j] likewise
+  // over its columns, as blocked products of E with staged feature chunks.
+  // Tiles of one tile row (or column) lie on different anti-diagonals, so no
+  // two concurrent tiles touch the same gradient row. For cosine, tile_costs
+  // of the same tile left the inverse norms in `vectors`.
+  KOKKOS_FUNCTION void accumulate_gradients(
+      const member_type& team, std::int64_t p, const TileCells& tile,
       const ScratchMatrix<Space>& E, acc_t weight,
-      const ScratchVector<Space>& norm_self,
-      const ScratchVector<Space>& norm_other, bool transpose, const Out& out) {
-    auto e = [&](int q) { return transpose ? E(q, rc) : E(rc, q); };
-    // E has one sign within a pair, so a zero mass means no contribution.
-    acc_t mass = 0, weighted_similarity = 0;
-    for (int q = 1; q <= count; ++q) {
-      acc_t const eq = e(q);
-      mass += eq;
-      if constexpr (metric == Cost::cosine) {
-        if (eq != 0) {
-          auto const uq = Kokkos::subview(other, other_index,
-                                          other_begin + q - 1, Kokkos::ALL);
-          weighted_similarity +=
-              eq * Metric<metric>::similarity(v, uq, d, norm_self(rc),
-                                              norm_other(q));
-        }
-      }
+      const Staging<W, Space>& staged,
+      const TileVectors<Space>& vectors) const {
+    bool const want_x = grad_x.extent(0), want_y = grad_y.extent(0);
+    if (!want_x && !want_y) return;
+    int const d = int(x.extent(2));
+    std::int64_t const a = lengths.pairs.x(p), b = lengths.pairs.y(p);
+    if constexpr (metric == Cost::cosine) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
+                           [&](int r) { vectors.row_similarity(r) = 0; });
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.w + 1),
+                           [&](int c) { vectors.col_similarity(c) = 0; });
     }
-    if (mass == 0) return;
-    constexpr int chunk = 8;
-    for (int k0 = 0; k0 < d; k0 += chunk) {
-      acc_t sum[chunk] = {};
-      for (int q = 1; q <= count; ++q) {
-        acc_t eq = e(q);
-        if (eq == 0) continue;
-        if constexpr (metric == Cost::cosine)
-          eq /= Metric<metric>::clamp(norm_other(q));
-        std::int64_t const row = other_begin + q - 1;
-        for (int kk = 0; kk < chunk; ++kk) {
-          if (k0 + kk >= d) break;
-          acc_t const u = acc_t(other(other_index, row, k0 + kk));
-          if constexpr (metric == Cost::l1)
-            sum[kk] += eq * Metric<metric>::sign(acc_t(v(k0 + kk)) - u);
-          else
-            sum[kk] += eq * u;
-        }
+    if constexpr (kExpanded) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
+                           [&](int r) {
+                             acc_t mass = 0;
+                             for (int c = 1; c <= tile.w; ++c) mass += E(r, c);
+                             vectors.row_similarity(r) = mass;
+                           });
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.w + 1),
+                           [&](int c) {
+                             acc_t mass = 0;
+                             for (int r = 1; r <= tile.h; ++r) mass += E(r, c);
+                             vectors.col_similarity(c) = mass;
+                           });
+    }
+    for (int k0 = 0; k0 < d; k0 += staged.chunk) {
+      int const width = d - k0 < staged.chunk ? d - k0 : staged.chunk;
+      stage(team, p, tile, k0, width, staged);
+      int const feature_blocks = Blocking<Space>::count(width);
+      int const x_items =
+          want_x ? Blocking<Space>::count(tile.h) * feature_blocks : 0;
+      int const y_items =
+          want_y ? Blocking<Space>::count(tile.w) * feature_blocks : 0;
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(team, x_items + y_items), [&](int item) {
+            bool const rows = item < x_items;
+            int const local = rows ? item : item - x_items;
+            int const v0 = (local / feature_blocks) * kBlock;
+            int const f0 = (local % feature_blocks) * kBlock;
+            Block const block{v0, f0, k0, width, weight};
+            if (rows)
+              side_gradient<false>(block, tile.h, tile.w, E, staged.x, staged.y,
+                                   vectors.row_norm, vectors.col_norm,
+                                   vectors.row_similarity, grad_x, a, tile.i0);
+            else
+              side_gradient<true>(block, tile.w, tile.h, E, staged.y, staged.x,
+                                  vectors.col_norm, vectors.row_norm,
+                                  vectors.col_similarity, grad_y, b, tile.j0);
+          });
+      team.team_barrier();  // before the next chunk is staged
+    }
+    if constexpr (metric == Cost::cosine) {
+      // The radial part s̄·v/‖v‖² of ∂C/∂v, s̄ = Σ_q E_q s_q complete now.
+      if (want_x)
+        Kokkos::parallel_for(
+            Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
+              add_radial(weight * vectors.row_similarity(r) *
+                             Metric<metric>::radial(vectors.row_norm(r)),
+                         x, grad_x, a, tile.i0 + r - 1);
+            });
+      if (want_y)
+        Kokkos::parallel_for(
+            Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
+              add_radial(weight * vectors.col_similarity(c) *
+                             Metric<metric>::radial(vectors.col_norm(c)),
+                         y, grad_y, b, tile.j0 + c - 1);
+            });
+    }
+  }
+
+ private:
+  // Features k0 .. k0 + width − 1 of the tile's x rows and y rows.
+  KOKKOS_FUNCTION void stage(const member_type& team, std::int64_t p,
+                             const TileCells& tile, int k0, int width,
+                             const Staging<W, Space>& staged) const {
+    std::int64_t const a = lengths.pairs.x(p), b = lengths.pairs.y(p);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tile.h * width),
+                         [&](int e) {
+                           int const r = e / width, k = e % width;
+                           staged.x(r, k) = W(x(a, tile.i0 + r, k0 + k));
+                         });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tile.w * width),
+                         [&](int e) {
+                           int const c = e / width, k = e % width;
+                           staged.y(c, k) = W(y(b, tile.j0 + c, k0 + k));
+                         });
+    team.team_barrier();
+  }
+
+  // Cosine: adds the staged chunk's part of ‖v‖² to norms(1 .. count).
+  KOKKOS_FUNCTION static void add_squared_norms(
+      const member_type& team, const ScratchMatrix<Space, W>& rows,
+      const ScratchVector<Space>& norms, int count, int width, int k0) {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](int q) {
+      acc_t sum = k0 == 0 ? acc_t(0) : norms(q + 1);
+      for (int k = 0; k < width; ++k)
+        sum += acc_t(rows(q, k)) * acc_t(rows(q, k));
+      norms(q + 1) = sum;
+    });
+  }
+
+  // A gradient item: sides v0 .. v0 + kBlock − 1 of one side and features
+  // f0 .. f0 + kBlock − 1 of the staged chunk k0 .. k0 + width − 1.
+  struct Block {
+    int v0, f0, k0, width;
+    acc_t weight;
+  };
+
+  // G(v, k) = Σ_q E(v, q) · s_q · factor(v_k, u_qk) over the `others` cells
+  // of the other side (q), for the item's block of this side (rows of E, or
+  // columns with kTranspose); s_q is the other side's inverse norm for
+  // cosine, 1 otherwise. Adds weight · ∂C/∂v to grad(series, first + v, k).
+  template <bool kTranspose>
+  KOKKOS_INLINE_FUNCTION static void side_gradient(
+      const Block& block, int count, int others, const ScratchMatrix<Space>& E,
+      const ScratchMatrix<Space, W>& self, const ScratchMatrix<Space, W>& other,
+      const ScratchVector<Space>& self_norm,
+      const ScratchVector<Space>& other_norm,
+      const ScratchVector<Space>& similarity,
+      const ArrayView3<gradient_type, Space>& grad, std::int64_t series,
+      std::int64_t first) {
+    int const v0 = block.v0, f0 = block.f0;
+    W vv[kBlock][kBlock];
+    for (int a = 0; a < kBlock; ++a)
+      for (int f = 0; f < kBlock; ++f) vv[a][f] = self(v0 + a, f0 + f);
+    W sum[kBlock][kBlock] = {};
+    for (int q = 0; q < others; ++q) {
+      W const scale = metric == Cost::cosine ? W(other_norm(q + 1)) : W(1);
+      W e[kBlock], u[kBlock];
+      for (int a = 0; a < kBlock; ++a) {
+        int const v = v0 + a < count ? v0 + a : count - 1;  // in bounds
+        e[a] = W(kTranspose ? E(q + 1, v + 1) : E(v + 1, q + 1)) * scale;
       }
-      for (int kk = 0; kk < chunk && k0 + kk < d; ++kk) {
-        acc_t const vk = acc_t(v(k0 + kk));
-        acc_t gradient;
-        if constexpr (metric == Cost::sqeuclidean) {
-          // Σ_q e_q · 2(v − u_q) = 2(v Σ_q e_q − Σ_q e_q u_q)
-          gradient = 2 * (vk * mass - sum[kk]);
+      for (int f = 0; f < kBlock; ++f) u[f] = other(q, f0 + f);
+      for (int a = 0; a < kBlock; ++a)
+        for (int f = 0; f < kBlock; ++f)
+          sum[a][f] += e[a] * Metric<metric>::factor(vv[a][f], u[f]);
+    }
+    // ∂C/∂v of the block, then one read-modify-write pass over its outputs:
+    // all loads issue before any store, so their latencies overlap.
+    acc_t gradient[kBlock][kBlock];
+    for (int a = 0; a < kBlock; ++a) {
+      if (v0 + a >= count) break;
+      acc_t dot = 0;  // cosine: v·G over the block's features
+      for (int f = 0; f < kBlock; ++f) {
+        acc_t const g = acc_t(sum[a][f]);
+        if constexpr (kExpanded) {
+          gradient[a][f] = 2 * (acc_t(vv[a][f]) * similarity(v0 + a + 1) - g);
+        } else if constexpr (metric == Cost::sqeuclidean) {
+          gradient[a][f] = 2 * g;
         } else if constexpr (metric == Cost::l1) {
-          gradient = sum[kk];
+          gradient[a][f] = g;
         } else {
-          // ∂C/∂v = −u/(‖v‖_ε‖u‖_ε) + s·v·radial(‖v‖), s the similarity.
-          acc_t const nv = norm_self(rc);
-          gradient = -sum[kk] / Metric<metric>::clamp(nv) +
-                     weighted_similarity * vk * Metric<metric>::radial(nv);
+          // −Σ_q E_q u_q/(‖v‖_ε‖u_q‖_ε); add_radial adds the rest.
+          gradient[a][f] = -g * self_norm(v0 + a + 1);
+          if (f0 + f < block.width) dot += acc_t(vv[a][f]) * g;
         }
-        out(k0 + kk) += gradient_type(weight * gradient);
       }
+      // s̄_v = Σ_q E_q (v·u_q)/(‖v‖_ε‖u_q‖_ε) = (v·G)/‖v‖_ε, added over the
+      // feature blocks (several items).
+      if constexpr (metric == Cost::cosine)
+        Kokkos::atomic_add(&similarity(v0 + a + 1),
+                           dot * self_norm(v0 + a + 1));
     }
+    gradient_type current[kBlock][kBlock];
+    for (int a = 0; a < kBlock; ++a)
+      for (int f = 0; f < kBlock; ++f)
+        if (v0 + a < count && f0 + f < block.width)
+          current[a][f] = grad(series, first + v0 + a, block.k0 + f0 + f);
+    for (int a = 0; a < kBlock; ++a)
+      for (int f = 0; f < kBlock; ++f)
+        if (v0 + a < count && f0 + f < block.width)
+          grad(series, first + v0 + a, block.k0 + f0 + f) =
+              current[a][f] + gradient_type(block.weight * gradient[a][f]);
+  }
+
+  // Cosine: grad(series, row, :) += factor · v(series, row, :).
+  KOKKOS_INLINE_FUNCTION static void add_radial(
+      acc_t factor, const ConstSeriesView<T, Space>& v,
+      const ArrayView3<gradient_type, Space>& grad, std::int64_t series,
+      std::int64_t row) {
+    if (factor == 0) return;
+    for (int k = 0; k < int(v.extent(2)); ++k)
+      grad(series, row, k) += gradient_type(factor * acc_t(v(series, row, k)));
   }
 };
 
@@ -259,6 +464,7 @@ struct SeriesCost {
 template <class T, class Space>
 struct TensorCost {
   using value_type = T;
+  using work_type = work_t<T, Space>;
   using member_type = typename Kokkos::TeamPolicy<Space>::member_type;
 
   ConstSeriesView<T, Space> c;
@@ -270,16 +476,25 @@ struct TensorCost {
   KOKKOS_INLINE_FUNCTION std::int64_t m(std::int64_t p) const {
     return lengths.m(p);
   }
-  KOKKOS_INLINE_FUNCTION acc_t operator()(std::int64_t p, std::int64_t i,
-                                          std::int64_t j) const {
-    return acc_t(c(lengths.pairs.x(p), i, j));
+  int feature_chunk() const { return 0; }  // nothing is staged
+  // Threads take columns, so each row of the tile is read contiguously.
+  KOKKOS_FUNCTION void tile_costs(const member_type& team, std::int64_t p,
+                                  const TileCells& tile,
+                                  const ScratchMatrix<Space>& R,
+                                  const Staging<work_type, Space>&,
+                                  const TileVectors<Space>&) const {
+    std::int64_t const a = lengths.pairs.x(p);
+    Kokkos::parallel_for(
+        Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int col) {
+          for (int r = 1; r <= tile.h; ++r)
+            R(r, col) = acc_t(c(a, tile.i0 + r - 1, tile.j0 + col - 1));
+        });
   }
   KOKKOS_FUNCTION void accumulate_gradients(const member_type&, std::int64_t,
                                             const TileCells&,
                                             const ScratchMatrix<Space>&, acc_t,
-                                            const ScratchVector<Space>&,
-                                            const ScratchVector<Space>&) const {
-  }
+                                            const Staging<work_type, Space>&,
+                                            const TileVectors<Space>&) const {}
 };
 
 }  // namespace softwave::impl

@@ -10,6 +10,13 @@ namespace softwave::impl {
 // The recursion runs in double for every input type (see softdtw.hpp).
 using acc_t = double;
 
+// Host backends (OpenMP, Serial) run one thread per tile; devices one team.
+template <class Space>
+constexpr bool runs_on_host() {
+  return Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                    typename Space::memory_space>::accessible;
+}
+
 // Sakoe–Chiba band following the diagonal of an n×m grid (0-based cells).
 // For n <= m, row i keeps floor(i·m/n) − w <= j <= ceil((i+1)·m/n) − 1 + w:
 // the columns the straight diagonal crosses in that row, widened by w. These

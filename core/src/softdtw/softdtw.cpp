@@ -17,14 +17,9 @@ namespace softwave::impl {
 namespace {
 
 template <class Space>
-constexpr bool runs_on_host() {
-  return Kokkos::SpaceAccessibility<Kokkos::HostSpace,
-                                    typename Space::memory_space>::accessible;
-}
-
-template <class Space>
 std::size_t backward_scratch_bytes(int tile) {
-  return BackwardTiles<Space, TensorCost<double, Space>>::scratch_bytes(tile);
+  return BackwardTiles<Space, TensorCost<double, Space>>::scratch_bytes(
+      tile, kFeatureChunk);
 }
 
 // Tile edge and team-scratch level for a sweep. Host backends use level 1:
@@ -135,7 +130,7 @@ class Sweeper {
     tiles.values = values;
     for (int k = 0; k < tiling_.diagonals(); ++k)
       launch(tiles, k, pairs, "softwave::softdtw::forward_tiles",
-             tiles.scratch_bytes(tiling_.tile));
+             tiles.scratch_bytes(tiling_.tile, tiles.feature_chunk));
   }
 
   // Forward with checkpoints, then backward: values and every output asked
@@ -151,13 +146,15 @@ class Sweeper {
     forward_tiles.values = values;
     for (int k = 0; k < tiling_.diagonals(); ++k)
       launch(forward_tiles, k, pairs, "softwave::softdtw::forward_tiles",
-             forward_tiles.scratch_bytes(tiling_.tile));
+             forward_tiles.scratch_bytes(tiling_.tile,
+                                         forward_tiles.feature_chunk));
     BackwardTiles<Space, CostProvider> backward_tiles;
     setup(backward_tiles);
     backward_tiles.outputs = outputs;
     for (int k = tiling_.diagonals() - 1; k >= 0; --k)
       launch(backward_tiles, k, pairs, "softwave::softdtw::backward_tiles",
-             backward_tiles.scratch_bytes(tiling_.tile));
+             backward_tiles.scratch_bytes(tiling_.tile,
+                                          backward_tiles.feature_chunk));
   }
 
  private:
@@ -213,7 +210,8 @@ class Sweeper {
   void setup(Tiles& tiles) const {
     tiles.cost = cost_;
     tiles.band = band_;
-    tiles.gamma = gamma_;
+    tiles.soft = decltype(tiles.soft)(gamma_);
+    tiles.feature_chunk = cost_.feature_chunk();
     tiles.tiling = tiling_;
     tiles.workspace = workspace_;
     tiles.scratch_level = plan_.level;
@@ -225,8 +223,9 @@ class Sweeper {
     tiles.diagonal = k;
     tiles.first_row = tiling_.first_row(k);
     tiles.tiles_on = tiling_.tiles_on(k);
-    Kokkos::TeamPolicy<Space> policy(space_, int(pairs * tiles.tiles_on),
-                                     team_size_for<Space>(tiling_.tile));
+    auto policy = compat::light_weight(
+        Kokkos::TeamPolicy<Space>(space_, int(pairs * tiles.tiles_on),
+                                  team_size_for<Space>(tiling_.tile)));
     policy.set_scratch_size(plan_.level, Kokkos::PerTeam(scratch_bytes));
     Kokkos::parallel_for(label, policy, tiles);
   }

@@ -18,6 +18,7 @@
 
 #include <climits>
 #include <softwave/kokkos_compat.hpp>
+#include <type_traits>
 
 #include "costs.hpp"
 #include "geometry.hpp"
@@ -31,33 +32,63 @@ KOKKOS_INLINE_FUNCTION acc_t min3(acc_t a, acc_t b, acc_t c) {
 
 // ∂R_ij/∂(diag, up, left): the soft-argmin of the predecessors; for γ = 0 the
 // indicator of the argmin with ties to diagonal, then up, then left.
+template <class W>
 struct Weights {
-  acc_t diag = 0, up = 0, left = 0;
+  W diag = 0, up = 0, left = 0;
 };
 
-// exp(−shift/γ) for shift = a_k − min(a) >= 0; exactly 1 for the minimum,
-// which saves one exponential per cell.
-KOKKOS_INLINE_FUNCTION acc_t shifted_exp(acc_t shift, acc_t gamma) {
-  return shift == 0 ? acc_t(1) : compat::exp(-shift / gamma);
-}
+// The soft-min's special functions in work type W (see work_t), on shifts
+// shift = a_k − min(a) >= 0 formed in double: only the scaled shift meets a
+// float exponential.
+template <class W>
+struct SoftMin {
+  acc_t gamma = 1;
+  acc_t log2e_over_gamma = 0;  // float: exp(−s/γ) = 2^(−s·log2(e)/γ)
+  acc_t gamma_ln2 = 0;         // float: γ·ln(sum) = γ·ln(2)·log2(sum)
+
+  SoftMin() = default;
+  explicit SoftMin(acc_t g)
+      : gamma(g),
+        log2e_over_gamma(g > 0 ? 1.4426950408889634 / g : 0),
+        gamma_ln2(g * 0.6931471805599453) {}
+
+  // exp(−shift/γ). Double saves the exponential of the minimum (exactly 1);
+  // in float a branch costs more than the exponential it saves, and 2^0 is 1.
+  KOKKOS_INLINE_FUNCTION W shifted_exp(acc_t shift) const {
+    if constexpr (std::is_same_v<W, double>) {
+      return shift == 0 ? 1.0 : compat::exp(-shift / gamma);
+    } else {
+      return compat::exp2(W(-shift * log2e_over_gamma));
+    }
+  }
+  // γ·ln(sum).
+  KOKKOS_INLINE_FUNCTION acc_t log_sum(W sum) const {
+    if constexpr (std::is_same_v<W, double>) {
+      return gamma * compat::log(sum);
+    } else {
+      return gamma_ln2 * acc_t(compat::log2(sum));
+    }
+  }
+};
 
 // R_ij = C_ij + softmin_γ(diag, up, left), and optionally ∂R_ij/∂(predecessors)
 // from the same exponentials. A cost of +∞ marks a cell outside the band
 // (costs are finite elsewhere when inputs are checked); such cells get zero
 // weights. A NaN (unchecked inputs, SoftDTWOptions::check_values = false)
 // stays NaN instead of reading as +∞, so it reaches the pair's value.
-template <bool with_weights>
+template <bool with_weights, class W>
 KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
-                                   acc_t gamma, Weights& weights) {
+                                   const SoftMin<W>& soft,
+                                   Weights<W>& weights) {
   acc_t const inf = compat::infinity<acc_t>();
   acc_t const low = min3(diag, up, left);
   if (!(cost < inf) || !(low < inf)) {
-    if constexpr (with_weights) weights = Weights{};
+    if constexpr (with_weights) weights = Weights<W>{};
     return cost != cost || low != low ? cost + low : inf;
   }
-  if (gamma == 0) {
+  if (soft.gamma == 0) {
     if constexpr (with_weights) {
-      weights = Weights{};
+      weights = Weights<W>{};
       if (diag == low)
         weights.diag = 1;
       else if (up == low)
@@ -69,17 +100,17 @@ KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
   }
   // Shifting by the minimum keeps every exponent <= 0 (no overflow), and the
   // differences that decide the weights are taken in double.
-  acc_t const e_diag = shifted_exp(diag - low, gamma);
-  acc_t const e_up = shifted_exp(up - low, gamma);
-  acc_t const e_left = shifted_exp(left - low, gamma);
-  acc_t const sum = e_diag + e_up + e_left;
+  W const e_diag = soft.shifted_exp(diag - low);
+  W const e_up = soft.shifted_exp(up - low);
+  W const e_left = soft.shifted_exp(left - low);
+  W const sum = e_diag + e_up + e_left;
   if constexpr (with_weights) {
-    acc_t const inverse = 1 / sum;
+    W const inverse = 1 / sum;
     weights.diag = e_diag * inverse;
     weights.up = e_up * inverse;
     weights.left = e_left * inverse;
   }
-  return cost + low - gamma * compat::log(sum);
+  return cost + low - soft.log_sum(sum);
 }
 
 // Visits the cells (r, c), 1 <= r <= h, 1 <= c <= w, anti-diagonal by
@@ -115,19 +146,76 @@ struct Workspace {
   bool rolling = false;           // forward only: one row/column per pair
 };
 
+// Team scratch of one tile: R (which the backward turns into E in place),
+// the backward's soft-argmin weights, a staging area for feature chunks of
+// the tile's series rows, and per-row/column vectors. The staging area shares
+// its memory with the weights: it is used before the walk writes them and
+// after the alignment pass has read them for the last time.
+template <class Space, class W>
+struct TileScratch {
+  using Elements = Kokkos::View<W*, typename Space::scratch_memory_space,
+                                Kokkos::MemoryUnmanaged>;
+
+  ScratchMatrix<Space> R;
+  Elements shared;
+  ScratchMatrix<Space, W> diag, up, left;  // backward only
+  Staging<W, Space> staged;
+  TileVectors<Space> vectors;
+
+  KOKKOS_INLINE_FUNCTION static std::size_t shared_elements(int tile,
+                                                            bool backward,
+                                                            int chunk) {
+    std::size_t const weights =
+        backward ? 3 * std::size_t(tile + 1) * std::size_t(tile + 1) : 0;
+    std::size_t const staging = Staging<W, Space>::elements(tile, chunk);
+    return weights > staging ? weights : staging;
+  }
+  // `chunk`: features staged at a time (the cost provider's feature_chunk).
+  static std::size_t bytes(int tile, bool backward, int chunk) {
+    return ScratchMatrix<Space>::shmem_size(tile + 1, tile + 1) +
+           Elements::shmem_size(shared_elements(tile, backward, chunk)) +
+           TileVectors<Space>::bytes(tile);
+  }
+
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION TileScratch(const Member& team, int level, int tile,
+                                     bool backward, int chunk)
+      : R(team.team_scratch(level), tile + 1, tile + 1),
+        shared(team.team_scratch(level),
+               shared_elements(tile, backward, chunk)),
+        diag(weight_matrix(0, tile, backward)),
+        up(weight_matrix(1, tile, backward)),
+        left(weight_matrix(2, tile, backward)),
+        staged(shared.data(), tile, chunk),
+        vectors(team, level, tile) {}
+
+ private:
+  KOKKOS_INLINE_FUNCTION ScratchMatrix<Space, W> weight_matrix(
+      int which, int tile, bool backward) const {
+    if (!backward) return ScratchMatrix<Space, W>();
+    std::size_t const size = std::size_t(tile + 1) * std::size_t(tile + 1);
+    return ScratchMatrix<Space, W>(shared.data() + which * size, tile + 1,
+                                   tile + 1);
+  }
+};
+
 // State shared by the forward and backward tile functors.
 template <class Space, class CostProvider>
 struct TileSweep {
   using member_type = typename Kokkos::TeamPolicy<Space>::member_type;
 
+  using W = typename CostProvider::work_type;
+  using Scratch = TileScratch<Space, W>;
+
   CostProvider cost;
   Band band;
-  acc_t gamma = 1;
+  SoftMin<W> soft;
   Tiling tiling;
   Workspace<Space> workspace;
   // Team scratch level: 0 (on-chip) on devices; 1 on host backends, where
   // both levels are ordinary memory and level 0 is capped at 32 KiB.
   int scratch_level = 0;
+  int feature_chunk = 0;  // features staged at a time, see TileScratch
   // Set per launch: which tile anti-diagonal, its first tile row and size.
   int diagonal = 0, first_row = 0, tiles_on = 1;
 
@@ -180,10 +268,8 @@ struct TileSweep {
   template <bool with_weights>
   KOKKOS_FUNCTION void fill(const member_type& team, std::int64_t p,
                             const TileCells& tile, std::int64_t n,
-                            std::int64_t m, const ScratchMatrix<Space>& R,
-                            const ScratchMatrix<Space>& diag_weight,
-                            const ScratchMatrix<Space>& up_weight,
-                            const ScratchMatrix<Space>& left_weight) const {
+                            std::int64_t m, const Scratch& scratch) const {
+    auto const& R = scratch.R;
     // A team may reuse the scratch of the tile its threads just finished
     // (Kokkos loops a block over several league ranks without a barrier).
     team.team_barrier();
@@ -194,23 +280,26 @@ struct TileSweep {
     Kokkos::parallel_for(
         Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
           R(r, 0) = boundary(p, tile, tile.i0 + r, tile.j0, n, m);
-          std::int64_t const i = tile.i0 + r - 1;
-          for (int c = 1; c <= tile.w; ++c) {
-            std::int64_t const j = tile.j0 + c - 1;
-            R(r, c) = band.contains(i, j, n, m) ? cost(p, i, j)
-                                                : compat::infinity<acc_t>();
-          }
         });
+    cost.tile_costs(team, p, tile, R, scratch.staged, scratch.vectors);
     team.team_barrier();
-    acc_t const g = gamma;
+    if (band.width >= 0)
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
+                           [&](int r) {
+                             std::int64_t const i = tile.i0 + r - 1;
+                             for (int c = 1; c <= tile.w; ++c)
+                               if (!band.contains(i, tile.j0 + c - 1, n, m))
+                                 R(r, c) = compat::infinity<acc_t>();
+                           });
+    team.team_barrier();
     wavefront(team, tile.h, tile.w, /*reverse=*/false, [&](int r, int c) {
-      Weights weights;
+      Weights<W> weights;
       R(r, c) = relax<with_weights>(R(r, c), R(r - 1, c - 1), R(r - 1, c),
-                                    R(r, c - 1), g, weights);
+                                    R(r, c - 1), soft, weights);
       if constexpr (with_weights) {
-        diag_weight(r, c) = weights.diag;
-        up_weight(r, c) = weights.up;
-        left_weight(r, c) = weights.left;
+        scratch.diag(r, c) = weights.diag;
+        scratch.up(r, c) = weights.up;
+        scratch.left(r, c) = weights.left;
       }
     });
     team.team_barrier();
@@ -249,13 +338,6 @@ struct TileSweep {
   }
 };
 
-template <class Space>
-KOKKOS_INLINE_FUNCTION ScratchMatrix<Space> scratch_tile(
-    const typename Kokkos::TeamPolicy<Space>::member_type& team, int level,
-    int tile) {
-  return ScratchMatrix<Space>(team.team_scratch(level), tile + 1, tile + 1);
-}
-
 // Forward: R through every tile of the diagonal; the value R(n, m) of each
 // pair (in double) when its last tile is done.
 template <class Space, class CostProvider>
@@ -265,8 +347,8 @@ struct ForwardTiles : TileSweep<Space, CostProvider> {
 
   Kokkos::View<acc_t*, typename Space::memory_space> values;
 
-  static std::size_t scratch_bytes(int tile) {
-    return ScratchMatrix<Space>::shmem_size(tile + 1, tile + 1);
+  static std::size_t scratch_bytes(int tile, int chunk) {
+    return base::Scratch::bytes(tile, /*backward=*/false, chunk);
   }
 
   KOKKOS_FUNCTION void operator()(const member_type& team) const {
@@ -275,13 +357,14 @@ struct ForwardTiles : TileSweep<Space, CostProvider> {
     std::int64_t const n = this->cost.n(p), m = this->cost.m(p);
     TileCells const tile(I, this->diagonal - I, this->tiling.tile, n, m);
     if (!tile.exists() || !tile.touches(this->band, n, m)) return;
-    auto const R =
-        scratch_tile<Space>(team, this->scratch_level, this->tiling.tile);
-    this->template fill<false>(team, p, tile, n, m, R, R, R, R);
-    this->store_boundaries(team, p, tile, n, m, R);
+    typename base::Scratch const scratch(
+        team, this->scratch_level, this->tiling.tile,
+        /*backward=*/false, this->feature_chunk);
+    this->template fill<false>(team, p, tile, n, m, scratch);
+    this->store_boundaries(team, p, tile, n, m, scratch.R);
     if (tile.i0 + tile.h == n && tile.j0 + tile.w == m)
       Kokkos::single(Kokkos::PerTeam(team),
-                     [&]() { values(p) = R(tile.h, tile.w); });
+                     [&]() { values(p) = scratch.R(tile.h, tile.w); });
   }
 };
 
@@ -303,12 +386,12 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
   using base = TileSweep<Space, CostProvider>;
   using member_type = typename base::member_type;
   using T = typename CostProvider::value_type;
+  using W = typename base::W;
 
   BackwardOutputs<T, Space> outputs;
 
-  static std::size_t scratch_bytes(int tile) {
-    return 4 * ScratchMatrix<Space>::shmem_size(tile + 1, tile + 1) +
-           2 * ScratchVector<Space>::shmem_size(tile + 1);
+  static std::size_t scratch_bytes(int tile, int chunk) {
+    return base::Scratch::bytes(tile, /*backward=*/true, chunk);
   }
 
   KOKKOS_FUNCTION void operator()(const member_type& team) const {
@@ -317,36 +400,36 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
     std::int64_t const n = this->cost.n(p), m = this->cost.m(p);
     TileCells const tile(I, this->diagonal - I, this->tiling.tile, n, m);
     if (!tile.exists() || !tile.touches(this->band, n, m)) return;
-    int const edge = this->tiling.tile, level = this->scratch_level;
-    auto const E = scratch_tile<Space>(team, level, edge);  // holds R first
-    auto const up = scratch_tile<Space>(team, level, edge);
-    auto const left = scratch_tile<Space>(team, level, edge);
-    auto const diag = scratch_tile<Space>(team, level, edge);
-    ScratchVector<Space> const norm_x(team.team_scratch(level), edge + 1);
-    ScratchVector<Space> const norm_y(team.team_scratch(level), edge + 1);
+    typename base::Scratch const scratch(
+        team, this->scratch_level, this->tiling.tile,
+        /*backward=*/true, this->feature_chunk);
+    auto const& E = scratch.R;  // holds R until pull_alignment
 
-    this->template fill<true>(team, p, tile, n, m, E, diag, up, left);
+    this->template fill<true>(team, p, tile, n, m, scratch);
 
-    pull_alignment(team, p, tile, n, m, E, up, left, diag);
-    push_messages(team, p, tile, n, m, E, up, left, diag);
+    pull_alignment(team, p, tile, n, m, E, scratch.up, scratch.left,
+                   scratch.diag);
+    push_messages(team, p, tile, n, m, E, scratch.up, scratch.left,
+                  scratch.diag);
     // E is the pair's own alignment (seeded with 1); the incoming gradient
     // weights it only where gradients are formed.
     acc_t const weight =
         outputs.scale *
         (outputs.grad_output.extent(0) ? acc_t(outputs.grad_output(p)) : 1);
     write_outputs(team, p, tile, E, weight);
-    if (weight != 0)
-      this->cost.accumulate_gradients(team, p, tile, E, weight, norm_x, norm_y);
+    if (weight != 0) {
+      team.team_barrier();  // the staging area reuses the weights' memory
+      this->cost.accumulate_gradients(team, p, tile, E, weight, scratch.staged,
+                                      scratch.vectors);
+    }
   }
 
   // E_ij = Σ over successors s of E_s · (weight of ij in s), in reverse order.
-  KOKKOS_FUNCTION void pull_alignment(const member_type& team, std::int64_t p,
-                                      const TileCells& tile, std::int64_t n,
-                                      std::int64_t m,
-                                      const ScratchMatrix<Space>& E,
-                                      const ScratchMatrix<Space>& up,
-                                      const ScratchMatrix<Space>& left,
-                                      const ScratchMatrix<Space>& diag) const {
+  KOKKOS_FUNCTION void pull_alignment(
+      const member_type& team, std::int64_t p, const TileCells& tile,
+      std::int64_t n, std::int64_t m, const ScratchMatrix<Space>& E,
+      const ScratchMatrix<Space, W>& up, const ScratchMatrix<Space, W>& left,
+      const ScratchMatrix<Space, W>& diag) const {
     bool const more_rows = tile.i0 + tile.h < n;
     bool const more_cols = tile.j0 + tile.w < m;
     auto const& ws = this->workspace;
@@ -374,13 +457,11 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
   // Sends what this tile's first row and column owe to the cells above and
   // to the left. Every target is written by one tile per launch, and the
   // tiles that add to the same target run in different launches.
-  KOKKOS_FUNCTION void push_messages(const member_type& team, std::int64_t p,
-                                     const TileCells& tile, std::int64_t n,
-                                     std::int64_t m,
-                                     const ScratchMatrix<Space>& E,
-                                     const ScratchMatrix<Space>& up,
-                                     const ScratchMatrix<Space>& left,
-                                     const ScratchMatrix<Space>& diag) const {
+  KOKKOS_FUNCTION void push_messages(
+      const member_type& team, std::int64_t p, const TileCells& tile,
+      std::int64_t n, std::int64_t m, const ScratchMatrix<Space>& E,
+      const ScratchMatrix<Space, W>& up, const ScratchMatrix<Space, W>& left,
+      const ScratchMatrix<Space, W>& diag) const {
     auto const& ws = this->workspace;
     if (tile.I > 0)
       Kokkos::parallel_for(
