@@ -78,10 +78,11 @@ struct Staging {
   KOKKOS_INLINE_FUNCTION static std::size_t elements(int tile, int chunk) {
     return chunk > 0 ? 2 * std::size_t(rows(tile)) * chunk_pitch(chunk) : 0;
   }
+  // Empty views when nothing is staged (features = 0, cost tensors).
   KOKKOS_INLINE_FUNCTION Staging(W* memory, int tile, int features)
-      : x(memory, rows(tile), chunk_pitch(features)),
-        y(memory + std::size_t(rows(tile)) * chunk_pitch(features), rows(tile),
-          chunk_pitch(features)),
+      : x(memory, features ? rows(tile) : 0, chunk_pitch(features)),
+        y(memory + std::size_t(rows(tile)) * chunk_pitch(features),
+          features ? rows(tile) : 0, chunk_pitch(features)),
         chunk(features) {}
 };
 
@@ -277,25 +278,22 @@ struct SeriesCost {
     if (!want_x && !want_y) return;
     int const d = int(x.extent(2));
     std::int64_t const a = lengths.pairs.x(p), b = lengths.pairs.y(p);
-    if constexpr (metric == Cost::cosine) {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
-                           [&](int r) { vectors.row_similarity(r) = 0; });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.w + 1),
-                           [&](int c) { vectors.col_similarity(c) = 0; });
-    }
-    if constexpr (kExpanded) {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
-                           [&](int r) {
-                             acc_t mass = 0;
-                             for (int c = 1; c <= tile.w; ++c) mass += E(r, c);
-                             vectors.row_similarity(r) = mass;
-                           });
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.w + 1),
-                           [&](int c) {
-                             acc_t mass = 0;
-                             for (int r = 1; r <= tile.h; ++r) mass += E(r, c);
-                             vectors.col_similarity(c) = mass;
-                           });
+    if constexpr (metric == Cost::cosine || kExpanded) {
+      // Cosine adds its weighted similarities to zero below; the expanded
+      // squared-Euclidean gradient needs the E masses.
+      auto const start = [&](const ScratchVector<Space>& sums, int count,
+                             int others, bool transpose) {
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, count + 1),
+                             [&](int v) {
+                               acc_t mass = 0;
+                               if constexpr (kExpanded)
+                                 for (int q = 1; q <= others; ++q)
+                                   mass += transpose ? E(q, v) : E(v, q);
+                               sums(v) = mass;
+                             });
+      };
+      start(vectors.row_similarity, tile.h, tile.w, /*transpose=*/false);
+      start(vectors.col_similarity, tile.w, tile.h, /*transpose=*/true);
     }
     for (int k0 = 0; k0 < d; k0 += staged.chunk) {
       int const width = d - k0 < staged.chunk ? d - k0 : staged.chunk;
@@ -324,21 +322,30 @@ struct SeriesCost {
       team.team_barrier();  // before the next chunk is staged
     }
     if constexpr (metric == Cost::cosine) {
-      // The radial part s̄·v/‖v‖² of ∂C/∂v, s̄ = Σ_q E_q s_q complete now.
+      // The radial part s̄·v/‖v‖² of ∂C/∂v, s̄ = Σ_q E_q s_q complete now:
+      // grad(series, first + v − 1, :) += weight · s̄ · radial · v.
+      auto const radial = [&](const ConstSeriesView<T, Space>& v,
+                              const ArrayView3<gradient_type, Space>& grad,
+                              std::int64_t series, std::int64_t first,
+                              int count, const ScratchVector<Space>& norm,
+                              const ScratchVector<Space>& similarity) {
+        Kokkos::parallel_for(
+            Kokkos::TeamThreadRange(team, 1, count + 1), [&](int q) {
+              acc_t const factor =
+                  weight * similarity(q) * Metric<metric>::radial(norm(q));
+              if (factor == 0) return;
+              std::int64_t const row = first + q - 1;
+              for (int k = 0; k < d; ++k)
+                grad(series, row, k) +=
+                    gradient_type(factor * acc_t(v(series, row, k)));
+            });
+      };
       if (want_x)
-        Kokkos::parallel_for(
-            Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
-              add_radial(weight * vectors.row_similarity(r) *
-                             Metric<metric>::radial(vectors.row_norm(r)),
-                         x, grad_x, a, tile.i0 + r - 1);
-            });
+        radial(x, grad_x, a, tile.i0, tile.h, vectors.row_norm,
+               vectors.row_similarity);
       if (want_y)
-        Kokkos::parallel_for(
-            Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
-              add_radial(weight * vectors.col_similarity(c) *
-                             Metric<metric>::radial(vectors.col_norm(c)),
-                         y, grad_y, b, tile.j0 + c - 1);
-            });
+        radial(y, grad_y, b, tile.j0, tile.w, vectors.col_norm,
+               vectors.col_similarity);
     }
   }
 
@@ -347,17 +354,18 @@ struct SeriesCost {
   KOKKOS_FUNCTION void stage(const member_type& team, std::int64_t p,
                              const TileCells& tile, int k0, int width,
                              const Staging<W, Space>& staged) const {
-    std::int64_t const a = lengths.pairs.x(p), b = lengths.pairs.y(p);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tile.h * width),
-                         [&](int e) {
-                           int const r = e / width, k = e % width;
-                           staged.x(r, k) = W(x(a, tile.i0 + r, k0 + k));
-                         });
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, tile.w * width),
-                         [&](int e) {
-                           int const c = e / width, k = e % width;
-                           staged.y(c, k) = W(y(b, tile.j0 + c, k0 + k));
-                         });
+    // Consecutive threads read consecutive features of a row (coalesced).
+    auto const side = [&](const ConstSeriesView<T, Space>& v,
+                          std::int64_t series, std::int64_t first, int count,
+                          const ScratchMatrix<Space, W>& out) {
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * width),
+                           [&](int e) {
+                             int const q = e / width, k = e % width;
+                             out(q, k) = W(v(series, first + q, k0 + k));
+                           });
+    };
+    side(x, lengths.pairs.x(p), tile.i0, tile.h, staged.x);
+    side(y, lengths.pairs.y(p), tile.j0, tile.w, staged.y);
     team.team_barrier();
   }
 
@@ -425,7 +433,7 @@ struct SeriesCost {
         } else if constexpr (metric == Cost::l1) {
           gradient[a][f] = g;
         } else {
-          // −Σ_q E_q u_q/(‖v‖_ε‖u_q‖_ε); add_radial adds the rest.
+          // −Σ_q E_q u_q/(‖v‖_ε‖u_q‖_ε); the radial pass adds the rest.
           gradient[a][f] = -g * self_norm(v0 + a + 1);
           if (f0 + f < block.width) dot += acc_t(vv[a][f]) * g;
         }
@@ -446,16 +454,6 @@ struct SeriesCost {
         if (v0 + a < count && f0 + f < block.width)
           grad(series, first + v0 + a, block.k0 + f0 + f) =
               current[a][f] + gradient_type(block.weight * gradient[a][f]);
-  }
-
-  // Cosine: grad(series, row, :) += factor · v(series, row, :).
-  KOKKOS_INLINE_FUNCTION static void add_radial(
-      acc_t factor, const ConstSeriesView<T, Space>& v,
-      const ArrayView3<gradient_type, Space>& grad, std::int64_t series,
-      std::int64_t row) {
-    if (factor == 0) return;
-    for (int k = 0; k < int(v.extent(2)); ++k)
-      grad(series, row, k) += gradient_type(factor * acc_t(v(series, row, k)));
   }
 };
 
