@@ -45,28 +45,32 @@ using ScratchMatrix =
     Kokkos::View<V**, Kokkos::LayoutRight, typename Space::scratch_memory_space,
                  Kokkos::MemoryUnmanaged>;
 
-// Thread items of the tile products cover edge × edge outputs in registers
-// (rows × columns for costs, rows × features for gradients), so each value
-// read from scratch serves `edge` products. Devices take 4 × 4; host backends
-// 2 × 2, which x86's 16 vector registers hold without spilling.
+// Thread items of the tile products hold a block of outputs in registers, so
+// each value read from scratch serves several products.
+// - Costs: edge × edge cells, 4 × 4 (on x86 hosts as fast as 2 × 2 at
+//   d = 64 and faster at d = 1, measured; 3 × 3 is slower).
+// - Gradients: rows × features of one side. Devices take 4 × 4. Hosts take
+//   one row and 8 contiguous features and skip the cells where the row's E
+//   is zero, which most of a tile's cells are away from the alignment path.
 template <class Space>
 struct Blocking {
-  static constexpr int edge = runs_on_host<Space>() ? 2 : 4;
-  KOKKOS_INLINE_FUNCTION static constexpr int count(int n) {
-    return (n + edge - 1) / edge;
+  static constexpr bool host = runs_on_host<Space>();
+  static constexpr int edge = 4;
+  static constexpr int rows = host ? 1 : 4;
+  static constexpr int features = host ? 8 : 4;
+  KOKKOS_INLINE_FUNCTION static constexpr int count(int n, int block = edge) {
+    return (n + block - 1) / block;
   }
 };
 
 // Features are staged at most kFeatureChunk at a time (fewer for smaller d,
-// which leaves scratch to more teams); the odd pitch keeps threads that read
-// the same feature of different rows on different banks.
+// which leaves scratch to more teams).
 constexpr int kFeatureChunk = 32;
-KOKKOS_INLINE_FUNCTION constexpr int chunk_pitch(int chunk) {
-  return chunk % 2 ? chunk : chunk + 1;
-}
 
-// A feature chunk of a tile's x rows and y rows in team scratch, with room
-// for the rows of padding that blocked loops may read (and discard).
+// A feature chunk of a tile's x rows and y rows in team scratch, padded so
+// that blocked loops read (and discard) only staged memory: rows to whole
+// cost blocks, the pitch to whole feature blocks. The odd pitch keeps threads
+// that read the same feature of different rows on different banks.
 template <class W, class Space>
 struct Staging {
   ScratchMatrix<Space, W> x, y;
@@ -75,14 +79,20 @@ struct Staging {
   KOKKOS_INLINE_FUNCTION static int rows(int tile) {
     return Blocking<Space>::count(tile) * Blocking<Space>::edge;
   }
+  KOKKOS_INLINE_FUNCTION static constexpr int pitch(int chunk) {
+    int const padded =
+        Blocking<Space>::count(chunk, Blocking<Space>::features) *
+        Blocking<Space>::features;
+    return padded % 2 ? padded : padded + 1;
+  }
   KOKKOS_INLINE_FUNCTION static std::size_t elements(int tile, int chunk) {
-    return chunk > 0 ? 2 * std::size_t(rows(tile)) * chunk_pitch(chunk) : 0;
+    return chunk > 0 ? 2 * std::size_t(rows(tile)) * pitch(chunk) : 0;
   }
   // Empty views when nothing is staged (features = 0, cost tensors).
   KOKKOS_INLINE_FUNCTION Staging(W* memory, int tile, int features)
-      : x(memory, features ? rows(tile) : 0, chunk_pitch(features)),
-        y(memory + std::size_t(rows(tile)) * chunk_pitch(features),
-          features ? rows(tile) : 0, chunk_pitch(features)),
+      : x(memory, features ? rows(tile) : 0, pitch(features)),
+        y(memory + std::size_t(rows(tile)) * pitch(features),
+          features ? rows(tile) : 0, pitch(features)),
         chunk(features) {}
 };
 
@@ -186,6 +196,8 @@ struct SeriesCost {
   using member_type = typename Kokkos::TeamPolicy<Space>::member_type;
   using W = work_type;
   static constexpr int kBlock = Blocking<Space>::edge;
+  static constexpr int kRows = Blocking<Space>::rows;
+  static constexpr int kFeatures = Blocking<Space>::features;
   static constexpr bool kExpanded =
       metric == Cost::sqeuclidean && Metric<Cost::sqeuclidean>::expanded<W>;
 
@@ -298,17 +310,17 @@ struct SeriesCost {
     for (int k0 = 0; k0 < d; k0 += staged.chunk) {
       int const width = d - k0 < staged.chunk ? d - k0 : staged.chunk;
       stage(team, p, tile, k0, width, staged);
-      int const feature_blocks = Blocking<Space>::count(width);
+      int const feature_blocks = Blocking<Space>::count(width, kFeatures);
       int const x_items =
-          want_x ? Blocking<Space>::count(tile.h) * feature_blocks : 0;
+          want_x ? Blocking<Space>::count(tile.h, kRows) * feature_blocks : 0;
       int const y_items =
-          want_y ? Blocking<Space>::count(tile.w) * feature_blocks : 0;
+          want_y ? Blocking<Space>::count(tile.w, kRows) * feature_blocks : 0;
       Kokkos::parallel_for(
           Kokkos::TeamThreadRange(team, x_items + y_items), [&](int item) {
             bool const rows = item < x_items;
             int const local = rows ? item : item - x_items;
-            int const v0 = (local / feature_blocks) * kBlock;
-            int const f0 = (local % feature_blocks) * kBlock;
+            int const v0 = (local / feature_blocks) * kRows;
+            int const f0 = (local % feature_blocks) * kFeatures;
             Block const block{v0, f0, k0, width, weight};
             if (rows)
               side_gradient<false>(block, tile.h, tile.w, E, staged.x, staged.y,
@@ -381,8 +393,8 @@ struct SeriesCost {
     });
   }
 
-  // A gradient item: sides v0 .. v0 + kBlock − 1 of one side and features
-  // f0 .. f0 + kBlock − 1 of the staged chunk k0 .. k0 + width − 1.
+  // A gradient item: rows v0 .. v0 + kRows − 1 of one side and features
+  // f0 .. f0 + kFeatures − 1 of the staged chunk k0 .. k0 + width − 1.
   struct Block {
     int v0, f0, k0, width;
     acc_t weight;
@@ -402,29 +414,34 @@ struct SeriesCost {
       const ArrayView3<gradient_type, Space>& grad, std::int64_t series,
       std::int64_t first) {
     int const v0 = block.v0, f0 = block.f0;
-    W vv[kBlock][kBlock];
-    for (int a = 0; a < kBlock; ++a)
-      for (int f = 0; f < kBlock; ++f) vv[a][f] = self(v0 + a, f0 + f);
-    W sum[kBlock][kBlock] = {};
+    W vv[kRows][kFeatures];
+    for (int a = 0; a < kRows; ++a)
+      for (int f = 0; f < kFeatures; ++f) vv[a][f] = self(v0 + a, f0 + f);
+    W sum[kRows][kFeatures] = {};
     for (int q = 0; q < others; ++q) {
       W const scale = metric == Cost::cosine ? W(other_norm(q + 1)) : W(1);
-      W e[kBlock], u[kBlock];
-      for (int a = 0; a < kBlock; ++a) {
+      W e[kRows], u[kFeatures];
+      bool any = false;
+      for (int a = 0; a < kRows; ++a) {
         int const v = v0 + a < count ? v0 + a : count - 1;  // in bounds
         e[a] = W(kTranspose ? E(q + 1, v + 1) : E(v + 1, q + 1)) * scale;
+        any = any || e[a] != 0;
       }
-      for (int f = 0; f < kBlock; ++f) u[f] = other(q, f0 + f);
-      for (int a = 0; a < kBlock; ++a)
-        for (int f = 0; f < kBlock; ++f)
+      // A GPU warp would diverge on this skip for little gain.
+      if constexpr (Blocking<Space>::host)
+        if (!any) continue;
+      for (int f = 0; f < kFeatures; ++f) u[f] = other(q, f0 + f);
+      for (int a = 0; a < kRows; ++a)
+        for (int f = 0; f < kFeatures; ++f)
           sum[a][f] += e[a] * Metric<metric>::factor(vv[a][f], u[f]);
     }
     // ∂C/∂v of the block, then one read-modify-write pass over its outputs:
     // all loads issue before any store, so their latencies overlap.
-    acc_t gradient[kBlock][kBlock];
-    for (int a = 0; a < kBlock; ++a) {
+    acc_t gradient[kRows][kFeatures];
+    for (int a = 0; a < kRows; ++a) {
       if (v0 + a >= count) break;
       acc_t dot = 0;  // cosine: v·G over the block's features
-      for (int f = 0; f < kBlock; ++f) {
+      for (int f = 0; f < kFeatures; ++f) {
         acc_t const g = acc_t(sum[a][f]);
         if constexpr (kExpanded) {
           gradient[a][f] = 2 * (acc_t(vv[a][f]) * similarity(v0 + a + 1) - g);
@@ -444,13 +461,13 @@ struct SeriesCost {
         Kokkos::atomic_add(&similarity(v0 + a + 1),
                            dot * self_norm(v0 + a + 1));
     }
-    gradient_type current[kBlock][kBlock];
-    for (int a = 0; a < kBlock; ++a)
-      for (int f = 0; f < kBlock; ++f)
+    gradient_type current[kRows][kFeatures];
+    for (int a = 0; a < kRows; ++a)
+      for (int f = 0; f < kFeatures; ++f)
         if (v0 + a < count && f0 + f < block.width)
           current[a][f] = grad(series, first + v0 + a, block.k0 + f0 + f);
-    for (int a = 0; a < kBlock; ++a)
-      for (int f = 0; f < kBlock; ++f)
+    for (int a = 0; a < kRows; ++a)
+      for (int f = 0; f < kFeatures; ++f)
         if (v0 + a < count && f0 + f < block.width)
           grad(series, first + v0 + a, block.k0 + f0 + f) =
               current[a][f] + gradient_type(block.weight * gradient[a][f]);
