@@ -146,6 +146,15 @@ struct Workspace {
   bool rolling = false;           // forward only: one row/column per pair
 };
 
+// Row pitch of the tile matrices in team scratch (R, E, weights): even, so
+// that the cells (r, s − r) of one anti-diagonal, which consecutive threads
+// walk, lie an odd number of elements apart and fall on distinct shared-
+// memory banks. With the natural pitch tile + 1 = 33, all 32 threads of a
+// step hit the same bank.
+KOKKOS_INLINE_FUNCTION constexpr int tile_pitch(int tile) {
+  return (tile + 1) % 2 ? tile + 2 : tile + 1;
+}
+
 // Team scratch of one tile: R (which the backward turns into E in place),
 // the backward's soft-argmin weights, a staging area for feature chunks of
 // the tile's series rows, and per-row/column vectors. The staging area shares
@@ -166,13 +175,14 @@ struct TileScratch {
                                                             bool backward,
                                                             int chunk) {
     std::size_t const weights =
-        backward ? 3 * std::size_t(tile + 1) * std::size_t(tile + 1) : 0;
+        backward ? 3 * std::size_t(tile + 1) * std::size_t(tile_pitch(tile))
+                 : 0;
     std::size_t const staging = Staging<W, Space>::elements(tile, chunk);
     return weights > staging ? weights : staging;
   }
   // `chunk`: features staged at a time (the cost provider's feature_chunk).
   static std::size_t bytes(int tile, bool backward, int chunk) {
-    return ScratchMatrix<Space>::shmem_size(tile + 1, tile + 1) +
+    return ScratchMatrix<Space>::shmem_size(tile + 1, tile_pitch(tile)) +
            Elements::shmem_size(shared_elements(tile, backward, chunk)) +
            TileVectors<Space>::bytes(tile);
   }
@@ -180,7 +190,7 @@ struct TileScratch {
   template <class Member>
   KOKKOS_INLINE_FUNCTION TileScratch(const Member& team, int level, int tile,
                                      bool backward, int chunk)
-      : R(team.team_scratch(level), tile + 1, tile + 1),
+      : R(team.team_scratch(level), tile + 1, tile_pitch(tile)),
         shared(team.team_scratch(level),
                shared_elements(tile, backward, chunk)),
         diag(weight_matrix(0, tile, backward)),
@@ -193,9 +203,10 @@ struct TileScratch {
   KOKKOS_INLINE_FUNCTION ScratchMatrix<Space, W> weight_matrix(
       int which, int tile, bool backward) const {
     if (!backward) return ScratchMatrix<Space, W>();
-    std::size_t const size = std::size_t(tile + 1) * std::size_t(tile + 1);
+    std::size_t const size =
+        std::size_t(tile + 1) * std::size_t(tile_pitch(tile));
     return ScratchMatrix<Space, W>(shared.data() + which * size, tile + 1,
-                                   tile + 1);
+                                   tile_pitch(tile));
   }
 };
 
