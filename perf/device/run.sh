@@ -23,8 +23,11 @@ mkdir -p "$OUT"
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm \
   --format=csv | tee "$OUT/gpu.csv"
+# The copy's git metadata can be stale: the source digest is what identifies
+# the tree (perf/device/source_digest.sh prints it for a checkout here).
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-echo "commit $commit" | tee "$OUT/commit.txt"
+echo "commit $commit (from this copy's git metadata)" | tee "$OUT/commit.txt"
+echo "sources $(perf/device/source_digest.sh)" | tee -a "$OUT/commit.txt"
 
 deps=/tmp/softwave-deps
 if [ -d .cache/device-debs ]; then
