@@ -15,30 +15,12 @@
 namespace softwave::compat {
 
 // Math functions moved from Kokkos::Experimental (3.x) to Kokkos (4.x).
-template <class T>
-KOKKOS_INLINE_FUNCTION T exp(T x) {
-  return SOFTWAVE_KOKKOS_MATH::exp(x);
-}
-template <class T>
-KOKKOS_INLINE_FUNCTION T log(T x) {
-  return SOFTWAVE_KOKKOS_MATH::log(x);
-}
-template <class T>
-KOKKOS_INLINE_FUNCTION T exp2(T x) {
-  return SOFTWAVE_KOKKOS_MATH::exp2(x);
-}
-template <class T>
-KOKKOS_INLINE_FUNCTION T log2(T x) {
-  return SOFTWAVE_KOKKOS_MATH::log2(x);
-}
-template <class T>
-KOKKOS_INLINE_FUNCTION T sqrt(T x) {
-  return SOFTWAVE_KOKKOS_MATH::sqrt(x);
-}
-template <class T>
-KOKKOS_INLINE_FUNCTION bool isfinite(T x) {
-  return SOFTWAVE_KOKKOS_MATH::isfinite(x);
-}
+using SOFTWAVE_KOKKOS_MATH::exp;
+using SOFTWAVE_KOKKOS_MATH::exp2;
+using SOFTWAVE_KOKKOS_MATH::isfinite;
+using SOFTWAVE_KOKKOS_MATH::log;
+using SOFTWAVE_KOKKOS_MATH::log2;
+using SOFTWAVE_KOKKOS_MATH::sqrt;
 
 // Kokkos::Experimental::infinity is missing in 3.4, and
 // std::numeric_limits is not device code without --expt-relaxed-constexpr:

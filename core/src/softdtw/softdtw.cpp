@@ -139,8 +139,7 @@ class Sweeper {
     setup(tiles);
     tiles.values = values;
     for (int k = 0; k < tiling_.diagonals(); ++k)
-      launch(tiles, k, pairs, "softwave::softdtw::forward_tiles",
-             tiles.scratch_bytes(tiling_.tile, tiles.feature_chunk));
+      launch(tiles, k, pairs, "softwave::softdtw::forward_tiles");
   }
 
   // Forward with checkpoints, then backward: values and every output asked
@@ -155,16 +154,12 @@ class Sweeper {
     setup(forward_tiles);
     forward_tiles.values = values;
     for (int k = 0; k < tiling_.diagonals(); ++k)
-      launch(forward_tiles, k, pairs, "softwave::softdtw::forward_tiles",
-             forward_tiles.scratch_bytes(tiling_.tile,
-                                         forward_tiles.feature_chunk));
+      launch(forward_tiles, k, pairs, "softwave::softdtw::forward_tiles");
     BackwardTiles<Space, CostProvider> backward_tiles;
     setup(backward_tiles);
     backward_tiles.outputs = outputs;
     for (int k = tiling_.diagonals() - 1; k >= 0; --k)
-      launch(backward_tiles, k, pairs, "softwave::softdtw::backward_tiles",
-             backward_tiles.scratch_bytes(tiling_.tile,
-                                          backward_tiles.feature_chunk));
+      launch(backward_tiles, k, pairs, "softwave::softdtw::backward_tiles");
   }
 
  private:
@@ -228,15 +223,17 @@ class Sweeper {
   }
 
   template <class Tiles>
-  void launch(Tiles& tiles, int k, std::int64_t pairs, const char* label,
-              std::size_t scratch_bytes) const {
+  void launch(Tiles& tiles, int k, std::int64_t pairs,
+              const char* label) const {
     tiles.diagonal = k;
     tiles.first_row = tiling_.first_row(k);
     tiles.tiles_on = tiling_.tiles_on(k);
     int const teams = int(pairs * tiles.tiles_on);
     auto policy = compat::light_weight(Kokkos::TeamPolicy<Space>(
         space_, teams, team_size_for(space_, tiling_.tile, teams)));
-    policy.set_scratch_size(plan_.level, Kokkos::PerTeam(scratch_bytes));
+    policy.set_scratch_size(plan_.level,
+                            Kokkos::PerTeam(Tiles::scratch_bytes(
+                                tiling_.tile, tiles.feature_chunk)));
     Kokkos::parallel_for(label, policy, tiles);
   }
 

@@ -171,12 +171,14 @@ struct TileScratch {
   Staging<W, Space> staged;
   TileVectors<Space> vectors;
 
+  // One tile matrix: rows 0 .. tile, tile_pitch(tile) columns.
+  KOKKOS_INLINE_FUNCTION static std::size_t matrix_elements(int tile) {
+    return std::size_t(tile + 1) * std::size_t(tile_pitch(tile));
+  }
   KOKKOS_INLINE_FUNCTION static std::size_t shared_elements(int tile,
                                                             bool backward,
                                                             int chunk) {
-    std::size_t const weights =
-        backward ? 3 * std::size_t(tile + 1) * std::size_t(tile_pitch(tile))
-                 : 0;
+    std::size_t const weights = backward ? 3 * matrix_elements(tile) : 0;
     std::size_t const staging = Staging<W, Space>::elements(tile, chunk);
     return weights > staging ? weights : staging;
   }
@@ -203,10 +205,9 @@ struct TileScratch {
   KOKKOS_INLINE_FUNCTION ScratchMatrix<Space, W> weight_matrix(
       int which, int tile, bool backward) const {
     if (!backward) return ScratchMatrix<Space, W>();
-    std::size_t const size =
-        std::size_t(tile + 1) * std::size_t(tile_pitch(tile));
-    return ScratchMatrix<Space, W>(shared.data() + which * size, tile + 1,
-                                   tile_pitch(tile));
+    return ScratchMatrix<Space, W>(
+        shared.data() + which * matrix_elements(tile), tile + 1,
+        tile_pitch(tile));
   }
 };
 
