@@ -40,10 +40,42 @@ struct PairLengths {
 template <class Space>
 using ScratchVector = Kokkos::View<acc_t*, typename Space::scratch_memory_space,
                                    Kokkos::MemoryUnmanaged>;
+
+// A row-major matrix in team scratch, addressed with int offsets. Kokkos 3.4
+// Views index in 64 bits: on a GPU that arithmetic was a third of a walk
+// step's instructions (SASS, session 10). Bounds are checked where Kokkos
+// checks View bounds.
 template <class Space, class V = acc_t>
-using ScratchMatrix =
-    Kokkos::View<V**, Kokkos::LayoutRight, typename Space::scratch_memory_space,
-                 Kokkos::MemoryUnmanaged>;
+class ScratchMatrix {
+ public:
+  using Storage = Kokkos::View<V*, typename Space::scratch_memory_space,
+                               Kokkos::MemoryUnmanaged>;
+
+  ScratchMatrix() = default;
+  KOKKOS_INLINE_FUNCTION ScratchMatrix(V* memory, int rows, int pitch)
+      : data_(memory), rows_(rows), pitch_(pitch) {}
+  // Takes rows × pitch elements of `scratch` (a team_scratch level).
+  KOKKOS_INLINE_FUNCTION ScratchMatrix(
+      const typename Space::scratch_memory_space& scratch, int rows, int pitch)
+      : ScratchMatrix(Storage(scratch, std::size_t(rows) * pitch).data(), rows,
+                      pitch) {}
+  static std::size_t shmem_size(int rows, int pitch) {
+    return Storage::shmem_size(std::size_t(rows) * pitch);
+  }
+
+  KOKKOS_INLINE_FUNCTION V& operator()(int r, int c) const {
+#ifdef KOKKOS_ENABLE_DEBUG_BOUNDS_CHECK
+    if (r < 0 || r >= rows_ || c < 0 || c >= pitch_)
+      Kokkos::abort("softwave::ScratchMatrix: index out of bounds");
+#endif
+    return data_[r * pitch_ + c];
+  }
+  KOKKOS_INLINE_FUNCTION V* data() const { return data_; }
+
+ private:
+  V* data_ = nullptr;
+  int rows_ = 0, pitch_ = 0;
+};
 
 // Thread items of the tile products hold a block of outputs in registers, so
 // each value read from scratch serves several products.
@@ -436,23 +468,25 @@ struct SeriesCost {
           sum[a][f] += e[a] * Metric<metric>::factor(vv[a][f], u[f]);
     }
     // ∂C/∂v of the block, then one read-modify-write pass over its outputs:
-    // all loads issue before any store, so their latencies overlap.
-    acc_t gradient[kRows][kFeatures];
+    // all loads issue before any store, so their latencies overlap. In work
+    // type W, like the sums (a float block in double took 32 more registers
+    // of a GPU thread for no digits the float output keeps).
+    W gradient[kRows][kFeatures];
     for (int a = 0; a < kRows; ++a) {
       if (v0 + a >= count) break;
       acc_t dot = 0;  // cosine: v·G over the block's features
       for (int f = 0; f < kFeatures; ++f) {
-        acc_t const g = acc_t(sum[a][f]);
+        W const g = sum[a][f];
         if constexpr (kExpanded) {
-          gradient[a][f] = 2 * (acc_t(vv[a][f]) * similarity(v0 + a + 1) - g);
+          gradient[a][f] = 2 * (vv[a][f] * similarity(v0 + a + 1) - g);
         } else if constexpr (metric == Cost::sqeuclidean) {
           gradient[a][f] = 2 * g;
         } else if constexpr (metric == Cost::l1) {
           gradient[a][f] = g;
         } else {
           // −Σ_q E_q u_q/(‖v‖_ε‖u_q‖_ε); the radial pass adds the rest.
-          gradient[a][f] = -g * self_norm(v0 + a + 1);
-          if (f0 + f < block.width) dot += acc_t(vv[a][f]) * g;
+          gradient[a][f] = W(-g * self_norm(v0 + a + 1));
+          if (f0 + f < block.width) dot += acc_t(vv[a][f]) * acc_t(g);
         }
       }
       // s̄_v = Σ_q E_q (v·u_q)/(‖v‖_ε‖u_q‖_ε) = (v·G)/‖v‖_ε, added over the

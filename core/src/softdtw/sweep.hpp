@@ -131,6 +131,33 @@ KOKKOS_INLINE_FUNCTION void wavefront(const Member& team, int h, int w,
   }
 }
 
+// The same order with one thread per tile row, for teams of at least h
+// threads (devices): thread r − 1 owns row r for the whole tile and visits
+// its cell of each anti-diagonal. What a cell needs from its own row, and
+// what the thread read from the neighbouring row one step earlier, stays in
+// the caller's per-thread variables; one neighbour crosses threads through
+// scratch. A step thus loads two values instead of four (forward) and four
+// instead of six (backward), at addresses without the anti-diagonal's index
+// arithmetic.
+template <class Member, class CellFunction>
+KOKKOS_INLINE_FUNCTION void row_wavefront(const Member& team, int h, int w,
+                                          bool reverse,
+                                          const CellFunction& cell) {
+  int const r = team.team_rank() + 1;
+  for (int step = 0; step < h + w - 1; ++step) {
+    int const diagonal = reverse ? h + w - 2 - step : step;  // (r-1) + (c-1)
+    int const c = diagonal - r + 2;
+    if (r <= h && c >= 1 && c <= w) cell(r, c);
+    team.team_barrier();
+  }
+}
+
+// Whether the team can own one tile row per thread (see row_wavefront).
+template <class Member>
+KOKKOS_INLINE_FUNCTION bool row_per_thread(const Member& team, int h) {
+  return team.team_size() >= h;
+}
+
 template <class Space>
 using Array3 =
     Kokkos::View<acc_t***, Kokkos::LayoutRight, typename Space::memory_space>;
@@ -304,16 +331,37 @@ struct TileSweep {
                                  R(r, c) = compat::infinity<acc_t>();
                            });
     team.team_barrier();
-    wavefront(team, tile.h, tile.w, /*reverse=*/false, [&](int r, int c) {
-      Weights<W> weights;
-      R(r, c) = relax<with_weights>(R(r, c), R(r - 1, c - 1), R(r - 1, c),
-                                    R(r, c - 1), soft, weights);
+    auto const store_weights = [&](int r, int c, const Weights<W>& weights) {
       if constexpr (with_weights) {
         scratch.diag(r, c) = weights.diag;
         scratch.up(r, c) = weights.up;
         scratch.left(r, c) = weights.left;
       }
-    });
+    };
+    if (row_per_thread(team, tile.h)) {
+      // The thread's last value is its next cell's left neighbour, and the
+      // cell above its last cell is the next cell's diagonal one.
+      acc_t left = 0, diag = 0;
+      row_wavefront(team, tile.h, tile.w, /*reverse=*/false, [&](int r, int c) {
+        if (c == 1) {
+          left = R(r, 0);
+          diag = R(r - 1, 0);
+        }
+        acc_t const up = R(r - 1, c);
+        Weights<W> weights;
+        left = relax<with_weights>(R(r, c), diag, up, left, soft, weights);
+        diag = up;
+        R(r, c) = left;
+        store_weights(r, c, weights);
+      });
+    } else {
+      wavefront(team, tile.h, tile.w, /*reverse=*/false, [&](int r, int c) {
+        Weights<W> weights;
+        R(r, c) = relax<with_weights>(R(r, c), R(r - 1, c - 1), R(r - 1, c),
+                                      R(r, c - 1), soft, weights);
+        store_weights(r, c, weights);
+      });
+    }
     team.team_barrier();
   }
 
@@ -445,25 +493,42 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
     bool const more_rows = tile.i0 + tile.h < n;
     bool const more_cols = tile.j0 + tile.w < m;
     auto const& ws = this->workspace;
-    wavefront(team, tile.h, tile.w, /*reverse=*/true, [&](int r, int c) {
+    // E(r, c) from E below, below-right and right of it.
+    auto const pull = [&](int r, int c, acc_t below, acc_t below_right,
+                          acc_t right) {
       std::int64_t const i = tile.i0 + r, j = tile.j0 + c;  // 1-based
-      if (!this->band.contains(i - 1, j - 1, n, m)) {
-        E(r, c) = 0;
-        return;
-      }
+      if (!this->band.contains(i - 1, j - 1, n, m)) return acc_t(0);
       acc_t e = (i == n && j == m) ? acc_t(1) : acc_t(0);
       if (r < tile.h) {
-        e += E(r + 1, c) * up(r + 1, c);
-        if (c < tile.w) e += E(r + 1, c + 1) * diag(r + 1, c + 1);
+        e += below * up(r + 1, c);
+        if (c < tile.w) e += below_right * diag(r + 1, c + 1);
       } else if (more_rows) {
         e += ws.from_below(p, tile.I + 1, this->in_row(i, j, n, m));
       }
       if (c < tile.w)
-        e += E(r, c + 1) * left(r, c + 1);
+        e += right * left(r, c + 1);
       else if (more_cols)
         e += ws.from_right(p, tile.J + 1, this->in_col(i, j, n, m));
-      E(r, c) = e;
-    });
+      return e;
+    };
+    if (row_per_thread(team, tile.h)) {
+      // The thread's last E is its next cell's right neighbour, and the E
+      // below its last cell is the next cell's below-right one.
+      acc_t right = 0, below_right = 0;
+      row_wavefront(team, tile.h, tile.w, /*reverse=*/true, [&](int r, int c) {
+        acc_t const below = r < tile.h ? E(r + 1, c) : acc_t(0);
+        right = pull(r, c, below, below_right, right);
+        below_right = below;
+        E(r, c) = right;
+      });
+    } else {
+      wavefront(team, tile.h, tile.w, /*reverse=*/true, [&](int r, int c) {
+        bool const inside_row = r < tile.h, inside_col = c < tile.w;
+        E(r, c) = pull(r, c, inside_row ? E(r + 1, c) : acc_t(0),
+                       inside_row && inside_col ? E(r + 1, c + 1) : acc_t(0),
+                       inside_col ? E(r, c + 1) : acc_t(0));
+      });
+    }
   }
 
   // Sends what this tile's first row and column owe to the cells above and
