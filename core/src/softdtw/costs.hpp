@@ -98,15 +98,24 @@ struct Blocking {
 // Features are staged at most kFeatureChunk at a time (fewer for smaller d,
 // which leaves scratch to more teams).
 constexpr int kFeatureChunk = 32;
+// Elements of a staged chunk that a thread loads before it stores them.
+constexpr int kStageBatch = 8;
 
-// A feature chunk of a tile's x rows and y rows in team scratch, padded so
-// that blocked loops read (and discard) only staged memory: rows to whole
-// cost blocks, the pitch to whole feature blocks. The odd pitch keeps threads
-// that read the same feature of different rows on different banks.
+// A feature chunk of a tile's x rows and y rows in team scratch, in one of
+// two layouts of the same memory, so that each thread item reads its values
+// at consecutive addresses (immediate offsets from one address, where a
+// runtime stride cost a 64-bit address sum per value on a GPU):
+// - by_row: x(q, k), for the gradient items (one row, several features);
+// - by_feature: xt(k, q), for the cost items (one feature, several rows).
+// Rows are padded to whole cost blocks and row pitches to whole feature
+// blocks, so blocked loops read (and discard) only staged memory. Both
+// pitches are odd: threads that touch the same feature of different rows,
+// or consecutive features of one row, fall on different banks.
 template <class W, class Space>
 struct Staging {
-  ScratchMatrix<Space, W> x, y;
-  int chunk;  // features per chunk
+  ScratchMatrix<Space, W> x, y;    // by_row
+  ScratchMatrix<Space, W> xt, yt;  // by_feature
+  int chunk;                       // features per chunk
 
   KOKKOS_INLINE_FUNCTION static int rows(int tile) {
     return Blocking<Space>::count(tile) * Blocking<Space>::edge;
@@ -117,14 +126,26 @@ struct Staging {
         Blocking<Space>::features;
     return padded % 2 ? padded : padded + 1;
   }
+  KOKKOS_INLINE_FUNCTION static int feature_pitch(int tile) {
+    return rows(tile) + 1;  // rows(tile) is a multiple of the block edge
+  }
+  // One side, in the larger of the two layouts.
+  KOKKOS_INLINE_FUNCTION static std::size_t side_elements(int tile, int chunk) {
+    std::size_t const by_row = std::size_t(rows(tile)) * pitch(chunk);
+    std::size_t const by_feature = std::size_t(chunk) * feature_pitch(tile);
+    return by_row > by_feature ? by_row : by_feature;
+  }
   KOKKOS_INLINE_FUNCTION static std::size_t elements(int tile, int chunk) {
-    return chunk > 0 ? 2 * std::size_t(rows(tile)) * pitch(chunk) : 0;
+    return chunk > 0 ? 2 * side_elements(tile, chunk) : 0;
   }
   // Empty views when nothing is staged (features = 0, cost tensors).
   KOKKOS_INLINE_FUNCTION Staging(W* memory, int tile, int features)
       : x(memory, features ? rows(tile) : 0, pitch(features)),
-        y(memory + std::size_t(rows(tile)) * pitch(features),
-          features ? rows(tile) : 0, pitch(features)),
+        y(memory + side_elements(tile, features), features ? rows(tile) : 0,
+          pitch(features)),
+        xt(memory, features, feature_pitch(tile)),
+        yt(memory + side_elements(tile, features), features,
+           feature_pitch(tile)),
         chunk(features) {}
 };
 
@@ -228,8 +249,8 @@ struct SeriesCost {
   using member_type = typename Kokkos::TeamPolicy<Space>::member_type;
   using W = work_type;
   static constexpr int kBlock = Blocking<Space>::edge;
-  static constexpr int kRows = Blocking<Space>::rows;
-  static constexpr int kFeatures = Blocking<Space>::features;
+  static constexpr int kGradientRows = Blocking<Space>::rows;
+  static constexpr int kGradientFeatures = Blocking<Space>::features;
   static constexpr bool kExpanded =
       metric == Cost::sqeuclidean && Metric<Cost::sqeuclidean>::expanded<W>;
 
@@ -260,10 +281,10 @@ struct SeriesCost {
     int const col_blocks = Blocking<Space>::count(tile.w);
     for (int k0 = 0; k0 < d; k0 += staged.chunk) {
       int const width = d - k0 < staged.chunk ? d - k0 : staged.chunk;
-      stage(team, p, tile, k0, width, staged);
+      stage<true>(team, p, tile, k0, width, staged);
       if constexpr (metric == Cost::cosine) {
-        add_squared_norms(team, staged.x, vectors.row_norm, tile.h, width, k0);
-        add_squared_norms(team, staged.y, vectors.col_norm, tile.w, width, k0);
+        add_squared_norms(team, staged.xt, vectors.row_norm, tile.h, width, k0);
+        add_squared_norms(team, staged.yt, vectors.col_norm, tile.w, width, k0);
       }
       Kokkos::parallel_for(
           Kokkos::TeamThreadRange(team,
@@ -274,8 +295,8 @@ struct SeriesCost {
             W sum[kBlock][kBlock] = {};
             for (int k = 0; k < width; ++k) {
               W xv[kBlock], yv[kBlock];
-              for (int a = 0; a < kBlock; ++a) xv[a] = staged.x(r0 + a, k);
-              for (int b = 0; b < kBlock; ++b) yv[b] = staged.y(c0 + b, k);
+              for (int a = 0; a < kBlock; ++a) xv[a] = staged.xt(k, r0 + a);
+              for (int b = 0; b < kBlock; ++b) yv[b] = staged.yt(k, c0 + b);
               for (int a = 0; a < kBlock; ++a)
                 for (int b = 0; b < kBlock; ++b)
                   sum[a][b] += Metric<metric>::term(xv[a], yv[b]);
@@ -341,28 +362,17 @@ struct SeriesCost {
     }
     for (int k0 = 0; k0 < d; k0 += staged.chunk) {
       int const width = d - k0 < staged.chunk ? d - k0 : staged.chunk;
-      stage(team, p, tile, k0, width, staged);
-      int const feature_blocks = Blocking<Space>::count(width, kFeatures);
-      int const x_items =
-          want_x ? Blocking<Space>::count(tile.h, kRows) * feature_blocks : 0;
-      int const y_items =
-          want_y ? Blocking<Space>::count(tile.w, kRows) * feature_blocks : 0;
-      Kokkos::parallel_for(
-          Kokkos::TeamThreadRange(team, x_items + y_items), [&](int item) {
-            bool const rows = item < x_items;
-            int const local = rows ? item : item - x_items;
-            int const v0 = (local / feature_blocks) * kRows;
-            int const f0 = (local % feature_blocks) * kFeatures;
-            Block const block{v0, f0, k0, width, weight};
-            if (rows)
-              side_gradient<false>(block, tile.h, tile.w, E, staged.x, staged.y,
-                                   vectors.row_norm, vectors.col_norm,
-                                   vectors.row_similarity, grad_x, a, tile.i0);
-            else
-              side_gradient<true>(block, tile.w, tile.h, E, staged.y, staged.x,
-                                  vectors.col_norm, vectors.row_norm,
-                                  vectors.col_similarity, grad_y, b, tile.j0);
-          });
+      stage<false>(team, p, tile, k0, width, staged);
+      // Below kGradientFeatures features, a block's padding would be most of
+      // its work (d = 1: 3/4 of the products, and x and y items shared warps):
+      // items of one row and one feature instead.
+      Block const chunk{0, 0, k0, width, weight};
+      if (width < kGradientFeatures)
+        gradient_items<1, 1>(team, tile, chunk, want_x, want_y, E, staged,
+                             vectors, a, b);
+      else
+        gradient_items<kGradientRows, kGradientFeatures>(
+            team, tile, chunk, want_x, want_y, E, staged, vectors, a, b);
       team.team_barrier();  // before the next chunk is staged
     }
     if constexpr (metric == Cost::cosine) {
@@ -394,49 +404,113 @@ struct SeriesCost {
   }
 
  private:
-  // Features k0 .. k0 + width − 1 of the tile's x rows and y rows.
+  // Features k0 .. k0 + width − 1 of the tile's x rows and y rows, by
+  // feature (cost items) or by row (gradient items).
+  template <bool kByFeature>
   KOKKOS_FUNCTION void stage(const member_type& team, std::int64_t p,
                              const TileCells& tile, int k0, int width,
                              const Staging<W, Space>& staged) const {
     // Consecutive threads read consecutive features of a row (coalesced).
+    // Each thread loads a batch of its elements before it stores any, so
+    // the loads' latencies overlap: an element's store may alias the next
+    // element's load as far as the compiler knows, and one load at a time
+    // made staging 57% of the d = 64 forward's stalls (ncu, H100).
+    int const threads = team.team_size();
+    int const q_step = threads / width, k_step = threads % width;
+    auto const advance = [&](int& q, int& k) {
+      q += q_step;
+      k += k_step;
+      if (k >= width) {
+        k -= width;
+        ++q;
+      }
+    };
     auto const side = [&](const ConstSeriesView<T, Space>& v,
                           std::int64_t series, std::int64_t first, int count,
                           const ScratchMatrix<Space, W>& out) {
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count * width),
-                           [&](int e) {
-                             int const q = e / width, k = e % width;
-                             out(q, k) = W(v(series, first + q, k0 + k));
-                           });
+      int q = team.team_rank() / width, k = team.team_rank() % width;
+      while (q < count) {
+        W values[kStageBatch];
+        int const q0 = q, k0_batch = k;
+        for (int b = 0; b < kStageBatch && q < count; ++b, advance(q, k))
+          values[b] = W(v(series, first + q, k0 + k));
+        q = q0;
+        k = k0_batch;
+        for (int b = 0; b < kStageBatch && q < count; ++b, advance(q, k)) {
+          if constexpr (kByFeature)
+            out(k, q) = values[b];
+          else
+            out(q, k) = values[b];
+        }
+      }
     };
-    side(x, lengths.pairs.x(p), tile.i0, tile.h, staged.x);
-    side(y, lengths.pairs.y(p), tile.j0, tile.w, staged.y);
+    side(x, lengths.pairs.x(p), tile.i0, tile.h,
+         kByFeature ? staged.xt : staged.x);
+    side(y, lengths.pairs.y(p), tile.j0, tile.w,
+         kByFeature ? staged.yt : staged.y);
     team.team_barrier();
   }
 
-  // Cosine: adds the staged chunk's part of ‖v‖² to norms(1 .. count).
+  // Cosine: adds the staged chunk's part of ‖v‖² to norms(1 .. count), from
+  // a by-feature chunk.
   KOKKOS_FUNCTION static void add_squared_norms(
-      const member_type& team, const ScratchMatrix<Space, W>& rows,
+      const member_type& team, const ScratchMatrix<Space, W>& by_feature,
       const ScratchVector<Space>& norms, int count, int width, int k0) {
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, count), [&](int q) {
       acc_t sum = k0 == 0 ? acc_t(0) : norms(q + 1);
       for (int k = 0; k < width; ++k)
-        sum += acc_t(rows(q, k)) * acc_t(rows(q, k));
+        sum += acc_t(by_feature(k, q)) * acc_t(by_feature(k, q));
       norms(q + 1) = sum;
     });
   }
 
-  // A gradient item: rows v0 .. v0 + kRows − 1 of one side and features
-  // f0 .. f0 + kFeatures − 1 of the staged chunk k0 .. k0 + width − 1.
+  // A gradient item: rows v0 .. v0 + rows − 1 of one side and features
+  // f0 .. f0 + features − 1 of the staged chunk k0 .. k0 + width − 1.
   struct Block {
     int v0, f0, k0, width;
     acc_t weight;
   };
 
+  // The gradient items of a staged chunk (v0 = f0 = 0), in blocks of
+  // kItemRows × kItemFeatures: first every x item, then every y item, so
+  // that the threads of a warp take one side where the counts allow.
+  template <int kItemRows, int kItemFeatures>
+  KOKKOS_FUNCTION void gradient_items(const member_type& team,
+                                      const TileCells& tile, const Block& chunk,
+                                      bool want_x, bool want_y,
+                                      const ScratchMatrix<Space>& E,
+                                      const Staging<W, Space>& staged,
+                                      const TileVectors<Space>& vectors,
+                                      std::int64_t a, std::int64_t b) const {
+    int const feature_blocks =
+        Blocking<Space>::count(chunk.width, kItemFeatures);
+    int const x_items =
+        want_x ? Blocking<Space>::count(tile.h, kItemRows) * feature_blocks : 0;
+    int const y_items =
+        want_y ? Blocking<Space>::count(tile.w, kItemRows) * feature_blocks : 0;
+    Kokkos::parallel_for(
+        Kokkos::TeamThreadRange(team, x_items + y_items), [&](int item) {
+          bool const rows = item < x_items;
+          int const local = rows ? item : item - x_items;
+          Block block = chunk;
+          block.v0 = (local / feature_blocks) * kItemRows;
+          block.f0 = (local % feature_blocks) * kItemFeatures;
+          if (rows)
+            side_gradient<false, kItemRows, kItemFeatures>(
+                block, tile.h, tile.w, E, staged.x, staged.y, vectors.row_norm,
+                vectors.col_norm, vectors.row_similarity, grad_x, a, tile.i0);
+          else
+            side_gradient<true, kItemRows, kItemFeatures>(
+                block, tile.w, tile.h, E, staged.y, staged.x, vectors.col_norm,
+                vectors.row_norm, vectors.col_similarity, grad_y, b, tile.j0);
+        });
+  }
+
   // G(v, k) = Σ_q E(v, q) · s_q · factor(v_k, u_qk) over the `others` cells
   // of the other side (q), for the item's block of this side (rows of E, or
   // columns with kTranspose); s_q is the other side's inverse norm for
   // cosine, 1 otherwise. Adds weight · ∂C/∂v to grad(series, first + v, k).
-  template <bool kTranspose>
+  template <bool kTranspose, int kRows, int kFeatures>
   KOKKOS_INLINE_FUNCTION static void side_gradient(
       const Block& block, int count, int others, const ScratchMatrix<Space>& E,
       const ScratchMatrix<Space, W>& self, const ScratchMatrix<Space, W>& other,
