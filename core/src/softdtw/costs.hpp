@@ -43,7 +43,7 @@ using ScratchVector = Kokkos::View<acc_t*, typename Space::scratch_memory_space,
 
 // A row-major matrix in team scratch, addressed with int offsets. Kokkos 3.4
 // Views index in 64 bits: on a GPU that arithmetic was a third of a walk
-// step's instructions (SASS, session 10). Bounds are checked where Kokkos
+// step's instructions (SASS, H100). Bounds are checked where Kokkos
 // checks View bounds.
 template <class Space, class V = acc_t>
 class ScratchMatrix {
