@@ -52,13 +52,15 @@ struct SoftMin {
         log2e_over_gamma(g > 0 ? 1.4426950408889634 / g : 0),
         gamma_ln2(g * 0.6931471805599453) {}
 
-  // exp(−shift/γ). Double saves the exponential of the minimum (exactly 1);
-  // in float a branch costs more than the exponential it saves, and 2^0 is 1.
-  KOKKOS_INLINE_FUNCTION W shifted_exp(acc_t shift) const {
+  // exp(below/γ) for below = min(a) − a_k <= 0 (the sign is the caller's
+  // subtraction, so no negation sits on the walk's critical path). Double
+  // saves the exponential of the minimum (exactly 1); in float a branch costs
+  // more than the exponential it saves, and 2^0 is 1.
+  KOKKOS_INLINE_FUNCTION W exp_below(acc_t below) const {
     if constexpr (std::is_same_v<W, double>) {
-      return shift == 0 ? 1.0 : compat::exp(-shift / gamma);
+      return below == 0 ? 1.0 : compat::exp(below / gamma);
     } else {
-      return compat::exp2(W(-shift * log2e_over_gamma));
+      return compat::exp2(W(below * log2e_over_gamma));
     }
   }
   // γ·ln(sum).
@@ -76,17 +78,19 @@ struct SoftMin {
 // (costs are finite elsewhere when inputs are checked); such cells get zero
 // weights. A NaN (unchecked inputs, SoftDTWOptions::check_values = false)
 // stays NaN instead of reading as +∞, so it reaches the pair's value.
+// `low` is min3(diag, up, left), which a walk may have partly formed early.
 template <bool with_weights, class W>
 KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
-                                   const SoftMin<W>& soft,
+                                   acc_t low, const SoftMin<W>& soft,
                                    Weights<W>& weights) {
   acc_t const inf = compat::infinity<acc_t>();
-  acc_t const low = min3(diag, up, left);
-  if (!(cost < inf) || !(low < inf)) {
-    if constexpr (with_weights) weights = Weights<W>{};
-    return cost != cost || low != low ? cost + low : inf;
-  }
+  bool const finite = cost < inf && low < inf;
+  acc_t const not_finite = cost != cost || low != low ? cost + low : inf;
   if (soft.gamma == 0) {
+    if (!finite) {
+      if constexpr (with_weights) weights = Weights<W>{};
+      return not_finite;
+    }
     if constexpr (with_weights) {
       weights = Weights<W>{};
       if (diag == low)
@@ -99,18 +103,30 @@ KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
     return cost + low;
   }
   // Shifting by the minimum keeps every exponent <= 0 (no overflow), and the
-  // differences that decide the weights are taken in double.
-  W const e_diag = soft.shifted_exp(diag - low);
-  W const e_up = soft.shifted_exp(up - low);
-  W const e_left = soft.shifted_exp(left - low);
+  // differences that decide the weights are taken in double. The soft-min is
+  // formed whatever `finite` says and chosen after: the walk's critical path
+  // then waits on no branch (a non-finite minimum only makes it NaN, which
+  // the choice discards).
+  W const e_diag = soft.exp_below(low - diag);
+  W const e_up = soft.exp_below(low - up);
+  W const e_left = soft.exp_below(low - left);
   W const sum = e_diag + e_up + e_left;
   if constexpr (with_weights) {
     W const inverse = 1 / sum;
-    weights.diag = e_diag * inverse;
-    weights.up = e_up * inverse;
-    weights.left = e_left * inverse;
+    weights.diag = finite ? e_diag * inverse : W(0);
+    weights.up = finite ? e_up * inverse : W(0);
+    weights.left = finite ? e_left * inverse : W(0);
   }
-  return cost + low - soft.log_sum(sum);
+  acc_t const value = cost + low - soft.log_sum(sum);
+  return finite ? value : not_finite;
+}
+
+template <bool with_weights, class W>
+KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
+                                   const SoftMin<W>& soft,
+                                   Weights<W>& weights) {
+  return relax<with_weights>(cost, diag, up, left, min3(diag, up, left), soft,
+                             weights);
 }
 
 // Visits the cells (r, c), 1 <= r <= h, 1 <= c <= w, anti-diagonal by
@@ -183,10 +199,11 @@ KOKKOS_INLINE_FUNCTION constexpr int tile_pitch(int tile) {
 }
 
 // Team scratch of one tile: R (which the backward turns into E in place),
-// the backward's soft-argmin weights, a staging area for feature chunks of
-// the tile's series rows, and per-row/column vectors. The staging area shares
-// its memory with the weights: it is used before the walk writes them and
-// after the alignment pass has read them for the last time.
+// the backward's soft-argmin weights and incoming messages, a staging area
+// for feature chunks of the tile's series rows, and per-row/column vectors.
+// The staging area shares its memory with the weights: it is used before the
+// walk writes them and after the alignment pass has read them for the last
+// time.
 template <class Space, class W>
 struct TileScratch {
   using Elements = Kokkos::View<W*, typename Space::scratch_memory_space,
@@ -195,6 +212,9 @@ struct TileScratch {
   ScratchMatrix<Space> R;
   Elements shared;
   ScratchMatrix<Space, W> diag, up, left;  // backward only
+  // Backward only: what the tiles below and to the right sent, row 0 by
+  // column (from_below), row 1 by row (from_right); zero where nothing comes.
+  ScratchMatrix<Space> incoming;
   Staging<W, Space> staged;
   TileVectors<Space> vectors;
 
@@ -213,6 +233,7 @@ struct TileScratch {
   static std::size_t bytes(int tile, bool backward, int chunk) {
     return ScratchMatrix<Space>::shmem_size(tile + 1, tile_pitch(tile)) +
            Elements::shmem_size(shared_elements(tile, backward, chunk)) +
+           (backward ? ScratchMatrix<Space>::shmem_size(2, tile + 1) : 0) +
            TileVectors<Space>::bytes(tile);
   }
 
@@ -225,6 +246,9 @@ struct TileScratch {
         diag(weight_matrix(0, tile, backward)),
         up(weight_matrix(1, tile, backward)),
         left(weight_matrix(2, tile, backward)),
+        incoming(backward ? ScratchMatrix<Space>(team.team_scratch(level), 2,
+                                                 tile + 1)
+                          : ScratchMatrix<Space>()),
         staged(shared.data(), tile, chunk),
         vectors(team, level, tile) {}
 
@@ -340,19 +364,27 @@ struct TileSweep {
     };
     if (row_per_thread(team, tile.h)) {
       // The thread's last value is its next cell's left neighbour, and the
-      // cell above its last cell is the next cell's diagonal one.
-      acc_t left = 0, diag = 0;
+      // cell above its last cell is the next cell's diagonal one. Only the
+      // cell above is new after a step's barrier: the next cell's cost and
+      // the minimum of its other two predecessors are read and formed before.
+      int const row = team.team_rank() + 1;  // as row_wavefront assigns rows
+      acc_t left = 0, diag = 0, low_diag_left = 0, cost = 0;
+      if (row <= tile.h) {
+        left = R(row, 0);
+        diag = R(row - 1, 0);
+        low_diag_left = diag < left ? diag : left;
+        cost = R(row, 1);
+      }
       row_wavefront(team, tile.h, tile.w, /*reverse=*/false, [&](int r, int c) {
-        if (c == 1) {
-          left = R(r, 0);
-          diag = R(r - 1, 0);
-        }
         acc_t const up = R(r - 1, c);
+        acc_t const low = low_diag_left < up ? low_diag_left : up;
         Weights<W> weights;
-        left = relax<with_weights>(R(r, c), diag, up, left, soft, weights);
-        diag = up;
+        left = relax<with_weights>(cost, diag, up, left, low, soft, weights);
         R(r, c) = left;
         store_weights(r, c, weights);
+        diag = up;
+        low_diag_left = diag < left ? diag : left;
+        if (c < tile.w) cost = R(r, c + 1);
       });
     } else {
       wavefront(team, tile.h, tile.w, /*reverse=*/false, [&](int r, int c) {
@@ -465,10 +497,14 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
         /*backward=*/true, this->feature_chunk);
     auto const& E = scratch.R;  // holds R until pull_alignment
 
+    // Issued first, so their loads overlap the recompute; fill's first
+    // barrier publishes them. The team's previous tile last read them in its
+    // walk, which ended at a barrier.
+    receive_messages(team, p, tile, n, m, scratch.incoming);
     this->template fill<true>(team, p, tile, n, m, scratch);
 
     pull_alignment(team, p, tile, n, m, E, scratch.up, scratch.left,
-                   scratch.diag);
+                   scratch.diag, scratch.incoming);
     push_messages(team, p, tile, n, m, E, scratch.up, scratch.left,
                   scratch.diag);
     // E is the pair's own alignment (seeded with 1); the incoming gradient
@@ -484,49 +520,92 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
     }
   }
 
+  // Copies the messages the tile's last row and column receive into
+  // scratch, all at once: read inside the walk, each would put a global
+  // load's latency on the walk's critical path, once per step of the row or
+  // column that reads it. The caller synchronises the team before reading.
+  KOKKOS_FUNCTION void receive_messages(
+      const member_type& team, std::int64_t p, const TileCells& tile,
+      std::int64_t n, std::int64_t m,
+      const ScratchMatrix<Space>& incoming) const {
+    bool const more_rows = tile.i0 + tile.h < n;
+    bool const more_cols = tile.j0 + tile.w < m;
+    auto const& ws = this->workspace;
+    Kokkos::parallel_for(
+        Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
+          std::int64_t const i = tile.i0 + tile.h, j = tile.j0 + c;
+          incoming(0, c) =
+              more_rows && this->band.contains(i - 1, j - 1, n, m)
+                  ? ws.from_below(p, tile.I + 1, this->in_row(i, j, n, m))
+                  : acc_t(0);
+        });
+    Kokkos::parallel_for(
+        Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
+          std::int64_t const i = tile.i0 + r, j = tile.j0 + tile.w;
+          incoming(1, r) =
+              more_cols && this->band.contains(i - 1, j - 1, n, m)
+                  ? ws.from_right(p, tile.J + 1, this->in_col(i, j, n, m))
+                  : acc_t(0);
+        });
+  }
+
   // E_ij = Σ over successors s of E_s · (weight of ij in s), in reverse order.
   KOKKOS_FUNCTION void pull_alignment(
       const member_type& team, std::int64_t p, const TileCells& tile,
       std::int64_t n, std::int64_t m, const ScratchMatrix<Space>& E,
       const ScratchMatrix<Space, W>& up, const ScratchMatrix<Space, W>& left,
-      const ScratchMatrix<Space, W>& diag) const {
-    bool const more_rows = tile.i0 + tile.h < n;
-    bool const more_cols = tile.j0 + tile.w < m;
-    auto const& ws = this->workspace;
-    // E(r, c) from E below, below-right and right of it.
-    auto const pull = [&](int r, int c, acc_t below, acc_t below_right,
-                          acc_t right) {
+      const ScratchMatrix<Space, W>& diag,
+      const ScratchMatrix<Space>& incoming) const {
+    // E(r, c) but for its below successor's share: the seed, E to the right
+    // and below-right times their weights, and the incoming messages.
+    auto const rest = [&](int r, int c, acc_t below_right, acc_t right) {
       std::int64_t const i = tile.i0 + r, j = tile.j0 + c;  // 1-based
-      if (!this->band.contains(i - 1, j - 1, n, m)) return acc_t(0);
       acc_t e = (i == n && j == m) ? acc_t(1) : acc_t(0);
-      if (r < tile.h) {
-        e += below * up(r + 1, c);
-        if (c < tile.w) e += below_right * diag(r + 1, c + 1);
-      } else if (more_rows) {
-        e += ws.from_below(p, tile.I + 1, this->in_row(i, j, n, m));
-      }
+      if (r == tile.h)
+        e += incoming(0, c);
+      else if (c < tile.w)
+        e += below_right * diag(r + 1, c + 1);
       if (c < tile.w)
         e += right * left(r, c + 1);
-      else if (more_cols)
-        e += ws.from_right(p, tile.J + 1, this->in_col(i, j, n, m));
+      else
+        e += incoming(1, r);
       return e;
+    };
+    // Whether the tile's cell (r, c) is in the band; E is zero outside it.
+    auto const in_band = [&](int r, int c) {
+      return this->band.contains(tile.i0 + r - 1, tile.j0 + c - 1, n, m);
     };
     if (row_per_thread(team, tile.h)) {
       // The thread's last E is its next cell's right neighbour, and the E
-      // below its last cell is the next cell's below-right one.
-      acc_t right = 0, below_right = 0;
+      // below its last cell is the next cell's below-right one. Only the E
+      // below is new after a step's barrier: the rest of the next cell's sum
+      // and the weight of the E below are formed before it.
+      int const row = team.team_rank() + 1;  // as row_wavefront assigns rows
+      acc_t partial = 0;
+      W below_weight = 0;
+      bool inside = false;
+      auto const prepare = [&](int r, int c, acc_t below_right, acc_t right) {
+        inside = in_band(r, c);
+        partial = inside ? rest(r, c, below_right, right) : acc_t(0);
+        below_weight = r < tile.h ? up(r + 1, c) : W(0);
+      };
+      if (row <= tile.h) prepare(row, tile.w, 0, 0);
       row_wavefront(team, tile.h, tile.w, /*reverse=*/true, [&](int r, int c) {
         acc_t const below = r < tile.h ? E(r + 1, c) : acc_t(0);
-        right = pull(r, c, below, below_right, right);
-        below_right = below;
-        E(r, c) = right;
+        acc_t const e = inside ? partial + below * below_weight : acc_t(0);
+        E(r, c) = e;
+        if (c > 1) prepare(r, c - 1, below, e);
       });
     } else {
       wavefront(team, tile.h, tile.w, /*reverse=*/true, [&](int r, int c) {
         bool const inside_row = r < tile.h, inside_col = c < tile.w;
-        E(r, c) = pull(r, c, inside_row ? E(r + 1, c) : acc_t(0),
-                       inside_row && inside_col ? E(r + 1, c + 1) : acc_t(0),
-                       inside_col ? E(r, c + 1) : acc_t(0));
+        acc_t e = 0;
+        if (in_band(r, c)) {
+          e = rest(r, c, inside_row && inside_col ? E(r + 1, c + 1) : acc_t(0),
+                   inside_col ? E(r, c + 1) : acc_t(0));
+          if (inside_row) e += E(r + 1, c) * up(r + 1, c);
+        }
+        E(r, c) = e;
       });
     }
   }
