@@ -247,11 +247,15 @@ void pairwise_sweep() {
         for (auto what : {softwave::PairwiseValue::soft_dtw, softwave::PairwiseValue::divergence}) {
           SCOPED_TRACE(what == softwave::PairwiseValue::soft_dtw ? "soft_dtw" : "divergence");
           const std::vector<double> want = reference_pairwise(x, y, s, what);
-          // Divergences are differences of values: scale by the values.
-          const double floor = std::max(1.0, max_abs(reference_pairwise(x, y, s, softwave::PairwiseValue::soft_dtw)));
+          // Values as in every sweep (value_floor: a value that cancels to near 0
+          // at large γ carries the rounding of its whole path). Divergences are
+          // differences of values: scale by the values.
+          const double floor =
+              what == softwave::PairwiseValue::soft_dtw
+                  ? value_floor<T>(n, m, gamma, max_cost(x, y, s, /*all_pairs=*/true))
+                  : std::max(1.0, max_abs(reference_pairwise(x, y, s, softwave::PairwiseValue::soft_dtw)));
           const double rtol = value_rtol<T>() * (what == softwave::PairwiseValue::soft_dtw ? 1.0 : 4.0);
-          EXPECT_TRUE(near_values(library_pairwise<T>(x, y, s, what), want, rtol,
-                                  what == softwave::PairwiseValue::soft_dtw ? 1.0 : floor, "matrix"));
+          EXPECT_TRUE(near_values(library_pairwise<T>(x, y, s, what), want, rtol, floor, "matrix"));
         }
       }
 }

@@ -583,14 +583,23 @@ std::pair<Batch, Batch> case_inputs(Rng& rng, const Case& k) {
   return {x, y};
 }
 
-// Largest cost over every pair's valid region (scales tolerances).
-inline double max_cost(const Batch& x, const Batch& y, const Config& s) {
+// Largest cost of the pair (x_i, y_j) over its valid region.
+inline double max_cost(const Batch& x, int i, const Batch& y, int j,
+                       const Config& s) {
+  const ref::Table t = ref::cost_table(x.series(i, s.nx(i, x.n)),
+                                       y.series(j, s.ny(j, y.n)), s.cost);
   double c = 0.0;
-  for (int b = 0; b < x.B; ++b) {
-    const ref::Table t = ref::cost_table(x.series(b, s.nx(b, x.n)),
-                                         y.series(b, s.ny(b, y.n)), s.cost);
-    for (double e : t.a) c = std::max(c, std::fabs(e));
-  }
+  for (double e : t.a) c = std::max(c, std::fabs(e));
+  return c;
+}
+// Largest cost over every pair's valid region (scales tolerances): pairs
+// (x_b, y_b), or with all_pairs every (x_i, y_j) as in pairwise matrices.
+inline double max_cost(const Batch& x, const Batch& y, const Config& s,
+                       bool all_pairs = false) {
+  double c = 0.0;
+  for (int i = 0; i < x.B; ++i)
+    for (int j = all_pairs ? 0 : i; j < (all_pairs ? y.B : i + 1); ++j)
+      c = std::max(c, max_cost(x, i, y, j, s));
   return c;
 }
 
@@ -642,10 +651,13 @@ double value_rtol() {
 // seeds: 2.7·ε_f·√(N+M)·(C + γ) (specialised cost-tensor path, N = 100,
 // M = 257, lengths 6 × 255, γ = 10, seed 16240078000898096068).
 template <class T>
-double value_floor(const Case& k, double cost_scale) {
+double value_floor(int n, int m, double gamma, double cost_scale) {
   if (std::is_same_v<T, double>) return 1.0;
-  return std::max(
-      1.0, 0.05 * std::sqrt(double(k.n + k.m)) * (cost_scale + k.setup.gamma));
+  return std::max(1.0, 0.05 * std::sqrt(double(n + m)) * (cost_scale + gamma));
+}
+template <class T>
+double value_floor(const Case& k, double cost_scale) {
+  return value_floor<T>(k.n, k.m, k.setup.gamma, cost_scale);
 }
 // 16-bit outputs add their own rounding, half an ulp of the largest entry:
 // at most 2^-8 of it for bfloat16, 2^-11 for float16 (8 and 11 significant
