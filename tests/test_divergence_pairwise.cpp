@@ -12,19 +12,24 @@ namespace {
 using namespace swt;
 
 template <class T>
-Results library_divergence(const Batch& x, const Batch& y, const Config& s, bool grads) {
+Results library_divergence(const Batch& x, const Batch& y, const Config& s,
+                           bool grads) {
   Space space;
   const auto dx = to_device<T>(x, "swt::x"), dy = to_device<T>(y, "swt::y");
   auto values = output1<softwave::value_t<T>>("swt::values", x.B);
   if (!grads) {
-    softwave::soft_dtw_divergence(space, dx, dy, values, s.options(), s.lengths());
+    softwave::soft_dtw_divergence(space, dx, dy, values, s.options(),
+                                  s.lengths());
     return {to_host(values), {}, {}, {}};
   }
   softwave::SeriesGradients<T, Space> g;
   g.grad_x = output3<T>("swt::grad_x", x.B, x.n, x.d);
   g.grad_y = output3<T>("swt::grad_y", y.B, y.n, y.d);
-  if (!s.grad_output.empty()) g.grad_output = to_device<softwave::value_t<T>>(s.grad_output, "swt::grad_output");
-  softwave::soft_dtw_divergence_value_and_grad(space, dx, dy, values, g, s.options(), s.lengths());
+  if (!s.grad_output.empty())
+    g.grad_output =
+        to_device<softwave::value_t<T>>(s.grad_output, "swt::grad_output");
+  softwave::soft_dtw_divergence_value_and_grad(space, dx, dy, values, g,
+                                               s.options(), s.lengths());
   return {to_host(values), to_host(g.grad_x), to_host(g.grad_y), {}};
 }
 
@@ -36,14 +41,17 @@ Results reference_divergence(const Batch& x, const Batch& y, const Config& s) {
   out.grad_y.assign(static_cast<std::size_t>(B) * m * d, 0.0);
   for (int b = 0; b < B; ++b) {
     const int nb = s.nx(b, n), mb = s.ny(b, m);
-    const ref::Divergence r = ref::divergence(x.series(b, nb), y.series(b, mb), s.ref_options());
+    const ref::Divergence r =
+        ref::divergence(x.series(b, nb), y.series(b, mb), s.ref_options());
     out.values[b] = r.value;
     for (int i = 0; i < nb; ++i)
       for (int k = 0; k < d; ++k)
-        out.grad_x[(static_cast<std::size_t>(b) * n + i) * d + k] = s.go(b) * r.grad_x(i, k);
+        out.grad_x[(static_cast<std::size_t>(b) * n + i) * d + k] =
+            s.go(b) * r.grad_x(i, k);
     for (int j = 0; j < mb; ++j)
       for (int k = 0; k < d; ++k)
-        out.grad_y[(static_cast<std::size_t>(b) * m + j) * d + k] = s.go(b) * r.grad_y(j, k);
+        out.grad_y[(static_cast<std::size_t>(b) * m + j) * d + k] =
+            s.go(b) * r.grad_y(j, k);
   }
   return out;
 }
@@ -66,19 +74,25 @@ void divergence_sweep() {
     for (int b = 0; b < k.B; ++b) {
       const int nb = k.setup.nx(b, k.n), mb = k.setup.ny(b, k.m);
       const ref::Options o = k.setup.ref_options();
-      for (double v : {ref::soft_dtw_value(x.series(b, nb), y.series(b, mb), o),
-                       ref::soft_dtw_value(x.series(b, nb), x.series(b, nb), o),
-                       ref::soft_dtw_value(y.series(b, mb), y.series(b, mb), o)})
+      for (double v :
+           {ref::soft_dtw_value(x.series(b, nb), y.series(b, mb), o),
+            ref::soft_dtw_value(x.series(b, nb), x.series(b, nb), o),
+            ref::soft_dtw_value(y.series(b, mb), y.series(b, mb), o)})
         scale = std::max(scale, std::fabs(v));
     }
-    EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(), scale, "values (value_and_grad)"));
-    EXPECT_TRUE(near_values(values_only.values, want.values, value_rtol<T>(), scale, "values"));
+    EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(), scale,
+                            "values (value_and_grad)"));
+    EXPECT_TRUE(near_values(values_only.values, want.values, value_rtol<T>(),
+                            scale, "values"));
     if (!arrays_comparable<T>(k)) continue;
     // Likewise the gradient is a difference of three gradients that may
     // cancel: measure it against the scale of a single cell's ∂δ.
-    const double go = k.setup.grad_output.empty() ? 1.0 : max_abs(k.setup.grad_output);
-    const double gscale = std::max(go * max_cost_gradient(x, y, k.setup), 1e-300);
-    const double tol = array_rtol<T>(k.setup.gamma, scale, max_cost(x, y, k.setup), k.n, k.m);
+    const double go =
+        k.setup.grad_output.empty() ? 1.0 : max_abs(k.setup.grad_output);
+    const double gscale =
+        std::max(go * max_cost_gradient(x, y, k.setup), 1e-300);
+    const double tol =
+        array_rtol<T>(k.setup.gamma, scale, max_cost(x, y, k.setup), k.n, k.m);
     EXPECT_TRUE(near_arrays(got.grad_x, want.grad_x, tol, gscale, "grad_x"));
     EXPECT_TRUE(near_arrays(got.grad_y, want.grad_y, tol, gscale, "grad_y"));
   }
@@ -86,8 +100,12 @@ void divergence_sweep() {
 
 TEST(Divergence, SweepMatchesReferenceDouble) { divergence_sweep<double>(); }
 TEST(Divergence, SweepMatchesReferenceFloat) { divergence_sweep<float>(); }
-TEST(Divergence, SweepMatchesReferenceBFloat16) { divergence_sweep<softwave::bfloat16>(); }
-TEST(Divergence, SweepMatchesReferenceFloat16) { divergence_sweep<softwave::float16>(); }
+TEST(Divergence, SweepMatchesReferenceBFloat16) {
+  divergence_sweep<softwave::bfloat16>();
+}
+TEST(Divergence, SweepMatchesReferenceFloat16) {
+  divergence_sweep<softwave::float16>();
+}
 
 // D(x, x) = 0, and its gradient vanishes there (sdtw is symmetric).
 TEST(Divergence, ZeroOnIdenticalSeries) {
@@ -98,14 +116,16 @@ TEST(Divergence, ZeroOnIdenticalSeries) {
       Config s;
       s.cost = cost;
       s.gamma = gamma;
-      s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 3)) : std::nullopt;
+      s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 3))
+                          : std::nullopt;
       s.len_x = random_lengths(rng, B, n);
       s.len_y = s.len_x;
       SCOPED_TRACE(s.str());
       const Batch x = random_batch(rng, B, n, d, -1.0, 1.0);
       const Results got = library_divergence<double>(x, x, s, gamma > 0.0);
       const double scale = std::max(1.0, max_abs(reference(x, x, s).values));
-      for (int b = 0; b < B; ++b) EXPECT_NEAR(got.values[b], 0.0, 1e-12 * scale) << "b=" << b;
+      for (int b = 0; b < B; ++b)
+        EXPECT_NEAR(got.values[b], 0.0, 1e-12 * scale) << "b=" << b;
       if (gamma > 0.0) {
         const double g = std::max(max_abs(reference(x, x, s).grad_x), 1.0);
         EXPECT_LE(max_abs(got.grad_x), 1e-10 * g);
@@ -123,11 +143,16 @@ TEST(Divergence, NonNegativeForBuiltInCosts) {
       Config s;
       s.cost = cost;
       s.gamma = gamma;
-      SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
-      const Batch x = random_batch(rng, B, n, d, -1.0, 1.0), y = random_batch(rng, B, m, d, -1.0, 1.0);
-      const std::vector<double> v = library_divergence<double>(x, y, s, false).values;
+      SCOPED_TRACE(s.str() + " N=" + std::to_string(n) +
+                   " M=" + std::to_string(m));
+      const Batch x = random_batch(rng, B, n, d, -1.0, 1.0),
+                  y = random_batch(rng, B, m, d, -1.0, 1.0);
+      const std::vector<double> v =
+          library_divergence<double>(x, y, s, false).values;
       const std::vector<double> scale = reference(x, y, s).values;
-      for (int b = 0; b < B; ++b) EXPECT_GE(v[b], -1e-12 * std::max(1.0, std::fabs(scale[b]))) << "b=" << b;
+      for (int b = 0; b < B; ++b)
+        EXPECT_GE(v[b], -1e-12 * std::max(1.0, std::fabs(scale[b])))
+            << "b=" << b;
     }
 }
 
@@ -145,15 +170,19 @@ TEST(Divergence, FiniteDifferences) {
       s.len_y = {rng.integer(1, m), m};
       s.grad_output = {-1.5, 1.0};
       SCOPED_TRACE(s.str());
-      const Batch x = random_batch(rng, B, n, d, -1.0, 1.0), y = random_batch(rng, B, m, d, -1.0, 1.0);
+      const Batch x = random_batch(rng, B, n, d, -1.0, 1.0),
+                  y = random_batch(rng, B, m, d, -1.0, 1.0);
       const Results got = library_divergence<double>(x, y, s, true);
       auto objective = [&](const Batch& xx, const Batch& yy) {
-        const std::vector<double> v = library_divergence<double>(xx, yy, s, false).values;
+        const std::vector<double> v =
+            library_divergence<double>(xx, yy, s, false).values;
         return s.grad_output[0] * v[0] + s.grad_output[1] * v[1];
       };
       const auto [fd_x, fd_y] = central_differences(x, y, s, h, objective);
-      EXPECT_TRUE(near_arrays(got.grad_x, fd_x, 1e-5, 1e-3, "grad_x vs finite differences"));
-      EXPECT_TRUE(near_arrays(got.grad_y, fd_y, 1e-5, 1e-3, "grad_y vs finite differences"));
+      EXPECT_TRUE(near_arrays(got.grad_x, fd_x, 1e-5, 1e-3,
+                              "grad_x vs finite differences"));
+      EXPECT_TRUE(near_arrays(got.grad_y, fd_y, 1e-5, 1e-3,
+                              "grad_y vs finite differences"));
     }
 }
 
@@ -178,8 +207,10 @@ TEST(Divergence, PaddedPairEqualsUnpaddedPair) {
   }
   const Results got = library_divergence<double>(x, y, s, true);
   Batch xz = x, yz = y;  // the same batch with zeros in the padding
-  for (double& e : xz.v) if (std::isnan(e)) e = 0.0;
-  for (double& e : yz.v) if (std::isnan(e)) e = 0.0;
+  for (double& e : xz.v)
+    if (std::isnan(e)) e = 0.0;
+  for (double& e : yz.v)
+    if (std::isnan(e)) e = 0.0;
   const Results want = reference_divergence(xz, yz, s);
   EXPECT_TRUE(near_values(got.values, want.values, 1e-9, 1.0, "values"));
   EXPECT_TRUE(near_arrays(got.grad_x, want.grad_x, 1e-9, 1e-300, "grad_x"));
@@ -187,17 +218,22 @@ TEST(Divergence, PaddedPairEqualsUnpaddedPair) {
   for (int b = 0; b < B; ++b) {
     for (int i = s.len_x[b]; i < n; ++i)
       for (int k = 0; k < d; ++k)
-        EXPECT_EQ(got.grad_x[(static_cast<std::size_t>(b) * n + i) * d + k], 0.0) << "b=" << b << " i=" << i;
+        EXPECT_EQ(got.grad_x[(static_cast<std::size_t>(b) * n + i) * d + k],
+                  0.0)
+            << "b=" << b << " i=" << i;
     for (int j = s.len_y[b]; j < m; ++j)
       for (int k = 0; k < d; ++k)
-        EXPECT_EQ(got.grad_y[(static_cast<std::size_t>(b) * m + j) * d + k], 0.0) << "b=" << b << " j=" << j;
+        EXPECT_EQ(got.grad_y[(static_cast<std::size_t>(b) * m + j) * d + k],
+                  0.0)
+            << "b=" << b << " j=" << j;
   }
 }
 
 // --------------------------------------------------------------- pairwise
 
 template <class T>
-std::vector<double> library_pairwise(const Batch& x, const Batch& y, const Config& s,
+std::vector<double> library_pairwise(const Batch& x, const Batch& y,
+                                     const Config& s,
                                      softwave::PairwiseValue what) {
   Space space;
   const auto dx = to_device<T>(x, "swt::x"), dy = to_device<T>(y, "swt::y");
@@ -207,14 +243,17 @@ std::vector<double> library_pairwise(const Batch& x, const Batch& y, const Confi
   return to_host(matrix);
 }
 
-std::vector<double> reference_pairwise(const Batch& x, const Batch& y, const Config& s,
+std::vector<double> reference_pairwise(const Batch& x, const Batch& y,
+                                       const Config& s,
                                        softwave::PairwiseValue what) {
   std::vector<double> out;
   for (int i = 0; i < x.B; ++i)
     for (int j = 0; j < y.B; ++j) {
-      const ref::Series a = x.series(i, s.nx(i, x.n)), b = y.series(j, s.ny(j, y.n));
-      out.push_back(what == softwave::PairwiseValue::soft_dtw ? ref::soft_dtw_value(a, b, s.ref_options())
-                                                               : ref::divergence(a, b, s.ref_options()).value);
+      const ref::Series a = x.series(i, s.nx(i, x.n)),
+                        b = y.series(j, s.ny(j, y.n));
+      out.push_back(what == softwave::PairwiseValue::soft_dtw
+                        ? ref::soft_dtw_value(a, b, s.ref_options())
+                        : ref::divergence(a, b, s.ref_options()).value);
     }
   return out;
 }
@@ -228,7 +267,8 @@ void pairwise_sweep() {
     for (ref::Cost cost : kCosts)
       for (double gamma : kGammas) {
         ++c;
-        const int n = rng.integer(1, 40), m = rng.integer(1, 40), d = std::vector<int>{1, 3, 8}[c % 3];
+        const int n = rng.integer(1, 40), m = rng.integer(1, 40),
+                  d = std::vector<int>{1, 3, 8}[c % 3];
         Config s;
         s.cost = cost;
         s.gamma = gamma;
@@ -238,32 +278,47 @@ void pairwise_sweep() {
           s.len_y = random_lengths(rng, bb[1], m);
         }
         s.tile = std::vector<int>{0, 4, 7, 32}[(c / 3) % 4];
-        SCOPED_TRACE(s.str() + " B1=" + std::to_string(bb[0]) + " B2=" + std::to_string(bb[1]) +
-                     " N=" + std::to_string(n) + " M=" + std::to_string(m) + " d=" + std::to_string(d));
+        SCOPED_TRACE(s.str() + " B1=" + std::to_string(bb[0]) + " B2=" +
+                     std::to_string(bb[1]) + " N=" + std::to_string(n) +
+                     " M=" + std::to_string(m) + " d=" + std::to_string(d));
         const double lo = cost == ref::Cost::cosine ? -1.0 : 0.0;
-        Batch x = random_batch(rng, bb[0], n, d, lo, 1.0), y = random_batch(rng, bb[1], m, d, lo, 1.0);
+        Batch x = random_batch(rng, bb[0], n, d, lo, 1.0),
+              y = random_batch(rng, bb[1], m, d, lo, 1.0);
         round_to<T>(x);
         round_to<T>(y);
-        for (auto what : {softwave::PairwiseValue::soft_dtw, softwave::PairwiseValue::divergence}) {
-          SCOPED_TRACE(what == softwave::PairwiseValue::soft_dtw ? "soft_dtw" : "divergence");
+        for (auto what : {softwave::PairwiseValue::soft_dtw,
+                          softwave::PairwiseValue::divergence}) {
+          SCOPED_TRACE(what == softwave::PairwiseValue::soft_dtw
+                           ? "soft_dtw"
+                           : "divergence");
           const std::vector<double> want = reference_pairwise(x, y, s, what);
-          // Values as in every sweep (value_floor: a value that cancels to near 0
-          // at large γ carries the rounding of its whole path). Divergences are
-          // differences of values: scale by the values.
+          // Values as in every sweep (value_floor: a value that cancels to near
+          // 0 at large γ carries the rounding of its whole path). Divergences
+          // are differences of values: scale by the values.
           const double floor =
               what == softwave::PairwiseValue::soft_dtw
-                  ? value_floor<T>(n, m, gamma, max_cost(x, y, s, /*all_pairs=*/true))
-                  : std::max(1.0, max_abs(reference_pairwise(x, y, s, softwave::PairwiseValue::soft_dtw)));
-          const double rtol = value_rtol<T>() * (what == softwave::PairwiseValue::soft_dtw ? 1.0 : 4.0);
-          EXPECT_TRUE(near_values(library_pairwise<T>(x, y, s, what), want, rtol, floor, "matrix"));
+                  ? value_floor<T>(n, m, gamma,
+                                   max_cost(x, y, s, /*all_pairs=*/true))
+                  : std::max(1.0,
+                             max_abs(reference_pairwise(
+                                 x, y, s, softwave::PairwiseValue::soft_dtw)));
+          const double rtol =
+              value_rtol<T>() *
+              (what == softwave::PairwiseValue::soft_dtw ? 1.0 : 4.0);
+          EXPECT_TRUE(near_values(library_pairwise<T>(x, y, s, what), want,
+                                  rtol, floor, "matrix"));
         }
       }
 }
 
 TEST(Pairwise, SweepMatchesReferenceDouble) { pairwise_sweep<double>(); }
 TEST(Pairwise, SweepMatchesReferenceFloat) { pairwise_sweep<float>(); }
-TEST(Pairwise, SweepMatchesReferenceBFloat16) { pairwise_sweep<softwave::bfloat16>(); }
-TEST(Pairwise, SweepMatchesReferenceFloat16) { pairwise_sweep<softwave::float16>(); }
+TEST(Pairwise, SweepMatchesReferenceBFloat16) {
+  pairwise_sweep<softwave::bfloat16>();
+}
+TEST(Pairwise, SweepMatchesReferenceFloat16) {
+  pairwise_sweep<softwave::float16>();
+}
 
 // X against itself: the soft-DTW matrix is symmetric, the divergence matrix
 // is symmetric with a zero diagonal.
@@ -277,8 +332,10 @@ TEST(Pairwise, SelfMatrixIsSymmetric) {
   s.len_y = s.len_x;
   SCOPED_TRACE(s.str());
   const Batch x = random_batch(rng, B, n, d);
-  const auto sd = library_pairwise<double>(x, x, s, softwave::PairwiseValue::soft_dtw);
-  const auto dv = library_pairwise<double>(x, x, s, softwave::PairwiseValue::divergence);
+  const auto sd =
+      library_pairwise<double>(x, x, s, softwave::PairwiseValue::soft_dtw);
+  const auto dv =
+      library_pairwise<double>(x, x, s, softwave::PairwiseValue::divergence);
   const double scale = std::max(1.0, max_abs(sd));
   for (int i = 0; i < B; ++i) {
     EXPECT_NEAR(dv[i * B + i], 0.0, 1e-12 * scale) << i;
@@ -301,18 +358,22 @@ TEST(Pairwise, NaNInPaddingIsNeverRead) {
   SCOPED_TRACE(s.str());
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Batch x = random_batch(rng, B1, n, d), y = random_batch(rng, B2, m, d);
-  const std::vector<double> want_sd = reference_pairwise(x, y, s, softwave::PairwiseValue::soft_dtw);
-  const std::vector<double> want_dv = reference_pairwise(x, y, s, softwave::PairwiseValue::divergence);
+  const std::vector<double> want_sd =
+      reference_pairwise(x, y, s, softwave::PairwiseValue::soft_dtw);
+  const std::vector<double> want_dv =
+      reference_pairwise(x, y, s, softwave::PairwiseValue::divergence);
   for (int b = 0; b < B1; ++b)
     for (int i = s.len_x[b]; i < n; ++i)
       for (int k = 0; k < d; ++k) x(b, i, k) = nan;
   for (int b = 0; b < B2; ++b)
     for (int j = s.len_y[b]; j < m; ++j)
       for (int k = 0; k < d; ++k) y(b, j, k) = nan;
-  EXPECT_TRUE(near_values(library_pairwise<double>(x, y, s, softwave::PairwiseValue::soft_dtw), want_sd, 1e-9,
-                          1.0, "soft_dtw matrix"));
-  EXPECT_TRUE(near_values(library_pairwise<double>(x, y, s, softwave::PairwiseValue::divergence), want_dv, 1e-9,
-                          std::max(1.0, max_abs(want_sd)), "divergence matrix"));
+  EXPECT_TRUE(near_values(
+      library_pairwise<double>(x, y, s, softwave::PairwiseValue::soft_dtw),
+      want_sd, 1e-9, 1.0, "soft_dtw matrix"));
+  EXPECT_TRUE(near_values(
+      library_pairwise<double>(x, y, s, softwave::PairwiseValue::divergence),
+      want_dv, 1e-9, std::max(1.0, max_abs(want_sd)), "divergence matrix"));
 }
 
 // matrix(i, i) equals the batched soft_dtw of pair i when X and Y hold the
@@ -327,7 +388,8 @@ TEST(Pairwise, DiagonalEqualsBatchedSoftDTW) {
   s.len_y = random_lengths(rng, B, m);
   SCOPED_TRACE(s.str());
   const Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, m, d);
-  const auto matrix = library_pairwise<double>(x, y, s, softwave::PairwiseValue::soft_dtw);
+  const auto matrix =
+      library_pairwise<double>(x, y, s, softwave::PairwiseValue::soft_dtw);
   const auto batched = library_values<double>(x, y, s);
   std::vector<double> diag;
   for (int i = 0; i < B; ++i) diag.push_back(matrix[i * B + i]);
@@ -344,8 +406,10 @@ TEST(Pairwise, StreamsAcrossChunkBoundaries) {
   const int B1 = 2400, B2 = 2400;
   Dev3<float> x("x", B1, 1, 1), y("y", B2, 1, 1);
   auto hx = Kokkos::create_mirror_view(x), hy = Kokkos::create_mirror_view(y);
-  for (int i = 0; i < B1; ++i) hx(i, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
-  for (int j = 0; j < B2; ++j) hy(j, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
+  for (int i = 0; i < B1; ++i)
+    hx(i, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
+  for (int j = 0; j < B2; ++j)
+    hy(j, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
   Kokkos::deep_copy(x, hx);
   Kokkos::deep_copy(y, hy);
   Dev2<float> matrix("matrix", B1, B2);
