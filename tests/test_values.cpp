@@ -3,13 +3,35 @@
 // tensors, and the invariants a value must satisfy.
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
+#include "softdtw/sweep.hpp"  // min3, min3_given
 #include "test_helpers.hpp"
 
 namespace {
 
 using namespace swt;
+
+// The row walks form min(diag, left) before a step's barrier and finish the
+// minimum when `up` arrives. Which predecessor a NaN (unchecked inputs) comes
+// through must not change with the walk, so the result must be min3's own,
+// bit for bit.
+TEST(Walks, MinimumFinishedAfterTheBarrierIsMin3) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double values[] = {-1.0, 1.0, 2.0, inf, -inf, nan};
+  for (double diag : values)
+    for (double up : values)
+      for (double left : values) {
+        const double low_diag_left = diag < left ? diag : left;
+        const double want = softwave::impl::min3(diag, up, left);
+        const double got = softwave::impl::min3_given(low_diag_left, up, left);
+        EXPECT_EQ(std::memcmp(&want, &got, sizeof want), 0)
+            << "diag " << diag << " up " << up << " left " << left << ": "
+            << got << " instead of " << want;
+      }
+}
 
 template <class T>
 void sweep_values() {

@@ -30,6 +30,16 @@ KOKKOS_INLINE_FUNCTION acc_t min3(acc_t a, acc_t b, acc_t c) {
   return ab < c ? ab : c;
 }
 
+// min3(diag, up, left) from low_diag_left = (diag < left ? diag : left),
+// formed before `up` is known, bit for bit, NaN included: min3 lets a NaN
+// through only from `left` (a NaN cell reaches its successors' values through
+// the soft-min's exponentials, or as its right neighbour's left), and a walk
+// must not change which.
+KOKKOS_INLINE_FUNCTION acc_t min3_given(acc_t low_diag_left, acc_t up,
+                                        acc_t left) {
+  return up < low_diag_left ? up : (up != up ? left : low_diag_left);
+}
+
 // ∂R_ij/∂(diag, up, left): the soft-argmin of the predecessors; for γ = 0 the
 // indicator of the argmin with ties to diagonal, then up, then left.
 template <class W>
@@ -377,7 +387,7 @@ struct TileSweep {
       }
       row_wavefront(team, tile.h, tile.w, /*reverse=*/false, [&](int r, int c) {
         acc_t const up = R(r - 1, c);
-        acc_t const low = low_diag_left < up ? low_diag_left : up;
+        acc_t const low = min3_given(low_diag_left, up, left);
         Weights<W> weights;
         left = relax<with_weights>(cost, diag, up, left, low, soft, weights);
         R(r, c) = left;
