@@ -165,11 +165,16 @@ KOKKOS_INLINE_FUNCTION void wavefront(const Member& team, int h, int w,
 // scratch. A step thus loads two values instead of four (forward) and four
 // instead of six (backward), at addresses without the anti-diagonal's index
 // arithmetic.
+template <class Member>
+KOKKOS_INLINE_FUNCTION int walk_row(const Member& team) {
+  return team.team_rank() + 1;  // the tile row this thread owns (1-based)
+}
+
 template <class Member, class CellFunction>
 KOKKOS_INLINE_FUNCTION void row_wavefront(const Member& team, int h, int w,
                                           bool reverse,
                                           const CellFunction& cell) {
-  int const r = team.team_rank() + 1;
+  int const r = walk_row(team);
   for (int step = 0; step < h + w - 1; ++step) {
     int const diagonal = reverse ? h + w - 2 - step : step;  // (r-1) + (c-1)
     int const c = diagonal - r + 2;
@@ -377,7 +382,7 @@ struct TileSweep {
       // cell above its last cell is the next cell's diagonal one. Only the
       // cell above is new after a step's barrier: the next cell's cost and
       // the minimum of its other two predecessors are read and formed before.
-      int const row = team.team_rank() + 1;  // as row_wavefront assigns rows
+      int const row = walk_row(team);
       acc_t left = 0, diag = 0, low_diag_left = 0, cost = 0;
       if (row <= tile.h) {
         left = R(row, 0);
@@ -590,7 +595,7 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
       // below its last cell is the next cell's below-right one. Only the E
       // below is new after a step's barrier: the rest of the next cell's sum
       // and the weight of the E below are formed before it.
-      int const row = team.team_rank() + 1;  // as row_wavefront assigns rows
+      int const row = walk_row(team);
       acc_t partial = 0;
       W below_weight = 0;
       bool inside = false;
