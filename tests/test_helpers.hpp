@@ -535,6 +535,29 @@ struct Case {
 // lengths on/off and tile ∈ {0, 4, 7, 32} cycling at different rates so that
 // their combinations vary across the sweep; band widths and lengths are drawn
 // fresh each run.
+// SOFTWAVE_TEST_SHARD="i/n" (0 <= i < n) keeps the sweep cases whose index
+// is i modulo n, so that a slow tool can run one sweep as n processes
+// (perf/device/sanitize.sh). Every case still draws its parameters, so a
+// shard's cases are those of the whole sweep with the same seed.
+struct Shard {
+  int index = 0, count = 1;
+};
+inline Shard test_shard() {
+  Shard shard;
+  const char* text = std::getenv("SOFTWAVE_TEST_SHARD");
+  if (!text || !*text) return shard;
+  char slash = 0, rest = 0;
+  std::istringstream in(text);
+  if (!(in >> shard.index >> slash >> shard.count) || slash != '/' ||
+      in >> rest || shard.count < 1 || shard.index < 0 ||
+      shard.index >= shard.count) {
+    ADD_FAILURE() << "SOFTWAVE_TEST_SHARD='" << text
+                  << "' is not i/n with 0 <= i < n";
+    return Shard{};
+  }
+  return shard;
+}
+
 inline std::vector<Case> sweep_cases(Rng& rng, bool with_grad_output) {
   static const int shapes[][2] = {
       {1, 1}, {1, 6}, {6, 1},   {1, 40},  {40, 1},  {2, 2},   {3, 8},
@@ -542,6 +565,7 @@ inline std::vector<Case> sweep_cases(Rng& rng, bool with_grad_output) {
   static const int ds[] = {1, 3, 64};
   static const int Bs[] = {1, 7};
   static const int tiles[] = {0, 4, 7, 32};
+  const Shard shard = test_shard();
   std::vector<Case> out;
   int c = 0;
   for (const auto& shape : shapes)
@@ -565,7 +589,7 @@ inline std::vector<Case> sweep_cases(Rng& rng, bool with_grad_output) {
           for (double& g : k.setup.grad_output) g = rng.uniform(-2.0, 2.0);
           k.setup.grad_output[0] = 0.0;
         }
-        out.push_back(k);
+        if (c % shard.count == shard.index) out.push_back(k);
         ++c;
       }
   return out;

@@ -15,6 +15,8 @@
 #   SANITIZE_FILTER   gtest filter (default: the small shapes, see above)
 #   SANITIZE_DEADLINE seconds for the whole run (default: none); tests that
 #                     would start after it are reported as skipped
+#   SANITIZE_SHARDS   processes per parameter sweep (default 4): each runs
+#                     every n-th case (SOFTWAVE_TEST_SHARD, test_helpers.hpp)
 # Writes $OUT/sanitize.md (the table, also printed) and
 # $OUT/sanitize-logs.tar.gz; exits non-zero when a tool reports anything, a
 # test fails or is stopped.
@@ -25,6 +27,7 @@ mkdir -p "$OUT"
 tools=("$@")
 [ ${#tools[@]} -eq 0 ] && tools=(racecheck memcheck)
 jobs=${SANITIZE_JOBS:-12}
+shards=${SANITIZE_SHARDS:-4}
 limit=${SANITIZE_TIMEOUT:-300}
 deadline=$(($(date +%s) + ${SANITIZE_DEADLINE:-1000000}))
 filter=${SANITIZE_FILTER:--*LongPair*:*Accuracy*:Memory.*:Environment.*}
@@ -38,24 +41,36 @@ for bin in build/cuda/bin/test_*; do
   "$bin" --gtest_list_tests --gtest_filter="$filter" | awk -v bin="$bin" '
     /^[^ ]/ { suite = $1 } /^  / { print bin, suite $1 }'
 done >"$logs/all.txt"
-# The parameter sweeps take longest under a tool: start them first, so the
-# quick tests fill in around them.
+# The parameter sweeps take longest under a tool: they run as $shards
+# processes each ("binary test i/n"; other tests "binary test -"), and start
+# first, so the quick tests fill in around them.
 slow='Sweep|FiniteDifferences|Specialised'
-{ grep -E "$slow" "$logs/all.txt"; grep -vE "$slow" "$logs/all.txt"; } >"$logs/tests.txt"
+{
+  grep -E "$slow" "$logs/all.txt" | while read -r bin test; do
+    if [[ $test == *Sweep* ]]; then
+      for ((i = 0; i < shards; ++i)); do echo "$bin $test $i/$shards"; done
+    else
+      echo "$bin $test -"
+    fi
+  done
+  grep -vE "$slow" "$logs/all.txt" | sed 's/$/ -/'
+} >"$logs/tests.txt"
 [ -s "$logs/tests.txt" ] || { echo "sanitize.sh: no tests in build/cuda/bin"; exit 1; }
 
-# One tool on one test: its log, then the line
+# One tool on one test (or one shard of a sweep): its log, then the line
 # "tool binary test status errors hazards seconds".
 sanitize_one() {
-  local tool=$1 bin=$2 test=$3 start=$SECONDS
-  local log="$logs/$tool-$(basename "$bin")-${test//\//_}.log"
+  local tool=$1 bin=$2 test=$3 shard=$4 start=$SECONDS
+  local log="$logs/$tool-$(basename "$bin")-${test//\//_}${shard//\//of}.log"
+  [ "$shard" != - ] && test="$test[$shard]"
   local left=$((deadline - $(date +%s)))
   if [ $left -le 0 ]; then
     echo "$tool $(basename "$bin") $test skipped 0 0 0"
     return
   fi
-  timeout $((left < limit ? left : limit)) compute-sanitizer --tool "$tool" --print-limit 0 \
-    "$bin" --gtest_filter="$test" >"$log" 2>&1
+  SOFTWAVE_TEST_SHARD=${shard/#-/} timeout $((left < limit ? left : limit)) \
+    compute-sanitizer --tool "$tool" --print-limit 0 \
+    "$bin" --gtest_filter="${test%%\[*}" >"$log" 2>&1
   local rc=$? status=ok
   [ $rc -eq 124 ] && status=stopped
   [ $rc -ne 0 ] && [ $rc -ne 124 ] && status="rc=$rc"
@@ -68,7 +83,7 @@ export -f sanitize_one
 export logs limit deadline
 
 for tool in "${tools[@]}"; do sed "s/^/$tool /" "$logs/tests.txt"; done |
-  xargs -P "$jobs" -L 1 bash -c 'sanitize_one "$0" "$1" "$2"' >"$logs/lines.txt"
+  xargs -P "$jobs" -L 1 bash -c 'sanitize_one "$0" "$1" "$2" "$3"' >"$logs/lines.txt"
 
 {
   echo "compute-sanitizer $(compute-sanitizer --version | grep -oE '[0-9]{4}\.[0-9.]+' | head -1)," \
