@@ -33,6 +33,32 @@ TEST(Walks, MinimumFinishedAfterTheBarrierIsMin3) {
       }
 }
 
+// The backward's row walk tests a row's band by the interval
+// [Band::first, Band::last]: it must be exactly the cells `contains` keeps,
+// and never empty (every row has an in-band cell).
+TEST(Walks, BandRowIntervalIsTheRowsInBandCells) {
+  for (int n = 1; n <= 23; ++n)
+    for (int m = 1; m <= 23; ++m)
+      for (int width = -1; width <= 4; ++width) {
+        softwave::impl::Band band;
+        band.width = width;
+        for (int i = 0; i < n; ++i) {
+          std::int64_t first = -1, last = -1;
+          for (int j = 0; j < m; ++j)
+            if (band.contains(i, j, n, m)) {
+              if (first < 0) first = j;
+              EXPECT_EQ(last, first < j ? j - 1 : -1) << "gap in row " << i;
+              last = j;
+            }
+          if (width < 0) continue;  // first/last are only used with a band
+          EXPECT_EQ(band.first(i, n, m), first)
+              << "N=" << n << " M=" << m << " w=" << width << " i=" << i;
+          EXPECT_EQ(band.last(i, n, m), last)
+              << "N=" << n << " M=" << m << " w=" << width << " i=" << i;
+        }
+      }
+}
+
 template <class T>
 void sweep_values() {
   SWT_SEEDED_RNG(rng);

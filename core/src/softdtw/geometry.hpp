@@ -57,6 +57,16 @@ struct Band {
     return i - width > 0 ? ((i - width) * m) / n : 0;
   }
 
+  // The last in-band column of row i (0-based). For n > m it is the greatest
+  // j whose row interval reaches down to i: lower(j) <= i holds exactly when
+  // j·n < (i + w + 1)·m.
+  KOKKOS_INLINE_FUNCTION std::int64_t last(std::int64_t i, std::int64_t n,
+                                           std::int64_t m) const {
+    std::int64_t const high =
+        n <= m ? upper(i, n, m, width) : ((i + width + 1) * m - 1) / n;
+    return high < m - 1 ? high : m - 1;
+  }
+
   // At most this many cells of one row are inside: ceil(m/n) + 2 + 2w for
   // n <= m, and (2w + 1)·m/n + 2 <= 2w + 3 for n > m.
   KOKKOS_INLINE_FUNCTION std::int64_t row_cells(std::int64_t n,

@@ -204,18 +204,20 @@ struct Workspace {
   bool rolling = false;           // forward only: one row/column per pair
 };
 
-// Row pitch of the tile matrices in team scratch (R, E, weights): even, so
-// that the cells (r, s − r) of one anti-diagonal, which consecutive threads
-// walk, lie an odd number of elements apart and fall on distinct shared-
-// memory banks. With the natural pitch tile + 1 = 33, all 32 threads of a
-// step hit the same bank.
+// Row pitch of the tile matrices in team scratch (R, E, weights): room for
+// columns 0 .. tile + 1 (the backward pads column w + 1, see
+// BackwardTiles::receive_messages), and even, so that the cells (r, s − r) of
+// one anti-diagonal, which consecutive threads walk, lie an odd number of
+// elements apart and fall on distinct shared-memory banks. With an odd pitch
+// such as 33, all 32 threads of a step hit the same bank.
 KOKKOS_INLINE_FUNCTION constexpr int tile_pitch(int tile) {
-  return (tile + 1) % 2 ? tile + 2 : tile + 1;
+  return tile % 2 ? tile + 3 : tile + 2;
 }
 
 // Team scratch of one tile: R (which the backward turns into E in place),
-// the backward's soft-argmin weights and incoming messages, a staging area
-// for feature chunks of the tile's series rows, and per-row/column vectors.
+// the backward's soft-argmin weights, a staging area for feature chunks of
+// the tile's series rows, and per-row/column vectors. The tile matrices have
+// rows 0 .. tile + 1: the backward pads row h + 1 of a tile of h rows.
 // The staging area shares its memory with the weights: it is used before the
 // walk writes them and after the alignment pass has read them for the last
 // time.
@@ -227,15 +229,12 @@ struct TileScratch {
   ScratchMatrix<Space> R;
   Elements shared;
   ScratchMatrix<Space, W> diag, up, left;  // backward only
-  // Backward only: what the tiles below and to the right sent, row 0 by
-  // column (from_below), row 1 by row (from_right); zero where nothing comes.
-  ScratchMatrix<Space> incoming;
   Staging<W, Space> staged;
   TileVectors<Space> vectors;
 
-  // One tile matrix: rows 0 .. tile, tile_pitch(tile) columns.
+  // One tile matrix: rows 0 .. tile + 1, tile_pitch(tile) columns.
   KOKKOS_INLINE_FUNCTION static std::size_t matrix_elements(int tile) {
-    return std::size_t(tile + 1) * std::size_t(tile_pitch(tile));
+    return std::size_t(tile + 2) * std::size_t(tile_pitch(tile));
   }
   KOKKOS_INLINE_FUNCTION static std::size_t shared_elements(int tile,
                                                             bool backward,
@@ -246,24 +245,20 @@ struct TileScratch {
   }
   // `chunk`: features staged at a time (the cost provider's feature_chunk).
   static std::size_t bytes(int tile, bool backward, int chunk) {
-    return ScratchMatrix<Space>::shmem_size(tile + 1, tile_pitch(tile)) +
+    return ScratchMatrix<Space>::shmem_size(tile + 2, tile_pitch(tile)) +
            Elements::shmem_size(shared_elements(tile, backward, chunk)) +
-           (backward ? ScratchMatrix<Space>::shmem_size(2, tile + 1) : 0) +
            TileVectors<Space>::bytes(tile);
   }
 
   template <class Member>
   KOKKOS_INLINE_FUNCTION TileScratch(const Member& team, int level, int tile,
                                      bool backward, int chunk)
-      : R(team.team_scratch(level), tile + 1, tile_pitch(tile)),
+      : R(team.team_scratch(level), tile + 2, tile_pitch(tile)),
         shared(team.team_scratch(level),
                shared_elements(tile, backward, chunk)),
         diag(weight_matrix(0, tile, backward)),
         up(weight_matrix(1, tile, backward)),
         left(weight_matrix(2, tile, backward)),
-        incoming(backward ? ScratchMatrix<Space>(team.team_scratch(level), 2,
-                                                 tile + 1)
-                          : ScratchMatrix<Space>()),
         staged(shared.data(), tile, chunk),
         vectors(team, level, tile) {}
 
@@ -272,7 +267,7 @@ struct TileScratch {
       int which, int tile, bool backward) const {
     if (!backward) return ScratchMatrix<Space, W>();
     return ScratchMatrix<Space, W>(
-        shared.data() + which * matrix_elements(tile), tile + 1,
+        shared.data() + which * matrix_elements(tile), tile + 2,
         tile_pitch(tile));
   }
 };
@@ -341,6 +336,29 @@ struct TileSweep {
     return workspace.col_checkpoints(p, slot(tile.J), in_col(i, j, n, m));
   }
 
+  // The weights of the backward's padding row h + 1 and column w + 1, which
+  // hold the incoming messages in E (see BackwardTiles::receive_messages):
+  // E(h + 1, c) reaches (h, c) whole through up = 1, E(r, w + 1) reaches
+  // (r, w) whole through left = 1, and no padding cell is a diagonal
+  // successor. Written once the staging area, which shares their memory, is
+  // done with.
+  KOKKOS_FUNCTION static void pad_weights(const member_type& team,
+                                          const TileCells& tile,
+                                          const Scratch& scratch) {
+    int const h = tile.h, w = tile.w;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, (h > w ? h : w) + 2),
+                         [&](int k) {
+                           if (k <= w + 1) {
+                             scratch.up(h + 1, k) = W(k <= w);
+                             scratch.diag(h + 1, k) = 0;
+                           }
+                           if (k <= h) {
+                             scratch.left(k, w + 1) = 1;
+                             scratch.diag(k, w + 1) = 0;
+                           }
+                         });
+  }
+
   // Fills R(0..h, 0..w) of the tile: boundaries, then the recursion. With
   // weights, also the soft-argmin weights of every cell (backward).
   template <bool with_weights>
@@ -369,6 +387,7 @@ struct TileSweep {
                                if (!band.contains(i, tile.j0 + c - 1, n, m))
                                  R(r, c) = compat::infinity<acc_t>();
                            });
+    if constexpr (with_weights) pad_weights(team, tile, scratch);
     team.team_barrier();
     auto const store_weights = [&](int r, int c, const Weights<W>& weights) {
       if constexpr (with_weights) {
@@ -513,13 +532,14 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
     auto const& E = scratch.R;  // holds R until pull_alignment
 
     // Issued first, so their loads overlap the recompute; fill's first
-    // barrier publishes them. The team's previous tile last read them in its
-    // walk, which ended at a barrier.
-    receive_messages(team, p, tile, n, m, scratch.incoming);
+    // barrier publishes them. The barrier before lets the team's previous
+    // tile (Kokkos may loop a block over several league ranks) finish
+    // reading E, whose rows and columns the padding may reuse.
+    team.team_barrier();
+    receive_messages(team, p, tile, n, m, E);
     this->template fill<true>(team, p, tile, n, m, scratch);
 
-    pull_alignment(team, p, tile, n, m, E, scratch.up, scratch.left,
-                   scratch.diag, scratch.incoming);
+    pull_alignment(team, tile, n, m, E, scratch.up, scratch.left, scratch.diag);
     push_messages(team, p, tile, n, m, E, scratch.up, scratch.left,
                   scratch.diag);
     // E is the pair's own alignment (seeded with 1); the incoming gradient
@@ -535,29 +555,38 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
     }
   }
 
-  // Copies the messages the tile's last row and column receive into
-  // scratch, all at once: read inside the walk, each would put a global
-  // load's latency on the walk's critical path, once per step of the row or
-  // column that reads it. The caller synchronises the team before reading.
-  KOKKOS_FUNCTION void receive_messages(
-      const member_type& team, std::int64_t p, const TileCells& tile,
-      std::int64_t n, std::int64_t m,
-      const ScratchMatrix<Space>& incoming) const {
+  // Puts what the tile's last row and column receive into E's padding:
+  // E(h + 1, c) is the part of E at (h, c) owed to the tile below (from_below),
+  // E(r, w + 1) the part of E at (r, w) owed to the tile on the right
+  // (from_right), zero where nothing comes; the grid's last cell gets its seed
+  // 1 as E(h + 1, w). pad_weights makes both reach their cell whole, so the
+  // walks pull every cell alike. Read inside the walk, each message would put
+  // a global load's latency on the walk's critical path, once per step of the
+  // row or column that reads it. The caller synchronises the team before
+  // reading.
+  KOKKOS_FUNCTION void receive_messages(const member_type& team, std::int64_t p,
+                                        const TileCells& tile, std::int64_t n,
+                                        std::int64_t m,
+                                        const ScratchMatrix<Space>& E) const {
     bool const more_rows = tile.i0 + tile.h < n;
     bool const more_cols = tile.j0 + tile.w < m;
     auto const& ws = this->workspace;
     Kokkos::parallel_for(
-        Kokkos::TeamThreadRange(team, 1, tile.w + 1), [&](int c) {
+        Kokkos::TeamThreadRange(team, 1, tile.w + 2), [&](int c) {
           std::int64_t const i = tile.i0 + tile.h, j = tile.j0 + c;
-          incoming(0, c) =
-              more_rows && this->band.contains(i - 1, j - 1, n, m)
-                  ? ws.from_below(p, tile.I + 1, this->in_row(i, j, n, m))
-                  : acc_t(0);
+          acc_t message = 0;  // c = w + 1, the padding's corner, stays 0
+          if (c <= tile.w && more_rows) {
+            if (this->band.contains(i - 1, j - 1, n, m))
+              message = ws.from_below(p, tile.I + 1, this->in_row(i, j, n, m));
+          } else if (i == n && j == m) {
+            message = 1;
+          }
+          E(tile.h + 1, c) = message;
         });
     Kokkos::parallel_for(
         Kokkos::TeamThreadRange(team, 1, tile.h + 1), [&](int r) {
           std::int64_t const i = tile.i0 + r, j = tile.j0 + tile.w;
-          incoming(1, r) =
+          E(r, tile.w + 1) =
               more_cols && this->band.contains(i - 1, j - 1, n, m)
                   ? ws.from_right(p, tile.J + 1, this->in_col(i, j, n, m))
                   : acc_t(0);
@@ -565,62 +594,56 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
   }
 
   // E_ij = Σ over successors s of E_s · (weight of ij in s), in reverse order.
+  // The padding (receive_messages, pad_weights) stands in for the successors
+  // outside the tile, so every cell sums the same three products.
   KOKKOS_FUNCTION void pull_alignment(
-      const member_type& team, std::int64_t p, const TileCells& tile,
-      std::int64_t n, std::int64_t m, const ScratchMatrix<Space>& E,
+      const member_type& team, const TileCells& tile, std::int64_t n,
+      std::int64_t m, const ScratchMatrix<Space>& E,
       const ScratchMatrix<Space, W>& up, const ScratchMatrix<Space, W>& left,
-      const ScratchMatrix<Space, W>& diag,
-      const ScratchMatrix<Space>& incoming) const {
-    // E(r, c) but for its below successor's share: the seed, E to the right
-    // and below-right times their weights, and the incoming messages.
-    auto const rest = [&](int r, int c, acc_t below_right, acc_t right) {
-      std::int64_t const i = tile.i0 + r, j = tile.j0 + c;  // 1-based
-      acc_t e = (i == n && j == m) ? acc_t(1) : acc_t(0);
-      if (r == tile.h)
-        e += incoming(0, c);
-      else if (c < tile.w)
-        e += below_right * diag(r + 1, c + 1);
-      if (c < tile.w)
-        e += right * left(r, c + 1);
-      else
-        e += incoming(1, r);
-      return e;
-    };
-    // Whether the tile's cell (r, c) is in the band; E is zero outside it.
-    auto const in_band = [&](int r, int c) {
-      return this->band.contains(tile.i0 + r - 1, tile.j0 + c - 1, n, m);
+      const ScratchMatrix<Space, W>& diag) const {
+    // E(r, c) but for its below successor's share, from the E right and
+    // below-right of it.
+    auto const partial = [&](int r, int c, acc_t below_right, acc_t right) {
+      return below_right * diag(r + 1, c + 1) + right * left(r, c + 1);
     };
     if (row_per_thread(team, tile.h)) {
       // The thread's last E is its next cell's right neighbour, and the E
       // below its last cell is the next cell's below-right one. Only the E
       // below is new after a step's barrier: the rest of the next cell's sum
-      // and the weight of the E below are formed before it.
+      // and the weight of the E below are formed before it. E is zero outside
+      // the band: the row's in-band cells are the columns [lo, hi].
       int const row = walk_row(team);
-      acc_t partial = 0;
+      int lo = 1, hi = tile.w;
+      if (this->band.width >= 0 && row <= tile.h) {
+        std::int64_t const i = tile.i0 + row - 1;
+        lo = int(this->band.first(i, n, m) - tile.j0 + 1);
+        hi = int(this->band.last(i, n, m) - tile.j0 + 1);
+      }
+      acc_t rest = 0;
       W below_weight = 0;
-      bool inside = false;
-      auto const prepare = [&](int r, int c, acc_t below_right, acc_t right) {
-        inside = in_band(r, c);
-        partial = inside ? rest(r, c, below_right, right) : acc_t(0);
-        below_weight = r < tile.h ? up(r + 1, c) : W(0);
-      };
-      if (row <= tile.h) prepare(row, tile.w, 0, 0);
+      if (row <= tile.h) {
+        rest = partial(row, tile.w, E(row + 1, tile.w + 1), E(row, tile.w + 1));
+        below_weight = up(row + 1, tile.w);
+      }
       row_wavefront(team, tile.h, tile.w, /*reverse=*/true, [&](int r, int c) {
-        acc_t const below = r < tile.h ? E(r + 1, c) : acc_t(0);
-        acc_t const e = inside ? partial + below * below_weight : acc_t(0);
+        acc_t const below = E(r + 1, c);
+        acc_t const e =
+            lo <= c && c <= hi ? rest + below * below_weight : acc_t(0);
+        // The next cell's weights are read before this cell's E is stored:
+        // scratch is reached through generic pointers, so the compiler must
+        // assume the store may alias them.
+        if (c > 1) {
+          rest = partial(r, c - 1, below, e);
+          below_weight = up(r + 1, c - 1);
+        }
         E(r, c) = e;
-        if (c > 1) prepare(r, c - 1, below, e);
       });
     } else {
       wavefront(team, tile.h, tile.w, /*reverse=*/true, [&](int r, int c) {
-        bool const inside_row = r < tile.h, inside_col = c < tile.w;
-        acc_t e = 0;
-        if (in_band(r, c)) {
-          e = rest(r, c, inside_row && inside_col ? E(r + 1, c + 1) : acc_t(0),
-                   inside_col ? E(r, c + 1) : acc_t(0));
-          if (inside_row) e += E(r + 1, c) * up(r + 1, c);
-        }
-        E(r, c) = e;
+        E(r, c) = this->band.contains(tile.i0 + r - 1, tile.j0 + c - 1, n, m)
+                      ? partial(r, c, E(r + 1, c + 1), E(r, c + 1)) +
+                            E(r + 1, c) * up(r + 1, c)
+                      : acc_t(0);
       });
     }
   }
