@@ -321,6 +321,20 @@ struct TileSweep {
     return first_row + team.league_rank() % tiles_on;
   }
 
+  // The columns [first, second] (1-based, empty when first > second) of the
+  // tile's row r that lie inside the band: a row's in-band cells are one
+  // interval, so a row costs two divisions instead of two per cell.
+  KOKKOS_INLINE_FUNCTION Kokkos::pair<int, int> band_columns(
+      const TileCells& tile, int r, std::int64_t n, std::int64_t m) const {
+    if (band.width < 0) return {1, tile.w};
+    std::int64_t const i = tile.i0 + r - 1;
+    auto const column = [&](std::int64_t j) {  // clamped to 0 .. w + 1
+      std::int64_t const c = j - tile.j0 + 1;
+      return int(c < 0 ? 0 : c > tile.w + 1 ? tile.w + 1 : c);
+    };
+    return {column(band.first(i, n, m)), column(band.last(i, n, m))};
+  }
+
   // R on the tile's top row / left column (1-based grid cell (i, j)), read
   // from the checkpoints the neighbouring tiles left.
   KOKKOS_INLINE_FUNCTION acc_t boundary(std::int64_t p, const TileCells& tile,
@@ -382,9 +396,9 @@ struct TileSweep {
     if (band.width >= 0)
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, 1, tile.h + 1),
                            [&](int r) {
-                             std::int64_t const i = tile.i0 + r - 1;
+                             auto const in_band = band_columns(tile, r, n, m);
                              for (int c = 1; c <= tile.w; ++c)
-                               if (!band.contains(i, tile.j0 + c - 1, n, m))
+                               if (c < in_band.first || c > in_band.second)
                                  R(r, c) = compat::infinity<acc_t>();
                            });
     if constexpr (with_weights) pad_weights(team, tile, scratch);
@@ -418,7 +432,7 @@ struct TileSweep {
         store_weights(r, c, weights);
         diag = up;
         low_diag_left = diag < left ? diag : left;
-        if (c < tile.w) cost = R(r, c + 1);
+        cost = R(r, c + 1);  // past the last column: padding, not used
       });
     } else {
       wavefront(team, tile.h, tile.w, /*reverse=*/false, [&](int r, int c) {
@@ -613,12 +627,8 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
       // and the weight of the E below are formed before it. E is zero outside
       // the band: the row's in-band cells are the columns [lo, hi].
       int const row = walk_row(team);
-      int lo = 1, hi = tile.w;
-      if (this->band.width >= 0 && row <= tile.h) {
-        std::int64_t const i = tile.i0 + row - 1;
-        lo = int(this->band.first(i, n, m) - tile.j0 + 1);
-        hi = int(this->band.last(i, n, m) - tile.j0 + 1);
-      }
+      auto const in_band = this->band_columns(tile, row, n, m);
+      int const lo = in_band.first, hi = in_band.second;
       acc_t rest = 0;
       W below_weight = 0;
       if (row <= tile.h) {
