@@ -589,11 +589,11 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
         Kokkos::TeamThreadRange(team, 1, tile.w + 2), [&](int c) {
           std::int64_t const i = tile.i0 + tile.h, j = tile.j0 + c;
           acc_t message = 0;  // c = w + 1, the padding's corner, stays 0
-          if (c <= tile.w && more_rows) {
-            if (this->band.contains(i - 1, j - 1, n, m))
+          if (c <= tile.w) {
+            if (more_rows && this->band.contains(i - 1, j - 1, n, m))
               message = ws.from_below(p, tile.I + 1, this->in_row(i, j, n, m));
-          } else if (i == n && j == m) {
-            message = 1;
+            else if (i == n && j == m)
+              message = 1;  // the grid's last cell: its seed
           }
           E(tile.h + 1, c) = message;
         });
