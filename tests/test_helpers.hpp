@@ -531,10 +531,6 @@ struct Case {
   }
 };
 
-// Every shape × cost × γ, with d ∈ {1, 3, 64}, B ∈ {1, 7}, band on/off,
-// lengths on/off and tile ∈ {0, 4, 7, 32} cycling at different rates so that
-// their combinations vary across the sweep; band widths and lengths are drawn
-// fresh each run.
 // SOFTWAVE_TEST_SHARD="i/n" (0 <= i < n) keeps the sweep cases whose index
 // is i modulo n, so that a slow tool can run one sweep as n processes
 // (perf/device/sanitize.sh). Every case still draws its parameters, so a
@@ -558,6 +554,10 @@ inline Shard test_shard() {
   return shard;
 }
 
+// Every shape × cost × γ, with d ∈ {1, 3, 64}, B ∈ {1, 7}, band on/off,
+// lengths on/off and tile ∈ {0, 4, 7, 32} cycling at different rates so that
+// their combinations vary across the sweep; band widths and lengths are drawn
+// fresh each run.
 inline std::vector<Case> sweep_cases(Rng& rng, bool with_grad_output) {
   static const int shapes[][2] = {
       {1, 1}, {1, 6}, {6, 1},   {1, 40},  {40, 1},  {2, 2},   {3, 8},

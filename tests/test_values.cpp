@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "softdtw/sweep.hpp"  // min3, min3_given
+#include "softdtw/sweep.hpp"  // min3, min3_given, Band
 #include "test_helpers.hpp"
 
 namespace {

@@ -125,6 +125,13 @@ struct TileCells {
         w(static_cast<int>(m - j0 < tile ? m - j0 : tile)) {}
 
   KOKKOS_INLINE_FUNCTION bool exists() const { return h > 0 && w > 0; }
+  // Whether the grid goes on below / to the right of the tile.
+  KOKKOS_INLINE_FUNCTION bool rows_below(std::int64_t n) const {
+    return i0 + h < n;
+  }
+  KOKKOS_INLINE_FUNCTION bool cols_right(std::int64_t m) const {
+    return j0 + w < m;
+  }
   KOKKOS_INLINE_FUNCTION bool touches(const Band& band, std::int64_t n,
                                       std::int64_t m) const {
     return band.touches(i0, i0 + h - 1, j0, j0 + w - 1, n, m);

@@ -450,8 +450,7 @@ struct TileSweep {
                                         const TileCells& tile, std::int64_t n,
                                         std::int64_t m,
                                         const ScratchMatrix<Space>& R) const {
-    bool const more_rows = tile.i0 + tile.h < n;
-    bool const more_cols = tile.j0 + tile.w < m;
+    bool const more_rows = tile.rows_below(n), more_cols = tile.cols_right(m);
     std::int64_t const last_row = tile.i0 + tile.h, last_col = tile.j0 + tile.w;
     if (more_rows)
       Kokkos::parallel_for(
@@ -582,8 +581,7 @@ struct BackwardTiles : TileSweep<Space, CostProvider> {
                                         const TileCells& tile, std::int64_t n,
                                         std::int64_t m,
                                         const ScratchMatrix<Space>& E) const {
-    bool const more_rows = tile.i0 + tile.h < n;
-    bool const more_cols = tile.j0 + tile.w < m;
+    bool const more_rows = tile.rows_below(n), more_cols = tile.cols_right(m);
     auto const& ws = this->workspace;
     Kokkos::parallel_for(
         Kokkos::TeamThreadRange(team, 1, tile.w + 2), [&](int c) {
