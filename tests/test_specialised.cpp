@@ -142,24 +142,38 @@ TEST(Specialised, Float16MatchesReference) {
   half_cases<softwave::float16>();
 }
 
-// The backward kernel comes with one or two warps per strip (the library
-// picks by shape); each must match the reference on every case.
-TEST(Specialised, BothBackwardKernelsMatchReference) {
+// The forward and backward kernels come with one or two warps per strip
+// (the library picks by shape); each must match the reference on every
+// case, values-only calls (the forward without checkpoints) included.
+TEST(Specialised, EveryKernelVariantMatchesReference) {
   SWT_NEEDS_SPECIALISED();
 #if defined(KOKKOS_ENABLE_CUDA)
+  using softwave::impl::cuda_fused::set_kernel_warps;
   struct Restore {
-    ~Restore() { softwave::impl::cuda_fused::set_backward_warps(0); }
+    ~Restore() { set_kernel_warps(0, 0); }
   } restore;
   for (int warps : {1, 2}) {
-    softwave::impl::cuda_fused::set_backward_warps(warps);
+    set_kernel_warps(warps, warps);
     SWT_SEEDED_RNG(rng);
     for (const Case& k : specialised_cases(rng)) {
       SCOPED_TRACE(k.str() + " warps=" + std::to_string(warps));
       check_series_and_cost<float>(rng, k);
+      const auto [x, y] = case_inputs<float>(rng, k);
+      const Results want = reference(x, y, k.setup);
+      EXPECT_TRUE(near_values(library_values<float>(x, y, k.setup), want.values,
+                              value_rtol<float>(),
+                              value_floor<float>(k, max_cost(x, y, k.setup)),
+                              "values"));
+      Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
+      round_to<float>(c);
+      EXPECT_TRUE(near_values(library_cost<float>(c, k.setup, false).values,
+                              reference_cost(c, k.setup).values,
+                              value_rtol<float>(), value_floor<float>(k, 2.0),
+                              "cost values"));
     }
   }
-  EXPECT_THROW(softwave::impl::cuda_fused::set_backward_warps(3),
-               std::invalid_argument);
+  EXPECT_THROW(set_kernel_warps(3, 0), std::invalid_argument);
+  EXPECT_THROW(set_kernel_warps(0, -1), std::invalid_argument);
 #endif
 }
 

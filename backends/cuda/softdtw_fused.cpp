@@ -37,15 +37,15 @@ __host__ __device__ constexpr bool left_weight_in_ring(int warps) {
 }
 
 // Shared memory of one strip (one block: strips are independent, and small
-// blocks pack the SMs best), for the forward (`warps` = 0) or the backward
-// with 1 or 2 warps. Floats, in this order: the ring (a 32×32 tile spans 63
-// anti-diagonal steps; the two-warp backward's spans 127, see
-// backward_kernel); the y rows of one tile and the strip's x rows (series
-// only); the strip's mean x row (tensor-core costs); backward, the
-// soft-argmin weights of one block (two blocks with two warps: one being
-// written, one read; with one warp only the diagonal and upper weights, see
-// BlockWeights) and, with two warps, the E warp's own y rows; last the
-// block's strip ticket.
+// blocks pack the SMs best), for the forward or the backward kernel with 1
+// or 2 warps. Floats, in this order: the ring (a 32×32 tile spans 63
+// anti-diagonal steps; with two warps the ring spans 127, see
+// forward_kernel and backward_kernel); the y rows of one tile and the
+// strip's x rows (series only); the strip's mean x row (tensor-core costs);
+// backward, the soft-argmin weights of one block (two blocks with two
+// warps: one being written, one read; with one warp only the diagonal and
+// upper weights, see BlockWeights) and, with two warps, the E warp's own y
+// rows; last the block's strip ticket.
 template <int kD, bool kSeries>
 struct SharedLayout {
   // Rows are padded by 4 floats: the tensor-core fragment loads (8 rows ×
@@ -59,18 +59,18 @@ struct SharedLayout {
   __host__ __device__ static constexpr int weights(int warps) {
     return (left_weight_in_ring(warps) ? 2 : 3) * kLanes * kPitch;
   }
-  __host__ __device__ static constexpr int floats(int warps) {
+  __host__ __device__ static constexpr int floats(bool backward, int warps) {
     return ring_steps(warps) * kPitch + 2 * rows + center +
-           warps * weights(warps) + (warps == 2 ? rows : 0);
+           (backward ? warps * weights(warps) + (warps == 2 ? rows : 0) : 0);
   }
-  static constexpr std::size_t bytes(int warps) {
-    return sizeof(float) * floats(warps) + sizeof(unsigned long long);
+  static constexpr std::size_t bytes(bool backward, int warps) {
+    return sizeof(float) * floats(backward, warps) + sizeof(unsigned long long);
   }
   struct Pointers {
     float *ring, *y_tile, *x_strip, *mu, *weights, *y_tile_e;
     unsigned long long* ticket;
   };
-  static __device__ Pointers carve(float* shared, int warps) {
+  static __device__ Pointers carve(float* shared, bool backward, int warps) {
     float* const y_tile = shared + ring_steps(warps) * kPitch;
     float* const x_strip = y_tile + rows;
     float* const mu = x_strip + rows;
@@ -78,7 +78,7 @@ struct SharedLayout {
     float* const y_tile_e = weights + warps * SharedLayout::weights(warps);
     // floats() is even (every term is), so the ticket is 8-byte aligned.
     auto* const ticket =
-        reinterpret_cast<unsigned long long*>(shared + floats(warps));
+        reinterpret_cast<unsigned long long*>(shared + floats(backward, warps));
     return {shared, y_tile, x_strip, mu, weights, y_tile_e, ticket};
   }
 };
@@ -691,29 +691,44 @@ __device__ __forceinline__ double* checkpoint(const Params& P, const Strip& s,
          s.lane;
 }
 
-template <int kD, bool kVec, bool kSeries, class In, bool kCheckpoint>
-__global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
+// The forward pass over one strip, blocks from the left.
+//
+// kWarps = 1: one warp forms tile c's costs, then walks block c.
+//
+// kWarps = 2: warp 1 forms tile c + 1's costs while warp 0 walks block c,
+// so a block costs the longer of the two rather than their sum (at d = 64
+// the tensor-core tile takes about two thirds of the walk's time). The
+// price is a 128-step ring: in the phase of block c the walk reads steps
+// [32c, 32c + 31] (cells of tiles c − 1 and c) and warp 1 writes tile
+// c + 1's cells at steps [32c + 32, 32c + 94], disjoint modulo 128, so one
+// barrier per phase orders everything.
+template <int kD, bool kVec, bool kSeries, class In, bool kCheckpoint,
+          int kWarps>
+__global__ void __launch_bounds__(kWarps* kLanes)
+    forward_kernel(const Params P) {
   extern __shared__ float shared[];
   using Layout = SharedLayout<kD, kSeries>;
-  auto const at = Layout::carve(shared, /*warps=*/0);
-  Ring const ring{at.ring, Layout::ring_steps(0) - 1};
-  float* const y_tile = at.y_tile;
-  float* const x_strip = at.x_strip;
-  float* const mu = at.mu;
+  auto const at = Layout::carve(shared, /*backward=*/false, kWarps);
+  Ring const ring{at.ring, Layout::ring_steps(kWarps) - 1};
   Strip s;
   if (!take_strip<In>(P, 0, /*bottom_up=*/false, at.ticket, s)) return;
-  float const x_norm = stage_strip<kD, kVec, kSeries, In>(P, s, x_strip, mu);
+  bool const walks = kWarps == 1 || threadIdx.x < kLanes;  // warp 0
+  bool const loads = kWarps == 1 || !walks;
+  float x_norm = 0.f;
+  if (loads)
+    x_norm = stage_strip<kD, kVec, kSeries, In>(P, s, at.x_strip, at.mu);
   std::int64_t const slot = strip_slot(P, s, s.w);
   bool const has_below = kLanes * (s.w + 1) < s.n;
   double* bottom = has_below ? P.bottom + slot * P.problem.m_max : nullptr;
   int const tiles = (s.m + kLanes - 1) / kLanes;
   WalkState st = initial_state(s);
   HandoverReader<double> above = above_reader(P, s);
-  above.prefetch(0, s.lane);
-  for (int c = 0, blocks = walk_blocks(s); c < blocks; ++c) {
-    if (c < tiles)
-      load_tile<kD, kVec, kSeries, In>(P, s, ring, y_tile, x_strip, mu, x_norm,
-                                       c);
+  if (walks) above.prefetch(0, s.lane);
+  auto load = [&](int c) {
+    load_tile<kD, kVec, kSeries, In>(P, s, ring, at.y_tile, at.x_strip, at.mu,
+                                     x_norm, c);
+  };
+  auto walk = [&](int c) {
     if constexpr (kCheckpoint) {
       double* ck = checkpoint(P, s, c);
       ck[0] = st.left;
@@ -721,6 +736,24 @@ __global__ void __launch_bounds__(kLanes) forward_kernel(const Params P) {
     }
     walk_block<false>(P, s, ring, BlockWeights{}, st, above, c, bottom);
     __syncwarp();
+  };
+  int const blocks = walk_blocks(s);
+  if constexpr (kWarps == 1) {
+    for (int c = 0; c < blocks; ++c) {
+      if (c < tiles) load(c);
+      walk(c);
+    }
+  } else {
+    if (loads) load(0);
+    __syncthreads();
+    // Phase c: warp 0 walks block c, warp 1 forms tile c + 1.
+    for (int c = 0; c < blocks; ++c) {
+      if (walks)
+        walk(c);
+      else if (c + 1 < tiles)
+        load(c + 1);
+      __syncthreads();
+    }
   }
 }
 
@@ -1099,7 +1132,7 @@ __global__ void __launch_bounds__(kWarps* kLanes)
     backward_kernel(const Params P) {
   extern __shared__ float shared[];
   using Layout = SharedLayout<kD, kSeries>;
-  auto const at = Layout::carve(shared, kWarps);
+  auto const at = Layout::carve(shared, /*backward=*/true, kWarps);
   Ring const ring{at.ring, Layout::ring_steps(kWarps) - 1};
   Strip s;
   if (!take_strip<In>(P, 1, /*bottom_up=*/true, at.ticket, s)) return;
@@ -1274,35 +1307,62 @@ bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
   return q.d <= 16 || strips <= std::int64_t(two.blocks_per_sm) * two.sms;
 }
 
-std::atomic<int> forced_backward_warps{0};
+// The two-warp forward forms tile c + 1's costs while block c is walked;
+// its ring is twice as large (8.25 KiB more per strip). Measured against one
+// warp on an H100 (perf/RESULTS.md, session 14), forward: 11–31% faster for
+// series with d > 4, whose tiles are tensor-core or 16-wide FMA products;
+// for d ≤ 4, whose tiles are cheap, 7–17% faster up to 4 strips per SM but
+// 10–20% slower from 8 per SM (16/2048/1, 32/1024/1, 32/2048/1). Cost
+// tensors, whose tiles are global loads, follow the d ≤ 4 rule.
+bool two_warp_forward(const Problem& q, std::int64_t strips, KernelFit two) {
+  return (!q.cost && q.d > 4) || strips <= 4 * std::int64_t(two.sms);
+}
+
+// Warps per strip set by set_kernel_warps (0: the library chooses).
+std::atomic<int> forced_forward_warps{0}, forced_backward_warps{0};
+
+// Launches the one- or two-warp variant of a kernel: `forced` if it is set,
+// else the two-warp one where prefer_two(its fit) says so.
+template <class PreferTwo>
+void launch_variant(cudaStream_t stream, int device, const Params& P,
+                    void (*one)(Params), std::size_t one_smem,
+                    void (*two)(Params), std::size_t two_smem, int forced,
+                    const PreferTwo& prefer_two, const char* what) {
+  unsigned const grid = unsigned(P.problem.pairs * P.strips);
+  fit_kernel(one, kLanes, one_smem, device);  // sets up its shared memory
+  KernelFit const fit_two = fit_kernel(two, 2 * kLanes, two_smem, device);
+  if (forced ? forced == 2 : prefer_two(fit_two))
+    two<<<grid, 2 * kLanes, two_smem, stream>>>(P);
+  else
+    one<<<grid, kLanes, one_smem, stream>>>(P);
+  check(cudaGetLastError(), what);
+}
 
 template <int kD, bool kVec, bool kSeries, class In>
 void launch(cudaStream_t stream, int device, const Params& P, bool backward) {
   std::int64_t const strips = P.problem.pairs * P.strips;
-  unsigned const grid = unsigned(strips);
   using Layout = SharedLayout<kD, kSeries>;
-  std::size_t const forward_smem = Layout::bytes(0);
-  if (!backward) {
-    forward_kernel<kD, kVec, kSeries, In, false>
-        <<<grid, kLanes, forward_smem, stream>>>(P);
-    check(cudaGetLastError(), "forward kernel launch");
-    return;
-  }
-  forward_kernel<kD, kVec, kSeries, In, true>
-      <<<grid, kLanes, forward_smem, stream>>>(P);
-  check(cudaGetLastError(), "forward kernel launch");
-  auto const one = backward_kernel<kD, kVec, kSeries, In, 1>;
-  auto const two = backward_kernel<kD, kVec, kSeries, In, 2>;
-  KernelFit const fit_one = fit_kernel(one, kLanes, Layout::bytes(1), device);
-  KernelFit const fit_two =
-      fit_kernel(two, 2 * kLanes, Layout::bytes(2), device);
-  (void)fit_one;  // sets up the one-warp kernel's shared memory
-  int const forced = forced_backward_warps.load(std::memory_order_relaxed);
-  if (forced ? forced == 2 : two_warp_backward(P.problem, strips, fit_two))
-    two<<<grid, 2 * kLanes, Layout::bytes(2), stream>>>(P);
-  else
-    one<<<grid, kLanes, Layout::bytes(1), stream>>>(P);
-  check(cudaGetLastError(), "backward kernel launch");
+  auto forward = [&](auto checkpoint) {
+    constexpr bool kCheckpoint = decltype(checkpoint)::value;
+    launch_variant(
+        stream, device, P,
+        forward_kernel<kD, kVec, kSeries, In, kCheckpoint, 1>,
+        Layout::bytes(false, 1),
+        forward_kernel<kD, kVec, kSeries, In, kCheckpoint, 2>,
+        Layout::bytes(false, 2),
+        forced_forward_warps.load(std::memory_order_relaxed),
+        [&](KernelFit two) { return two_warp_forward(P.problem, strips, two); },
+        "forward kernel launch");
+  };
+  if (!backward) return forward(std::false_type{});
+  forward(std::true_type{});
+  launch_variant(
+      stream, device, P, backward_kernel<kD, kVec, kSeries, In, 1>,
+      Layout::bytes(true, 1), backward_kernel<kD, kVec, kSeries, In, 2>,
+      Layout::bytes(true, 2),
+      forced_backward_warps.load(std::memory_order_relaxed),
+      [&](KernelFit two) { return two_warp_backward(P.problem, strips, two); },
+      "backward kernel launch");
 }
 
 void run(const Kokkos::Cuda& space, Problem problem, double* values,
@@ -1396,11 +1456,16 @@ void stream_free(const Kokkos::Cuda& space, void* pointer) {
   if (pointer) cudaFreeAsync(pointer, space.cuda_stream());
 }
 
-void set_backward_warps(int warps) {
-  if (warps < 0 || warps > 2)
+void set_kernel_warps(int forward, int backward) {
+  auto valid = [](int warps) { return warps >= 0 && warps <= 2; };
+  if (!valid(forward))
+    throw std::invalid_argument(
+        "softwave::softdtw::fused: forward warps must be 0, 1 or 2");
+  if (!valid(backward))
     throw std::invalid_argument(
         "softwave::softdtw::fused: backward warps must be 0, 1 or 2");
-  forced_backward_warps.store(warps, std::memory_order_relaxed);
+  forced_forward_warps.store(forward, std::memory_order_relaxed);
+  forced_backward_warps.store(backward, std::memory_order_relaxed);
 }
 
 void forward(const Kokkos::Cuda& space, const Problem& problem,

@@ -29,9 +29,11 @@
 // over the same way), and forms ∇x (per strip, in registers) and ∇y (per
 // 32×32 tile, then atomically added) from the E tile: split-TF32 products
 // on tensor cores for d > 16 (centred on the strip's mean x row), FP32
-// FMAs below, where they measured faster. With two warps per
-// strip, the recompute of one block overlaps E's walk through the block
-// before; with one (chosen where residency matters more), they alternate.
+// FMAs below, where they measured faster. Both kernels come with one or
+// two warps per strip. With two, the forward forms the next tile's costs
+// while the walk runs through the current block, and the backward's
+// recompute of one block overlaps E's walk through the block before; with
+// one (chosen where residency matters more), they alternate.
 //
 // Inputs are float, bfloat16 or float16 (Problem::storage; the kernels are
 // instantiated per storage, so float runs the same code as before 16-bit
@@ -88,10 +90,11 @@ struct Outputs {
 void* stream_allocate(const Kokkos::Cuda& space, std::size_t bytes);
 void stream_free(const Kokkos::Cuda& space, void* pointer);
 
-// Warps per strip of the backward kernel: 0 (the default) lets the library
-// choose (see two_warp_backward in softdtw_fused.cpp); 1 or 2 forces one,
-// so tests can run both on the same inputs. Process-wide.
-void set_backward_warps(int warps);
+// Warps per strip of the forward and the backward kernel: 0 (the default)
+// lets the library choose (see two_warp_forward and two_warp_backward in
+// softdtw_fused.cpp); 1 or 2 forces one, so tests can run every variant on
+// the same inputs. Process-wide.
+void set_kernel_warps(int forward, int backward);
 
 // values[p] (double) for p < problem.pairs.
 void forward(const Kokkos::Cuda& space, const Problem& problem, double* values);
