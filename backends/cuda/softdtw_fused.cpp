@@ -691,6 +691,31 @@ __device__ __forceinline__ double* checkpoint(const Params& P, const Strip& s,
          s.lane;
 }
 
+// Which warp of a two-warp forward block walks, for d ≤ 16. An SM issues a
+// warp's instructions from sub-partition %warpid mod 4, and with warp 0
+// walking in every block the walks measured as if they shared fewer
+// sub-partitions: at d ≤ 4 the two-warp forward was 10–20% slower than one
+// warp from 8 strips per SM (16/2048/1, 32/1024/1, 32/2048/1). Letting the
+// warp whose slot s has s mod 2 == (s / 4) mod 2 walk (slots 0, 2, 5, 7, ...:
+// all four sub-partitions if a block's warps sit in slots 2p and 2p + 1)
+// made those shapes 11–14% faster than one warp and d = 8 and 16 12–14%
+// faster than warp 0 walking (H100, perf/RESULTS.md, session 14). At d = 64,
+// whose loading warp is busy with tensor-core products, it was 5–10%
+// slower, so there warp 0 walks. Warp 0 also walks when neither or both
+// slots qualify. Every thread of the block must call it.
+__device__ int walking_warp(unsigned* slots) {
+  if (threadIdx.x % kLanes == 0) {
+    unsigned slot;
+    asm volatile("mov.u32 %0, %%warpid;" : "=r"(slot));
+    slots[threadIdx.x / kLanes] = slot;
+  }
+  __syncthreads();
+  auto qualifies = [](unsigned slot) {
+    return (slot & 1) == ((slot >> 2) & 1);
+  };
+  return qualifies(slots[1]) && !qualifies(slots[0]) ? 1 : 0;
+}
+
 // The forward pass over one strip, blocks from the left.
 //
 // kWarps = 1: one warp forms tile c's costs, then walks block c.
@@ -712,7 +737,9 @@ __global__ void __launch_bounds__(kWarps* kLanes)
   Ring const ring{at.ring, Layout::ring_steps(kWarps) - 1};
   Strip s;
   if (!take_strip<In>(P, 0, /*bottom_up=*/false, at.ticket, s)) return;
-  bool const walks = kWarps == 1 || threadIdx.x < kLanes;  // warp 0
+  __shared__ unsigned warp_slots[2];
+  int const walker = kWarps == 2 && kD <= 16 ? walking_warp(warp_slots) : 0;
+  bool const walks = int(threadIdx.x / kLanes) == walker;
   bool const loads = kWarps == 1 || !walks;
   float x_norm = 0.f;
   if (loads)
@@ -1310,12 +1337,15 @@ bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
 // The two-warp forward forms tile c + 1's costs while block c is walked;
 // its ring is twice as large (8.25 KiB more per strip). Measured against one
 // warp on an H100 (perf/RESULTS.md, session 14), forward: 11–31% faster for
-// series with d > 4, whose tiles are tensor-core or 16-wide FMA products;
-// for d ≤ 4, whose tiles are cheap, 7–17% faster up to 4 strips per SM but
-// 10–20% slower from 8 per SM (16/2048/1, 32/1024/1, 32/2048/1). Cost
-// tensors, whose tiles are global loads, follow the d ≤ 4 rule.
+// series with d > 4, whose tiles are tensor-core or 16-wide FMA products,
+// and 7–14% faster at d = 1 (with the walking warp of walking_warp). Cost
+// tensors, whose tiles are 32 global row loads, take it too; they have no
+// benchmark.
 bool two_warp_forward(const Problem& q, std::int64_t strips, KernelFit two) {
-  return (!q.cost && q.d > 4) || strips <= 4 * std::int64_t(two.sms);
+  (void)q;
+  (void)strips;
+  (void)two;
+  return true;
 }
 
 // Warps per strip set by set_kernel_warps (0: the library chooses).

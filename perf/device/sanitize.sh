@@ -17,9 +17,10 @@
 #                     would start after it are reported as skipped
 #   SANITIZE_SHARDS   processes per parameter sweep (default 4): each runs
 #                     every n-th case (SOFTWAVE_TEST_SHARD, test_helpers.hpp)
-# Writes $OUT/sanitize.md (the table, also printed) and
-# $OUT/sanitize-logs.tar.gz; exits non-zero when a tool reports anything, a
-# test fails or is stopped.
+# Writes $OUT/sanitize.md (the table, also printed), $OUT/sanitize-lines.txt
+# (a line per run as it ends, so a call stopped early still returns what had
+# finished) and $OUT/sanitize-logs.tar.gz; exits non-zero when a tool
+# reports anything, a test fails or is stopped.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/softwave-device}
@@ -83,7 +84,8 @@ export -f sanitize_one
 export logs limit deadline
 
 for tool in "${tools[@]}"; do sed "s/^/$tool /" "$logs/tests.txt"; done |
-  xargs -P "$jobs" -L 1 bash -c 'sanitize_one "$0" "$1" "$2" "$3"' >"$logs/lines.txt"
+  xargs -P "$jobs" -L 1 bash -c 'sanitize_one "$0" "$1" "$2" "$3"' |
+  tee "$OUT/sanitize-lines.txt" >"$logs/lines.txt"
 
 {
   echo "compute-sanitizer $(compute-sanitizer --version | grep -oE '[0-9]{4}\.[0-9.]+' | head -1)," \
