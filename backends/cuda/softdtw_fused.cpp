@@ -1335,17 +1335,20 @@ bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
 }
 
 // The two-warp forward forms tile c + 1's costs while block c is walked;
-// its ring is twice as large (8.25 KiB more per strip). Measured against one
-// warp on an H100 (perf/RESULTS.md, session 14), forward: 11–31% faster for
-// series with d > 4, whose tiles are tensor-core or 16-wide FMA products,
-// and 7–14% faster at d = 1 (with the walking warp of walking_warp). Cost
-// tensors, whose tiles are 32 global row loads, take it too; they have no
-// benchmark.
+// its ring is twice as large (8.25 KiB more per strip), so an SM holds
+// fewer strips (at d = 1, 11 instead of 20). Measured against one warp on
+// an H100 (perf/RESULTS.md, session 14), forward: 14–32% faster for series
+// with d > 4, whose tiles are tensor-core or 16-wide FMA products, at every
+// size of launch; at d = 1, whose tiles are cheap, 9–17% faster up to 1.4
+// times as many strips as fit at once (32/2048/1), but 35% slower for the
+// all-pairs 1000 × 1000 series of length 128 (4 strips per pair, ~60,000
+// pairs per launch), which streams through the SMs and gains more from
+// residency than from overlap. So d ≤ 4 takes two warps while the launch
+// fits in two rounds of resident strips. Cost tensors, whose tiles are 32
+// global row loads, follow the d ≤ 4 rule; they have no benchmark.
 bool two_warp_forward(const Problem& q, std::int64_t strips, KernelFit two) {
-  (void)q;
-  (void)strips;
-  (void)two;
-  return true;
+  return (!q.cost && q.d > 4) ||
+         strips <= 2 * std::int64_t(two.blocks_per_sm) * two.sms;
 }
 
 // Warps per strip set by set_kernel_warps (0: the library chooses).
