@@ -692,17 +692,17 @@ __device__ __forceinline__ double* checkpoint(const Params& P, const Strip& s,
 }
 
 // Which warp of a two-warp forward block walks, for d ≤ 16. An SM issues a
-// warp's instructions from sub-partition %warpid mod 4, and with warp 0
-// walking in every block the walks measured as if they shared fewer
-// sub-partitions: at d ≤ 4 the two-warp forward was 10–20% slower than one
-// warp from 8 strips per SM (16/2048/1, 32/1024/1, 32/2048/1). Letting the
-// warp whose slot s has s mod 2 == (s / 4) mod 2 walk (slots 0, 2, 5, 7, ...:
-// all four sub-partitions if a block's warps sit in slots 2p and 2p + 1)
-// made those shapes 11–14% faster than one warp and d = 8 and 16 12–14%
-// faster than warp 0 walking (H100, perf/RESULTS.md, session 14). At d = 64,
-// whose loading warp is busy with tensor-core products, it was 5–10%
-// slower, so there warp 0 walks. Warp 0 also walks when neither or both
-// slots qualify. Every thread of the block must call it.
+// warp's instructions from sub-partition %warpid mod 4. With warp 0
+// walking in every block, the two-warp forward at d ≤ 4 was 10–20% slower
+// than one warp from 8 strips per SM (16/2048/1, 32/1024/1, 32/2048/1), as
+// if the walks shared fewer sub-partitions (not profiled). Letting the warp
+// whose slot s has s mod 2 == (s / 4) mod 2 walk (slots 0, 2, 5, 7, ...: all
+// four sub-partitions if a block's warps sit in slots 2p and 2p + 1) made
+// those shapes 11–14% faster than one warp, and d = 8 and 16 12–14% faster
+// than warp 0 walking (H100, perf/RESULTS.md, session 14). At d = 64, whose
+// loading warp is busy with tensor-core products, it was 5–10% slower from
+// 32/512/64 up, so there warp 0 walks. Warp 0 also walks when neither or
+// both slots qualify. Every thread of the block must call it.
 __device__ int walking_warp(unsigned* slots) {
   if (threadIdx.x % kLanes == 0) {
     unsigned slot;
@@ -1339,13 +1339,14 @@ bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
 // fewer strips (at d = 1, 11 instead of 20). Measured against one warp on
 // an H100 (perf/RESULTS.md, session 14), forward: 14–32% faster for series
 // with d > 4, whose tiles are tensor-core or 16-wide FMA products, at every
-// size of launch; at d = 1, whose tiles are cheap, 9–17% faster up to 1.4
-// times as many strips as fit at once (32/2048/1), but 35% slower for the
-// all-pairs 1000 × 1000 series of length 128 (4 strips per pair, ~60,000
-// pairs per launch), which streams through the SMs and gains more from
-// residency than from overlap. So d ≤ 4 takes two warps while the launch
-// fits in two rounds of resident strips. Cost tensors, whose tiles are 32
-// global row loads, follow the d ≤ 4 rule; they have no benchmark.
+// size of launch; at d = 1, whose tiles are cheap, 8–17% faster (16/128/1:
+// within 1%) up to 1.4 times as many strips as fit at once (32/2048/1), but
+// 35% slower for the all-pairs 1000 × 1000 series of length 128 (4 strips
+// per pair, ~60,000 pairs per launch), which stream through the SMs and
+// gain more from residency than from overlap. So d ≤ 4 takes two warps
+// while the launch fits in two rounds of resident strips. Cost tensors,
+// whose tiles are 32 global row loads, follow the d ≤ 4 rule; they have no
+// benchmark.
 bool two_warp_forward(const Problem& q, std::int64_t strips, KernelFit two) {
   return (!q.cost && q.d > 4) ||
          strips <= 2 * std::int64_t(two.blocks_per_sm) * two.sms;
