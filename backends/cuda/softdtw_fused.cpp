@@ -39,9 +39,10 @@ __host__ __device__ constexpr bool left_weight_in_ring(int warps) {
 // Shared memory of one strip (one block: strips are independent, and small
 // blocks pack the SMs best), for the forward or the backward kernel with 1
 // or 2 warps. Floats, in this order: the ring (a 32×32 tile spans 63
-// anti-diagonal steps; with two warps the ring spans 127, see
-// forward_kernel and backward_kernel); the y rows of one tile and the
-// strip's x rows (series only); the strip's mean x row (tensor-core costs);
+// anti-diagonal steps; with two warps the ring has 128, of which the
+// forward's windows span 95 and the backward's 127, see forward_kernel and
+// backward_kernel); the y rows of one tile and the strip's x rows (series
+// only); the strip's mean x row (tensor-core costs);
 // backward, the soft-argmin weights of one block (two blocks with two
 // warps: one being written, one read; with one warp only the diagonal and
 // upper weights, see BlockWeights) and, with two warps, the E warp's own y
@@ -691,8 +692,11 @@ __device__ __forceinline__ double* checkpoint(const Params& P, const Strip& s,
          s.lane;
 }
 
-// Which warp of a two-warp forward block walks, for d ≤ 16. An SM issues a
-// warp's instructions from sub-partition %warpid mod 4. With warp 0
+// Which warp of a two-warp forward block walks, for d ≤ 16. We take an SM
+// to issue a warp's instructions from sub-partition %warpid mod 4 (not
+// documented; PTX also says %warpid may change while a warp runs, so this
+// is a placement hint read once, and both warps act on the same reading,
+// which keeps the roles consistent whatever it says). With warp 0
 // walking in every block, the two-warp forward at d ≤ 4 was 10–20% slower
 // than one warp from 8 strips per SM (16/2048/1, 32/1024/1, 32/2048/1), as
 // if the walks shared fewer sub-partitions (not profiled). Letting the warp
@@ -720,13 +724,17 @@ __device__ int walking_warp(unsigned* slots) {
 //
 // kWarps = 1: one warp forms tile c's costs, then walks block c.
 //
-// kWarps = 2: warp 1 forms tile c + 1's costs while warp 0 walks block c,
-// so a block costs the longer of the two rather than their sum (at d = 64
-// the tensor-core tile takes about two thirds of the walk's time). The
-// price is a 128-step ring: in the phase of block c the walk reads steps
-// [32c, 32c + 31] (cells of tiles c − 1 and c) and warp 1 writes tile
-// c + 1's cells at steps [32c + 32, 32c + 94], disjoint modulo 128, so one
-// barrier per phase orders everything.
+// kWarps = 2: one warp forms tile c + 1's costs while the other walks block
+// c (warp 0 walks at d = 64; at d ≤ 16 see walking_warp), so a block costs
+// the longer of the two rather than their sum (at d = 64 the tensor-core
+// tile takes about two thirds of the walk's time). The price is a 128-step
+// ring: a lane's cell of column j sits at step j + lane modulo 128, so the
+// ring holds 128 consecutive columns per lane. In the phase of block c the
+// walk reads columns [32c − 31, 32c + 31] (tiles c − 1 and c) and the other
+// warp writes tile c + 1's, [32c + 32, 32c + 63]: within 95 columns of each
+// other, so no two share a slot (64 steps would not do), and tile c, which
+// the next phase reads, is not overwritten. One barrier per phase orders
+// everything.
 template <int kD, bool kVec, bool kSeries, class In, bool kCheckpoint,
           int kWarps>
 __global__ void __launch_bounds__(kWarps* kLanes)
@@ -773,7 +781,7 @@ __global__ void __launch_bounds__(kWarps* kLanes)
   } else {
     if (loads) load(0);
     __syncthreads();
-    // Phase c: warp 0 walks block c, warp 1 forms tile c + 1.
+    // Phase c: the walking warp walks block c, the other forms tile c + 1.
     for (int c = 0; c < blocks; ++c) {
       if (walks)
         walk(c);
@@ -1148,7 +1156,7 @@ struct ExpectationWalk {
 // (a few FMAs and a shuffle per step) and the recompute is a forward walk,
 // so a block then costs the longer of the two rather than their sum; the
 // price is twice the shared memory (a 128-step ring, two weight blocks, and
-// warp 1's own y rows), so fewer strips fit on an SM (see backward_warps).
+// warp 1's own y rows), so fewer strips fit on an SM (see two_warp_backward).
 // Shared memory per phase (ring of 128 steps): warp 0 writes costs at steps
 // [32c − 32, 32c + 30] and reads [32c, 32c + 31]; warp 1 writes E at
 // [32c + 32, 32c + 63] and reads E at [32c + 32, 32c + 94] (E of block c + 2
@@ -1338,12 +1346,14 @@ bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
 // its ring is twice as large (8.25 KiB more per strip), so an SM holds
 // fewer strips (at d = 1, 11 instead of 20). Measured against one warp on
 // an H100 (perf/RESULTS.md, session 14), forward: 14–32% faster for series
-// with d > 4, whose tiles are tensor-core or 16-wide FMA products, at every
-// size of launch; at d = 1, whose tiles are cheap, 8–17% faster (16/128/1:
-// within 1%) up to 1.4 times as many strips as fit at once (32/2048/1), but
-// 35% slower for the all-pairs 1000 × 1000 series of length 128 (4 strips
-// per pair, ~60,000 pairs per launch), which stream through the SMs and
-// gain more from residency than from overlap. So d ≤ 4 takes two warps
+// with d > 4, whose tiles are tensor-core or 16-wide FMA products, on
+// every shape of the grid (up to about 5 rounds of resident strips,
+// 32/4096/64; a launch that streams many more, as the all-pairs below, was
+// not measured at d > 4); at d = 1, whose tiles are cheap, 8–17% faster
+// (16/128/1: within 1%) up to 1.4 times as many strips as fit at once
+// (32/2048/1), but 35% slower for the all-pairs 1000 × 1000 series of length
+// 128 (4 strips per pair, ~60,000 pairs per launch), which stream through the
+// SMs and gain more from residency than from overlap. So d ≤ 4 takes two warps
 // while the launch fits in two rounds of resident strips. Cost tensors,
 // whose tiles are 32 global row loads, follow the d ≤ 4 rule; they have no
 // benchmark.
@@ -1376,8 +1386,8 @@ template <int kD, bool kVec, bool kSeries, class In>
 void launch(cudaStream_t stream, int device, const Params& P, bool backward) {
   std::int64_t const strips = P.problem.pairs * P.strips;
   using Layout = SharedLayout<kD, kSeries>;
-  auto forward = [&](auto checkpoint) {
-    constexpr bool kCheckpoint = decltype(checkpoint)::value;
+  auto forward = [&](auto with_checkpoints) {
+    constexpr bool kCheckpoint = decltype(with_checkpoints)::value;
     launch_variant(
         stream, device, P,
         forward_kernel<kD, kVec, kSeries, In, kCheckpoint, 1>,
