@@ -75,8 +75,10 @@ struct SharedLayout {
     float* const y_tile = shared + ring_steps(warps) * kPitch;
     float* const x_strip = y_tile + rows;
     float* const mu = x_strip + rows;
-    float* const weights = mu + center;
-    float* const y_tile_e = weights + warps * SharedLayout::weights(warps);
+    // The forward's layout ends at μ: it has no weights or E-warp rows.
+    float* const weights = backward ? mu + center : nullptr;
+    float* const y_tile_e =
+        backward ? weights + warps * SharedLayout::weights(warps) : nullptr;
     // floats() is even (every term is), so the ticket is 8-byte aligned.
     auto* const ticket =
         reinterpret_cast<unsigned long long*>(shared + floats(backward, warps));
