@@ -13,7 +13,9 @@
 //
 // Grids: the default is the CPU grid; `--softwave_grid=gpu` (stripped from
 // argv before benchmark::Initialize, like Kokkos' --kokkos-* flags) registers
-// the GPU grid instead. Every other flag is Google Benchmark's.
+// the GPU grid instead; on CUDA, `--softwave_warps=F,B` forces the
+// specialised kernels' warps per strip (see take_softwave_flags). Every
+// other flag is Google Benchmark's.
 //
 // Timing: manual time, measured between fences of the execution space
 // instance around each call. Inputs and outputs are allocated and filled once,
@@ -48,6 +50,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -67,6 +70,8 @@
 
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
+
+#include "softdtw_fused.hpp"  // set_kernel_warps (--softwave_warps)
 #endif
 
 namespace {
@@ -102,6 +107,10 @@ Grid g_grid = Grid::cpu;
 int g_tile = 0;        // --softwave_tile
 bool g_checks = true;  // --softwave_checks=on|off: SoftDTWOptions::check_values
 Input g_input = Input::float32;
+// --softwave_warps=F,B: warps per strip of the CUDA-specialised forward and
+// backward kernels (0: the library's choice), to time the variants in one
+// run.
+int g_forward_warps = 0, g_backward_warps = 0;
 
 // ---------------------------------------------------------------------------
 // Peer figures.
@@ -481,8 +490,8 @@ bool choose(const char* flag, const std::string& value,
 // Removes --softwave_grid=cpu|gpu, --softwave_tile=T (0: the library's
 // choice; to compare tile sizes in one run), --softwave_checks=on|off (the
 // data checks, one fence per call; off as in the torch front end on CUDA)
-// and --softwave_input=float32|bfloat16|float16 from argv; false on a bad
-// value.
+// --softwave_input=float32|bfloat16|float16 and --softwave_warps=F,B (CUDA)
+// from argv; false on a bad value.
 bool take_softwave_flags(int& argc, char** argv, Grid& grid, int& tile,
                          bool& checks, Input& input) {
   static constexpr std::pair<const char*, Grid> kGrids[] = {{"cpu", Grid::cpu},
@@ -502,6 +511,18 @@ bool take_softwave_flags(int& argc, char** argv, Grid& grid, int& tile,
       ok = choose("checks", value, kChecks, checks) && ok;
     } else if (const char* value = flag_value(argv[i], "input")) {
       ok = choose("input", value, kInputs, input) && ok;
+    } else if (const char* value = flag_value(argv[i], "warps")) {
+      char tail = 0;
+      if (!kHasSpecialised ||
+          std::sscanf(value, "%d,%d%c", &g_forward_warps, &g_backward_warps,
+                      &tail) != 2 ||
+          g_forward_warps < 0 || g_forward_warps > 2 || g_backward_warps < 0 ||
+          g_backward_warps > 2) {
+        std::cerr << "softwave_bench: --softwave_warps must be F,B with F, B "
+                     "in 0, 1, 2, on CUDA (got '"
+                  << value << "')\n";
+        ok = false;
+      }
     } else if (const char* value = flag_value(argv[i], "tile")) {
       tile = std::atoi(value);
       if (tile < 0) {
@@ -547,6 +568,13 @@ int main(int argc, char** argv) {
           std::to_string(softwave::tile_size(
               space, softwave::SoftDTWOptions{1.0, softwave::Cost::sqeuclidean,
                                               std::nullopt, g_tile})));
+#if defined(KOKKOS_ENABLE_CUDA)
+      softwave::impl::cuda_fused::set_kernel_warps(g_forward_warps,
+                                                   g_backward_warps);
+#endif
+      benchmark::AddCustomContext("softwave_warps",
+                                  std::to_string(g_forward_warps) + "," +
+                                      std::to_string(g_backward_warps));
       register_grid(g_grid);
       benchmark::RunSpecifiedBenchmarks();
       if (!AllocationTracker::other_labels().empty()) {

@@ -26,27 +26,21 @@ constexpr int kPitch = 33;  // floats per ring step (odd: conflict-free
                             // reads along both a column and a row of a tile)
 constexpr unsigned kFull = 0xffffffffu;
 
-// Whether the one-warp backward keeps each cell's left weight in the ring
-// (see BlockWeights): 4 KiB less shared memory per strip, which at d = 64
-// fits 6 strips on an SM instead of 5 (H100, fwd+bwd: 32/2048/64 8.86 ->
-// 8.00 ms, 32/4096/64 34.4 -> 32.1 ms). The two-warp backward keeps three
-// weight arrays: there the smaller footprint measured slower (8/8192/16
-// +2.6%, 16/512/1 +9%).
-__host__ __device__ constexpr bool left_weight_in_ring(int warps) {
-  return warps == 1;
-}
-
 // Shared memory of one strip (one block: strips are independent, and small
 // blocks pack the SMs best), for the forward or the backward kernel with 1
 // or 2 warps. Floats, in this order: the ring (a 32×32 tile spans 63
 // anti-diagonal steps; with two warps the ring has 128, of which the
 // forward's windows span 95 and the backward's 127, see forward_kernel and
-// backward_kernel); the y rows of one tile and the strip's x rows (series
-// only); the strip's mean x row (tensor-core costs);
-// backward, the soft-argmin weights of one block (two blocks with two
-// warps: one being written, one read; with one warp only the diagonal and
-// upper weights, see BlockWeights) and, with two warps, the E warp's own y
-// rows; last the block's strip ticket.
+// backward_kernel); the strip's x rows (series only); the strip's mean x
+// row (tensor-core costs); then
+// - forward: the y rows of one tile;
+// - backward: one buffer of soft-argmin weights per warp (one being
+//   written, one read with two warps; see BlockWeights), and with two warps
+//   the recomputing warp's y rows. The E side's y rows (those its tile
+//   gradient products read) share the weight buffer of the block it has
+//   just walked, which is dead from the end of that walk until the next
+//   phase's recompute writes it (backward_kernel);
+// last the block's strip ticket.
 template <int kD, bool kSeries>
 struct SharedLayout {
   // Rows are padded by 4 floats: the tensor-core fragment loads (8 rows ×
@@ -56,33 +50,55 @@ struct SharedLayout {
   __host__ __device__ static constexpr int ring_steps(int warps) {
     return warps == 2 ? 128 : 64;
   }
+  // Whether each cell's left weight is kept in the ring in place of its
+  // cost (see BlockWeights): 4 KiB less per weight buffer. At d = 64 this
+  // and the y rows sharing the buffer (see floats()) take the one-warp
+  // backward from 5 strips per SM to 6 and then 8 (its registers' limit),
+  // and the two-warp one from 3 to 4 (it needs both). H100, fwd+bwd:
+  // 32/2048/64 8.86 → 8.00 ms (left weight, one warp) → 6.82 (y rows,
+  // session 15); 32/512/64 1.04 → 0.90 (two warps, which now fit). At d ≤ 16
+  // the two-warp backward keeps three weight arrays: there the smaller
+  // footprint fits no more strips and measured slower (8/8192/16 +2.6%,
+  // 16/512/1 +9%).
+  __host__ __device__ static constexpr bool left_weight_in_ring(int warps) {
+    return warps == 1 || kD > 16;
+  }
   // Floats of one block's weights (see BlockWeights).
   __host__ __device__ static constexpr int weights(int warps) {
     return (left_weight_in_ring(warps) ? 2 : 3) * kLanes * kPitch;
   }
+  // Floats of one weight buffer: the weights, or the E side's y rows.
+  __host__ __device__ static constexpr int weight_buffer(int warps) {
+    return weights(warps) > rows ? weights(warps) : rows;
+  }
   __host__ __device__ static constexpr int floats(bool backward, int warps) {
-    return ring_steps(warps) * kPitch + 2 * rows + center +
-           (backward ? warps * weights(warps) + (warps == 2 ? rows : 0) : 0);
+    return ring_steps(warps) * kPitch + rows + center +
+           (backward ? warps * weight_buffer(warps) + (warps == 2 ? rows : 0)
+                     : rows);
   }
   static constexpr std::size_t bytes(bool backward, int warps) {
     return sizeof(float) * floats(backward, warps) + sizeof(unsigned long long);
   }
   struct Pointers {
-    float *ring, *y_tile, *x_strip, *mu, *weights, *y_tile_e;
+    float *ring, *x_strip, *mu;
+    // The y rows the tile costs are formed from (the one-warp backward's
+    // are its weight buffer), and the backward's weight buffers (null
+    // forward).
+    float *y_tile, *weights;
     unsigned long long* ticket;
   };
   static __device__ Pointers carve(float* shared, bool backward, int warps) {
-    float* const y_tile = shared + ring_steps(warps) * kPitch;
-    float* const x_strip = y_tile + rows;
+    float* const x_strip = shared + ring_steps(warps) * kPitch;
     float* const mu = x_strip + rows;
-    // The forward's layout ends at μ: it has no weights or E-warp rows.
-    float* const weights = backward ? mu + center : nullptr;
-    float* const y_tile_e =
-        backward ? weights + warps * SharedLayout::weights(warps) : nullptr;
+    float* const after_mu = mu + center;
+    float* const weights = backward ? after_mu : nullptr;
+    float* const y_tile = !backward    ? after_mu
+                          : warps == 1 ? weights
+                                       : weights + warps * weight_buffer(warps);
     // floats() is even (every term is), so the ticket is 8-byte aligned.
     auto* const ticket =
         reinterpret_cast<unsigned long long*>(shared + floats(backward, warps));
-    return {shared, y_tile, x_strip, mu, weights, y_tile_e, ticket};
+    return {shared, x_strip, mu, y_tile, weights, ticket};
   }
 };
 
@@ -1151,16 +1167,24 @@ struct ExpectationWalk {
 
 // The backward pass over one strip, blocks from the right.
 //
-// kWarps = 1: one warp recomputes block c, then runs E through it.
+// kWarps = 1: one warp recomputes block c, then runs E through it. The y
+// rows of its tiles (staged by the recompute's load_tile for the costs, and
+// by the E walk for the gradient products) live in its weight buffer: the
+// weights are written by the recompute walk and last read by the E walk,
+// and the warp does these four in turn, each ending with a __syncwarp.
 //
 // kWarps = 2: warp 0 recomputes block c while warp 1 runs E through block
 // c + 1 with the weights warp 0 left the phase before. E's chain is short
 // (a few FMAs and a shuffle per step) and the recompute is a forward walk,
 // so a block then costs the longer of the two rather than their sum; the
-// price is twice the shared memory (a 128-step ring, two weight blocks, and
-// warp 1's own y rows), so fewer strips fit on an SM (see two_warp_backward).
+// price is about twice the shared memory (a 128-step ring, two weight
+// buffers, and warp 0's own y rows), so fewer strips fit on an SM (see
+// two_warp_backward). Warp 1 stages block c + 1's y rows in that block's
+// weight buffer once it has walked it; warp 0 writes the buffer again
+// only in the next phase (block c − 1).
 // Shared memory per phase (ring of 128 steps): warp 0 writes costs at steps
-// [32c − 32, 32c + 30] and reads [32c, 32c + 31]; warp 1 writes E at
+// [32c − 32, 32c + 30] and reads [32c, 32c + 31] (and writes left weights
+// there, see BlockWeights); warp 1 reads weights and writes E at
 // [32c + 32, 32c + 63] and reads E at [32c + 32, 32c + 94] (E of block c + 2
 // from the phase before included). The windows are disjoint modulo 128, so
 // one barrier per phase orders everything.
@@ -1186,7 +1210,7 @@ __global__ void __launch_bounds__(kWarps* kLanes)
     load_tile<kD, kVec, kSeries, In>(P, s, ring, at.y_tile, at.x_strip, at.mu,
                                      x_norm, blocks - 1);
   if constexpr (kWarps == 1) {
-    BlockWeights const weights{at.weights, left_weight_in_ring(1)};
+    BlockWeights const weights{at.weights, Layout::left_weight_in_ring(1)};
     for (int c = blocks - 1; c >= 0; --c) {
       recompute_block<kD, kVec, kSeries, In>(P, s, ring, weights, at.y_tile,
                                              at.x_strip, at.mu, x_norm, c);
@@ -1194,8 +1218,8 @@ __global__ void __launch_bounds__(kWarps* kLanes)
     }
   } else {
     auto weights_of = [&](int c) {
-      return BlockWeights{at.weights + (c & 1) * Layout::weights(2),
-                          left_weight_in_ring(2)};
+      return BlockWeights{at.weights + (c & 1) * Layout::weight_buffer(2),
+                          Layout::left_weight_in_ring(2)};
     };
     // Phase f: warp 0 on block blocks − 1 − f, warp 1 on the block after.
     for (int f = 0; f <= blocks; ++f) {
@@ -1204,8 +1228,8 @@ __global__ void __launch_bounds__(kWarps* kLanes)
         recompute_block<kD, kVec, kSeries, In>(
             P, s, ring, weights_of(c), at.y_tile, at.x_strip, at.mu, x_norm, c);
       else if (!recomputes && c + 1 < blocks)
-        e.block(P, s, ring, weights_of(c + 1), at.y_tile_e, at.x_strip, at.mu,
-                c + 1, tiles);
+        e.block(P, s, ring, weights_of(c + 1), weights_of(c + 1).diag_up,
+                at.x_strip, at.mu, c + 1, tiles);
       __syncthreads();
     }
   }
@@ -1335,13 +1359,15 @@ KernelFit fit_kernel(void (*kernel)(Params), int threads, std::size_t smem,
 
 // The two-warp backward overlaps a block's recompute with E's walk through
 // the block before, but needs about twice the shared memory, so an SM holds
-// about half as many strips. Measured on an H100 (perf/RESULTS.md, fwd+bwd):
-// where every strip of the launch is resident at once it is 11–21% faster
-// than one warp; where more strips than fit, it is still 3–18% faster for
-// d ≤ 16, where the E warp's tile outputs are cheap, and up to 15% slower for
-// d = 64, where they are not and residency decides.
+// about half as many strips (at d = 64, 4 instead of 8). Measured on an H100
+// (perf/RESULTS.md, fwd+bwd): for d ≤ 16, where the E warp's tile outputs
+// are cheap, it is faster on every shape; at d = 64 (session 15, each
+// variant forced in one run) it takes 10–19% less time up to twice as many
+// strips as fit at once (16/2048/64 and 32/1024/64: 1,024 strips, 4.47
+// against 4.96 ms and 2.28 against 2.55), and 2–3% more from four times
+// (32/2048/64, 32/4096/64), where residency decides.
 bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
-  return q.d <= 16 || strips <= std::int64_t(two.blocks_per_sm) * two.sms;
+  return q.d <= 16 || strips <= 2 * std::int64_t(two.blocks_per_sm) * two.sms;
 }
 
 // The two-warp forward forms tile c + 1's costs while block c is walked;
