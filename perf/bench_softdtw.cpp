@@ -7,6 +7,10 @@
 //                             grad_x + grad_y (the peers' "forward + backward
 //                             of the summed values")
 //   BM_Pairwise/B1/B2/N/d     softwave::pairwise (all-pairs matrix of values)
+//   BM_CostForward/B/N        softwave::soft_dtw_cost on a (B, N, N) cost
+//                             tensor C ~ N(0, 1) (values only)
+//   BM_CostForwardBackward/B/N  soft_dtw_cost_value_and_grad, values +
+//                             grad_cost
 //
 // float32 inputs x, y ~ N(0, 1) (as the peers), γ = 1, squared Euclidean cost,
 // M = N, no band, tile chosen by the library.
@@ -92,7 +96,7 @@ enum class Input { float32, bfloat16, float16 };
 constexpr double kMiB = 1024.0 * 1024.0;
 
 enum class Grid { cpu, gpu };
-enum class Kind { forward, forward_backward, pairwise };
+enum class Kind { forward, forward_backward, pairwise, cost, cost_backward };
 
 // The implementations a run compares: the portable kernels always, and the
 // specialised path where this backend has one (CUDA).
@@ -199,7 +203,8 @@ struct PeerFigure {
 
 std::optional<PeerFigure> peer_figure(Kind kind, std::int64_t B, std::int64_t N,
                                       std::int64_t d) {
-  if (kind == Kind::pairwise) return std::nullopt;
+  if (kind != Kind::forward && kind != Kind::forward_backward)
+    return std::nullopt;
   bool const backward = kind == Kind::forward_backward;
   if (g_grid == Grid::cpu) {
     for (auto const& p : kCpuPeers) {
@@ -292,11 +297,16 @@ template <class In>
 void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
   Space const space;
   std::int64_t B1, B2, N, d;
+  bool const on_costs = kind == Kind::cost || kind == Kind::cost_backward;
   if (kind == Kind::pairwise) {
     B1 = state.range(0);
     B2 = state.range(1);
     N = state.range(2);
     d = state.range(3);
+  } else if (on_costs) {
+    B1 = B2 = state.range(0);
+    N = state.range(1);
+    d = 0;
   } else {
     B1 = B2 = state.range(0);
     N = state.range(1);
@@ -313,11 +323,17 @@ void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
   int const T = softwave::tile_size(space, options);
 
   // Inputs and outputs: allocated and initialised once, outside the timing.
-  auto const x = random_series<In>("softwave_bench::x", B1, N, d, 12345);
-  auto const y = random_series<In>("softwave_bench::y", B2, M, d, 67890);
+  // The cost tensor takes the place of x (M columns per row).
+  auto const x =
+      random_series<In>(on_costs ? "softwave_bench::cost" : "softwave_bench::x",
+                        B1, N, on_costs ? M : d, 12345);
+  auto const y = on_costs
+                     ? Series<In>()
+                     : random_series<In>("softwave_bench::y", B2, M, d, 67890);
   Values values;
   Matrix matrix;
   softwave::SeriesGradients<In, Space> gradients;
+  softwave::CostGradients<In, Space> cost_gradients;
   std::function<void()> call;
   double formula = 0;
   switch (kind) {
@@ -344,6 +360,23 @@ void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
       formula = specialised
                     ? specialised_formula_bytes(false, double(B1 * B2), N, M)
                     : pairwise_formula_bytes(B1 * B2, N, M, T);
+      break;
+    case Kind::cost:
+      values = Values("softwave_bench::values", B1);
+      call = [&] { softwave::soft_dtw_cost(space, x, values, options); };
+      formula = specialised ? specialised_formula_bytes(false, double(B1), N, M)
+                            : formula_bytes(false, double(B1), N, M, T);
+      break;
+    case Kind::cost_backward:
+      values = Values("softwave_bench::values", B1);
+      cost_gradients.grad_cost =
+          Series<In>("softwave_bench::grad_cost", B1, N, M);
+      call = [&] {
+        softwave::soft_dtw_cost_value_and_grad(space, x, values, cost_gradients,
+                                               options);
+      };
+      formula = specialised ? specialised_formula_bytes(true, double(B1), N, M)
+                            : formula_bytes(true, double(B1), N, M, T);
       break;
   }
   space.fence();
@@ -430,7 +463,12 @@ void register_grid(Grid grid) {
     for (std::int64_t N : {128, 512, 1024, 2048})
       for (std::int64_t d : {1, 64}) shapes.push_back({B, N, d});
   std::int64_t pairwise_batch = 100;
+  // (B, N) of the cost-tensor benchmarks: the (B, N, N) tensor is an input
+  // (and grad_cost an output), so B·N² floats each; N = 2048 at B = 32 is
+  // 512 MiB.
+  std::vector<std::vector<std::int64_t>> cost_shapes = {{16, 128}, {16, 512}};
   if (grid == Grid::gpu) {
+    cost_shapes = {{16, 128}, {32, 512}, {16, 1024}, {32, 1024}, {32, 2048}};
     shapes.push_back({32, 4096, 64});
     shapes.push_back({8, 8192, 16});
     shapes.push_back({1, 32768, 8});
@@ -453,6 +491,10 @@ void register_grid(Grid grid) {
     for (auto const& s : shapes) backward->Args(s);
     add("BM_Pairwise", Kind::pairwise)
         ->Args({pairwise_batch, pairwise_batch, 128, 1});
+    auto* cost = add("BM_CostForward", Kind::cost);
+    for (auto const& s : cost_shapes) cost->Args(s);
+    auto* cost_backward = add("BM_CostForwardBackward", Kind::cost_backward);
+    for (auto const& s : cost_shapes) cost_backward->Args(s);
   }
 }
 
