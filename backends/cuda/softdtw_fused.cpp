@@ -1360,14 +1360,20 @@ KernelFit fit_kernel(void (*kernel)(Params), int threads, std::size_t smem,
 // The two-warp backward overlaps a block's recompute with E's walk through
 // the block before, but needs about twice the shared memory, so an SM holds
 // about half as many strips (at d = 64, 4 instead of 8). Measured on an H100
-// (perf/RESULTS.md, fwd+bwd): for d ≤ 16, where the E warp's tile outputs
-// are cheap, it is faster on every shape; at d = 64 (session 15, each
-// variant forced in one run) it takes 10–19% less time up to twice as many
-// strips as fit at once (16/2048/64 and 32/1024/64: 1,024 strips, 4.47
-// against 4.96 ms and 2.28 against 2.55), and 2–3% more from four times
-// (32/2048/64, 32/4096/64), where residency decides.
+// (perf/RESULTS.md, fwd+bwd, each variant forced in one run):
+// - series with d ≤ 16, whose E-side tile outputs are cheap: faster on
+//   every shape;
+// - series at d = 64 (session 15): 10–19% less time up to twice as many
+//   strips as fit at once (16/2048/64 and 32/1024/64: 1,024 strips, 4.47
+//   against 4.96 ms and 2.28 against 2.55), and 2–3% more from four times
+//   (32/2048/64, 32/4096/64), where residency decides;
+// - cost tensors (BM_CostForwardBackward, session 15), whose E side writes
+//   each tile's 32 × 32 gradient to memory: 7–11% less time while every
+//   strip fits at once (16/128, 32/512, 16/1024), 1% less at 1.6 times
+//   (32/1024), 16% more at 3.1 times (32/2048: 5.17 against 4.44 ms).
 bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
-  return q.d <= 16 || strips <= 2 * std::int64_t(two.blocks_per_sm) * two.sms;
+  return (!q.cost && q.d <= 16) ||
+         strips <= 2 * std::int64_t(two.blocks_per_sm) * two.sms;
 }
 
 // The two-warp forward forms tile c + 1's costs while block c is walked;
@@ -1383,8 +1389,9 @@ bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
 // 128 (4 strips per pair, ~60,000 pairs per launch), which stream through the
 // SMs and gain more from residency than from overlap. So d ≤ 4 takes two warps
 // while the launch fits in two rounds of resident strips. Cost tensors,
-// whose tiles are 32 global row loads, follow the d ≤ 4 rule; they have no
-// benchmark.
+// whose tiles are 32 global row loads, follow the d ≤ 4 rule: up to 2,048
+// strips (BM_CostForward, 32/2048, session 15) two warps took 3–13% less
+// time; a streaming launch was not measured.
 bool two_warp_forward(const Problem& q, std::int64_t strips, KernelFit two) {
   return (!q.cost && q.d > 4) ||
          strips <= 2 * std::int64_t(two.blocks_per_sm) * two.sms;
