@@ -826,11 +826,15 @@ __device__ __forceinline__ void atomic_add_pair(float* at, float v0, float v1) {
 // element-wise by a_at(row, k) and b_at(k, feature), with acc in m16n8
 // fragments: acc[(kD/8 · mi + ni) · 4 + r] is row 16mi + g + 8(r/2),
 // feature 8ni + 2t + r%2 (g = lane/4, t = lane%4). The k loop stays rolled
-// up for the instruction cache (see tile_products).
-template <int kD, class AAt, class BAt>
+// up for the instruction cache (see tile_products). With kRowSums, each A
+// value this lane loads is also added to row_sums[mi][h] (A's row
+// 16mi + g + 8h): summed over the four lanes of the quad (quad_sum), A's
+// row sums, for the price of an add per load.
+template <int kD, bool kRowSums, class AAt, class BAt>
 __device__ __forceinline__ void fragment_product(float (&acc)[kD], int d,
                                                  int lane, const AAt& a_at,
-                                                 const BAt& b_at) {
+                                                 const BAt& b_at,
+                                                 float (&row_sums)[2][2]) {
   constexpr int kBlocks = kD / 8;  // n8 blocks of features
   int const g = lane >> 2, t = lane & 3;
 #pragma unroll 1
@@ -839,9 +843,12 @@ __device__ __forceinline__ void fragment_product(float (&acc)[kD], int d,
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
-        a[mi][r] = split_tf32(
-            a_at(16 * mi + g + 8 * (r & 1), 8 * ks + t + 4 * (r >> 1)));
+      for (int r = 0; r < 4; ++r) {
+        float const v =
+            a_at(16 * mi + g + 8 * (r & 1), 8 * ks + t + 4 * (r >> 1));
+        if constexpr (kRowSums) row_sums[mi][r & 1] += v;
+        a[mi][r] = split_tf32(v);
+      }
 #pragma unroll
     for (int ni = 0; ni < kBlocks; ++ni) {
       if (8 * ni >= d) break;
@@ -856,15 +863,28 @@ __device__ __forceinline__ void fragment_product(float (&acc)[kD], int d,
   }
 }
 
+// Sums each of fragment_product's row sums over the lanes of its quad.
+__device__ __forceinline__ void quad_sum(float (&row_sums)[2][2]) {
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row_sums[mi][h] += __shfl_xor_sync(kFull, row_sums[mi][h], 1);
+      row_sums[mi][h] += __shfl_xor_sync(kFull, row_sums[mi][h], 2);
+    }
+}
+
 // The gradient rows of a product in fragment_product's layout: for each
 // row (< rows) and feature pair f, f + 1 that this lane holds,
 // add(row, f, 2w (Σ (v_row − μ) − acc) for f and f + 1), with Σ the row's
-// sum of E (lane_sum of lane `row`) and v_row = rows_of + row · pitch, the
-// row's staged values: ∇y_j from the y rows, ∇x_i from the x rows.
+// sum of E (sums[mi][h] for row 16mi + g + 8h) and v_row = rows_of + row ·
+// pitch, the row's staged values: ∇y_j from the y rows, ∇x_i from the x
+// rows.
 template <int kD, class Add>
 __device__ __forceinline__ void add_fragment_rows(
-    const float (&acc)[kD], float lane_sum, int rows, const float* rows_of,
-    int pitch, const float* mu, float two_w, int d, int lane, const Add& add) {
+    const float (&acc)[kD], const float (&sums)[2][2], int rows,
+    const float* rows_of, int pitch, const float* mu, float two_w, int d,
+    int lane, const Add& add) {
   constexpr int kBlocks = kD / 8;
   int const g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -872,7 +892,7 @@ __device__ __forceinline__ void add_fragment_rows(
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       int const row = 16 * mi + g + 8 * h;
-      float const sum = __shfl_sync(kFull, lane_sum, row);
+      float const sum = sums[mi][h];
       if (row >= rows) continue;
       float const* v = rows_of + row * pitch;
 #pragma unroll
@@ -904,28 +924,33 @@ __device__ void tile_gradient_products(const Params& P, const Strip& s,
   auto e_at = [&](int l, int j) {
     return l < s.rows && j < cols ? ring.at(j0 + j, l) : 0.f;
   };
-  // ∇x: A = E (rows l, k = columns j), B = Y − μ (k = columns j).
+  // ∇x: A = E (rows l, k = columns j), B = Y − μ (k = columns j). E's row
+  // sums come from the E walk (finish).
+  float col_sums[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
   if (o.grad_x)
-    fragment_product<kD>(gx, d, s.lane, e_at, [&](int j, int f) {
-      return j < cols ? y_tile[j * pitch + f] - mu[f] : 0.f;
-    });
+    fragment_product<kD, false>(
+        gx, d, s.lane, e_at,
+        [&](int j, int f) {
+          return j < cols ? y_tile[j * pitch + f] - mu[f] : 0.f;
+        },
+        col_sums);
   if (!o.grad_y) return;
-  // ∇y: A = Eᵀ (rows j, k = rows l), B = X − μ (k = rows l).
+  // ∇y: A = Eᵀ (rows j, k = rows l), B = X − μ (k = rows l); A's row sums
+  // are E's column sums Σ_l E_lj.
   float gy[kD];
 #pragma unroll
   for (int k = 0; k < kD; ++k) gy[k] = 0.f;
-  fragment_product<kD>(
+  fragment_product<kD, true>(
       gy, d, s.lane, [&](int j, int l) { return e_at(l, j); },
       [&](int l, int f) {
         return l < s.rows ? x_strip[l * pitch + f] - mu[f] : 0.f;
-      });
-  // Σ_l E_lj of column j = lane.
-  float col_sum = 0.f;
-  for (int l = 0; l < s.rows; ++l) col_sum += e_at(l, s.lane);
+      },
+      col_sums);
+  quad_sum(col_sums);
   // Row addresses in 64 bits, as in finish(): the float kernels' register
   // allocation at d = 64 is sensitive to this arithmetic.
   std::int64_t const first = s.y_series * q.m_max + j0;
-  add_fragment_rows<kD>(gy, col_sum, cols, y_tile, pitch, mu, 2.f * weight, d,
+  add_fragment_rows<kD>(gy, col_sums, cols, y_tile, pitch, mu, 2.f * weight, d,
                         s.lane, [&](int j, int f, float a, float b) {
                           atomic_add_pair(o.grad_y + (first + j) * d + f, a, b);
                         });
@@ -1146,8 +1171,16 @@ struct ExpectationWalk {
       if (!P.outputs.grad_x) return;
       if (tensor_core_gradients<kD, kVec>(d)) {
         std::int64_t const first = s.x_series * q.n_max + kLanes * s.w;
+        // Σ_j E_ij of the rows this lane holds in gx's fragments.
+        float row_sums[2][2];
+#pragma unroll
+        for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            row_sums[mi][h] =
+                __shfl_sync(kFull, row_sum, 16 * mi + (s.lane >> 2) + 8 * h);
         add_fragment_rows<kD>(
-            gx, row_sum, s.rows, x_strip, row_pitch<kVec>(d), mu, two_w, d,
+            gx, row_sums, s.rows, x_strip, row_pitch<kVec>(d), mu, two_w, d,
             s.lane, [&](int i, int f, float a, float b) {
               float* const out = P.outputs.grad_x + (first + i) * d + f;
               out[0] += a;
