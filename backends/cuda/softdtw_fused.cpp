@@ -52,7 +52,7 @@ struct SharedLayout {
   }
   // Whether each cell's left weight is kept in the ring in place of its
   // cost (see BlockWeights): 4 KiB less per weight buffer. At d = 64 this
-  // and the y rows sharing the buffer (see floats()) take the one-warp
+  // and the y rows sharing the buffer (see the layout above) take the one-warp
   // backward from 5 strips per SM to 6 and then 8 (its registers' limit),
   // and the two-warp one from 3 to 4 (it needs both). H100, fwd+bwd:
   // 32/2048/64 8.86 → 8.00 ms (left weight, one warp) → 6.82 (y rows,
@@ -1105,8 +1105,9 @@ struct ExpectationWalk {
     below.prefetch(kChunks * blocks - 1, s.lane);
   }
 
-  // Block b, whose weights are in `weights`; then tile b's outputs (y_tile:
-  // this walk's own staging rows).
+  // Block b, whose weights are in `weights`; then tile b's outputs, from
+  // its y rows staged in `y_tile`, which is the memory of `weights` (see
+  // backward_kernel): they are staged only after the walk's __syncwarp.
   __device__ __forceinline__ void block(const Params& P, const Strip& s,
                                         const Ring& ring,
                                         const BlockWeights& weights,
@@ -1216,8 +1217,8 @@ struct ExpectationWalk {
 // weight buffer once it has walked it; warp 0 writes the buffer again
 // only in the next phase (block c − 1).
 // Shared memory per phase (ring of 128 steps): warp 0 writes costs at steps
-// [32c − 32, 32c + 30] and reads [32c, 32c + 31] (and writes left weights
-// there, see BlockWeights); warp 1 reads weights and writes E at
+// [32c − 32, 32c + 30] and reads [32c, 32c + 31] (at d = 64 also writing
+// left weights there, see BlockWeights); warp 1 reads weights and writes E at
 // [32c + 32, 32c + 63] and reads E at [32c + 32, 32c + 94] (E of block c + 2
 // from the phase before included). The windows are disjoint modulo 128, so
 // one barrier per phase orders everything.
