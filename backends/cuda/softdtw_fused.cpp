@@ -1391,6 +1391,14 @@ KernelFit fit_kernel(void (*kernel)(Params), int threads, std::size_t smem,
   return fits[key] = f;
 }
 
+// Whether a launch of `strips` strips takes at most two rounds of resident
+// two-warp blocks: beyond that, both kernels gain more from the one-warp
+// variant's residency than from the overlap (two_warp_forward and
+// two_warp_backward).
+bool within_two_rounds(std::int64_t strips, KernelFit two) {
+  return strips <= 2 * std::int64_t(two.blocks_per_sm) * two.sms;
+}
+
 // The two-warp backward overlaps a block's recompute with E's walk through
 // the block before, but needs about twice the shared memory, so an SM holds
 // about half as many strips (at d = 64, 4 instead of 8). Measured on an H100
@@ -1406,8 +1414,7 @@ KernelFit fit_kernel(void (*kernel)(Params), int threads, std::size_t smem,
 //   strip fits at once (16/128, 32/512, 16/1024), 1% less at 1.6 times
 //   (32/1024), 16% more at 3.1 times (32/2048: 5.17 against 4.44 ms).
 bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
-  return (!q.cost && q.d <= 16) ||
-         strips <= 2 * std::int64_t(two.blocks_per_sm) * two.sms;
+  return (!q.cost && q.d <= 16) || within_two_rounds(strips, two);
 }
 
 // The two-warp forward forms tile c + 1's costs while block c is walked;
@@ -1427,8 +1434,7 @@ bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
 // strips (BM_CostForward, 32/2048, session 15) two warps took 3–13% less
 // time; a streaming launch was not measured.
 bool two_warp_forward(const Problem& q, std::int64_t strips, KernelFit two) {
-  return (!q.cost && q.d > 4) ||
-         strips <= 2 * std::int64_t(two.blocks_per_sm) * two.sms;
+  return (!q.cost && q.d > 4) || within_two_rounds(strips, two);
 }
 
 // Warps per strip set by set_kernel_warps (0: the library chooses).
