@@ -336,23 +336,27 @@ void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
   softwave::CostGradients<In, Space> cost_gradients;
   std::function<void()> call;
   double formula = 0;
+  // Every kind but the all-pairs matrix writes one value per pair and has
+  // the per-pair memory formula.
+  bool const backward =
+      kind == Kind::forward_backward || kind == Kind::cost_backward;
+  if (kind != Kind::pairwise) {
+    values = Values("softwave_bench::values", B1);
+    formula = specialised
+                  ? specialised_formula_bytes(backward, double(B1), N, M)
+                  : formula_bytes(backward, double(B1), N, M, T);
+  }
   switch (kind) {
     case Kind::forward:
-      values = Values("softwave_bench::values", B1);
       call = [&] { softwave::soft_dtw(space, x, y, values, options); };
-      formula = specialised ? specialised_formula_bytes(false, double(B1), N, M)
-                            : formula_bytes(false, double(B1), N, M, T);
       break;
     case Kind::forward_backward:
-      values = Values("softwave_bench::values", B1);
       gradients.grad_x = Series<In>("softwave_bench::grad_x", B1, N, d);
       gradients.grad_y = Series<In>("softwave_bench::grad_y", B1, M, d);
       call = [&] {
         softwave::soft_dtw_value_and_grad(space, x, y, values, gradients,
                                           options);
       };
-      formula = specialised ? specialised_formula_bytes(true, double(B1), N, M)
-                            : formula_bytes(true, double(B1), N, M, T);
       break;
     case Kind::pairwise:
       matrix = Matrix("softwave_bench::matrix", B1, B2);
@@ -362,21 +366,15 @@ void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
                     : pairwise_formula_bytes(B1 * B2, N, M, T);
       break;
     case Kind::cost:
-      values = Values("softwave_bench::values", B1);
       call = [&] { softwave::soft_dtw_cost(space, x, values, options); };
-      formula = specialised ? specialised_formula_bytes(false, double(B1), N, M)
-                            : formula_bytes(false, double(B1), N, M, T);
       break;
     case Kind::cost_backward:
-      values = Values("softwave_bench::values", B1);
       cost_gradients.grad_cost =
           Series<In>("softwave_bench::grad_cost", B1, N, M);
       call = [&] {
         softwave::soft_dtw_cost_value_and_grad(space, x, values, cost_gradients,
                                                options);
       };
-      formula = specialised ? specialised_formula_bytes(true, double(B1), N, M)
-                            : formula_bytes(true, double(B1), N, M, T);
       break;
   }
   space.fence();
