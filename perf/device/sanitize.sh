@@ -13,8 +13,12 @@
 #   SANITIZE_TIMEOUT  seconds per test (default 300); a test stopped there
 #                     counts as such, with what the tool found until then
 #   SANITIZE_FILTER   gtest filter (default: the small shapes, see above)
-#   SANITIZE_DEADLINE seconds for the whole run (default: none); tests that
-#                     would start after it are reported as skipped
+#   SANITIZE_DEADLINE seconds for the whole run (default: none): a test still
+#                     running then is stopped (each run's limit is the lesser
+#                     of SANITIZE_TIMEOUT and the time left), and tests that
+#                     would start after it are reported as skipped. The
+#                     sweeps start first, so a deadline shorter than a sweep
+#                     shard under the tool stops them all and skips the rest
 #   SANITIZE_SHARDS   processes per parameter sweep (default 4): each runs
 #                     every n-th case (SOFTWAVE_TEST_SHARD, test_helpers.hpp)
 # Writes $OUT/sanitize.md (the table, also printed), $OUT/sanitize-lines.txt
