@@ -633,18 +633,42 @@ __device__ __forceinline__ HandoverReader<double> above_reader(const Params& P,
   return {row, s.m, 0, kInf};
 }
 
-// Runs the 32 steps of block c. Lane 0 reads the strip above's last row by
-// shuffle from `above`, whose chunk kChunks·c must have been prefetched. The
-// recompute (kRecompute) stores the soft-argmin weights of every cell; the
-// first pass hands the strip's last row over (`bottom`) and writes the
-// pair's value.
-template <bool kRecompute>
-__device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
-                                           const Ring& ring,
-                                           const BlockWeights& weights,
-                                           WalkState& st,
-                                           HandoverReader<double>& above, int c,
-                                           double* bottom) {
+// Whether every cell that the 32 steps of block c visit lies inside the
+// pair, short of its last cell: a full strip, and columns 32c − 31 through
+// 32c + 31 in [0, m − 1). Such a block (all but a strip's first and last
+// ones) walks without the per-step test of the cell's range, which costs
+// ~50 of a step's ~400 cycles (perf/RESULTS.md, session 8). The pair's last
+// cell, which writes the value or seeds E, is never in one.
+__device__ __forceinline__ bool interior_block(const Strip& s, int c) {
+  return s.rows == kLanes && c >= 1 && kLanes * c + kLanes - 1 < s.m - 1;
+}
+
+// Which kernels' walks take the interior variant where they can, from
+// same-call A/Bs against the general walk alone on an H100 (perf/RESULTS.md,
+// session 17):
+// - series forwards: 0.86–1.01 of the time on every shape of the grid;
+// - series backwards with two warps or d ≤ 16: fwd+bwd 0.91–0.98;
+// - the one-warp series backward at d = 64 (32/2048/64, 32/4096/64):
+//   1.013–1.014 with its walks split, so it keeps the general walk (its 246
+//   registers a thread are the tightest of the kernels);
+// - cost tensors: the forward 0.66–0.79, but fwd+bwd 1.03–1.06 with their
+//   checkpointing forward split too (not profiled), and 1.00–1.01 with it
+//   and the backward general.
+template <int kD, int kWarps, bool kSeries>
+constexpr bool interior_walks = kSeries && (kWarps == 2 || kD <= 16);
+template <bool kSeries, bool kCheckpoint>
+constexpr bool interior_forward_walks = kSeries || !kCheckpoint;
+
+// Runs the 32 steps of block c (kInterior: interior_block(s, c)). Lane 0
+// reads the strip above's last row by shuffle from `above`, whose chunk
+// kChunks·c must have been prefetched. The recompute (kRecompute) stores
+// the soft-argmin weights of every cell; the first pass hands the strip's
+// last row over (`bottom`) and writes the pair's value.
+template <bool kRecompute, bool kInterior>
+__device__ __forceinline__ void walk_block_cells(
+    const Params& P, const Strip& s, const Ring& ring,
+    const BlockWeights& weights, WalkState& st, HandoverReader<double>& above,
+    int c, double* bottom) {
   double const gamma = P.problem.gamma;
   // exp(−a/γ) = 2^(−a·log2(e)/γ) and γ·ln(s) = (γ·ln 2)·log2(s): the scale
   // factors fold into constants, so each special function is one SFU op.
@@ -665,7 +689,7 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
     double const up = s.lane == 0 ? from_above : from_lane;
     double const diag = st.up_last;
     st.up_last = up;
-    if (s.row_ok && j >= 0 && j < s.m) {
+    if (kInterior || (s.row_ok && j >= 0 && j < s.m)) {
       float const cost = ring.at_step(step, s.lane);
       // A plain compare-select: fmin's NaN handling would lengthen the
       // step's dependency chain. A NaN (unchecked inputs) still reaches the
@@ -687,12 +711,30 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
         weights.left(ring, step, t, s.lane) = e_left * inv;
       } else {
         if (bottom && s.lane == kLanes - 1) publish(bottom + j, st.left);
-        if (s.i == s.n - 1 && j == s.m - 1) P.values[s.p] = st.left;
+        if (!kInterior && s.i == s.n - 1 && j == s.m - 1)
+          P.values[s.p] = st.left;
       }
     } else {
       st.left = kInf;
     }
   }
+}
+
+// Block c's walk, without the range test where the block is interior and
+// kSplitInterior (see interior_walks).
+template <bool kRecompute, bool kSplitInterior>
+__device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
+                                           const Ring& ring,
+                                           const BlockWeights& weights,
+                                           WalkState& st,
+                                           HandoverReader<double>& above, int c,
+                                           double* bottom) {
+  if (kSplitInterior && interior_block(s, c))
+    walk_block_cells<kRecompute, true>(P, s, ring, weights, st, above, c,
+                                       bottom);
+  else
+    walk_block_cells<kRecompute, false>(P, s, ring, weights, st, above, c,
+                                        bottom);
 }
 
 __device__ __forceinline__ WalkState initial_state(const Strip& s) {
@@ -787,7 +829,8 @@ __global__ void __launch_bounds__(kWarps* kLanes)
       ck[0] = st.left;
       ck[kLanes] = st.up_last;
     }
-    walk_block<false>(P, s, ring, BlockWeights{}, st, above, c, bottom);
+    walk_block<false, interior_forward_walks<kSeries, kCheckpoint>>(
+        P, s, ring, BlockWeights{}, st, above, c, bottom);
     __syncwarp();
   };
   int const blocks = walk_blocks(s);
@@ -1057,7 +1100,7 @@ __device__ __forceinline__ HandoverReader<float> below_reader(const Params& P,
 // Block c of the backward's recompute: loads the costs of tile c − 1 (block
 // c's cells reach into it), restores the lane state the forward left at
 // block c and walks the block again, storing its soft-argmin weights.
-template <int kD, bool kVec, bool kSeries, class In>
+template <int kD, bool kVec, bool kSeries, class In, bool kSplitInterior>
 __device__ __forceinline__ void recompute_block(
     const Params& P, const Strip& s, const Ring& ring,
     const BlockWeights& weights, float* y_tile, const float* x_strip,
@@ -1069,7 +1112,7 @@ __device__ __forceinline__ void recompute_block(
   WalkState st{ck[0], ck[kLanes]};
   HandoverReader<double> above = above_reader(P, s);
   above.prefetch(kChunks * c, s.lane);
-  walk_block<true>(P, s, ring, weights, st, above, c, nullptr);
+  walk_block<true, kSplitInterior>(P, s, ring, weights, st, above, c, nullptr);
   __syncwarp();
 }
 
@@ -1105,14 +1148,10 @@ struct ExpectationWalk {
     below.prefetch(kChunks * blocks - 1, s.lane);
   }
 
-  // Block b, whose weights are in `weights`; then tile b's outputs, from
-  // its y rows staged in `y_tile`, which is the memory of `weights` (see
-  // backward_kernel): they are staged only after the walk's __syncwarp.
-  __device__ __forceinline__ void block(const Params& P, const Strip& s,
-                                        const Ring& ring,
-                                        const BlockWeights& weights,
-                                        float* y_tile, const float* x_strip,
-                                        const float* mu, int b, int tiles) {
+  // E through the 32 steps of block b (kInterior: interior_block(s, b)).
+  template <bool kInterior>
+  __device__ __forceinline__ void walk(const Strip& s, const Ring& ring,
+                                       const BlockWeights& weights, int b) {
 #pragma unroll 4
     for (int t = kLanes - 1; t >= 0; --t) {
       if (t % kGrain == kGrain - 1) {
@@ -1123,11 +1162,12 @@ struct ExpectationWalk {
       int const step = kLanes * b + t, j = step - s.lane;
       float const from_below = __shfl_sync(kFull, below.value, t);
       float to_up = 0.f, to_diag = 0.f;
-      if (s.row_ok && j >= 0 && j < s.m) {
+      if (kInterior || (s.row_ok && j >= 0 && j < s.m)) {
         float const incoming =
             s.lane == kLanes - 1 ? from_below : from_up + from_diag;
-        float const e =
-            (s.i == s.n - 1 && j == s.m - 1) ? 1.f : from_left + incoming;
+        float const e = (!kInterior && s.i == s.n - 1 && j == s.m - 1)
+                            ? 1.f
+                            : from_left + incoming;
         to_diag = e * weights.diag(t, s.lane);
         to_up = e * weights.up(t, s.lane);
         from_left = e * weights.left(ring, step, t, s.lane);
@@ -1145,6 +1185,22 @@ struct ExpectationWalk {
       from_diag = pending_diag;
       pending_diag = next_diag;
     }
+  }
+
+  // Block b, whose weights are in `weights`; then tile b's outputs, from
+  // its y rows staged in `y_tile`, which is the memory of `weights` (see
+  // backward_kernel): they are staged only after the walk's __syncwarp.
+  // kSplitInterior: see interior_walks.
+  template <bool kSplitInterior>
+  __device__ __forceinline__ void block(const Params& P, const Strip& s,
+                                        const Ring& ring,
+                                        const BlockWeights& weights,
+                                        float* y_tile, const float* x_strip,
+                                        const float* mu, int b, int tiles) {
+    if (kSplitInterior && interior_block(s, b))
+      walk<true>(s, ring, weights, b);
+    else
+      walk<false>(s, ring, weights, b);
     __syncwarp();
     if (b < tiles) {
       Problem const& q = P.problem;
@@ -1225,6 +1281,7 @@ struct ExpectationWalk {
 template <int kD, bool kVec, bool kSeries, class In, int kWarps>
 __global__ void __launch_bounds__(kWarps* kLanes)
     backward_kernel(const Params P) {
+  constexpr bool kSplit = interior_walks<kD, kWarps, kSeries>;
   extern __shared__ float shared[];
   using Layout = SharedLayout<kD, kSeries>;
   auto const at = Layout::carve(shared, /*backward=*/true, kWarps);
@@ -1246,9 +1303,10 @@ __global__ void __launch_bounds__(kWarps* kLanes)
   if constexpr (kWarps == 1) {
     BlockWeights const weights{at.weights, Layout::left_weight_in_ring(1)};
     for (int c = blocks - 1; c >= 0; --c) {
-      recompute_block<kD, kVec, kSeries, In>(P, s, ring, weights, at.y_tile,
-                                             at.x_strip, at.mu, x_norm, c);
-      e.block(P, s, ring, weights, at.y_tile, at.x_strip, at.mu, c, tiles);
+      recompute_block<kD, kVec, kSeries, In, kSplit>(
+          P, s, ring, weights, at.y_tile, at.x_strip, at.mu, x_norm, c);
+      e.template block<kSplit>(P, s, ring, weights, at.y_tile, at.x_strip,
+                               at.mu, c, tiles);
     }
   } else {
     auto weights_of = [&](int c) {
@@ -1259,11 +1317,12 @@ __global__ void __launch_bounds__(kWarps* kLanes)
     for (int f = 0; f <= blocks; ++f) {
       int const c = blocks - 1 - f;
       if (recomputes && c >= 0)
-        recompute_block<kD, kVec, kSeries, In>(
+        recompute_block<kD, kVec, kSeries, In, kSplit>(
             P, s, ring, weights_of(c), at.y_tile, at.x_strip, at.mu, x_norm, c);
       else if (!recomputes && c + 1 < blocks)
-        e.block(P, s, ring, weights_of(c + 1), weights_of(c + 1).diag_up,
-                at.x_strip, at.mu, c + 1, tiles);
+        e.template block<kSplit>(P, s, ring, weights_of(c + 1),
+                                 weights_of(c + 1).diag_up, at.x_strip, at.mu,
+                                 c + 1, tiles);
       __syncthreads();
     }
   }
