@@ -721,7 +721,8 @@ __device__ __forceinline__ void walk_block_cells(
 }
 
 // Block c's walk, without the range test where the block is interior and
-// kSplitInterior (see interior_walks).
+// kSplitInterior (interior_forward_walks for the forward kernels,
+// interior_walks for the backward's recompute).
 template <bool kRecompute, bool kSplitInterior>
 __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
                                            const Ring& ring,
