@@ -362,9 +362,17 @@ __device__ __forceinline__ void stage_rows(float* to, const In* from, int count,
                                            int d, int lane) {
   if constexpr (kVec) {
     int const per_row = d / 4, n = count * per_row;
+    // Element e's row, e / per_row, by a float reciprocal: an integer
+    // division by a divisor known only at run time is ~20 instructions an
+    // element (the backward stages a tile's y rows twice per block). Exact
+    // here: (e + ½) / per_row lies at least ½ / per_row (≥ 1/32, d ≤ 64)
+    // from an integer, and e < 32 · 16, so float rounding cannot cross one.
+    float const inverse = 1.f / float(per_row);
     auto* t = reinterpret_cast<float4*>(to);
-    for (int e = lane; e < n; e += kLanes)
-      t[e + e / per_row] = load4(from, e);  // pitch: per_row + 1 float4s
+    for (int e = lane; e < n; e += kLanes) {
+      int const row = int((float(e) + 0.5f) * inverse);
+      t[e + row] = load4(from, e);  // pitch: per_row + 1 float4s
+    }
   } else {
     for (int e = lane, n = count * d; e < n; e += kLanes)
       to[e] = load1(from + e);
