@@ -214,6 +214,54 @@ TEST(Specialised, OneSidedGradientsMatchFull) {
   }
 }
 
+// Gradient outputs whose rows are not 16-byte aligned, beside aligned
+// inputs: the specialised kernels' vector path adds to the gradients two
+// and four floats at a time (float2 and float4 atomics), so such outputs
+// must take the scalar path instead of faulting. d = 8 and 64 take the
+// vector path when aligned (64: tensor-core products as well).
+TEST(Specialised, GradientOutputsOffVectorAlignment) {
+  SWT_SEEDED_RNG(rng);
+  for (int d : {8, 64}) {
+    Case k;
+    k.B = 2;
+    k.n = 70;
+    k.m = 45;
+    k.d = d;
+    k.setup.gamma = 0.1;
+    k.setup.kernel = kSpecialised ? softwave::Kernel::specialised
+                                  : softwave::Kernel::portable;
+    SCOPED_TRACE(k.str());
+    const auto [x, y] = case_inputs<float>(rng, k);
+    const Results aligned = library_value_and_grad<float>(x, y, k.setup);
+    // One float into a fresh allocation: 4-byte but not 16-byte aligned.
+    Dev1<float> storage("swt::gradients",
+                        2 + std::size_t(k.B) * (k.n + k.m) * k.d);
+    Kokkos::deep_copy(storage, static_cast<float>(kSentinel));
+    using Unaligned =
+        Kokkos::View<float***, Kokkos::LayoutRight, Space::memory_space,
+                     Kokkos::MemoryUnmanaged>;
+    softwave::SeriesGradients<float, Space> g;
+    g.grad_x = Unaligned(storage.data() + 1, k.B, k.n, k.d);
+    g.grad_y = Unaligned(storage.data() + 2 + std::size_t(k.B) * k.n * k.d, k.B,
+                         k.m, k.d);
+    Space space;
+    const auto dx = to_device<float>(x, "swt::x");
+    const auto dy = to_device<float>(y, "swt::y");
+    auto values = output1<float>("swt::values", x.B);
+    softwave::soft_dtw_value_and_grad(space, dx, dy, values, g,
+                                      k.setup.options(), k.setup.lengths());
+    const double tol = array_rtol<float>(k.setup.gamma, max_abs(aligned.values),
+                                         max_cost(x, y, k.setup), k.n, k.m);
+    EXPECT_TRUE(
+        near_values(to_host(values), aligned.values, value_rtol<float>(),
+                    value_floor<float>(k, max_cost(x, y, k.setup)), "values"));
+    EXPECT_TRUE(near_arrays(to_host(g.grad_x), aligned.grad_x, tol,
+                            std::max(max_abs(aligned.grad_x), 1e-3), "grad_x"));
+    EXPECT_TRUE(near_arrays(to_host(g.grad_y), aligned.grad_y, tol,
+                            std::max(max_abs(aligned.grad_y), 1e-3), "grad_y"));
+  }
+}
+
 // The same inputs through both paths agree to float rounding.
 TEST(Specialised, AgreesWithPortable) {
   SWT_NEEDS_SPECIALISED();

@@ -1416,13 +1416,19 @@ void with_storage(Storage storage, const F& f) {
 }
 
 // Calls f(std::integral_constant<int, kD>, std::bool_constant<kVec>).
+// kVec reads the inputs four elements at a time and adds to the float
+// gradient outputs two or four at a time (float2 and float4 atomics), so
+// the rows of all four must be aligned to that.
 template <class F>
-void with_features(const Problem& q, const F& f) {
+void with_features(const Problem& q, const Outputs& o, const F& f) {
   // Four elements at a time: 16 bytes of float, 8 of a 16-bit type.
   std::uintptr_t const four = q.storage == Storage::float32 ? 16 : 8;
-  bool const vec = q.d % 4 == 0 &&
-                   reinterpret_cast<std::uintptr_t>(q.x) % four == 0 &&
-                   reinterpret_cast<std::uintptr_t>(q.y) % four == 0;
+  auto aligned_to = [](const void* p, std::uintptr_t bytes) {
+    return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+  };
+  bool const vec = q.d % 4 == 0 && aligned_to(q.x, four) &&
+                   aligned_to(q.y, four) && aligned_to(o.grad_x, 16) &&
+                   aligned_to(o.grad_y, 16);
   auto pick = [&](auto kd) {
     if constexpr (decltype(kd)::value % 4 == 0) {
       if (vec) return f(kd, std::true_type{});
@@ -1598,7 +1604,7 @@ void run(const Kokkos::Cuda& space, Problem problem, double* values,
       if (problem.cost) {
         launch<1, false, false, In>(stream, device, P, backward);
       } else {
-        with_features(problem, [&](auto kd, auto vec) {
+        with_features(problem, outputs, [&](auto kd, auto vec) {
           launch<decltype(kd)::value, decltype(vec)::value, true, In>(
               stream, device, P, backward);
         });
