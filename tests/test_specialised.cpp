@@ -176,20 +176,27 @@ TEST(Specialised, EveryKernelVariantMatchesReference) {
 #endif
 }
 
+// A case of the gradient-output tests: γ = 0.1 and the specialised kernel
+// where there is one (the portable one elsewhere).
+Case gradient_case(int B, int n, int m, int d) {
+  Case k;
+  k.B = B;
+  k.n = n;
+  k.m = m;
+  k.d = d;
+  k.setup.gamma = 0.1;
+  k.setup.kernel =
+      kSpecialised ? softwave::Kernel::specialised : softwave::Kernel::portable;
+  return k;
+}
+
 // Asking for ∇x or ∇y alone gives what the full call gives (the tensor-core
 // and FMA gradient products each skip the side not asked for). Off CUDA it
 // checks the portable kernels.
 TEST(Specialised, OneSidedGradientsMatchFull) {
   SWT_SEEDED_RNG(rng);
   for (int d : {8, 24, 64}) {
-    Case k;
-    k.B = 3;
-    k.n = 75;
-    k.m = 90;
-    k.d = d;
-    k.setup.gamma = 0.1;
-    k.setup.kernel = kSpecialised ? softwave::Kernel::specialised
-                                  : softwave::Kernel::portable;
+    Case k = gradient_case(3, 75, 90, d);
     k.setup.len_x = random_lengths(rng, k.B, k.n);
     SCOPED_TRACE(k.str());
     const auto [x, y] = case_inputs<float>(rng, k);
@@ -222,14 +229,7 @@ TEST(Specialised, OneSidedGradientsMatchFull) {
 TEST(Specialised, GradientOutputsOffVectorAlignment) {
   SWT_SEEDED_RNG(rng);
   for (int d : {8, 64}) {
-    Case k;
-    k.B = 2;
-    k.n = 70;
-    k.m = 45;
-    k.d = d;
-    k.setup.gamma = 0.1;
-    k.setup.kernel = kSpecialised ? softwave::Kernel::specialised
-                                  : softwave::Kernel::portable;
+    const Case k = gradient_case(2, 70, 45, d);
     SCOPED_TRACE(k.str());
     const auto [x, y] = case_inputs<float>(rng, k);
     const Results aligned = library_value_and_grad<float>(x, y, k.setup);
