@@ -233,7 +233,8 @@ TEST(Specialised, GradientOutputsOffVectorAlignment) {
     SCOPED_TRACE(k.str());
     const auto [x, y] = case_inputs<float>(rng, k);
     const Results aligned = library_value_and_grad<float>(x, y, k.setup);
-    // One float into a fresh allocation: 4-byte but not 16-byte aligned.
+    // Views 1 and 2 floats into a fresh allocation: grad_x 4-byte and grad_y
+    // 8-byte aligned, neither 16-byte aligned.
     Dev1<float> storage("swt::gradients",
                         2 + std::size_t(k.B) * (k.n + k.m) * k.d);
     Kokkos::deep_copy(storage, static_cast<float>(kSentinel));
