@@ -964,23 +964,35 @@ __device__ __forceinline__ void add_fragment_rows(
     }
 }
 
+// Whether tile products may take their full-tile variant: 32 rows, 32
+// columns and d = kD (the interior tiles of the grid's d = 64 shapes).
+template <int kD>
+__device__ __forceinline__ bool full_tile(const Strip& s, int cols, int d) {
+  return s.rows == kLanes && cols == kLanes && d == kD;
+}
+
 // The tile's gradient products on tensor cores (3xTF32, d % 8 == 0),
 // centred on the strip's mean x row μ like the costs:
 //   gx (fragments, summed over the strip's tiles) += E (Y − μ),
 //   ∇y_j += 2w (Σ_l E_lj (y_j − μ) − Σ_l E_lj (x_l − μ)),
 // with E the tile's 32×32 block (rows l, columns j), zero outside the pair,
 // and gx in the fragments of fragment_product. All 32 lanes must call it.
-template <int kD>
+// kFullTile: the tile is full (32 rows, 32 columns) and d = kD, so every bound
+// test folds away and the row pitch is a constant (full_tile).
+template <int kD, bool kFullTile>
 __device__ void tile_gradient_products(const Params& P, const Strip& s,
                                        const Ring& ring, const float* y_tile,
                                        const float* x_strip, const float* mu,
                                        int c, float weight, float (&gx)[kD]) {
   Outputs const& o = P.outputs;
   Problem const& q = P.problem;
-  int const j0 = kLanes * c, cols = min(kLanes, s.m - j0), d = q.d;
+  int const j0 = kLanes * c;
+  int const cols = kFullTile ? kLanes : min(kLanes, s.m - j0);
+  int const rows = kFullTile ? kLanes : s.rows;
+  int const d = kFullTile ? kD : q.d;
   int const pitch = row_pitch<true>(d);
   auto e_at = [&](int l, int j) {
-    return l < s.rows && j < cols ? ring.at(j0 + j, l) : 0.f;
+    return l < rows && j < cols ? ring.at(j0 + j, l) : 0.f;
   };
   // ∇x: A = E (rows l, k = columns j), B = Y − μ (k = columns j). E's row
   // sums come from the E walk (finish).
@@ -1001,7 +1013,7 @@ __device__ void tile_gradient_products(const Params& P, const Strip& s,
   fragment_product<kD, true>(
       gy, d, s.lane, [&](int j, int l) { return e_at(l, j); },
       [&](int l, int f) {
-        return l < s.rows ? x_strip[l * pitch + f] - mu[f] : 0.f;
+        return l < rows ? x_strip[l * pitch + f] - mu[f] : 0.f;
       },
       col_sums);
   quad_sum(col_sums);
@@ -1083,9 +1095,14 @@ __device__ void tile_outputs(const Params& P, const Strip& s, const Ring& ring,
     bool tensor_cores = false;
     if constexpr (kVec && kD > 16) {
       tensor_cores = tensor_core_gradients<kD, kVec>(d);
-      if (tensor_cores && (o.grad_x || o.grad_y))
-        tile_gradient_products<kD>(P, s, ring, y_tile, x_strip, mu, c, weight,
-                                   gx);
+      if (tensor_cores && (o.grad_x || o.grad_y)) {
+        if (full_tile<kD>(s, cols, d))
+          tile_gradient_products<kD, true>(P, s, ring, y_tile, x_strip, mu, c,
+                                           weight, gx);
+        else
+          tile_gradient_products<kD, false>(P, s, ring, y_tile, x_strip, mu, c,
+                                            weight, gx);
+      }
     }
     if (!tensor_cores)
       tile_gradients_fma<kD, kVec, In>(P, s, ring, y_tile, x_strip, c, weight,
