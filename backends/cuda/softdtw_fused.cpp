@@ -627,6 +627,15 @@ __device__ __forceinline__ float log2_approx(float x) {
   return r;
 }
 
+// The SFU's 1/x (relative error ~2^-23). __frcp_rn's exact rounding costs a
+// refinement and a branch to a slow path for extreme x; the walk's x (a sum
+// of three weights, one of them 1) lies in [1, 3].
+__device__ __forceinline__ float reciprocal_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
 // Lane state between blocks: R of the lane's last cell (the left neighbour
 // of its next one) and what the lane received from the lane above one step
 // ago (the diagonal neighbour of its next cell).
@@ -719,7 +728,7 @@ __device__ __forceinline__ void walk_block_cells(
       float const sum = (e_diag + e_up) + e_left;
       st.left = double(cost) + lo - gamma_ln2 * double(log2_approx(sum));
       if constexpr (kRecompute) {
-        float const inv = __frcp_rn(sum);
+        float const inv = reciprocal_approx(sum);
         weights.diag(t, s.lane) = e_diag * inv;
         weights.up(t, s.lane) = e_up * inv;
         weights.left(ring, step, t, s.lane) = e_left * inv;
