@@ -113,6 +113,10 @@ struct Params {
   Problem problem;
   Outputs outputs;
   double* values;
+  // The walks hold R in units of γ·ln 2, R·walk_scale = R·log2(e)/γ, and
+  // so do the hand-over rows (`bottom`) and the checkpoints, which only
+  // walks read; the pair's value is converted back (gamma_ln2 = γ·ln 2).
+  double walk_scale, gamma_ln2;
   int strips;  // strips per pair: ceil(n_max / 32)
   int blocks;  // walk blocks per strip at most
   // Hand-over rows start as all-ones bits (see unwritten()) and each entry
@@ -495,15 +499,22 @@ __device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
   }
 }
 
-// Σ_k (v_k − μ_k)² of a staged row.
+// Σ_k (v_k − μ_k)² of a staged row (d % 4 == 0 and 16-byte aligned rows,
+// as the tensor-core path has them): float4 reads and four chains. A
+// scalar loop over a run-time d indexed its partial sums by k & 3, which
+// put them in local memory.
 __device__ __forceinline__ float squared_norm(const float* row, const float* mu,
                                               int d) {
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int k = 0; k < d; ++k) {
-    float const v = row[k] - mu[k];
-    acc[k & 3] = fmaf(v, v, acc[k & 3]);
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int k = 0; k < d; k += 4) {
+    float4 const v = *reinterpret_cast<const float4*>(row + k);
+    float4 const m = *reinterpret_cast<const float4*>(mu + k);
+    acc.x = fmaf(v.x - m.x, v.x - m.x, acc.x);
+    acc.y = fmaf(v.y - m.y, v.y - m.y, acc.y);
+    acc.z = fmaf(v.z - m.z, v.z - m.z, acc.z);
+    acc.w = fmaf(v.w - m.w, v.w - m.w, acc.w);
   }
-  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  return (acc.x + acc.y) + (acc.z + acc.w);
 }
 
 // Whether the cost tiles run on tensor cores.
@@ -596,10 +607,20 @@ __device__ __forceinline__ float stage_strip(const Params& P, const Strip& s,
   stage_rows<kVec>(x_strip, as<In>(s.x) + std::int64_t(kLanes) * s.w * d,
                    s.rows, d, s.lane);
   if (!uses_tensor_cores<kD, kVec>(d)) return 0.f;
+  // Four partial sums in named registers: indexed by r & 3 in a loop of
+  // run-time length they would live in local memory.
   for (int k = s.lane; k < d; k += kLanes) {
-    float sum[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int r = 0; r < s.rows; ++r) sum[r & 3] += x_strip[r * pitch + k];
-    mu[k] = ((sum[0] + sum[1]) + (sum[2] + sum[3])) / float(s.rows);
+    float const* column = x_strip + k;
+    float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+    int r = 0;
+    for (; r + 4 <= s.rows; r += 4) {
+      s0 += column[r * pitch];
+      s1 += column[(r + 1) * pitch];
+      s2 += column[(r + 2) * pitch];
+      s3 += column[(r + 3) * pitch];
+    }
+    for (; r < s.rows; ++r) s0 += column[r * pitch];
+    mu[k] = ((s0 + s1) + (s2 + s3)) / float(s.rows);
   }
   __syncwarp();
   return squared_norm(x_strip + s.lane * pitch, mu, d);
@@ -692,11 +713,10 @@ __device__ __forceinline__ void walk_block_cells(
     const Params& P, const Strip& s, const Ring& ring,
     const BlockWeights& weights, WalkState& st, HandoverReader<double>& above,
     int c, double* bottom) {
-  double const gamma = P.problem.gamma;
-  // exp(−a/γ) = 2^(−a·log2(e)/γ) and γ·ln(s) = (γ·ln 2)·log2(s): the scale
-  // factors fold into constants, so each special function is one SFU op.
-  float const log2e_over_gamma = float(1.4426950408889634 / gamma);
-  double const gamma_ln2 = gamma * 0.6931471805599453;
+  // R is walked in units of γ·ln 2 (Params::walk_scale): exp(−a/γ) is then
+  // 2^(−a) and γ·ln(s) is log2(s), so each special function is one SFU op
+  // with no scaling on the step's dependency chain.
+  double const scale = P.walk_scale;
 #pragma unroll 4
   for (int t = 0; t < kLanes; ++t) {
     if (t % kGrain == 0) {
@@ -720,13 +740,16 @@ __device__ __forceinline__ void walk_block_cells(
       // min(diag, left) is known before `up` arrives by shuffle, so only
       // one compare waits on it.
       double const lo = min_of(up, min_of(diag, st.left));
+      // Formed while the exponentials wait on lo, so that only one add
+      // follows the logarithm.
+      double const cost_plus_lo = fma(double(cost), scale, lo);
       // Differences from the minimum are <= 0 and exact enough in double;
-      // only they (scaled by 1/γ) meet the float special-function unit.
-      float const e_diag = exp2_approx(float(lo - diag) * log2e_over_gamma);
-      float const e_up = exp2_approx(float(lo - up) * log2e_over_gamma);
-      float const e_left = exp2_approx(float(lo - st.left) * log2e_over_gamma);
+      // only they meet the float special-function unit.
+      float const e_diag = exp2_approx(float(lo - diag));
+      float const e_up = exp2_approx(float(lo - up));
+      float const e_left = exp2_approx(float(lo - st.left));
       float const sum = (e_diag + e_up) + e_left;
-      st.left = double(cost) + lo - gamma_ln2 * double(log2_approx(sum));
+      st.left = cost_plus_lo - double(log2_approx(sum));
       if constexpr (kRecompute) {
         float const inv = reciprocal_approx(sum);
         weights.diag(t, s.lane) = e_diag * inv;
@@ -735,7 +758,7 @@ __device__ __forceinline__ void walk_block_cells(
       } else {
         if (bottom && s.lane == kLanes - 1) publish(bottom + j, st.left);
         if (!kInterior && s.i == s.n - 1 && j == s.m - 1)
-          P.values[s.p] = st.left;
+          P.values[s.p] = st.left * P.gamma_ln2;
       }
     } else {
       st.left = kInf;
@@ -1613,6 +1636,8 @@ void run(const Kokkos::Cuda& space, Problem problem, double* values,
     P.problem.pairs = std::min(chunk, all - done);
     P.outputs = outputs;
     P.values = values + done;
+    P.walk_scale = 1.4426950408889634 / problem.gamma;
+    P.gamma_ln2 = problem.gamma * 0.6931471805599453;
     P.strips = strips;
     P.blocks = blocks;
     P.tickets = buffer.at<unsigned long long>(l.tickets);
