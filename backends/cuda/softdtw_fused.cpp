@@ -502,17 +502,28 @@ __device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
 // Σ_k (v_k − μ_k)² of a staged row (d % 4 == 0 and 16-byte aligned rows,
 // as the tensor-core path has them): float4 reads and four chains. A
 // scalar loop over a run-time d indexed its partial sums by k & 3, which
-// put them in local memory.
+// put them in local memory. Up to kD = 16 the loop is unrolled over kD; at
+// kD = 64 it runs to d. Measured on an H100 against the other form (same
+// call, session 19): unrolled at kD = 16 the forward at 8/8192/16 took 0.88
+// of the time; over kD at kD = 64 the forward at 32/4096/64 took 1.08.
+template <int kD>
 __device__ __forceinline__ float squared_norm(const float* row, const float* mu,
                                               int d) {
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int k = 0; k < d; k += 4) {
+  auto add = [&](int k) {
     float4 const v = *reinterpret_cast<const float4*>(row + k);
     float4 const m = *reinterpret_cast<const float4*>(mu + k);
     acc.x = fmaf(v.x - m.x, v.x - m.x, acc.x);
     acc.y = fmaf(v.y - m.y, v.y - m.y, acc.y);
     acc.z = fmaf(v.z - m.z, v.z - m.z, acc.z);
     acc.w = fmaf(v.w - m.w, v.w - m.w, acc.w);
+  };
+  if constexpr (kD <= 16) {
+#pragma unroll
+    for (int k = 0; k < kD; k += 4)
+      if (k < d) add(k);
+  } else {
+    for (int k = 0; k < d; k += 4) add(k);
   }
   return (acc.x + acc.y) + (acc.z + acc.w);
 }
@@ -549,7 +560,7 @@ __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
     if (uses_tensor_cores<kD, kVec>(d)) {
       // Tensor cores: C = ‖x − μ‖² + ‖y − μ‖² − 2 (x − μ)·(y − μ), clamped
       // at 0 against rounding, with μ the strip's mean x row (stage_strip).
-      float const y_norm = squared_norm(y_tile + s.lane * pitch, mu, d);
+      float const y_norm = squared_norm<kD>(y_tile + s.lane * pitch, mu, d);
       float acc[2][4][4];
       tile_products<kD>(acc, x_strip, y_tile, mu, pitch, d, s.lane);
       int const g = s.lane >> 2, t = s.lane & 3;
@@ -623,7 +634,7 @@ __device__ __forceinline__ float stage_strip(const Params& P, const Strip& s,
     mu[k] = ((s0 + s1) + (s2 + s3)) / float(s.rows);
   }
   __syncwarp();
-  return squared_norm(x_strip + s.lane * pitch, mu, d);
+  return squared_norm<kD>(x_strip + s.lane * pitch, mu, d);
 }
 
 // ------------------------------------------------------------------ walk
@@ -1521,9 +1532,8 @@ KernelFit fit_kernel(void (*kernel)(Params), int threads, std::size_t smem,
 }
 
 // Whether a launch of `strips` strips takes at most two rounds of resident
-// two-warp blocks: beyond that, both kernels gain more from the one-warp
-// variant's residency than from the overlap (two_warp_forward and
-// two_warp_backward).
+// two-warp blocks: beyond that, the one-warp variant's residency can gain
+// more than the overlap (two_warp_forward and two_warp_backward say where).
 bool within_two_rounds(std::int64_t strips, KernelFit two) {
   return strips <= 2 * std::int64_t(two.blocks_per_sm) * two.sms;
 }
@@ -1532,18 +1542,19 @@ bool within_two_rounds(std::int64_t strips, KernelFit two) {
 // the block before, but needs about twice the shared memory, so an SM holds
 // about half as many strips (at d = 64, 4 instead of 8). Measured on an H100
 // (perf/RESULTS.md, fwd+bwd, each variant forced in one run):
-// - series with d ≤ 16, whose E-side tile outputs are cheap: faster on
-//   every shape;
-// - series at d = 64 (session 15): 10–19% less time up to twice as many
-//   strips as fit at once (16/2048/64 and 32/1024/64: 1,024 strips, 4.47
-//   against 4.96 ms and 2.28 against 2.55), and 2–3% more from four times
-//   (32/2048/64, 32/4096/64), where residency decides;
+// - series, every shape measured: faster. d ≤ 16 since session 14; d = 64
+//   since session 19, when the one-warp kernel's shorter tile products and
+//   walks left its residency worth less than the overlap: 32/2048/64 4.51
+//   against 4.95 ms and 32/4096/64 18.45 against 20.28 (4 and 8 rounds of
+//   resident two-warp strips), 32/1024/64 1.47 against 1.88, 32/512/64 0.61
+//   against 0.79 (in session 15 the one-warp kernel was 2–3% faster from
+//   four rounds);
 // - cost tensors (BM_CostForwardBackward, session 15), whose E side writes
 //   each tile's 32 × 32 gradient to memory: 7–11% less time while every
 //   strip fits at once (16/128, 32/512, 16/1024), 1% less at 1.6 times
 //   (32/1024), 16% more at 3.1 times (32/2048: 5.17 against 4.44 ms).
 bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
-  return (!q.cost && q.d <= 16) || within_two_rounds(strips, two);
+  return !q.cost || within_two_rounds(strips, two);
 }
 
 // The two-warp forward forms tile c + 1's costs while block c is walked;
