@@ -704,8 +704,9 @@ __device__ __forceinline__ bool interior_block(const Strip& s, int c) {
 // - series backwards with two warps or d ≤ 16: fwd+bwd 0.91–0.98;
 // - the one-warp series backward at d = 64 (32/2048/64, 32/4096/64):
 //   1.013–1.014 with its walks split and 0.998–1.001 with only its recompute
-//   split (session 18), so it keeps the general walk (its 242 registers a
-//   thread are the tightest of the kernels);
+//   split (session 18), so it keeps the general walk (its registers, 255 a
+//   thread since session 19, are the tightest of the kernels; series take
+//   it only when forced, see two_warp_backward);
 // - cost tensors: the forward 0.66–0.79, but fwd+bwd 1.03–1.06 with their
 //   checkpointing forward split too (not profiled), and 1.00–1.01 with it
 //   and the backward general.
