@@ -564,6 +564,19 @@ __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
       float acc[2][4][4];
       tile_products<kD>(acc, x_strip, y_tile, mu, pitch, d, s.lane);
       int const g = s.lane >> 2, t = s.lane & 3;
+      // The lane's accumulators cover 4 rows and 8 columns: their norms are
+      // fetched once each (12 shuffles a tile rather than 2 per element).
+      float nx[2][2], ny[4][2];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          nx[mi][h] = __shfl_sync(kFull, x_norm, 16 * mi + g + 8 * h);
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          ny[ni][e] = __shfl_sync(kFull, y_norm, 8 * ni + 2 * t + e);
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
@@ -572,11 +585,9 @@ __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
           for (int r = 0; r < 4; ++r) {
             int const row = 16 * mi + g + 8 * (r >> 1);
             int const col = 8 * ni + 2 * t + (r & 1);
-            float const nx = __shfl_sync(kFull, x_norm, row);
-            float const ny = __shfl_sync(kFull, y_norm, col);
             if (row < s.rows && col < cols)
-              ring.at(j0 + col, row) =
-                  fmaxf(nx + ny - 2.f * acc[mi][ni][r], 0.f);
+              ring.at(j0 + col, row) = fmaxf(
+                  nx[mi][r >> 1] + ny[ni][r & 1] - 2.f * acc[mi][ni][r], 0.f);
           }
     } else if (s.row_ok) {
       float xr[kD];
