@@ -679,6 +679,58 @@ __device__ __forceinline__ float reciprocal_approx(float x) {
   return r;
 }
 
+// One cell's soft minimum in units of γ·ln 2: R = cost + lo − log2(sum),
+// where e_* = 2^(lo − neighbour) and sum = e_diag + e_up + e_left (in
+// [1, 3]: one of them is 1).
+struct SoftMinimum {
+  double lo;
+  float sum, e_diag, e_up, e_left;
+};
+
+// lo = the minimum of all three. A plain compare-select: fmin's NaN
+// handling would lengthen the step's dependency chain. A NaN (unchecked
+// inputs) still reaches the sum through its exponential, so it propagates.
+// min(diag, left) is known before `up` arrives by shuffle, so only one
+// compare waits on it. Differences from the minimum are <= 0 and exact
+// enough in double; only they meet the float special-function unit.
+__device__ __forceinline__ SoftMinimum soft_minimum(double diag, double up,
+                                                    double left) {
+  double const lo = min_of(up, min_of(diag, left));
+  float const e_diag = exp2_approx(float(lo - diag));
+  float const e_up = exp2_approx(float(lo - up));
+  float const e_left = exp2_approx(float(lo - left));
+  return {lo, (e_diag + e_up) + e_left, e_diag, e_up, e_left};
+}
+
+// The same, with a shorter dependency chain through `up`, which arrives by
+// shuffle a shuffle's latency after diag and left. Relative to near =
+// min(diag, left), whose two exponentials are formed off the chain, `up`
+// costs one difference and one exponential, e_far = 2^−|up − near|:
+//   up ≥ near: lo = near, sum = (e_diag + e_left) + e_far;
+//   up < near: lo = up,   sum = 1 + (e_diag + e_left)·e_far
+// (a compare-select and an add fewer on the chain than soft_minimum).
+// near = +∞ (diag and left both outside the pair: the first column) would
+// make their differences ∞ − ∞; their weights are 0 there. Interior blocks
+// never meet it. A NaN still propagates: through near into lo, or through
+// up − near into the sum.
+template <bool kInterior>
+__device__ __forceinline__ SoftMinimum soft_minimum_near_first(double diag,
+                                                               double up,
+                                                               double left) {
+  double const near = min_of(diag, left);
+  float e_diag = exp2_approx(float(near - diag));
+  float e_left = exp2_approx(float(near - left));
+  if (!kInterior && !(near < kInf)) e_diag = e_left = 0.f;
+  float const pair_sum = e_diag + e_left;
+  double const up_minus_near = up - near;
+  bool const up_lowest = up_minus_near < 0.0;
+  float const e_far = exp2_approx(-fabsf(float(up_minus_near)));
+  float const sum =
+      fmaf(up_lowest ? pair_sum : 1.f, e_far, up_lowest ? 1.f : pair_sum);
+  if (up_lowest) return {up, sum, e_diag * e_far, 1.f, e_left * e_far};
+  return {near, sum, e_diag, e_far, e_left};
+}
+
 // Lane state between blocks: R of the lane's last cell (the left neighbour
 // of its next one) and what the lane received from the lane above one step
 // ago (the diagonal neighbour of its next cell).
@@ -726,12 +778,20 @@ constexpr bool interior_walks = kSeries && (kWarps == 2 || kD <= 16);
 template <bool kSeries, bool kCheckpoint>
 constexpr bool interior_forward_walks = kSeries || !kCheckpoint;
 
+// Which walks take soft_minimum_near_first, from same-call A/Bs on an H100
+// (perf/RESULTS.md, session 20): the forwards 0.956–0.992 of the time on
+// every shape measured; the series backward's recompute fwd+bwd 0.966 at
+// 16/512/1 and 0.988 at 8/8192/16, but 1.014–1.019 at d = 64 (32/2048/64,
+// 32/4096/64), where the two-warp backward is at 254 registers.
+template <int kD, bool kRecompute>
+constexpr bool near_first_walks = !kRecompute || kD <= 16;
+
 // Runs the 32 steps of block c (kInterior: interior_block(s, c)). Lane 0
 // reads the strip above's last row by shuffle from `above`, whose chunk
 // kChunks·c must have been prefetched. The recompute (kRecompute) stores
 // the soft-argmin weights of every cell; the first pass hands the strip's
 // last row over (`bottom`) and writes the pair's value.
-template <bool kRecompute, bool kInterior>
+template <bool kRecompute, bool kInterior, bool kNearFirst>
 __device__ __forceinline__ void walk_block_cells(
     const Params& P, const Strip& s, const Ring& ring,
     const BlockWeights& weights, WalkState& st, HandoverReader<double>& above,
@@ -757,27 +817,18 @@ __device__ __forceinline__ void walk_block_cells(
     st.up_last = up;
     if (kInterior || (s.row_ok && j >= 0 && j < s.m)) {
       float const cost = ring.at_step(step, s.lane);
-      // A plain compare-select: fmin's NaN handling would lengthen the
-      // step's dependency chain. A NaN (unchecked inputs) still reaches the
-      // sum below through its exponential, so it propagates.
-      // min(diag, left) is known before `up` arrives by shuffle, so only
-      // one compare waits on it.
-      double const lo = min_of(up, min_of(diag, st.left));
-      // Formed while the exponentials wait on lo, so that only one add
-      // follows the logarithm.
-      double const cost_plus_lo = fma(double(cost), scale, lo);
-      // Differences from the minimum are <= 0 and exact enough in double;
-      // only they meet the float special-function unit.
-      float const e_diag = exp2_approx(float(lo - diag));
-      float const e_up = exp2_approx(float(lo - up));
-      float const e_left = exp2_approx(float(lo - st.left));
-      float const sum = (e_diag + e_up) + e_left;
-      st.left = cost_plus_lo - double(log2_approx(sum));
+      SoftMinimum const sm =
+          kNearFirst ? soft_minimum_near_first<kInterior>(diag, up, st.left)
+                     : soft_minimum(diag, up, st.left);
+      // Formed while the exponentials wait, so that only one add follows
+      // the logarithm.
+      double const cost_plus_lo = fma(double(cost), scale, sm.lo);
+      st.left = cost_plus_lo - double(log2_approx(sm.sum));
       if constexpr (kRecompute) {
-        float const inv = reciprocal_approx(sum);
-        weights.diag(t, s.lane) = e_diag * inv;
-        weights.up(t, s.lane) = e_up * inv;
-        weights.left(ring, step, t, s.lane) = e_left * inv;
+        float const inv = reciprocal_approx(sm.sum);
+        weights.diag(t, s.lane) = sm.e_diag * inv;
+        weights.up(t, s.lane) = sm.e_up * inv;
+        weights.left(ring, step, t, s.lane) = sm.e_left * inv;
       } else {
         if (bottom && s.lane == kLanes - 1) publish(bottom + j, st.left);
         if (!kInterior && s.i == s.n - 1 && j == s.m - 1)
@@ -791,8 +842,9 @@ __device__ __forceinline__ void walk_block_cells(
 
 // Block c's walk, without the range test where the block is interior and
 // kSplitInterior (interior_forward_walks for the forward kernels,
-// interior_walks for the backward's recompute).
-template <bool kRecompute, bool kSplitInterior>
+// interior_walks for the backward's recompute), and with
+// soft_minimum_near_first where kNearFirst.
+template <bool kRecompute, bool kSplitInterior, bool kNearFirst>
 __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
                                            const Ring& ring,
                                            const BlockWeights& weights,
@@ -800,11 +852,11 @@ __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
                                            HandoverReader<double>& above, int c,
                                            double* bottom) {
   if (kSplitInterior && interior_block(s, c))
-    walk_block_cells<kRecompute, true>(P, s, ring, weights, st, above, c,
-                                       bottom);
+    walk_block_cells<kRecompute, true, kNearFirst>(P, s, ring, weights, st,
+                                                   above, c, bottom);
   else
-    walk_block_cells<kRecompute, false>(P, s, ring, weights, st, above, c,
-                                        bottom);
+    walk_block_cells<kRecompute, false, kNearFirst>(P, s, ring, weights, st,
+                                                    above, c, bottom);
 }
 
 __device__ __forceinline__ WalkState initial_state(const Strip& s) {
@@ -899,8 +951,9 @@ __global__ void __launch_bounds__(kWarps* kLanes)
       ck[0] = st.left;
       ck[kLanes] = st.up_last;
     }
-    walk_block<false, interior_forward_walks<kSeries, kCheckpoint>>(
-        P, s, ring, BlockWeights{}, st, above, c, bottom);
+    walk_block<false, interior_forward_walks<kSeries, kCheckpoint>,
+               near_first_walks<kD, false>>(P, s, ring, BlockWeights{}, st,
+                                            above, c, bottom);
     __syncwarp();
   };
   int const blocks = walk_blocks(s);
@@ -1199,7 +1252,8 @@ __device__ __forceinline__ void recompute_block(
   WalkState st{ck[0], ck[kLanes]};
   HandoverReader<double> above = above_reader(P, s);
   above.prefetch(kChunks * c, s.lane);
-  walk_block<true, kSplitInterior>(P, s, ring, weights, st, above, c, nullptr);
+  walk_block<true, kSplitInterior, near_first_walks<kD, true>>(
+      P, s, ring, weights, st, above, c, nullptr);
   __syncwarp();
 }
 

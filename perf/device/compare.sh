@@ -7,7 +7,8 @@
 # The baseline travels as an ignored path, for example
 #   git archive <commit> CMakeLists.txt CMakePresets.json cmake core backends \
 #     bindings perf tests | (mkdir -p .cache/ab-base && tar x -C .cache/ab-base)
-# and is built here with the same Kokkos source, compiler and flags.
+# and is built here with the same compiler and flags against this tree's
+# Kokkos install (one Kokkos build for both; its cache directory is locked).
 # Usage: perf/device/compare.sh BASE_DIR [rounds] [benchmark filter]
 # Writes $OUT/ab.json (every round's Google Benchmark output of both) and
 # prints each round's times side by side. Rounds 0 only builds the baseline.
@@ -22,6 +23,7 @@ if [ -x /usr/bin/g++ ]; then export CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++; f
 if [ ! -x "$base/build/cuda/bin/softwave_bench" ]; then
   (cd "$base" && cmake --preset cuda \
     -DSOFTWAVE_KOKKOS_SOURCE_DIR="$OLDPWD/.cache/kokkos-src" \
+    -DSOFTWAVE_KOKKOS_CACHE_DIR="$OLDPWD/.cache" \
     -DCMAKE_PREFIX_PATH="$deps/usr" -DSOFTWAVE_INSTALL_MISSING=OFF \
     >"$OUT/ab-configure.log" 2>&1 &&
     cmake --build --preset cuda -j "$(nproc)" --target softwave_bench \
