@@ -452,6 +452,16 @@ __device__ __forceinline__ void mma_3xtf32(float* acc, const Tf32Split (&a)[4],
   mma_tf32(acc, a[0].hi, a[1].hi, a[2].hi, a[3].hi, b[0].hi, b[1].hi);
 }
 
+// Where a lane's m16n8 accumulators sit in a 32-row block: element
+// [mi][ni][2h + e] is at row accumulator_row(mi, h, lane) and column
+// accumulator_column(ni, e, lane).
+__device__ __forceinline__ int accumulator_row(int mi, int h, int lane) {
+  return 16 * mi + (lane >> 2) + 8 * h;
+}
+__device__ __forceinline__ int accumulator_column(int ni, int e, int lane) {
+  return 8 * ni + 2 * (lane & 3) + e;
+}
+
 // acc (the 32×32 product (X − μ)(Y − μ)ᵀ of 32 staged x rows and 32 staged
 // y rows, d features, d % 8 == 0) in m16n8 accumulator fragments:
 // acc[mi][ni][r] is row 16mi + g + 8(r/2), column 8ni + 2t + r%2, with
@@ -563,7 +573,6 @@ __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
       float const y_norm = squared_norm<kD>(y_tile + s.lane * pitch, mu, d);
       float acc[2][4][4];
       tile_products<kD>(acc, x_strip, y_tile, mu, pitch, d, s.lane);
-      int const g = s.lane >> 2, t = s.lane & 3;
       // The lane's accumulators cover 4 rows and 8 columns: their norms are
       // fetched once each (12 shuffles a tile rather than 2 per element).
       float nx[2][2], ny[4][2];
@@ -571,20 +580,22 @@ __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          nx[mi][h] = __shfl_sync(kFull, x_norm, 16 * mi + g + 8 * h);
+          nx[mi][h] =
+              __shfl_sync(kFull, x_norm, accumulator_row(mi, h, s.lane));
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
         for (int e = 0; e < 2; ++e)
-          ny[ni][e] = __shfl_sync(kFull, y_norm, 8 * ni + 2 * t + e);
+          ny[ni][e] =
+              __shfl_sync(kFull, y_norm, accumulator_column(ni, e, s.lane));
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
-            int const row = 16 * mi + g + 8 * (r >> 1);
-            int const col = 8 * ni + 2 * t + (r & 1);
+            int const row = accumulator_row(mi, r >> 1, s.lane);
+            int const col = accumulator_column(ni, r & 1, s.lane);
             if (row < s.rows && col < cols)
               ring.at(j0 + col, row) = fmaxf(
                   nx[mi][r >> 1] + ny[ni][r & 1] - 2.f * acc[mi][ni][r], 0.f);
@@ -1052,18 +1063,17 @@ __device__ __forceinline__ void add_fragment_rows(
     const float* rows_of, int pitch, const float* mu, float two_w, int d,
     int lane, const Add& add) {
   constexpr int kBlocks = kD / 8;
-  int const g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int const row = 16 * mi + g + 8 * h;
+      int const row = accumulator_row(mi, h, lane);
       float const sum = sums[mi][h];
       if (row >= rows) continue;
       float const* v = rows_of + row * pitch;
 #pragma unroll
       for (int ni = 0; ni < kBlocks; ++ni) {
-        int const f = 8 * ni + 2 * t;
+        int const f = accumulator_column(ni, 0, lane);
         if (f >= d) break;
         float const* a = acc + (kBlocks * mi + ni) * 4 + 2 * h;
         add(row, f, two_w * (sum * (v[f] - mu[f]) - a[0]),
@@ -1376,7 +1386,7 @@ struct ExpectationWalk {
 #pragma unroll
           for (int h = 0; h < 2; ++h)
             row_sums[mi][h] =
-                __shfl_sync(kFull, row_sum, 16 * mi + (s.lane >> 2) + 8 * h);
+                __shfl_sync(kFull, row_sum, accumulator_row(mi, h, s.lane));
         add_fragment_rows<kD>(
             gx, row_sums, s.rows, x_strip, row_pitch<kVec>(d), mu, two_w, d,
             s.lane, [&](int i, int f, float a, float b) {

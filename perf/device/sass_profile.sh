@@ -7,8 +7,9 @@
 # build/cuda/bin/softwave_bench.
 #
 # Usage: perf/device/sass_profile.sh KERNEL_REGEX BENCHMARK_FILTER NAME
-#   writes $OUT/NAME.txt (ncu's summary sections) and $OUT/NAME.csv.gz (the
-#   source page: one row per SASS instruction).
+#   writes $OUT/NAME.txt (ncu's summary sections), $OUT/NAME.csv.gz (the
+#   source page: one row per SASS instruction) and $OUT/NAME.log (the
+#   profiled run's output).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 kernel=$1 filter=$2 name=$3
@@ -18,7 +19,9 @@ export LD_LIBRARY_PATH="/tmp/softwave-deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY
 ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu \
   /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "no ncu here"; exit 1; }
-report=$(mktemp -d)/$name
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+report=$work/$name
 # --launch-skip 1: the first launch also pays for module loading.
 "$ncu" -k "regex:$kernel" --launch-skip 1 --launch-count 1 \
   --section LaunchStats --section Occupancy --section SchedulerStats \
