@@ -462,6 +462,31 @@ __device__ __forceinline__ int accumulator_column(int ni, int e, int lane) {
   return 8 * ni + 2 * (lane & 3) + e;
 }
 
+// The values that lanes hold for their own row (or column) of the block,
+// gathered at the 4 rows (8 columns) of this lane's accumulators: one
+// shuffle each rather than one per accumulator. lane_of(o, e) names the
+// lane that holds out[o][e].
+template <int kOuter, class LaneOf>
+__device__ __forceinline__ void gather_lanes(float (&out)[kOuter][2], float v,
+                                             const LaneOf& lane_of) {
+#pragma unroll
+  for (int o = 0; o < kOuter; ++o)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      out[o][e] = __shfl_sync(kFull, v, lane_of(o, e));
+}
+__device__ __forceinline__ void gather_accumulator_rows(float (&out)[2][2],
+                                                        float v, int lane) {
+  gather_lanes(out, v,
+               [lane](int mi, int h) { return accumulator_row(mi, h, lane); });
+}
+__device__ __forceinline__ void gather_accumulator_columns(float (&out)[4][2],
+                                                           float v, int lane) {
+  gather_lanes(out, v, [lane](int ni, int e) {
+    return accumulator_column(ni, e, lane);
+  });
+}
+
 // acc (the 32×32 product (X − μ)(Y − μ)ᵀ of 32 staged x rows and 32 staged
 // y rows, d features, d % 8 == 0) in m16n8 accumulator fragments:
 // acc[mi][ni][r] is row 16mi + g + 8(r/2), column 8ni + 2t + r%2, with
@@ -573,21 +598,9 @@ __device__ void load_tile(const Params& P, const Strip& s, const Ring& ring,
       float const y_norm = squared_norm<kD>(y_tile + s.lane * pitch, mu, d);
       float acc[2][4][4];
       tile_products<kD>(acc, x_strip, y_tile, mu, pitch, d, s.lane);
-      // The lane's accumulators cover 4 rows and 8 columns: their norms are
-      // fetched once each (12 shuffles a tile rather than 2 per element).
       float nx[2][2], ny[4][2];
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          nx[mi][h] =
-              __shfl_sync(kFull, x_norm, accumulator_row(mi, h, s.lane));
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          ny[ni][e] =
-              __shfl_sync(kFull, y_norm, accumulator_column(ni, e, s.lane));
+      gather_accumulator_rows(nx, x_norm, s.lane);
+      gather_accumulator_columns(ny, y_norm, s.lane);
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
@@ -1381,12 +1394,7 @@ struct ExpectationWalk {
         std::int64_t const first = s.x_series * q.n_max + kLanes * s.w;
         // Σ_j E_ij of the rows this lane holds in gx's fragments.
         float row_sums[2][2];
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            row_sums[mi][h] =
-                __shfl_sync(kFull, row_sum, accumulator_row(mi, h, s.lane));
+        gather_accumulator_rows(row_sums, row_sum, s.lane);
         add_fragment_rows<kD>(
             gx, row_sums, s.rows, x_strip, row_pitch<kVec>(d), mu, two_w, d,
             s.lane, [&](int i, int f, float a, float b) {
