@@ -1,30 +1,20 @@
-# GoogleTest and Google Benchmark come from Debian's packages. On a fresh
-# machine where they are missing, configure installs them with apt-get (the
-# set-up runs as root there); elsewhere it says what to install.
-option(SOFTWAVE_INSTALL_MISSING "Install missing Debian packages with apt-get at configure time" ON)
+# GoogleTest and Google Benchmark come from Debian's packages, which
+# tools/setup.sh installs (the README's commands run it first); without them
+# configure says what to install or which option to turn off.
 
-function(softwave_require_package package debian_package)
+function(softwave_require_package package debian_package option)
   find_package(${package} QUIET)
-  if(${package}_FOUND)
-    return()
+  if(NOT ${package}_FOUND)
+    message(FATAL_ERROR
+      "softwave: ${option} is ON but ${package} was not found. Install it with "
+      "tools/setup.sh (as root; or apt-get install ${debian_package}), or configure "
+      "with -D${option}=OFF.")
   endif()
-  find_program(SOFTWAVE_APT_GET apt-get)
-  execute_process(COMMAND id -u OUTPUT_VARIABLE _uid OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(SOFTWAVE_INSTALL_MISSING AND SOFTWAVE_APT_GET AND _uid STREQUAL "0")
-    message(STATUS "softwave: ${package} missing, installing Debian package ${debian_package}")
-    execute_process(COMMAND ${SOFTWAVE_APT_GET} update -qq)
-    execute_process(COMMAND ${SOFTWAVE_APT_GET} install -y -qq --no-install-recommends ${debian_package}
-                    RESULT_VARIABLE _rc)
-    if(NOT _rc EQUAL 0)
-      message(FATAL_ERROR "softwave: apt-get install ${debian_package} failed (${_rc})")
-    endif()
-  endif()
-  find_package(${package} REQUIRED)
 endfunction()
 
 if(SOFTWAVE_ENABLE_TESTS)
-  softwave_require_package(GTest libgtest-dev)
+  softwave_require_package(GTest libgtest-dev SOFTWAVE_ENABLE_TESTS)
 endif()
 if(SOFTWAVE_ENABLE_BENCHMARKS)
-  softwave_require_package(benchmark libbenchmark-dev)
+  softwave_require_package(benchmark libbenchmark-dev SOFTWAVE_ENABLE_BENCHMARKS)
 endif()

@@ -24,7 +24,7 @@ if [ ! -x "$base/build/cuda/bin/softwave_bench" ]; then
   (cd "$base" && cmake --preset cuda \
     -DSOFTWAVE_KOKKOS_SOURCE_DIR="$OLDPWD/.cache/kokkos-src" \
     -DSOFTWAVE_KOKKOS_CACHE_DIR="$OLDPWD/.cache" \
-    -DCMAKE_PREFIX_PATH="$deps/usr" -DSOFTWAVE_INSTALL_MISSING=OFF \
+    -DCMAKE_PREFIX_PATH="$deps/usr" \
     >"$OUT/ab-configure.log" 2>&1 &&
     cmake --build --preset cuda -j "$(nproc)" --target softwave_bench \
       >"$OUT/ab-build.log" 2>&1) ||

@@ -48,7 +48,7 @@ fi
 step() { echo "== $1 ($(date +%T))"; }
 step configure
 cmake --preset cuda -DSOFTWAVE_KOKKOS_SOURCE_DIR="$PWD/.cache/kokkos-src" \
-  -DCMAKE_PREFIX_PATH="$deps/usr" -DSOFTWAVE_INSTALL_MISSING=OFF \
+  -DCMAKE_PREFIX_PATH="$deps/usr" \
   >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
 step build
 cmake --build --preset cuda -j "$(nproc)" >"$OUT/build.log" 2>&1 ||
