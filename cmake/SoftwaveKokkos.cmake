@@ -239,6 +239,8 @@ else()
       "bootstrapped from Debian trilinos source, ${_softwave_kokkos_prefix}")
 endif()
 
+include(SoftwaveKokkosCheck)
+
 # Files that use Kokkos must be compiled by nvcc_wrapper under CUDA. Kokkos'
 # config (3.4 through 4.x) arranges this itself by setting a global
 # RULE_LAUNCH_COMPILE that redirects every compile carrying Kokkos' flags;

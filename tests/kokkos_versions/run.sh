@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# The library's test suite against the Kokkos versions HPC sites bring with
+# find_package(Kokkos), beside the bootstrapped 3.4.1 of the presets:
+#
+#   4.6.01, g++           the current release (legacy View)
+#   develop, clang++      the mdspan-based View that Kokkos 5 makes the default
+#   develop + patch, g++  the same, with the upstream fix for g++ 12's
+#                         miscompilation (cmake/patches/kokkos-develop-gcc12-tracker.patch)
+#   develop, g++          unpatched: configure must refuse it, naming the cause
+#
+# Each Kokkos (OpenMP + Serial, Release) is built from the archives in
+# ../shared/deps/ and cached under .cache/kokkos-versions/; softwave's library,
+# CLI and GoogleTest suite are built against it in build/kokkos-<name>/ and
+# run at one OpenMP thread (ctest -L threads1).
+#
+#   usage: tests/kokkos_versions/run.sh [DEPS_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+deps=$(realpath "${1:-../shared/deps}")
+here=tests/kokkos_versions
+cache=$root/.cache/kokkos-versions
+release=$deps/kokkos-4.6.01.tar.gz
+develop=$deps/kokkos-develop-28848df.tar.gz
+fix=$root/cmake/patches/kokkos-develop-gcc12-tracker.patch
+for archive in "$release" "$develop"; do
+  [ -f "$archive" ] || { echo "kokkos_versions: $archive is missing" >&2; exit 2; }
+done
+
+declare -A counts
+
+# configure_softwave NAME CXX: configures build/kokkos-NAME against the
+# Kokkos in .cache/kokkos-versions/NAME; the output goes to FILE.
+configure_softwave() {
+  cmake -S . -B "build/kokkos-$1" -G Ninja -Wno-dev \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_COMPILER="$2" \
+    -DKokkos_ROOT="$cache/$1" \
+    -DSOFTWAVE_ENABLE_BENCHMARKS=OFF \
+    -DSOFTWAVE_TEST_THREADS=1
+}
+
+# suite NAME ARCHIVE CXX [PATCH]: builds Kokkos and softwave, runs the tests.
+suite() {
+  local name=$1 archive=$2 cxx=$3 patch_file=${4:-}
+  echo "== Kokkos $name"
+  "$here/build_kokkos.sh" "$archive" "$cache/$name" "$cxx" $patch_file
+  # develop must give the mdspan View, or this tests nothing new.
+  if [[ $name == develop* ]] &&
+      grep -q "define KOKKOS_ENABLE_IMPL_VIEW_LEGACY" "$cache/$name/include/KokkosCore_config.h"; then
+    echo "kokkos_versions: Kokkos $name was configured with the legacy View" >&2
+    exit 1
+  fi
+  configure_softwave "$name" "$cxx" >"$cache/$name.configure.log" ||
+    { cat "$cache/$name.configure.log"; exit 1; }
+  grep -E "Kokkos  |empty-View check" "$cache/$name.configure.log" || true
+  cmake --build "build/kokkos-$name"
+  local log=$cache/$name.ctest.log
+  if ! ctest --test-dir "build/kokkos-$name" -L threads1 --output-on-failure \
+      >"$log" 2>&1; then
+    tail -n 80 "$log"
+    echo "kokkos_versions: the test suite failed against Kokkos $name" >&2
+    exit 1
+  fi
+  counts[$name]=$(grep -E "tests passed" "$log")
+  echo "   ${counts[$name]}"
+}
+
+suite 4.6.01-g++ "$release" g++
+suite develop-clang++ "$develop" clang++
+suite develop-g++-patched "$develop" g++ "$fix"
+
+echo "== Kokkos develop-g++ (unpatched): configure must refuse it"
+if [ "$(g++ -dumpversion | cut -d. -f1)" != 12 ]; then
+  echo "kokkos_versions: g++ is $(g++ -dumpversion), not 12: the refusal cannot be tested" >&2
+  exit 1
+fi
+"$here/build_kokkos.sh" "$develop" "$cache/develop-g++" g++
+if configure_softwave develop-g++ g++ >"$cache/develop-g++.configure.log" 2>&1; then
+  echo "kokkos_versions: configure accepted unpatched Kokkos develop with g++ 12" >&2
+  exit 1
+fi
+for phrase in "miscompiles an empty Kokkos::View" "kokkos/kokkos#8223" \
+    "kokkos-develop-gcc12-tracker.patch" "Kokkos_ENABLE_IMPL_VIEW_LEGACY=ON"; do
+  grep -qF "$phrase" "$cache/develop-g++.configure.log" || {
+    cat "$cache/develop-g++.configure.log"
+    echo "kokkos_versions: the refusal does not say \"$phrase\"" >&2
+    exit 1
+  }
+done
+echo "   refused with the expected message"
+
+echo "== Kokkos versions: summary"
+for name in 4.6.01-g++ develop-clang++ develop-g++-patched; do
+  echo "   $name: ${counts[$name]}"
+done
+echo "   develop-g++ (unpatched): refused at configure"
