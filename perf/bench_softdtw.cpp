@@ -477,7 +477,10 @@ void register_grid(Grid grid) {
   if (kHasSpecialised)
     kernels.push_back({softwave::Kernel::specialised, "_specialised"});
   for (auto const& [kernel, suffix] : kernels) {
-    auto add = [&, kernel = kernel](const std::string& name, Kind kind) {
+    // Structured bindings are captured by init-capture: C++17 does not let
+    // a lambda capture them directly (clang and hipcc refuse it).
+    auto add = [&, kernel = kernel, suffix = suffix](const std::string& name,
+                                                     Kind kind) {
       return configure(benchmark::RegisterBenchmark(
           (name + suffix).c_str(), [kind, kernel](benchmark::State& state) {
             run_benchmark(state, kind, kernel);

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# After the `hip` preset's build and the HIP wheel: every executable and the
+# Python extension must carry AMD GPU code objects for the target (gfx90a
+# unless given), not just host code. There is no AMD GPU here to run them.
+#
+#   usage: tests/hip/check_offload.sh BUILD_DIR WHEEL_DIR [TARGET]
+set -euo pipefail
+build=${1:?usage: check_offload.sh BUILD_DIR WHEEL_DIR [TARGET]}
+wheels=${2:?usage: check_offload.sh BUILD_DIR WHEEL_DIR [TARGET]}
+target=${3:-gfx90a}
+
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+wheel=$(ls -t "$wheels"/softwave-*.whl | head -n 1)
+python3 -m zipfile -e "$wheel" "$scratch"
+
+# All but the three that use neither softwave nor Kokkos (the float64
+# reference's test and the CLI's file and end-to-end tests) must carry it.
+checked=()
+for binary in "$build"/bin/* "$scratch"/softwave/_core*.so; do
+  case $(basename "$binary") in
+    test_reference | softwave_cli_io_tests | softwave_cli_end_to_end_tests) continue ;;
+  esac
+  if ! readelf -S "$binary" | grep -q "\.hip_fatbin" ||
+      ! grep -qa "amdgcn-amd-amdhsa--$target" "$binary"; then
+    echo "tests/hip: $binary has no $target code object" >&2
+    exit 1
+  fi
+  checked+=("$(basename "$binary")")
+done
+for needed in softwave softwave_bench test_values; do
+  [[ " ${checked[*]} " == *" $needed "* ]] ||
+    { echo "tests/hip: $build/bin/$needed was not built" >&2; exit 1; }
+done
+[[ " ${checked[*]} " == *" _core"* ]] ||
+  { echo "tests/hip: the wheel has no extension module" >&2; exit 1; }
+echo "tests/hip: ${#checked[@]} binaries carry $target code: ${checked[*]}"
