@@ -71,3 +71,14 @@ def test_cuda_tensors_stay_on_the_gpu(rng):
     gpu = softwave.barycenter(torch.tensor(X, device="cuda"), gamma=0.5, tol=1e-9, max_iter=300)
     assert gpu.device.type == "cuda" and gpu.dtype == torch.float64
     np.testing.assert_allclose(gpu.cpu().numpy(), cpu, atol=1e-5)
+
+
+def test_init_none_is_the_mean_and_torch_starts_are_read_on_the_host(rng):
+    """init=None, the default's spelling in tslearn and sdtw-cuda-torch, is
+    'mean'; a torch start that requires grad is taken as its values."""
+    X = rng.standard_normal((4, 15, 2))
+    np.testing.assert_array_equal(softwave.barycenter(X, gamma=0.5, init=None), softwave.barycenter(X, gamma=0.5))
+    torch = pytest.importorskip("torch")
+    start = torch.tensor(X[1], requires_grad=True)
+    np.testing.assert_array_equal(softwave.barycenter(X, gamma=0.5, init=start),
+                                  softwave.barycenter(X, gamma=0.5, init=X[1]))

@@ -62,3 +62,15 @@ def test_barycenter_arguments():
     ]:
         with pytest.raises(ValueError, match=pattern):
             softwave.barycenter(X, **kwargs)
+
+
+def test_empty_torch_sequences_are_named_not_called_non_contiguous():
+    torch = pytest.importorskip("torch")
+    import softwave.torch as swt
+
+    # torch gives a (2, 0, 3) tensor the strides (3, 3, 1); it holds nothing,
+    # so the layout check must let it through to the library's own extent check.
+    x, y = torch.zeros(2, 0, 3), torch.zeros(2, 4, 3)
+    with pytest.raises(ValueError, match="x is empty") as raised:
+        swt.SoftDTW(gamma=1.0)(x, y)
+    assert "contiguous" not in str(raised.value)

@@ -1,7 +1,11 @@
 """softwave.torch: autograd (gradcheck in float64), the SoftDTW module's
-peer-compatible arguments, agreement with the NumPy front end and the
-float64 reference, and, where this build has CUDA, CUDA tensors on the
+peer-compatible arguments, unbatched inputs and sdtw-cuda-torch's entry
+points (softdtw, softdtw_barycenter), agreement with the NumPy front end and
+the float64 reference, and, where this build has CUDA, CUDA tensors on the
 current and on non-default streams."""
+
+import inspect
+import sys
 
 import numpy as np
 import pytest
@@ -82,8 +86,8 @@ def test_module_accepts_both_peers_signatures(rng):
     np.testing.assert_allclose(banded, [ref.sdtw(xn[b], yn[b], 0.5, band=2) for b in range(3)], rtol=1e-10)
     with pytest.raises(TypeError, match="use_cuda"):
         SoftDTW(0.5)
-    with pytest.raises(ValueError, match=r"\(B, N, d\)"):
-        SoftDTW()(x[0], y[0])
+    with pytest.raises(ValueError, match=r"x must be \(B, N, d\), \(N, d\) or \(N,\)"):
+        SoftDTW()(x[None], y)
 
 
 def test_dist_func_goes_through_the_cost_tensor(rng):
@@ -248,3 +252,180 @@ def test_half_inputs_are_read_natively(rng, device, half):
     assert d.dtype == torch.float32
     torch.testing.assert_close(d, swt.soft_dtw_divergence(x.detach().float(), y.detach().float(), 0.1),
                                rtol=1e-5, atol=1e-4)
+
+
+def unbatched(rng, layout, n, m, device="cpu"):
+    """One pair of series as (N, d) and (M, d), or (N,) and (M,)."""
+    shapes = ((n, 3), (m, 3)) if layout == "pair" else ((n,), (m,))
+    return tensors(rng, *shapes, device=device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["pair", "series"])
+def test_unbatched_inputs(rng, device, layout):
+    """(N, d) and (N,) series: SoftDTW and softdtw give (1,) as sdtw-cuda-torch
+    does, the functions a scalar; values are those of the batch of one and of
+    the float64 reference, and gradients come back in the inputs' shapes."""
+    x, y = unbatched(rng, layout, 9, 6, device)
+    xb = x.detach().reshape(1, 9, -1).requires_grad_()
+    yb = y.detach().reshape(1, 6, -1).requires_grad_()
+    xn, yn = x.detach().cpu().numpy(), y.detach().cpu().numpy()
+    for normalize, reference in ((False, ref.sdtw), (True, ref.divergence)):
+        batched = SoftDTW(gamma=0.3, normalize=normalize)(xb, yb)
+        batched.sum().backward()
+        function = swt.soft_dtw_divergence if normalize else swt.soft_dtw
+        for call, shape in ((lambda: SoftDTW(gamma=0.3, normalize=normalize)(x, y), (1,)),
+                            (lambda: swt.softdtw(x, y, gamma=0.3, normalize=normalize), (1,)),
+                            (lambda: function(x, y, 0.3), ())):
+            values = call()
+            values.sum().backward()
+            assert values.shape == shape
+            torch.testing.assert_close(values.reshape(1), batched)
+            assert x.grad.shape == x.shape and y.grad.shape == y.shape
+            torch.testing.assert_close(x.grad, xb.grad.reshape(x.shape))
+            torch.testing.assert_close(y.grad, yb.grad.reshape(y.shape))
+            x.grad = y.grad = None
+        np.testing.assert_allclose(batched.item(), reference(xn, yn, 0.3), rtol=1e-10)
+        xb.grad = yb.grad = None
+    # The gradient of the unbatched value against central differences.
+    swt.soft_dtw(x, y, 0.3).backward()
+    expected = ref.numerical_grad(lambda a: ref.sdtw(a, yn, 0.3), xn)
+    np.testing.assert_allclose(x.grad.cpu().numpy(), expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("layout", ["pair", "series"])
+def test_unbatched_alignment_dtw_cost_and_dist_func(rng, layout):
+    x, y = unbatched(rng, layout, 8, 5)
+    xb, yb = x.detach().reshape(1, 8, -1), y.detach().reshape(1, 5, -1)
+    E = swt.soft_dtw_alignment(x, y, 0.2)
+    assert E.shape == (8, 5)
+    torch.testing.assert_close(E, swt.soft_dtw_alignment(xb, yb, 0.2)[0])
+    value, path = swt.dtw(x, y)
+    values, paths = swt.dtw(xb, yb)
+    assert value.shape == () and path.shape[1] == 2
+    torch.testing.assert_close(value, values[0])
+    torch.testing.assert_close(path, paths[0])
+    assert swt.dtw(x, y, return_path=False).shape == ()
+    cost = torch.cdist(xb[0], yb[0]).pow(2).requires_grad_()
+    torch.testing.assert_close(swt.soft_dtw_cost(cost, 0.2), swt.soft_dtw(x, y, 0.2))
+
+    def manhattan(a, b):
+        return (a[:, :, None, :] - b[:, None, :, :]).abs().sum(-1)
+
+    custom = SoftDTW(gamma=0.2, dist_func=manhattan)(x, y)
+    custom.sum().backward()
+    assert custom.shape == (1,) and x.grad.shape == x.shape
+    gx = x.grad.clone()
+    x.grad = None
+    builtin = swt.soft_dtw(x, y, 0.2, dist="l1")
+    builtin.backward()
+    torch.testing.assert_close(custom[0], builtin)
+    torch.testing.assert_close(gx, x.grad)
+
+
+def test_unbatched_layouts_and_errors(rng):
+    x, y = tensors(rng, (9, 2), (3, 6, 2))
+    # As in sdtw-cuda-torch, SoftDTW reads each input on its own: (N, d)
+    # against a batch of one is one pair, against a larger batch an error.
+    torch.testing.assert_close(SoftDTW(gamma=0.5)(x, y[:1]), swt.soft_dtw(x[None], y[:1], 0.5))
+    with pytest.raises(ValueError, match="batch sizes"):
+        SoftDTW(gamma=0.5)(x, y)
+    # The functions take one layout for both inputs.
+    with pytest.raises(ValueError, match="x and y"):
+        swt.soft_dtw(x, y)
+    with pytest.raises(ValueError, match="y must be"):
+        SoftDTW()(x, y[None])
+    with pytest.raises(TypeError, match="y must be a torch.Tensor"):
+        SoftDTW()(x, [[0.0, 1.0]])
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        swt.softdtw(x.tolist(), x)
+    with pytest.raises(ValueError, match=r"dist\(x, y\) must return"):
+        SoftDTW(dist_func=lambda a, b: a.sum(-1))(x, x)
+
+
+def test_softdtw_takes_sdtw_cuda_torch_arguments(rng):
+    """softdtw and SoftDTW with sdtw-cuda-torch's keywords and defaults give
+    soft_dtw's values and gradients; fused is accepted in every setting."""
+    parameters = inspect.signature(swt.softdtw).parameters
+    peer = dict(gamma=1.0, bandwidth=None, normalize=False, dist="sqeuclidean", fused=None)
+    for name, default in peer.items():
+        assert parameters[name].kind == inspect.Parameter.KEYWORD_ONLY and parameters[name].default == default
+    module = inspect.signature(SoftDTW).parameters
+    for name, default in peer.items():
+        assert module[name].default == default
+    x, y = tensors(rng, (3, 11, 2), (3, 8, 2))
+    expected = swt.soft_dtw(x, y, 0.4, bandwidth=3)
+    expected.sum().backward()
+    gx, gy = x.grad.clone(), y.grad.clone()
+    for fused in (None, True, False):
+        for dist in ("sqeuclidean", "sq_euclidean", "Squared_Euclidean"):
+            x.grad = y.grad = None
+            values = swt.softdtw(x, y, gamma=0.4, bandwidth=3, normalize=False, dist=dist, fused=fused)
+            values.sum().backward()
+            torch.testing.assert_close(values, expected)
+            torch.testing.assert_close(x.grad, gx)
+            torch.testing.assert_close(y.grad, gy)
+        module = SoftDTW(gamma=0.4, bandwidth=3.0, normalize=True, dist="sqeuclidean", fused=fused)
+        torch.testing.assert_close(module(x, y), swt.soft_dtw_divergence(x, y, 0.4, bandwidth=3))
+    assert swt.softdtw(x, y).shape == (3,)
+    torch.testing.assert_close(swt.softdtw(x, y), swt.soft_dtw(x, y))  # the peer's defaults: γ = 1, no band
+    torch.testing.assert_close(swt.softdtw(x, y, gamma=0.0), swt.dtw(x, y, return_path=False))
+    torch.testing.assert_close(swt.softdtw(x, y, gamma=0.4, dist="l1"), swt.soft_dtw(x, y, 0.4, dist="l1"))
+    with pytest.raises(TypeError, match="fused"):
+        swt.softdtw(x, y, fused="yes")
+    with pytest.raises(TypeError, match="fused"):
+        SoftDTW(fused=1)
+    with pytest.raises(ValueError, match="dist"):
+        swt.softdtw(x, y, dist="euclidean")
+    with pytest.raises(ValueError, match="gamma must be > 0"):
+        swt.softdtw(x, y, gamma=-1.0)
+    with pytest.raises(ValueError, match="gamma must be finite"):
+        SoftDTW(gamma=float("inf"))
+    with pytest.raises(ValueError, match="bandwidth"):
+        swt.softdtw(x, y, bandwidth=-1)
+    with pytest.raises(TypeError, match="dist or as dist_func"):
+        SoftDTW(dist=lambda a, b: a, dist_func=lambda a, b: a)
+
+
+def test_softdtw_barycenter_is_softwave_barycenter(rng, capsys):
+    """softdtw_barycenter with sdtw-cuda-torch's arguments runs
+    softwave.barycenter: same result, (N, d), detached, in X's dtype."""
+    X = torch.tensor(rng.standard_normal((5, 20, 2)))
+    expected = softwave.barycenter(X, gamma=0.5, max_iter=200, tol=1e-9)
+    for fused in (None, True, False):
+        z = swt.softdtw_barycenter(X, gamma=0.5, weights=None, max_iter=200, lr=0.1, init=None, device=None,
+                                   verbose=False, fused=fused, early_stopping=True, patience=10, tol=1e-9)
+        assert z.shape == (20, 2) and z.dtype == X.dtype and not z.requires_grad
+        torch.testing.assert_close(z, expected)
+    torch.testing.assert_close(swt.softdtw_barycenter_cpu(X, gamma=0.5, max_iter=200, tol=1e-9), expected)
+    torch.testing.assert_close(swt.softdtw_barycenter(X, gamma=0.5, max_iter=200, tol=1e-9, device="cpu"), expected)
+    # It is a barycenter: no worse than the peer's start, the weighted mean.
+    Xn = X.numpy()
+    objective = lambda z: np.mean([ref.sdtw(z, s, 0.5) for s in Xn])  # noqa: E731
+    assert objective(expected.numpy()) <= objective(Xn.mean(0))
+
+    weights = torch.tensor([0.1, 0.2, 0.3, 0.2, 0.2])
+    start = X[0].clone().requires_grad_()
+    torch.testing.assert_close(
+        swt.softdtw_barycenter(X.float(), gamma=0.5, weights=weights, init=start, method="adam", lr=0.05,
+                               max_iter=30),
+        softwave.barycenter(X.float(), gamma=0.5, weights=weights.numpy(), init=X[0].numpy(), method="adam",
+                            learning_rate=0.05, max_iter=30))
+    # early_stopping=False: only max_iter or a standstill stops it.
+    torch.testing.assert_close(swt.softdtw_barycenter(X, gamma=0.5, max_iter=7, early_stopping=False),
+                               softwave.barycenter(X, gamma=0.5, max_iter=7, tol=sys.float_info.min))
+    swt.softdtw_barycenter(X, gamma=0.5, max_iter=5, verbose=True)
+    assert "iterations" in capsys.readouterr().out
+
+    with pytest.raises(ValueError, match="gamma"):
+        swt.softdtw_barycenter(X, gamma=0.0)
+    with pytest.raises(TypeError, match="fused"):
+        swt.softdtw_barycenter(X, fused="auto")
+    with pytest.raises(ValueError, match="patience"):
+        swt.softdtw_barycenter(X, patience=0)
+    with pytest.raises(ValueError, match="max_iter"):
+        swt.softdtw_barycenter(X, max_iter=0)
+    with pytest.raises(TypeError, match="X must be a torch.Tensor"):
+        swt.softdtw_barycenter(Xn)
+    with pytest.raises(ValueError, match="init"):
+        swt.softdtw_barycenter(X, init=torch.zeros(20, 3))

@@ -103,8 +103,9 @@ def barycenter(
     X: (B, N, d) or (B, N) array (NumPy, torch on CPU or CUDA, or JAX), or a
     list of series of different lengths (N_i, d). weights: (B,) ≥ 0 (default
     uniform). lengths: per-series lengths of a padded batch. init: 'mean'
-    (weighted mean of the series resampled to L), 'medoid' (the series with
-    the smallest summed Soft-DTW to the others) or an (L, d) array. length:
+    or None (weighted mean of the series resampled to L), 'medoid' (the
+    series with the smallest summed Soft-DTW to the others) or an (L, d)
+    array (a torch tensor may be on CUDA). length:
     L (default N, or init's length). method: 'lbfgs' or 'adam'. Returns z as
     the input's array type and device (float32 input stays float32), and
     with return_report also a dict (iterations, evaluations, objective,
@@ -115,6 +116,10 @@ def barycenter(
     optional_int("max_iter", max_iter, 1)
     optional_int("history", history, 1)
     framework = "list" if isinstance(X, (list, tuple)) else _framework(X)
+    if init is None:  # the default's spelling in tslearn and sdtw-cuda-torch
+        init = "mean"
+    elif _framework(init) == "torch":  # the start is computed on the host
+        init = init.detach().cpu().numpy()
 
     # The start is computed on the host (a copy of X for CUDA tensors); the
     # optimisation then runs where X lives.

@@ -33,9 +33,11 @@ def check_gamma(gamma, *, allow_zero: bool = True) -> float:
     if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
         raise TypeError(f"softwave: gamma must be a real number (got {type(gamma).__name__})")
     gamma = float(gamma)
-    if not math.isfinite(gamma) or gamma < 0 or (gamma == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"softwave: gamma must be finite and {bound} (got {gamma})")
+    if not math.isfinite(gamma):
+        raise ValueError(f"softwave: gamma must be finite (got {gamma})")
+    if gamma < 0 or (gamma == 0 and not allow_zero):
+        bound = "> 0 (Soft-DTW) or 0 (hard DTW)" if allow_zero else "> 0"
+        raise ValueError(f"softwave: gamma must be {bound} (got {gamma})")
     return gamma
 
 
@@ -54,10 +56,23 @@ def band_of(bandwidth) -> int:
     return -1 if band == 0 else band
 
 
+# sdtw-cuda-torch's other names of the squared Euclidean cost; it reads
+# dist case-insensitively. Accepting both keeps its users' dist strings valid.
+_DIST_ALIASES = {"sq_euclidean": "sqeuclidean", "squared_euclidean": "sqeuclidean"}
+
+
+def dist_of(dist) -> str:
+    """The built-in cost named by dist (any case, peer spellings included)."""
+    if isinstance(dist, str):
+        name = _DIST_ALIASES.get(dist.lower(), dist.lower())
+        if name in DISTS:
+            return name
+    raise ValueError(f"softwave: dist must be one of {', '.join(DISTS)} or a callable (got {dist!r})")
+
+
 def options(gamma=1.0, bandwidth=None, dist="sqeuclidean", kernel="automatic", *, allow_zero_gamma=True,
             check_inputs=None) -> Options:
-    if dist not in DISTS:
-        raise ValueError(f"softwave: dist must be one of {', '.join(DISTS)} or a callable (got {dist!r})")
+    dist = dist_of(dist)
     if kernel not in KERNELS:
         raise ValueError(f"softwave: kernel must be one of {', '.join(KERNELS)} (got {kernel!r})")
     if check_inputs is not None and not isinstance(check_inputs, bool):

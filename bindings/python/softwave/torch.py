@@ -11,6 +11,10 @@ When an input requires grad, the forward computes the gradients too, in the
 same fused pass (no B×N×M table is ever kept); backward only scales them by
 the incoming gradient. Double backward is not supported.
 
+``SoftDTW``, ``softdtw`` and ``softdtw_barycenter`` take sdtw-cuda-torch's
+arguments (``SoftDTW`` also pytorch-softdtw-cuda's), so that
+``import softwave.torch as softdtw_cuda`` is all a migration needs.
+
 Example::
 
     import torch
@@ -23,15 +27,20 @@ Example::
 
 from __future__ import annotations
 
+import sys
 from typing import Callable, Optional, Union
 
 import torch
 
 from . import _engine
-from ._common import Options, options
+from ._barycenter import barycenter
+from ._common import Options, optional_int, options
 
 __all__ = [
     "SoftDTW",
+    "softdtw",
+    "softdtw_barycenter",
+    "softdtw_barycenter_cpu",
     "soft_dtw",
     "soft_dtw_divergence",
     "soft_dtw_alignment",
@@ -74,12 +83,16 @@ class _TorchAdapter(_engine.Adapter):
 _adapter = _TorchAdapter()
 
 
+def _tensor(name: str, t) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"softwave: {name} must be a torch.Tensor (got {type(t).__name__})")
+    return t
+
+
 def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
     """The float type the core runs in for these inputs."""
     for name, t in zip(("x", "y"), tensors):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"softwave: {name} must be a torch.Tensor (got {type(t).__name__})")
-        if not (t.dtype.is_floating_point):
+        if not _tensor(name, t).dtype.is_floating_point:
             raise TypeError(f"softwave: {name} must be a floating-point tensor (got {t.dtype})")
     if len(tensors) == 2:
         x, y = tensors
@@ -154,24 +167,75 @@ class _SoftDTWCostFunction(torch.autograd.Function):
 
 
 def _batched(x: torch.Tensor, y: torch.Tensor):
-    x3, single = _engine.as_batch("x", x)
-    y3, _ = _engine.as_batch("y", y, x.ndim)
+    """(B, N, d) views of a batch of pairs or of one pair ((N, d) or (N,)
+    each), and whether it was one pair."""
+    x3, single = _engine.as_batch("x", _tensor("x", x))
+    y3, _ = _engine.as_batch("y", _tensor("y", y), x.ndim)
     return x3, y3, single
+
+
+def _batch_of_pairs(name: str, t) -> torch.Tensor:
+    """How SoftDTW and softdtw read an input, as sdtw-cuda-torch does: an
+    unbatched series (N, d) or (N,) is a batch of one, so the result stays
+    (B,), (1,) for one pair. A view: gradients reach t in its own shape."""
+    return _engine.as_batch(name, _tensor(name, t))[0]
 
 
 def _wants_grad(*tensors: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
-def _series_call(x, y, opts, divergence, lengths_x, lengths_y):
-    x3, y3, single = _batched(x, y)
+def _options(gamma, bandwidth, dist, kernel, check_inputs):
+    """The checked options, and the cost function when dist is a callable
+    (x, y) → (B, N, M) rather than the name of a built-in cost."""
+    if callable(dist):
+        return options(gamma, bandwidth, "sqeuclidean", kernel, check_inputs=check_inputs), dist
+    return options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs), None
+
+
+def _check_fused(fused) -> None:
+    # sdtw-cuda-torch's choice of whether to build the cost tensor. softwave
+    # never builds it for a built-in cost, so there is nothing to choose:
+    # the flag is only checked, and fused=True works on the CPU too.
+    if fused is not None and not isinstance(fused, bool):
+        raise TypeError(f"softwave: fused must be None, True or False (got {type(fused).__name__})")
+
+
+def _user_cost(dist_func: Callable, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    cost = dist_func(a, b)
+    want = (a.shape[0], a.shape[1], b.shape[1])
+    if not isinstance(cost, torch.Tensor) or tuple(cost.shape) != want:
+        got = tuple(cost.shape) if isinstance(cost, torch.Tensor) else type(cost).__name__
+        raise ValueError(f"softwave: dist(x, y) must return a (B, N, M) = {want} tensor (got {got})")
+    return cost
+
+
+def _series_values(x3, y3, opts: Options, divergence: bool, dist_func: Optional[Callable], lengths_x, lengths_y):
+    """(B,) Soft-DTW values (or divergences) of (B, N, d) / (B, M, d) batches,
+    differentiable w.r.t. x3 and y3."""
+    if dist_func is not None:  # the user's cost tensor: autograd flows through dist_func
+        def sdtw(a, b, lengths_a, lengths_b):
+            return _SoftDTWCostFunction.apply(_user_cost(dist_func, a, b), lengths_a, lengths_b, opts)
+
+        values = sdtw(x3, y3, lengths_x, lengths_y)
+        if divergence:
+            values = values - 0.5 * (sdtw(x3, x3, lengths_x, lengths_x) + sdtw(y3, y3, lengths_y, lengths_y))
+        return values
     if _wants_grad(x3, y3):
-        values = _SoftDTWFunction.apply(x3, y3, lengths_x, lengths_y, opts, divergence)
-    else:  # inference: values only, without autograd's bookkeeping
-        dtype = _compute_dtype(x3, y3)
-        _check_device(x3)
-        values, *_ = _engine.soft_dtw(_adapter, _prepare(x3, dtype), _prepare(y3, dtype), opts,
-                                      divergence=divergence, lengths_x=lengths_x, lengths_y=lengths_y)
+        return _SoftDTWFunction.apply(x3, y3, lengths_x, lengths_y, opts, divergence)
+    # inference: values only, without autograd's bookkeeping
+    dtype = _compute_dtype(x3, y3)
+    _check_device(x3)
+    values, *_ = _engine.soft_dtw(_adapter, _prepare(x3, dtype), _prepare(y3, dtype), opts,
+                                  divergence=divergence, lengths_x=lengths_x, lengths_y=lengths_y)
+    return values
+
+
+def _pair_values(x, y, divergence, gamma, bandwidth, dist, lengths_x, lengths_y, kernel, check_inputs):
+    """soft_dtw and soft_dtw_divergence: (B,) for batches, a scalar for one pair."""
+    opts, dist_func = _options(gamma, bandwidth, dist, kernel, check_inputs)
+    x3, y3, single = _batched(x, y)
+    values = _series_values(x3, y3, opts, divergence, dist_func, lengths_x, lengths_y)
     return values[0] if single else values
 
 
@@ -180,7 +244,8 @@ def soft_dtw(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0, *, bandwidth=
              kernel: str = "automatic", check_inputs: Optional[bool] = None) -> torch.Tensor:
     """Soft-DTW values sdtw_γ(x_b, y_b), differentiable w.r.t. x and y.
 
-    x: (B, N, d), y: (B, M, d) → (B,); (N, d) / (N,) single series → a scalar.
+    x: (B, N, d), y: (B, M, d) → (B,); one pair of series, (N, d) and (M, d)
+    or (N,) and (M,), → a scalar (SoftDTW and softdtw give (1,) instead).
     bandwidth: Sakoe–Chiba half-width (cells); None or 0 means no band.
     dist: 'sqeuclidean', 'l1', 'cosine', or a callable dist(x, y) → (B, N, M)
     cost tensor (autograd then flows through it). lengths_x / lengths_y:
@@ -190,32 +255,16 @@ def soft_dtw(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0, *, bandwidth=
     CPU tensors only, since on CUDA the check waits for the stream (unchecked,
     lengths are clamped into range and a NaN makes its pair's value NaN).
     """
-    if callable(dist):
-        x3, y3, single = _batched(x, y)
-        values = soft_dtw_cost(dist(x3, y3), gamma, bandwidth=bandwidth, lengths_x=lengths_x,
-                               lengths_y=lengths_y, kernel=kernel, check_inputs=check_inputs)
-        return values[0] if single else values
-    return _series_call(x, y, options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs), False,
-                        lengths_x, lengths_y)
+    return _pair_values(x, y, False, gamma, bandwidth, dist, lengths_x, lengths_y, kernel, check_inputs)
 
 
 def soft_dtw_divergence(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0, *, bandwidth=None,
                         dist: Union[str, Callable] = "sqeuclidean", lengths_x=None, lengths_y=None,
                         kernel: str = "automatic", check_inputs: Optional[bool] = None) -> torch.Tensor:
     """Soft-DTW divergence sdtw(x, y) − ½ sdtw(x, x) − ½ sdtw(y, y): ≥ 0 and
-    zero iff x = y (Blondel et al. 2021); N ≠ M is fine."""
-    if callable(dist):
-        x3, y3, single = _batched(x, y)
-        xy = soft_dtw_cost(dist(x3, y3), gamma, bandwidth=bandwidth, lengths_x=lengths_x, lengths_y=lengths_y,
-                           kernel=kernel, check_inputs=check_inputs)
-        xx = soft_dtw_cost(dist(x3, x3), gamma, bandwidth=bandwidth, lengths_x=lengths_x, lengths_y=lengths_x,
-                           kernel=kernel, check_inputs=check_inputs)
-        yy = soft_dtw_cost(dist(y3, y3), gamma, bandwidth=bandwidth, lengths_x=lengths_y, lengths_y=lengths_y,
-                           kernel=kernel, check_inputs=check_inputs)
-        values = xy - 0.5 * (xx + yy)
-        return values[0] if single else values
-    return _series_call(x, y, options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs), True,
-                        lengths_x, lengths_y)
+    zero iff x = y (Blondel et al. 2021); N ≠ M is fine. Shapes and
+    arguments as in soft_dtw."""
+    return _pair_values(x, y, True, gamma, bandwidth, dist, lengths_x, lengths_y, kernel, check_inputs)
 
 
 def soft_dtw_cost(cost: torch.Tensor, gamma: float = 1.0, *, bandwidth=None, lengths_x=None, lengths_y=None,
@@ -239,9 +288,9 @@ def soft_dtw_alignment(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0, *, 
     [0, 1], zero outside each pair's lengths; gamma = 0 gives the optimal
     path's indicator. Not differentiable (returned detached)."""
     opts = options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs)
-    dtype = _compute_dtype(x, y)
-    _check_device(x)
     x3, y3, single = _batched(x, y)
+    dtype = _compute_dtype(x3, y3)
+    _check_device(x3)
     _, _, _, e = _engine.soft_dtw(_adapter, _prepare(x3, dtype), _prepare(y3, dtype), opts, alignment=True,
                                   lengths_x=lengths_x, lengths_y=lengths_y)
     return e[0] if single else e
@@ -324,36 +373,42 @@ def dtw(x: torch.Tensor, y: torch.Tensor, *, bandwidth=None, dist: str = "sqeucl
     tensors of 0-based (i, j) from (0, 0) to (N_b − 1, M_b − 1) (one tensor for
     a single pair). Ties go diagonal, then up, then left."""
     opts = options(0.0, bandwidth, dist, check_inputs=check_inputs)
-    values = _series_call(x, y, opts, False, lengths_x, lengths_y)
-    if not return_path:
-        return values
-    dtype = _compute_dtype(x, y)
     x3, y3, single = _batched(x, y)
+    values = _series_values(x3, y3, opts, False, None, lengths_x, lengths_y)
+    if not return_path:
+        return values[0] if single else values
+    dtype = _compute_dtype(x3, y3)
     _, path, length = _engine.dtw_path(_adapter, _prepare(x3, dtype), _prepare(y3, dtype), opts,
                                        lengths_x=lengths_x, lengths_y=lengths_y)
     counts = length.tolist()
     paths = [path[b, : counts[b]].long() for b in range(path.shape[0])]
-    return (values, paths[0]) if single else (values, paths)
+    return (values[0], paths[0]) if single else (values, paths)
 
 
 class SoftDTW(torch.nn.Module):
     """Soft-DTW loss between batches of series, a drop-in for the peers'
     modules: ``SoftDTW(gamma=1.0, bandwidth=None, normalize=False,
-    dist="sqeuclidean")`` as in sdtw-cuda-torch, and ``SoftDTW(use_cuda,
-    gamma, normalize, bandwidth, dist_func)`` as in pytorch-softdtw-cuda.
+    dist="sqeuclidean", fused=None)`` as in sdtw-cuda-torch, and
+    ``SoftDTW(use_cuda, gamma, normalize, bandwidth, dist_func)`` as in
+    pytorch-softdtw-cuda (tslearn's SoftDTWLossPyTorch(gamma, normalize,
+    dist_func) too).
 
-    forward(x (B, N, d), y (B, M, d)) → (B,) values. normalize=True returns
-    the Soft-DTW divergence (works for N ≠ M, unlike the peers).
-    use_cuda is accepted for compatibility: the computation runs where the
-    tensors are. dist_func(x, y) → (B, N, M) gives a custom cost (autograd
-    flows through it). fused is accepted and ignored (softwave never builds
-    the B×N×M cost tensor for the built-in costs). check_inputs: as in
-    soft_dtw (None: check CPU tensors, not CUDA ones, which would wait for
-    the stream on every call).
+    forward(x, y) → (B,) values for x (B, N, d) and y (B, M, d); an
+    unbatched series, (N, d) or (N,), is read as a batch of one, as in
+    sdtw-cuda-torch, so one pair gives shape (1,). normalize=True returns
+    the Soft-DTW divergence (works for N ≠ M, unlike the peers); gamma = 0 is
+    hard DTW (the peers refuse it). use_cuda is accepted for compatibility:
+    the computation runs where the tensors are. dist: a built-in cost's name
+    ('sq_euclidean' and 'squared_euclidean' are read as 'sqeuclidean') or a
+    callable; dist_func(x, y) → (B, N, M) gives a custom cost (autograd flows
+    through it). fused is accepted and ignored (softwave never builds the
+    B×N×M cost tensor for the built-in costs). check_inputs: as in soft_dtw
+    (None: check CPU tensors, not CUDA ones, which would wait for the stream
+    on every call).
     """
 
     def __init__(self, use_cuda: Optional[bool] = None, gamma: float = 1.0, normalize: bool = False,
-                 bandwidth=None, dist_func: Optional[Callable] = None, *, dist: str = "sqeuclidean",
+                 bandwidth=None, dist_func: Optional[Callable] = None, *, dist: Union[str, Callable] = "sqeuclidean",
                  fused: Optional[bool] = None, kernel: str = "automatic",
                  check_inputs: Optional[bool] = None):
         super().__init__()
@@ -364,24 +419,67 @@ class SoftDTW(torch.nn.Module):
             )
         if dist_func is not None and not callable(dist_func):
             raise TypeError("softwave: dist_func must be callable (x, y) -> (B, N, M)")
+        _check_fused(fused)
+        self._options, cost_function = _options(gamma, bandwidth, dist, kernel, check_inputs)
+        if cost_function is not None and dist_func is not None:
+            raise TypeError("softwave: pass the cost function as dist or as dist_func, not both")
         self.use_cuda = use_cuda
         self.normalize = bool(normalize)
-        self.dist_func = dist_func
+        self.dist_func = dist_func if dist_func is not None else cost_function
         self.fused = fused
-        self._options = options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs)
         self.gamma, self.bandwidth, self.dist = self._options.gamma, bandwidth, dist
 
     def forward(self, x: torch.Tensor, y: torch.Tensor, lengths_x=None, lengths_y=None) -> torch.Tensor:
-        for name, t in (("x", x), ("y", y)):
-            if not isinstance(t, torch.Tensor) or t.ndim != 3:
-                shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-                raise ValueError(f"softwave: SoftDTW takes {name} as (B, N, d) (got {shape})")
-        if self.dist_func is not None:
-            function = soft_dtw_divergence if self.normalize else soft_dtw
-            return function(x, y, self.gamma, bandwidth=self.bandwidth, dist=self.dist_func,
-                            lengths_x=lengths_x, lengths_y=lengths_y, kernel=self._options.kernel,
-                            check_inputs=self._options.check)
-        return _series_call(x, y, self._options, self.normalize, lengths_x, lengths_y)
+        return _series_values(_batch_of_pairs("x", x), _batch_of_pairs("y", y), self._options, self.normalize,
+                              self.dist_func, lengths_x, lengths_y)
 
     def extra_repr(self) -> str:
         return f"gamma={self.gamma}, bandwidth={self.bandwidth}, normalize={self.normalize}, dist={self.dist!r}"
+
+
+def softdtw(x: torch.Tensor, y: torch.Tensor, *, gamma: float = 1.0, bandwidth=None, normalize: bool = False,
+            dist: Union[str, Callable] = "sqeuclidean", fused: Optional[bool] = None, lengths_x=None,
+            lengths_y=None, kernel: str = "automatic", check_inputs: Optional[bool] = None) -> torch.Tensor:
+    """sdtw-cuda-torch's functional entry point: ``SoftDTW(gamma=...,
+    bandwidth=..., normalize=..., dist=..., fused=...)(x, y)``, with the same
+    shapes ((B,), or (1,) for one unbatched pair) and arguments; the rest are
+    soft_dtw's."""
+    _check_fused(fused)
+    opts, dist_func = _options(gamma, bandwidth, dist, kernel, check_inputs)
+    return _series_values(_batch_of_pairs("x", x), _batch_of_pairs("y", y), opts, bool(normalize), dist_func,
+                          lengths_x, lengths_y)
+
+
+def softdtw_barycenter(X: torch.Tensor, *, gamma: float = 1.0, weights=None, max_iter: int = 100, lr: float = 0.1,
+                       init: Optional[torch.Tensor] = None, device=None, verbose: bool = False,
+                       fused: Optional[bool] = None, early_stopping: bool = True, patience: int = 10,
+                       tol: float = 1e-5, method: str = "lbfgs", bandwidth=None,
+                       dist: str = "sqeuclidean") -> torch.Tensor:
+    """sdtw-cuda-torch's barycenter entry point on softwave.barycenter: the
+    series z minimising Σ_b w_b sdtw_γ(z, X_b) for X (B, N, d), returned
+    detached, (N, d) (or init's length), on X's device (or `device`).
+
+    The optimiser is softwave's L-BFGS unless method='adam', whose step is lr
+    (the peer runs Adam with cosine annealing). init: None (the weighted
+    mean of X) or an (L, d) tensor. tol: softwave's stopping rule (relative
+    decrease of the objective, see softwave.barycenter); early_stopping=False
+    runs until max_iter or until the objective stops changing. patience and
+    fused are accepted and have nothing to set; verbose prints the
+    optimiser's report.
+    """
+    _tensor("X", X)
+    _check_fused(fused)
+    optional_int("patience", patience, 1)
+    if device is not None:
+        X = X.to(device)
+    z, report = barycenter(X, gamma, weights, method=method, max_iter=max_iter,
+                           tol=tol if early_stopping else sys.float_info.min, init=init,
+                           bandwidth=bandwidth, dist=dist, learning_rate=lr, return_report=True)
+    if verbose:
+        print(f"softwave.torch.softdtw_barycenter: {report}")
+    return z
+
+
+def softdtw_barycenter_cpu(X: torch.Tensor, **kwargs) -> torch.Tensor:
+    """sdtw-cuda-torch's softdtw_barycenter_cpu: softdtw_barycenter on the CPU."""
+    return softdtw_barycenter(X, device="cpu", **kwargs)

@@ -53,11 +53,15 @@ Borrowed borrow(const char* name, const Optional& array) {
   b.device_id = a.device_id();
   b.shape.resize(a.ndim());
   // C-contiguous: strides (in elements) are the suffix products of the
-  // shape; extents of 1 may carry any stride.
+  // shape; extents of 1 may carry any stride, and so may every extent of an
+  // empty array (torch gives (2, 0, 3) the strides (3, 3, 1)), which holds
+  // nothing to lay out.
+  bool empty = false;
+  for (std::size_t i = 0; i < a.ndim(); ++i) empty = empty || a.shape(i) == 0;
   std::int64_t expected = 1;
   for (std::size_t i = a.ndim(); i-- > 0;) {
     b.shape[i] = static_cast<std::int64_t>(a.shape(i));
-    if (a.shape(i) != 1 && a.stride(i) != expected)
+    if (!empty && a.shape(i) != 1 && a.stride(i) != expected)
       throw std::invalid_argument(std::string("softwave: ") + name +
                                   " must be C-contiguous");
     expected *= static_cast<std::int64_t>(a.shape(i));
