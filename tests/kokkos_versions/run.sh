@@ -9,15 +9,21 @@
 #   develop, g++          unpatched: configure must refuse it, naming the cause
 #
 # Each Kokkos (OpenMP + Serial, Release) is built from the archives in
-# ../shared/deps/ and cached under .cache/kokkos-versions/; softwave's library,
-# CLI and GoogleTest suite are built against it in build/kokkos-<name>/ and
-# run at one OpenMP thread (ctest -L threads1).
+# ../shared/deps/ (or $SOFTWAVE_KOKKOS_ARCHIVES) and cached under
+# .cache/kokkos-versions/; softwave's library, CLI and GoogleTest suite are
+# built against it in build/kokkos-<name>/ and run at one OpenMP thread
+# (ctest -L threads1).
 #
-#   usage: tests/kokkos_versions/run.sh [DEPS_DIR]
+# With `hip`, instead: Kokkos 4.6.01's HIP backend for gfx90a (hipcc), and
+# softwave's library, CLI and tests compiled and linked against it, each with
+# gfx90a code (tests/hip/check_offload.sh); there is no AMD GPU to run them.
+#
+#   usage: tests/kokkos_versions/run.sh [openmp|hip]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
-deps=$(realpath "${1:-../shared/deps}")
+mode=${1:-openmp}
+deps=$(realpath "${SOFTWAVE_KOKKOS_ARCHIVES:-../shared/deps}")
 here=tests/kokkos_versions
 cache=$root/.cache/kokkos-versions
 release=$deps/kokkos-4.6.01.tar.gz
@@ -29,16 +35,33 @@ done
 
 declare -A counts
 
-# configure_softwave NAME CXX: configures build/kokkos-NAME against the
-# Kokkos in .cache/kokkos-versions/NAME; the output goes to FILE.
+# configure_softwave NAME CXX [ARGS...]: configures build/kokkos-NAME
+# against the Kokkos in .cache/kokkos-versions/NAME.
 configure_softwave() {
   cmake -S . -B "build/kokkos-$1" -G Ninja -Wno-dev \
     -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CXX_COMPILER="$2" \
     -DKokkos_ROOT="$cache/$1" \
     -DSOFTWAVE_ENABLE_BENCHMARKS=OFF \
-    -DSOFTWAVE_TEST_THREADS=1
+    -DSOFTWAVE_TEST_THREADS=1 "${@:3}"
 }
+
+if [ "$mode" = hip ]; then
+  # hipcc's target for the files that do not take Kokkos' flags (it would
+  # otherwise probe for a GPU).
+  export HCC_AMDGPU_TARGET=gfx90a
+  echo "== Kokkos 4.6.01-hip (gfx90a)"
+  # Debian's ROCm has no rocThrust, which only Kokkos::sort would use.
+  "$here/build_kokkos.sh" "$release" "$cache/4.6.01-hip" hipcc -- \
+    -DKokkos_ENABLE_HIP=ON -DKokkos_ARCH_AMD_GFX90A=ON -DKokkos_ENABLE_ROCTHRUST=OFF
+  configure_softwave 4.6.01-hip hipcc -DSOFTWAVE_KOKKOS_BACKEND=HIP \
+    >"$cache/4.6.01-hip.configure.log" || { cat "$cache/4.6.01-hip.configure.log"; exit 1; }
+  grep -E "Kokkos  |empty-View check" "$cache/4.6.01-hip.configure.log" || true
+  cmake --build build/kokkos-4.6.01-hip
+  tests/hip/check_offload.sh build/kokkos-4.6.01-hip
+  exit 0
+fi
+[ "$mode" = openmp ] || { echo "usage: tests/kokkos_versions/run.sh [openmp|hip]" >&2; exit 2; }
 
 # suite NAME ARCHIVE CXX [PATCH]: builds Kokkos and softwave, runs the tests.
 suite() {
