@@ -241,6 +241,15 @@ endif()
 
 include(SoftwaveKokkosCheck)
 
+# The enabled Kokkos backends, in one order: the summary prints them, and the
+# installed package config requires an application's Kokkos to have the same.
+set(SOFTWAVE_KOKKOS_BACKENDS "")
+foreach(_softwave_backend_name SERIAL OPENMP THREADS CUDA HIP SYCL)
+  if(Kokkos_ENABLE_${_softwave_backend_name})
+    list(APPEND SOFTWAVE_KOKKOS_BACKENDS ${_softwave_backend_name})
+  endif()
+endforeach()
+
 # Files that use Kokkos must be compiled by nvcc_wrapper under CUDA. Kokkos'
 # config (3.4 through 4.x) arranges this itself by setting a global
 # RULE_LAUNCH_COMPILE that redirects every compile carrying Kokkos' flags;

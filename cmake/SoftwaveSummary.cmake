@@ -1,10 +1,4 @@
 # One short block at the end of configure: what was found and enabled.
-set(_softwave_backends "")
-foreach(_backend SERIAL OPENMP THREADS CUDA HIP SYCL)
-  if(Kokkos_ENABLE_${_backend})
-    list(APPEND _softwave_backends ${_backend})
-  endif()
-endforeach()
 # Specialised (vendor) paths live in backends/<vendor>; the portable Kokkos
 # kernels serve everything they do not cover.
 if(Kokkos_ENABLE_CUDA)
@@ -15,7 +9,7 @@ endif()
 message(STATUS "")
 message(STATUS "softwave ${PROJECT_VERSION} configuration")
 message(STATUS "  Kokkos            ${Kokkos_VERSION} (${SOFTWAVE_KOKKOS_ORIGIN})")
-message(STATUS "  Kokkos backends   ${_softwave_backends}")
+message(STATUS "  Kokkos backends   ${SOFTWAVE_KOKKOS_BACKENDS}")
 message(STATUS "  specialised paths ${_softwave_specialised}")
 message(STATUS "  build type        ${CMAKE_BUILD_TYPE}")
 message(STATUS "  CLI / tests / benchmarks  ${SOFTWAVE_ENABLE_CLI} / ${SOFTWAVE_ENABLE_TESTS} / ${SOFTWAVE_ENABLE_BENCHMARKS}")
