@@ -75,7 +75,7 @@
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
 
-#include "softdtw_fused.hpp"  // set_kernel_warps (--softwave_warps)
+#include "softdtw/fused.hpp"  // set_kernel_warps (--softwave_warps)
 #endif
 
 namespace {

@@ -12,7 +12,7 @@
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
 
-#include "softdtw_fused.hpp"
+#include "softdtw/fused.hpp"
 #endif
 
 namespace {

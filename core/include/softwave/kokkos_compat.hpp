@@ -5,6 +5,7 @@
 #include <Kokkos_Core.hpp>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #if KOKKOS_VERSION >= 40000
 #define SOFTWAVE_KOKKOS_MATH Kokkos
@@ -57,6 +58,19 @@ inline void initialize(int num_threads, bool quiet = false) {
   Kokkos::initialize(arguments);
 #endif
 }
+
+// A Kokkos Tools region for a scope, which profilers show around the
+// kernels launched in it (Kokkos::Profiling::ScopedRegion arrived in 4.x;
+// pushRegion and popRegion are in 3.4 too).
+class ScopedRegion {
+ public:
+  explicit ScopedRegion(const std::string& name) {
+    Kokkos::Profiling::pushRegion(name);
+  }
+  ~ScopedRegion() { Kokkos::Profiling::popRegion(); }
+  ScopedRegion(const ScopedRegion&) = delete;
+  ScopedRegion& operator=(const ScopedRegion&) = delete;
+};
 
 // Kokkos 3.x has no Kokkos::printf; kernels here never print, so nothing to
 // wrap. Scan/reduce join operators with `volatile` arguments (3.x) are avoided

@@ -7,22 +7,23 @@
 #include <softwave/barycenter.hpp>
 #include <string>
 
+#include "common/data_checks.hpp"
 #include "device_vectors.hpp"
 #include "objective.hpp"
 #include "optimisers.hpp"
-#include "softdtw/validate.hpp"
 
 namespace softwave::impl {
 namespace {
 
 // γ = 0 (hard DTW) is allowed elsewhere, but f is not smooth there, so
-// gradient-based optimisers have nothing sound to follow.
+// gradient-based optimisers have nothing sound to follow. The other Soft-DTW
+// options are checked by the Soft-DTW entry points, at the first evaluation
+// of f, before anything is changed.
 void check_smooth(const SoftDTWOptions& options) {
   if (!(options.gamma > 0) || !std::isfinite(options.gamma))
     throw_invalid_argument(
         "gamma must be finite and > 0 for a barycenter (got ", options.gamma,
         "): f is not smooth at gamma = 0");
-  check_options(options);
 }
 
 void check_optimiser(const BarycenterOptions& options) {
@@ -91,9 +92,9 @@ WeightsView<T, Space> checked_weights(const Space& space,
   if (B == 0)
     throw_invalid_argument(
         "X has no series (X.extent(0) = 0): a barycenter needs at least one");
-  DataChecks<Space> checks(space, /*enabled=*/true);
-  checks.template finite_series<T>(
-      X, checks.lengths(lengths, "lengths", B, X.extent(1)), "X");
+  DataChecks<Space> checks(space, /*enabled=*/true, "barycenter");
+  checks.finite_series(X, checks.lengths(lengths, "lengths", B, X.extent(1)),
+                       "X");
   checks.finish();
   if (weights.extent(0) == 0 && weights.data() == nullptr) {
     ArrayView1<T, Space> uniform(

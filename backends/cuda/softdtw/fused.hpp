@@ -1,5 +1,6 @@
 #pragma once
-// The CUDA-specialised Soft-DTW path: one persistent kernel per direction.
+// The CUDA-specialised Soft-DTW path: one persistent kernel per direction
+// (docs/design.md §4.3).
 //
 // Each warp owns a strip of 32 rows of one pair (lane l = row l) and walks
 // the strip's anti-diagonals from the left edge to the right in one go:
@@ -84,15 +85,9 @@ struct Outputs {
   double scale = 1;
 };
 
-// Stream-ordered device memory on the instance's stream (cudaMallocAsync /
-// cudaFreeAsync): Kokkos 3.4 frees views with cudaFree, which waits for the
-// whole device, so a call's own intermediate arrays come from here.
-void* stream_allocate(const Kokkos::Cuda& space, std::size_t bytes);
-void stream_free(const Kokkos::Cuda& space, void* pointer);
-
 // Warps per strip of the forward and the backward kernel: 0 (the default)
 // lets the library choose (see two_warp_forward and two_warp_backward in
-// softdtw_fused.cpp); 1 or 2 forces one, so tests can run every variant on
+// fused.cpp); 1 or 2 forces one, so tests can run every variant on
 // the same inputs. Process-wide.
 void set_kernel_warps(int forward, int backward);
 

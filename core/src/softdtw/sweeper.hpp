@@ -1,0 +1,267 @@
+#pragma once
+// How the tile sweeps run: the scratch plan (tile edge, scratch level),
+// team sizes, the boundary rows a checkpointed sweep keeps, and the Sweeper
+// that launches one anti-diagonal of tiles after another.
+//
+// One part of softdtw.cpp's translation unit (its entry points use these;
+// nothing else includes them): sweeper.hpp, then call_arrays.hpp.
+
+#include <algorithm>
+#include <climits>
+#include <memory>
+#include <softwave/softdtw.hpp>
+#include <vector>
+
+#include "costs.hpp"
+#include "geometry.hpp"
+#include "specialised.hpp"
+#include "sweep.hpp"
+
+namespace softwave::impl {
+namespace {
+
+template <class Space>
+std::size_t backward_scratch_bytes(int tile) {
+  return BackwardTiles<Space, TensorCost<double, Space>>::scratch_bytes(
+      tile, kFeatureChunk);
+}
+
+// Tile edge and team-scratch level for a sweep. Host backends use level 1:
+// both levels are ordinary memory there and level 0 is capped at 32 KiB.
+// Devices prefer on-chip level 0 and fall back to level 1 (global memory,
+// slower) for a requested tile too large for it.
+struct ScratchPlan {
+  int tile;
+  int level;
+};
+
+template <class Space>
+ScratchPlan scratch_plan(const SoftDTWOptions& options) {
+  check_options(options);
+  using Policy = Kokkos::TeamPolicy<Space>;
+  auto const level_for = [](int tile) {
+    std::size_t const bytes = backward_scratch_bytes<Space>(tile);
+    if (!runs_on_host<Space>() &&
+        bytes <= std::size_t(Policy::scratch_size_max(0)))
+      return 0;
+    return bytes <= std::size_t(Policy::scratch_size_max(1)) ? 1 : -1;
+  };
+  int const preferred_level = runs_on_host<Space>() ? 1 : 0;
+  if (options.tile > 0) {
+    int const level = level_for(options.tile);
+    if (level < 0)
+      throw_invalid_argument(
+          "tile = ", options.tile, " needs ",
+          backward_scratch_bytes<Space>(options.tile),
+          " bytes of team scratch, more than this execution space offers (",
+          Policy::scratch_size_max(1), " bytes)");
+    return {options.tile, level};
+  }
+  int tile = runs_on_host<Space>() ? 64 : 32;
+  while (tile > 4 && level_for(tile) != preferred_level) tile /= 2;
+  return {tile, level_for(tile)};
+}
+
+// Host backends run one thread per tile (rows in order, cache-resident).
+// On devices one thread per tile row walks the anti-diagonals, and the cost
+// and gradient products, most of a tile's time at larger d, spread over the
+// whole team. A team takes up to four times as many threads while the launch
+// (`teams` tiles) stays under an eighth of the device's concurrency: beyond
+// that the extra threads cost occupancy. On an H100, fwd+bwd 16/512/64 went
+// from 6.6 to 3.8 ms with four threads per row; two per row on every launch
+// made 32/2048/1 slower, 15.8 to 24.3 ms.
+template <class Space>
+int team_size_for(const Space& space, int tile, std::int64_t teams) {
+  if constexpr (runs_on_host<Space>()) return 1;
+  std::int64_t const budget = std::int64_t(space.concurrency()) / 8;
+  int size = std::min(tile, 128);
+  while (size < 4 * tile && size * 2 <= 128 && teams * size * 2 <= budget)
+    size *= 2;
+  return size;
+}
+
+template <class Space>
+using AccValues = Kokkos::View<acc_t*, typename Space::memory_space>;
+
+template <class Space>
+CallArray<AccValues<Space>> acc_values(const Space& space, std::int64_t count) {
+  return call_array<AccValues<Space>>(space, "softwave::softdtw::values_acc",
+                                      /*zero=*/false, count);
+}
+
+// Cells one boundary row (or column) of a checkpointed sweep keeps: the whole
+// row, or with a band its in-band part, at most Band::row_cells.
+template <class Space, class CostProvider>
+std::pair<std::int64_t, std::int64_t> boundary_cells(
+    const Space& space, const CostProvider& cost, Band band, std::int64_t pairs,
+    std::int64_t n_max, std::int64_t m_max) {
+  if (band.width < 0) return {m_max + 1, n_max + 1};
+  std::int64_t row = 0, col = 0;
+  Kokkos::parallel_reduce(
+      "softwave::softdtw::band_cells",
+      Kokkos::RangePolicy<Space>(space, 0, pairs),
+      KOKKOS_LAMBDA(std::int64_t p, std::int64_t & row_max,
+                    std::int64_t & col_max) {
+        std::int64_t const n = cost.n(p), m = cost.m(p);
+        std::int64_t const r = band.row_cells(n, m), c = band.row_cells(m, n);
+        row_max = r > row_max ? r : row_max;
+        col_max = c > col_max ? c : col_max;
+      },
+      Kokkos::Max<std::int64_t>(row), Kokkos::Max<std::int64_t>(col));
+  return {std::min(row, m_max + 1), std::min(col, n_max + 1)};
+}
+
+// Runs the sweeps for `pairs` pairs of one cost provider.
+template <class Space, class CostProvider>
+class Sweeper {
+ public:
+  using T = typename CostProvider::value_type;
+
+  Sweeper(const Space& space, const CostProvider& cost,
+          const SoftDTWOptions& options, std::int64_t n_max, std::int64_t m_max)
+      : space_(space),
+        cost_(cost),
+        band_(band_of(options)),
+        gamma_(options.gamma),
+        plan_(scratch_plan<Space>(options)),
+        tiling_(plan_.tile, n_max, m_max),
+        n_max_(n_max),
+        m_max_(m_max),
+        options_(options),
+        specialised_(use_specialised(cost, options)) {}
+
+  CostProvider& cost() { return cost_; }
+
+  // Forward only, O(N + M) memory per pair: values (double) of `pairs` pairs.
+  void forward(std::int64_t pairs, const AccValues<Space>& values) {
+    if (specialised_)
+      return Specialised::run(space_, cost_, options_, pairs, values.data(),
+                              nullptr);
+    if (workspace_.row_checkpoints.extent(0) < std::size_t(pairs))
+      workspace_ = allocate(pairs, /*backward=*/false);
+    ForwardTiles<Space, CostProvider> tiles;
+    setup(tiles);
+    tiles.values = values;
+    for (int k = 0; k < tiling_.diagonals(); ++k)
+      launch(tiles, k, pairs, "softwave::softdtw::forward_tiles");
+  }
+
+  // Forward with checkpoints, then backward: values and every output asked
+  // for in `outputs` and in the cost provider (gradients are added to).
+  void forward_backward(std::int64_t pairs, const AccValues<Space>& values,
+                        const BackwardOutputs<T, Space>& outputs) {
+    if (specialised_)
+      return Specialised::run(space_, cost_, options_, pairs, values.data(),
+                              &outputs);
+    workspace_ = allocate(pairs, /*backward=*/true);
+    ForwardTiles<Space, CostProvider> forward_tiles;
+    setup(forward_tiles);
+    forward_tiles.values = values;
+    for (int k = 0; k < tiling_.diagonals(); ++k)
+      launch(forward_tiles, k, pairs, "softwave::softdtw::forward_tiles");
+    BackwardTiles<Space, CostProvider> backward_tiles;
+    setup(backward_tiles);
+    backward_tiles.outputs = outputs;
+    for (int k = tiling_.diagonals() - 1; k >= 0; --k)
+      launch(backward_tiles, k, pairs, "softwave::softdtw::backward_tiles");
+  }
+
+ private:
+  using Specialised = SpecialisedPath<Space, CostProvider>;
+
+  static bool use_specialised(const CostProvider& cost,
+                              const SoftDTWOptions& options) {
+    if (options.kernel == Kernel::portable) return false;
+    std::string const why = Specialised::unavailable(cost, options);
+    if (why.empty()) return true;
+    if (options.kernel == Kernel::specialised)
+      throw_invalid_argument("kernel = specialised does not apply: ", why);
+    return false;
+  }
+
+  // The sweep's arrays come from call_array: stream-ordered on Kokkos::Cuda,
+  // so releasing them waits for nothing (a Kokkos 3.4 view would be freed
+  // with cudaFree, which waits for the whole device).
+  Array3<Space> workspace_array(const char* label, bool zero, std::int64_t a,
+                                std::int64_t b, std::int64_t c) {
+    auto array = call_array<Array3<Space>>(space_, label, zero, a, b, c);
+    workspace_memory_.push_back(array.owner);
+    return array.view;
+  }
+
+  Workspace<Space> allocate(std::int64_t pairs, bool backward) {
+    workspace_memory_.clear();
+    Workspace<Space> ws;
+    ws.rolling = !backward;
+    int const row_slots = backward ? tiling_.rows : 1;
+    int const col_slots = backward ? tiling_.cols : 1;
+    auto const [row_cells, col_cells] =
+        backward
+            ? boundary_cells(space_, cost_, band_, pairs, n_max_, m_max_)
+            : std::pair<std::int64_t, std::int64_t>{m_max_ + 1, n_max_ + 1};
+    ws.row_checkpoints = workspace_array("softwave::softdtw::row_checkpoints",
+                                         false, pairs, row_slots, row_cells);
+    ws.col_checkpoints = workspace_array("softwave::softdtw::col_checkpoints",
+                                         false, pairs, col_slots, col_cells);
+    ws.corners = workspace_array("softwave::softdtw::corners", false, pairs,
+                                 tiling_.rows, tiling_.cols);
+    if (backward) {
+      // Messages are added to by up to two tiles, so they start at zero.
+      ws.from_below = workspace_array("softwave::softdtw::from_below", true,
+                                      pairs, tiling_.rows, row_cells);
+      ws.from_right = workspace_array("softwave::softdtw::from_right", true,
+                                      pairs, tiling_.cols, col_cells);
+    }
+    return ws;
+  }
+
+  template <class Tiles>
+  void setup(Tiles& tiles) const {
+    tiles.cost = cost_;
+    tiles.band = band_;
+    tiles.soft = decltype(tiles.soft)(gamma_);
+    tiles.feature_chunk = cost_.feature_chunk();
+    tiles.tiling = tiling_;
+    tiles.workspace = workspace_;
+    tiles.scratch_level = plan_.level;
+  }
+
+  template <class Tiles>
+  void launch(Tiles& tiles, int k, std::int64_t pairs,
+              const char* label) const {
+    tiles.diagonal = k;
+    tiles.first_row = tiling_.first_row(k);
+    tiles.tiles_on = tiling_.tiles_on(k);
+    int const teams = int(pairs * tiles.tiles_on);
+    auto policy = compat::light_weight(Kokkos::TeamPolicy<Space>(
+        space_, teams, team_size_for(space_, tiling_.tile, teams)));
+    policy.set_scratch_size(plan_.level,
+                            Kokkos::PerTeam(Tiles::scratch_bytes(
+                                tiling_.tile, tiles.feature_chunk)));
+    Kokkos::parallel_for(label, policy, tiles);
+  }
+
+  Space space_;
+  CostProvider cost_;
+  Band band_;
+  acc_t gamma_;
+  ScratchPlan plan_;
+  Tiling tiling_;
+  std::int64_t n_max_, m_max_;
+  SoftDTWOptions options_;
+  bool specialised_;
+  Workspace<Space> workspace_;
+  std::vector<std::shared_ptr<void>> workspace_memory_;  // keeps workspace_
+};
+
+template <class Space, class CostProvider>
+Sweeper<Space, CostProvider> make_sweeper(const Space& space,
+                                          const CostProvider& cost,
+                                          const SoftDTWOptions& options,
+                                          std::int64_t n_max,
+                                          std::int64_t m_max) {
+  return Sweeper<Space, CostProvider>(space, cost, options, n_max, m_max);
+}
+
+}  // namespace
+}  // namespace softwave::impl
