@@ -1,6 +1,6 @@
 // softwave_bench: Google Benchmark harness for the Soft-DTW entry points
-// (DESIGN.md §7). Runs on Kokkos::DefaultExecutionSpace, so the same source
-// times OpenMP here and CUDA on the GPU machine.
+// (docs/design.md §8). Runs on Kokkos::DefaultExecutionSpace, so the same
+// source times OpenMP here and CUDA on the GPU machine.
 //
 //   BM_Forward/B/N/d          softwave::soft_dtw (values only)
 //   BM_ForwardBackward/B/N/d  softwave::soft_dtw_value_and_grad, values +

@@ -8,9 +8,11 @@
 # SOFTWAVE_BUILD_DIR names another; a folder that is not configured yet is
 # configured (the preset for build/openmp; otherwise Ninja + Release plus
 # $SOFTWAVE_CMAKE_ARGS, e.g. "-DKokkos_ROOT=/opt/kokkos -DSOFTWAVE_ENABLE_TESTS=OFF").
-# Output: perf/results/openmp-<date>.json (Google Benchmark JSON) and a
-# markdown table on stdout (perf/summarize.py). OMP_NUM_THREADS defaults to
-# nproc; OMP_PROC_BIND=false.
+# Output, in the build tree (never in git):
+#   <build>/perf-results/softdtw-openmp-<threads>threads-<date>-<commit>.json
+# (Google Benchmark JSON) and a markdown table on stdout (perf/summarize.py).
+# perf/RESULTS.md says which results are kept in perf/results/ and how they
+# are named. OMP_NUM_THREADS defaults to nproc; OMP_PROC_BIND=false.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,11 +29,12 @@ if [[ ! -f "$build/CMakeCache.txt" ]]; then
 fi
 cmake --build "$build" --target softwave_bench
 
-mkdir -p "$repo/perf/results"
-out="$repo/perf/results/openmp-$(date +%Y-%m-%d-%H%M%S).json"
-
 export OMP_PROC_BIND=false
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+
+commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)
+mkdir -p "$build/perf-results"
+out="$build/perf-results/softdtw-openmp-${OMP_NUM_THREADS}threads-$(date +%Y-%m-%d-%H%M%S)-$commit.json"
 echo "softwave_bench: OMP_NUM_THREADS=$OMP_NUM_THREADS, writing $out" >&2
 
 "$build/bin/softwave_bench" \

@@ -2,7 +2,7 @@
 """Prints a markdown table from a softwave_bench JSON file (Google Benchmark's
 --benchmark_out_format=json).
 
-    python3 perf/summarize.py perf/results/openmp-<date>.json
+    python3 perf/summarize.py build/openmp/perf-results/softdtw-openmp-<...>.json
 
 One row per benchmark: manual time (ms), Mcells/s, measured peak workspace
 and the header's formula (MiB), the matching peer figure and the speedup
