@@ -126,7 +126,7 @@ int run_barycenter(const std::vector<std::string>& arguments) {
   options.softdtw = settings.options(L, set.length);
   OutputFile file("--output", output);
 
-  const KokkosSession session(settings.threads);
+  const KokkosScope kokkos(settings.threads);
   const auto start = std::chrono::steady_clock::now();
   const bool medoid = init == "medoid";
   const BarycenterRun run = settings.dtype == Dtype::float32

@@ -290,7 +290,7 @@ int run_cluster(const std::vector<std::string>& arguments) {
   std::optional<OutputFile> centroids_file;
   if (centroids_path) centroids_file.emplace("--centroids", *centroids_path);
 
-  const KokkosSession session(distance.threads);
+  const KokkosScope kokkos(distance.threads);
   const auto start = std::chrono::steady_clock::now();
   const Clustering result = distance.dtype == Dtype::float32
                                 ? best_of<float>(set, settings, seed, n_init)

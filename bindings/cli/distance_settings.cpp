@@ -92,11 +92,11 @@ JsonLine& add_execution_space(JsonLine& json) {
            static_cast<int>(Kokkos::DefaultExecutionSpace().concurrency()));
 }
 
-KokkosSession::KokkosSession(int threads) {
+KokkosScope::KokkosScope(int threads) {
   // Quiet: Kokkos' start-up warnings would land in the JSON/CSV on stdout.
   compat::initialize(threads, /*quiet=*/true);
 }
 
-KokkosSession::~KokkosSession() { Kokkos::finalize(); }
+KokkosScope::~KokkosScope() { Kokkos::finalize(); }
 
 }  // namespace softwave::cli

@@ -1,6 +1,6 @@
 #pragma once
 // The options knn and pairwise share (γ, band, cost, dtype, threads), their
-// parsing, and the Kokkos session they run in.
+// parsing, and the Kokkos scope they run in.
 
 #include <cstddef>
 #include <cstdint>
@@ -53,12 +53,12 @@ JsonLine& add_execution_space(JsonLine& json);
 // Kokkos::initialize with the requested thread count for its lifetime.
 // Kokkos' start-up warnings are switched off: they would go to stdout,
 // which carries the results.
-class KokkosSession {
+class KokkosScope {
  public:
-  explicit KokkosSession(int threads);
-  ~KokkosSession();
-  KokkosSession(const KokkosSession&) = delete;
-  KokkosSession& operator=(const KokkosSession&) = delete;
+  explicit KokkosScope(int threads);
+  ~KokkosScope();
+  KokkosScope(const KokkosScope&) = delete;
+  KokkosScope& operator=(const KokkosScope&) = delete;
 };
 
 }  // namespace softwave::cli

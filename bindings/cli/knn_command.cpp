@@ -102,7 +102,7 @@ int run_knn(const std::vector<std::string>& arguments) {
   check_same_dims(train, "--train", test, "--test");
   const SoftDTWOptions options = settings.options(test.length, train.length);
 
-  const KokkosSession session(settings.threads);
+  const KokkosScope kokkos(settings.threads);
   const KnnResult result = settings.dtype == Dtype::float32
                                ? classify<float>(train, test, options)
                                : classify<double>(train, test, options);

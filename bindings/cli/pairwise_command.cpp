@@ -98,7 +98,7 @@ int run_pairwise(const std::vector<std::string>& arguments) {
   const std::string out_name = output ? *output : std::string("stdout");
   const MatrixFormat format = file ? file->format() : MatrixFormat::csv;
   {
-    const KokkosSession session(settings.threads);
+    const KokkosScope kokkos(settings.threads);
     if (settings.dtype == Dtype::float32) {
       write_pairwise<float>(x, y, options, what, out, out_name, format);
     } else {

@@ -144,7 +144,7 @@ __device__ __forceinline__ void tile_products(float (&acc)[2][4][4],
 // put them in local memory. Up to kD = 16 the loop is unrolled over kD
 // (the forward at 8/8192/16 takes 0.88 of the time); at kD = 64 it runs to d
 // (unrolled, the forward at 32/4096/64 takes 1.08). Same-call A/Bs on an
-// H100, perf/RESULTS.md.
+// H100, perf/RESULTS.md, "Measured choices".
 template <int kD>
 __device__ __forceinline__ float squared_norm(const float* row, const float* mu,
                                               int d) {

@@ -118,14 +118,15 @@ __device__ __forceinline__ HandoverReader<double> above_reader(const Params& P,
 // pair, short of its last cell: a full strip, and columns 32c − 31 through
 // 32c + 31 in [0, m − 1). Such a block (all but a strip's first and last
 // ones) walks without the per-step test of the cell's range, which costs
-// ~50 of a step's ~400 cycles (perf/RESULTS.md). The pair's last
-// cell, which writes the value or seeds E, is never in one.
+// ~50 of a step's ~400 cycles (perf/RESULTS.md, "Measured choices"). The pair's
+// last cell, which writes the value or seeds E, is never in one.
 __device__ __forceinline__ bool interior_block(const Strip& s, int c) {
   return s.rows == kLanes && c >= 1 && kLanes * c + kLanes - 1 < s.m - 1;
 }
 
 // Which kernels' walks take the interior variant where they can, from
-// same-call A/Bs against the general walk alone on an H100 (perf/RESULTS.md):
+// same-call A/Bs against the general walk alone on an H100 (perf/RESULTS.md,
+// "Measured choices"):
 // - series forwards: 0.86–1.01 of the time on every shape of the grid;
 // - series backwards with two warps or d ≤ 16: fwd+bwd 0.91–0.98;
 // - the one-warp series backward at d = 64 (32/2048/64, 32/4096/64):
@@ -142,8 +143,8 @@ template <bool kSeries, bool kCheckpoint>
 constexpr bool interior_forward_walks = kSeries || !kCheckpoint;
 
 // Which walks take soft_minimum_near_first, from same-call A/Bs on an H100
-// (perf/RESULTS.md): the forwards 0.956–0.992 of the time on
-// every shape measured; the series backward's recompute fwd+bwd 0.966 at
+// (perf/RESULTS.md, "Measured choices"): the forwards 0.956–0.992 of the time
+// on every shape measured; the series backward's recompute fwd+bwd 0.966 at
 // 16/512/1 and 0.988 at 8/8192/16, but 1.014–1.019 at d = 64 (32/2048/64,
 // 32/4096/64), where the two-warp backward is at 254 registers.
 template <int kD, bool kRecompute>
@@ -248,9 +249,9 @@ __device__ __forceinline__ double* checkpoint(const Params& P, const Strip& s,
 // whose slot s has s mod 2 == (s / 4) mod 2 walk (slots 0, 2, 5, 7, ...: all
 // four sub-partitions if a block's warps sit in slots 2p and 2p + 1) made
 // those shapes 11–14% faster than one warp, and d = 8 and 16 12–14% faster
-// than warp 0 walking (H100, perf/RESULTS.md). At d = 64, whose
-// loading warp is busy with tensor-core products, it was 5–10% slower from
-// 32/512/64 up, so there warp 0 walks. Warp 0 also walks when neither or
+// than warp 0 walking (H100, perf/RESULTS.md, "Measured choices"). At d = 64,
+// whose loading warp is busy with tensor-core products, it was 5–10% slower
+// from 32/512/64 up, so there warp 0 walks. Warp 0 also walks when neither or
 // both slots qualify. Every thread of the block must call it.
 __device__ int walking_warp(unsigned* slots) {
   if (threadIdx.x % kLanes == 0) {

@@ -156,7 +156,7 @@ bool within_two_rounds(std::int64_t strips, KernelFit two) {
 // The two-warp backward overlaps a block's recompute with E's walk through
 // the block before, but needs about twice the shared memory, so an SM holds
 // about half as many strips (at d = 64, 4 instead of 8). Each variant forced
-// in one run on an H100 (fwd+bwd; perf/RESULTS.md):
+// in one run on an H100 (fwd+bwd; perf/RESULTS.md, "Measured choices"):
 // - series: two warps are faster on every shape measured, also at 4 and 8
 //   rounds of resident strips (32/2048/64 and 32/4096/64, 0.91 of the time);
 // - cost tensors, whose E side writes each tile's 32 × 32 gradient to
@@ -170,8 +170,8 @@ bool two_warp_backward(const Problem& q, std::int64_t strips, KernelFit two) {
 // The two-warp forward forms tile c + 1's costs while block c is walked;
 // its ring is twice as large (8.25 KiB more per strip), so an SM holds
 // fewer strips (at d = 1, 11 instead of 20). Measured against one warp on
-// an H100 (perf/RESULTS.md), forward: 14–32% faster for series
-// with d > 4, whose tiles are tensor-core or 16-wide FMA products, on
+// an H100 (perf/RESULTS.md, "Measured choices"), forward: 14–32% faster for
+// series with d > 4, whose tiles are tensor-core or 16-wide FMA products, on
 // every shape of the grid (up to about 5 rounds of resident strips,
 // 32/4096/64; a launch that streams many more, as the all-pairs below, was
 // not measured at d > 4); at d = 1, whose tiles are cheap, 8–17% faster
