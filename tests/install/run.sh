@@ -60,6 +60,7 @@ config_dir="$(dirname "$config")"
 for file in softwaveConfigVersion.cmake softwaveTargets.cmake; do
   [[ -f "$config_dir/$file" ]] || fail "$config_dir/$file was not installed"
 done
+[[ -f "$prefix/share/doc/softwave/LICENSE" ]] || fail "the LICENSE was not installed"
 [[ -x "$prefix/bin/softwave" ]] ||
   fail "$prefix/bin/softwave was not installed (is SOFTWAVE_ENABLE_CLI ON in $build?)"
 (cd "$prefix" && find . -type f | sort | sed 's|^\./|  |')
