@@ -182,7 +182,14 @@ class DataChecks {
   // Reads the counters back (one fence) and throws the first failure.
   void finish() {
     if (entries_.empty()) return;
-    auto host = Kokkos::create_mirror_view(Kokkos::HostSpace(), counters_.view);
+    // A labelled host copy (in the counters' layout, so the copy is direct):
+    // a mirror of the unmanaged stream-ordered counters (Kokkos::Cuda) would
+    // be an unlabelled allocation on every call.
+    Kokkos::View<std::int64_t* [2], typename Counters::array_layout,
+                 Kokkos::HostSpace>
+        host(Kokkos::view_alloc(Kokkos::WithoutInitializing,
+                                label_prefix_ + "checks_host"),
+             counters_.view.extent(0));
     Kokkos::deep_copy(space_, host, counters_.view);
     space_.fence();
     for (std::size_t e = 0; e < entries_.size(); ++e) {
