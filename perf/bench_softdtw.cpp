@@ -80,7 +80,7 @@
 
 namespace {
 
-using softwave_perf::AllocationTracker;
+using softwave_tools::AllocationTracker;
 
 using Space = Kokkos::DefaultExecutionSpace;
 using Memory = Space::memory_space;
@@ -383,11 +383,11 @@ void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
   AllocationTracker::Peaks peaks;
   try {
     AllocationTracker::start();
-    softwave_perf::StreamOrderedPeak::start();
+    softwave_tools::StreamOrderedPeak::start();
     call();
     space.fence();
     peaks = AllocationTracker::stop();
-    std::size_t const stream_ordered = softwave_perf::StreamOrderedPeak::stop();
+    std::size_t const stream_ordered = softwave_tools::StreamOrderedPeak::stop();
     peaks.workspace += stream_ordered;
     peaks.all += stream_ordered;
   } catch (const std::exception& e) {

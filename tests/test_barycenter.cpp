@@ -46,20 +46,23 @@ double reference_objective(const Problem& p, const Batch& z,
   return f;
 }
 
-template <class T>
-softwave::WeightsView<T, Space> device_weights(const Problem& p) {
+template <class T, class Space>
+softwave::WeightsView<T, Space> device_weights(const Space& space,
+                                               const Problem& p) {
   if (p.weights.empty()) return {};
-  return to_device<T>(p.weights, "swt::weights");
+  return to_device<T>(space, p.weights, "swt::weights");
 }
 
-softwave::LengthsView<Space> device_lengths(const Problem& p) {
+template <class Space>
+softwave::LengthsView<Space> device_lengths(const Space& space,
+                                            const Problem& p) {
   if (p.lengths.empty()) return {};
-  return to_device_int(p.lengths, "swt::lengths");
+  return to_device_int(space, p.lengths, "swt::lengths");
 }
 
-template <class T>
-Dev2<T> device_point(const Batch& z, const char* label) {
-  Dev2<T> view(std::string(label), z.n, z.d);
+template <class T, class Space>
+Dev2<T, Space> device_point(const Space&, const Batch& z, const char* label) {
+  Dev2<T, Space> view(std::string(label), z.n, z.d);
   auto host = Kokkos::create_mirror_view(view);
   for (int i = 0; i < z.n; ++i)
     for (int k = 0; k < z.d; ++k) host(i, k) = static_cast<T>(z(0, i, k));
@@ -79,29 +82,31 @@ struct Solved {
 };
 
 // Runs softwave::barycenter<T> from z0.
-template <class T>
-Solved solve(const Problem& p, const Batch& z0, BarycenterOptions options) {
+template <class T, class Space>
+Solved solve(const Space& space, const Problem& p, const Batch& z0,
+             BarycenterOptions options) {
   options.softdtw.gamma = p.gamma;
-  const auto X = to_device<T>(p.X, "swt::X");
-  auto z = device_point<T>(z0, "swt::barycenter");
-  const BarycenterReport report = softwave::barycenter(
-      Space(), X, z, options, device_weights<T>(p), device_lengths(p));
+  const auto X = to_device<T>(space, p.X, "swt::X");
+  auto z = device_point<T>(space, z0, "swt::barycenter");
+  const BarycenterReport report =
+      softwave::barycenter(space, X, z, options, device_weights<T>(space, p),
+                           device_lengths(space, p));
   return {host_point(to_host(z), z0.n, z0.d), report};
 }
 
 // softwave::barycenter_objective<T>: f and its gradient at z.
-template <class T>
-double library_objective(const Problem& p, const Batch& z,
+template <class T, class Space>
+double library_objective(const Space& space, const Problem& p, const Batch& z,
                          std::vector<double>& gradient) {
   softwave::SoftDTWOptions options;
   options.gamma = p.gamma;
-  const auto X = to_device<T>(p.X, "swt::X");
-  const Dev2<T> point = device_point<T>(z, "swt::z");
-  Dev2<T> grad("swt::gradient", z.n, z.d);
+  const auto X = to_device<T>(space, p.X, "swt::X");
+  const Dev2<T, Space> point = device_point<T>(space, z, "swt::z");
+  Dev2<T, Space> grad("swt::gradient", z.n, z.d);
   Kokkos::deep_copy(grad, static_cast<T>(kSentinel));
-  const double f =
-      softwave::barycenter_objective(Space(), X, point, grad, options,
-                                     device_weights<T>(p), device_lengths(p));
+  const double f = softwave::barycenter_objective(
+      space, X, point, grad, options, device_weights<T>(space, p),
+      device_lengths(space, p));
   gradient = to_host(grad);
   return f;
 }
@@ -159,15 +164,16 @@ double stationary() {
   return std::is_same_v<T, double> ? 5e-4 : 5e-3;
 }
 
-template <class T>
+// Typed on the execution space and the value type T.
+template <class SpaceAndT>
 class Barycenter : public ::testing::Test {};
-using Types = ::testing::Types<double, float>;
-TYPED_TEST_SUITE(Barycenter, Types);
+TYPED_TEST_SUITE(Barycenter, ExecutionSpacesDoubleFloat);
 
 // At small γ, sdtw(z, x) is minimised at z = x (up to O(√γ) pulls from
 // near-tied alignments), so B copies of x have x as their barycenter.
 TYPED_TEST(Barycenter, IdenticalSeriesGiveThatSeries) {
-  using T = TypeParam;
+  using T = typename TypeParam::value;
+  const typename TypeParam::space space;
   SWT_SEEDED_RNG(rng);
   const int B = 4, n = 12, d = 2;
   const Batch one = random_batch(rng, 1, n, d, -2.0, 2.0);
@@ -182,7 +188,7 @@ TYPED_TEST(Barycenter, IdenticalSeriesGiveThatSeries) {
   for (double& e : start.v) e += rng.uniform(-0.2, 0.2);
   for (const auto method : {BarycenterMethod::lbfgs, BarycenterMethod::adam}) {
     SCOPED_TRACE(method == BarycenterMethod::lbfgs ? "lbfgs" : "adam");
-    const Solved s = solve<T>(p, start, method_options(method));
+    const Solved s = solve<T>(space, p, start, method_options(method));
     EXPECT_TRUE(near_arrays(s.z.v, one.v, 0.03, 1.0, "barycenter"));
     EXPECT_GE(s.report.iterations, 1);
     EXPECT_GT(s.report.evaluations, s.report.iterations);
@@ -193,7 +199,8 @@ TYPED_TEST(Barycenter, IdenticalSeriesGiveThatSeries) {
 // code) against central differences of the float64 reference objective,
 // with random weights and per-series lengths, L ≠ N.
 TYPED_TEST(Barycenter, GradientMatchesFiniteDifferences) {
-  using T = TypeParam;
+  using T = typename TypeParam::value;
+  const typename TypeParam::space space;
   SWT_SEEDED_RNG(rng);
   for (const double gamma : {0.1, 1.0}) {
     SCOPED_TRACE(::testing::Message() << "gamma " << gamma);
@@ -208,7 +215,7 @@ TYPED_TEST(Barycenter, GradientMatchesFiniteDifferences) {
     round_to<T>(z);
 
     std::vector<double> gradient;
-    const double f = library_objective<T>(p, z, gradient);
+    const double f = library_objective<T>(space, p, z, gradient);
     std::vector<double> want;
     const double f_ref = reference_objective(p, z, &want);
     EXPECT_NEAR(f, f_ref,
@@ -233,7 +240,8 @@ TYPED_TEST(Barycenter, GradientMatchesFiniteDifferences) {
 // L-BFGS ends at a stationary point of the float64 objective, below the
 // mean it starts from and no worse than Adam from the same start.
 TYPED_TEST(Barycenter, LbfgsIsStationaryAndBeatsMeanAndAdam) {
-  using T = TypeParam;
+  using T = typename TypeParam::value;
+  const typename TypeParam::space space;
   SWT_SEEDED_RNG(rng);
   Problem p;
   // γ = 1 and shifts of ±2 keep f close enough to convex around the mean
@@ -244,9 +252,9 @@ TYPED_TEST(Barycenter, LbfgsIsStationaryAndBeatsMeanAndAdam) {
   round_to<T>(p.X);
   const Batch start = mean_point(p);
   const Solved lbfgs =
-      solve<T>(p, start, method_options(BarycenterMethod::lbfgs));
+      solve<T>(space, p, start, method_options(BarycenterMethod::lbfgs));
   const Solved adam =
-      solve<T>(p, start, method_options(BarycenterMethod::adam));
+      solve<T>(space, p, start, method_options(BarycenterMethod::adam));
 
   std::vector<double> g_start, g_end;
   const double f_start = reference_objective(p, start, &g_start);
@@ -268,7 +276,8 @@ TYPED_TEST(Barycenter, LbfgsIsStationaryAndBeatsMeanAndAdam) {
 // minimiser at small γ and L = N is that series (started near it: at small
 // γ, f has the local minima of hard DTW, where z warps onto x).
 TYPED_TEST(Barycenter, OneHotWeightsGiveThatSeries) {
-  using T = TypeParam;
+  using T = typename TypeParam::value;
+  const typename TypeParam::space space;
   SWT_SEEDED_RNG(rng);
   Problem p;
   p.gamma = 1e-4;
@@ -284,7 +293,8 @@ TYPED_TEST(Barycenter, OneHotWeightsGiveThatSeries) {
                  n, d);
   Batch start = want;
   for (double& e : start.v) e += rng.uniform(-0.1, 0.1);
-  const Solved s = solve<T>(p, start, method_options(BarycenterMethod::lbfgs));
+  const Solved s =
+      solve<T>(space, p, start, method_options(BarycenterMethod::lbfgs));
   EXPECT_TRUE(near_arrays(s.z.v, want.v, 0.03, 1.0, "barycenter"));
 }
 
@@ -292,7 +302,8 @@ TYPED_TEST(Barycenter, OneHotWeightsGiveThatSeries) {
 // whatever it holds), and the result is stationary for the reference
 // objective on the trimmed series.
 TYPED_TEST(Barycenter, VariableLengths) {
-  using T = TypeParam;
+  using T = typename TypeParam::value;
+  const typename TypeParam::space space;
   SWT_SEEDED_RNG(rng);
   Problem p;
   p.gamma = 0.5;
@@ -305,8 +316,8 @@ TYPED_TEST(Barycenter, VariableLengths) {
       for (int k = 0; k < 2; ++k) junk.X(b, i, k) = rng.uniform(-50, 50);
   const Batch start = random_batch(rng, 1, 15, 2, -0.5, 0.5);
   const BarycenterOptions options = method_options(BarycenterMethod::lbfgs);
-  const Solved a = solve<T>(p, start, options);
-  const Solved b = solve<T>(junk, start, options);
+  const Solved a = solve<T>(space, p, start, options);
+  const Solved b = solve<T>(space, junk, start, options);
   EXPECT_EQ(a.z.v, b.z.v);
   EXPECT_EQ(a.report.iterations, b.report.iterations);
   std::vector<double> g_start, g_end;
@@ -317,7 +328,8 @@ TYPED_TEST(Barycenter, VariableLengths) {
 
 // The report's objective is f at the returned point; empty weights are 1/B.
 TYPED_TEST(Barycenter, ReportAndDefaultWeights) {
-  using T = TypeParam;
+  using T = typename TypeParam::value;
+  const typename TypeParam::space space;
   SWT_SEEDED_RNG(rng);
   Problem p;
   p.gamma = 1.0;
@@ -327,15 +339,15 @@ TYPED_TEST(Barycenter, ReportAndDefaultWeights) {
   BarycenterOptions options;
   options.max_iter = 3;
   options.tol = 1e-12;
-  const Solved s = solve<T>(p, start, options);
+  const Solved s = solve<T>(space, p, start, options);
   EXPECT_LE(s.report.iterations, 3);
   std::vector<double> gradient;
-  const double f = library_objective<T>(p, s.z, gradient);
+  const double f = library_objective<T>(space, p, s.z, gradient);
   EXPECT_NEAR(s.report.objective, f, 1e-6 * std::max(1.0, std::fabs(f)));
   Problem explicit_weights = p;
   explicit_weights.weights.assign(3, 1.0 / 3.0);
   std::vector<double> g_explicit;
-  EXPECT_NEAR(library_objective<T>(explicit_weights, s.z, g_explicit), f,
+  EXPECT_NEAR(library_objective<T>(space, explicit_weights, s.z, g_explicit), f,
               1e-6 * std::max(1.0, std::fabs(f)));
   EXPECT_TRUE(near_arrays(g_explicit, gradient, 1e-6, 1.0, "gradient"));
 }
@@ -345,23 +357,23 @@ TYPED_TEST(Barycenter, ReportAndDefaultWeights) {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Dev1<double> weights(const std::vector<double>& values) {
-  return to_device<double>(values, "swt::weights");
-}
+// Valid arguments, of which each test breaks one; tests reach them through
+// `this->` (members of a typed fixture).
+constexpr int B = 3, N = 6, D = 2, L = 5;
 
+template <class Space>
 class BarycenterErrors : public ::testing::Test {
  protected:
-  static constexpr int B = 3, N = 6, D = 2, L = 5;
   Space space;
-  Dev3<double> X{"X", B, N, D};
-  Dev2<double> z{"z", L, D};
+  Dev3<double, Space> X{"X", B, N, D};
+  Dev2<double, Space> z{"z", L, D};
   BarycenterOptions options;
 
   void SetUp() override {
     Kokkos::deep_copy(X, 0.5);
     Kokkos::deep_copy(z, 0.25);
   }
-  auto run(const Dev3<double>& x, const Dev2<double>& point,
+  auto run(const Dev3<double, Space>& x, const Dev2<double, Space>& point,
            softwave::WeightsView<double, Space> weights = {},
            softwave::LengthsView<Space> lengths = {}) {
     return [=] {
@@ -370,87 +382,108 @@ class BarycenterErrors : public ::testing::Test {
     };
   }
   auto run() { return run(X, z); }
+  Dev1<double, Space> weights(const std::vector<double>& values) {
+    return to_device<double>(space, values, "swt::weights");
+  }
+  Dev1<int, Space> lengths(const std::vector<int>& values) {
+    return to_device_int(space, values, "swt::lengths");
+  }
 };
+TYPED_TEST_SUITE(BarycenterErrors, ExecutionSpaces);
 
-TEST_F(BarycenterErrors, Options) {
+TYPED_TEST(BarycenterErrors, Options) {
   for (const double gamma : {0.0, -1.0, kNaN, kInf}) {
-    options.softdtw.gamma = gamma;
-    EXPECT_TRUE(throws_naming("gamma", run()));
+    this->options.softdtw.gamma = gamma;
+    EXPECT_TRUE(throws_naming("gamma", this->run()));
   }
-  options = {};
-  options.softdtw.band = -1;
-  EXPECT_TRUE(throws_naming("band", run()));
-  options = {};
-  options.softdtw.tile = -1;
-  EXPECT_TRUE(throws_naming("tile", run()));
-  options = {};
-  options.max_iter = 0;
-  EXPECT_TRUE(throws_naming("max_iter", run()));
-  options = {};
+  this->options = {};
+  this->options.softdtw.band = -1;
+  EXPECT_TRUE(throws_naming("band", this->run()));
+  this->options = {};
+  this->options.softdtw.tile = -1;
+  EXPECT_TRUE(throws_naming("tile", this->run()));
+  this->options = {};
+  this->options.max_iter = 0;
+  EXPECT_TRUE(throws_naming("max_iter", this->run()));
+  this->options = {};
   for (const double tol : {0.0, -1e-3, kNaN}) {
-    options.tol = tol;
-    EXPECT_TRUE(throws_naming("tol", run()));
+    this->options.tol = tol;
+    EXPECT_TRUE(throws_naming("tol", this->run()));
   }
-  options = {};
-  options.history = 0;
-  EXPECT_TRUE(throws_naming("history", run()));
-  options = {};
+  this->options = {};
+  this->options.history = 0;
+  EXPECT_TRUE(throws_naming("history", this->run()));
+  this->options = {};
   for (const double rate : {0.0, -0.1, kInf}) {
-    options.learning_rate = rate;
-    EXPECT_TRUE(throws_naming("learning_rate", run()));
+    this->options.learning_rate = rate;
+    EXPECT_TRUE(throws_naming("learning_rate", this->run()));
   }
-  options = {};
-  options.method = static_cast<BarycenterMethod>(7);
-  EXPECT_TRUE(throws_naming("method", run()));
+  this->options = {};
+  this->options.method = static_cast<BarycenterMethod>(7);
+  EXPECT_TRUE(throws_naming("method", this->run()));
 }
 
-TEST_F(BarycenterErrors, Weights) {
-  EXPECT_TRUE(throws_naming("weights", run(X, z, weights({0.5, 0.5}))));
-  EXPECT_TRUE(throws_naming("weights", run(X, z, weights({0.5, -0.1, 0.5}))));
-  EXPECT_TRUE(throws_naming("weights", run(X, z, weights({0.5, kNaN, 0.5}))));
-  EXPECT_TRUE(throws_naming("weights", run(X, z, weights({0.5, kInf, 0.5}))));
-  EXPECT_TRUE(throws_naming("weights", run(X, z, weights({0.0, 0.0, 0.0}))));
+TYPED_TEST(BarycenterErrors, Weights) {
+  EXPECT_TRUE(throws_naming(
+      "weights", this->run(this->X, this->z, this->weights({0.5, 0.5}))));
+  EXPECT_TRUE(throws_naming(
+      "weights", this->run(this->X, this->z, this->weights({0.5, -0.1, 0.5}))));
+  EXPECT_TRUE(throws_naming(
+      "weights", this->run(this->X, this->z, this->weights({0.5, kNaN, 0.5}))));
+  EXPECT_TRUE(throws_naming(
+      "weights", this->run(this->X, this->z, this->weights({0.5, kInf, 0.5}))));
+  EXPECT_TRUE(throws_naming(
+      "weights", this->run(this->X, this->z, this->weights({0.0, 0.0, 0.0}))));
 }
 
-TEST_F(BarycenterErrors, ShapesLengthsAndValues) {
-  EXPECT_TRUE(throws_naming("barycenter", run(X, Dev2<double>("z", L, D + 1))));
-  EXPECT_TRUE(throws_naming("barycenter", run(X, Dev2<double>("z", 0, D))));
-  Dev2<double> bad_z("z", L, D);
+TYPED_TEST(BarycenterErrors, ShapesLengthsAndValues) {
+  EXPECT_TRUE(throws_naming(
+      "barycenter",
+      this->run(this->X, Dev2<double, TypeParam>("z", L, D + 1))));
+  EXPECT_TRUE(throws_naming(
+      "barycenter", this->run(this->X, Dev2<double, TypeParam>("z", 0, D))));
+  Dev2<double, TypeParam> bad_z("z", L, D);
   Kokkos::deep_copy(bad_z, kNaN);
-  EXPECT_TRUE(throws_naming("barycenter", run(X, bad_z)));
-  EXPECT_TRUE(throws_naming("X", run(Dev3<double>("X", 0, N, D), z)));
-  EXPECT_TRUE(throws_naming("X", run(Dev3<double>("X", B, 0, D), z)));
-  Dev3<double> bad_X("X", B, N, D);
+  EXPECT_TRUE(throws_naming("barycenter", this->run(this->X, bad_z)));
+  EXPECT_TRUE(throws_naming(
+      "X", this->run(Dev3<double, TypeParam>("X", 0, N, D), this->z)));
+  EXPECT_TRUE(throws_naming(
+      "X", this->run(Dev3<double, TypeParam>("X", B, 0, D), this->z)));
+  Dev3<double, TypeParam> bad_X("X", B, N, D);
   Kokkos::deep_copy(bad_X, kInf);
-  EXPECT_TRUE(throws_naming("X", run(bad_X, z)));
+  EXPECT_TRUE(throws_naming("X", this->run(bad_X, this->z)));
   EXPECT_TRUE(throws_naming(
-      "lengths", run(X, z, {}, to_device_int({3, 3}, "swt::lengths"))));
+      "lengths", this->run(this->X, this->z, {}, this->lengths({3, 3}))));
   EXPECT_TRUE(throws_naming(
-      "lengths", run(X, z, {}, to_device_int({3, 0, 3}, "swt::lengths"))));
+      "lengths", this->run(this->X, this->z, {}, this->lengths({3, 0, 3}))));
   EXPECT_TRUE(throws_naming(
-      "lengths", run(X, z, {}, to_device_int({3, N + 1, 3}, "swt::lengths"))));
+      "lengths",
+      this->run(this->X, this->z, {}, this->lengths({3, N + 1, 3}))));
   // Padding past a length may hold anything, NaN included.
-  Dev3<double> padded("X", B, N, D);
+  Dev3<double, TypeParam> padded("X", B, N, D);
   Kokkos::deep_copy(padded, 0.5);
   auto host = Kokkos::create_mirror_view(padded);
   Kokkos::deep_copy(host, padded);
   host(1, N - 1, 0) = kNaN;
   Kokkos::deep_copy(padded, host);
-  const auto lengths = to_device_int({N, N - 1, N}, "swt::lengths");
-  EXPECT_NO_THROW(run(padded, z, {}, lengths)());
+  const auto lengths = this->lengths({N, N - 1, N});
+  EXPECT_NO_THROW(this->run(padded, this->z, {}, lengths)());
 }
 
-TEST_F(BarycenterErrors, Objective) {
+TYPED_TEST(BarycenterErrors, Objective) {
   softwave::SoftDTWOptions o;
   EXPECT_TRUE(throws_naming("gradient", [&] {
-    softwave::barycenter_objective(space, X, z, Dev2<double>("g", L + 1, D), o);
+    softwave::barycenter_objective(this->space, this->X, this->z,
+                                   Dev2<double, TypeParam>("g", L + 1, D), o);
   }));
   EXPECT_TRUE(throws_naming("z", [&] {
-    softwave::barycenter_objective(space, X, Dev2<double>("z", L, D + 1));
+    softwave::barycenter_objective(this->space, this->X,
+                                   Dev2<double, TypeParam>("z", L, D + 1));
   }));
   o.gamma = 0;
-  EXPECT_TRUE(throws_naming(
-      "gamma", [&] { softwave::barycenter_objective(space, X, z, {}, o); }));
+  EXPECT_TRUE(throws_naming("gamma", [&] {
+    softwave::barycenter_objective(this->space, this->X, this->z, {}, o);
+  }));
 }
 
 }  // namespace

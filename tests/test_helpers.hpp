@@ -1,8 +1,11 @@
 #pragma once
 // Shared pieces of the softwave GoogleTest suite: seeded random inputs, host
-// batches, device views (filled and read back through host mirrors, so the
-// same tests run on CUDA), calls into the library, the float64 reference per
+// batches, views in an execution space's memory (filled and read back through
+// host mirrors, so the same tests run on every space of
+// execution_spaces.hpp), calls into the library, the float64 reference per
 // batch, comparisons that report the worst element, and an exception check.
+// Everything that touches the library takes the execution-space instance
+// first, as the library's entry points do.
 
 #include <gtest/gtest.h>
 
@@ -21,20 +24,22 @@
 #include <utility>
 #include <vector>
 
+#include "execution_spaces.hpp"
 #include "reference/softdtw_reference.hpp"
 
 namespace swt {
 
 namespace ref = softwave_ref;
 
-using Space = Kokkos::DefaultExecutionSpace;
-using Mem = Space::memory_space;
-template <class T>
-using Dev3 = Kokkos::View<T***, Kokkos::LayoutRight, Mem>;
-template <class T>
-using Dev2 = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
-template <class T>
-using Dev1 = Kokkos::View<T*, Mem>;
+// Row-major views in Space's memory, as the library takes them.
+template <class T, class Space>
+using Dev3 =
+    Kokkos::View<T***, Kokkos::LayoutRight, typename Space::memory_space>;
+template <class T, class Space>
+using Dev2 =
+    Kokkos::View<T**, Kokkos::LayoutRight, typename Space::memory_space>;
+template <class T, class Space>
+using Dev1 = Kokkos::View<T*, typename Space::memory_space>;
 
 inline softwave::Cost to_lib(ref::Cost c) {
   switch (c) {
@@ -123,9 +128,11 @@ void round_to(Batch& batch) {
 
 // ----------------------------------------------------------- device data
 
-template <class T>
-Dev3<T> to_device(const Batch& batch, const char* label = "swt::batch") {
-  Dev3<T> view(std::string(label), batch.B, batch.n, batch.d);
+// Views in Space's memory; the instance only picks the space.
+template <class T, class Space>
+Dev3<T, Space> to_device(const Space&, const Batch& batch,
+                         const char* label = "swt::batch") {
+  Dev3<T, Space> view(std::string(label), batch.B, batch.n, batch.d);
   auto host = Kokkos::create_mirror_view(view);
   for (int b = 0; b < batch.B; ++b)
     for (int i = 0; i < batch.n; ++i)
@@ -135,10 +142,10 @@ Dev3<T> to_device(const Batch& batch, const char* label = "swt::batch") {
   return view;
 }
 
-template <class T>
-Dev1<T> to_device(const std::vector<double>& values,
-                  const char* label = "swt::vector") {
-  Dev1<T> view(std::string(label), values.size());
+template <class T, class Space>
+Dev1<T, Space> to_device(const Space&, const std::vector<double>& values,
+                         const char* label = "swt::vector") {
+  Dev1<T, Space> view(std::string(label), values.size());
   auto host = Kokkos::create_mirror_view(view);
   for (std::size_t i = 0; i < values.size(); ++i)
     host(i) = static_cast<T>(values[i]);
@@ -146,19 +153,21 @@ Dev1<T> to_device(const std::vector<double>& values,
   return view;
 }
 
-inline Dev1<int> to_device_int(const std::vector<int>& values,
+template <class Space>
+Dev1<int, Space> to_device_int(const Space&, const std::vector<int>& values,
                                const char* label) {
-  Dev1<int> view(std::string(label), values.size());
+  Dev1<int, Space> view(std::string(label), values.size());
   auto host = Kokkos::create_mirror_view(view);
   for (std::size_t i = 0; i < values.size(); ++i) host(i) = values[i];
   Kokkos::deep_copy(view, host);
   return view;
 }
 
-// Reads any rank-1..3 view back into a flat row-major vector of doubles.
+// Reads any rank-1..3 view back into a flat row-major vector of doubles,
+// after everything queued on any instance (a global fence).
 template <class View>
 std::vector<double> to_host(const View& view) {
-  Space().fence();
+  Kokkos::fence();
   auto host = Kokkos::create_mirror_view(view);
   Kokkos::deep_copy(host, view);
   std::vector<double> out;
@@ -182,15 +191,15 @@ std::vector<double> to_host(const View& view) {
 // up.
 constexpr double kSentinel = -777.0;
 
-template <class T>
-Dev3<T> output3(const char* label, int a, int b, int c) {
-  Dev3<T> view(std::string(label), a, b, c);
+template <class T, class Space>
+Dev3<T, Space> output3(const Space&, const char* label, int a, int b, int c) {
+  Dev3<T, Space> view(std::string(label), a, b, c);
   Kokkos::deep_copy(view, static_cast<T>(kSentinel));
   return view;
 }
-template <class T>
-Dev1<T> output1(const char* label, int n) {
-  Dev1<T> view(std::string(label), n);
+template <class T, class Space>
+Dev1<T, Space> output1(const Space&, const char* label, int n) {
+  Dev1<T, Space> view(std::string(label), n);
   Kokkos::deep_copy(view, static_cast<T>(kSentinel));
   return view;
 }
@@ -217,10 +226,11 @@ struct Config {
     return o;
   }
   ref::Options ref_options() const { return {gamma, cost, band}; }
-  softwave::Lengths<Space> lengths() const {
+  template <class Space>
+  softwave::Lengths<Space> lengths(const Space& space) const {
     softwave::Lengths<Space> l;
-    if (!len_x.empty()) l.x = to_device_int(len_x, "swt::lengths.x");
-    if (!len_y.empty()) l.y = to_device_int(len_y, "swt::lengths.y");
+    if (!len_x.empty()) l.x = to_device_int(space, len_x, "swt::lengths.x");
+    if (!len_y.empty()) l.y = to_device_int(space, len_y, "swt::lengths.y");
     return l;
   }
   int nx(int b, int n) const { return len_x.empty() ? n : len_x[b]; }
@@ -296,56 +306,54 @@ inline Results reference(const Batch& x, const Batch& y, const Config& s) {
 }
 
 // soft_dtw (values only).
-template <class T>
-std::vector<double> library_values(const Batch& x, const Batch& y,
-                                   const Config& s) {
-  Space space;
-  const auto dx = to_device<T>(x, "swt::x");
-  const auto dy = to_device<T>(y, "swt::y");
-  auto values = output1<softwave::value_t<T>>("swt::values", x.B);
-  softwave::soft_dtw(space, dx, dy, values, s.options(), s.lengths());
+template <class T, class Space>
+std::vector<double> library_values(const Space& space, const Batch& x,
+                                   const Batch& y, const Config& s) {
+  const auto dx = to_device<T>(space, x, "swt::x");
+  const auto dy = to_device<T>(space, y, "swt::y");
+  auto values = output1<softwave::value_t<T>>(space, "swt::values", x.B);
+  softwave::soft_dtw(space, dx, dy, values, s.options(), s.lengths(space));
   return to_host(values);
 }
 
 // soft_dtw_value_and_grad with every output requested.
-template <class T>
-Results library_value_and_grad(const Batch& x, const Batch& y,
-                               const Config& s) {
-  Space space;
-  const auto dx = to_device<T>(x, "swt::x");
-  const auto dy = to_device<T>(y, "swt::y");
-  auto values = output1<softwave::value_t<T>>("swt::values", x.B);
+template <class T, class Space>
+Results library_value_and_grad(const Space& space, const Batch& x,
+                               const Batch& y, const Config& s) {
+  const auto dx = to_device<T>(space, x, "swt::x");
+  const auto dy = to_device<T>(space, y, "swt::y");
+  auto values = output1<softwave::value_t<T>>(space, "swt::values", x.B);
   softwave::SeriesGradients<T, Space> g;
-  g.grad_x = output3<T>("swt::grad_x", x.B, x.n, x.d);
-  g.grad_y = output3<T>("swt::grad_y", y.B, y.n, y.d);
-  g.alignment = output3<T>("swt::alignment", x.B, x.n, y.n);
+  g.grad_x = output3<T>(space, "swt::grad_x", x.B, x.n, x.d);
+  g.grad_y = output3<T>(space, "swt::grad_y", y.B, y.n, y.d);
+  g.alignment = output3<T>(space, "swt::alignment", x.B, x.n, y.n);
   if (!s.grad_output.empty())
-    g.grad_output =
-        to_device<softwave::value_t<T>>(s.grad_output, "swt::grad_output");
+    g.grad_output = to_device<softwave::value_t<T>>(space, s.grad_output,
+                                                    "swt::grad_output");
   softwave::soft_dtw_value_and_grad(space, dx, dy, values, g, s.options(),
-                                    s.lengths());
+                                    s.lengths(space));
   return {to_host(values), to_host(g.grad_x), to_host(g.grad_y),
           to_host(g.alignment)};
 }
 
 // soft_dtw_cost / soft_dtw_cost_value_and_grad on a cost tensor c (B, N, M);
 // grad_cost comes back in Results::alignment.
-template <class T>
-Results library_cost(const Batch& c, const Config& s, bool grads) {
-  Space space;
-  const auto dc = to_device<T>(c, "swt::cost");
-  auto values = output1<softwave::value_t<T>>("swt::values", c.B);
+template <class T, class Space>
+Results library_cost(const Space& space, const Batch& c, const Config& s,
+                     bool grads) {
+  const auto dc = to_device<T>(space, c, "swt::cost");
+  auto values = output1<softwave::value_t<T>>(space, "swt::values", c.B);
   if (!grads) {
-    softwave::soft_dtw_cost(space, dc, values, s.options(), s.lengths());
+    softwave::soft_dtw_cost(space, dc, values, s.options(), s.lengths(space));
     return {to_host(values), {}, {}, {}};
   }
   softwave::CostGradients<T, Space> g;
-  g.grad_cost = output3<T>("swt::grad_cost", c.B, c.n, c.d);
+  g.grad_cost = output3<T>(space, "swt::grad_cost", c.B, c.n, c.d);
   if (!s.grad_output.empty())
-    g.grad_output =
-        to_device<softwave::value_t<T>>(s.grad_output, "swt::grad_output");
+    g.grad_output = to_device<softwave::value_t<T>>(space, s.grad_output,
+                                                    "swt::grad_output");
   softwave::soft_dtw_cost_value_and_grad(space, dc, values, g, s.options(),
-                                         s.lengths());
+                                         s.lengths(space));
   return {to_host(values), {}, {}, to_host(g.grad_cost)};
 }
 
@@ -492,7 +500,7 @@ template <class F>
 ::testing::AssertionResult throws_naming(const std::string& name, F&& call) {
   try {
     call();
-    Space().fence();
+    Kokkos::fence();
   } catch (const softwave::invalid_argument& e) {
     if (names_argument(e.what(), name)) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure()
@@ -700,10 +708,11 @@ double array_rtol(double gamma, double value_scale, double cost_scale, int n,
 }
 
 // Values only (soft_dtw) against the reference.
-template <class T>
-void check_values(const Case& k, const Batch& x, const Batch& y) {
+template <class T, class Space>
+void check_values(const Space& space, const Case& k, const Batch& x,
+                  const Batch& y) {
   const Results want = reference(x, y, k.setup);
-  const std::vector<double> got = library_values<T>(x, y, k.setup);
+  const std::vector<double> got = library_values<T>(space, x, y, k.setup);
   EXPECT_TRUE(near_values(got, want.values, value_rtol<T>(),
                           value_floor<T>(k, max_cost(x, y, k.setup)),
                           "values"));
@@ -722,10 +731,11 @@ bool arrays_comparable(const Case& k) {
 // Everything soft_dtw_value_and_grad returns, against the reference. The
 // alignment is compared only when grad_output is all ones (E is defined
 // without it; AlignmentIgnoresGradOutput checks the scaled case).
-template <class T>
-void check_value_and_grad(const Case& k, const Batch& x, const Batch& y) {
+template <class T, class Space>
+void check_value_and_grad(const Space& space, const Case& k, const Batch& x,
+                          const Batch& y) {
   const Results want = reference(x, y, k.setup);
-  const Results got = library_value_and_grad<T>(x, y, k.setup);
+  const Results got = library_value_and_grad<T>(space, x, y, k.setup);
   EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(),
                           value_floor<T>(k, max_cost(x, y, k.setup)),
                           "values"));

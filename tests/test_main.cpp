@@ -1,14 +1,14 @@
 // main() of every softwave test executable: Kokkos lives for the whole run as
-// a GoogleTest environment, so every test runs on Kokkos::DefaultExecutionSpace
-// (OpenMP here, CUDA on the GPU machine) with the same sources. Kokkos is
-// initialised in SetUp, not in main, so --gtest_list_tests (test discovery)
-// never touches the device.
-
-#include <Kokkos_Core.hpp>
+// a GoogleTest environment, and the tests run on every execution space of
+// execution_spaces.hpp (OpenMP here; the device and the host space on the GPU
+// machine) with the same sources. Kokkos is initialised in SetUp, not in
+// main, so --gtest_list_tests (test discovery) never touches the device.
 
 #include <gtest/gtest.h>
 
+#include <Kokkos_Core.hpp>
 #include <iostream>
+#include <type_traits>
 
 namespace {
 
@@ -18,13 +18,20 @@ class KokkosEnvironment : public ::testing::Environment {
 
   void SetUp() override {
     Kokkos::initialize(argc_, argv_);
-    std::cout << "[ kokkos   ] " << Kokkos::DefaultExecutionSpace::name()
-              << ", concurrency " << Kokkos::DefaultExecutionSpace().concurrency()
-              << std::endl;
+    print<Kokkos::DefaultExecutionSpace>();
+    if (!std::is_same_v<Kokkos::DefaultExecutionSpace,
+                        Kokkos::DefaultHostExecutionSpace>)
+      print<Kokkos::DefaultHostExecutionSpace>();
   }
   void TearDown() override { Kokkos::finalize(); }
 
  private:
+  template <class Space>
+  static void print() {
+    std::cout << "[ kokkos   ] " << Space::name() << ", concurrency "
+              << Space().concurrency() << std::endl;
+  }
+
   int argc_;
   char** argv_;
 };

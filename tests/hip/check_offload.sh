@@ -31,7 +31,7 @@ for binary in "$build"/bin/* "$scratch"/softwave/_core*.so; do
   fi
   checked+=("$(basename "$binary")")
 done
-for needed in softwave test_values; do
+for needed in softwave test_softdtw_values; do
   [[ " ${checked[*]} " == *" $needed "* ]] ||
     { echo "tests/hip: $build/bin/$needed was not built" >&2; exit 1; }
 done

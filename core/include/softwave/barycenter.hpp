@@ -92,7 +92,18 @@ BarycenterReport barycenter(
     const BarycenterOptions& options = {},
     WeightsView<typename ZView::non_const_value_type, Space> weights = {},
     LengthsView<Space> lengths = {}) {
-  using T = typename ZView::non_const_value_type;
+  using T = impl::input_t<ZView>;
+  static_assert(impl::view_for<ZView, Space, 2> &&
+                    (std::is_same_v<impl::output_t<ZView>, float> ||
+                     std::is_same_v<impl::output_t<ZView>, double>),
+                "softwave::barycenter: z must be a rank-2 Kokkos::View (L, d) "
+                "of float or double, not const, LayoutRight, in the execution "
+                "space's memory space");
+  static_assert(impl::view_for<XView, Space, 3> &&
+                    std::is_same_v<impl::input_t<XView>, T>,
+                "softwave::barycenter: X must be a rank-3 Kokkos::View "
+                "(B, N, d) of z's value type, LayoutRight, in the execution "
+                "space's memory space");
   return impl::barycenter<Space, T>(space, X, z, options, weights, lengths);
 }
 
@@ -106,7 +117,17 @@ double barycenter_objective(
     const SoftDTWOptions& options = {},
     WeightsView<typename ZView::non_const_value_type, Space> weights = {},
     LengthsView<Space> lengths = {}) {
-  using T = typename ZView::non_const_value_type;
+  using T = impl::input_t<ZView>;
+  static_assert(impl::view_for<ZView, Space, 2> &&
+                    (std::is_same_v<T, float> || std::is_same_v<T, double>),
+                "softwave::barycenter_objective: z must be a rank-2 "
+                "Kokkos::View (L, d) of float or double, LayoutRight, in the "
+                "execution space's memory space");
+  static_assert(impl::view_for<XView, Space, 3> &&
+                    std::is_same_v<impl::input_t<XView>, T>,
+                "softwave::barycenter_objective: X must be a rank-3 "
+                "Kokkos::View (B, N, d) of z's value type, LayoutRight, in the "
+                "execution space's memory space");
   return impl::barycenter_objective<Space, T>(space, X, z, gradient, options,
                                               weights, lengths);
 }

@@ -35,10 +35,10 @@
 // that make up E keep their digits at small γ. On host backends everything
 // else is double too: float32 inputs give value and gradient errors below
 // 1e-7 against a float64 reference for γ ∈ {1, 0.1, 0.01} at N = 1024
-// (tests/test_accuracy.cpp). On devices, for float and 16-bit inputs, both
-// the portable kernels and the CUDA-specialised path (Kernel) form costs and
-// gradient products in float and take the soft-min's exp and log in float (on
-// differences formed in double): on an H100, value errors stay below 2e-7
+// (tests/test_softdtw_accuracy.cpp). On devices, for float and 16-bit inputs,
+// both the portable kernels and the CUDA-specialised path (Kernel) form costs
+// and gradient products in float and take the soft-min's exp and log in float
+// (on differences formed in double): on an H100, value errors stay below 2e-7
 // and gradient errors below 1e-5 there. Double inputs are double throughout.
 //
 // Memory (beyond inputs and outputs), with T the tile size (tile_size()),
@@ -71,6 +71,7 @@
 #include <optional>
 #include <softwave/errors.hpp>
 #include <softwave/half_types.hpp>
+#include <type_traits>
 
 namespace softwave {
 
@@ -205,6 +206,46 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
               const SoftDTWOptions& options, const Lengths<Space>& lengths);
 template <class Space>
 int tile_size(const Space& space, const SoftDTWOptions& options);
+
+// Compile-time checks of the entry points' arguments: a wrong argument fails
+// at the call, in a static_assert that names it, instead of deep in a View
+// conversion. view_for<V, Space, Rank> holds when V is a Kokkos::View of rank
+// Rank in Space's memory space, LayoutRight from rank 2 up (rank-1 views
+// convert between LayoutLeft and LayoutRight). input_t and output_t are a
+// view's value type without and with const (void when V is not a View).
+template <class V, class Space, unsigned Rank, class = void>
+struct view_for_t : std::false_type {};
+template <class V, class Space, unsigned Rank>
+struct view_for_t<V, Space, Rank,
+                  std::enable_if_t<Kokkos::is_view<V>::value &&
+                                   Kokkos::is_execution_space<Space>::value>>
+    : std::bool_constant<static_cast<unsigned>(V::rank) == Rank &&
+                         std::is_same_v<typename V::memory_space,
+                                        typename Space::memory_space> &&
+                         (Rank == 1 || std::is_same_v<typename V::array_layout,
+                                                      Kokkos::LayoutRight>)> {};
+template <class V, class Space, unsigned Rank>
+constexpr bool view_for = view_for_t<V, Space, Rank>::value;
+
+template <class V, class = void>
+struct value_types {
+  using input = void;
+  using output = void;
+};
+template <class V>
+struct value_types<V, std::enable_if_t<Kokkos::is_view<V>::value>> {
+  using input = typename V::non_const_value_type;
+  using output = typename V::value_type;
+};
+template <class V>
+using input_t = typename value_types<V>::input;
+template <class V>
+using output_t = typename value_types<V>::output;
+
+// The input types the library is compiled for.
+template <class T>
+constexpr bool is_input_type =
+    std::is_same_v<T, float> || std::is_same_v<T, double> || is_half_v<T>;
 }  // namespace impl
 
 // values[b] = sdtw_γ(x[b, :N_b], y[b, :M_b]).  x: (B, N, d), y: (B, M, d).
@@ -212,7 +253,23 @@ template <class Space, class XView, class YView, class ValuesView>
 void soft_dtw(const Space& space, const XView& x, const YView& y,
               const ValuesView& values, const SoftDTWOptions& options = {},
               const Lengths<Space>& lengths = {}) {
-  using T = typename XView::non_const_value_type;
+  using T = impl::input_t<XView>;
+  static_assert(
+      impl::view_for<XView, Space, 3> && impl::is_input_type<T>,
+      "softwave::soft_dtw: x must be a rank-3 Kokkos::View (B, N, d) of float, "
+      "double, bfloat16 or float16, LayoutRight, in the execution space's "
+      "memory space");
+  static_assert(impl::view_for<YView, Space, 3> &&
+                    std::is_same_v<impl::input_t<YView>, T>,
+                "softwave::soft_dtw: y must be a rank-3 Kokkos::View (B, M, d) "
+                "of x's value type, LayoutRight, in the execution space's "
+                "memory space");
+  static_assert(
+      impl::view_for<ValuesView, Space, 1> &&
+          std::is_same_v<impl::output_t<ValuesView>, value_t<T>>,
+      "softwave::soft_dtw: values must be a rank-1 Kokkos::View (B,) of "
+      "value_t<T> (float for float and 16-bit inputs, double for double), not "
+      "const, in the execution space's memory space");
   impl::soft_dtw<Space, T>(space, x, y, values, nullptr, options, lengths);
 }
 
@@ -223,6 +280,16 @@ void soft_dtw_value_and_grad(
     impl::nondeduced_t<ArrayView1<value_t<T>, Space>> values,
     const SeriesGradients<T, Space>& gradients,
     const SoftDTWOptions& options = {}, const Lengths<Space>& lengths = {}) {
+  static_assert(impl::view_for<XView, Space, 3> &&
+                    std::is_same_v<impl::input_t<XView>, T>,
+                "softwave::soft_dtw_value_and_grad: x must be a rank-3 "
+                "Kokkos::View (B, N, d) of the gradients' value type, "
+                "LayoutRight, in the execution space's memory space");
+  static_assert(impl::view_for<YView, Space, 3> &&
+                    std::is_same_v<impl::input_t<YView>, T>,
+                "softwave::soft_dtw_value_and_grad: y must be a rank-3 "
+                "Kokkos::View (B, M, d) of the gradients' value type, "
+                "LayoutRight, in the execution space's memory space");
   impl::soft_dtw<Space, T>(space, x, y, values, &gradients, options, lengths);
 }
 
@@ -231,7 +298,17 @@ template <class Space, class CostView, class ValuesView>
 void soft_dtw_cost(const Space& space, const CostView& cost,
                    const ValuesView& values, const SoftDTWOptions& options = {},
                    const Lengths<Space>& lengths = {}) {
-  using T = typename CostView::non_const_value_type;
+  using T = impl::input_t<CostView>;
+  static_assert(impl::view_for<CostView, Space, 3> && impl::is_input_type<T>,
+                "softwave::soft_dtw_cost: cost must be a rank-3 Kokkos::View "
+                "(B, N, M) of float, double, bfloat16 or float16, LayoutRight, "
+                "in the execution space's memory space");
+  static_assert(
+      impl::view_for<ValuesView, Space, 1> &&
+          std::is_same_v<impl::output_t<ValuesView>, value_t<T>>,
+      "softwave::soft_dtw_cost: values must be a rank-1 Kokkos::View (B,) of "
+      "value_t<T> (float for float and 16-bit inputs, double for double), not "
+      "const, in the execution space's memory space");
   impl::soft_dtw_cost<Space, T>(space, cost, values, nullptr, options, lengths);
 }
 
@@ -241,6 +318,11 @@ void soft_dtw_cost_value_and_grad(
     impl::nondeduced_t<ArrayView1<value_t<T>, Space>> values,
     const CostGradients<T, Space>& gradients,
     const SoftDTWOptions& options = {}, const Lengths<Space>& lengths = {}) {
+  static_assert(impl::view_for<CostView, Space, 3> &&
+                    std::is_same_v<impl::input_t<CostView>, T>,
+                "softwave::soft_dtw_cost_value_and_grad: cost must be a rank-3 "
+                "Kokkos::View (B, N, M) of the gradients' value type, "
+                "LayoutRight, in the execution space's memory space");
   impl::soft_dtw_cost<Space, T>(space, cost, values, &gradients, options,
                                 lengths);
 }
@@ -252,7 +334,22 @@ void soft_dtw_divergence(const Space& space, const XView& x, const YView& y,
                          const ValuesView& values,
                          const SoftDTWOptions& options = {},
                          const Lengths<Space>& lengths = {}) {
-  using T = typename XView::non_const_value_type;
+  using T = impl::input_t<XView>;
+  static_assert(impl::view_for<XView, Space, 3> && impl::is_input_type<T>,
+                "softwave::soft_dtw_divergence: x must be a rank-3 "
+                "Kokkos::View (B, N, d) of float, double, bfloat16 or float16, "
+                "LayoutRight, in the execution space's memory space");
+  static_assert(impl::view_for<YView, Space, 3> &&
+                    std::is_same_v<impl::input_t<YView>, T>,
+                "softwave::soft_dtw_divergence: y must be a rank-3 "
+                "Kokkos::View (B, M, d) of x's value type, LayoutRight, in the "
+                "execution space's memory space");
+  static_assert(impl::view_for<ValuesView, Space, 1> &&
+                    std::is_same_v<impl::output_t<ValuesView>, value_t<T>>,
+                "softwave::soft_dtw_divergence: values must be a rank-1 "
+                "Kokkos::View (B,) of value_t<T> "
+                "(float for float and 16-bit inputs, double for double), not "
+                "const, in the execution space's memory space");
   impl::soft_dtw_divergence<Space, T>(space, x, y, values, nullptr, options,
                                       lengths);
 }
@@ -264,6 +361,16 @@ void soft_dtw_divergence_value_and_grad(
     impl::nondeduced_t<ArrayView1<value_t<T>, Space>> values,
     const SeriesGradients<T, Space>& gradients,
     const SoftDTWOptions& options = {}, const Lengths<Space>& lengths = {}) {
+  static_assert(impl::view_for<XView, Space, 3> &&
+                    std::is_same_v<impl::input_t<XView>, T>,
+                "softwave::soft_dtw_divergence_value_and_grad: x must be a "
+                "rank-3 Kokkos::View (B, N, d) of the gradients' value type, "
+                "LayoutRight, in the execution space's memory space");
+  static_assert(impl::view_for<YView, Space, 3> &&
+                    std::is_same_v<impl::input_t<YView>, T>,
+                "softwave::soft_dtw_divergence_value_and_grad: y must be a "
+                "rank-3 Kokkos::View (B, M, d) of the gradients' value type, "
+                "LayoutRight, in the execution space's memory space");
   impl::soft_dtw_divergence<Space, T>(space, x, y, values, &gradients, options,
                                       lengths);
 }
@@ -276,7 +383,23 @@ void pairwise(const Space& space, const XView& x, const YView& y,
               const MatrixView& matrix, const SoftDTWOptions& options = {},
               PairwiseValue what = PairwiseValue::soft_dtw,
               const Lengths<Space>& lengths = {}) {
-  using T = typename XView::non_const_value_type;
+  using T = impl::input_t<XView>;
+  static_assert(
+      impl::view_for<XView, Space, 3> && impl::is_input_type<T>,
+      "softwave::pairwise: x must be a rank-3 Kokkos::View (B1, N, d) of "
+      "float, double, bfloat16 or float16, LayoutRight, in the execution "
+      "space's memory space");
+  static_assert(
+      impl::view_for<YView, Space, 3> &&
+          std::is_same_v<impl::input_t<YView>, T>,
+      "softwave::pairwise: y must be a rank-3 Kokkos::View (B2, M, d) of x's "
+      "value type, LayoutRight, in the execution space's memory space");
+  static_assert(impl::view_for<MatrixView, Space, 2> &&
+                    std::is_same_v<impl::output_t<MatrixView>, value_t<T>>,
+                "softwave::pairwise: matrix must be a rank-2 Kokkos::View "
+                "(B1, B2) of value_t<T> "
+                "(float for float and 16-bit inputs, double for double), not "
+                "const, LayoutRight, in the execution space's memory space");
   impl::pairwise<Space, T>(space, x, y, matrix, what, options, lengths);
 }
 
@@ -290,7 +413,23 @@ void dtw_path(const Space& space, const XView& x, const YView& y,
               ArrayView1<int, Space> path_length,
               const SoftDTWOptions& options = {},
               const Lengths<Space>& lengths = {}) {
-  using T = typename XView::non_const_value_type;
+  using T = impl::input_t<XView>;
+  static_assert(
+      impl::view_for<XView, Space, 3> && impl::is_input_type<T>,
+      "softwave::dtw_path: x must be a rank-3 Kokkos::View (B, N, d) of float, "
+      "double, bfloat16 or float16, LayoutRight, in the execution space's "
+      "memory space");
+  static_assert(impl::view_for<YView, Space, 3> &&
+                    std::is_same_v<impl::input_t<YView>, T>,
+                "softwave::dtw_path: y must be a rank-3 Kokkos::View (B, M, d) "
+                "of x's value type, LayoutRight, in the execution space's "
+                "memory space");
+  static_assert(
+      impl::view_for<ValuesView, Space, 1> &&
+          std::is_same_v<impl::output_t<ValuesView>, value_t<T>>,
+      "softwave::dtw_path: values must be a rank-1 Kokkos::View (B,) of "
+      "value_t<T> (float for float and 16-bit inputs, double for double), not "
+      "const, in the execution space's memory space");
   impl::dtw_path<Space, T>(space, x, y, values, path, path_length, options,
                            lengths);
 }

@@ -6,7 +6,8 @@
 #include <cstring>
 #include <limits>
 
-#include "softdtw/sweep.hpp"  // min3, min3_given, Band
+#include "softdtw/cell.hpp"      // min3, min3_given
+#include "softdtw/geometry.hpp"  // Band
 #include "test_helpers.hpp"
 
 namespace {
@@ -59,26 +60,43 @@ TEST(Walks, BandRowIntervalIsTheRowsInBandCells) {
       }
 }
 
-template <class T>
-void sweep_values() {
+template <class Space>
+class SoftDTWValues : public ::testing::Test {};
+TYPED_TEST_SUITE(SoftDTWValues, ExecutionSpaces);
+
+template <class T, class Space>
+void sweep_values(const Space& space) {
   SWT_SEEDED_RNG(rng);
   for (const Case& k : sweep_cases(rng, false)) {
     SCOPED_TRACE(k.str());
     const auto [x, y] = case_inputs<T>(rng, k);
-    check_values<T>(k, x, y);
+    check_values<T>(space, k, x, y);
   }
 }
 
-TEST(SoftDTWValues, SweepMatchesReferenceDouble) { sweep_values<double>(); }
-TEST(SoftDTWValues, SweepMatchesReferenceFloat) { sweep_values<float>(); }
-TEST(SoftDTWValues, SweepMatchesReferenceBFloat16) { sweep_values<softwave::bfloat16>(); }
-TEST(SoftDTWValues, SweepMatchesReferenceFloat16) { sweep_values<softwave::float16>(); }
+TYPED_TEST(SoftDTWValues, SweepMatchesReferenceDouble) {
+  const TypeParam space;
+  sweep_values<double>(space);
+}
+TYPED_TEST(SoftDTWValues, SweepMatchesReferenceFloat) {
+  const TypeParam space;
+  sweep_values<float>(space);
+}
+TYPED_TEST(SoftDTWValues, SweepMatchesReferenceBFloat16) {
+  const TypeParam space;
+  sweep_values<softwave::bfloat16>(space);
+}
+TYPED_TEST(SoftDTWValues, SweepMatchesReferenceFloat16) {
+  const TypeParam space;
+  sweep_values<softwave::float16>(space);
+}
 
 // Every (N_b, M_b) ∈ [1, 4]² in one padded batch (so lengths are exercised
 // too): the library's value equals −γ log Σ_paths exp(−cost/γ) (γ = 0: the
 // minimum) over all warping paths inside the band, for series and for the
 // cost tensor; on the cost tensor, E equals the brute-force path marginals.
-TEST(SoftDTWValues, BruteForceOverAllWarpingPaths) {
+TYPED_TEST(SoftDTWValues, BruteForceOverAllWarpingPaths) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const int B = 16, n = 4, d = 2;
   Config base;
@@ -101,29 +119,36 @@ TEST(SoftDTWValues, BruteForceOverAllWarpingPaths) {
         std::vector<double> brute(B);
         std::vector<double> brute_e(static_cast<std::size_t>(B) * n * n, 0.0);
         for (int b = 0; b < B; ++b) {
-          const ref::Table t = ref::cost_table(x.series(b, s.len_x[b]), y.series(b, s.len_y[b]), cost);
+          const ref::Table t = ref::cost_table(x.series(b, s.len_x[b]),
+                                               y.series(b, s.len_y[b]), cost);
           for (int i = 0; i < t.rows; ++i)
             for (int j = 0; j < t.cols; ++j) c(b, i, j) = t(i, j);
           const ref::BruteForce bf = ref::brute_force(t, gamma, s.band);
           brute[b] = bf.value;
           for (int i = 0; i < t.rows; ++i)
             for (int j = 0; j < t.cols; ++j)
-              brute_e[(static_cast<std::size_t>(b) * n + i) * n + j] = bf.e(i, j);
+              brute_e[(static_cast<std::size_t>(b) * n + i) * n + j] =
+                  bf.e(i, j);
         }
-        EXPECT_TRUE(near_values(library_values<double>(x, y, s), brute, 1e-9, 1.0, "series values"));
-        const Results lc = library_cost<double>(c, s, true);
-        EXPECT_TRUE(near_values(lc.values, brute, 1e-9, 1.0, "cost-tensor values"));
+        EXPECT_TRUE(near_values(library_values<double>(space, x, y, s), brute,
+                                1e-9, 1.0, "series values"));
+        const Results lc = library_cost<double>(space, c, s, true);
+        EXPECT_TRUE(
+            near_values(lc.values, brute, 1e-9, 1.0, "cost-tensor values"));
         if (gamma > 0.0) {
-          EXPECT_TRUE(near_arrays(lc.alignment, brute_e, 1e-9, 1.0, "grad_cost vs path marginals"));
+          EXPECT_TRUE(near_arrays(lc.alignment, brute_e, 1e-9, 1.0,
+                                  "grad_cost vs path marginals"));
         }
       }
 }
 
 // One warping path only: the value is the plain sum of costs for every γ.
-TEST(SoftDTWValues, SingleRowOrColumnIsTheSumOfCosts) {
+TYPED_TEST(SoftDTWValues, SingleRowOrColumnIsTheSumOfCosts) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (double gamma : kGammas)
-    for (const auto& shape : {std::pair{1, 1}, std::pair{1, 57}, std::pair{57, 1}}) {
+    for (const auto& shape :
+         {std::pair{1, 1}, std::pair{1, 57}, std::pair{57, 1}}) {
       Config s;
       s.gamma = gamma;
       s.band = rng.coin() ? std::optional<std::int64_t>(0) : std::nullopt;
@@ -133,14 +158,18 @@ TEST(SoftDTWValues, SingleRowOrColumnIsTheSumOfCosts) {
       const Batch y = random_batch(rng, 3, shape.second, 4);
       std::vector<double> sums(3, 0.0);
       for (int b = 0; b < 3; ++b)
-        for (double e : ref::cost_table(x.series(b, x.n), y.series(b, y.n), s.cost).a) sums[b] += e;
-      EXPECT_TRUE(near_values(library_values<double>(x, y, s), sums, 1e-12, 1.0, "values"));
+        for (double e :
+             ref::cost_table(x.series(b, x.n), y.series(b, y.n), s.cost).a)
+          sums[b] += e;
+      EXPECT_TRUE(near_values(library_values<double>(space, x, y, s), sums,
+                              1e-12, 1.0, "values"));
     }
 }
 
 // sdtw(x, y) = sdtw(y, x) for the (symmetric) built-in costs, band and
 // lengths included (the band of M×N is the transpose of the band of N×M).
-TEST(SoftDTWValues, SymmetricInItsArguments) {
+TYPED_TEST(SoftDTWValues, SymmetricInItsArguments) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts)
     for (double gamma : {0.0, 0.01, 1.0}) {
@@ -151,18 +180,21 @@ TEST(SoftDTWValues, SymmetricInItsArguments) {
       const int B = 4, n = rng.integer(1, 30), m = rng.integer(1, 30), d = 3;
       s.len_x = random_lengths(rng, B, n);
       s.len_y = random_lengths(rng, B, m);
-      SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
+      SCOPED_TRACE(s.str() + " N=" + std::to_string(n) +
+                   " M=" + std::to_string(m));
       const Batch x = random_batch(rng, B, n, d, -1.0, 1.0);
       const Batch y = random_batch(rng, B, m, d, -1.0, 1.0);
       Config swapped = s;
       std::swap(swapped.len_x, swapped.len_y);
-      EXPECT_TRUE(near_values(library_values<double>(y, x, swapped),
-                              library_values<double>(x, y, s), 1e-11, 1.0, "sdtw(y, x) vs sdtw(x, y)"));
+      EXPECT_TRUE(near_values(library_values<double>(space, y, x, swapped),
+                              library_values<double>(space, x, y, s), 1e-11,
+                              1.0, "sdtw(y, x) vs sdtw(x, y)"));
     }
 }
 
 // A band at least max(N, M) wide is no band at all.
-TEST(SoftDTWValues, WideBandEqualsNoBand) {
+TYPED_TEST(SoftDTWValues, WideBandEqualsNoBand) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (double gamma : {0.0, 0.1, 1.0}) {
     const int B = 3, n = rng.integer(1, 50), m = rng.integer(1, 50);
@@ -171,13 +203,16 @@ TEST(SoftDTWValues, WideBandEqualsNoBand) {
     none.gamma = gamma;
     none.len_x = random_lengths(rng, B, n);
     none.len_y = random_lengths(rng, B, m);
-    const std::vector<double> want = library_values<double>(x, y, none);
-    for (std::int64_t w : {std::int64_t(std::max(n, m)), std::int64_t(std::max(n, m) + 7),
-                           std::int64_t(1) << 40}) {
+    const std::vector<double> want = library_values<double>(space, x, y, none);
+    for (std::int64_t w :
+         {std::int64_t(std::max(n, m)), std::int64_t(std::max(n, m) + 7),
+          std::int64_t(1) << 40}) {
       Config banded = none;
       banded.band = w;
-      SCOPED_TRACE(banded.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
-      EXPECT_TRUE(near_values(library_values<double>(x, y, banded), want, 1e-12, 1.0, "values"));
+      SCOPED_TRACE(banded.str() + " N=" + std::to_string(n) +
+                   " M=" + std::to_string(m));
+      EXPECT_TRUE(near_values(library_values<double>(space, x, y, banded), want,
+                              1e-12, 1.0, "values"));
     }
   }
 }
@@ -193,7 +228,8 @@ Batch pack(const std::vector<Batch>& pairs, int n, double fill) {
 
 // A pair padded inside a batch, with lengths, gives exactly what the pair
 // gives on its own; garbage (or NaN) in the padding is never read.
-void check_padding(double fill) {
+template <class Space>
+void check_padding(const Space& space, double fill) {
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts)
     for (double gamma : {0.0, 0.05, 1.0})
@@ -213,52 +249,64 @@ void check_padding(double fill) {
           Config single = s;
           single.len_x.clear();
           single.len_y.clear();
-          alone.push_back(library_values<double>(xs[b], ys[b], single)[0]);
+          alone.push_back(
+              library_values<double>(space, xs[b], ys[b], single)[0]);
         }
         SCOPED_TRACE(s.str());
-        const std::vector<double> padded =
-            library_values<double>(pack(xs, n, fill), pack(ys, m, fill), s);
+        const std::vector<double> padded = library_values<double>(
+            space, pack(xs, n, fill), pack(ys, m, fill), s);
         EXPECT_TRUE(near_values(padded, alone, 1e-12, 1.0, "padded vs alone"));
       }
 }
 
-TEST(SoftDTWValues, PaddedPairEqualsUnpaddedPair) { check_padding(1e3); }
-TEST(SoftDTWValues, NaNInPaddingIsNeverRead) {
-  check_padding(std::numeric_limits<double>::quiet_NaN());
+TYPED_TEST(SoftDTWValues, PaddedPairEqualsUnpaddedPair) {
+  const TypeParam space;
+  check_padding(space, 1e3);
+}
+TYPED_TEST(SoftDTWValues, NaNInPaddingIsNeverRead) {
+  const TypeParam space;
+  check_padding(space, std::numeric_limits<double>::quiet_NaN());
 }
 
 // softmin_γ ≤ min and decreases as γ grows, so dtw − γ log(#paths) ≤
 // sdtw_γ ≤ dtw, and sdtw_γ rises to dtw as γ → 0.
-TEST(SoftDTWValues, SoftValuesApproachHardAsGammaShrinks) {
+TYPED_TEST(SoftDTWValues, SoftValuesApproachHardAsGammaShrinks) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts) {
     const int B = 3, n = rng.integer(2, 60), m = rng.integer(2, 60);
-    const Batch x = random_batch(rng, B, n, 3, -1.0, 1.0), y = random_batch(rng, B, m, 3, -1.0, 1.0);
+    const Batch x = random_batch(rng, B, n, 3, -1.0, 1.0),
+                y = random_batch(rng, B, m, 3, -1.0, 1.0);
     Config s;
     s.cost = cost;
     s.gamma = 0.0;
-    SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
-    const std::vector<double> hard = library_values<double>(x, y, s);
+    SCOPED_TRACE(s.str() + " N=" + std::to_string(n) +
+                 " M=" + std::to_string(m));
+    const std::vector<double> hard = library_values<double>(space, x, y, s);
     std::vector<double> previous(B, -std::numeric_limits<double>::infinity());
     for (double gamma : {10.0, 1.0, 0.1, 0.01, 1e-3, 1e-4}) {
       s.gamma = gamma;
-      const std::vector<double> soft = library_values<double>(x, y, s);
+      const std::vector<double> soft = library_values<double>(space, x, y, s);
       const double log_paths = (n + m) * std::log(3.0);
       for (int b = 0; b < B; ++b) {
         const double slack = 1e-12 * (1.0 + std::fabs(hard[b]));
         EXPECT_LE(soft[b], hard[b] + slack) << "gamma=" << gamma << " b=" << b;
-        EXPECT_GE(soft[b], hard[b] - gamma * log_paths - slack) << "gamma=" << gamma << " b=" << b;
-        EXPECT_GE(soft[b], previous[b] - slack) << "not monotone at gamma=" << gamma << " b=" << b;
+        EXPECT_GE(soft[b], hard[b] - gamma * log_paths - slack)
+            << "gamma=" << gamma << " b=" << b;
+        EXPECT_GE(soft[b], previous[b] - slack)
+            << "not monotone at gamma=" << gamma << " b=" << b;
         previous[b] = soft[b];
       }
     }
     for (int b = 0; b < B; ++b)
-      EXPECT_NEAR(previous[b], hard[b], 1e-4 * (n + m) * std::log(3.0) + 1e-9) << "gamma=1e-4 b=" << b;
+      EXPECT_NEAR(previous[b], hard[b], 1e-4 * (n + m) * std::log(3.0) + 1e-9)
+          << "gamma=1e-4 b=" << b;
   }
 }
 
 // Tile edges are an implementation detail: every tile gives the reference.
-TEST(SoftDTWValues, EveryTileSizeGivesTheSameValues) {
+TYPED_TEST(SoftDTWValues, EveryTileSizeGivesTheSameValues) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const int B = 3, n = 45, m = 38, d = 3;
   const Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, m, d);
@@ -273,13 +321,14 @@ TEST(SoftDTWValues, EveryTileSizeGivesTheSameValues) {
       for (int tile : {0, 1, 2, 3, 4, 7, 16, 32, 33, 64}) {
         s.tile = tile;
         SCOPED_TRACE(s.str());
-        EXPECT_TRUE(near_values(library_values<double>(x, y, s), want, 1e-9, 1.0, "values"));
+        EXPECT_TRUE(near_values(library_values<double>(space, x, y, s), want,
+                                1e-9, 1.0, "values"));
       }
     }
 }
 
-TEST(SoftDTWValues, TileSize) {
-  Space space;
+TYPED_TEST(SoftDTWValues, TileSize) {
+  const TypeParam space;
   softwave::SoftDTWOptions o;
   EXPECT_GT(softwave::tile_size(space, o), 0) << "tile = 0 chooses a tile";
   for (int tile : {1, 4, 7, 32}) {
@@ -290,35 +339,58 @@ TEST(SoftDTWValues, TileSize) {
 
 // ------------------------------------------------------------ cost tensor
 
-template <class T>
-void sweep_cost_tensor(double lo) {
+template <class Space>
+class SoftDTWCostTensor : public ::testing::Test {};
+TYPED_TEST_SUITE(SoftDTWCostTensor, ExecutionSpaces);
+
+template <class T, class Space>
+void sweep_cost_tensor(const Space& space, double lo) {
   SWT_SEEDED_RNG(rng);
   for (const Case& k : sweep_cases(rng, false)) {
     SCOPED_TRACE(k.str() + " (cost tensor)");
     Batch c = random_batch(rng, k.B, k.n, k.m, lo, 2.0);
     round_to<T>(c);
-    const std::vector<double> got = library_cost<T>(c, k.setup, false).values;
+    const std::vector<double> got =
+        library_cost<T>(space, c, k.setup, false).values;
     const double floor = value_floor<T>(k, std::max(2.0, -lo));
-    EXPECT_TRUE(near_values(got, reference_cost(c, k.setup).values, value_rtol<T>(), floor, "values"));
+    EXPECT_TRUE(near_values(got, reference_cost(c, k.setup).values,
+                            value_rtol<T>(), floor, "values"));
   }
 }
 
-TEST(SoftDTWCostTensor, SweepMatchesReferenceDouble) { sweep_cost_tensor<double>(0.0); }
-TEST(SoftDTWCostTensor, SweepMatchesReferenceFloat) { sweep_cost_tensor<float>(0.0); }
-TEST(SoftDTWCostTensor, SweepMatchesReferenceBFloat16) { sweep_cost_tensor<softwave::bfloat16>(0.0); }
-TEST(SoftDTWCostTensor, SweepMatchesReferenceFloat16) { sweep_cost_tensor<softwave::float16>(0.0); }
+TYPED_TEST(SoftDTWCostTensor, SweepMatchesReferenceDouble) {
+  const TypeParam space;
+  sweep_cost_tensor<double>(space, 0.0);
+}
+TYPED_TEST(SoftDTWCostTensor, SweepMatchesReferenceFloat) {
+  const TypeParam space;
+  sweep_cost_tensor<float>(space, 0.0);
+}
+TYPED_TEST(SoftDTWCostTensor, SweepMatchesReferenceBFloat16) {
+  const TypeParam space;
+  sweep_cost_tensor<softwave::bfloat16>(space, 0.0);
+}
+TYPED_TEST(SoftDTWCostTensor, SweepMatchesReferenceFloat16) {
+  const TypeParam space;
+  sweep_cost_tensor<softwave::float16>(space, 0.0);
+}
 // Any cost tensor is allowed, negative entries included.
-TEST(SoftDTWCostTensor, NegativeCostsMatchReference) { sweep_cost_tensor<double>(-1.0); }
+TYPED_TEST(SoftDTWCostTensor, NegativeCostsMatchReference) {
+  const TypeParam space;
+  sweep_cost_tensor<double>(space, -1.0);
+}
 
 // Padding of a cost tensor (outside each pair's N_b×M_b corner) is never
 // read: NaN there changes nothing, and grad_cost is exactly 0 there.
-TEST(SoftDTWCostTensor, NaNInPaddingIsNeverRead) {
+TYPED_TEST(SoftDTWCostTensor, NaNInPaddingIsNeverRead) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (double gamma : {0.0, 0.1}) {
     const int B = 4, n = 23, m = 31;
     Config s;
     s.gamma = gamma;
-    s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 3)) : std::nullopt;
+    s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 3))
+                        : std::nullopt;
     s.len_x = random_lengths(rng, B, n);
     s.len_y = random_lengths(rng, B, m);
     SCOPED_TRACE(s.str());
@@ -326,24 +398,30 @@ TEST(SoftDTWCostTensor, NaNInPaddingIsNeverRead) {
     for (int b = 0; b < B; ++b)
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < m; ++j)
-          if (i >= s.len_x[b] || j >= s.len_y[b]) c(b, i, j) = std::numeric_limits<double>::quiet_NaN();
+          if (i >= s.len_x[b] || j >= s.len_y[b])
+            c(b, i, j) = std::numeric_limits<double>::quiet_NaN();
     const Results want = reference_cost(c, s);
-    const Results got = library_cost<double>(c, s, true);
+    const Results got = library_cost<double>(space, c, s, true);
     EXPECT_TRUE(near_values(got.values, want.values, 1e-9, 1.0, "values"));
-    EXPECT_TRUE(near_arrays(got.alignment, want.alignment, 1e-9, 1.0, "grad_cost"));
+    EXPECT_TRUE(
+        near_arrays(got.alignment, want.alignment, 1e-9, 1.0, "grad_cost"));
     for (int b = 0; b < B; ++b)
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < m; ++j)
           if (i >= s.len_x[b] || j >= s.len_y[b]) {
-            EXPECT_EQ(got.alignment[(static_cast<std::size_t>(b) * n + i) * m + j], 0.0)
-                << "grad_cost in the padding, pair " << b << " (" << i << "," << j << ")";
+            EXPECT_EQ(
+                got.alignment[(static_cast<std::size_t>(b) * n + i) * m + j],
+                0.0)
+                << "grad_cost in the padding, pair " << b << " (" << i << ","
+                << j << ")";
           }
   }
 }
 
 // The cost-tensor entry point on the built-in cost's tensor equals the series
 // entry point; options.cost is ignored by the cost-tensor entry points.
-TEST(SoftDTWCostTensor, EqualsSeriesPathOnTheSameCosts) {
+TYPED_TEST(SoftDTWCostTensor, EqualsSeriesPathOnTheSameCosts) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts) {
     const int B = 4, n = rng.integer(1, 40), m = rng.integer(1, 40), d = 5;
@@ -354,17 +432,21 @@ TEST(SoftDTWCostTensor, EqualsSeriesPathOnTheSameCosts) {
     s.len_x = random_lengths(rng, B, n);
     s.len_y = random_lengths(rng, B, m);
     SCOPED_TRACE(s.str());
-    const Batch x = random_batch(rng, B, n, d, -1.0, 1.0), y = random_batch(rng, B, m, d, -1.0, 1.0);
+    const Batch x = random_batch(rng, B, n, d, -1.0, 1.0),
+                y = random_batch(rng, B, m, d, -1.0, 1.0);
     Batch c(B, n, m, 0.0);
     for (int b = 0; b < B; ++b) {
-      const ref::Table t = ref::cost_table(x.series(b, s.len_x[b]), y.series(b, s.len_y[b]), cost);
+      const ref::Table t = ref::cost_table(x.series(b, s.len_x[b]),
+                                           y.series(b, s.len_y[b]), cost);
       for (int i = 0; i < t.rows; ++i)
         for (int j = 0; j < t.cols; ++j) c(b, i, j) = t(i, j);
     }
     Config other_cost = s;
     other_cost.cost = cost == ref::Cost::l1 ? ref::Cost::cosine : ref::Cost::l1;
-    EXPECT_TRUE(near_values(library_cost<double>(c, other_cost, false).values,
-                            library_values<double>(x, y, s), 1e-11, 1.0, "cost tensor vs series"));
+    EXPECT_TRUE(
+        near_values(library_cost<double>(space, c, other_cost, false).values,
+                    library_values<double>(space, x, y, s), 1e-11, 1.0,
+                    "cost tensor vs series"));
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Peak bytes of the "softwave::*" allocations made while tracking, through the
-// Kokkos Tools allocation callbacks. Shared by the benchmarks (peak workspace
-// counter) and the memory tests.
+// Kokkos Tools allocation callbacks. Shared by the memory tests
+// (test_softdtw_memory.cpp) and the benchmarks' peak workspace counter
+// (perf/).
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
@@ -18,7 +19,7 @@
 #include <cuda_runtime.h>
 #endif
 
-namespace softwave_perf {
+namespace softwave_tools {
 
 // Allocation tracking through the Kokkos Tools callbacks (Kokkos 3.4.1:
 // Kokkos::Tools::Experimental::set_allocate_data_callback and friends). Only
@@ -133,4 +134,4 @@ struct StreamOrderedPeak {
 #endif
 };
 
-}  // namespace softwave_perf
+}  // namespace softwave_tools

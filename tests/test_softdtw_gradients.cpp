@@ -13,27 +13,44 @@ namespace {
 
 using namespace swt;
 
-template <class T>
-void sweep_gradients() {
+template <class Space>
+class SoftDTWGradients : public ::testing::Test {};
+TYPED_TEST_SUITE(SoftDTWGradients, ExecutionSpaces);
+
+template <class T, class Space>
+void sweep_gradients(const Space& space) {
   SWT_SEEDED_RNG(rng);
   for (const Case& k : sweep_cases(rng, true)) {
     SCOPED_TRACE(k.str());
     const auto [x, y] = case_inputs<T>(rng, k);
-    check_value_and_grad<T>(k, x, y);
+    check_value_and_grad<T>(space, k, x, y);
   }
 }
 
-TEST(SoftDTWGradients, SweepMatchesReferenceDouble) { sweep_gradients<double>(); }
-TEST(SoftDTWGradients, SweepMatchesReferenceFloat) { sweep_gradients<float>(); }
-TEST(SoftDTWGradients, SweepMatchesReferenceBFloat16) { sweep_gradients<softwave::bfloat16>(); }
-TEST(SoftDTWGradients, SweepMatchesReferenceFloat16) { sweep_gradients<softwave::float16>(); }
+TYPED_TEST(SoftDTWGradients, SweepMatchesReferenceDouble) {
+  const TypeParam space;
+  sweep_gradients<double>(space);
+}
+TYPED_TEST(SoftDTWGradients, SweepMatchesReferenceFloat) {
+  const TypeParam space;
+  sweep_gradients<float>(space);
+}
+TYPED_TEST(SoftDTWGradients, SweepMatchesReferenceBFloat16) {
+  const TypeParam space;
+  sweep_gradients<softwave::bfloat16>(space);
+}
+TYPED_TEST(SoftDTWGradients, SweepMatchesReferenceFloat16) {
+  const TypeParam space;
+  sweep_gradients<softwave::float16>(space);
+}
 
 // ------------------------------------------------------ finite differences
 
 // Central differences of the library's own values (float64) against its
 // gradients, on every entry of every pair's valid region. l1 inputs keep
 // every |x_ik − y_jk| ≥ 1e-3 (away from the kinks); cosine inputs are signed.
-TEST(SoftDTWGradients, FiniteDifferencesSeries) {
+TYPED_TEST(SoftDTWGradients, FiniteDifferencesSeries) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const double h = 1e-6;
   for (ref::Cost cost : kCosts)
@@ -60,19 +77,23 @@ TEST(SoftDTWGradients, FiniteDifferencesSeries) {
                   for (int k = 0; k < d; ++k)
                     if (std::fabs(x(b, i, k) - y(b, j, k)) < 1e-3) away = false;
         }
-        const Results got = library_value_and_grad<double>(x, y, s);
+        const Results got = library_value_and_grad<double>(space, x, y, s);
         auto objective = [&](const Batch& xx, const Batch& yy) {
-          const std::vector<double> v = library_values<double>(xx, yy, s);
+          const std::vector<double> v =
+              library_values<double>(space, xx, yy, s);
           return s.grad_output[0] * v[0] + s.grad_output[1] * v[1];
         };
         const auto [fd_x, fd_y] = central_differences(x, y, s, h, objective);
-        EXPECT_TRUE(near_arrays(got.grad_x, fd_x, 1e-5, 1e-3, "grad_x vs finite differences"));
-        EXPECT_TRUE(near_arrays(got.grad_y, fd_y, 1e-5, 1e-3, "grad_y vs finite differences"));
+        EXPECT_TRUE(near_arrays(got.grad_x, fd_x, 1e-5, 1e-3,
+                                "grad_x vs finite differences"));
+        EXPECT_TRUE(near_arrays(got.grad_y, fd_y, 1e-5, 1e-3,
+                                "grad_y vs finite differences"));
       }
 }
 
 // grad_cost = grad_output · ∂value/∂C, checked by central differences.
-TEST(SoftDTWGradients, FiniteDifferencesCostTensor) {
+TYPED_TEST(SoftDTWGradients, FiniteDifferencesCostTensor) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const double h = 1e-6;
   for (double gamma : {0.01, 0.1, 1.0})
@@ -86,7 +107,7 @@ TEST(SoftDTWGradients, FiniteDifferencesCostTensor) {
       s.grad_output = {2.0, -1.0};
       SCOPED_TRACE(s.str());
       const Batch c = random_batch(rng, B, n, m, -0.5, 1.0);
-      const Results got = library_cost<double>(c, s, true);
+      const Results got = library_cost<double>(space, c, s, true);
       std::vector<double> fd(got.alignment.size(), 0.0);
       for (int b = 0; b < B; ++b)
         for (int i = 0; i < s.len_x[b]; ++i)
@@ -94,18 +115,26 @@ TEST(SoftDTWGradients, FiniteDifferencesCostTensor) {
             Batch p = c, q = c;
             p(b, i, j) += h;
             q(b, i, j) -= h;
-            const double vp = library_cost<double>(p, s, false).values[b];
-            const double vq = library_cost<double>(q, s, false).values[b];
-            fd[(static_cast<std::size_t>(b) * n + i) * m + j] = s.grad_output[b] * (vp - vq) / (2 * h);
+            const double vp =
+                library_cost<double>(space, p, s, false).values[b];
+            const double vq =
+                library_cost<double>(space, q, s, false).values[b];
+            fd[(static_cast<std::size_t>(b) * n + i) * m + j] =
+                s.grad_output[b] * (vp - vq) / (2 * h);
           }
-      EXPECT_TRUE(near_arrays(got.alignment, fd, 1e-5, 1e-3, "grad_cost vs finite differences"));
+      EXPECT_TRUE(near_arrays(got.alignment, fd, 1e-5, 1e-3,
+                              "grad_cost vs finite differences"));
     }
 }
 
 // ------------------------------------------------------------ cost tensor
 
-template <class T>
-void sweep_cost_gradients() {
+template <class Space>
+class SoftDTWCostTensor : public ::testing::Test {};
+TYPED_TEST_SUITE(SoftDTWCostTensor, ExecutionSpaces);
+
+template <class T, class Space>
+void sweep_cost_gradients(const Space& space) {
   SWT_SEEDED_RNG(rng);
   for (const Case& k : sweep_cases(rng, true)) {
     if (k.setup.cost != ref::Cost::sqeuclidean) continue;  // ignored here
@@ -113,25 +142,41 @@ void sweep_cost_gradients() {
     Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
     round_to<T>(c);
     const Results want = reference_cost(c, k.setup);
-    const Results got = library_cost<T>(c, k.setup, true);
-    EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(), value_floor<T>(k, 2.0), "values"));
+    const Results got = library_cost<T>(space, c, k.setup, true);
+    EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(),
+                            value_floor<T>(k, 2.0), "values"));
     if (k.setup.gamma == 0.0 && !std::is_same_v<T, double>) continue;
-    const double tol = array_rtol<T>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
-    EXPECT_TRUE(near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
+    const double tol =
+        array_rtol<T>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
+    EXPECT_TRUE(
+        near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
   }
 }
 
-TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceDouble) { sweep_cost_gradients<double>(); }
-TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceFloat) { sweep_cost_gradients<float>(); }
-TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceBFloat16) { sweep_cost_gradients<softwave::bfloat16>(); }
-TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceFloat16) { sweep_cost_gradients<softwave::float16>(); }
+TYPED_TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceDouble) {
+  const TypeParam space;
+  sweep_cost_gradients<double>(space);
+}
+TYPED_TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceFloat) {
+  const TypeParam space;
+  sweep_cost_gradients<float>(space);
+}
+TYPED_TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceBFloat16) {
+  const TypeParam space;
+  sweep_cost_gradients<softwave::bfloat16>(space);
+}
+TYPED_TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceFloat16) {
+  const TypeParam space;
+  sweep_cost_gradients<softwave::float16>(space);
+}
 
 // --------------------------------------------------------- E, invariants
 
 // E ∈ [0, 1]; E = 1 at both corners (every path passes there); every row and
 // column holds at least one path cell, so row and column sums are ≥ 1; a path
 // has at most N + M − 1 cells; E = 0 outside the band and outside the pair.
-TEST(SoftDTWGradients, AlignmentInvariants) {
+TYPED_TEST(SoftDTWGradients, AlignmentInvariants) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts)
     for (double gamma : {1e-3, 0.1, 1.0, 10.0}) {
@@ -139,29 +184,38 @@ TEST(SoftDTWGradients, AlignmentInvariants) {
       Config s;
       s.cost = cost;
       s.gamma = gamma;
-      s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 5)) : std::nullopt;
+      s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 5))
+                          : std::nullopt;
       s.len_x = random_lengths(rng, B, n);
       s.len_y = random_lengths(rng, B, m);
       s.tile = rng.coin() ? 0 : 8;
-      SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
-      const Batch x = random_batch(rng, B, n, 3, -1.0, 1.0), y = random_batch(rng, B, m, 3, -1.0, 1.0);
-      const Results got = library_value_and_grad<double>(x, y, s);
+      SCOPED_TRACE(s.str() + " N=" + std::to_string(n) +
+                   " M=" + std::to_string(m));
+      const Batch x = random_batch(rng, B, n, 3, -1.0, 1.0),
+                  y = random_batch(rng, B, m, 3, -1.0, 1.0);
+      const Results got = library_value_and_grad<double>(space, x, y, s);
       const double slack = 1e-9;
       for (int b = 0; b < B; ++b) {
         const int nb = s.len_x[b], mb = s.len_y[b];
-        auto e = [&](int i, int j) { return got.alignment[(static_cast<std::size_t>(b) * n + i) * m + j]; };
+        auto e = [&](int i, int j) {
+          return got.alignment[(static_cast<std::size_t>(b) * n + i) * m + j];
+        };
         EXPECT_NEAR(e(0, 0), 1.0, slack) << "b=" << b;
         EXPECT_NEAR(e(nb - 1, mb - 1), 1.0, slack) << "b=" << b;
         double total = 0.0;
         for (int i = 0; i < n; ++i)
           for (int j = 0; j < m; ++j) {
-            const bool inside = i < nb && j < mb && ref::in_band(i, j, nb, mb, s.band);
+            const bool inside =
+                i < nb && j < mb && ref::in_band(i, j, nb, mb, s.band);
             if (!inside) {
-              EXPECT_EQ(e(i, j), 0.0) << "outside the pair or band: b=" << b << " (" << i << "," << j << ")";
+              EXPECT_EQ(e(i, j), 0.0) << "outside the pair or band: b=" << b
+                                      << " (" << i << "," << j << ")";
               continue;
             }
-            EXPECT_GE(e(i, j), -slack) << "b=" << b << " (" << i << "," << j << ")";
-            EXPECT_LE(e(i, j), 1.0 + slack) << "b=" << b << " (" << i << "," << j << ")";
+            EXPECT_GE(e(i, j), -slack)
+                << "b=" << b << " (" << i << "," << j << ")";
+            EXPECT_LE(e(i, j), 1.0 + slack)
+                << "b=" << b << " (" << i << "," << j << ")";
             total += e(i, j);
           }
         for (int i = 0; i < nb; ++i) {
@@ -182,7 +236,8 @@ TEST(SoftDTWGradients, AlignmentInvariants) {
 
 // Gradients are of Σ_b grad_output[b]·value[b]: linear in grad_output (zero
 // and negative entries included); values do not depend on it.
-TEST(SoftDTWGradients, GradOutputScalesGradientsLinearly) {
+TYPED_TEST(SoftDTWGradients, GradOutputScalesGradientsLinearly) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts)
     for (double gamma : {0.0, 0.1}) {
@@ -191,22 +246,27 @@ TEST(SoftDTWGradients, GradOutputScalesGradientsLinearly) {
       unit.cost = cost;
       unit.gamma = gamma;
       SCOPED_TRACE(unit.str());
-      const Batch x = random_batch(rng, B, n, d, -1.0, 1.0), y = random_batch(rng, B, m, d, -1.0, 1.0);
+      const Batch x = random_batch(rng, B, n, d, -1.0, 1.0),
+                  y = random_batch(rng, B, m, d, -1.0, 1.0);
       Config scaled = unit;
       scaled.grad_output = {0.0, -1.0, 3.5, 1e-3, -250.0};
-      const Results a = library_value_and_grad<double>(x, y, unit);
-      const Results g = library_value_and_grad<double>(x, y, scaled);
+      const Results a = library_value_and_grad<double>(space, x, y, unit);
+      const Results g = library_value_and_grad<double>(space, x, y, scaled);
       std::vector<double> gx = a.grad_x, gy = a.grad_y;
-      for (std::size_t i = 0; i < gx.size(); ++i) gx[i] *= scaled.grad_output[i / (n * d)];
-      for (std::size_t i = 0; i < gy.size(); ++i) gy[i] *= scaled.grad_output[i / (m * d)];
+      for (std::size_t i = 0; i < gx.size(); ++i)
+        gx[i] *= scaled.grad_output[i / (n * d)];
+      for (std::size_t i = 0; i < gy.size(); ++i)
+        gy[i] *= scaled.grad_output[i / (m * d)];
       EXPECT_TRUE(near_values(g.values, a.values, 1e-15, 1.0, "values"));
       EXPECT_TRUE(near_arrays(g.grad_x, gx, 1e-12, 1e-300, "grad_x"));
       EXPECT_TRUE(near_arrays(g.grad_y, gy, 1e-12, 1e-300, "grad_y"));
       // Cost tensor: grad_cost is E scaled by grad_output.
       Batch c = random_batch(rng, B, n, m);
-      const Results ca = library_cost<double>(c, unit, true), cg = library_cost<double>(c, scaled, true);
+      const Results ca = library_cost<double>(space, c, unit, true),
+                    cg = library_cost<double>(space, c, scaled, true);
       std::vector<double> gc = ca.alignment;
-      for (std::size_t i = 0; i < gc.size(); ++i) gc[i] *= scaled.grad_output[i / (n * m)];
+      for (std::size_t i = 0; i < gc.size(); ++i)
+        gc[i] *= scaled.grad_output[i / (n * m)];
       EXPECT_TRUE(near_arrays(cg.alignment, gc, 1e-12, 1e-300, "grad_cost"));
     }
 }
@@ -214,7 +274,8 @@ TEST(SoftDTWGradients, GradOutputScalesGradientsLinearly) {
 // The alignment output is E itself ("E, zero outside each pair", entries in
 // [0, 1]), whatever grad_output scales the gradients by, as the header
 // states (only grad_cost, the cost-tensor gradient, is scaled).
-TEST(SoftDTWGradients, AlignmentIgnoresGradOutput) {
+TYPED_TEST(SoftDTWGradients, AlignmentIgnoresGradOutput) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const int B = 3, n = 12, m = 9;
   const Batch x = random_batch(rng, B, n, 2), y = random_batch(rng, B, m, 2);
@@ -222,15 +283,17 @@ TEST(SoftDTWGradients, AlignmentIgnoresGradOutput) {
   unit.gamma = 0.5;
   Config scaled = unit;
   scaled.grad_output = {2.0, 0.0, -1.0};
-  EXPECT_TRUE(near_arrays(library_value_and_grad<double>(x, y, scaled).alignment,
-                          library_value_and_grad<double>(x, y, unit).alignment, 1e-15, 1.0,
-                          "alignment with grad_output vs without"));
+  EXPECT_TRUE(
+      near_arrays(library_value_and_grad<double>(space, x, y, scaled).alignment,
+                  library_value_and_grad<double>(space, x, y, unit).alignment,
+                  1e-15, 1.0, "alignment with grad_output vs without"));
 }
 
 // A padded pair with lengths gives the unpadded pair's gradients, and the
 // gradients and E are exactly 0 in the padding (outputs are prefilled with a
 // sentinel, inputs' padding with NaN: padding is never read).
-TEST(SoftDTWGradients, PaddedPairEqualsUnpaddedPair) {
+TYPED_TEST(SoftDTWGradients, PaddedPairEqualsUnpaddedPair) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (ref::Cost cost : kCosts)
@@ -239,7 +302,8 @@ TEST(SoftDTWGradients, PaddedPairEqualsUnpaddedPair) {
       Config s;
       s.cost = cost;
       s.gamma = gamma;
-      s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 3)) : std::nullopt;
+      s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 3))
+                          : std::nullopt;
       s.len_x = random_lengths(rng, B, n);
       s.len_y = random_lengths(rng, B, m);
       s.grad_output = {1.0, 0.5, -2.0, 1.0};
@@ -251,10 +315,11 @@ TEST(SoftDTWGradients, PaddedPairEqualsUnpaddedPair) {
         for (int j = 0; j < s.len_y[b]; ++j)
           for (int k = 0; k < d; ++k) y(b, j, k) = rng.uniform(-1.0, 1.0);
       }
-      const Results padded = library_value_and_grad<double>(x, y, s);
+      const Results padded = library_value_and_grad<double>(space, x, y, s);
       for (int b = 0; b < B; ++b) {
         const int nb = s.len_x[b], mb = s.len_y[b];
-        SCOPED_TRACE("b=" + std::to_string(b) + " N_b=" + std::to_string(nb) + " M_b=" + std::to_string(mb));
+        SCOPED_TRACE("b=" + std::to_string(b) + " N_b=" + std::to_string(nb) +
+                     " M_b=" + std::to_string(mb));
         Batch xb(1, nb, d), yb(1, mb, d);
         for (int i = 0; i < nb; ++i)
           for (int k = 0; k < d; ++k) xb(0, i, k) = x(b, i, k);
@@ -264,26 +329,38 @@ TEST(SoftDTWGradients, PaddedPairEqualsUnpaddedPair) {
         single.len_x.clear();
         single.len_y.clear();
         single.grad_output = {s.grad_output[b]};
-        const Results alone = library_value_and_grad<double>(xb, yb, single);
-        EXPECT_TRUE(near_values({padded.values[b]}, alone.values, 1e-12, 1.0, "value"));
+        const Results alone =
+            library_value_and_grad<double>(space, xb, yb, single);
+        EXPECT_TRUE(
+            near_values({padded.values[b]}, alone.values, 1e-12, 1.0, "value"));
         std::vector<double> gx, gy, e;
         for (int i = 0; i < n; ++i)
           for (int k = 0; k < d; ++k) {
-            const double g = padded.grad_x[(static_cast<std::size_t>(b) * n + i) * d + k];
-            if (i < nb) gx.push_back(g);
-            else EXPECT_EQ(g, 0.0) << "grad_x in the padding, row " << i;
+            const double g =
+                padded.grad_x[(static_cast<std::size_t>(b) * n + i) * d + k];
+            if (i < nb)
+              gx.push_back(g);
+            else
+              EXPECT_EQ(g, 0.0) << "grad_x in the padding, row " << i;
           }
         for (int j = 0; j < m; ++j)
           for (int k = 0; k < d; ++k) {
-            const double g = padded.grad_y[(static_cast<std::size_t>(b) * m + j) * d + k];
-            if (j < mb) gy.push_back(g);
-            else EXPECT_EQ(g, 0.0) << "grad_y in the padding, row " << j;
+            const double g =
+                padded.grad_y[(static_cast<std::size_t>(b) * m + j) * d + k];
+            if (j < mb)
+              gy.push_back(g);
+            else
+              EXPECT_EQ(g, 0.0) << "grad_y in the padding, row " << j;
           }
         for (int i = 0; i < n; ++i)
           for (int j = 0; j < m; ++j) {
-            const double a = padded.alignment[(static_cast<std::size_t>(b) * n + i) * m + j];
-            if (i < nb && j < mb) e.push_back(a);
-            else EXPECT_EQ(a, 0.0) << "alignment outside the pair at (" << i << "," << j << ")";
+            const double a =
+                padded.alignment[(static_cast<std::size_t>(b) * n + i) * m + j];
+            if (i < nb && j < mb)
+              e.push_back(a);
+            else
+              EXPECT_EQ(a, 0.0)
+                  << "alignment outside the pair at (" << i << "," << j << ")";
           }
         EXPECT_TRUE(near_arrays(gx, alone.grad_x, 1e-12, 1e-300, "grad_x"));
         EXPECT_TRUE(near_arrays(gy, alone.grad_y, 1e-12, 1e-300, "grad_y"));
@@ -292,27 +369,31 @@ TEST(SoftDTWGradients, PaddedPairEqualsUnpaddedPair) {
     }
 }
 
-TEST(SoftDTWGradients, WideBandEqualsNoBand) {
+TYPED_TEST(SoftDTWGradients, WideBandEqualsNoBand) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (double gamma : {0.0, 0.1, 1.0}) {
     const int B = 2, n = rng.integer(1, 40), m = rng.integer(1, 40);
     const Batch x = random_batch(rng, B, n, 3), y = random_batch(rng, B, m, 3);
     Config none;
     none.gamma = gamma;
-    const Results want = library_value_and_grad<double>(x, y, none);
+    const Results want = library_value_and_grad<double>(space, x, y, none);
     Config banded = none;
     banded.band = std::max(n, m);
-    SCOPED_TRACE(banded.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
-    const Results got = library_value_and_grad<double>(x, y, banded);
+    SCOPED_TRACE(banded.str() + " N=" + std::to_string(n) +
+                 " M=" + std::to_string(m));
+    const Results got = library_value_and_grad<double>(space, x, y, banded);
     EXPECT_TRUE(near_values(got.values, want.values, 1e-12, 1.0, "values"));
     EXPECT_TRUE(near_arrays(got.grad_x, want.grad_x, 1e-12, 1e-300, "grad_x"));
     EXPECT_TRUE(near_arrays(got.grad_y, want.grad_y, 1e-12, 1e-300, "grad_y"));
-    EXPECT_TRUE(near_arrays(got.alignment, want.alignment, 1e-12, 1.0, "alignment"));
+    EXPECT_TRUE(
+        near_arrays(got.alignment, want.alignment, 1e-12, 1.0, "alignment"));
   }
 }
 
 // sdtw is symmetric, so grad_x(x, y) = grad_y(y, x) and E(y, x) = E(x, y)ᵀ.
-TEST(SoftDTWGradients, SymmetryOfGradients) {
+TYPED_TEST(SoftDTWGradients, SymmetryOfGradients) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts) {
     const int B = 2, n = rng.integer(1, 30), m = rng.integer(1, 30), d = 3;
@@ -320,24 +401,31 @@ TEST(SoftDTWGradients, SymmetryOfGradients) {
     s.cost = cost;
     s.gamma = 0.2;
     s.band = rng.integer(0, 3);
-    SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
-    const Batch x = random_batch(rng, B, n, d, -1.0, 1.0), y = random_batch(rng, B, m, d, -1.0, 1.0);
-    const Results xy = library_value_and_grad<double>(x, y, s), yx = library_value_and_grad<double>(y, x, s);
-    EXPECT_TRUE(near_arrays(yx.grad_y, xy.grad_x, 1e-10, 1e-300, "grad_y(y,x) vs grad_x(x,y)"));
-    EXPECT_TRUE(near_arrays(yx.grad_x, xy.grad_y, 1e-10, 1e-300, "grad_x(y,x) vs grad_y(x,y)"));
+    SCOPED_TRACE(s.str() + " N=" + std::to_string(n) +
+                 " M=" + std::to_string(m));
+    const Batch x = random_batch(rng, B, n, d, -1.0, 1.0),
+                y = random_batch(rng, B, m, d, -1.0, 1.0);
+    const Results xy = library_value_and_grad<double>(space, x, y, s),
+                  yx = library_value_and_grad<double>(space, y, x, s);
+    EXPECT_TRUE(near_arrays(yx.grad_y, xy.grad_x, 1e-10, 1e-300,
+                            "grad_y(y,x) vs grad_x(x,y)"));
+    EXPECT_TRUE(near_arrays(yx.grad_x, xy.grad_y, 1e-10, 1e-300,
+                            "grad_x(y,x) vs grad_y(x,y)"));
     std::vector<double> et(yx.alignment.size());
     for (int b = 0; b < B; ++b)
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < m; ++j)
           et[(static_cast<std::size_t>(b) * n + i) * m + j] =
               yx.alignment[(static_cast<std::size_t>(b) * m + j) * n + i];
-    EXPECT_TRUE(near_arrays(et, xy.alignment, 1e-10, 1.0, "E(y,x)^T vs E(x,y)"));
+    EXPECT_TRUE(
+        near_arrays(et, xy.alignment, 1e-10, 1.0, "E(y,x)^T vs E(x,y)"));
   }
 }
 
 // Any subset of outputs may be requested (empty views are skipped, values
 // included); each equals what a full request returns.
-TEST(SoftDTWGradients, PartialOutputRequestsAgree) {
+TYPED_TEST(SoftDTWGradients, PartialOutputRequestsAgree) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (double gamma : {0.0, 0.3}) {
     const int B = 3, n = rng.integer(1, 40), m = rng.integer(1, 40), d = 3;
@@ -347,31 +435,38 @@ TEST(SoftDTWGradients, PartialOutputRequestsAgree) {
     s.len_y = random_lengths(rng, B, m);
     SCOPED_TRACE(s.str());
     const Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, m, d);
-    const Results full = library_value_and_grad<double>(x, y, s);
-    EXPECT_TRUE(near_values(full.values, library_values<double>(x, y, s), 1e-14, 1.0,
+    const Results full = library_value_and_grad<double>(space, x, y, s);
+    EXPECT_TRUE(near_values(full.values, library_values<double>(space, x, y, s),
+                            1e-14, 1.0,
                             "value_and_grad values vs soft_dtw values"));
-    Space space;
-    const auto dx = to_device<double>(x), dy = to_device<double>(y);
-    const auto lengths = s.lengths();
+    const auto dx = to_device<double>(space, x),
+               dy = to_device<double>(space, y);
+    const auto lengths = s.lengths(space);
     for (int only = 0; only < 3; ++only) {
-      softwave::SeriesGradients<double, Space> g;
-      if (only == 0) g.grad_x = output3<double>("swt::grad_x", B, n, d);
-      if (only == 1) g.grad_y = output3<double>("swt::grad_y", B, m, d);
-      if (only == 2) g.alignment = output3<double>("swt::alignment", B, n, m);
-      softwave::soft_dtw_value_and_grad(space, dx, dy, Dev1<double>(), g, s.options(), lengths);
+      softwave::SeriesGradients<double, TypeParam> g;
+      if (only == 0) g.grad_x = output3<double>(space, "swt::grad_x", B, n, d);
+      if (only == 1) g.grad_y = output3<double>(space, "swt::grad_y", B, m, d);
+      if (only == 2)
+        g.alignment = output3<double>(space, "swt::alignment", B, n, m);
+      softwave::soft_dtw_value_and_grad(
+          space, dx, dy, Dev1<double, TypeParam>(), g, s.options(), lengths);
       if (only == 0) {
-        EXPECT_TRUE(near_arrays(to_host(g.grad_x), full.grad_x, 1e-14, 1e-300, "grad_x alone"));
+        EXPECT_TRUE(near_arrays(to_host(g.grad_x), full.grad_x, 1e-14, 1e-300,
+                                "grad_x alone"));
       } else if (only == 1) {
-        EXPECT_TRUE(near_arrays(to_host(g.grad_y), full.grad_y, 1e-14, 1e-300, "grad_y alone"));
+        EXPECT_TRUE(near_arrays(to_host(g.grad_y), full.grad_y, 1e-14, 1e-300,
+                                "grad_y alone"));
       } else {
-        EXPECT_TRUE(near_arrays(to_host(g.alignment), full.alignment, 1e-14, 1.0, "alignment alone"));
+        EXPECT_TRUE(near_arrays(to_host(g.alignment), full.alignment, 1e-14,
+                                1.0, "alignment alone"));
       }
     }
   }
 }
 
 // One long pair: N = M = 5000, d = 1, value and both gradients in float64.
-TEST(SoftDTWGradients, LongPair5000) {
+TYPED_TEST(SoftDTWGradients, LongPair5000) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const int n = 5000;
   Case k;
@@ -381,23 +476,30 @@ TEST(SoftDTWGradients, LongPair5000) {
   k.setup.gamma = 0.1;
   SCOPED_TRACE(k.str());
   const Batch x = random_batch(rng, 1, n, 1), y = random_batch(rng, 1, n, 1);
-  Space space;
-  const auto dx = to_device<double>(x), dy = to_device<double>(y);
-  auto values = output1<double>("swt::values", 1);
-  softwave::SeriesGradients<double, Space> g;
-  g.grad_x = output3<double>("swt::grad_x", 1, n, 1);
-  g.grad_y = output3<double>("swt::grad_y", 1, n, 1);
+  const auto dx = to_device<double>(space, x), dy = to_device<double>(space, y);
+  auto values = output1<double>(space, "swt::values", 1);
+  softwave::SeriesGradients<double, TypeParam> g;
+  g.grad_x = output3<double>(space, "swt::grad_x", 1, n, 1);
+  g.grad_y = output3<double>(space, "swt::grad_y", 1, n, 1);
   const auto start = std::chrono::steady_clock::now();
-  softwave::soft_dtw_value_and_grad(space, dx, dy, values, g, k.setup.options());
+  softwave::soft_dtw_value_and_grad(space, dx, dy, values, g,
+                                    k.setup.options());
   space.fence();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << "[ timing   ] 5000x5000 value+grad (library): " << seconds << " s" << std::endl;
-  RecordProperty("library_seconds", std::to_string(seconds));
-  const ref::Result want = ref::soft_dtw(x.series(0, n), y.series(0, n), k.setup.ref_options());
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  std::cout << "[ timing   ] 5000x5000 value+grad (library): " << seconds
+            << " s" << std::endl;
+  ::testing::Test::RecordProperty("library_seconds", std::to_string(seconds));
+  const ref::Result want =
+      ref::soft_dtw(x.series(0, n), y.series(0, n), k.setup.ref_options());
   EXPECT_TRUE(near_values(to_host(values), {want.value}, 1e-9, 1.0, "value"));
-  const double tol = array_rtol<double>(k.setup.gamma, std::fabs(want.value), 1.0, n, n);
-  EXPECT_TRUE(near_arrays(to_host(g.grad_x), want.grad_x.v, tol, 1e-300, "grad_x"));
-  EXPECT_TRUE(near_arrays(to_host(g.grad_y), want.grad_y.v, tol, 1e-300, "grad_y"));
+  const double tol =
+      array_rtol<double>(k.setup.gamma, std::fabs(want.value), 1.0, n, n);
+  EXPECT_TRUE(
+      near_arrays(to_host(g.grad_x), want.grad_x.v, tol, 1e-300, "grad_x"));
+  EXPECT_TRUE(
+      near_arrays(to_host(g.grad_y), want.grad_y.v, tol, 1e-300, "grad_y"));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The workspace a call allocates, measured through Kokkos Tools allocation
 // callbacks and, on CUDA, the stream-ordered pool's high-water mark
-// (perf/allocation_tracker.hpp), against the formula documented in
+// (allocation_tracker.hpp), against the formula documented in
 // softdtw.hpp: no B×N×M table, and a band shrinks the backward checkpoints.
 
 #include <cstdint>
@@ -11,23 +11,24 @@
 namespace {
 
 using namespace swt;
-using softwave_perf::AllocationTracker;
+using softwave_tools::AllocationTracker;
 
 // Peak "softwave::*" bytes of one forward+backward call (grad_x only).
-std::uint64_t backward_workspace(int B, int n, int m,
+template <class Space>
+std::uint64_t backward_workspace(const Space& space, int B, int n, int m,
                                  const softwave::SoftDTWOptions& options) {
-  Dev3<double> x("x", B, n, 1), y("y", B, m, 1), gx("gx", B, n, 1);
+  Dev3<double, Space> x("x", B, n, 1), y("y", B, m, 1), gx("gx", B, n, 1);
   Kokkos::deep_copy(x, 0.25);
   Kokkos::deep_copy(y, 0.5);
-  Dev1<double> values("values", B);
+  Dev1<double, Space> values("values", B);
   softwave::SeriesGradients<double, Space> g;
   g.grad_x = gx;
   AllocationTracker::start();
-  softwave_perf::StreamOrderedPeak::start();
-  softwave::soft_dtw_value_and_grad(Space(), x, y, values, g, options);
+  softwave_tools::StreamOrderedPeak::start();
+  softwave::soft_dtw_value_and_grad(space, x, y, values, g, options);
   Kokkos::fence();
   return AllocationTracker::stop().workspace +
-         softwave_perf::StreamOrderedPeak::stop();
+         softwave_tools::StreamOrderedPeak::stop();
 }
 
 // The header's formula for forward + backward, with row/column widths wr, wc.
@@ -36,26 +37,33 @@ double formula(int B, int n, int m, int tile, double wr, double wc) {
   return 8.0 * B * (2 * rows * wr + 2 * cols * wc + rows * cols + 1);
 }
 
-TEST(Memory, BackwardWorkspaceFollowsTheFormula) {
+template <class Space>
+class Memory : public ::testing::Test {};
+TYPED_TEST_SUITE(Memory, ExecutionSpaces);
+
+TYPED_TEST(Memory, BackwardWorkspaceFollowsTheFormula) {
+  const TypeParam space;
   const int B = 3, n = 700, m = 500;
   softwave::SoftDTWOptions options;
-  const int tile = softwave::tile_size(Space(), options);
+  const int tile = softwave::tile_size(space, options);
   const double bytes =
-      static_cast<double>(backward_workspace(B, n, m, options));
+      static_cast<double>(backward_workspace(space, B, n, m, options));
   const double expected = formula(B, n, m, tile, m + 1, n + 1);
   EXPECT_LE(bytes, expected * 1.001 + 4096);
   EXPECT_GE(bytes, expected * 0.98);
   EXPECT_LT(bytes, 0.25 * 8.0 * B * n * m) << "a B×N×M table would be 4× this";
 }
 
-TEST(Memory, BandKeepsOnlyInBandCheckpoints) {
+TYPED_TEST(Memory, BandKeepsOnlyInBandCheckpoints) {
+  const TypeParam space;
   const int B = 2, n = 2048, m = 1536, w = 8;
   softwave::SoftDTWOptions options;
-  const int tile = softwave::tile_size(Space(), options);
-  const double full = static_cast<double>(backward_workspace(B, n, m, options));
+  const int tile = softwave::tile_size(space, options);
+  const double full =
+      static_cast<double>(backward_workspace(space, B, n, m, options));
   options.band = w;
   const double banded =
-      static_cast<double>(backward_workspace(B, n, m, options));
+      static_cast<double>(backward_workspace(space, B, n, m, options));
   // Wr = 2w + 3 + ceil(m/n), Wc = 2w + 3 + ceil(n/m).
   const double expected = formula(B, n, m, tile, 2 * w + 3 + 1, 2 * w + 3 + 2);
   EXPECT_LE(banded, expected * 1.001 + 4096);

@@ -17,17 +17,20 @@ struct PathResult {
   std::vector<double> length;
 };
 
-template <class T>
-PathResult library_path(const Batch& x, const Batch& y, const Config& s, bool with_values = true) {
-  Space space;
-  const auto dx = to_device<T>(x, "swt::x"), dy = to_device<T>(y, "swt::y");
-  Dev1<softwave::value_t<T>> values;
-  if (with_values) values = output1<softwave::value_t<T>>("swt::values", x.B);
-  Dev3<int> path("swt::path", x.B, x.n + y.n - 1, 2);
-  Dev1<int> length("swt::path_length", x.B);
+template <class T, class Space>
+PathResult library_path(const Space& space, const Batch& x, const Batch& y,
+                        const Config& s, bool with_values = true) {
+  const auto dx = to_device<T>(space, x, "swt::x"),
+             dy = to_device<T>(space, y, "swt::y");
+  Dev1<softwave::value_t<T>, Space> values;
+  if (with_values)
+    values = output1<softwave::value_t<T>>(space, "swt::values", x.B);
+  Dev3<int, Space> path("swt::path", x.B, x.n + y.n - 1, 2);
+  Dev1<int, Space> length("swt::path_length", x.B);
   Kokkos::deep_copy(path, 12345);
   Kokkos::deep_copy(length, 12345);
-  softwave::dtw_path(space, dx, dy, values, path, length, s.options(), s.lengths());
+  softwave::dtw_path(space, dx, dy, values, path, length, s.options(),
+                     s.lengths(space));
   PathResult out;
   if (with_values) out.values = to_host(values);
   out.path = to_host(path);
@@ -36,14 +39,16 @@ PathResult library_path(const Batch& x, const Batch& y, const Config& s, bool wi
 }
 
 // Compares dtw_path's result for every pair with the reference path.
-void check_paths(const Batch& x, const Batch& y, const Config& s, const PathResult& got) {
+void check_paths(const Batch& x, const Batch& y, const Config& s,
+                 const PathResult& got) {
   const int B = x.B, K = x.n + y.n - 1;
   Config hard = s;
   hard.gamma = 0.0;
   for (int b = 0; b < B; ++b) {
     SCOPED_TRACE("pair " + std::to_string(b));
     const int nb = s.nx(b, x.n), mb = s.ny(b, y.n);
-    const ref::Table c = ref::cost_table(x.series(b, nb), y.series(b, mb), s.cost);
+    const ref::Table c =
+        ref::cost_table(x.series(b, nb), y.series(b, mb), s.cost);
     const auto want = ref::hard_path(ref::forward(c, 0.0, s.band));
     ASSERT_EQ(got.length[b], static_cast<double>(want.size()));
     for (int k = 0; k < K; ++k) {
@@ -68,8 +73,13 @@ Batch integer_batch(Rng& rng, int B, int n, int d, int hi) {
 
 // ---------------------------------------------------------------- values
 
+template <class Space>
+class HardDTW : public ::testing::Test {};
+TYPED_TEST_SUITE(HardDTW, ExecutionSpaces);
+
 // γ = 0: value = minimum over all warping paths in the band (N, M ≤ 4).
-TEST(HardDTW, ValueIsMinimumOverAllPaths) {
+TYPED_TEST(HardDTW, ValueIsMinimumOverAllPaths) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts)
     for (int w = -1; w <= 2; ++w) {
@@ -83,60 +93,82 @@ TEST(HardDTW, ValueIsMinimumOverAllPaths) {
         s.len_y.push_back(1 + b % 4);
       }
       SCOPED_TRACE(s.str());
-      const Batch x = random_batch(rng, B, 4, 2, -1.0, 1.0), y = random_batch(rng, B, 4, 2, -1.0, 1.0);
+      const Batch x = random_batch(rng, B, 4, 2, -1.0, 1.0),
+                  y = random_batch(rng, B, 4, 2, -1.0, 1.0);
       std::vector<double> want(B);
       for (int b = 0; b < B; ++b)
-        want[b] = ref::brute_force(ref::cost_table(x.series(b, s.len_x[b]), y.series(b, s.len_y[b]), cost),
-                                   0.0, s.band).value;
-      EXPECT_TRUE(near_values(library_values<double>(x, y, s), want, 1e-12, 1.0, "soft_dtw(gamma=0)"));
-      EXPECT_TRUE(near_values(library_path<double>(x, y, s).values, want, 1e-12, 1.0, "dtw_path values"));
+        want[b] =
+            ref::brute_force(ref::cost_table(x.series(b, s.len_x[b]),
+                                             y.series(b, s.len_y[b]), cost),
+                             0.0, s.band)
+                .value;
+      EXPECT_TRUE(near_values(library_values<double>(space, x, y, s), want,
+                              1e-12, 1.0, "soft_dtw(gamma=0)"));
+      EXPECT_TRUE(near_values(library_path<double>(space, x, y, s).values, want,
+                              1e-12, 1.0, "dtw_path values"));
     }
 }
 
 // γ = 0: E is the 0/1 indicator of the optimal path, the same path dtw_path
 // returns; grad_x is the path's sum of ∂δ.
-TEST(HardDTW, AlignmentIsThePathIndicator) {
+TYPED_TEST(HardDTW, AlignmentIsThePathIndicator) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts) {
     const int B = 3, n = rng.integer(1, 50), m = rng.integer(1, 50), d = 3;
     Config s;
     s.cost = cost;
     s.gamma = 0.0;
-    s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 4)) : std::nullopt;
+    s.band = rng.coin() ? std::optional<std::int64_t>(rng.integer(0, 4))
+                        : std::nullopt;
     s.len_x = random_lengths(rng, B, n);
     s.len_y = random_lengths(rng, B, m);
-    SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
-    const Batch x = random_batch(rng, B, n, d, -1.0, 1.0), y = random_batch(rng, B, m, d, -1.0, 1.0);
-    const Results got = library_value_and_grad<double>(x, y, s);
-    const PathResult path = library_path<double>(x, y, s);
+    SCOPED_TRACE(s.str() + " N=" + std::to_string(n) +
+                 " M=" + std::to_string(m));
+    const Batch x = random_batch(rng, B, n, d, -1.0, 1.0),
+                y = random_batch(rng, B, m, d, -1.0, 1.0);
+    const Results got = library_value_and_grad<double>(space, x, y, s);
+    const PathResult path = library_path<double>(space, x, y, s);
     const int K = n + m - 1;
     for (int b = 0; b < B; ++b) {
       std::vector<double> indicator(static_cast<std::size_t>(n) * m, 0.0);
       for (int k = 0; k < static_cast<int>(path.length[b]); ++k) {
-        const int i = static_cast<int>(path.path[(static_cast<std::size_t>(b) * K + k) * 2]);
-        const int j = static_cast<int>(path.path[(static_cast<std::size_t>(b) * K + k) * 2 + 1]);
-        ASSERT_TRUE(i >= 0 && i < n && j >= 0 && j < m) << "path cell out of range";
+        const int i = static_cast<int>(
+            path.path[(static_cast<std::size_t>(b) * K + k) * 2]);
+        const int j = static_cast<int>(
+            path.path[(static_cast<std::size_t>(b) * K + k) * 2 + 1]);
+        ASSERT_TRUE(i >= 0 && i < n && j >= 0 && j < m)
+            << "path cell out of range";
         indicator[static_cast<std::size_t>(i) * m + j] = 1.0;
       }
-      const std::vector<double> e(got.alignment.begin() + static_cast<std::ptrdiff_t>(b) * n * m,
-                                  got.alignment.begin() + static_cast<std::ptrdiff_t>(b + 1) * n * m);
-      EXPECT_EQ(e, indicator) << "pair " << b << ": alignment is not the dtw_path indicator";
+      const std::vector<double> e(
+          got.alignment.begin() + static_cast<std::ptrdiff_t>(b) * n * m,
+          got.alignment.begin() + static_cast<std::ptrdiff_t>(b + 1) * n * m);
+      EXPECT_EQ(e, indicator)
+          << "pair " << b << ": alignment is not the dtw_path indicator";
     }
-    EXPECT_TRUE(near_arrays(got.alignment, reference(x, y, s).alignment, 0.0, 1.0, "alignment"));
+    EXPECT_TRUE(near_arrays(got.alignment, reference(x, y, s).alignment, 0.0,
+                            1.0, "alignment"));
   }
 }
 
 // --------------------------------------------------------------- dtw_path
 
-template <class T>
-void path_sweep() {
+template <class Space>
+class DtwPath : public ::testing::Test {};
+TYPED_TEST_SUITE(DtwPath, ExecutionSpaces);
+
+template <class T, class Space>
+void path_sweep(const Space& space) {
   SWT_SEEDED_RNG(rng);
-  static const int shapes[][2] = {{1, 1}, {1, 9}, {9, 1}, {2, 3}, {13, 13}, {31, 47}, {47, 31}, {90, 70}};
+  static const int shapes[][2] = {{1, 1},   {1, 9},   {9, 1},   {2, 3},
+                                  {13, 13}, {31, 47}, {47, 31}, {90, 70}};
   int c = 0;
   for (const auto& shape : shapes)
     for (ref::Cost cost : kCosts)
       for (int variant = 0; variant < 4; ++variant, ++c) {
-        const int B = variant % 2 ? 5 : 1, n = shape[0], m = shape[1], d = cost == ref::Cost::cosine ? 3 : 1 + c % 4;
+        const int B = variant % 2 ? 5 : 1, n = shape[0], m = shape[1],
+                  d = cost == ref::Cost::cosine ? 3 : 1 + c % 4;
         Config s;
         s.cost = cost;
         s.gamma = 0.0;
@@ -146,27 +178,39 @@ void path_sweep() {
           s.len_y = random_lengths(rng, B, m);
         }
         s.tile = std::vector<int>{0, 4, 7, 32}[c % 4];
-        SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m) +
-                     " d=" + std::to_string(d) + " B=" + std::to_string(B));
-        Batch x = random_batch(rng, B, n, d, -1.0, 1.0), y = random_batch(rng, B, m, d, -1.0, 1.0);
+        SCOPED_TRACE(s.str() + " N=" + std::to_string(n) +
+                     " M=" + std::to_string(m) + " d=" + std::to_string(d) +
+                     " B=" + std::to_string(B));
+        Batch x = random_batch(rng, B, n, d, -1.0, 1.0),
+              y = random_batch(rng, B, m, d, -1.0, 1.0);
         round_to<T>(x);
         round_to<T>(y);
-        const PathResult got = library_path<T>(x, y, s);
-        EXPECT_TRUE(near_values(got.values, reference(x, y, s).values, value_rtol<T>(), 1.0, "values"));
+        const PathResult got = library_path<T>(space, x, y, s);
+        EXPECT_TRUE(near_values(got.values, reference(x, y, s).values,
+                                value_rtol<T>(), 1.0, "values"));
         // float32 costs may flip a near-tie, and with it the path: paths are
         // compared in float64 only.
         if (std::is_same_v<T, double>) check_paths(x, y, s, got);
       }
 }
 
-TEST(DtwPath, SweepMatchesReferenceDouble) { path_sweep<double>(); }
-TEST(DtwPath, SweepValuesMatchReferenceFloat) { path_sweep<float>(); }
-TEST(DtwPath, SweepValuesMatchReferenceBFloat16) { path_sweep<softwave::bfloat16>(); }
+TYPED_TEST(DtwPath, SweepMatchesReferenceDouble) {
+  const TypeParam space;
+  path_sweep<double>(space);
+}
+TYPED_TEST(DtwPath, SweepValuesMatchReferenceFloat) {
+  const TypeParam space;
+  path_sweep<float>(space);
+}
+TYPED_TEST(DtwPath, SweepValuesMatchReferenceBFloat16) {
+  const TypeParam space;
+  path_sweep<softwave::bfloat16>(space);
+}
 
 // Integer-valued inputs make many exact ties; the path must follow the
 // header's tie-break in float64 and float32 alike (costs are exact there).
-template <class T>
-void ties() {
+template <class T, class Space>
+void ties(const Space& space) {
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : {ref::Cost::sqeuclidean, ref::Cost::l1})
     for (int trial = 0; trial < 12; ++trial) {
@@ -180,34 +224,47 @@ void ties() {
         s.len_y = random_lengths(rng, B, m);
       }
       s.tile = trial % 4 == 3 ? 4 : 0;
-      SCOPED_TRACE(s.str() + " N=" + std::to_string(n) + " M=" + std::to_string(m));
-      const Batch x = integer_batch(rng, B, n, 1, 2), y = integer_batch(rng, B, m, 1, 2);
-      const PathResult got = library_path<T>(x, y, s);
+      SCOPED_TRACE(s.str() + " N=" + std::to_string(n) +
+                   " M=" + std::to_string(m));
+      const Batch x = integer_batch(rng, B, n, 1, 2),
+                  y = integer_batch(rng, B, m, 1, 2);
+      const PathResult got = library_path<T>(space, x, y, s);
       check_paths(x, y, s, got);
       // soft_dtw at γ = 0 must pick the same path for its alignment.
-      const Results r = library_value_and_grad<T>(x, y, s);
-      EXPECT_TRUE(near_arrays(r.alignment, reference(x, y, s).alignment, 0.0, 1.0, "alignment"));
+      const Results r = library_value_and_grad<T>(space, x, y, s);
+      EXPECT_TRUE(near_arrays(r.alignment, reference(x, y, s).alignment, 0.0,
+                              1.0, "alignment"));
     }
 }
 
-TEST(DtwPath, TieBreakDouble) { ties<double>(); }
-TEST(DtwPath, TieBreakFloat) { ties<float>(); }
-TEST(DtwPath, TieBreakFloat16) { ties<softwave::float16>(); }
+TYPED_TEST(DtwPath, TieBreakDouble) {
+  const TypeParam space;
+  ties<double>(space);
+}
+TYPED_TEST(DtwPath, TieBreakFloat) {
+  const TypeParam space;
+  ties<float>(space);
+}
+TYPED_TEST(DtwPath, TieBreakFloat16) {
+  const TypeParam space;
+  ties<softwave::float16>(space);
+}
 
 // Hand-checked: all costs 0, N = 3, M = 2: from (2,1) all three predecessors
 // tie and the diagonal (1,0) wins; (1,0) can only come from (0,0).
-TEST(DtwPath, AllZeroCostsHandChecked) {
+TYPED_TEST(DtwPath, AllZeroCostsHandChecked) {
+  const TypeParam space;
   const Batch x(1, 3, 2, 0.5), y(1, 2, 2, 0.5);
   Config s;
   s.gamma = 0.0;
-  const PathResult got = library_path<double>(x, y, s);
+  const PathResult got = library_path<double>(space, x, y, s);
   ASSERT_EQ(got.length[0], 3.0);
   const std::vector<double> want = {0, 0, 1, 0, 2, 1, -1, -1};
   EXPECT_EQ(got.path, want);
   EXPECT_EQ(got.values[0], 0.0);
   // And N = M: the straight diagonal.
   const Batch sq(1, 6, 1, 0.25);
-  const PathResult diag = library_path<double>(sq, sq, s);
+  const PathResult diag = library_path<double>(space, sq, sq, s);
   ASSERT_EQ(diag.length[0], 6.0);
   for (int k = 0; k < 6; ++k) {
     EXPECT_EQ(diag.path[2 * k], k);
@@ -216,7 +273,8 @@ TEST(DtwPath, AllZeroCostsHandChecked) {
 }
 
 // Same on a cost tensor: grad_cost at γ = 0 is the tie-broken path indicator.
-TEST(DtwPath, CostTensorTieBreak) {
+TYPED_TEST(DtwPath, CostTensorTieBreak) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (int trial = 0; trial < 10; ++trial) {
     const int B = 3, n = rng.integer(1, 20), m = rng.integer(1, 20);
@@ -225,15 +283,18 @@ TEST(DtwPath, CostTensorTieBreak) {
     if (trial % 2) s.band = rng.integer(0, 2);
     SCOPED_TRACE(s.str());
     const Batch c = integer_batch(rng, B, n, m, 1);
-    EXPECT_TRUE(near_arrays(library_cost<double>(c, s, true).alignment, reference_cost(c, s).alignment, 0.0,
-                            1.0, "grad_cost"));
-    EXPECT_TRUE(near_arrays(library_cost<float>(c, s, true).alignment, reference_cost(c, s).alignment, 0.0,
-                            1.0, "grad_cost (float)"));
+    EXPECT_TRUE(near_arrays(library_cost<double>(space, c, s, true).alignment,
+                            reference_cost(c, s).alignment, 0.0, 1.0,
+                            "grad_cost"));
+    EXPECT_TRUE(near_arrays(library_cost<float>(space, c, s, true).alignment,
+                            reference_cost(c, s).alignment, 0.0, 1.0,
+                            "grad_cost (float)"));
   }
 }
 
 // dtw_path is hard DTW whatever options.gamma says; values may be empty.
-TEST(DtwPath, IgnoresGammaAndValuesMayBeEmpty) {
+TYPED_TEST(DtwPath, IgnoresGammaAndValuesMayBeEmpty) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const int B = 3, n = 20, m = 17;
   const Batch x = random_batch(rng, B, n, 2), y = random_batch(rng, B, m, 2);
@@ -241,12 +302,12 @@ TEST(DtwPath, IgnoresGammaAndValuesMayBeEmpty) {
   hard.gamma = 0.0;
   Config soft = hard;
   soft.gamma = 5.0;
-  const PathResult want = library_path<double>(x, y, hard);
-  const PathResult got = library_path<double>(x, y, soft);
+  const PathResult want = library_path<double>(space, x, y, hard);
+  const PathResult got = library_path<double>(space, x, y, soft);
   EXPECT_EQ(got.values, want.values);
   EXPECT_EQ(got.path, want.path);
   EXPECT_EQ(got.length, want.length);
-  const PathResult no_values = library_path<double>(x, y, hard, false);
+  const PathResult no_values = library_path<double>(space, x, y, hard, false);
   EXPECT_EQ(no_values.path, want.path);
   EXPECT_EQ(no_values.length, want.length);
   check_paths(x, y, hard, want);

@@ -19,6 +19,9 @@ namespace {
 
 using namespace swt;
 
+// Whether Space has a specialised path (on the host space of a CUDA build it
+// has none: there the tests check that it is refused).
+template <class Space>
 constexpr bool kSpecialised =
 #if defined(KOKKOS_ENABLE_CUDA)
     std::is_same_v<Space, Kokkos::Cuda>;
@@ -27,7 +30,12 @@ constexpr bool kSpecialised =
 #endif
 
 #define SWT_NEEDS_SPECIALISED() \
-  if (!kSpecialised) GTEST_SKIP() << "no specialised path on this backend"
+  if (!kSpecialised<TypeParam>) \
+  GTEST_SKIP() << "no specialised path on " << TypeParam::name()
+
+template <class Space>
+class Specialised : public ::testing::Test {};
+TYPED_TEST_SUITE(Specialised, ExecutionSpaces);
 
 Config with_kernel(Config s, softwave::Kernel kernel) {
   s.kernel = kernel;
@@ -70,17 +78,19 @@ std::vector<Case> specialised_cases(Rng& rng) {
   return out;
 }
 
-TEST(Specialised, SeriesMatchReference) {
+TYPED_TEST(Specialised, SeriesMatchReference) {
+  const TypeParam space;
   SWT_NEEDS_SPECIALISED();
   SWT_SEEDED_RNG(rng);
   for (const Case& k : specialised_cases(rng)) {
     SCOPED_TRACE(k.str());
     const auto [x, y] = case_inputs<float>(rng, k);
-    check_value_and_grad<float>(k, x, y);
+    check_value_and_grad<float>(space, k, x, y);
   }
 }
 
-TEST(Specialised, CostTensorMatchesReference) {
+TYPED_TEST(Specialised, CostTensorMatchesReference) {
+  const TypeParam space;
   SWT_NEEDS_SPECIALISED();
   SWT_SEEDED_RNG(rng);
   for (const Case& k : specialised_cases(rng)) {
@@ -88,8 +98,8 @@ TEST(Specialised, CostTensorMatchesReference) {
     Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
     round_to<float>(c);
     const Results want = reference_cost(c, k.setup);
-    const Results values = library_cost<float>(c, k.setup, false);
-    const Results got = library_cost<float>(c, k.setup, true);
+    const Results values = library_cost<float>(space, c, k.setup, false);
+    const Results got = library_cost<float>(space, c, k.setup, true);
     const double floor = value_floor<float>(k, 2.0);
     EXPECT_TRUE(near_values(values.values, want.values, value_rtol<float>(),
                             floor, "values"));
@@ -104,14 +114,14 @@ TEST(Specialised, CostTensorMatchesReference) {
 
 // One case on fresh inputs of type T: series (values, E, gradients) and a
 // cost tensor (values, grad_cost) against the reference.
-template <class T>
-void check_series_and_cost(Rng& rng, const Case& k) {
+template <class T, class Space>
+void check_series_and_cost(const Space& space, Rng& rng, const Case& k) {
   const auto [x, y] = case_inputs<T>(rng, k);
-  check_value_and_grad<T>(k, x, y);
+  check_value_and_grad<T>(space, k, x, y);
   Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
   round_to<T>(c);
   const Results want = reference_cost(c, k.setup);
-  const Results got = library_cost<T>(c, k.setup, true);
+  const Results got = library_cost<T>(space, c, k.setup, true);
   EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(),
                           value_floor<T>(k, 2.0), "values"));
   const double tol =
@@ -124,29 +134,32 @@ void check_series_and_cost(Rng& rng, const Case& k) {
 // four elements, scalar loads off the vector path) and accumulated in float:
 // every specialised case, series and cost tensors, against the reference on
 // the same rounded inputs.
-template <class H>
-void half_cases() {
+template <class H, class Space>
+void half_cases(const Space& space) {
   SWT_SEEDED_RNG(rng);
   for (const Case& k : specialised_cases(rng)) {
     SCOPED_TRACE(k.str());
-    check_series_and_cost<H>(rng, k);
+    check_series_and_cost<H>(space, rng, k);
   }
 }
 
-TEST(Specialised, BFloat16MatchesReference) {
+TYPED_TEST(Specialised, BFloat16MatchesReference) {
+  const TypeParam space;
   SWT_NEEDS_SPECIALISED();
-  half_cases<softwave::bfloat16>();
+  half_cases<softwave::bfloat16>(space);
 }
 
-TEST(Specialised, Float16MatchesReference) {
+TYPED_TEST(Specialised, Float16MatchesReference) {
+  const TypeParam space;
   SWT_NEEDS_SPECIALISED();
-  half_cases<softwave::float16>();
+  half_cases<softwave::float16>(space);
 }
 
 // The forward and backward kernels come with one or two warps per strip
 // (the library picks by shape); every pairing must match the reference on
 // every case, values-only calls (the forward without checkpoints) included.
-TEST(Specialised, EveryKernelVariantMatchesReference) {
+TYPED_TEST(Specialised, EveryKernelVariantMatchesReference) {
+  const TypeParam space;
   SWT_NEEDS_SPECIALISED();
 #if defined(KOKKOS_ENABLE_CUDA)
   using softwave::impl::cuda_fused::set_kernel_warps;
@@ -160,15 +173,15 @@ TEST(Specialised, EveryKernelVariantMatchesReference) {
     for (const Case& k : specialised_cases(rng)) {
       SCOPED_TRACE(k.str() + " warps=" + std::to_string(forward) + "/" +
                    std::to_string(backward));
-      check_series_and_cost<float>(rng, k);
+      check_series_and_cost<float>(space, rng, k);
       const auto [x, y] = case_inputs<float>(rng, k);
-      check_values<float>(k, x, y);
+      check_values<float>(space, k, x, y);
       Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
       round_to<float>(c);
-      EXPECT_TRUE(near_values(library_cost<float>(c, k.setup, false).values,
-                              reference_cost(c, k.setup).values,
-                              value_rtol<float>(), value_floor<float>(k, 2.0),
-                              "cost values"));
+      EXPECT_TRUE(
+          near_values(library_cost<float>(space, c, k.setup, false).values,
+                      reference_cost(c, k.setup).values, value_rtol<float>(),
+                      value_floor<float>(k, 2.0), "cost values"));
     }
   }
   EXPECT_THROW(set_kernel_warps(3, 0), std::invalid_argument);
@@ -178,6 +191,7 @@ TEST(Specialised, EveryKernelVariantMatchesReference) {
 
 // A case of the gradient-output tests: γ = 0.1 and the specialised kernel
 // where there is one (the portable one elsewhere).
+template <class Space>
 Case gradient_case(int B, int n, int m, int d) {
   Case k;
   k.B = B;
@@ -185,34 +199,34 @@ Case gradient_case(int B, int n, int m, int d) {
   k.m = m;
   k.d = d;
   k.setup.gamma = 0.1;
-  k.setup.kernel =
-      kSpecialised ? softwave::Kernel::specialised : softwave::Kernel::portable;
+  k.setup.kernel = kSpecialised<Space> ? softwave::Kernel::specialised
+                                       : softwave::Kernel::portable;
   return k;
 }
 
 // Asking for ∇x or ∇y alone gives what the full call gives (the tensor-core
 // and FMA gradient products each skip the side not asked for). Off CUDA it
 // checks the portable kernels.
-TEST(Specialised, OneSidedGradientsMatchFull) {
+TYPED_TEST(Specialised, OneSidedGradientsMatchFull) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (int d : {8, 24, 64}) {
-    Case k = gradient_case(3, 75, 90, d);
+    Case k = gradient_case<TypeParam>(3, 75, 90, d);
     k.setup.len_x = random_lengths(rng, k.B, k.n);
     SCOPED_TRACE(k.str());
     const auto [x, y] = case_inputs<float>(rng, k);
-    const Results full = library_value_and_grad<float>(x, y, k.setup);
+    const Results full = library_value_and_grad<float>(space, x, y, k.setup);
     for (bool want_x : {true, false}) {
-      Space space;
-      const auto dx = to_device<float>(x, "swt::x");
-      const auto dy = to_device<float>(y, "swt::y");
-      auto values = output1<float>("swt::values", x.B);
-      softwave::SeriesGradients<float, Space> g;
+      const auto dx = to_device<float>(space, x, "swt::x");
+      const auto dy = to_device<float>(space, y, "swt::y");
+      auto values = output1<float>(space, "swt::values", x.B);
+      softwave::SeriesGradients<float, TypeParam> g;
       if (want_x)
-        g.grad_x = output3<float>("swt::grad_x", x.B, x.n, x.d);
+        g.grad_x = output3<float>(space, "swt::grad_x", x.B, x.n, x.d);
       else
-        g.grad_y = output3<float>("swt::grad_y", y.B, y.n, y.d);
-      softwave::soft_dtw_value_and_grad(space, dx, dy, values, g,
-                                        k.setup.options(), k.setup.lengths());
+        g.grad_y = output3<float>(space, "swt::grad_y", y.B, y.n, y.d);
+      softwave::soft_dtw_value_and_grad(
+          space, dx, dy, values, g, k.setup.options(), k.setup.lengths(space));
       const auto got = to_host(want_x ? g.grad_x : g.grad_y);
       const auto& want = want_x ? full.grad_x : full.grad_y;
       EXPECT_TRUE(near_arrays(got, want, 1e-6, max_abs(want),
@@ -226,31 +240,31 @@ TEST(Specialised, OneSidedGradientsMatchFull) {
 // and four floats at a time (float2 and float4 atomics), so such outputs
 // must take the scalar path instead of faulting. d = 8 and 64 take the
 // vector path when aligned (64: tensor-core products as well).
-TEST(Specialised, GradientOutputsOffVectorAlignment) {
+TYPED_TEST(Specialised, GradientOutputsOffVectorAlignment) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (int d : {8, 64}) {
-    const Case k = gradient_case(2, 70, 45, d);
+    const Case k = gradient_case<TypeParam>(2, 70, 45, d);
     SCOPED_TRACE(k.str());
     const auto [x, y] = case_inputs<float>(rng, k);
-    const Results aligned = library_value_and_grad<float>(x, y, k.setup);
+    const Results aligned = library_value_and_grad<float>(space, x, y, k.setup);
     // Views 1 and 2 floats into a fresh allocation: grad_x 4-byte and grad_y
     // 8-byte aligned, neither 16-byte aligned.
-    Dev1<float> storage("swt::gradients",
-                        2 + std::size_t(k.B) * (k.n + k.m) * k.d);
+    Dev1<float, TypeParam> storage("swt::gradients",
+                                   2 + std::size_t(k.B) * (k.n + k.m) * k.d);
     Kokkos::deep_copy(storage, static_cast<float>(kSentinel));
     using Unaligned =
-        Kokkos::View<float***, Kokkos::LayoutRight, Space::memory_space,
-                     Kokkos::MemoryUnmanaged>;
-    softwave::SeriesGradients<float, Space> g;
+        Kokkos::View<float***, Kokkos::LayoutRight,
+                     typename TypeParam::memory_space, Kokkos::MemoryUnmanaged>;
+    softwave::SeriesGradients<float, TypeParam> g;
     g.grad_x = Unaligned(storage.data() + 1, k.B, k.n, k.d);
     g.grad_y = Unaligned(storage.data() + 2 + std::size_t(k.B) * k.n * k.d, k.B,
                          k.m, k.d);
-    Space space;
-    const auto dx = to_device<float>(x, "swt::x");
-    const auto dy = to_device<float>(y, "swt::y");
-    auto values = output1<float>("swt::values", x.B);
-    softwave::soft_dtw_value_and_grad(space, dx, dy, values, g,
-                                      k.setup.options(), k.setup.lengths());
+    const auto dx = to_device<float>(space, x, "swt::x");
+    const auto dy = to_device<float>(space, y, "swt::y");
+    auto values = output1<float>(space, "swt::values", x.B);
+    softwave::soft_dtw_value_and_grad(
+        space, dx, dy, values, g, k.setup.options(), k.setup.lengths(space));
     const double tol = array_rtol<float>(k.setup.gamma, max_abs(aligned.values),
                                          max_cost(x, y, k.setup), k.n, k.m);
     EXPECT_TRUE(
@@ -264,15 +278,16 @@ TEST(Specialised, GradientOutputsOffVectorAlignment) {
 }
 
 // The same inputs through both paths agree to float rounding.
-TEST(Specialised, AgreesWithPortable) {
+TYPED_TEST(Specialised, AgreesWithPortable) {
+  const TypeParam space;
   SWT_NEEDS_SPECIALISED();
   SWT_SEEDED_RNG(rng);
   for (const Case& k : specialised_cases(rng)) {
     SCOPED_TRACE(k.str());
     const auto [x, y] = case_inputs<float>(rng, k);
-    const Results fused = library_value_and_grad<float>(x, y, k.setup);
+    const Results fused = library_value_and_grad<float>(space, x, y, k.setup);
     const Results portable = library_value_and_grad<float>(
-        x, y, with_kernel(k.setup, softwave::Kernel::portable));
+        space, x, y, with_kernel(k.setup, softwave::Kernel::portable));
     const double tol =
         array_rtol<float>(k.setup.gamma, max_abs(portable.values),
                           max_cost(x, y, k.setup), k.n, k.m);
@@ -293,7 +308,8 @@ TEST(Specialised, AgreesWithPortable) {
 // The tensor-core costs (d >= 16, d % 8 == 0) keep float32 accuracy on data
 // far from the origin: a common offset of 50 would be squared into the
 // norm expansion ‖x‖² + ‖y‖² − 2x·y and cancel ~4 digits without centring.
-TEST(Specialised, TensorCoreCostsKeepAccuracyOffOrigin) {
+TYPED_TEST(Specialised, TensorCoreCostsKeepAccuracyOffOrigin) {
+  const TypeParam space;
   SWT_NEEDS_SPECIALISED();
   SWT_SEEDED_RNG(rng);
   for (int d : {16, 64})
@@ -311,7 +327,7 @@ TEST(Specialised, TensorCoreCostsKeepAccuracyOffOrigin) {
       round_to<float>(x);
       round_to<float>(y);
       const Results want = reference(x, y, k.setup);
-      const Results got = library_value_and_grad<float>(x, y, k.setup);
+      const Results got = library_value_and_grad<float>(space, x, y, k.setup);
       EXPECT_TRUE(near_values(got.values, want.values, 1e-6, 1.0, "values"));
       EXPECT_LE(relative_norm_error(got.grad_x, want.grad_x), 1e-4) << "grad_x";
       EXPECT_LE(relative_norm_error(got.grad_y, want.grad_y), 1e-4) << "grad_y";
@@ -320,10 +336,10 @@ TEST(Specialised, TensorCoreCostsKeepAccuracyOffOrigin) {
 
 // Divergence (three sweeps, gradients added) and all-pairs go through the
 // specialised path too.
-TEST(Specialised, DivergenceAndPairwiseAgreeWithPortable) {
+TYPED_TEST(Specialised, DivergenceAndPairwiseAgreeWithPortable) {
+  const TypeParam space;
   SWT_NEEDS_SPECIALISED();
   SWT_SEEDED_RNG(rng);
-  Space space;
   const int B = 6, n = 45, m = 70, d = 8;
   Config s;
   s.gamma = 0.5;
@@ -332,18 +348,18 @@ TEST(Specialised, DivergenceAndPairwiseAgreeWithPortable) {
   Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, m, d);
   round_to<float>(x);
   round_to<float>(y);
-  const auto dx = to_device<float>(x), dy = to_device<float>(y);
+  const auto dx = to_device<float>(space, x), dy = to_device<float>(space, y);
   auto run = [&](softwave::Kernel kernel) {
     Config c = with_kernel(s, kernel);
-    auto values = output1<float>("swt::values", B);
-    softwave::SeriesGradients<float, Space> g;
-    g.grad_x = output3<float>("swt::grad_x", B, n, d);
-    g.grad_y = output3<float>("swt::grad_y", B, m, d);
+    auto values = output1<float>(space, "swt::values", B);
+    softwave::SeriesGradients<float, TypeParam> g;
+    g.grad_x = output3<float>(space, "swt::grad_x", B, n, d);
+    g.grad_y = output3<float>(space, "swt::grad_y", B, m, d);
     softwave::soft_dtw_divergence_value_and_grad(space, dx, dy, values, g,
-                                                 c.options(), c.lengths());
-    Dev2<float> matrix("swt::matrix", B, B);
+                                                 c.options(), c.lengths(space));
+    Dev2<float, TypeParam> matrix("swt::matrix", B, B);
     softwave::pairwise(space, dx, dy, matrix, c.options(),
-                       softwave::PairwiseValue::divergence, c.lengths());
+                       softwave::PairwiseValue::divergence, c.lengths(space));
     return std::vector<std::vector<double>>{to_host(values), to_host(g.grad_x),
                                             to_host(g.grad_y), to_host(matrix)};
   };
@@ -361,7 +377,8 @@ TEST(Specialised, DivergenceAndPairwiseAgreeWithPortable) {
 
 // Long pairs: many strips waiting on each other, and a batch whose workspace
 // exceeds one launch (256 MiB), so it runs as several launches.
-TEST(Specialised, LongPairsAndChunkedLaunches) {
+TYPED_TEST(Specialised, LongPairsAndChunkedLaunches) {
+  const TypeParam space;
   SWT_NEEDS_SPECIALISED();
   SWT_SEEDED_RNG(rng);
   struct Shape {
@@ -377,9 +394,9 @@ TEST(Specialised, LongPairsAndChunkedLaunches) {
           y = random_batch(rng, sh.B, sh.m, sh.d);
     round_to<float>(x);
     round_to<float>(y);
-    const Results fused = library_value_and_grad<float>(x, y, s);
+    const Results fused = library_value_and_grad<float>(space, x, y, s);
     const Results portable = library_value_and_grad<float>(
-        x, y, with_kernel(s, softwave::Kernel::portable));
+        space, x, y, with_kernel(s, softwave::Kernel::portable));
     EXPECT_TRUE(
         near_values(fused.values, portable.values, 1e-5, 1.0, "values"));
     EXPECT_TRUE(
@@ -393,84 +410,90 @@ TEST(Specialised, LongPairsAndChunkedLaunches) {
 
 // What the specialised path does not cover is refused by name when asked for
 // (and taken by the portable kernels under `automatic`).
-TEST(Specialised, RefusesWhatItDoesNotCover) {
+TYPED_TEST(Specialised, RefusesWhatItDoesNotCover) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   Batch x = random_batch(rng, 2, 9, 3), y = random_batch(rng, 2, 7, 3);
   Config s;
   s.kernel = softwave::Kernel::specialised;
-  if (!kSpecialised) {
-    EXPECT_TRUE(
-        throws_naming("kernel", [&] { library_values<float>(x, y, s); }));
+  if (!kSpecialised<TypeParam>) {
+    EXPECT_TRUE(throws_naming("kernel",
+                              [&] { library_values<float>(space, x, y, s); }));
     return;
   }
   Config band = s, l1 = s, hard = s;
   band.band = 2;
   l1.cost = ref::Cost::l1;
   hard.gamma = 0.0;
+  EXPECT_TRUE(throws_naming("kernel",
+                            [&] { library_values<float>(space, x, y, band); }));
   EXPECT_TRUE(
-      throws_naming("kernel", [&] { library_values<float>(x, y, band); }));
+      throws_naming("kernel", [&] { library_values<float>(space, x, y, l1); }));
+  EXPECT_TRUE(throws_naming("kernel",
+                            [&] { library_values<float>(space, x, y, hard); }));
   EXPECT_TRUE(
-      throws_naming("kernel", [&] { library_values<float>(x, y, l1); }));
-  EXPECT_TRUE(
-      throws_naming("kernel", [&] { library_values<float>(x, y, hard); }));
-  EXPECT_TRUE(
-      throws_naming("kernel", [&] { library_values<double>(x, y, s); }));
+      throws_naming("kernel", [&] { library_values<double>(space, x, y, s); }));
   Batch wide_x = random_batch(rng, 1, 4, 65),
         wide_y = random_batch(rng, 1, 5, 65);
-  EXPECT_TRUE(throws_naming("kernel",
-                            [&] { library_values<float>(wide_x, wide_y, s); }));
+  EXPECT_TRUE(throws_naming(
+      "kernel", [&] { library_values<float>(space, wide_x, wide_y, s); }));
   // Under `automatic` the same calls run (on the portable kernels).
   band.kernel = l1.kernel = softwave::Kernel::automatic;
-  EXPECT_EQ(library_values<float>(x, y, band).size(), 2u);
-  EXPECT_EQ(library_values<float>(x, y, l1).size(), 2u);
+  EXPECT_EQ(library_values<float>(space, x, y, band).size(), 2u);
+  EXPECT_EQ(library_values<float>(space, x, y, l1).size(), 2u);
 }
 
 #if defined(KOKKOS_ENABLE_CUDA)
 // Called on a Kokkos::Cuda instance made from the caller's own stream, and
 // fenced only there, the results are right (nothing waits on the default
-// stream or the device on the library's behalf).
-TEST(Specialised, RunsOnTheCallersStream) {
+// stream or the device on the library's behalf). Only Kokkos::Cuda has
+// streams: the body is compiled for it alone.
+TYPED_TEST(Specialised, RunsOnTheCallersStream) {
   SWT_NEEDS_SPECIALISED();
-  SWT_SEEDED_RNG(rng);
-  const int B = 4, n = 300, m = 280, d = 16;
-  Config s;
-  s.gamma = 0.1;
-  s.kernel = softwave::Kernel::specialised;
-  Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, m, d);
-  round_to<float>(x);
-  round_to<float>(y);
-  const auto dx = to_device<float>(x), dy = to_device<float>(y);
-  Space().fence();
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-            cudaSuccess);
-  {
-    Kokkos::Cuda instance(stream);
-    Dev1<float> values(Kokkos::view_alloc(instance, std::string("swt::values")),
-                       B);
-    softwave::SeriesGradients<float, Space> g;
-    g.grad_x = Dev3<float>(
-        Kokkos::view_alloc(instance, std::string("swt::grad_x")), B, n, d);
-    g.grad_y = Dev3<float>(
-        Kokkos::view_alloc(instance, std::string("swt::grad_y")), B, m, d);
-    softwave::soft_dtw_value_and_grad(instance, dx, dy, values, g, s.options());
-    auto hv = Kokkos::create_mirror_view(values);
-    auto hx = Kokkos::create_mirror_view(g.grad_x);
-    auto hy = Kokkos::create_mirror_view(g.grad_y);
-    Kokkos::deep_copy(instance, hv, values);
-    Kokkos::deep_copy(instance, hx, g.grad_x);
-    Kokkos::deep_copy(instance, hy, g.grad_y);
-    instance.fence();
-    const Results want = reference(x, y, s);
-    std::vector<double> v(hv.data(), hv.data() + hv.size()),
-        gx(hx.data(), hx.data() + hx.size()),
-        gy(hy.data(), hy.data() + hy.size());
-    EXPECT_TRUE(
-        near_values(v, want.values, value_rtol<float>(), 1.0, "values"));
-    EXPECT_TRUE(near_arrays(gx, want.grad_x, 1e-4, 1e-3, "grad_x"));
-    EXPECT_TRUE(near_arrays(gy, want.grad_y, 1e-4, 1e-3, "grad_y"));
+  if constexpr (std::is_same_v<TypeParam, Kokkos::Cuda>) {
+    const TypeParam space;
+    SWT_SEEDED_RNG(rng);
+    const int B = 4, n = 300, m = 280, d = 16;
+    Config s;
+    s.gamma = 0.1;
+    s.kernel = softwave::Kernel::specialised;
+    Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, m, d);
+    round_to<float>(x);
+    round_to<float>(y);
+    const auto dx = to_device<float>(space, x), dy = to_device<float>(space, y);
+    space.fence();
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+              cudaSuccess);
+    {
+      Kokkos::Cuda instance(stream);
+      Dev1<float, Kokkos::Cuda> values(
+          Kokkos::view_alloc(instance, std::string("swt::values")), B);
+      softwave::SeriesGradients<float, Kokkos::Cuda> g;
+      g.grad_x = Dev3<float, Kokkos::Cuda>(
+          Kokkos::view_alloc(instance, std::string("swt::grad_x")), B, n, d);
+      g.grad_y = Dev3<float, Kokkos::Cuda>(
+          Kokkos::view_alloc(instance, std::string("swt::grad_y")), B, m, d);
+      softwave::soft_dtw_value_and_grad(instance, dx, dy, values, g,
+                                        s.options());
+      auto hv = Kokkos::create_mirror_view(values);
+      auto hx = Kokkos::create_mirror_view(g.grad_x);
+      auto hy = Kokkos::create_mirror_view(g.grad_y);
+      Kokkos::deep_copy(instance, hv, values);
+      Kokkos::deep_copy(instance, hx, g.grad_x);
+      Kokkos::deep_copy(instance, hy, g.grad_y);
+      instance.fence();
+      const Results want = reference(x, y, s);
+      std::vector<double> v(hv.data(), hv.data() + hv.size()),
+          gx(hx.data(), hx.data() + hx.size()),
+          gy(hy.data(), hy.data() + hy.size());
+      EXPECT_TRUE(
+          near_values(v, want.values, value_rtol<float>(), 1.0, "values"));
+      EXPECT_TRUE(near_arrays(gx, want.grad_x, 1e-4, 1e-3, "grad_x"));
+      EXPECT_TRUE(near_arrays(gy, want.grad_y, 1e-4, 1e-3, "grad_y"));
+    }
+    cudaStreamDestroy(stream);
   }
-  cudaStreamDestroy(stream);
 }
 #endif
 

@@ -11,7 +11,6 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
-#include <tuple>
 
 #include "test_helpers.hpp"
 
@@ -25,10 +24,10 @@ struct Errors {
   double grad_y = 0.0;
 };
 
-template <class T>
-Errors measure(const Batch& x, const Batch& y, const Config& s,
-               const Results& want) {
-  const Results got = library_value_and_grad<T>(x, y, s);
+template <class T, class Space>
+Errors measure(const Space& space, const Batch& x, const Batch& y,
+               const Config& s, const Results& want) {
+  const Results got = library_value_and_grad<T>(space, x, y, s);
   Errors e;
   for (std::size_t b = 0; b < want.values.size(); ++b)
     e.value = std::max(e.value, std::fabs(got.values[b] - want.values[b]) /
@@ -38,12 +37,10 @@ Errors measure(const Batch& x, const Batch& y, const Config& s,
   return e;
 }
 
-class Accuracy : public ::testing::TestWithParam<std::tuple<double, int>> {};
-
-TEST_P(Accuracy, Float32AgainstFloat64Reference) {
+template <class Space>
+void float32_against_float64(const Space& space, double gamma, int d) {
   SWT_SEEDED_RNG(rng);
-  const double gamma = std::get<0>(GetParam());
-  const int B = 2, n = 1024, d = std::get<1>(GetParam());
+  const int B = 2, n = 1024;
   Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, n, d);
   round_to<float>(x);  // the reference sees exactly the float inputs
   round_to<float>(y);
@@ -51,8 +48,8 @@ TEST_P(Accuracy, Float32AgainstFloat64Reference) {
   s.gamma = gamma;
   SCOPED_TRACE(s.str());
   const Results want = reference(x, y, s);
-  const Errors f = measure<float>(x, y, s, want);
-  const Errors g = measure<double>(x, y, s, want);
+  const Errors f = measure<float>(space, x, y, s, want);
+  const Errors g = measure<double>(space, x, y, s, want);
   std::ostringstream line;
   line << std::scientific << std::setprecision(2)
        << "[ accuracy ] gamma=" << gamma << " d=" << d << "  float32: value "
@@ -62,42 +59,64 @@ TEST_P(Accuracy, Float32AgainstFloat64Reference) {
   // On a device, the portable kernels form costs, products and the
   // soft-min's exponentials in float too (the specialised path is the
   // default there): they are held to the same bounds.
-  if (!Kokkos::SpaceAccessibility<Kokkos::HostSpace,
-                                  Space::memory_space>::accessible) {
+  if (!on_host<Space>) {
     Config portable = s;
     portable.kernel = softwave::Kernel::portable;
-    const Errors p = measure<float>(x, y, portable, want);
+    const Errors p = measure<float>(space, x, y, portable, want);
     line << "  |  float32 portable: value " << p.value << ", grad_x "
          << p.grad_x << ", grad_y " << p.grad_y;
-    RecordProperty("float32_portable_value_rel_error", std::to_string(p.value));
-    RecordProperty("float32_portable_grad_x_rel_error",
-                   std::to_string(p.grad_x));
+    ::testing::Test::RecordProperty("float32_portable_value_rel_error",
+                                    std::to_string(p.value));
+    ::testing::Test::RecordProperty("float32_portable_grad_x_rel_error",
+                                    std::to_string(p.grad_x));
     EXPECT_LE(p.value, 1e-6) << "float32 portable value relative error";
     EXPECT_LE(p.grad_x, 1e-4) << "float32 portable gradient relative error";
     EXPECT_LE(p.grad_y, 1e-4) << "float32 portable gradient relative error";
   }
   std::cout << line.str() << std::endl;
-  RecordProperty("float32_value_rel_error", std::to_string(f.value));
-  RecordProperty("float32_grad_x_rel_error", std::to_string(f.grad_x));
-  RecordProperty("float32_grad_y_rel_error", std::to_string(f.grad_y));
-  RecordProperty("float64_value_rel_error", std::to_string(g.value));
-  RecordProperty("float64_grad_x_rel_error", std::to_string(g.grad_x));
+  ::testing::Test::RecordProperty("float32_value_rel_error",
+                                  std::to_string(f.value));
+  ::testing::Test::RecordProperty("float32_grad_x_rel_error",
+                                  std::to_string(f.grad_x));
+  ::testing::Test::RecordProperty("float32_grad_y_rel_error",
+                                  std::to_string(f.grad_y));
+  ::testing::Test::RecordProperty("float64_value_rel_error",
+                                  std::to_string(g.value));
+  ::testing::Test::RecordProperty("float64_grad_x_rel_error",
+                                  std::to_string(g.grad_x));
   EXPECT_LE(f.value, 1e-6) << "float32 value relative error";
   EXPECT_LE(f.grad_x, 1e-4) << "float32 gradient relative error";
   EXPECT_LE(g.value, 1e-12) << "float64 value relative error";
   EXPECT_LE(g.grad_x, 1e-9) << "float64 gradient relative error";
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Gammas, Accuracy,
-    ::testing::Combine(::testing::Values(1.0, 0.1, 0.01),
-                       ::testing::Values(8, 64)),
-    [](const ::testing::TestParamInfo<std::tuple<double, int>>& info) {
-      const double gamma = std::get<0>(info.param);
-      return std::string(gamma == 1.0   ? "gamma_1"
-                         : gamma == 0.1 ? "gamma_0_1"
-                                        : "gamma_0_01") +
-             "_d" + std::to_string(std::get<1>(info.param));
-    });
+template <class Space>
+class Accuracy : public ::testing::Test {};
+TYPED_TEST_SUITE(Accuracy, ExecutionSpaces);
+
+TYPED_TEST(Accuracy, Float32AgainstFloat64ReferenceGamma1D8) {
+  const TypeParam space;
+  float32_against_float64(space, 1.0, 8);
+}
+TYPED_TEST(Accuracy, Float32AgainstFloat64ReferenceGamma1D64) {
+  const TypeParam space;
+  float32_against_float64(space, 1.0, 64);
+}
+TYPED_TEST(Accuracy, Float32AgainstFloat64ReferenceGamma0p1D8) {
+  const TypeParam space;
+  float32_against_float64(space, 0.1, 8);
+}
+TYPED_TEST(Accuracy, Float32AgainstFloat64ReferenceGamma0p1D64) {
+  const TypeParam space;
+  float32_against_float64(space, 0.1, 64);
+}
+TYPED_TEST(Accuracy, Float32AgainstFloat64ReferenceGamma0p01D8) {
+  const TypeParam space;
+  float32_against_float64(space, 0.01, 8);
+}
+TYPED_TEST(Accuracy, Float32AgainstFloat64ReferenceGamma0p01D64) {
+  const TypeParam space;
+  float32_against_float64(space, 0.01, 64);
+}
 
 }  // namespace

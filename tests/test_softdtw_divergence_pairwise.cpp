@@ -11,25 +11,25 @@ namespace {
 
 using namespace swt;
 
-template <class T>
-Results library_divergence(const Batch& x, const Batch& y, const Config& s,
-                           bool grads) {
-  Space space;
-  const auto dx = to_device<T>(x, "swt::x"), dy = to_device<T>(y, "swt::y");
-  auto values = output1<softwave::value_t<T>>("swt::values", x.B);
+template <class T, class Space>
+Results library_divergence(const Space& space, const Batch& x, const Batch& y,
+                           const Config& s, bool grads) {
+  const auto dx = to_device<T>(space, x, "swt::x"),
+             dy = to_device<T>(space, y, "swt::y");
+  auto values = output1<softwave::value_t<T>>(space, "swt::values", x.B);
   if (!grads) {
     softwave::soft_dtw_divergence(space, dx, dy, values, s.options(),
-                                  s.lengths());
+                                  s.lengths(space));
     return {to_host(values), {}, {}, {}};
   }
   softwave::SeriesGradients<T, Space> g;
-  g.grad_x = output3<T>("swt::grad_x", x.B, x.n, x.d);
-  g.grad_y = output3<T>("swt::grad_y", y.B, y.n, y.d);
+  g.grad_x = output3<T>(space, "swt::grad_x", x.B, x.n, x.d);
+  g.grad_y = output3<T>(space, "swt::grad_y", y.B, y.n, y.d);
   if (!s.grad_output.empty())
-    g.grad_output =
-        to_device<softwave::value_t<T>>(s.grad_output, "swt::grad_output");
+    g.grad_output = to_device<softwave::value_t<T>>(space, s.grad_output,
+                                                    "swt::grad_output");
   softwave::soft_dtw_divergence_value_and_grad(space, dx, dy, values, g,
-                                               s.options(), s.lengths());
+                                               s.options(), s.lengths(space));
   return {to_host(values), to_host(g.grad_x), to_host(g.grad_y), {}};
 }
 
@@ -61,15 +61,20 @@ Results reference_divergence(const Batch& x, const Batch& y, const Config& s) {
 // The divergence sweep reuses the value sweep's cases. Its value is a
 // difference of three soft-DTW values, so tolerances are taken relative to
 // the largest of them (the difference itself may be far smaller).
-template <class T>
-void divergence_sweep() {
+template <class Space>
+class Divergence : public ::testing::Test {};
+TYPED_TEST_SUITE(Divergence, ExecutionSpaces);
+
+template <class T, class Space>
+void divergence_sweep(const Space& space) {
   SWT_SEEDED_RNG(rng);
   for (const Case& k : sweep_cases(rng, true)) {
     SCOPED_TRACE(k.str() + " (divergence)");
     const auto [x, y] = case_inputs<T>(rng, k);
     const Results want = reference_divergence(x, y, k.setup);
-    const Results got = library_divergence<T>(x, y, k.setup, true);
-    const Results values_only = library_divergence<T>(x, y, k.setup, false);
+    const Results got = library_divergence<T>(space, x, y, k.setup, true);
+    const Results values_only =
+        library_divergence<T>(space, x, y, k.setup, false);
     double scale = 1.0;
     for (int b = 0; b < k.B; ++b) {
       const int nb = k.setup.nx(b, k.n), mb = k.setup.ny(b, k.m);
@@ -98,17 +103,26 @@ void divergence_sweep() {
   }
 }
 
-TEST(Divergence, SweepMatchesReferenceDouble) { divergence_sweep<double>(); }
-TEST(Divergence, SweepMatchesReferenceFloat) { divergence_sweep<float>(); }
-TEST(Divergence, SweepMatchesReferenceBFloat16) {
-  divergence_sweep<softwave::bfloat16>();
+TYPED_TEST(Divergence, SweepMatchesReferenceDouble) {
+  const TypeParam space;
+  divergence_sweep<double>(space);
 }
-TEST(Divergence, SweepMatchesReferenceFloat16) {
-  divergence_sweep<softwave::float16>();
+TYPED_TEST(Divergence, SweepMatchesReferenceFloat) {
+  const TypeParam space;
+  divergence_sweep<float>(space);
+}
+TYPED_TEST(Divergence, SweepMatchesReferenceBFloat16) {
+  const TypeParam space;
+  divergence_sweep<softwave::bfloat16>(space);
+}
+TYPED_TEST(Divergence, SweepMatchesReferenceFloat16) {
+  const TypeParam space;
+  divergence_sweep<softwave::float16>(space);
 }
 
 // D(x, x) = 0, and its gradient vanishes there (sdtw is symmetric).
-TEST(Divergence, ZeroOnIdenticalSeries) {
+TYPED_TEST(Divergence, ZeroOnIdenticalSeries) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts)
     for (double gamma : {0.0, 0.01, 1.0}) {
@@ -122,7 +136,8 @@ TEST(Divergence, ZeroOnIdenticalSeries) {
       s.len_y = s.len_x;
       SCOPED_TRACE(s.str());
       const Batch x = random_batch(rng, B, n, d, -1.0, 1.0);
-      const Results got = library_divergence<double>(x, x, s, gamma > 0.0);
+      const Results got =
+          library_divergence<double>(space, x, x, s, gamma > 0.0);
       const double scale = std::max(1.0, max_abs(reference(x, x, s).values));
       for (int b = 0; b < B; ++b)
         EXPECT_NEAR(got.values[b], 0.0, 1e-12 * scale) << "b=" << b;
@@ -135,7 +150,8 @@ TEST(Divergence, ZeroOnIdenticalSeries) {
 }
 
 // "≥ 0 for the built-in costs" (header), N ≠ M included.
-TEST(Divergence, NonNegativeForBuiltInCosts) {
+TYPED_TEST(Divergence, NonNegativeForBuiltInCosts) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   for (ref::Cost cost : kCosts)
     for (double gamma : {0.01, 0.1, 1.0, 10.0}) {
@@ -148,7 +164,7 @@ TEST(Divergence, NonNegativeForBuiltInCosts) {
       const Batch x = random_batch(rng, B, n, d, -1.0, 1.0),
                   y = random_batch(rng, B, m, d, -1.0, 1.0);
       const std::vector<double> v =
-          library_divergence<double>(x, y, s, false).values;
+          library_divergence<double>(space, x, y, s, false).values;
       const std::vector<double> scale = reference(x, y, s).values;
       for (int b = 0; b < B; ++b)
         EXPECT_GE(v[b], -1e-12 * std::max(1.0, std::fabs(scale[b])))
@@ -156,7 +172,8 @@ TEST(Divergence, NonNegativeForBuiltInCosts) {
     }
 }
 
-TEST(Divergence, FiniteDifferences) {
+TYPED_TEST(Divergence, FiniteDifferences) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const double h = 1e-6;
   for (ref::Cost cost : {ref::Cost::sqeuclidean, ref::Cost::cosine})
@@ -172,10 +189,10 @@ TEST(Divergence, FiniteDifferences) {
       SCOPED_TRACE(s.str());
       const Batch x = random_batch(rng, B, n, d, -1.0, 1.0),
                   y = random_batch(rng, B, m, d, -1.0, 1.0);
-      const Results got = library_divergence<double>(x, y, s, true);
+      const Results got = library_divergence<double>(space, x, y, s, true);
       auto objective = [&](const Batch& xx, const Batch& yy) {
         const std::vector<double> v =
-            library_divergence<double>(xx, yy, s, false).values;
+            library_divergence<double>(space, xx, yy, s, false).values;
         return s.grad_output[0] * v[0] + s.grad_output[1] * v[1];
       };
       const auto [fd_x, fd_y] = central_differences(x, y, s, h, objective);
@@ -188,7 +205,8 @@ TEST(Divergence, FiniteDifferences) {
 
 // Padded pairs with lengths: the same values and gradients as alone, and
 // exactly 0 gradients in the padding (which holds NaN and is never read).
-TEST(Divergence, PaddedPairEqualsUnpaddedPair) {
+TYPED_TEST(Divergence, PaddedPairEqualsUnpaddedPair) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const int B = 3, n = 25, m = 19, d = 2;
@@ -205,7 +223,7 @@ TEST(Divergence, PaddedPairEqualsUnpaddedPair) {
     for (int j = 0; j < s.len_y[b]; ++j)
       for (int k = 0; k < d; ++k) y(b, j, k) = rng.uniform();
   }
-  const Results got = library_divergence<double>(x, y, s, true);
+  const Results got = library_divergence<double>(space, x, y, s, true);
   Batch xz = x, yz = y;  // the same batch with zeros in the padding
   for (double& e : xz.v)
     if (std::isnan(e)) e = 0.0;
@@ -231,15 +249,20 @@ TEST(Divergence, PaddedPairEqualsUnpaddedPair) {
 
 // --------------------------------------------------------------- pairwise
 
-template <class T>
-std::vector<double> library_pairwise(const Batch& x, const Batch& y,
-                                     const Config& s,
+template <class Space>
+class Pairwise : public ::testing::Test {};
+TYPED_TEST_SUITE(Pairwise, ExecutionSpaces);
+
+template <class T, class Space>
+std::vector<double> library_pairwise(const Space& space, const Batch& x,
+                                     const Batch& y, const Config& s,
                                      softwave::PairwiseValue what) {
-  Space space;
-  const auto dx = to_device<T>(x, "swt::x"), dy = to_device<T>(y, "swt::y");
-  Dev2<softwave::value_t<T>> matrix("swt::matrix", x.B, y.B);
+  const auto dx = to_device<T>(space, x, "swt::x"),
+             dy = to_device<T>(space, y, "swt::y");
+  Dev2<softwave::value_t<T>, Space> matrix("swt::matrix", x.B, y.B);
   Kokkos::deep_copy(matrix, static_cast<softwave::value_t<T>>(kSentinel));
-  softwave::pairwise(space, dx, dy, matrix, s.options(), what, s.lengths());
+  softwave::pairwise(space, dx, dy, matrix, s.options(), what,
+                     s.lengths(space));
   return to_host(matrix);
 }
 
@@ -258,8 +281,8 @@ std::vector<double> reference_pairwise(const Batch& x, const Batch& y,
   return out;
 }
 
-template <class T>
-void pairwise_sweep() {
+template <class T, class Space>
+void pairwise_sweep(const Space& space) {
   SWT_SEEDED_RNG(rng);
   static const int batches[][2] = {{3, 5}, {1, 4}, {6, 1}, {1, 1}, {7, 2}};
   int c = 0;
@@ -305,24 +328,33 @@ void pairwise_sweep() {
           const double rtol =
               value_rtol<T>() *
               (what == softwave::PairwiseValue::soft_dtw ? 1.0 : 4.0);
-          EXPECT_TRUE(near_values(library_pairwise<T>(x, y, s, what), want,
-                                  rtol, floor, "matrix"));
+          EXPECT_TRUE(near_values(library_pairwise<T>(space, x, y, s, what),
+                                  want, rtol, floor, "matrix"));
         }
       }
 }
 
-TEST(Pairwise, SweepMatchesReferenceDouble) { pairwise_sweep<double>(); }
-TEST(Pairwise, SweepMatchesReferenceFloat) { pairwise_sweep<float>(); }
-TEST(Pairwise, SweepMatchesReferenceBFloat16) {
-  pairwise_sweep<softwave::bfloat16>();
+TYPED_TEST(Pairwise, SweepMatchesReferenceDouble) {
+  const TypeParam space;
+  pairwise_sweep<double>(space);
 }
-TEST(Pairwise, SweepMatchesReferenceFloat16) {
-  pairwise_sweep<softwave::float16>();
+TYPED_TEST(Pairwise, SweepMatchesReferenceFloat) {
+  const TypeParam space;
+  pairwise_sweep<float>(space);
+}
+TYPED_TEST(Pairwise, SweepMatchesReferenceBFloat16) {
+  const TypeParam space;
+  pairwise_sweep<softwave::bfloat16>(space);
+}
+TYPED_TEST(Pairwise, SweepMatchesReferenceFloat16) {
+  const TypeParam space;
+  pairwise_sweep<softwave::float16>(space);
 }
 
 // X against itself: the soft-DTW matrix is symmetric, the divergence matrix
 // is symmetric with a zero diagonal.
-TEST(Pairwise, SelfMatrixIsSymmetric) {
+TYPED_TEST(Pairwise, SelfMatrixIsSymmetric) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const int B = 6, n = 30, d = 3;
   Config s;
@@ -332,10 +364,10 @@ TEST(Pairwise, SelfMatrixIsSymmetric) {
   s.len_y = s.len_x;
   SCOPED_TRACE(s.str());
   const Batch x = random_batch(rng, B, n, d);
-  const auto sd =
-      library_pairwise<double>(x, x, s, softwave::PairwiseValue::soft_dtw);
-  const auto dv =
-      library_pairwise<double>(x, x, s, softwave::PairwiseValue::divergence);
+  const auto sd = library_pairwise<double>(space, x, x, s,
+                                           softwave::PairwiseValue::soft_dtw);
+  const auto dv = library_pairwise<double>(space, x, x, s,
+                                           softwave::PairwiseValue::divergence);
   const double scale = std::max(1.0, max_abs(sd));
   for (int i = 0; i < B; ++i) {
     EXPECT_NEAR(dv[i * B + i], 0.0, 1e-12 * scale) << i;
@@ -347,7 +379,8 @@ TEST(Pairwise, SelfMatrixIsSymmetric) {
 }
 
 // Padding beyond lengths.x / lengths.y holds NaN and is never read.
-TEST(Pairwise, NaNInPaddingIsNeverRead) {
+TYPED_TEST(Pairwise, NaNInPaddingIsNeverRead) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const int B1 = 4, B2 = 3, n = 20, m = 26, d = 2;
   Config s;
@@ -368,17 +401,20 @@ TEST(Pairwise, NaNInPaddingIsNeverRead) {
   for (int b = 0; b < B2; ++b)
     for (int j = s.len_y[b]; j < m; ++j)
       for (int k = 0; k < d; ++k) y(b, j, k) = nan;
+  EXPECT_TRUE(
+      near_values(library_pairwise<double>(space, x, y, s,
+                                           softwave::PairwiseValue::soft_dtw),
+                  want_sd, 1e-9, 1.0, "soft_dtw matrix"));
   EXPECT_TRUE(near_values(
-      library_pairwise<double>(x, y, s, softwave::PairwiseValue::soft_dtw),
-      want_sd, 1e-9, 1.0, "soft_dtw matrix"));
-  EXPECT_TRUE(near_values(
-      library_pairwise<double>(x, y, s, softwave::PairwiseValue::divergence),
+      library_pairwise<double>(space, x, y, s,
+                               softwave::PairwiseValue::divergence),
       want_dv, 1e-9, std::max(1.0, max_abs(want_sd)), "divergence matrix"));
 }
 
 // matrix(i, i) equals the batched soft_dtw of pair i when X and Y hold the
 // same pairs (the two entry points agree).
-TEST(Pairwise, DiagonalEqualsBatchedSoftDTW) {
+TYPED_TEST(Pairwise, DiagonalEqualsBatchedSoftDTW) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const int B = 5, n = 33, m = 21, d = 4;
   Config s;
@@ -388,23 +424,22 @@ TEST(Pairwise, DiagonalEqualsBatchedSoftDTW) {
   s.len_y = random_lengths(rng, B, m);
   SCOPED_TRACE(s.str());
   const Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, m, d);
-  const auto matrix =
-      library_pairwise<double>(x, y, s, softwave::PairwiseValue::soft_dtw);
-  const auto batched = library_values<double>(x, y, s);
+  const auto matrix = library_pairwise<double>(
+      space, x, y, s, softwave::PairwiseValue::soft_dtw);
+  const auto batched = library_values<double>(space, x, y, s);
   std::vector<double> diag;
   for (int i = 0; i < B; ++i) diag.push_back(matrix[i * B + i]);
   EXPECT_TRUE(near_values(diag, batched, 1e-12, 1.0, "diagonal"));
 }
 
-}  // namespace
-
 // More pairs than one streamed chunk holds: with N = M = 1 a pair needs 48
 // bytes of workspace, so 2400 × 2400 pairs span two 256 MiB chunks. Every
 // entry is the single cell's cost (x_i − y_j)², on both sides of the seam.
-TEST(Pairwise, StreamsAcrossChunkBoundaries) {
+TYPED_TEST(Pairwise, StreamsAcrossChunkBoundaries) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   const int B1 = 2400, B2 = 2400;
-  Dev3<float> x("x", B1, 1, 1), y("y", B2, 1, 1);
+  Dev3<float, TypeParam> x("x", B1, 1, 1), y("y", B2, 1, 1);
   auto hx = Kokkos::create_mirror_view(x), hy = Kokkos::create_mirror_view(y);
   for (int i = 0; i < B1; ++i)
     hx(i, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
@@ -412,9 +447,9 @@ TEST(Pairwise, StreamsAcrossChunkBoundaries) {
     hy(j, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
   Kokkos::deep_copy(x, hx);
   Kokkos::deep_copy(y, hy);
-  Dev2<float> matrix("matrix", B1, B2);
+  Dev2<float, TypeParam> matrix("matrix", B1, B2);
   Kokkos::deep_copy(matrix, -777.0f);
-  softwave::pairwise(Space(), x, y, matrix);
+  softwave::pairwise(space, x, y, matrix);
   auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), matrix);
   std::int64_t wrong = 0;
   for (int i = 0; i < B1; ++i)
@@ -424,3 +459,5 @@ TEST(Pairwise, StreamsAcrossChunkBoundaries) {
     }
   EXPECT_EQ(wrong, 0);
 }
+
+}  // namespace

@@ -141,12 +141,15 @@ TEST(HalfTypes, RoundToNearestEven) {
 // host.
 // Row i: float16 and bfloat16 bit pattern i widened and rounded back, then
 // samples(i) rounded to each, all in the execution space.
-Kokkos::View<std::uint16_t* [4], Mem> convert_in_space(
-    const Dev1<float>& samples) {
-  Kokkos::View<std::uint16_t* [4], Mem> out("swt::converted",
-                                            samples.extent(0));
+// (The kernel is in a free function: CUDA's extended lambdas may not sit in
+// a test body, a private member function.)
+template <class Space>
+Kokkos::View<std::uint16_t* [4], typename Space::memory_space> convert_in_space(
+    const Space& space, const Dev1<float, Space>& samples) {
+  Kokkos::View<std::uint16_t* [4], typename Space::memory_space> out(
+      "swt::converted", samples.extent(0));
   Kokkos::parallel_for(
-      "swt::convert", Kokkos::RangePolicy<Space>(0, samples.extent(0)),
+      "swt::convert", Kokkos::RangePolicy<Space>(space, 0, samples.extent(0)),
       KOKKOS_LAMBDA(int i) {
         float16 h;
         h.bits = std::uint16_t(i);
@@ -160,16 +163,21 @@ Kokkos::View<std::uint16_t* [4], Mem> convert_in_space(
   return out;
 }
 
-TEST(HalfTypes, ExecutionSpaceConvertsLikeTheHost) {
+template <class Space>
+class HalfTypesInSpace : public ::testing::Test {};
+TYPED_TEST_SUITE(HalfTypesInSpace, ExecutionSpaces);
+
+TYPED_TEST(HalfTypesInSpace, ExecutionSpaceConvertsLikeTheHost) {
+  const TypeParam space;
   SWT_SEEDED_RNG(rng);
   constexpr int count = 65536;
-  Dev1<float> samples("swt::samples", count);
+  Dev1<float, TypeParam> samples("swt::samples", count);
   auto host_samples = Kokkos::create_mirror_view(samples);
   for (int i = 0; i < count; ++i)
     host_samples(i) =
         float(std::ldexp(rng.uniform(-2.0, 2.0), rng.integer(-26, 16)));
   Kokkos::deep_copy(samples, host_samples);
-  auto const out = convert_in_space(samples);
+  auto const out = convert_in_space(space, samples);
   auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), out);
   for (int i = 0; i < count; ++i) {
     auto const bits = static_cast<std::uint16_t>(i);
@@ -188,8 +196,8 @@ TEST(HalfTypes, ExecutionSpaceConvertsLikeTheHost) {
 // gradients within the 16-bit output rounding: half an ulp per entry, at
 // most 2^-8 (bfloat16) or 2^-11 (float16) of each entry, plus float32's
 // 1e-4.
-template <class H>
-void accuracy(double gamma, int d) {
+template <class H, class Space>
+void accuracy(const Space& space, double gamma, int d) {
   SWT_SEEDED_RNG(rng);
   const int B = 2, n = 1024;
   Batch x = random_batch(rng, B, n, d), y = random_batch(rng, B, n, d);
@@ -199,7 +207,7 @@ void accuracy(double gamma, int d) {
   s.gamma = gamma;
   SCOPED_TRACE(s.str() + " d=" + std::to_string(d));
   const Results want = reference(x, y, s);
-  const Results got = library_value_and_grad<H>(x, y, s);
+  const Results got = library_value_and_grad<H>(space, x, y, s);
   double value = 0.0;
   for (int b = 0; b < B; ++b)
     value = std::max(value, std::fabs(got.values[b] - want.values[b]) /
@@ -221,31 +229,53 @@ void accuracy(double gamma, int d) {
   EXPECT_LE(gy, 1e-4 + ulp);
 }
 
-class HalfAccuracy : public ::testing::TestWithParam<std::tuple<double, int>> {
-};
+template <class Space>
+class HalfAccuracy : public ::testing::Test {};
+TYPED_TEST_SUITE(HalfAccuracy, ExecutionSpaces);
 
-TEST_P(HalfAccuracy, BFloat16AgainstFloat64Reference) {
-  accuracy<bfloat16>(std::get<0>(GetParam()), std::get<1>(GetParam()));
+TYPED_TEST(HalfAccuracy, BFloat16AgainstFloat64ReferenceGamma1D8) {
+  const TypeParam space;
+  accuracy<bfloat16>(space, 1.0, 8);
 }
-TEST_P(HalfAccuracy, Float16AgainstFloat64Reference) {
-  accuracy<float16>(std::get<0>(GetParam()), std::get<1>(GetParam()));
+TYPED_TEST(HalfAccuracy, BFloat16AgainstFloat64ReferenceGamma1D64) {
+  const TypeParam space;
+  accuracy<bfloat16>(space, 1.0, 64);
 }
-
-INSTANTIATE_TEST_SUITE_P(
-    Gammas, HalfAccuracy,
-    ::testing::Combine(::testing::Values(1.0, 0.01), ::testing::Values(8, 64)),
-    [](const ::testing::TestParamInfo<std::tuple<double, int>>& info) {
-      return std::string(std::get<0>(info.param) == 1.0 ? "gamma_1"
-                                                        : "gamma_0_01") +
-             "_d" + std::to_string(std::get<1>(info.param));
-    });
+TYPED_TEST(HalfAccuracy, BFloat16AgainstFloat64ReferenceGamma0p01D8) {
+  const TypeParam space;
+  accuracy<bfloat16>(space, 0.01, 8);
+}
+TYPED_TEST(HalfAccuracy, BFloat16AgainstFloat64ReferenceGamma0p01D64) {
+  const TypeParam space;
+  accuracy<bfloat16>(space, 0.01, 64);
+}
+TYPED_TEST(HalfAccuracy, Float16AgainstFloat64ReferenceGamma1D8) {
+  const TypeParam space;
+  accuracy<float16>(space, 1.0, 8);
+}
+TYPED_TEST(HalfAccuracy, Float16AgainstFloat64ReferenceGamma1D64) {
+  const TypeParam space;
+  accuracy<float16>(space, 1.0, 64);
+}
+TYPED_TEST(HalfAccuracy, Float16AgainstFloat64ReferenceGamma0p01D8) {
+  const TypeParam space;
+  accuracy<float16>(space, 0.01, 8);
+}
+TYPED_TEST(HalfAccuracy, Float16AgainstFloat64ReferenceGamma0p01D64) {
+  const TypeParam space;
+  accuracy<float16>(space, 0.01, 64);
+}
 
 // The 16-bit path gives what float32 gives on the same (exactly widened)
 // numbers: same values to float32 rounding, gradients equal to the float32
 // ones rounded to the 16-bit type (within one ulp: both are rounded from
 // float sums that may differ in the last bits).
-template <class H>
-void matches_float32() {
+template <class Space>
+class HalfInputs : public ::testing::Test {};
+TYPED_TEST_SUITE(HalfInputs, ExecutionSpaces);
+
+template <class H, class Space>
+void matches_float32(const Space& space) {
   SWT_SEEDED_RNG(rng);
   for (int d : {1, 5, 16, 64}) {
     Config s;
@@ -258,8 +288,8 @@ void matches_float32() {
     Batch y = random_batch(rng, 3, 45, d, -1.0, 1.0);
     round_to<H>(x);
     round_to<H>(y);
-    const Results half = library_value_and_grad<H>(x, y, s);
-    const Results single = library_value_and_grad<float>(x, y, s);
+    const Results half = library_value_and_grad<H>(space, x, y, s);
+    const Results single = library_value_and_grad<float>(space, x, y, s);
     EXPECT_TRUE(near_values(half.values, single.values, 1e-6, 1.0, "values"));
     double const ulp = std::is_same_v<H, bfloat16> ? 0x1p-7 : 0x1p-10;
     for (auto [a, b, what] :
@@ -271,7 +301,13 @@ void matches_float32() {
   }
 }
 
-TEST(HalfInputs, BFloat16MatchesFloat32) { matches_float32<bfloat16>(); }
-TEST(HalfInputs, Float16MatchesFloat32) { matches_float32<float16>(); }
+TYPED_TEST(HalfInputs, BFloat16MatchesFloat32) {
+  const TypeParam space;
+  matches_float32<bfloat16>(space);
+}
+TYPED_TEST(HalfInputs, Float16MatchesFloat32) {
+  const TypeParam space;
+  matches_float32<float16>(space);
+}
 
 }  // namespace

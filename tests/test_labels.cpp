@@ -1,0 +1,372 @@
+// Every kernel, allocation and profiling region of the library is labelled
+// "softwave::...", as softdtw.hpp and barycenter.hpp promise, so that a
+// profile of an application shows which work is softwave's. Kokkos Tools
+// callbacks record what each public entry point launches and allocates
+// while it runs (its inputs and outputs are made before the recording
+// starts); what Kokkos itself launches or allocates on the library's behalf
+// is accepted only by the explicit lists in kokkos_kernel() and
+// kokkos_scratch().
+
+#include <mutex>
+#include <softwave/barycenter.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_helpers.hpp"
+
+namespace {
+
+using namespace swt;
+
+struct Event {
+  std::string kind;  // parallel_for, parallel_reduce, parallel_scan,
+                     // allocation or region
+  std::string label;
+};
+
+// The Kokkos Tools callbacks (plain function pointers, hence the static
+// event list).
+struct Recorder {
+  static inline std::mutex mutex;
+  static inline std::vector<Event> events;
+
+  static void add(const char* kind, const char* label) {
+    std::lock_guard<std::mutex> lock(mutex);
+    events.push_back({kind, label ? label : "(null)"});
+  }
+  static void on_for(const char* label, std::uint32_t, std::uint64_t* id) {
+    *id = 0;
+    add("parallel_for", label);
+  }
+  static void on_reduce(const char* label, std::uint32_t, std::uint64_t* id) {
+    *id = 0;
+    add("parallel_reduce", label);
+  }
+  static void on_scan(const char* label, std::uint32_t, std::uint64_t* id) {
+    *id = 0;
+    add("parallel_scan", label);
+  }
+  static void on_allocate(Kokkos::Tools::SpaceHandle, const char* label,
+                          const void*, std::uint64_t) {
+    add("allocation", label);
+  }
+  static void on_region(const char* label) { add("region", label); }
+};
+
+// The events of `call` and of everything it queued (it is fenced before the
+// recording stops). The callbacks are installed for the call only; the ones
+// before (a tool loaded through KOKKOS_TOOLS_LIBS, or none) come back after
+// it, also when it throws.
+template <class F>
+std::vector<Event> record(F&& call) {
+  namespace tools = Kokkos::Tools::Experimental;
+  Kokkos::fence();
+  struct Restore {
+    tools::EventSet saved = tools::get_callbacks();
+    ~Restore() { tools::set_callbacks(saved); }
+  } restore;
+  Recorder::events.clear();
+  tools::set_begin_parallel_for_callback(&Recorder::on_for);
+  tools::set_begin_parallel_reduce_callback(&Recorder::on_reduce);
+  tools::set_begin_parallel_scan_callback(&Recorder::on_scan);
+  tools::set_allocate_data_callback(&Recorder::on_allocate);
+  tools::set_push_region_callback(&Recorder::on_region);
+  call();
+  Kokkos::fence();
+  std::lock_guard<std::mutex> lock(Recorder::mutex);
+  return Recorder::events;
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Kernels Kokkos launches on the library's behalf under names of its own
+// (Kokkos 3.4 to 5.x), which the library cannot choose:
+//  - the kernels that initialise or destroy a View's allocation,
+//    "Kokkos::View::initialization [<label>]" (4.x adds " via memset") and
+//    "Kokkos::View::destruction [<label>]": accepted only when <label>, the
+//    View's own label, is softwave's;
+//  - the kernels of Kokkos::deep_copy, which fill a View with a value or
+//    copy one View into another: "Kokkos::ViewFill-<rank>D",
+//    "Kokkos::ViewCopy-<rank>D", and on the host
+//    "Kokkos::Impl::host_space_deepcopy_<type>".
+bool kokkos_kernel(const std::string& label) {
+  for (const char* prefix :
+       {"Kokkos::View::initialization [", "Kokkos::View::destruction ["}) {
+    if (!starts_with(label, prefix)) continue;
+    const std::size_t close = label.rfind(']');
+    return close != std::string::npos &&
+           starts_with(label.substr(0, close),
+                       std::string(prefix) + "softwave::");
+  }
+  return starts_with(label, "Kokkos::ViewFill-") ||
+         starts_with(label, "Kokkos::ViewCopy-") ||
+         starts_with(label, "Kokkos::Impl::host_space_deepcopy");
+}
+
+// Scratch Kokkos allocates for itself the first time a kernel needs more of
+// it, and keeps: the host backends' per-thread team scratch, unlabeled on
+// OpenMP in 3.4 ("[unlabeled]", resize_thread_data in Kokkos_OpenMP_Exec.cpp)
+// and "Kokkos::OpenMP::scratch_mem" in 4.x, "Kokkos::Serial::scratch_mem";
+// the GPU backends' team scratch ("Kokkos::CudaSpace::TeamScratchMemory",
+// "Kokkos::HIPSpace::TeamScratchMemory") and reduction and lock buffers
+// ("Kokkos::InternalScratch..."). Accepted in a call's first run only (see
+// labelled()).
+bool kokkos_scratch(const std::string& label) {
+  return label == "[unlabeled]" || label == "Kokkos::OpenMP::scratch_mem" ||
+         label == "Kokkos::Serial::scratch_mem" ||
+         label == "Kokkos::CudaSpace::TeamScratchMemory" ||
+         label == "Kokkos::HIPSpace::TeamScratchMemory" ||
+         starts_with(label, "Kokkos::InternalScratch");
+}
+
+// Every event labelled softwave::* or Kokkos' own (above), and at least one
+// kernel of the library's among them (so that a recording that saw nothing
+// cannot pass).
+::testing::AssertionResult all_softwave(const std::vector<Event>& events,
+                                        bool first_run) {
+  std::ostringstream bad;
+  int own_kernels = 0;
+  for (const Event& e : events) {
+    if (starts_with(e.label, "softwave::")) {
+      if (e.kind != "allocation" && e.kind != "region") ++own_kernels;
+      continue;
+    }
+    if (e.kind == "allocation" ? first_run && kokkos_scratch(e.label)
+                               : e.kind != "region" && kokkos_kernel(e.label))
+      continue;
+    bad << "\n  " << e.kind << " \"" << e.label << "\"";
+  }
+  if (!bad.str().empty())
+    return ::testing::AssertionFailure()
+           << (first_run ? "first" : "second")
+           << " run: labels outside softwave::*:" << bad.str();
+  if (own_kernels == 0)
+    return ::testing::AssertionFailure()
+           << "no softwave::* kernel was recorded (" << events.size()
+           << " events)";
+  return ::testing::AssertionSuccess();
+}
+
+// Runs `call` twice and checks the labels of both runs. Only the first may
+// grow Kokkos' own scratch (kokkos_scratch), which later calls reuse: an
+// allocation the library makes on every call must be labelled in the
+// second.
+template <class F>
+::testing::AssertionResult labelled(F&& call) {
+  const ::testing::AssertionResult first = all_softwave(record(call), true);
+  const ::testing::AssertionResult second = all_softwave(record(call), false);
+  if (first && second) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << (first ? "" : first.message()) << (first || second ? "" : "\n")
+         << (second ? "" : second.message());
+}
+
+template <class Space>
+class Labels : public ::testing::Test {};
+TYPED_TEST_SUITE(Labels, ExecutionSpaces);
+
+// The check itself: it refuses a kernel or an allocation labelled otherwise
+// beside softwave's own. (Kernels are launched from a free function: CUDA's
+// extended lambdas may not sit in a test body, a private member function.)
+template <class Space>
+void launch(const Space& space, const char* label) {
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<Space>(space, 0, 1),
+                       KOKKOS_LAMBDA(int){});
+}
+
+TYPED_TEST(Labels, CheckRefusesOtherLabels) {
+  const TypeParam space;
+  using View = Kokkos::View<double*, typename TypeParam::memory_space>;
+  EXPECT_TRUE(labelled([&] {
+    View own("softwave::own", 3);
+    launch(space, "softwave::own");
+  }));
+  EXPECT_FALSE(labelled([&] {
+    launch(space, "softwave::own");
+    launch(space, "other");
+  }));
+  EXPECT_FALSE(labelled([&] {
+    View other("other", 3);
+    launch(space, "softwave::own");
+  }));
+  EXPECT_FALSE(labelled([] {}));  // nothing recorded
+}
+
+// Inputs for the calls below: B pairs, padded lengths N and M, D features,
+// and per-pair lengths.
+constexpr int B = 3, N = 20, M = 17, D = 3;
+
+Config padded() {
+  Config s;
+  s.gamma = 0.1;
+  s.len_x = {N, 11, 4};
+  s.len_y = {M, 2, 16};
+  return s;
+}
+
+template <class T, class Space>
+void values_on(const Space& space, Config s) {
+  SWT_SEEDED_RNG(rng);
+  const auto x = to_device<T>(space, random_batch(rng, B, N, D));
+  const auto y = to_device<T>(space, random_batch(rng, B, M, D));
+  auto values = output1<softwave::value_t<T>>(space, "swt::values", B);
+  const auto lengths = s.lengths(space);
+  const auto options = s.options();
+  EXPECT_TRUE(labelled(
+      [&] { softwave::soft_dtw(space, x, y, values, options, lengths); }));
+}
+
+TYPED_TEST(Labels, SoftDTW) {
+  const TypeParam space;
+  Config s = padded();
+  values_on<double>(space, s);
+  values_on<float>(space, s);
+  values_on<softwave::bfloat16>(space, s);
+  s.band = 2;  // sizes its checkpoints from the data
+  values_on<double>(space, s);
+}
+
+// check_values = false: lengths are clamped on the device, not checked.
+TYPED_TEST(Labels, SoftDTWUnchecked) {
+  const TypeParam space;
+  SWT_SEEDED_RNG(rng);
+  const auto x = to_device<double>(space, random_batch(rng, B, N, D));
+  const auto y = to_device<double>(space, random_batch(rng, B, M, D));
+  auto values = output1<double>(space, "swt::values", B);
+  Config s = padded();
+  s.len_x = {0, N + 4, 3};
+  const auto lengths = s.lengths(space);
+  softwave::SoftDTWOptions options = s.options();
+  options.check_values = false;
+  EXPECT_TRUE(labelled(
+      [&] { softwave::soft_dtw(space, x, y, values, options, lengths); }));
+}
+
+template <class T, class Space>
+void gradients_on(const Space& space, const Config& s) {
+  SWT_SEEDED_RNG(rng);
+  const auto x = to_device<T>(space, random_batch(rng, B, N, D));
+  const auto y = to_device<T>(space, random_batch(rng, B, M, D));
+  auto values = output1<softwave::value_t<T>>(space, "swt::values", B);
+  softwave::SeriesGradients<T, Space> g;
+  g.grad_x = output3<T>(space, "swt::grad_x", B, N, D);
+  g.grad_y = output3<T>(space, "swt::grad_y", B, M, D);
+  g.alignment = output3<T>(space, "swt::alignment", B, N, M);
+  g.grad_output = to_device<softwave::value_t<T>>(
+      space, std::vector<double>{1.0, -0.5, 2.0}, "swt::grad_output");
+  const auto lengths = s.lengths(space);
+  const auto options = s.options();
+  EXPECT_TRUE(labelled([&] {
+    softwave::soft_dtw_value_and_grad(space, x, y, values, g, options, lengths);
+  }));
+  g.alignment = {};  // the divergence has none
+  EXPECT_TRUE(labelled([&] {
+    softwave::soft_dtw_divergence_value_and_grad(space, x, y, values, g,
+                                                 options, lengths);
+  }));
+}
+
+TYPED_TEST(Labels, GradientsAndDivergenceGradients) {
+  const TypeParam space;
+  Config s = padded();
+  gradients_on<double>(space, s);
+  gradients_on<float>(space, s);
+  gradients_on<softwave::float16>(space, s);  // float accumulators
+  s.band = 1;
+  gradients_on<double>(space, s);
+}
+
+TYPED_TEST(Labels, CostTensor) {
+  const TypeParam space;
+  SWT_SEEDED_RNG(rng);
+  const Config s = padded();
+  const auto cost = to_device<float>(space, random_batch(rng, B, N, M));
+  auto values = output1<float>(space, "swt::values", B);
+  softwave::CostGradients<float, TypeParam> g;
+  g.grad_cost = output3<float>(space, "swt::grad_cost", B, N, M);
+  const auto lengths = s.lengths(space);
+  const auto options = s.options();
+  EXPECT_TRUE(labelled(
+      [&] { softwave::soft_dtw_cost(space, cost, values, options, lengths); }));
+  EXPECT_TRUE(labelled([&] {
+    softwave::soft_dtw_cost_value_and_grad(space, cost, values, g, options,
+                                           lengths);
+  }));
+}
+
+TYPED_TEST(Labels, DivergencePairwiseAndPath) {
+  const TypeParam space;
+  SWT_SEEDED_RNG(rng);
+  const Config s = padded();
+  const auto x = to_device<double>(space, random_batch(rng, B, N, D));
+  const auto y = to_device<double>(space, random_batch(rng, B, M, D));
+  auto values = output1<double>(space, "swt::values", B);
+  const auto lengths = s.lengths(space);
+  const auto options = s.options();
+  EXPECT_TRUE(labelled([&] {
+    softwave::soft_dtw_divergence(space, x, y, values, options, lengths);
+  }));
+  Dev2<double, TypeParam> matrix("swt::matrix", B, B);
+  for (auto what : {softwave::PairwiseValue::soft_dtw,
+                    softwave::PairwiseValue::divergence}) {
+    EXPECT_TRUE(labelled([&] {
+      softwave::pairwise(space, x, y, matrix, options, what, lengths);
+    }));
+  }
+  Dev3<int, TypeParam> path("swt::path", B, N + M - 1, 2);
+  Dev1<int, TypeParam> path_length("swt::path_length", B);
+  EXPECT_TRUE(labelled([&] {
+    softwave::dtw_path(space, x, y, values, path, path_length, options,
+                       lengths);
+  }));
+}
+
+// A call refused by its data checks runs (and labels) them before it throws.
+TYPED_TEST(Labels, RefusedCall) {
+  const TypeParam space;
+  SWT_SEEDED_RNG(rng);
+  Config s = padded();
+  s.len_y = {M, M + 1, 1};
+  const auto x = to_device<double>(space, random_batch(rng, B, N, D));
+  const auto y = to_device<double>(space, random_batch(rng, B, M, D));
+  auto values = output1<double>(space, "swt::values", B);
+  const auto lengths = s.lengths(space);
+  const auto options = s.options();
+  EXPECT_TRUE(labelled([&] {
+    EXPECT_TRUE(throws_naming("lengths.y", [&] {
+      softwave::soft_dtw(space, x, y, values, options, lengths);
+    }));
+  }));
+}
+
+template <class T, class Space>
+void barycenter_on(const Space& space, softwave::BarycenterMethod method) {
+  SWT_SEEDED_RNG(rng);
+  const auto X = to_device<T>(space, random_batch(rng, B, N, D));
+  Dev2<T, Space> z("swt::z", 12, D);
+  Kokkos::deep_copy(z, T(0.5));
+  const auto weights =
+      to_device<T>(space, std::vector<double>{0.2, 0.3, 0.5}, "swt::weights");
+  const auto lengths = to_device_int(space, {N, 9, 14}, "swt::lengths");
+  softwave::BarycenterOptions options;
+  options.method = method;
+  options.max_iter = 3;
+  EXPECT_TRUE(labelled(
+      [&] { softwave::barycenter(space, X, z, options, weights, lengths); }));
+  Dev2<T, Space> gradient("swt::gradient", 12, D);
+  EXPECT_TRUE(labelled([&] {
+    softwave::barycenter_objective(space, X, z, gradient, options.softdtw,
+                                   weights, lengths);
+  }));
+}
+
+TYPED_TEST(Labels, Barycenter) {
+  const TypeParam space;
+  barycenter_on<double>(space, softwave::BarycenterMethod::lbfgs);
+  barycenter_on<float>(space, softwave::BarycenterMethod::adam);
+}
+
+}  // namespace
