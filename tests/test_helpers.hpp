@@ -82,6 +82,16 @@ struct Rng {
                << "seed " << rng.seed \
                << " (replay: SOFTWAVE_TEST_SEED=" << rng.seed << ")")
 
+// Four typed tests Name<Double|Float|BFloat16|Float16>, one per input type
+// the library takes, each calling function<T>(space) on the test's space.
+#define SWT_TYPED_TEST_EACH_INPUT(Suite, Name, function)             \
+  TYPED_TEST(Suite, Name##Double) { function<double>(TypeParam()); } \
+  TYPED_TEST(Suite, Name##Float) { function<float>(TypeParam()); }   \
+  TYPED_TEST(Suite, Name##BFloat16) {                                \
+    function<softwave::bfloat16>(TypeParam());                       \
+  }                                                                  \
+  TYPED_TEST(Suite, Name##Float16) { function<softwave::float16>(TypeParam()); }
+
 // ------------------------------------------------------------ host data
 
 // A host batch (B, n, d) of doubles; values may be rounded to T before use so

@@ -103,22 +103,7 @@ void divergence_sweep(const Space& space) {
   }
 }
 
-TYPED_TEST(Divergence, SweepMatchesReferenceDouble) {
-  const TypeParam space;
-  divergence_sweep<double>(space);
-}
-TYPED_TEST(Divergence, SweepMatchesReferenceFloat) {
-  const TypeParam space;
-  divergence_sweep<float>(space);
-}
-TYPED_TEST(Divergence, SweepMatchesReferenceBFloat16) {
-  const TypeParam space;
-  divergence_sweep<softwave::bfloat16>(space);
-}
-TYPED_TEST(Divergence, SweepMatchesReferenceFloat16) {
-  const TypeParam space;
-  divergence_sweep<softwave::float16>(space);
-}
+SWT_TYPED_TEST_EACH_INPUT(Divergence, SweepMatchesReference, divergence_sweep)
 
 // D(x, x) = 0, and its gradient vanishes there (sdtw is symmetric).
 TYPED_TEST(Divergence, ZeroOnIdenticalSeries) {
@@ -334,22 +319,7 @@ void pairwise_sweep(const Space& space) {
       }
 }
 
-TYPED_TEST(Pairwise, SweepMatchesReferenceDouble) {
-  const TypeParam space;
-  pairwise_sweep<double>(space);
-}
-TYPED_TEST(Pairwise, SweepMatchesReferenceFloat) {
-  const TypeParam space;
-  pairwise_sweep<float>(space);
-}
-TYPED_TEST(Pairwise, SweepMatchesReferenceBFloat16) {
-  const TypeParam space;
-  pairwise_sweep<softwave::bfloat16>(space);
-}
-TYPED_TEST(Pairwise, SweepMatchesReferenceFloat16) {
-  const TypeParam space;
-  pairwise_sweep<softwave::float16>(space);
-}
+SWT_TYPED_TEST_EACH_INPUT(Pairwise, SweepMatchesReference, pairwise_sweep)
 
 // X against itself: the soft-DTW matrix is symmetric, the divergence matrix
 // is symmetric with a zero diagonal.

@@ -27,22 +27,8 @@ void sweep_gradients(const Space& space) {
   }
 }
 
-TYPED_TEST(SoftDTWGradients, SweepMatchesReferenceDouble) {
-  const TypeParam space;
-  sweep_gradients<double>(space);
-}
-TYPED_TEST(SoftDTWGradients, SweepMatchesReferenceFloat) {
-  const TypeParam space;
-  sweep_gradients<float>(space);
-}
-TYPED_TEST(SoftDTWGradients, SweepMatchesReferenceBFloat16) {
-  const TypeParam space;
-  sweep_gradients<softwave::bfloat16>(space);
-}
-TYPED_TEST(SoftDTWGradients, SweepMatchesReferenceFloat16) {
-  const TypeParam space;
-  sweep_gradients<softwave::float16>(space);
-}
+SWT_TYPED_TEST_EACH_INPUT(SoftDTWGradients, SweepMatchesReference,
+                          sweep_gradients)
 
 // ------------------------------------------------------ finite differences
 
@@ -153,22 +139,8 @@ void sweep_cost_gradients(const Space& space) {
   }
 }
 
-TYPED_TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceDouble) {
-  const TypeParam space;
-  sweep_cost_gradients<double>(space);
-}
-TYPED_TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceFloat) {
-  const TypeParam space;
-  sweep_cost_gradients<float>(space);
-}
-TYPED_TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceBFloat16) {
-  const TypeParam space;
-  sweep_cost_gradients<softwave::bfloat16>(space);
-}
-TYPED_TEST(SoftDTWCostTensor, GradientSweepMatchesReferenceFloat16) {
-  const TypeParam space;
-  sweep_cost_gradients<softwave::float16>(space);
-}
+SWT_TYPED_TEST_EACH_INPUT(SoftDTWCostTensor, GradientSweepMatchesReference,
+                          sweep_cost_gradients)
 
 // --------------------------------------------------------- E, invariants
 

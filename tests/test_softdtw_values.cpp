@@ -74,22 +74,7 @@ void sweep_values(const Space& space) {
   }
 }
 
-TYPED_TEST(SoftDTWValues, SweepMatchesReferenceDouble) {
-  const TypeParam space;
-  sweep_values<double>(space);
-}
-TYPED_TEST(SoftDTWValues, SweepMatchesReferenceFloat) {
-  const TypeParam space;
-  sweep_values<float>(space);
-}
-TYPED_TEST(SoftDTWValues, SweepMatchesReferenceBFloat16) {
-  const TypeParam space;
-  sweep_values<softwave::bfloat16>(space);
-}
-TYPED_TEST(SoftDTWValues, SweepMatchesReferenceFloat16) {
-  const TypeParam space;
-  sweep_values<softwave::float16>(space);
-}
+SWT_TYPED_TEST_EACH_INPUT(SoftDTWValues, SweepMatchesReference, sweep_values)
 
 // Every (N_b, M_b) ∈ [1, 4]² in one padded batch (so lengths are exercised
 // too): the library's value equals −γ log Σ_paths exp(−cost/γ) (γ = 0: the
