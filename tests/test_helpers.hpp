@@ -765,4 +765,23 @@ void check_value_and_grad(const Space& space, const Case& k, const Batch& x,
   EXPECT_TRUE(near_arrays(got.grad_y, want.grad_y, tol, gscale, "grad_y"));
 }
 
+// The gradients in `got` against central differences of
+// Σ_b grad_output[b] · values(x, y)[b], the objective they are gradients of.
+template <class Values>
+void expect_central_differences(const Results& got, const Batch& x,
+                                const Batch& y, const Config& s, double h,
+                                const Values& values) {
+  auto objective = [&](const Batch& xx, const Batch& yy) {
+    const std::vector<double> v = values(xx, yy);
+    double sum = 0;
+    for (std::size_t b = 0; b < v.size(); ++b) sum += s.grad_output[b] * v[b];
+    return sum;
+  };
+  const auto [fd_x, fd_y] = central_differences(x, y, s, h, objective);
+  EXPECT_TRUE(near_arrays(got.grad_x, fd_x, 1e-5, 1e-3,
+                          "grad_x vs finite differences"));
+  EXPECT_TRUE(near_arrays(got.grad_y, fd_y, 1e-5, 1e-3,
+                          "grad_y vs finite differences"));
+}
+
 }  // namespace swt
