@@ -24,7 +24,10 @@ for binary in "$build"/bin/* "$scratch"/softwave/_core*.so; do
   case $(basename "$binary") in
     test_reference | softwave_cli_io_tests | softwave_cli_end_to_end_tests) continue ;;
   esac
-  if ! readelf -S "$binary" | grep -q "\.hip_fatbin" ||
+  # readelf's whole output first: `readelf | grep -q` under pipefail fails
+  # whenever grep stops reading before readelf has written everything.
+  sections=$(readelf -S "$binary")
+  if [[ $sections != *.hip_fatbin* ]] ||
       ! grep -qa "amdgcn-amd-amdhsa--$target" "$binary"; then
     echo "tests/hip: $binary has no $target code object" >&2
     exit 1
