@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdlib>
 #include <limits>
+#include <random>
 #include <string>
 #include <type_traits>
 
@@ -479,7 +480,7 @@ TYPED_TEST(Errors, FirstFailingDataCheckIsReported) {
 // ------------------------------------------------- check_values = false
 
 // Nothing is read back: lengths outside [1, N] are clamped into it, a NaN
-// makes its own pair's value non-finite and leaves the others alone, and
+// makes its own pair's value NaN (not +∞) and leaves the others alone, and
 // every entry point returns (no hang, no crash). float runs the
 // CUDA-specialised path on CUDA builds.
 template <class T, class Space>
@@ -521,17 +522,18 @@ void unchecked_calls(const Space& space) {
   g.grad_y = Dev3<T, Space>("gy", B, M, D);
   softwave::soft_dtw_value_and_grad(space, x, y, got, g, unchecked);
   auto const v = to_host(got), w = to_host(want);
-  EXPECT_FALSE(std::isfinite(v[1]));
+  EXPECT_TRUE(std::isnan(v[1]));
   EXPECT_NEAR(v[0], w[0], 1e-5 * std::abs(w[0]));
   softwave::soft_dtw_divergence_value_and_grad(space, x, y, got, g, unchecked);
-  EXPECT_FALSE(std::isfinite(to_host(got)[1]));
+  EXPECT_TRUE(std::isnan(to_host(got)[1]));
   Dev2<T, Space> matrix("m", B, B);
   softwave::pairwise(space, x, y, matrix, unchecked);
   auto const pairs = to_host(matrix);
-  EXPECT_FALSE(std::isfinite(pairs[2]));  // (1, 0)
-  EXPECT_TRUE(std::isfinite(pairs[1]));   // (0, 1)
+  EXPECT_TRUE(std::isnan(pairs[2]));     // (1, 0)
+  EXPECT_TRUE(std::isfinite(pairs[1]));  // (0, 1)
   softwave::dtw_path(space, x, y, got, Dev3<int, Space>("p", B, N + M - 1, 2),
                      Dev1<int, Space>("l", B), unchecked);
+  EXPECT_TRUE(std::isnan(to_host(got)[1]));
   Dev3<T, Space> c("c", B, N, M);
   Kokkos::deep_copy(c, T(0.5));
   auto hc = Kokkos::create_mirror_view(c);
@@ -542,7 +544,7 @@ void unchecked_calls(const Space& space) {
   gc.grad_cost = Dev3<T, Space>("gc", B, N, M);
   softwave::soft_dtw_cost_value_and_grad(space, c, got, gc, unchecked);
   auto const vc = to_host(got);
-  EXPECT_FALSE(std::isfinite(vc[0]));
+  EXPECT_TRUE(std::isnan(vc[0]));
   EXPECT_TRUE(std::isfinite(vc[1]));
   // The same inputs checked are refused.
   EXPECT_TRUE(throws_naming("x", [&] {
@@ -555,6 +557,46 @@ void unchecked_calls(const Space& space) {
 TYPED_TEST(Errors, UncheckedValuesClampLengthsAndPropagateNaN) {
   unchecked_calls<double>(this->space);
   unchecked_calls<float>(this->space);
+}
+
+// A NaN anywhere in x or y, with or without a band, at γ > 0 and γ = 0:
+// its pair's value is NaN. A row of NaN cells used to turn into +∞ where the
+// first column's (or a band edge's) other predecessors are +∞.
+template <class T, class Space>
+void nan_anywhere_gives_nan(const Space& space) {
+  std::mt19937 rng(20261125);
+  for (int trial = 0; trial < 40; ++trial) {
+    int const n = 1 + int(rng() % 9), m = 1 + int(rng() % 9);
+    Dev3<T, Space> x("x", 1, n, 2), y("y", 1, m, 2);
+    auto hx = Kokkos::create_mirror_view(x);
+    auto hy = Kokkos::create_mirror_view(y);
+    for (std::size_t q = 0; q < hx.size(); ++q) hx.data()[q] = T(0.3 * (q % 5));
+    for (std::size_t q = 0; q < hy.size(); ++q) hy.data()[q] = T(0.2 * (q % 3));
+    bool const in_x = rng() % 2 == 0;
+    if (in_x)
+      hx(0, int(rng() % n), int(rng() % 2)) =
+          std::numeric_limits<T>::quiet_NaN();
+    else
+      hy(0, int(rng() % m), int(rng() % 2)) =
+          std::numeric_limits<T>::quiet_NaN();
+    Kokkos::deep_copy(x, hx);
+    Kokkos::deep_copy(y, hy);
+    softwave::SoftDTWOptions options;
+    options.check_values = false;
+    options.gamma = trial % 3 == 0 ? 0.0 : 0.5;
+    if (trial % 2 == 0) options.band = std::int64_t(rng() % 3);
+    Dev1<T, Space> got("got", 1);
+    softwave::soft_dtw(space, x, y, got, options);
+    SCOPED_TRACE(testing::Message()
+                 << "n " << n << " m " << m << " in_x " << in_x << " gamma "
+                 << options.gamma << " band " << options.band.value_or(-1));
+    EXPECT_TRUE(std::isnan(to_host(got)[0]));
+  }
+}
+
+TYPED_TEST(Errors, UncheckedNaNAnywhereGivesNaN) {
+  nan_anywhere_gives_nan<double>(this->space);
+  nan_anywhere_gives_nan<float>(this->space);
 }
 
 TYPED_TEST(Errors, DivergenceRefusesAlignment) {

@@ -72,7 +72,10 @@ struct SoftMin {
 // from the same exponentials. A cost of +∞ marks a cell outside the band
 // (costs are finite elsewhere when inputs are checked); such cells get zero
 // weights. A NaN (unchecked inputs, SoftDTWOptions::check_values = false)
-// stays NaN instead of reading as +∞, so it reaches the pair's value.
+// stays NaN instead of reading as +∞, so it reaches the pair's value: min3
+// drops a NaN diagonal or upper neighbour, so a cell whose other predecessors
+// are +∞ (the first column, a band's edge) looks at them itself; both are
+// known before `left`, off the walk's critical path.
 // `low` is min3(diag, up, left), which a walk may have partly formed early.
 template <bool with_weights, class W>
 KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
@@ -80,7 +83,9 @@ KOKKOS_INLINE_FUNCTION acc_t relax(acc_t cost, acc_t diag, acc_t up, acc_t left,
                                    Weights<W>& weights) {
   acc_t const inf = compat::infinity<acc_t>();
   bool const finite = cost < inf && low < inf;
-  acc_t const not_finite = cost != cost || low != low ? cost + low : inf;
+  bool const nan_before =
+      cost != cost || low != low || diag != diag || up != up;
+  acc_t const not_finite = nan_before ? cost + low + diag + up : inf;
   if (soft.gamma == 0) {
     if (!finite) {
       if constexpr (with_weights) weights = Weights<W>{};
