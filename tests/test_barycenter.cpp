@@ -23,8 +23,12 @@ struct Problem {
   std::vector<int> lengths;
   double gamma = 1.0;
 
+  // The library divides the weights by their sum.
   double weight(int b) const {
-    return weights.empty() ? 1.0 / X.B : weights[b];
+    if (weights.empty()) return 1.0 / X.B;
+    double sum = 0;
+    for (const double w : weights) sum += w;
+    return weights[b] / sum;
   }
   int length(int b) const { return lengths.empty() ? X.n : lengths[b]; }
   ref::Options ref_options() const { return {gamma, ref::Cost::sqeuclidean}; }
@@ -434,6 +438,46 @@ TYPED_TEST(BarycenterErrors, Weights) {
       "weights", this->run(this->X, this->z, this->weights({0.5, kInf, 0.5}))));
   EXPECT_TRUE(throws_naming(
       "weights", this->run(this->X, this->z, this->weights({0.0, 0.0, 0.0}))));
+  // Each finite, their sum not.
+  EXPECT_TRUE(throws_naming(
+      "weights",
+      this->run(this->X, this->z, this->weights({1e308, 1e308, 1.0}))));
+}
+
+// Only the weights' ratios matter: weights of 1e-6 (which, unnormalised,
+// made the gradient look converged at the start) and of 1e300 give the
+// barycenter of weights 1, and the report's objective uses the normalised
+// weights.
+TYPED_TEST(BarycenterErrors, WeightsScaleDoesNotMatter) {
+  auto host = Kokkos::create_mirror_view(this->X);
+  for (std::size_t q = 0; q < host.size(); ++q)
+    host.data()[q] = 0.1 * double(q % 7);
+  Kokkos::deep_copy(this->X, host);
+  auto solve = [&](double scale) {
+    Dev2<double, TypeParam> z("z", L, D);
+    Kokkos::deep_copy(z, 0.25);
+    const auto report = softwave::barycenter(
+        this->space, this->X, z, this->options,
+        this->weights({1.0 * scale, 2.0 * scale, 3.0 * scale}));
+    return std::make_pair(report, to_host(z));
+  };
+  const auto [unit, z_unit] = solve(1.0);
+  EXPECT_GT(unit.iterations, 1);
+  for (const double scale : {1e-6, 1e300}) {
+    const auto [scaled, z_scaled] = solve(scale);
+    EXPECT_EQ(scaled.iterations, unit.iterations) << scale;
+    EXPECT_NEAR(scaled.objective, unit.objective,
+                1e-9 * std::fabs(unit.objective))
+        << scale;
+    EXPECT_TRUE(near_arrays(z_scaled, z_unit, 1e-9, 1e-9, "z"));
+  }
+}
+
+// A gamma so large that γ·log 3 sums past the largest double: the objective
+// would be NaN or -inf; the call refuses instead of returning it.
+TYPED_TEST(BarycenterErrors, OverflowingObjectiveIsRefused) {
+  this->options.softdtw.gamma = 1e308;
+  EXPECT_TRUE(throws_naming("gamma", this->run()));
 }
 
 TYPED_TEST(BarycenterErrors, ShapesLengthsAndValues) {

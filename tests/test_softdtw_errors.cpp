@@ -594,6 +594,48 @@ void nan_anywhere_gives_nan(const Space& space) {
   }
 }
 
+// Finite inputs whose values overflow the output type (float32 series near
+// 1e20, float64 near 1e155, or γ so large that γ·log 3 sums past the
+// largest double) are refused, naming the inputs and gamma, instead of
+// returning inf or NaN; unchecked calls still return them.
+template <class T, class Space>
+void overflowing_results_are_refused(const Space& space, double magnitude,
+                                     double gamma) {
+  Dev3<T, Space> x("x", 2, 5, 1), y("y", 2, 4, 1);
+  auto hx = Kokkos::create_mirror_view(x);
+  for (std::size_t q = 0; q < hx.size(); ++q)
+    hx.data()[q] = T(magnitude * (q % 2 ? 1 : -1));
+  Kokkos::deep_copy(x, hx);
+  Kokkos::deep_copy(y, T(0));
+  softwave::SoftDTWOptions options;
+  options.gamma = gamma;
+  Dev1<T, Space> values("v", 2);
+  Dev2<T, Space> matrix("m", 2, 2);
+  Dev3<T, Space> cost("c", 2, 5, 4);
+  Kokkos::deep_copy(cost, T(magnitude * magnitude));
+  SCOPED_TRACE(testing::Message() << "magnitude " << magnitude << " gamma "
+                                  << gamma << " float " << (sizeof(T) == 4));
+  EXPECT_TRUE(throws_naming(
+      "gamma", [&] { softwave::soft_dtw(space, x, y, values, options); }));
+  EXPECT_TRUE(throws_naming("x", [&] {
+    softwave::soft_dtw_divergence(space, x, y, values, options);
+  }));
+  EXPECT_TRUE(throws_naming(
+      "y", [&] { softwave::pairwise(space, x, y, matrix, options); }));
+  EXPECT_TRUE(throws_naming(
+      "cost", [&] { softwave::soft_dtw_cost(space, cost, values, options); }));
+  options.check_values = false;
+  softwave::soft_dtw(space, x, y, values, options);
+  EXPECT_FALSE(std::isfinite(to_host(values)[0]));
+}
+
+TYPED_TEST(Errors, OverflowingResultsAreRefused) {
+  overflowing_results_are_refused<float>(this->space, 1e20, 1.0);
+  overflowing_results_are_refused<double>(this->space, 1e155, 1.0);
+  overflowing_results_are_refused<double>(this->space, 1.0, 1e308);
+  overflowing_results_are_refused<float>(this->space, 1.0, 1e308);
+}
+
 TYPED_TEST(Errors, UncheckedNaNAnywhereGivesNaN) {
   nan_anywhere_gives_nan<double>(this->space);
   nan_anywhere_gives_nan<float>(this->space);

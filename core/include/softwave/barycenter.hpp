@@ -3,7 +3,8 @@
 // minimises
 //     f(z) = Σ_b w_b · sdtw_γ(z, X_b)
 // over a batch X of B series (padded to N×d, with optional per-series
-// lengths N_b ≤ N). The weights default to 1/B. f is smooth for γ > 0; its
+// lengths N_b ≤ N). The weights default to 1/B; given weights are divided
+// by their sum (only their ratios matter). f is smooth for γ > 0; its
 // gradient is Σ_b w_b · ∇_z sdtw_γ(z, X_b), computed by the same Soft-DTW
 // kernels as soft_dtw_value_and_grad (z is the x side of every pair), so the
 // barycenter runs wherever those run, on the given execution-space instance.
@@ -79,7 +80,9 @@ double barycenter_objective(const Space& space, ConstSeriesView<T, Space> X,
 
 // X: (B, N, d) series, B ≥ 1. z: (L, d), read as the starting point and
 // overwritten with the result (L may differ from N). weights: (B,) ≥ 0,
-// finite, not all zero; empty = 1/B each (they need not sum to 1). lengths:
+// finite, not all zero, with a finite sum; empty = 1/B each (others are
+// divided by their sum, so need not sum to 1). A result whose objective is
+// not finite (values beyond double, e.g. a huge gamma) throws too. lengths:
 // (B,) per-series lengths 1 ≤ N_b ≤ N; empty = N. Bad arguments throw
 // softwave::invalid_argument naming the argument (X, barycenter, weights,
 // lengths, gamma, max_iter, tol, history, learning_rate, method, or an

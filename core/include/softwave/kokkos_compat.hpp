@@ -4,8 +4,12 @@
 
 #include <Kokkos_Core.hpp>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
+#ifdef KOKKOS_ENABLE_OPENMP
+#include <omp.h>
+#endif
 
 #if KOKKOS_VERSION >= 40000
 #define SOFTWAVE_KOKKOS_MATH Kokkos
@@ -45,7 +49,28 @@ auto light_weight(const Policy& policy) {
 // (3.7+, the only form in 4.x). num_threads <= 0 keeps Kokkos' default.
 // quiet silences Kokkos' start-up warnings, which 3.x prints to stdout, where
 // a tool's JSON or CSV output goes.
+//
+// Kokkos' OpenMP backend keeps a fixed table of max_openmp_threads thread
+// slots (MAX_THREAD_COUNT, 3.4 through 5.x) and crashes in initialize when
+// given more, whether asked for here or by OMP_NUM_THREADS (or by the core
+// count, its default). A larger request is lowered to the limit with a line
+// on stderr; front ends refuse an explicit larger request before this.
+inline constexpr int max_openmp_threads = 512;
+
 inline void initialize(int num_threads, bool quiet = false) {
+#ifdef KOKKOS_ENABLE_OPENMP
+  int const asked = num_threads > 0 ? num_threads : omp_get_max_threads();
+  if (asked > max_openmp_threads) {
+    std::fprintf(
+        stderr,
+        "softwave: %d OpenMP threads asked for (%s); Kokkos' OpenMP "
+        "backend runs at most %d: using %d\n",
+        asked,
+        num_threads > 0 ? "thread count" : "OMP_NUM_THREADS or the core count",
+        max_openmp_threads, max_openmp_threads);
+    num_threads = max_openmp_threads;
+  }
+#endif
 #if KOKKOS_VERSION >= 30700
   Kokkos::InitializationSettings settings;
   if (num_threads > 0) settings.set_num_threads(num_threads);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <softwave/barycenter.hpp>
 #include <string>
 
@@ -106,23 +107,39 @@ WeightsView<T, Space> checked_weights(const Space& space,
   }
   check_extent(weights, "weights", {B}, "(one per series of X)");
   std::int64_t bad = 0;
-  double largest = 0;
+  double sum = 0;
   Kokkos::parallel_reduce(
       "softwave::barycenter::check_weights",
       Kokkos::RangePolicy<Space>(space, 0, B),
-      KOKKOS_LAMBDA(std::int64_t b, std::int64_t & n, double& top) {
+      KOKKOS_LAMBDA(std::int64_t b, std::int64_t & n, double& total) {
         double const w = weights(b);
         if (!compat::isfinite(w) || w < 0) ++n;
-        if (w > top) top = w;
+        total += w;
       },
-      Kokkos::Sum<std::int64_t>(bad), Kokkos::Max<double>(largest));
+      Kokkos::Sum<std::int64_t>(bad), Kokkos::Sum<double>(sum));
   if (bad)
     throw_invalid_argument("weights has ", bad,
                            " negative or non-finite value(s): weights must be "
                            "finite and >= 0");
-  if (!(largest > 0))
+  if (!(sum > 0))
     throw_invalid_argument("weights are all zero: at least one must be > 0");
-  return weights;
+  if (!compat::isfinite(sum))
+    throw_invalid_argument("weights sum to more than the largest double (",
+                           std::numeric_limits<double>::max(),
+                           "): scale them down");
+  // Only the weights' ratios matter: normalised, the objective and its
+  // gradient keep the scale that the optimiser's tolerances assume, whatever
+  // the caller's scale (1e-6 each would otherwise look converged at once).
+  ArrayView1<T, Space> normalised(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string("softwave::barycenter::weights")),
+      B);
+  Kokkos::parallel_for(
+      "softwave::barycenter::normalise_weights",
+      Kokkos::RangePolicy<Space>(space, 0, B), KOKKOS_LAMBDA(std::int64_t b) {
+        normalised(b) = T(double(weights(b)) / sum);
+      });
+  return normalised;
 }
 
 // Between the caller's (L, d) view of T and the optimiser's flat doubles.
@@ -165,6 +182,11 @@ BarycenterReport barycenter(const Space& space, ConstSeriesView<T, Space> X,
   BarycenterReport const report = options.method == BarycenterMethod::lbfgs
                                       ? lbfgs(ops, objective, x, options)
                                       : adam(ops, objective, x, options);
+  if (!std::isfinite(report.objective))
+    throw_invalid_argument(
+        "X gives a barycenter objective of ", report.objective,
+        ": the Soft-DTW values overflow at gamma = ", options.softdtw.gamma,
+        " (rescale X or lower gamma)");
   store(space, x, z);
   space.fence();
   return report;

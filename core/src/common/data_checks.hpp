@@ -236,4 +236,40 @@ class DataChecks {
   std::vector<std::shared_ptr<void>> clamped_;
 };
 
+// The values of a call whose inputs passed the data checks (`enabled`:
+// SoftDTWOptions::check_values): one that is not finite overflowed its type,
+// through costs or sums beyond its range or a γ so large that γ·log 3 is.
+// Throws naming `inputs` and the cause, so a checked call never returns an
+// inf or NaN from finite inputs. One reduction and fence, enabled only
+// (unchecked, a NaN input's NaN value is the documented answer).
+template <class Space, class View>
+void check_finite_results(const Space& space, bool enabled, const View& values,
+                          const std::string& family, const char* inputs,
+                          double gamma) {
+  static_assert(View::rank == 1 || View::rank == 2);
+  if (!enabled || values.size() == 0) return;
+  std::int64_t const columns = View::rank == 2 ? values.extent(1) : 1;
+  std::int64_t bad = 0;
+  Kokkos::parallel_reduce(
+      "softwave::" + family + "::check_results",
+      Kokkos::RangePolicy<Space>(space, 0, values.size()),
+      KOKKOS_LAMBDA(std::int64_t q, std::int64_t & n) {
+        double value = 0;
+        if constexpr (View::rank == 1) {
+          value = double(values(q));
+        } else {
+          value = double(values(q / columns, q % columns));
+        }
+        if (!compat::isfinite(value)) ++n;
+      },
+      Kokkos::Sum<std::int64_t>(bad));
+  if (bad == 0) return;
+  using Value = typename View::non_const_value_type;
+  throw_invalid_argument(
+      inputs, " give ", bad, " non-finite value(s) of ", values.size(),
+      " though every input is finite: the values overflow ",
+      sizeof(Value) == 4 ? "float32" : "float64", " at gamma = ", gamma,
+      " (rescale the inputs, lower gamma, or use float64)");
+}
+
 }  // namespace softwave::impl

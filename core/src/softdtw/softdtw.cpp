@@ -57,6 +57,12 @@ void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
     round_into(space, grad_x, gradients->grad_x);
     round_into(space, grad_y, gradients->grad_y);
   }
+  if (given(values))
+    check_finite_results(space, options.check_values, values, "softdtw",
+                         "x and y", options.gamma);
+  else
+    check_finite_results(space, options.check_values, acc, "softdtw", "x and y",
+                         options.gamma);
 }
 
 template <class Space, class T>
@@ -108,6 +114,12 @@ void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
     sweeper.forward_backward(B, acc, outputs);
   }
   store_values(space, acc, values);
+  if (given(values))
+    check_finite_results(space, options.check_values, values, "softdtw", "cost",
+                         options.gamma);
+  else
+    check_finite_results(space, options.check_values, acc, "softdtw", "cost",
+                         options.gamma);
 }
 
 template <class Space, class T>
@@ -192,6 +204,12 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
         Kokkos::RangePolicy<Space>(space, 0, B), KOKKOS_LAMBDA(std::int64_t b) {
           values(b) = G(xy(b) - (xx(b) + yy(b)) / 2);
         });
+  if (given(values))
+    check_finite_results(space, options.check_values, values, "softdtw",
+                         "x and y", options.gamma);
+  else
+    check_finite_results(space, options.check_values, xy, "softdtw", "x and y",
+                         options.gamma);
 }
 
 template <class Space, class T>
@@ -253,6 +271,8 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
                          matrix);
         }
       });
+  check_finite_results(space, options.check_values, matrix, "softdtw",
+                       "x and y", options.gamma);
 }
 
 template <class Space, class T>
@@ -292,6 +312,12 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
         make_sweeper(space, cost, hard, N, M).forward_backward(B, acc, outputs);
       });
   store_values(space, acc, values);
+  if (given(values))
+    check_finite_results(space, options.check_values, values, "softdtw",
+                         "x and y", 0.0);
+  else
+    check_finite_results(space, options.check_values, acc, "softdtw", "x and y",
+                         0.0);
 
   // A monotone path covers one run of columns per row: list them in order.
   auto const first = outputs.path_first, last = outputs.path_last;
