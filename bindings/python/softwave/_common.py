@@ -3,6 +3,8 @@
 Everything here is about Python-level arguments (scalars, strings, shapes);
 array contents, extents and lengths are checked by the C++ core, whose
 ``softwave::invalid_argument`` arrives as ``ValueError`` with the same text.
+Empty inputs are refused here too (check_extents), before the core (or a
+JAX callback) is reached, so that every front end words them alike.
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ def check_gamma(gamma, *, allow_zero: bool = True) -> float:
 
 
 def band_of(bandwidth) -> int:
-    """Sakoe–Chiba half-width in cells. None, like 0 in the peers
-    (sdtw-cuda-torch, pytorch-softdtw-cuda), means no band."""
+    """The Sakoe–Chiba half-width w in cells (cells with |i - j| <= w are
+    kept; -1: no band) for a bandwidth read as the peers (sdtw-cuda-torch,
+    pytorch-softdtw-cuda) read it: the condition |i - j| <= bandwidth, so a
+    float keeps floor(bandwidth) (0.5: the diagonal only, 1.7: w = 1), and
+    None or exactly 0 means no band."""
     if bandwidth is None:
         return -1
     if isinstance(bandwidth, bool) or not isinstance(bandwidth, numbers.Real):
@@ -52,8 +57,49 @@ def band_of(bandwidth) -> int:
         )
     if not math.isfinite(bandwidth) or bandwidth < 0:
         raise ValueError(f"softwave: bandwidth must be None or >= 0 (got {bandwidth})")
-    band = int(math.floor(bandwidth))
-    return -1 if band == 0 else band
+    if bandwidth == 0:
+        return -1
+    return int(math.floor(bandwidth))
+
+
+def bandwidth_of(band: int):
+    """The inverse of band_of: a bandwidth argument that band_of reads back as
+    the half-width `band` (w + 0.5 keeps the cells |i - j| <= w; the integer
+    0 would mean no band)."""
+    return None if band < 0 else band + 0.5
+
+
+# The extents of one series (or of a cost tensor's rows and columns): each
+# must be at least 1 in a batch that holds any series.
+_EMPTY_BECAUSE = {
+    "N": "every series needs at least one time step",
+    "M": "every series needs at least one time step",
+    "L": "the barycenter needs at least one time step",
+    "d": "every time step needs at least one value",
+}
+
+
+def check_extents(name: str, shape, labels=("N", "d")) -> None:
+    """One rule for empty inputs in every front end: a batch of B = 0 series
+    is an empty batch (its results are empty, of the right shape); in a batch
+    of B > 0 series, a zero extent (N, M or d) is an error naming it.
+    shape: (B, *extents), labels: the names of the extents."""
+    if shape[0] == 0:
+        return
+    for extent, label in zip(shape[1:], labels):
+        if extent == 0:
+            raise ValueError(f"softwave: {name} is empty ({label} = 0): {_EMPTY_BECAUSE[label]}")
+
+
+def check_batches(x_shape, y_shape) -> None:
+    """x (B, N, d) and y (B, M, d) of one batch of pairs (the core's rule,
+    checked here where the core is not reached: empty batches, JAX tracing)."""
+    check_extents("x", x_shape, ("N", "d"))
+    check_extents("y", y_shape, ("M", "d"))
+    if x_shape[0] != y_shape[0]:
+        raise ValueError(f"softwave: x and y have different batch sizes (x: {x_shape[0]}, y: {y_shape[0]})")
+    if x_shape[0] and x_shape[2] != y_shape[2]:
+        raise ValueError(f"softwave: x and y have different feature counts (x: {x_shape[2]}, y: {y_shape[2]})")
 
 
 # sdtw-cuda-torch's other names of the squared Euclidean cost; it reads

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from . import _core
-from ._common import Options, batch_shape, same_layout
+from ._common import Options, batch_shape, check_batches, check_extents, same_layout
 
 
 class Adapter:
@@ -75,12 +75,15 @@ def soft_dtw(
     lengths_y=None,
 ):
     """values (B,) and, as asked, ∇x, ∇y (of Σ grad_output·values) and E."""
+    check_batches(x.shape, y.shape)
     batch, n, d = x.shape
     m = y.shape[1]
     values = adapter.empty((batch,), x, adapter.value_dtype(x))
     gx = adapter.empty(x.shape, x) if grad_x else None
     gy = adapter.empty(y.shape, y) if grad_y else None
     e = adapter.empty((batch, n, m), x) if alignment else None
+    if batch == 0:  # an empty batch: empty results, nothing to compute
+        return values, gx, gy, e
     _core.soft_dtw(
         x, y, values, gx, gy, e, grad_output,
         lengths_of(adapter, lengths_x, x), lengths_of(adapter, lengths_y, x),
@@ -91,8 +94,11 @@ def soft_dtw(
 
 
 def soft_dtw_cost(adapter: Adapter, cost, opts: Options, *, grad: bool = False, grad_output=None, lengths_x=None, lengths_y=None):
+    check_extents("cost", cost.shape, ("N", "M"))
     values = adapter.empty((cost.shape[0],), cost, adapter.value_dtype(cost))
     gc = adapter.empty(cost.shape, cost) if grad else None
+    if cost.shape[0] == 0:
+        return values, gc
     _core.soft_dtw_cost(
         cost, values, gc, grad_output,
         lengths_of(adapter, lengths_x, cost), lengths_of(adapter, lengths_y, cost),
@@ -102,7 +108,11 @@ def soft_dtw_cost(adapter: Adapter, cost, opts: Options, *, grad: bool = False, 
 
 
 def pairwise(adapter: Adapter, x, y, opts: Options, *, divergence: bool = False, lengths_x=None, lengths_y=None):
+    check_extents("x", x.shape, ("N", "d"))
+    check_extents("y", y.shape, ("M", "d"))
     matrix = adapter.empty((x.shape[0], y.shape[0]), x, adapter.value_dtype(x))
+    if x.shape[0] == 0 or y.shape[0] == 0:
+        return matrix
     _core.pairwise(
         x, y, matrix,
         lengths_of(adapter, lengths_x, x), lengths_of(adapter, lengths_y, x),
@@ -115,11 +125,14 @@ def pairwise(adapter: Adapter, x, y, opts: Options, *, divergence: bool = False,
 def dtw_path(adapter: Adapter, x, y, opts: Options, *, lengths_x=None, lengths_y=None):
     """Hard DTW values (B,), paths (B, N+M-1, 2) int32 padded with -1, and
     path lengths (B,)."""
+    check_batches(x.shape, y.shape)
     batch, n, _ = x.shape
     m = y.shape[1]
     values = adapter.empty((batch,), x, adapter.value_dtype(x))
-    path = adapter.empty((batch, n + m - 1, 2), x, adapter.int32_dtype())
+    path = adapter.empty((batch, max(n + m - 1, 0), 2), x, adapter.int32_dtype())
     length = adapter.empty((batch,), x, adapter.int32_dtype())
+    if batch == 0:
+        return values, path, length
     _core.dtw_path(
         x, y, values, path, length,
         lengths_of(adapter, lengths_x, x), lengths_of(adapter, lengths_y, x),

@@ -4,7 +4,10 @@ The compiled core is reached through ``jax.pure_callback``: under ``jit``
 the arrays are handed to the host for the call (on a GPU backend that is a
 device-to-host copy; the CUDA path is reached from PyTorch or C++).
 float32 runs as float32, float64 (with ``jax_enable_x64``) as float64.
-Series are (B, N, d), (N, d) or (N,), as in ``softwave.numpy``.
+Series are (B, N, d), (N, d) or (N,), as in ``softwave.numpy`` (B = 0 gives
+empty results; N = 0 or d = 0 is a ValueError, raised while tracing). First
+derivatives only: ``jax.grad`` and ``jax.vjp`` work, while second derivatives
+(``jax.hessian``, ``jax.grad`` of ``jax.grad``) raise NotImplementedError.
 
 Example::
 
@@ -24,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import numpy as _swn
-from ._common import Options, options
+from ._common import Options, bandwidth_of, check_batches, check_extents, options
 
 __all__ = ["soft_dtw", "soft_dtw_divergence", "soft_dtw_cost", "soft_dtw_alignment", "pairwise", "dtw"]
 
@@ -68,7 +71,33 @@ def _batched(x, y):
         x, y = x[None, :, None], y[None, :, None]
     elif x.ndim == 2:
         x, y = x[None], y[None]
+    check_batches(x.shape, y.shape)  # shapes are static: refused here, not inside the callback
     return x.astype(dtype), y.astype(dtype), single
+
+
+_SECOND_ORDER = (
+    "softwave: second derivatives (jax.hessian, jax.grad of jax.grad, or any derivative of a softwave "
+    "gradient) are not supported: the gradients come from the compiled core, which has no derivative of its own. "
+    "Wrap the gradient in jax.lax.stop_gradient to use it as a value"
+)
+
+
+def _first_order_only(nondiff_argnums):
+    """A custom_vjp's forward pass (values and gradients from the core) behind
+    a custom_jvp that refuses to be differentiated: differentiating a
+    softwave gradient then fails with softwave's message instead of JAX's
+    advice about pure callbacks."""
+
+    def wrap(function):
+        function = jax.custom_jvp(function, nondiff_argnums=nondiff_argnums)
+
+        @function.defjvp
+        def _refuse(*args):
+            raise NotImplementedError(_SECOND_ORDER)
+
+        return function
+
+    return wrap
 
 
 # --- series ---------------------------------------------------------------
@@ -84,6 +113,7 @@ def _series_values(opts: Options, divergence: bool, x, y, lx, ly):
     return _callback(host, jax.ShapeDtypeStruct((x.shape[0],), x.dtype), x, y, lx, ly)
 
 
+@_first_order_only(nondiff_argnums=(0, 1))
 def _series_value_and_grad(opts: Options, divergence: bool, x, y, lx, ly):
     def host(x, y, lx, ly):
         function = _swn.soft_dtw_divergence_value_and_grad if divergence else _swn.soft_dtw_value_and_grad
@@ -97,7 +127,8 @@ def _series_value_and_grad(opts: Options, divergence: bool, x, y, lx, ly):
 
 
 def _bw(opts: Options):
-    return None if opts.band < 0 else opts.band
+    """opts' band as the bandwidth argument of softwave.numpy (which reads 0 as no band)."""
+    return bandwidth_of(opts.band)
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(0, 1))
@@ -158,9 +189,14 @@ def _cost(opts, cost, lx, ly):
     return _callback(_cost_host(opts, False), jax.ShapeDtypeStruct((cost.shape[0],), cost.dtype), cost, lx, ly)
 
 
-def _cost_fwd(opts, cost, lx, ly):
+@_first_order_only(nondiff_argnums=(0,))
+def _cost_value_and_grad(opts, cost, lx, ly):
     shapes = (jax.ShapeDtypeStruct((cost.shape[0],), cost.dtype), jax.ShapeDtypeStruct(cost.shape, cost.dtype))
-    values, gc = _callback(_cost_host(opts, True), shapes, cost, lx, ly)
+    return _callback(_cost_host(opts, True), shapes, cost, lx, ly)
+
+
+def _cost_fwd(opts, cost, lx, ly):
+    values, gc = _cost_value_and_grad(opts, cost, lx, ly)
     return values, gc
 
 
@@ -181,6 +217,7 @@ def soft_dtw_cost(cost, gamma: float = 1.0, *, bandwidth=None, lengths_x=None, l
         raise ValueError(f"softwave: cost must be (B, N, M) or (N, M) (got {cost.ndim} dimensions)")
     single = cost.ndim == 2
     c3 = cost[None] if single else cost
+    check_extents("cost", c3.shape, ("N", "M"))
     values = _cost(opts, c3, _lengths(lengths_x, c3.shape[0]), _lengths(lengths_y, c3.shape[0]))
     return values[0] if single else values
 
@@ -212,6 +249,10 @@ def pairwise(x, y=None, gamma: float = 1.0, *, divergence: bool = False, bandwid
         y, lengths_y = x, (lengths_x if lengths_y is None else lengths_y)
     x, y = jax.lax.stop_gradient(_float("x", x)), jax.lax.stop_gradient(_float("y", y))
     dtype = jnp.promote_types(x.dtype, y.dtype)
+    for name, a, labels in (("x", x, ("N", "d")), ("y", y, ("M", "d"))):
+        if a.ndim not in (2, 3):
+            raise ValueError(f"softwave: {name} must be (B, N, d) or (B, N) (got {a.ndim} dimensions)")
+        check_extents(name, a.shape, labels)
 
     def host(x, y, lx, ly):
         return _swn.pairwise(np.asarray(x), np.asarray(y), opts.gamma, divergence=divergence, bandwidth=_bw(opts),

@@ -2,7 +2,8 @@
 
 Series are (B, N, d) batches, (N, d) single series or (N,) univariate
 series; x and y share one layout (a batch of pairs, or one pair whose results
-are scalars and arrays shaped like the inputs). float32 and float64 run
+are scalars and arrays shaped like the inputs). An empty batch (B = 0)
+gives empty results; N = 0 or d = 0 is a ValueError. float32 and float64 run
 as given; other dtypes (integers, float16) are computed in float64. Results
 are NumPy arrays (float64 scalars for a single pair's value).
 
@@ -90,7 +91,10 @@ def soft_dtw(x, y, gamma: float = 1.0, *, bandwidth=None, dist: str = "sqeuclide
              lengths_x=None, lengths_y=None, kernel: str = "automatic"):
     """Soft-DTW values sdtw_γ(x_b, y_b): (B,) for batches, a scalar for one pair.
 
-    bandwidth: Sakoe–Chiba half-width (cells); None or 0 means no band.
+    bandwidth: Sakoe–Chiba band, read as the peers read it: cells with
+    |i − j| ≤ bandwidth are kept (a float is floored: 0.5 keeps the diagonal
+    only; for N ≠ M the band follows the diagonal of the N×M table); None or
+    0 means no band.
     dist: 'sqeuclidean', 'l1' or 'cosine'. lengths_x / lengths_y: per-pair
     lengths of padded batches (B,). gamma = 0 is hard DTW.
     """

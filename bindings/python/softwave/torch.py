@@ -5,11 +5,15 @@ are passed to the core without copies; CUDA work is queued on the current
 stream of the tensors' device (``torch.cuda.current_stream()``). float32 and
 float64 run as given; float16 and bfloat16 are read as they are (no float32
 copy is made) and computed with float32 accumulation: values come out in
-float32, gradients in the input dtype, rounded once.
+float32, gradients in the input dtype, rounded once. An empty batch (B = 0)
+gives empty results; N = 0 or d = 0 is a ValueError.
 
 When an input requires grad, the forward computes the gradients too, in the
 same fused pass (no B×N×M table is ever kept); backward only scales them by
-the incoming gradient. Double backward is not supported.
+the incoming gradient. Second derivatives are not available: a gradient taken
+with ``create_graph=True`` may be used as a value, but differentiating it (a
+gradient penalty, a Hessian, double backward) raises a RuntimeError rather
+than silently giving zero.
 
 ``SoftDTW``, ``softdtw`` and ``softdtw_barycenter`` take sdtw-cuda-torch's
 arguments (``SoftDTW`` also pytorch-softdtw-cuda's), so that
@@ -34,7 +38,7 @@ import torch
 
 from . import _engine
 from ._barycenter import barycenter
-from ._common import Options, optional_int, options
+from ._common import Options, check_batches, optional_int, options
 
 __all__ = [
     "SoftDTW",
@@ -120,6 +124,47 @@ def _check_device(t: torch.Tensor) -> None:
         )
 
 
+_SECOND_ORDER = (
+    "softwave: second derivatives (double backward: differentiating a gradient taken with create_graph=True, "
+    "as a gradient penalty or a Hessian does) are not supported: softwave's backward returns gradients computed "
+    "in the forward, with no graph of their own. Use the gradient as a value (detach it, or create_graph=False), "
+    "or compute the term that needs second derivatives with another implementation"
+)
+
+
+class _SecondOrderError(torch.autograd.Function):
+    """Passes a first-order gradient through unchanged, with a grad_fn whose
+    own backward raises: differentiating the gradient is an error, never a
+    silent zero."""
+
+    @staticmethod
+    def forward(ctx, grad, *anchors):
+        return grad.view_as(grad)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(_SECOND_ORDER)
+
+
+def _first_order(ctx, grad_output, *grads):
+    """The gradients a backward returns. Under create_graph=True each one is
+    tied, through _SecondOrderError, to everything it depends on (the
+    Function's inputs that require grad, kept in ctx.anchors, and the
+    incoming gradient), so that any further derivative of it raises."""
+    if not torch.is_grad_enabled():
+        return grads
+    anchors = [t for t in (*ctx.anchors, grad_output) if t.requires_grad]
+    if not anchors:
+        return grads
+    return tuple(None if g is None else _SecondOrderError.apply(g, *anchors) for g in grads)
+
+
+def _anchors(ctx, *inputs):
+    """The inputs that need grad, kept (not saved: their values are never
+    read, so in-place changes after the forward stay allowed) for _first_order."""
+    return tuple(t for t, need in zip(inputs, ctx.needs_input_grad) if need)
+
+
 class _SoftDTWFunction(torch.autograd.Function):
     """values = sdtw(x, y) (or the divergence); ∇ computed in the forward."""
 
@@ -134,16 +179,17 @@ class _SoftDTWFunction(torch.autograd.Function):
         )
         ctx.save_for_backward(gx if want_x else None, gy if want_y else None)
         ctx.input_dtypes = (x.dtype, y.dtype)
+        ctx.anchors = _anchors(ctx, x, y)
         return values
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_values):
         gx, gy = ctx.saved_tensors
-        scale = grad_values.reshape(-1, 1, 1)
-        grad_x = None if gx is None else (gx * scale.to(gx.dtype)).to(ctx.input_dtypes[0])
-        grad_y = None if gy is None else (gy * scale.to(gy.dtype)).to(ctx.input_dtypes[1])
-        return grad_x, grad_y, None, None, None, None
+        with torch.no_grad():
+            scale = grad_values.reshape(-1, 1, 1)
+            grad_x = None if gx is None else (gx * scale.to(gx.dtype)).to(ctx.input_dtypes[0])
+            grad_y = None if gy is None else (gy * scale.to(gy.dtype)).to(ctx.input_dtypes[1])
+        return (*_first_order(ctx, grad_values, grad_x, grad_y), None, None, None, None)
 
 
 class _SoftDTWCostFunction(torch.autograd.Function):
@@ -155,15 +201,17 @@ class _SoftDTWCostFunction(torch.autograd.Function):
                                            lengths_x=lengths_x, lengths_y=lengths_y)
         ctx.save_for_backward(gc)
         ctx.input_dtype = cost.dtype
+        ctx.anchors = _anchors(ctx, cost)
         return values
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_values):
         (gc,) = ctx.saved_tensors
         if gc is None:
             return None, None, None, None
-        return (gc * grad_values.reshape(-1, 1, 1).to(gc.dtype)).to(ctx.input_dtype), None, None, None
+        with torch.no_grad():
+            grad_cost = (gc * grad_values.reshape(-1, 1, 1).to(gc.dtype)).to(ctx.input_dtype)
+        return (*_first_order(ctx, grad_values, grad_cost), None, None, None)
 
 
 def _batched(x: torch.Tensor, y: torch.Tensor):
@@ -214,6 +262,8 @@ def _series_values(x3, y3, opts: Options, divergence: bool, dist_func: Optional[
     """(B,) Soft-DTW values (or divergences) of (B, N, d) / (B, M, d) batches,
     differentiable w.r.t. x3 and y3."""
     if dist_func is not None:  # the user's cost tensor: autograd flows through dist_func
+        check_batches(x3.shape, y3.shape)  # named as x and y, not as the cost tensor
+
         def sdtw(a, b, lengths_a, lengths_b):
             return _SoftDTWCostFunction.apply(_user_cost(dist_func, a, b), lengths_a, lengths_b, opts)
 
@@ -246,7 +296,10 @@ def soft_dtw(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0, *, bandwidth=
 
     x: (B, N, d), y: (B, M, d) → (B,); one pair of series, (N, d) and (M, d)
     or (N,) and (M,), → a scalar (SoftDTW and softdtw give (1,) instead).
-    bandwidth: Sakoe–Chiba half-width (cells); None or 0 means no band.
+    bandwidth: Sakoe–Chiba band, read as the peers read it: cells with
+    |i − j| ≤ bandwidth are kept (a float is floored: 0.5 keeps the diagonal
+    only; for N ≠ M the band follows the diagonal of the N×M table); None or
+    0 means no band.
     dist: 'sqeuclidean', 'l1', 'cosine', or a callable dist(x, y) → (B, N, M)
     cost tensor (autograd then flows through it). lengths_x / lengths_y:
     per-pair lengths (B,) of padded batches. gamma = 0 is hard DTW (its
@@ -311,11 +364,17 @@ class _PairwiseFunction(torch.autograd.Function):
         if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
             ctx.save_for_backward(xd, yd, lx, ly)
         ctx.opts, ctx.divergence, ctx.input_dtypes = opts, divergence, (x.dtype, y.dtype)
+        ctx.anchors = _anchors(ctx, x, y)
         return matrix
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_matrix):
+        with torch.no_grad():
+            grad_x, grad_y = _PairwiseFunction._gradients(ctx, grad_matrix)
+        return (*_first_order(ctx, grad_matrix, grad_x, grad_y), None, None, None, None)
+
+    @staticmethod
+    def _gradients(ctx, grad_matrix):
         x, y, lx, ly = ctx.saved_tensors
         b1, b2 = x.shape[0], y.shape[0]
         # Summed over chunks in the value dtype (float32 for 16-bit inputs).
@@ -324,7 +383,7 @@ class _PairwiseFunction(torch.autograd.Function):
         grad_y = torch.zeros(y.shape, dtype=wide, device=y.device) if ctx.needs_input_grad[1] else None
         weights = grad_matrix.to(wide).reshape(-1).contiguous()
         # Pairs per chunk: keep the expanded copies of x and y near 256 MiB.
-        pair_bytes = 2 * (x[0].numel() + y[0].numel()) * x.element_size()
+        pair_bytes = 2 * (x.shape[1] * x.shape[2] + y.shape[1] * y.shape[2]) * x.element_size()
         chunk = max(1, min(b1 * b2, (256 << 20) // max(1, pair_bytes)))
         for start in range(0, b1 * b2, chunk):
             index = torch.arange(start, min(start + chunk, b1 * b2), device=x.device)
@@ -343,7 +402,6 @@ class _PairwiseFunction(torch.autograd.Function):
         return (
             None if grad_x is None else grad_x.to(ctx.input_dtypes[0]),
             None if grad_y is None else grad_y.to(ctx.input_dtypes[1]),
-            None, None, None, None,
         )
 
 
