@@ -37,11 +37,12 @@ SeriesSet chosen_series(const SeriesSet& set, const std::string& path,
 
 template <class T>
 BarycenterRun compute(const SeriesSet& members, std::size_t L, bool medoid,
-                      const BarycenterOptions& options) {
+                      const BarycenterOptions& options,
+                      const std::string& name) {
   const std::vector<double> start =
-      medoid ? medoid_of<T>(members, L, options.softdtw)
+      medoid ? medoid_of<T>(members, L, options.softdtw, name)
              : mean_series(members, L);
-  return barycenter_of<T>(members, start, L, options);
+  return barycenter_of<T>(members, start, L, options, name);
 }
 
 }  // namespace
@@ -121,6 +122,7 @@ int run_barycenter(const std::vector<std::string>& arguments) {
   const std::optional<std::int64_t> label = parsed.integer("--class");
 
   const SeriesSet set = read_x_input(parsed);
+  check_fits_dtype(set, x_path, "--x", settings.dtype);
   const SeriesSet members = chosen_series(set, x_path, label);
   const std::size_t L = length ? static_cast<std::size_t>(*length) : set.length;
   options.softdtw = settings.options(L, set.length);
@@ -129,9 +131,11 @@ int run_barycenter(const std::vector<std::string>& arguments) {
   const KokkosScope kokkos(settings.threads);
   const auto start = std::chrono::steady_clock::now();
   const bool medoid = init == "medoid";
-  const BarycenterRun run = settings.dtype == Dtype::float32
-                                ? compute<float>(members, L, medoid, options)
-                                : compute<double>(members, L, medoid, options);
+  const std::string name = "--x '" + x_path + "'";
+  const BarycenterRun run =
+      settings.dtype == Dtype::float32
+          ? compute<float>(members, L, medoid, options, name)
+          : compute<double>(members, L, medoid, options, name);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

@@ -11,7 +11,8 @@ namespace softwave::cli {
 template <class T>
 BarycenterRun barycenter_of(const SeriesSet& set,
                             const std::vector<double>& start, std::size_t L,
-                            const BarycenterOptions& options) {
+                            const BarycenterOptions& options,
+                            const std::string& name) {
   const Space space;
   const auto X = to_device<T>(space, set, "softwave::cli::barycenter_x");
   ArrayView2<T, Space> z(
@@ -24,7 +25,16 @@ BarycenterRun barycenter_of(const SeriesSet& set,
   }
   Kokkos::deep_copy(space, z, host);
   BarycenterRun run;
-  run.report = softwave::barycenter(space, X, z, options);
+  try {
+    run.report = softwave::barycenter(space, X, z, options);
+  } catch (const softwave::invalid_argument& error) {
+    // The inputs and options were checked before: what is left is the
+    // library's word on the values (an objective beyond T's range).
+    const std::string prefix = "softwave: ";
+    std::string why = error.what();
+    if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
+    throw input_error("the barycenter of " + name + ": " + why);
+  }
   Kokkos::deep_copy(space, host, z);
   space.fence();
   run.z.assign(host.data(), host.data() + host.size());
@@ -33,10 +43,11 @@ BarycenterRun barycenter_of(const SeriesSet& set,
 
 template <class T>
 std::vector<double> medoid_of(const SeriesSet& set, std::size_t L,
-                              const SoftDTWOptions& options) {
+                              const SoftDTWOptions& options,
+                              const std::string& name) {
   std::vector<double> sums(set.count, 0.0);
   pairwise_in_blocks<T>(
-      set, set, options, PairwiseValue::soft_dtw,
+      set, set, options, PairwiseValue::soft_dtw, name, name,
       [&](std::size_t first, std::size_t rows, const T* values) {
         for (std::size_t r = 0; r < rows; ++r) {
           for (std::size_t j = 0; j < set.count; ++j) {
@@ -54,14 +65,18 @@ std::vector<double> medoid_of(const SeriesSet& set, std::size_t L,
 template BarycenterRun barycenter_of<float>(const SeriesSet&,
                                             const std::vector<double>&,
                                             std::size_t,
-                                            const BarycenterOptions&);
+                                            const BarycenterOptions&,
+                                            const std::string&);
 template BarycenterRun barycenter_of<double>(const SeriesSet&,
                                              const std::vector<double>&,
                                              std::size_t,
-                                             const BarycenterOptions&);
+                                             const BarycenterOptions&,
+                                             const std::string&);
 template std::vector<double> medoid_of<float>(const SeriesSet&, std::size_t,
-                                              const SoftDTWOptions&);
+                                              const SoftDTWOptions&,
+                                              const std::string&);
 template std::vector<double> medoid_of<double>(const SeriesSet&, std::size_t,
-                                               const SoftDTWOptions&);
+                                               const SoftDTWOptions&,
+                                               const std::string&);
 
 }  // namespace softwave::cli

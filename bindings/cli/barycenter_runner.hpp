@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <softwave/barycenter.hpp>
+#include <string>
 #include <vector>
 
 #include "ucr_reader.hpp"
@@ -16,16 +17,20 @@ struct BarycenterRun {
 };
 
 // The barycenter of every series of `set` (weights 1/count) from `start`
-// (L·d values), computed with inputs of type T (float or double).
+// (L·d values), computed with inputs of type T (float or double). A
+// barycenter the library refuses (its objective overflows T's values) is an
+// input_error naming the series by `name` (e.g. "--x 'a.tsv'").
 template <class T>
 BarycenterRun barycenter_of(const SeriesSet& set,
                             const std::vector<double>& start, std::size_t L,
-                            const BarycenterOptions& options);
+                            const BarycenterOptions& options,
+                            const std::string& name);
 
 // The medoid of `set`: the series with the smallest summed Soft-DTW value
 // to the others (softwave::pairwise, ties to the first), resampled to L.
 template <class T>
 std::vector<double> medoid_of(const SeriesSet& set, std::size_t L,
-                              const SoftDTWOptions& options);
+                              const SoftDTWOptions& options,
+                              const std::string& name);
 
 }  // namespace softwave::cli

@@ -43,8 +43,8 @@ struct Clustering {
 template <class T>
 class KMeans {
  public:
-  KMeans(const SeriesSet& set, const KMeansSettings& settings)
-      : set_(set), settings_(settings) {}
+  KMeans(const SeriesSet& set, const KMeansSettings& settings, std::string name)
+      : set_(set), settings_(settings), name_(std::move(name)) {}
 
   Clustering run(std::uint64_t seed) const {
     Clustering result;
@@ -73,7 +73,7 @@ class KMeans {
                                 PairwiseValue what) const {
     std::vector<double> matrix(set_.count * centroids.count);
     pairwise_in_blocks<T>(
-        set_, centroids, settings_.softdtw, what,
+        set_, centroids, settings_.softdtw, what, name_, "the centroids",
         [&](std::size_t first, std::size_t rows, const T* values) {
           std::copy(values, values + rows * centroids.count,
                     matrix.begin() + first * centroids.count);
@@ -168,19 +168,21 @@ class KMeans {
       if (members[j].empty()) continue;
       const std::vector<double> start(centroid(j), centroid(j) + size);
       const BarycenterRun run = barycenter_of<T>(
-          subset(set_, members[j]), start, set_.length, settings_.barycenter);
+          subset(set_, members[j]), start, set_.length, settings_.barycenter,
+          "cluster " + std::to_string(j) + " of " + name_);
       std::copy(run.z.begin(), run.z.end(), centroid(j));
     }
   }
 
   const SeriesSet& set_;
   KMeansSettings settings_;
+  std::string name_;  // "--x 'FILE'", for messages
 };
 
 template <class T>
 Clustering best_of(const SeriesSet& set, const KMeansSettings& settings,
-                   std::uint64_t seed, int n_init) {
-  const KMeans<T> kmeans(set, settings);
+                   std::uint64_t seed, int n_init, const std::string& name) {
+  const KMeans<T> kmeans(set, settings, name);
   Clustering best;
   for (int r = 0; r < n_init; ++r) {
     // Run r's seed mixes the user's seed with r, so runs differ.
@@ -263,7 +265,10 @@ int run_cluster(const std::vector<std::string>& arguments) {
   const std::string output = parsed.required("--output");
   output_format("--output", output);
   const std::optional<std::string> centroids_path = parsed.text("--centroids");
-  if (centroids_path) output_format("--centroids", *centroids_path);
+  if (centroids_path) {
+    output_format("--centroids", *centroids_path);
+    check_distinct_outputs("--output", output, "--centroids", *centroids_path);
+  }
   const DistanceSettings distance = parse_distance_settings(parsed);
   KMeansSettings settings;
   settings.k = static_cast<std::size_t>(*parsed.integer_at_least("-k", 1));
@@ -280,6 +285,7 @@ int run_cluster(const std::vector<std::string>& arguments) {
       static_cast<int>(parsed.integer_at_least("--n-init", 1).value_or(1));
 
   const SeriesSet set = read_x_input(parsed);
+  check_fits_dtype(set, x_path, "--x", distance.dtype);
   if (settings.k > set.count) {
     throw usage_error("option -k: " + std::to_string(settings.k) +
                       " clusters for " + std::to_string(set.count) + " series");
@@ -292,9 +298,11 @@ int run_cluster(const std::vector<std::string>& arguments) {
 
   const KokkosScope kokkos(distance.threads);
   const auto start = std::chrono::steady_clock::now();
-  const Clustering result = distance.dtype == Dtype::float32
-                                ? best_of<float>(set, settings, seed, n_init)
-                                : best_of<double>(set, settings, seed, n_init);
+  const std::string name = "--x '" + x_path + "'";
+  const Clustering result =
+      distance.dtype == Dtype::float32
+          ? best_of<float>(set, settings, seed, n_init, name)
+          : best_of<double>(set, settings, seed, n_init, name);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();

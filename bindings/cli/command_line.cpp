@@ -1,8 +1,8 @@
 #include "command_line.hpp"
 
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
+
+#include "number_text.hpp"
 
 namespace softwave::cli {
 
@@ -66,12 +66,15 @@ std::optional<std::string> ParsedOptions::text(const std::string& name) const {
 std::optional<double> ParsedOptions::number(const std::string& name) const {
   const auto value = text(name);
   if (!value) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const double parsed = std::strtod(value->c_str(), &end);
-  if (value->empty() || *end != '\0' || errno == ERANGE) {
+  double parsed = 0;
+  const NumberRead read = read_double(*value, parsed);
+  if (read == NumberRead::not_a_number) {
     throw usage_error("option " + name + ": expected a number, got '" + *value +
                       "'");
+  }
+  if (read != NumberRead::ok) {
+    throw usage_error("option " + name + ": '" + *value + "' " +
+                      number_problem(read, /*integer=*/false));
   }
   return parsed;
 }
@@ -80,12 +83,15 @@ std::optional<std::int64_t> ParsedOptions::integer(
     const std::string& name) const {
   const auto value = text(name);
   if (!value) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const long long parsed = std::strtoll(value->c_str(), &end, 10);
-  if (value->empty() || *end != '\0' || errno == ERANGE) {
+  std::int64_t parsed = 0;
+  const NumberRead read = read_integer(*value, parsed);
+  if (read == NumberRead::not_a_number) {
     throw usage_error("option " + name + ": expected an integer, got '" +
                       *value + "'");
+  }
+  if (read != NumberRead::ok) {
+    throw usage_error("option " + name + ": '" + *value + "' " +
+                      number_problem(read, /*integer=*/true));
   }
   return parsed;
 }

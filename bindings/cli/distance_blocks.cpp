@@ -1,6 +1,8 @@
 #include "distance_blocks.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -15,10 +17,42 @@ std::size_t rows_per_block(std::size_t y_count) {
   return std::clamp<std::size_t>(rows, 32, 256);
 }
 
+namespace {
+
+std::string short_number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
+// input_error for the first value of a block that is not finite.
+template <class T>
+void check_block(const T* values, std::size_t first, std::size_t rows,
+                 std::size_t columns, const SoftDTWOptions& options,
+                 const std::string& x_name, const std::string& y_name) {
+  for (std::size_t q = 0; q < rows * columns; ++q) {
+    if (std::isfinite(values[q])) continue;
+    const bool float32 = sizeof(T) == sizeof(float);
+    throw input_error(
+        "series " + std::to_string(first + q / columns + 1) + " of " + x_name +
+        " and series " + std::to_string(q % columns + 1) + " of " + y_name +
+        ": the Soft-DTW value overflows " + (float32 ? "float32" : "float64") +
+        " at --gamma " + short_number(options.gamma) + " (" +
+        (float32 ? "use --dtype float64, " : "") +
+        "rescale the data or lower --gamma)");
+  }
+}
+
+}  // namespace
+
 template <class T>
 void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
-                        const SoftDTWOptions& options, PairwiseValue what,
+                        const SoftDTWOptions& checked_options,
+                        PairwiseValue what, const std::string& x_name,
+                        const std::string& y_name,
                         const BlockHandler<T>& on_block) {
+  SoftDTWOptions options = checked_options;
+  options.check_values = false;
   const Space space;
   const auto x_device = to_device<T>(space, x, "softwave::cli::x");
   const auto y_device = to_device<T>(space, y, "softwave::cli::y");
@@ -39,15 +73,19 @@ void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
     Kokkos::deep_copy(space, Kokkos::subview(matrix_host, used, Kokkos::ALL),
                       matrix_block);
     space.fence();
+    check_block(matrix_host.data(), first, rows, y.count, options, x_name,
+                y_name);
     on_block(first, rows, matrix_host.data());
   }
 }
 
 template void pairwise_in_blocks<float>(const SeriesSet&, const SeriesSet&,
                                         const SoftDTWOptions&, PairwiseValue,
+                                        const std::string&, const std::string&,
                                         const BlockHandler<float>&);
 template void pairwise_in_blocks<double>(const SeriesSet&, const SeriesSet&,
                                          const SoftDTWOptions&, PairwiseValue,
+                                         const std::string&, const std::string&,
                                          const BlockHandler<double>&);
 
 }  // namespace softwave::cli

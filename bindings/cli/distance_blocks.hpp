@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <functional>
 #include <softwave/softdtw.hpp>
+#include <string>
 
 #include "ucr_reader.hpp"
 
@@ -22,10 +23,15 @@ using BlockHandler =
 std::size_t rows_per_block(std::size_t y_count);
 
 // Needs Kokkos initialised. T (float or double) is the type of the inputs
-// handed to the library and of the values.
+// handed to the library and of the values. The inputs were checked when
+// read (finite, and within T's range: check_fits_dtype), so the library
+// does not check them again; a value that is not finite all the same
+// overflowed T, and is an input_error naming the two series by x_name and
+// y_name (e.g. "--test 'a.tsv'"), before on_block sees its block.
 template <class T>
 void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
                         const SoftDTWOptions& options, PairwiseValue what,
+                        const std::string& x_name, const std::string& y_name,
                         const BlockHandler<T>& on_block);
 
 }  // namespace softwave::cli

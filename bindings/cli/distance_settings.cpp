@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <softwave/kokkos_compat.hpp>
+
+#include "series_input.hpp"
 
 namespace softwave::cli {
 
@@ -20,6 +23,35 @@ SoftDTWOptions DistanceSettings::options(std::size_t n, std::size_t m) const {
         std::ceil(std::min(*band_pct, 100.0) * length / 100.0));
   }
   return result;
+}
+
+void check_fits_dtype(const SeriesSet& set, const std::string& path,
+                      const std::string& option, Dtype dtype) {
+  if (dtype != Dtype::float32) return;
+  constexpr double largest = std::numeric_limits<float>::max();
+  for (std::size_t q = 0; q < set.values.size(); ++q) {
+    const double value = set.values[q];
+    // Values that round to float32's largest finite value are still fine.
+    if (std::fabs(value) <= largest || std::isfinite(static_cast<float>(value)))
+      continue;
+    const std::size_t s = q / set.series_size(),
+                      t = q % set.series_size() / set.dims, k = q % set.dims;
+    std::string place;
+    if (is_npy_path(path)) {
+      place = "value [" + std::to_string(s) + ", " + std::to_string(t) +
+              (set.dims > 1 ? ", " + std::to_string(k) : "") + "]";
+    } else {
+      const std::size_t label_fields = set.labels.empty() ? 0 : 1;
+      place = "line " + std::to_string(s + 1) + ", field " +
+              std::to_string(t + 1 + label_fields);
+    }
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", value);
+    throw input_error(path + ": " + place + ": " + shown +
+                      " is beyond the float32 range (about 3.4e38) that " +
+                      option + " is read in with --dtype float32 (use " +
+                      "--dtype float64)");
+  }
 }
 
 std::vector<OptionSpec> distance_option_specs() {
@@ -53,8 +85,13 @@ DistanceSettings parse_distance_settings(const ParsedOptions& options) {
     settings.dtype = *dtype == "float32" ? Dtype::float32 : Dtype::float64;
   }
   if (const auto threads = options.integer_at_least("--threads", 1)) {
-    settings.threads = static_cast<int>(
-        std::min<std::int64_t>(*threads, std::numeric_limits<int>::max()));
+    if (*threads > compat::max_openmp_threads) {
+      throw usage_error("option --threads: at most " +
+                        std::to_string(compat::max_openmp_threads) +
+                        " (the most Kokkos' OpenMP backend runs), got '" +
+                        *options.text("--threads") + "'");
+    }
+    settings.threads = static_cast<int>(*threads);
   }
   return settings;
 }

@@ -11,6 +11,7 @@
 
 #include "command_line.hpp"
 #include "json_line.hpp"
+#include "ucr_reader.hpp"
 
 namespace softwave::cli {
 
@@ -30,6 +31,12 @@ struct DistanceSettings {
   // w = ceil(P/100 · max(n, m)), the UCR archive's window convention.
   SoftDTWOptions options(std::size_t n, std::size_t m) const;
 };
+
+// input_error when --dtype float32 is asked for and a value of `set` (read
+// from `path`, given by `option`) is beyond float32's range: it would turn
+// into inf. The message gives the value's place in the file.
+void check_fits_dtype(const SeriesSet& set, const std::string& path,
+                      const std::string& option, Dtype dtype);
 
 // --gamma, --band, --band-pct, --cost, --dtype, --threads.
 std::vector<OptionSpec> distance_option_specs();

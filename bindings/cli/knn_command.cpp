@@ -26,23 +26,18 @@ struct KnnResult {
 // order (strict < while scanning).
 template <class T>
 KnnResult classify(const SeriesSet& train, const SeriesSet& test,
-                   const SoftDTWOptions& options) {
+                   const SoftDTWOptions& options, const std::string& train_name,
+                   const std::string& test_name) {
   KnnResult result;
   ProgressBar progress("knn", test.count);
   const auto start = std::chrono::steady_clock::now();
   pairwise_in_blocks<T>(
-      test, train, options, PairwiseValue::soft_dtw,
+      test, train, options, PairwiseValue::soft_dtw, test_name, train_name,
       [&](std::size_t first, std::size_t rows, const T* distances) {
         for (std::size_t r = 0; r < rows; ++r) {
           const T* row = distances + r * train.count;
           std::size_t nearest = 0;
           for (std::size_t j = 0; j < train.count; ++j) {
-            if (std::isnan(row[j])) {
-              throw std::runtime_error(
-                  "the library returned NaN for test series " +
-                  std::to_string(first + r + 1) + " and training series " +
-                  std::to_string(j + 1));
-            }
             if (row[j] < row[nearest]) nearest = j;
           }
           if (train.labels[nearest] != test.labels[first + r]) ++result.errors;
@@ -100,12 +95,17 @@ int run_knn(const std::vector<std::string>& arguments) {
   const SeriesSet test = read_labelled_input(
       test_path, parsed.text("--test-labels"), "--test-labels");
   check_same_dims(train, "--train", test, "--test");
+  check_fits_dtype(train, train_path, "--train", settings.dtype);
+  check_fits_dtype(test, test_path, "--test", settings.dtype);
   const SoftDTWOptions options = settings.options(test.length, train.length);
 
   const KokkosScope kokkos(settings.threads);
-  const KnnResult result = settings.dtype == Dtype::float32
-                               ? classify<float>(train, test, options)
-                               : classify<double>(train, test, options);
+  const std::string train_name = "--train '" + train_path + "'";
+  const std::string test_name = "--test '" + test_path + "'";
+  const KnnResult result =
+      settings.dtype == Dtype::float32
+          ? classify<float>(train, test, options, train_name, test_name)
+          : classify<double>(train, test, options, train_name, test_name);
   const double error_rate = static_cast<double>(result.errors) / test.count;
   JsonLine json;
   json.add("command", std::string("knn"))

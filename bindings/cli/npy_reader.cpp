@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 namespace softwave::cli {
 namespace {
@@ -31,23 +32,70 @@ std::string shape_text(const std::vector<std::size_t>& shape) {
 
 // The header is a Python dict literal written by numpy, e.g.
 // {'descr': '<f8', 'fortran_order': False, 'shape': (3, 4), }
+// It must hold exactly the keys 'descr', 'fortran_order' and 'shape', each
+// once: numpy itself refuses others, and of two equal keys Python keeps the
+// last, so reading either one could disagree with numpy.
 class HeaderParser {
  public:
-  HeaderParser(std::string_view header, const std::string& name)
-      : header_(header), name_(name) {}
-
-  // The text right after "'key':", blanks skipped.
-  std::string_view value_of(const char* key) const {
-    const std::string quoted = std::string("'") + key + "'";
-    std::size_t at = header_.find(quoted);
-    if (at == std::string_view::npos) {
-      fail(name_, std::string("bad .npy header: no '") + key + "' entry");
+  HeaderParser(std::string_view header, const std::string& name) : name_(name) {
+    std::string_view rest = header;
+    auto skip_blanks = [&] {
+      while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\n'))
+        rest.remove_prefix(1);
+    };
+    skip_blanks();
+    if (rest.empty() || rest.front() != '{') fail(name_, "bad .npy header");
+    rest.remove_prefix(1);
+    for (;;) {
+      skip_blanks();
+      if (!rest.empty() && rest.front() == '}') break;
+      if (rest.empty() || rest.front() != '\'') {
+        fail(name_, "bad .npy header: expected a quoted key");
+      }
+      const std::size_t close = rest.find('\'', 1);
+      if (close == std::string_view::npos) fail(name_, "bad .npy header");
+      const std::string key(rest.substr(1, close - 1));
+      rest.remove_prefix(close + 1);
+      skip_blanks();
+      if (rest.empty() || rest.front() != ':') {
+        fail(name_, "bad .npy header: no ':' after '" + key + "'");
+      }
+      rest.remove_prefix(1);
+      skip_blanks();
+      // A value ends at the first ',' or '}' outside quotes and brackets.
+      std::size_t end = 0;
+      int depth = 0;
+      bool in_quotes = false;
+      for (; end < rest.size(); ++end) {
+        const char c = rest[end];
+        if (c == '\'') in_quotes = !in_quotes;
+        if (in_quotes) continue;
+        if (c == '(' || c == '[') ++depth;
+        if (c == ')' || c == ']') --depth;
+        if (depth == 0 && (c == ',' || c == '}')) break;
+      }
+      if (end == rest.size()) fail(name_, "bad .npy header: unterminated");
+      if (key != "descr" && key != "fortran_order" && key != "shape") {
+        fail(name_, "bad .npy header: unknown key '" + key +
+                        "' (only 'descr', 'fortran_order' and 'shape')");
+      }
+      for (const auto& entry : entries_) {
+        if (entry.first == key) {
+          fail(name_, "bad .npy header: key '" + key + "' appears twice");
+        }
+      }
+      entries_.emplace_back(key, rest.substr(0, end));
+      rest.remove_prefix(end);
+      if (rest.front() == ',') rest.remove_prefix(1);
     }
-    at = header_.find(':', at + quoted.size());
-    if (at == std::string_view::npos) fail(name_, "bad .npy header");
-    std::string_view rest = header_.substr(at + 1);
-    while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
-    return rest;
+  }
+
+  // The text of the value of `key`, blanks skipped.
+  std::string_view value_of(const char* key) const {
+    for (const auto& entry : entries_) {
+      if (entry.first == key) return entry.second;
+    }
+    fail(name_, std::string("bad .npy header: no '") + key + "' entry");
   }
 
   std::string descr() const {
@@ -101,8 +149,8 @@ class HeaderParser {
   }
 
  private:
-  std::string_view header_;
   const std::string& name_;
+  std::vector<std::pair<std::string, std::string_view>> entries_;
 };
 
 }  // namespace
@@ -131,6 +179,19 @@ double NpyArray::element(std::size_t q) const {
   // Sign-extend a signed integer of item_size bytes.
   const unsigned shift = 64 - 8 * static_cast<unsigned>(item_size);
   return static_cast<double>(static_cast<std::int64_t>(bits << shift) >> shift);
+}
+
+bool NpyArray::integer_element(std::size_t q, std::int64_t& value,
+                               std::uint64_t& bits) const {
+  bits = little_endian(data.data() + q * item_size, item_size);
+  if (kind == 'u') {
+    if (bits > static_cast<std::uint64_t>(INT64_MAX)) return false;
+    value = static_cast<std::int64_t>(bits);
+    return true;
+  }
+  const unsigned shift = 64 - 8 * static_cast<unsigned>(item_size);
+  value = static_cast<std::int64_t>(bits << shift) >> shift;
+  return true;
 }
 
 NpyArray parse_npy(std::string_view bytes, const std::string& name) {
@@ -242,12 +303,24 @@ std::vector<std::int64_t> parse_npy_labels(std::string_view bytes,
          "labels must be a 1-D array, got shape " + shape_text(array.shape));
   }
   std::vector<std::int64_t> labels(array.size());
-  constexpr double max_exact = 9007199254740992.0;  // 2^53
   for (std::size_t q = 0; q < labels.size(); ++q) {
+    const std::string where = "label [" + std::to_string(q) + "] ";
+    if (array.kind != 'f') {
+      std::uint64_t bits = 0;
+      if (!array.integer_element(q, labels[q], bits)) {
+        fail(name, where + std::to_string(bits) +
+                       " is beyond the range of a 64-bit integer");
+      }
+      continue;
+    }
+    // Every float from 2^53 up is an integer; below 2^63 it fits exactly.
     const double value = array.element(q);
-    if (!std::isfinite(value) || value != std::floor(value) ||
-        std::fabs(value) > max_exact) {
-      fail(name, "label [" + std::to_string(q) + "] is not an integer");
+    constexpr double int64_end = 9223372036854775808.0;  // 2^63
+    if (!std::isfinite(value) || value != std::floor(value)) {
+      fail(name, where + "is not an integer");
+    }
+    if (!(value >= -int64_end && value < int64_end)) {
+      fail(name, where + "is beyond the range of a 64-bit integer");
     }
     labels[q] = static_cast<std::int64_t>(value);
   }

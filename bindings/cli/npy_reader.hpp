@@ -23,6 +23,10 @@ struct NpyArray {
 
   std::size_t size() const;           // number of elements
   double element(std::size_t) const;  // converted to double
+  // An integer element ('i' or 'u') exactly; false for an unsigned one
+  // beyond int64 (`bits` holds it either way).
+  bool integer_element(std::size_t q, std::int64_t& value,
+                       std::uint64_t& bits) const;
 };
 
 // Parses the bytes of a .npy file; `name` only appears in error messages.

@@ -1,8 +1,11 @@
 #pragma once
 // An output file named by an option (-o, --centroids): its format from the
-// extension, opened before any work starts so a bad path fails fast, and
-// removed again unless the command finishes it, so no half-written results
-// are left behind.
+// extension, and its contents written to a temporary file beside it that
+// replaces it (rename) only when the command has finished it. A run that
+// fails, is interrupted or is killed leaves the previous file as it was:
+// the temporary file has no name until close() (O_TMPFILE), or, on file
+// systems without that, is removed on failure and on SIGINT, SIGTERM and
+// SIGHUP.
 
 #include <cstddef>
 #include <cstdio>
@@ -17,9 +20,9 @@ namespace softwave::cli {
 class OutputFile {
  public:
   // usage_error naming `option` when the extension is not .csv or .npy or
-  // the file cannot be opened.
+  // the file's directory cannot take a new file.
   OutputFile(const std::string& option, std::string path);
-  ~OutputFile();  // removes the file unless close() succeeded
+  ~OutputFile();  // discards the contents unless close() succeeded
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
@@ -49,16 +52,30 @@ class OutputFile {
     }
   }
 
-  // Closes the file; output_error if that fails.
+  // Flushes the contents to disk and puts them in place of the target;
+  // output_error if any step fails (the target is then untouched).
   void close();
 
  private:
-  std::string path_;
+  void discard();
+
+  std::string path_;       // as the user wrote it, for messages
+  std::string target_;     // the file replaced: symbolic links followed
+  std::string temporary_;  // named temporary file; empty with O_TMPFILE
   MatrixFormat format_;
+  int descriptor_ = -1;
   std::FILE* file_ = nullptr;
+  int mode_ = 0666;  // the target's permissions, or 0666 less the umask
 };
 
 // The format of `path` for `option`, or usage_error.
 MatrixFormat output_format(const std::string& option, const std::string& path);
+
+// usage_error when two outputs name the same file (the same path, or the
+// same file through links), which would leave only the last one written.
+void check_distinct_outputs(const std::string& option_a,
+                            const std::string& path_a,
+                            const std::string& option_b,
+                            const std::string& path_b);
 
 }  // namespace softwave::cli

@@ -22,6 +22,7 @@ namespace {
 template <class T>
 void write_pairwise(const SeriesSet& x, const SeriesSet& y,
                     const SoftDTWOptions& options, PairwiseValue what,
+                    const std::string& x_name, const std::string& y_name,
                     std::FILE* out, const std::string& out_name,
                     MatrixFormat format) {
   MatrixWriter<T> writer(out, out_name, format, x.count, y.count);
@@ -29,7 +30,7 @@ void write_pairwise(const SeriesSet& x, const SeriesSet& y,
   const bool matrix_on_terminal = out == stdout && ::isatty(STDOUT_FILENO) == 1;
   ProgressBar progress("pairwise", x.count, !matrix_on_terminal);
   pairwise_in_blocks<T>(
-      x, y, options, what,
+      x, y, options, what, x_name, y_name,
       [&](std::size_t first, std::size_t rows, const T* values) {
         writer.write_rows(values, rows);
         progress.update(first + rows);
@@ -87,6 +88,10 @@ int run_pairwise(const std::vector<std::string>& arguments) {
           : std::nullopt;
   const SeriesSet& y = y_read ? *y_read : x;
   check_same_dims(x, "--x", y, "--y");
+  check_fits_dtype(x, x_path, "--x", settings.dtype);
+  if (y_path) check_fits_dtype(y, *y_path, "--y", settings.dtype);
+  const std::string x_name = "--x '" + x_path + "'";
+  const std::string y_name = y_path ? "--y '" + *y_path + "'" : x_name;
   const SoftDTWOptions options = settings.options(x.length, y.length);
   const PairwiseValue what = parsed.has("--divergence")
                                  ? PairwiseValue::divergence
@@ -100,9 +105,11 @@ int run_pairwise(const std::vector<std::string>& arguments) {
   {
     const KokkosScope kokkos(settings.threads);
     if (settings.dtype == Dtype::float32) {
-      write_pairwise<float>(x, y, options, what, out, out_name, format);
+      write_pairwise<float>(x, y, options, what, x_name, y_name, out, out_name,
+                            format);
     } else {
-      write_pairwise<double>(x, y, options, what, out, out_name, format);
+      write_pairwise<double>(x, y, options, what, x_name, y_name, out, out_name,
+                             format);
     }
   }
   if (file) file->close();

@@ -1,12 +1,13 @@
 #include "ucr_reader.hpp"
 
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <system_error>
+
+#include "number_text.hpp"
 
 namespace softwave::cli {
 namespace {
@@ -63,17 +64,11 @@ class LineParser {
   }
 
   double number(std::string_view token, std::size_t field) const {
-    std::string_view digits = token;
-    if (digits.size() > 1 && digits.front() == '+') digits.remove_prefix(1);
     double value = 0;
-    const auto [end, error] =
-        std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    const NumberRead read = read_double(token, value);
     const std::string where = "field " + std::to_string(field) + ": ";
-    if (error == std::errc::result_out_of_range) {
-      fail(where + quoted(token) + " is out of the range of a double");
-    }
-    if (error != std::errc() || end != digits.data() + digits.size()) {
-      fail(where + quoted(token) + " is not a number");
+    if (read != NumberRead::ok) {
+      fail(where + quoted(token) + " " + number_problem(read, false));
     }
     if (!std::isfinite(value)) {
       fail(where + quoted(token) + " is not a finite number");
@@ -81,12 +76,26 @@ class LineParser {
     return value;
   }
 
+  // An integer label, read exactly; one written as a number with a point
+  // or an exponent ("1.0", "2e3") must be an integer below 2^53, where a
+  // double is surely the integer written (from 2^53 on, it may be rounded).
   std::int64_t label(std::string_view token) const {
+    std::int64_t exact = 0;
+    const NumberRead read = read_integer(token, exact);
+    if (read == NumberRead::ok) return exact;
+    if (read != NumberRead::not_a_number) {
+      fail("label " + quoted(token) + " " + number_problem(read, true));
+    }
     const double value = number(token, 1);
     constexpr double max_exact = 9007199254740992.0;  // 2^53
-    if (value != std::floor(value) || std::fabs(value) > max_exact) {
+    if (value != std::floor(value)) {
       fail("label " + quoted(token) +
            " is not an integer (a file without labels needs --no-labels)");
+    }
+    if (std::fabs(value) >= max_exact) {
+      fail("label " + quoted(token) +
+           " is 2^53 or beyond written as a decimal number, which cannot "
+           "tell neighbouring integers apart: write it as an integer");
     }
     return static_cast<std::int64_t>(value);
   }

@@ -18,84 +18,15 @@
 #include <string>
 #include <vector>
 
-#include "cli_test_paths.hpp"
+#include "cli_runner.hpp"
 #include "matrix_writer.hpp"
 #include "npy_reader.hpp"
 #include "ucr_reader.hpp"
 
-#ifndef SOFTWAVE_CLI_EXE
-#error "SOFTWAVE_CLI_EXE (path of the softwave binary) must be defined"
-#endif
-#ifndef SOFTWAVE_UCR_DIR
-#error "SOFTWAVE_UCR_DIR (the repository's data/ucr) must be defined"
-#endif
-
 namespace {
 
-namespace fs = std::filesystem;
-
-struct Result {
-  int status = -1;  // exit code
-  std::string out, err;
-};
-
-std::string shell_quote(const std::string& text) {
-  std::string quoted = "'";
-  for (const char c : text) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-// A directory of its own for each test (ctest may run them in parallel).
-fs::path scratch() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "_" + info->name();
-  std::replace(name.begin(), name.end(), '/', '_');
-  const fs::path dir =
-      fs::path(::testing::TempDir()) /
-      ("softwave_cli_" + name + "_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir;
-}
-
-// Runs softwave with `arguments`; stdin is empty, stdout and stderr are
-// files (so stderr is not a terminal).
-Result softwave(const std::vector<std::string>& arguments) {
-  const fs::path dir = scratch();
-  std::string command = shell_quote(SOFTWAVE_CLI_EXE);
-  for (const std::string& argument : arguments) {
-    command += " " + shell_quote(argument);
-  }
-  command += " </dev/null >" + shell_quote((dir / "stdout").string()) + " 2>" +
-             shell_quote((dir / "stderr").string());
-  const int raw = std::system(command.c_str());
-  Result result;
-  result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  result.out = read_file(dir / "stdout");
-  result.err = read_file(dir / "stderr");
-  return result;
-}
-
-std::string ucr(const std::string& name, const std::string& split) {
-  return std::string(SOFTWAVE_UCR_DIR) + "/" + name + "/" + name + "_" + split +
-         ".tsv";
-}
+using namespace cli_test;
+using cli_test::softwave;  // not the namespace softwave
 
 // The value after "key": in a flat JSON object, as text.
 std::string json_field(const std::string& json, const std::string& key) {
@@ -538,22 +469,6 @@ TEST(CliPairwise, NpyAndCsvFiles) {
 
 // --- bad input and bad usage ------------------------------------------------
 
-// Exit code 2, nothing on stdout, exactly the line `softwave: error: <what>`.
-void expect_error(const Result& result, const std::string& what) {
-  EXPECT_EQ(result.status, 2);
-  EXPECT_EQ(result.out, "");
-  EXPECT_EQ(result.err, "softwave: error: " + what + "\n");
-}
-
-// One error line on stderr that contains `part`.
-void expect_error_containing(const Result& result, const std::string& part) {
-  EXPECT_EQ(result.status, 2);
-  EXPECT_EQ(result.out, "");
-  EXPECT_EQ(result.err.rfind("softwave: error: ", 0), 0u) << result.err;
-  EXPECT_EQ(result.err.find('\n'), result.err.size() - 1) << result.err;
-  EXPECT_NE(result.err.find(part), std::string::npos) << result.err;
-}
-
 TEST(CliErrors, BadFiles) {
   const fs::path dir = scratch();
   const std::string good = ucr("Coffee", "TRAIN");
@@ -637,8 +552,8 @@ TEST(CliErrors, BadUsage) {
                "option --output: 'out.txt' must end in .csv or .npy");
   const fs::path no_dir = scratch() / "no" / "such" / "dir" / "m.csv";
   expect_error(softwave({"pairwise", "--x", train, "-o", no_dir.string()}),
-               "option --output: cannot open '" + no_dir.string() +
-                   "' for writing: No such file or directory");
+               "option --output: cannot write '" + no_dir.string() +
+                   "': No such file or directory");
 }
 
 // Bad values the library rejects (softwave::invalid_argument).

@@ -93,7 +93,35 @@ TEST(UcrReader, NotANumber) {
   EXPECT_EQ(parse_error("1\t1\t2.5.1\n"),
             "f.tsv:1: field 3: '2.5.1' is not a number");
   EXPECT_EQ(parse_error("1\t1\t1e999\n"),
-            "f.tsv:1: field 3: '1e999' is out of the range of a double");
+            "f.tsv:1: field 3: '1e999' is too large for a double (largest "
+            "about 1.8e308)");
+  EXPECT_EQ(parse_error("1\t1\t-1e-400\n"),
+            "f.tsv:1: field 3: '-1e-400' is too small for a double: it is not "
+            "0, but below the smallest positive double (about 4.9e-324)");
+  // Subnormal values are numbers like any other.
+  const SeriesSet set =
+      parse_series("1\t5e-324\t1e-310\n", "f.tsv", Labels::first_column);
+  EXPECT_EQ(set.values, (std::vector<double>{5e-324, 1e-310}));
+}
+
+// Labels are read as exact 64-bit integers: 2^53 + 1 stays itself (as a
+// double it would merge with 2^53), beyond int64 is said to be so, and a
+// decimal-point label past 2^53 is refused rather than rounded.
+TEST(UcrReader, LabelsAreExactIntegers) {
+  const SeriesSet set = parse_series(
+      "9007199254740993\t1\n9007199254740992\t2\n-9223372036854775808\t3\n",
+      "f.tsv", Labels::first_column);
+  EXPECT_EQ(set.labels, (std::vector<std::int64_t>{
+                            9007199254740993, 9007199254740992, INT64_MIN}));
+  EXPECT_EQ(parse_series("2.0\t1\n", "f.tsv", Labels::first_column).labels,
+            std::vector<std::int64_t>{2});
+  EXPECT_EQ(parse_error("99999999999999999999\t1\n"),
+            "f.tsv:1: label '99999999999999999999' is beyond the range of a "
+            "64-bit integer (largest 9223372036854775807)");
+  EXPECT_EQ(parse_error("9.007199254740993e15\t1\n"),
+            "f.tsv:1: label '9.007199254740993e15' is 2^53 or beyond written "
+            "as a decimal number, which cannot tell neighbouring integers "
+            "apart: write it as an integer");
 }
 
 TEST(UcrReader, NonFiniteValues) {
@@ -193,8 +221,24 @@ TEST(CommandLine, ErrorsNameTheOption) {
             "option --gamma given more than once");
   EXPECT_EQ(message({"--gamma", "abc"}),
             "option --gamma: expected a number, got 'abc'");
+  EXPECT_EQ(message({"--gamma", "5e-324"}), "(no error)");  // subnormal
+  EXPECT_EQ(message({"--gamma", "1e-400"}),
+            "option --gamma: '1e-400' is too small for a double: it is not 0, "
+            "but below the smallest positive double (about 4.9e-324)");
+  EXPECT_EQ(message({"--gamma", "1e400"}),
+            "option --gamma: '1e400' is too large for a double (largest about "
+            "1.8e308)");
   EXPECT_EQ(message({"--flag=1"}), "option --flag takes no value");
   EXPECT_EQ(message({"--flag"}), "missing required option --gamma");
+  const ParsedOptions band({"--band", "99999999999999999999"}, {{"--band"}});
+  try {
+    band.integer("--band");
+    ADD_FAILURE() << "no error";
+  } catch (const usage_error& error) {
+    EXPECT_STREQ(error.what(),
+                 "option --band: '99999999999999999999' is beyond the range "
+                 "of a 64-bit integer (largest 9223372036854775807)");
+  }
 }
 
 // --- .npy reader ------------------------------------------------------------
@@ -334,6 +378,45 @@ TEST(NpyReader, BadFilesSayWhat) {
   EXPECT_EQ(npy_error(npy_file<double>(
                 {1, 2, 2}, {1, 2, 3, std::numeric_limits<double>::infinity()})),
             "f.npy: value [0, 1, 1] is not finite");
+  // numpy keeps the last of two equal keys and refuses unknown ones: so
+  // does the reader, by refusing both outright.
+  EXPECT_EQ(npy_error(npy_raw("{'descr': '<f8', 'fortran_order': False, "
+                              "'shape': (1, 1), 'shape': (1, 2), }",
+                              std::string(16, '\0'))),
+            "f.npy: bad .npy header: key 'shape' appears twice");
+  EXPECT_EQ(npy_error(npy_raw("{'descr': '<f8', 'fortran_order': False, "
+                              "'shape': (1, 1), 'extra': 1, }",
+                              std::string(8, '\0'))),
+            "f.npy: bad .npy header: unknown key 'extra' (only 'descr', "
+            "'fortran_order' and 'shape')");
+  EXPECT_EQ(npy_error(npy_raw("{'descr': '<f8', 'shape': (1, 1), }",
+                              std::string(8, '\0'))),
+            "f.npy: bad .npy header: no 'fortran_order' entry");
+}
+
+// Integer labels are read exactly, whatever their size: 2^62 and 2^53 + 1
+// in int64, 2^63 - 1 in uint64; larger uint64 values are refused.
+TEST(NpyReader, IntegerLabelsAreExact) {
+  auto int64_labels = [](const std::vector<std::int64_t>& values) {
+    std::string bytes = npy_header<std::int64_t>({values.size()});
+    bytes.append(reinterpret_cast<const char*>(values.data()),
+                 values.size() * sizeof(std::int64_t));
+    return bytes;
+  };
+  const std::vector<std::int64_t> big = {std::int64_t(1) << 62,
+                                         9007199254740993, INT64_MIN};
+  EXPECT_EQ(parse_npy_labels(int64_labels(big), "f.npy"), big);
+  const std::uint64_t too_big = std::uint64_t(1) << 63;
+  std::string data(reinterpret_cast<const char*>(&too_big), 8);
+  EXPECT_EQ(npy_error(npy_raw("{'descr': '<u8', 'fortran_order': False, "
+                              "'shape': (1,), }",
+                              data),
+                      /*labels=*/true),
+            "f.npy: label [0] 9223372036854775808 is beyond the range of a "
+            "64-bit integer");
+  EXPECT_EQ(
+      parse_npy_labels(npy_file<double>({1}, {4611686018427387904.0}), "f.npy"),
+      std::vector<std::int64_t>{std::int64_t(1) << 62});
 }
 
 TEST(SeriesInput, LabelsFilesOnlyForNpyAndCountsMustMatch) {
