@@ -31,10 +31,27 @@ std::uint64_t backward_workspace(const Space& space, int B, int n, int m,
          softwave_tools::StreamOrderedPeak::stop();
 }
 
-// The header's formula for forward + backward, with row/column widths wr, wc.
+// Peak "softwave::*" bytes of one forward-only call.
+template <class Space>
+std::uint64_t forward_workspace(const Space& space, int B, int n, int m,
+                                const softwave::SoftDTWOptions& options) {
+  Dev3<double, Space> x("x", B, n, 1), y("y", B, m, 1);
+  Kokkos::deep_copy(x, 0.25);
+  Kokkos::deep_copy(y, 0.5);
+  Dev1<double, Space> values("values", B);
+  AllocationTracker::start();
+  softwave_tools::StreamOrderedPeak::start();
+  softwave::soft_dtw(space, x, y, values, options);
+  Kokkos::fence();
+  return AllocationTracker::stop().workspace +
+         softwave_tools::StreamOrderedPeak::stop();
+}
+
+// The header's formula, written out, for forward + backward with
+// row/column widths wr, wc.
 double formula(int B, int n, int m, int tile, double wr, double wc) {
   double const rows = (n + tile - 1) / tile, cols = (m + tile - 1) / tile;
-  return 8.0 * B * (2 * rows * wr + 2 * cols * wc + rows * cols + 1);
+  return 8.0 * B * (2 * rows * wr + 2 * cols * wc + 1);
 }
 
 template <class Space>
@@ -52,6 +69,9 @@ TYPED_TEST(Memory, BackwardWorkspaceFollowsTheFormula) {
   EXPECT_LE(bytes, expected * 1.001 + 4096);
   EXPECT_GE(bytes, expected * 0.98);
   EXPECT_LT(bytes, 0.25 * 8.0 * B * n * m) << "a B×N×M table would be 4× this";
+  EXPECT_NEAR(static_cast<double>(softwave::workspace_bytes(
+                  space, B, n, m, options, /*backward=*/true)),
+              expected, 1.0);
 }
 
 TYPED_TEST(Memory, BandKeepsOnlyInBandCheckpoints) {
@@ -69,6 +89,34 @@ TYPED_TEST(Memory, BandKeepsOnlyInBandCheckpoints) {
   EXPECT_LE(banded, expected * 1.001 + 4096);
   EXPECT_LT(banded, 0.1 * full)
       << "full " << full << " B, banded " << banded << " B";
+  EXPECT_NEAR(static_cast<double>(softwave::workspace_bytes(
+                  space, B, n, m, options, /*backward=*/true)),
+              expected, 1.0);
+}
+
+// Band-limited work takes band-limited memory, forward and backward alike:
+// a pair of 60,000 points with a band of 2 needs a few MB (an array of
+// tiles, as there once was, would be (N/T)² doubles: hundreds of MB here;
+// 45 GB at 5e6 points).
+TYPED_TEST(Memory, LongBandedPairsTakeLinearMemory) {
+  const TypeParam space;
+  const int n = 60000;
+  softwave::SoftDTWOptions options;
+  options.band = 2;
+  const double forward =
+      static_cast<double>(forward_workspace(space, 1, n, n, options));
+  const double backward =
+      static_cast<double>(backward_workspace(space, 1, n, n, options));
+  const double f_expected = static_cast<double>(
+      softwave::workspace_bytes(space, 1, n, n, options, false));
+  const double b_expected = static_cast<double>(
+      softwave::workspace_bytes(space, 1, n, n, options, true));
+  EXPECT_LE(forward, f_expected * 1.001 + 4096);
+  EXPECT_GE(forward, f_expected * 0.98);
+  EXPECT_LE(backward, b_expected * 1.001 + 4096);
+  EXPECT_GE(backward, b_expected * 0.98);
+  EXPECT_LT(forward, 64.0 * n) << "linear in N";
+  EXPECT_LT(backward, 64.0 * n) << "linear in N";
 }
 
 }  // namespace

@@ -44,14 +44,16 @@
 // Memory (beyond inputs and outputs), with T the tile size (tile_size()),
 // P the pairs in flight, N, M the padded lengths, R = ceil(N/T) tile rows and
 // C = ceil(M/T) tile columns (bytes; measured by perf/ to within 1.3%):
-//   forward only:        8·P·((N + 1) + (M + 1) + R·C + 1)
-//   forward + backward:  8·P·(2·R·Wr + 2·C·Wc + R·C + 1)
+//   forward only:        8·P·((N + 1) + (M + 1) + 3·R + 1)
+//   forward + backward:  8·P·(2·R·Wr + 2·C·Wc + 1)
 // with Wr = M + 1 and Wc = N + 1 without a band. With a band of half-width w
 // the checkpoints keep only in-band cells: Wr = min(M + 1, 2w + 3 +
 // ceil(M_b/N_b)) and Wc = min(N + 1, 2w + 3 + ceil(N_b/M_b)), maximised over
-// the pairs. These are tile-boundary checkpoints of R and of the backward
-// messages; no B×N×M table is ever held (the optional alignment output E is
-// the caller's). Host backends add a per-thread team scratch of about
+// the pairs, so band-limited work takes band-limited memory. These are
+// tile-boundary checkpoints of R and of the backward messages
+// (workspace_bytes() gives the total); no B×N×M table, nor any array of
+// R·C tiles, is ever held (the optional alignment output E is the
+// caller's). Host backends add a per-thread team scratch of about
 // 4·(T+1)²·8 bytes.
 // For 16-bit inputs, the gradients asked for add their float accumulators:
 // 4·(B·N·d) bytes for grad_x, 4·(B·M·d) for grad_y.
@@ -206,6 +208,10 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
               const SoftDTWOptions& options, const Lengths<Space>& lengths);
 template <class Space>
 int tile_size(const Space& space, const SoftDTWOptions& options);
+template <class Space>
+std::uint64_t workspace_bytes(const Space& space, std::int64_t pairs,
+                              std::int64_t n, std::int64_t m,
+                              const SoftDTWOptions& options, bool backward);
 
 // Compile-time checks of the entry points' arguments: a wrong argument fails
 // at the call, in a static_assert that names it, instead of deep in a View
@@ -438,6 +444,21 @@ void dtw_path(const Space& space, const XView& x, const YView& y,
 template <class Space>
 int tile_size(const Space& space, const SoftDTWOptions& options = {}) {
   return impl::tile_size(space, options);
+}
+
+// The workspace in bytes, beyond inputs and outputs, that the portable
+// kernels allocate for `pairs` pairs of lengths n and m: the memory formula
+// above (with per-pair lengths, a band's widths follow each pair's ratio
+// M_b/N_b instead). backward: the calls that
+// return gradients, alignments or paths. Lets a caller refuse work that
+// cannot fit before allocating. (The CUDA-specialised path, where it runs,
+// allocates its own workspace, described with Kernel.)
+template <class Space>
+std::uint64_t workspace_bytes(const Space& space, std::int64_t pairs,
+                              std::int64_t n, std::int64_t m,
+                              const SoftDTWOptions& options = {},
+                              bool backward = false) {
+  return impl::workspace_bytes(space, pairs, n, m, options, backward);
 }
 
 }  // namespace softwave

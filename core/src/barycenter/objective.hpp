@@ -32,7 +32,13 @@ class Objective {
         pair_gradients_(allocate("pair_gradients")),
         values_(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
                                    std::string("softwave::barycenter::values")),
-                batch_) {}
+                batch_) {
+    // X and the weights were checked once; the iterate is the optimiser's,
+    // whose line search treats a non-finite trial value as too long a step,
+    // and barycenter() refuses a non-finite final objective. So no call
+    // fences to check data or results again.
+    options_.check_values = false;
+  }
 
   // f(z); ∇f(z) into `gradient`. Both vectors hold L·d entries, row-major.
   double operator()(const Vector<Space>& z, const Vector<Space>& gradient) {

@@ -13,6 +13,34 @@ int tile_size(const Space&, const SoftDTWOptions& options) {
   return scratch_plan<Space>(options).tile;
 }
 
+template <class Space>
+std::uint64_t workspace_bytes(const Space& space, std::int64_t pairs,
+                              std::int64_t n, std::int64_t m,
+                              const SoftDTWOptions& options, bool backward) {
+  check_options(options);
+  if (pairs < 0 || n < 0 || m < 0)
+    throw_invalid_argument("workspace_bytes: pairs, n and m must be >= 0 (got ",
+                           pairs, ", ", n, ", ", m, ")");
+  if (pairs == 0 || n == 0 || m == 0) return 0;
+  // In double: the point is to refuse sizes whose bytes overflow too.
+  Tiling const tiling(impl::tile_size(space, options), n, m);
+  double const rows = tiling.rows, cols = tiling.cols;
+  double per_pair = 0;
+  if (!backward) {
+    per_pair = double(n + 1) + double(m + 1) + 3 * rows + 1;
+  } else {
+    double row_cells = double(m + 1), col_cells = double(n + 1);
+    if (options.band && *options.band >= 0) {
+      double const w = double(*options.band);
+      row_cells = std::min(row_cells, 2 * w + 3 + double((m + n - 1) / n));
+      col_cells = std::min(col_cells, 2 * w + 3 + double((n + m - 1) / m));
+    }
+    per_pair = 2 * rows * row_cells + 2 * cols * col_cells + 1;
+  }
+  double const bytes = 8.0 * double(pairs) * per_pair;
+  return bytes >= 1.8e19 ? std::uint64_t(-1) : std::uint64_t(bytes);
+}
+
 template <class Space, class T>
 void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
               ConstSeriesView<T, Space> y, ArrayView1<value_t<T>, Space> values,
@@ -364,12 +392,15 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
       ArrayView1<value_t<T>, SPACE>, ArrayView3<int, SPACE>,                  \
       ArrayView1<int, SPACE>, const SoftDTWOptions&, const Lengths<SPACE>&);
 
-#define SOFTWAVE_INSTANTIATE_SPACE(SPACE)       \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float)    \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, double)   \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, bfloat16) \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float16)  \
-  template int tile_size<SPACE>(const SPACE&, const SoftDTWOptions&);
+#define SOFTWAVE_INSTANTIATE_SPACE(SPACE)                                   \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float)                                \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, double)                               \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, bfloat16)                             \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float16)                              \
+  template int tile_size<SPACE>(const SPACE&, const SoftDTWOptions&);       \
+  template std::uint64_t workspace_bytes<SPACE>(const SPACE&, std::int64_t, \
+                                                std::int64_t, std::int64_t, \
+                                                const SoftDTWOptions&, bool);
 
 SOFTWAVE_INSTANTIATE_SPACE(Kokkos::DefaultExecutionSpace)
 #if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || \

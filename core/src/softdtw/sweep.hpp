@@ -4,9 +4,11 @@
 // scratch.
 //
 // Forward keeps only tile boundaries of R: the last row of every tile row
-// (row_checkpoints), the last column of every tile column (col_checkpoints)
-// and the bottom-right corner of every tile (corners). Forward-only calls keep
-// one rolling row and column per pair instead, so their memory is O(N + M).
+// (row_checkpoints) and the last column of every tile column
+// (col_checkpoints); a tile's top-left corner is a cell of the row above's
+// checkpoint. Forward-only calls keep one rolling row and column per pair
+// instead, and the corners in flight (corners), so their memory is O(N + M)
+// and, with a band, that of the backward follows the band too.
 //
 // Backward visits the tile diagonals in reverse. A tile recomputes its R from
 // the checkpoints, turns R into the local soft-argmin weights of every cell
@@ -36,7 +38,7 @@ template <class Space>
 struct Workspace {
   Array3<Space> row_checkpoints;  // (P, tile rows or 1, M + 1)
   Array3<Space> col_checkpoints;  // (P, tile cols or 1, N + 1)
-  Array3<Space> corners;          // (P, tile rows, tile cols)
+  Array3<Space> corners;          // (P, 3, tile rows), rolling only
   Array3<Space> from_below;       // (P, tile rows, M + 1), backward only
   Array3<Space> from_right;       // (P, tile cols, N + 1), backward only
   bool rolling = false;           // forward only: one row/column per pair
@@ -134,6 +136,14 @@ struct TileSweep {
     return workspace.rolling ? 0 : index;
   }
 
+  // Rolling buffers lose a tile's corner: tile (I, J − 1) overwrites the
+  // rolling row there one diagonal before tile (I, J) reads it. So a tile of
+  // diagonal k leaves the corner of (I + 1, J + 1), read on diagonal k + 2,
+  // in slot (k + 2) mod 3, which no tile of diagonals k + 1 or k + 2 writes.
+  KOKKOS_INLINE_FUNCTION static int corner_slot(int diagonal) {
+    return diagonal % 3;
+  }
+
   // Where cell (i, j) (1-based, inside the band) sits in the row-boundary
   // arrays (row_checkpoints, from_below) and the column-boundary arrays
   // (col_checkpoints, from_right). With a band, checkpointed rows and columns
@@ -181,8 +191,8 @@ struct TileSweep {
     if (i == 0 && j == 0) return 0;
     if (i == 0 || j == 0 || !band.contains(i - 1, j - 1, n, m))
       return compat::infinity<acc_t>();
-    if (i == tile.i0 && j == tile.j0)
-      return workspace.corners(p, tile.I, tile.J);
+    if (i == tile.i0 && j == tile.j0 && workspace.rolling)
+      return workspace.corners(p, corner_slot(tile.I + tile.J), tile.I);
     if (i == tile.i0)
       return workspace.row_checkpoints(p, slot(tile.I), in_row(i, j, n, m));
     return workspace.col_checkpoints(p, slot(tile.J), in_col(i, j, n, m));
@@ -308,9 +318,10 @@ struct TileSweep {
                                         in_col(i, last_col, n, m)) =
                   R(r, tile.w);
           });
-    if (more_rows && more_cols)
+    if (workspace.rolling && more_rows && more_cols)
       Kokkos::single(Kokkos::PerTeam(team), [&]() {
-        workspace.corners(p, tile.I + 1, tile.J + 1) = R(tile.h, tile.w);
+        workspace.corners(p, corner_slot(tile.I + tile.J + 2), tile.I + 1) =
+            R(tile.h, tile.w);
       });
   }
 };

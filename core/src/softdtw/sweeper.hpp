@@ -203,8 +203,9 @@ class Sweeper {
                                          false, pairs, row_slots, row_cells);
     ws.col_checkpoints = workspace_array("softwave::softdtw::col_checkpoints",
                                          false, pairs, col_slots, col_cells);
-    ws.corners = workspace_array("softwave::softdtw::corners", false, pairs,
-                                 tiling_.rows, tiling_.cols);
+    if (!backward)
+      ws.corners = workspace_array("softwave::softdtw::corners", false, pairs,
+                                   3, tiling_.rows);
     if (backward) {
       // Messages are added to by up to two tiles, so they start at zero.
       ws.from_below = workspace_array("softwave::softdtw::from_below", true,
