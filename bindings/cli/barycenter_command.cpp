@@ -9,6 +9,7 @@
 
 #include "barycenter_runner.hpp"
 #include "commands.hpp"
+#include "distance_blocks.hpp"
 #include "distance_settings.hpp"
 #include "json_line.hpp"
 #include "output_file.hpp"
@@ -121,7 +122,7 @@ int run_barycenter(const std::vector<std::string>& arguments) {
       parsed.choice("--init", {"mean", "medoid"}).value_or("mean");
   const std::optional<std::int64_t> label = parsed.integer("--class");
 
-  const SeriesSet set = read_x_input(parsed);
+  const SeriesSet set = read_x_input(parsed, settings.memory.read_limit());
   check_fits_dtype(set, x_path, "--x", settings.dtype);
   const SeriesSet members = chosen_series(set, x_path, label);
   const std::size_t L = length ? static_cast<std::size_t>(*length) : set.length;
@@ -129,6 +130,16 @@ int run_barycenter(const std::vector<std::string>& arguments) {
   OutputFile file("--output", output);
 
   const KokkosScope kokkos(settings.threads);
+  const bool float32 = settings.dtype == Dtype::float32;
+  check_memory(settings.memory, "barycenter",
+               float32 ? barycenter_memory<float>(members, L, options)
+                       : barycenter_memory<double>(members, L, options));
+  if (init == "medoid") {
+    check_memory(
+        settings.memory, "barycenter (--init medoid)",
+        float32 ? pairwise_memory<float>(members, members, options.softdtw)
+                : pairwise_memory<double>(members, members, options.softdtw));
+  }
   const auto start = std::chrono::steady_clock::now();
   const bool medoid = init == "medoid";
   const std::string name = "--x '" + x_path + "'";

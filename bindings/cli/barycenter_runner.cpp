@@ -42,6 +42,23 @@ BarycenterRun barycenter_of(const SeriesSet& set,
 }
 
 template <class T>
+std::vector<MemoryPart> barycenter_memory(const SeriesSet& set, std::size_t L,
+                                          const BarycenterOptions& options) {
+  const double point = double(L) * double(set.dims);
+  const double pairs = double(set.count);
+  const double workspace = double(softwave::workspace_bytes(
+      Space(), std::int64_t(set.count), std::int64_t(L),
+      std::int64_t(set.length), options.softdtw, /*backward=*/true));
+  return {{"series read", 8.0 * double(set.values.size())},
+          {"series in the execution space",
+           double(sizeof(T)) * double(set.values.size())},
+          // The start broadcast to every pair and each pair's gradient.
+          {"barycenter gradients", 2.0 * double(sizeof(T)) * pairs * point},
+          {"Soft-DTW workspace", workspace},
+          {"optimiser", 8.0 * point * (2.0 * options.history + 8)}};
+}
+
+template <class T>
 std::vector<double> medoid_of(const SeriesSet& set, std::size_t L,
                               const SoftDTWOptions& options,
                               const std::string& name) {
@@ -72,6 +89,10 @@ template BarycenterRun barycenter_of<double>(const SeriesSet&,
                                              std::size_t,
                                              const BarycenterOptions&,
                                              const std::string&);
+template std::vector<MemoryPart> barycenter_memory<float>(
+    const SeriesSet&, std::size_t, const BarycenterOptions&);
+template std::vector<MemoryPart> barycenter_memory<double>(
+    const SeriesSet&, std::size_t, const BarycenterOptions&);
 template std::vector<double> medoid_of<float>(const SeriesSet&, std::size_t,
                                               const SoftDTWOptions&,
                                               const std::string&);

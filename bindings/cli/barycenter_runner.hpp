@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "memory_limit.hpp"
 #include "ucr_reader.hpp"
 
 namespace softwave::cli {
@@ -25,6 +26,12 @@ BarycenterRun barycenter_of(const SeriesSet& set,
                             const std::vector<double>& start, std::size_t L,
                             const BarycenterOptions& options,
                             const std::string& name);
+
+// What barycenter_of<T> holds and allocates for a barycenter of length L
+// of `set`, the series read included (Kokkos initialised).
+template <class T>
+std::vector<MemoryPart> barycenter_memory(const SeriesSet& set, std::size_t L,
+                                          const BarycenterOptions& options);
 
 // The medoid of `set`: the series with the smallest summed Soft-DTW value
 // to the others (softwave::pairwise, ties to the first), resampled to L.

@@ -284,7 +284,7 @@ int run_cluster(const std::vector<std::string>& arguments) {
   const int n_init =
       static_cast<int>(parsed.integer_at_least("--n-init", 1).value_or(1));
 
-  const SeriesSet set = read_x_input(parsed);
+  const SeriesSet set = read_x_input(parsed, distance.memory.read_limit());
   check_fits_dtype(set, x_path, "--x", distance.dtype);
   if (settings.k > set.count) {
     throw usage_error("option -k: " + std::to_string(settings.k) +
@@ -297,6 +297,23 @@ int run_cluster(const std::vector<std::string>& arguments) {
   if (centroids_path) centroids_file.emplace("--centroids", *centroids_path);
 
   const KokkosScope kokkos(distance.threads);
+  {
+    // The assignments (every series against k centroids) and the largest
+    // possible centroid update (one cluster of every series).
+    std::vector<std::size_t> first_k(settings.k);
+    for (std::size_t j = 0; j < settings.k; ++j) first_k[j] = j;
+    const SeriesSet centroids = subset(set, first_k);
+    const bool float32 = distance.dtype == Dtype::float32;
+    check_memory(
+        distance.memory, "cluster",
+        float32 ? pairwise_memory<float>(set, centroids, settings.softdtw)
+                : pairwise_memory<double>(set, centroids, settings.softdtw));
+    check_memory(
+        distance.memory, "cluster",
+        float32
+            ? barycenter_memory<float>(set, set.length, settings.barycenter)
+            : barycenter_memory<double>(set, set.length, settings.barycenter));
+  }
   const auto start = std::chrono::steady_clock::now();
   const std::string name = "--x '" + x_path + "'";
   const Clustering result =

@@ -46,6 +46,31 @@ void check_block(const T* values, std::size_t first, std::size_t rows,
 }  // namespace
 
 template <class T>
+std::vector<MemoryPart> pairwise_memory(const SeriesSet& x, const SeriesSet& y,
+                                        const SoftDTWOptions& options) {
+  const double read =
+      8.0 * double(x.values.size() + (&x == &y ? 0 : y.values.size()));
+  const double on_device =
+      double(sizeof(T)) * double(x.values.size() + y.values.size());
+  const std::size_t block = std::min(rows_per_block(y.count), x.count);
+  const double blocks = 2.0 * double(sizeof(T)) * double(block * y.count);
+  // softwave::pairwise streams pairs in chunks of at most 256 MiB of
+  // workspace, or one pair's where that is more.
+  const Space space;
+  auto workspace = [&](std::int64_t pairs) {
+    return double(softwave::workspace_bytes(
+        space, pairs, std::int64_t(x.length), std::int64_t(y.length), options));
+  };
+  const double chunked = std::max(
+      workspace(1),
+      std::min(256.0 * 1024 * 1024, workspace(std::int64_t(block * y.count))));
+  return {{"series read", read},
+          {"series in the execution space", on_device},
+          {"result rows", blocks},
+          {"Soft-DTW workspace", chunked}};
+}
+
+template <class T>
 void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
                         const SoftDTWOptions& checked_options,
                         PairwiseValue what, const std::string& x_name,
@@ -79,6 +104,12 @@ void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
   }
 }
 
+template std::vector<MemoryPart> pairwise_memory<float>(const SeriesSet&,
+                                                        const SeriesSet&,
+                                                        const SoftDTWOptions&);
+template std::vector<MemoryPart> pairwise_memory<double>(const SeriesSet&,
+                                                         const SeriesSet&,
+                                                         const SoftDTWOptions&);
 template void pairwise_in_blocks<float>(const SeriesSet&, const SeriesSet&,
                                         const SoftDTWOptions&, PairwiseValue,
                                         const std::string&, const std::string&,

@@ -7,7 +7,9 @@
 #include <functional>
 #include <softwave/softdtw.hpp>
 #include <string>
+#include <vector>
 
+#include "memory_limit.hpp"
 #include "ucr_reader.hpp"
 
 namespace softwave::cli {
@@ -21,6 +23,12 @@ using BlockHandler =
 // Rows per block: enough pairs per call to keep the device busy, at most 256
 // rows so progress still moves on large inputs.
 std::size_t rows_per_block(std::size_t y_count);
+
+// What pairwise_in_blocks<T> holds and allocates for x against y, the
+// series read included (Kokkos initialised).
+template <class T>
+std::vector<MemoryPart> pairwise_memory(const SeriesSet& x, const SeriesSet& y,
+                                        const SoftDTWOptions& options);
 
 // Needs Kokkos initialised. T (float or double) is the type of the inputs
 // handed to the library and of the values. The inputs were checked when

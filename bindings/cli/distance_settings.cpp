@@ -55,8 +55,8 @@ void check_fits_dtype(const SeriesSet& set, const std::string& path,
 }
 
 std::vector<OptionSpec> distance_option_specs() {
-  return {{"--gamma"}, {"--band"},  {"--band-pct"},
-          {"--cost"},  {"--dtype"}, {"--threads"}};
+  return {{"--gamma"}, {"--band"},    {"--band-pct"},  {"--cost"},
+          {"--dtype"}, {"--threads"}, {"--max-memory"}};
 }
 
 DistanceSettings parse_distance_settings(const ParsedOptions& options) {
@@ -93,6 +93,7 @@ DistanceSettings parse_distance_settings(const ParsedOptions& options) {
     }
     settings.threads = static_cast<int>(*threads);
   }
+  settings.memory = memory_limit(options);
   return settings;
 }
 
@@ -108,7 +109,10 @@ const char* distance_options_help() {
          "  --dtype T          float64 (default) or float32 inputs and "
          "results\n"
          "  --threads N        host threads for Kokkos (default: Kokkos' "
-         "choice)\n";
+         "choice)\n"
+         "  --max-memory SIZE  refuse work estimated to need more (bytes, or "
+         "K, M, G, T;\n"
+         "                     default: MemAvailable in /proc/meminfo)\n";
 }
 
 JsonLine& add_distance_settings(JsonLine& json,

@@ -11,6 +11,7 @@
 
 #include "command_line.hpp"
 #include "json_line.hpp"
+#include "memory_limit.hpp"
 #include "ucr_reader.hpp"
 
 namespace softwave::cli {
@@ -26,6 +27,7 @@ struct DistanceSettings {
   std::optional<std::int64_t> band;  // --band W
   std::optional<double> band_pct;    // --band-pct P
   int threads = 0;                   // 0: Kokkos' default
+  MemoryLimit memory;                // --max-memory or what is available
 
   // The library options for series of lengths n and m: --band-pct P becomes
   // w = ceil(P/100 · max(n, m)), the UCR archive's window convention.
@@ -38,7 +40,7 @@ struct DistanceSettings {
 void check_fits_dtype(const SeriesSet& set, const std::string& path,
                       const std::string& option, Dtype dtype);
 
-// --gamma, --band, --band-pct, --cost, --dtype, --threads.
+// --gamma, --band, --band-pct, --cost, --dtype, --threads, --max-memory.
 std::vector<OptionSpec> distance_option_specs();
 
 // usage_error for values out of range or --band with --band-pct; γ itself is

@@ -90,16 +90,21 @@ int run_knn(const std::vector<std::string>& arguments) {
   const std::string test_path = parsed.required("--test");
   const DistanceSettings settings = parse_distance_settings(parsed);
 
+  const ReadLimit limit = settings.memory.read_limit();
   const SeriesSet train = read_labelled_input(
-      train_path, parsed.text("--train-labels"), "--train-labels");
+      train_path, parsed.text("--train-labels"), "--train-labels", limit);
   const SeriesSet test = read_labelled_input(
-      test_path, parsed.text("--test-labels"), "--test-labels");
+      test_path, parsed.text("--test-labels"), "--test-labels", limit);
   check_same_dims(train, "--train", test, "--test");
   check_fits_dtype(train, train_path, "--train", settings.dtype);
   check_fits_dtype(test, test_path, "--test", settings.dtype);
   const SoftDTWOptions options = settings.options(test.length, train.length);
 
   const KokkosScope kokkos(settings.threads);
+  check_memory(settings.memory, "knn",
+               settings.dtype == Dtype::float32
+                   ? pairwise_memory<float>(test, train, options)
+                   : pairwise_memory<double>(test, train, options));
   const std::string train_name = "--train '" + train_path + "'";
   const std::string test_name = "--test '" + test_path + "'";
   const KnnResult result =

@@ -81,11 +81,12 @@ int run_pairwise(const std::vector<std::string>& arguments) {
 
   const Labels labels =
       parsed.has("--no-labels") ? Labels::none : Labels::first_column;
-  const SeriesSet x = read_series_input(x_path, labels, {}, {});
+  const ReadLimit limit = settings.memory.read_limit();
+  const SeriesSet x = read_series_input(x_path, labels, {}, {}, limit);
   const std::optional<SeriesSet> y_read =
-      y_path
-          ? std::optional<SeriesSet>(read_series_input(*y_path, labels, {}, {}))
-          : std::nullopt;
+      y_path ? std::optional<SeriesSet>(
+                   read_series_input(*y_path, labels, {}, {}, limit))
+             : std::nullopt;
   const SeriesSet& y = y_read ? *y_read : x;
   check_same_dims(x, "--x", y, "--y");
   check_fits_dtype(x, x_path, "--x", settings.dtype);
@@ -104,6 +105,10 @@ int run_pairwise(const std::vector<std::string>& arguments) {
   const MatrixFormat format = file ? file->format() : MatrixFormat::csv;
   {
     const KokkosScope kokkos(settings.threads);
+    check_memory(settings.memory, "pairwise",
+                 settings.dtype == Dtype::float32
+                     ? pairwise_memory<float>(x, y, options)
+                     : pairwise_memory<double>(x, y, options));
     if (settings.dtype == Dtype::float32) {
       write_pairwise<float>(x, y, options, what, x_name, y_name, out, out_name,
                             format);

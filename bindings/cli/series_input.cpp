@@ -24,7 +24,8 @@ const char* series_files_help() {
 
 SeriesSet read_series_input(const std::string& path, Labels labels,
                             const std::optional<std::string>& labels_path,
-                            const std::string& labels_option) {
+                            const std::string& labels_option,
+                            const ReadLimit& limit) {
   if (!is_npy_path(path)) {
     if (labels_path) {
       throw usage_error("option " + labels_option +
@@ -32,11 +33,12 @@ SeriesSet read_series_input(const std::string& path, Labels labels,
                         "' is a text file, whose labels are its first "
                         "column)");
     }
-    return read_series_file(path, labels);
+    return read_series_file(path, labels, limit);
   }
-  SeriesSet set = parse_npy_series(read_file_bytes(path), path);
+  SeriesSet set = parse_npy_series(read_file_bytes(path, limit), path);
   if (labels_path) {
-    set.labels = parse_npy_labels(read_file_bytes(*labels_path), *labels_path);
+    set.labels =
+        parse_npy_labels(read_file_bytes(*labels_path, limit), *labels_path);
     if (set.labels.size() != set.count) {
       throw input_error(*labels_path + ": " +
                         std::to_string(set.labels.size()) + " labels for " +
@@ -48,25 +50,26 @@ SeriesSet read_series_input(const std::string& path, Labels labels,
 
 SeriesSet read_labelled_input(const std::string& path,
                               const std::optional<std::string>& labels_path,
-                              const std::string& labels_option) {
+                              const std::string& labels_option,
+                              const ReadLimit& limit) {
   if (is_npy_path(path) && !labels_path) {
     throw usage_error("'" + path + "' holds no class labels (a .npy file " +
                       "has none): give them with " + labels_option +
                       " FILE.npy");
   }
   return read_series_input(path, Labels::first_column, labels_path,
-                           labels_option);
+                           labels_option, limit);
 }
 
 std::vector<OptionSpec> x_input_specs() {
   return {{"--x"}, {"--no-labels", false}, {"--labels"}};
 }
 
-SeriesSet read_x_input(const ParsedOptions& parsed) {
+SeriesSet read_x_input(const ParsedOptions& parsed, const ReadLimit& limit) {
   return read_series_input(
       parsed.required("--x"),
       parsed.has("--no-labels") ? Labels::none : Labels::first_column,
-      parsed.text("--labels"), "--labels");
+      parsed.text("--labels"), "--labels", limit);
 }
 
 void check_same_dims(const SeriesSet& a, const std::string& a_option,

@@ -23,18 +23,21 @@ const char* series_files_help();
 // the labels file.
 SeriesSet read_series_input(const std::string& path, Labels labels,
                             const std::optional<std::string>& labels_path,
-                            const std::string& labels_option);
+                            const std::string& labels_option,
+                            const ReadLimit& limit = {});
 
 // read_series_input for a command that needs labels: a .npy without
 // `labels_path` is a usage_error naming `labels_option`.
 SeriesSet read_labelled_input(const std::string& path,
                               const std::optional<std::string>& labels_path,
-                              const std::string& labels_option);
+                              const std::string& labels_option,
+                              const ReadLimit& limit = {});
 
 // --x FILE, --no-labels (text) and --labels FILE (.npy): one input whose
 // labels are optional, as barycenter and cluster take it.
 std::vector<OptionSpec> x_input_specs();
-SeriesSet read_x_input(const ParsedOptions& parsed);
+SeriesSet read_x_input(const ParsedOptions& parsed,
+                       const ReadLimit& limit = {});
 
 // usage_error when the two inputs' series have different feature counts d.
 void check_same_dims(const SeriesSet& a, const std::string& a_option,

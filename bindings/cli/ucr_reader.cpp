@@ -163,7 +163,7 @@ SeriesSet parse_series(std::string_view text, const std::string& name,
   return set;
 }
 
-std::string read_file_bytes(const std::string& path) {
+std::string read_file_bytes(const std::string& path, const ReadLimit& limit) {
   struct Closer {
     void operator()(std::FILE* file) const { std::fclose(file); }
   };
@@ -175,6 +175,10 @@ std::string read_file_bytes(const std::string& path) {
   char buffer[1 << 16];
   std::size_t got = 0;
   while ((got = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) {
+    if (bytes.size() + got > limit.bytes) {
+      throw input_error(path + ": more than " + std::to_string(limit.bytes) +
+                        " bytes, the memory limit (" + limit.name + ")");
+    }
     bytes.append(buffer, got);
   }
   if (std::ferror(file.get())) {
@@ -183,8 +187,9 @@ std::string read_file_bytes(const std::string& path) {
   return bytes;
 }
 
-SeriesSet read_series_file(const std::string& path, Labels labels) {
-  return parse_series(read_file_bytes(path), path, labels);
+SeriesSet read_series_file(const std::string& path, Labels labels,
+                           const ReadLimit& limit) {
+  return parse_series(read_file_bytes(path, limit), path, labels);
 }
 
 }  // namespace softwave::cli

@@ -44,11 +44,22 @@ enum class Labels { first_column, none };
 SeriesSet parse_series(std::string_view text, const std::string& name,
                        Labels labels);
 
-// The whole file, or input_error "PATH: cannot open: ..." / "cannot read".
-std::string read_file_bytes(const std::string& path);
+// The most bytes an input file may hold (what parsing it would need is of
+// the same order), and how a message names that limit.
+struct ReadLimit {
+  std::uint64_t bytes = UINT64_MAX;
+  std::string name;  // e.g. "--max-memory 2G"
+};
+
+// The whole file, or input_error "PATH: cannot open: ..." / "cannot read",
+// or, for a file (or a device such as /dev/zero) longer than the limit,
+// an input_error naming the limit once that much has been read.
+std::string read_file_bytes(const std::string& path,
+                            const ReadLimit& limit = {});
 
 // Reads and parses a file; a missing, unreadable or empty file is an
 // input_error too.
-SeriesSet read_series_file(const std::string& path, Labels labels);
+SeriesSet read_series_file(const std::string& path, Labels labels,
+                           const ReadLimit& limit = {});
 
 }  // namespace softwave::cli

@@ -247,6 +247,45 @@ TEST(CliOverflow, Float32RangeIsCheckedWhereTheValueIs) {
           "float64)");
 }
 
+// --- memory ------------------------------------------------------------------
+
+// Work whose estimate exceeds the limit is refused before it allocates
+// (a 10-million-point barycenter was killed by the OOM killer at 24 GB);
+// an endless input stops at the limit; banded work over long series needs
+// memory linear in their length, so it runs within a small limit.
+TEST(CliMemory, EstimatesAreCheckedBeforeAllocating) {
+  const fs::path dir = scratch();
+  const std::string gunpoint = ucr("GunPoint", "TRAIN");
+  expect_error_containing(
+      softwave({"barycenter", "--x", gunpoint, "--length", "10000000",
+                "--max-memory", "8G", "-o", (dir / "b.csv").string()}),
+      "barycenter needs about");
+  expect_error_containing(
+      softwave({"pairwise", "--x", gunpoint, "--max-memory", "1M"}),
+      "pairwise needs about");
+  expect_error_containing(
+      softwave({"cluster", "--x", gunpoint, "-k", "2", "--max-memory", "200K",
+                "-o", (dir / "c.csv").string()}),
+      "cluster needs about");
+  expect_error(
+      softwave({"pairwise", "--x", "/dev/zero", "--max-memory", "10M"}),
+      "/dev/zero: more than 10485760 bytes, the memory limit (--max-memory "
+      "10M)");
+  expect_error(softwave({"knn", "--train", gunpoint, "--test", gunpoint,
+                         "--max-memory", "-1"}),
+               "option --max-memory: expected a size > 0 in bytes, or with a "
+               "K, M, G or T suffix, got '-1'");
+  // One pair of 300,000 points with a band of 1 (hard DTW of a series with
+  // itself: 0): an array over all tiles would be hundreds of MB; the banded
+  // sweep needs a few.
+  write_series(dir / "long.tsv", 1, 300000, 1.0, 5);
+  const Result banded =
+      softwave({"pairwise", "--x", (dir / "long.tsv").string(), "--band", "1",
+                "--gamma", "0", "--max-memory", "48M"});
+  EXPECT_EQ(banded.status, 0) << banded.err;
+  EXPECT_EQ(banded.out, "0\n");
+}
+
 // --- bounded fuzzing --------------------------------------------------------
 
 // One random change to a valid file: bytes flipped, replaced, inserted or
