@@ -1,0 +1,72 @@
+"""Answers that used to be silently wrong: unchecked NaN inputs, values that
+overflow, and thread counts Kokkos' OpenMP backend cannot run."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import softwave.numpy as swn
+import softwave.torch as swt
+
+
+def _with_nan(rng, where):
+    x, y = rng.random((3, 7, 2)), rng.random((3, 6, 2))
+    (x if where == "x" else y)[1, rng.integers(0, 6), rng.integers(0, 2)] = np.nan
+    return x, y
+
+
+@pytest.mark.parametrize("where", ["x", "y"])
+@pytest.mark.parametrize("bandwidth", [None, 1, 2.5])
+def test_unchecked_nan_gives_nan_not_inf(where, bandwidth):
+    """check_inputs=False: a NaN makes its pair's value NaN, as the README
+    says (a NaN in a row of x used to give +inf)."""
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        x, y = (torch.from_numpy(a) for a in _with_nan(rng, where))
+        options = dict(bandwidth=bandwidth, check_inputs=False)
+        values = swt.soft_dtw(x, y, **options)
+        assert torch.isnan(values[1]) and torch.isfinite(values[[0, 2]]).all(), values
+        hard = swt.soft_dtw(x, y, 0.0, **options)
+        assert torch.isnan(hard[1]) and torch.isfinite(hard[[0, 2]]).all(), hard
+        paths = swt.dtw(x, y, **options)[0]
+        assert torch.isnan(paths[1]), paths
+        matrix = swt.pairwise(x, y, **options)
+        row_or_column = matrix[1, :] if where == "x" else matrix[:, 1]
+        assert torch.isnan(row_or_column).all(), matrix
+
+
+@pytest.mark.parametrize(
+    "dtype, magnitude, gamma",
+    [(np.float32, 1e20, 1.0), (np.float64, 1e155, 1.0), (np.float64, 1.0, 1e308)],
+)
+def test_overflowing_values_are_errors_not_inf_or_nan(dtype, magnitude, gamma):
+    """Finite inputs whose Soft-DTW values overflow (float32 near 1e20,
+    float64 near 1e155, gamma near 1e308) raise, naming gamma, instead of
+    returning inf or NaN."""
+    rng = np.random.default_rng(3)
+    x = (magnitude * (rng.random((2, 6, 1)) - 0.5)).astype(dtype)
+    y = np.zeros((2, 5, 1), dtype)
+    with pytest.raises(ValueError, match="overflow.*gamma"):
+        swn.soft_dtw(x, y, gamma)
+    with pytest.raises(ValueError, match="overflow"):
+        swn.pairwise(x, y, gamma)
+    with pytest.raises(ValueError, match="overflow"):
+        swt.soft_dtw(torch.from_numpy(x), torch.from_numpy(y), gamma)
+
+
+def test_too_many_openmp_threads_are_lowered_not_a_crash():
+    """OMP_NUM_THREADS above Kokkos' 512 OpenMP slots crashed Kokkos' start-up
+    (SIGSEGV); it now runs with 512 and says so on stderr."""
+    code = (
+        "import numpy as np, softwave.numpy as swn; "
+        "print(swn.soft_dtw(np.zeros((1, 4, 1)), np.ones((1, 4, 1)), 0.0)[0])"
+    )
+    env = dict(os.environ, OMP_NUM_THREADS="600")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "4.0"
+    assert "600 OpenMP threads asked for" in done.stderr
