@@ -13,6 +13,7 @@
 #include <softwave/kokkos_compat.hpp>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "call_memory.hpp"
@@ -236,6 +237,38 @@ class DataChecks {
   std::vector<std::shared_ptr<void>> clamped_;
 };
 
+// How many entries of `values` (rank 1 or 2) are not finite. One overload
+// per rank: nvcc refuses a device lambda whose captures sit in an
+// `if constexpr`.
+template <class Space, class View>
+std::int64_t count_non_finite(const Space& space, const View& values,
+                              const std::string& label,
+                              std::integral_constant<unsigned, 1>) {
+  std::int64_t bad = 0;
+  Kokkos::parallel_reduce(
+      label, Kokkos::RangePolicy<Space>(space, 0, values.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t q, std::int64_t & n) {
+        if (!compat::isfinite(double(values(q)))) ++n;
+      },
+      Kokkos::Sum<std::int64_t>(bad));
+  return bad;
+}
+
+template <class Space, class View>
+std::int64_t count_non_finite(const Space& space, const View& values,
+                              const std::string& label,
+                              std::integral_constant<unsigned, 2>) {
+  std::int64_t bad = 0;
+  std::int64_t const columns = values.extent(1);
+  Kokkos::parallel_reduce(
+      label, Kokkos::RangePolicy<Space>(space, 0, values.size()),
+      KOKKOS_LAMBDA(std::int64_t q, std::int64_t & n) {
+        if (!compat::isfinite(double(values(q / columns, q % columns)))) ++n;
+      },
+      Kokkos::Sum<std::int64_t>(bad));
+  return bad;
+}
+
 // The values of a call whose inputs passed the data checks (`enabled`:
 // SoftDTWOptions::check_values): one that is not finite overflowed its type,
 // through costs or sums beyond its range or a γ so large that γ·log 3 is.
@@ -248,21 +281,9 @@ void check_finite_results(const Space& space, bool enabled, const View& values,
                           double gamma) {
   static_assert(View::rank == 1 || View::rank == 2);
   if (!enabled || values.size() == 0) return;
-  std::int64_t const columns = View::rank == 2 ? values.extent(1) : 1;
-  std::int64_t bad = 0;
-  Kokkos::parallel_reduce(
-      "softwave::" + family + "::check_results",
-      Kokkos::RangePolicy<Space>(space, 0, values.size()),
-      KOKKOS_LAMBDA(std::int64_t q, std::int64_t & n) {
-        double value = 0;
-        if constexpr (View::rank == 1) {
-          value = double(values(q));
-        } else {
-          value = double(values(q / columns, q % columns));
-        }
-        if (!compat::isfinite(value)) ++n;
-      },
-      Kokkos::Sum<std::int64_t>(bad));
+  std::int64_t const bad = count_non_finite(
+      space, values, "softwave::" + family + "::check_results",
+      std::integral_constant<unsigned, unsigned(View::rank)>{});
   if (bad == 0) return;
   using Value = typename View::non_const_value_type;
   throw_invalid_argument(
