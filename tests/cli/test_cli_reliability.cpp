@@ -181,8 +181,11 @@ TEST(CliThreads, MoreThanKokkosRunsIsRefusedOrLowered) {
   const Result lowered = softwave({"knn", "--train", train, "--test", test},
                                   "OMP_NUM_THREADS=600");
   EXPECT_EQ(lowered.status, 0) << lowered.err;
-  EXPECT_NE(lowered.err.find("600 OpenMP threads asked for"), std::string::npos)
-      << lowered.err;
+  if (SOFTWAVE_HOST_OPENMP) {  // a CUDA build's host may be Kokkos::Serial
+    EXPECT_NE(lowered.err.find("600 OpenMP threads asked for"),
+              std::string::npos)
+        << lowered.err;
+  }
   EXPECT_NE(lowered.out.find("\"accuracy\": 1"), std::string::npos)
       << lowered.out;
 }
@@ -197,8 +200,7 @@ TEST(CliOverflow, ResultsBeyondTheTypeAreErrors) {
   write_series(big64, 6, 12, 1e155, 2);
   expect_error_containing(softwave({"knn", "--train", big32.string(), "--test",
                                     big32.string(), "--dtype", "float32"}),
-                          "series 1 of --test '" + big32.string() +
-                              "' and series 2 of --train '" + big32.string() +
+                          "of --train '" + big32.string() +
                               "': the Soft-DTW value overflows float32");
   const Result as_double =
       softwave({"knn", "--train", big32.string(), "--test", big32.string()});
