@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import softwave
 import softwave.numpy as swn
 import softwave.torch as swt
 
@@ -69,4 +70,5 @@ def test_too_many_openmp_threads_are_lowered_not_a_crash():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "4.0"
-    assert "600 OpenMP threads asked for" in done.stderr
+    if softwave.host_space() == "OpenMP":  # a CUDA build's host may be Serial
+        assert "600 OpenMP threads asked for" in done.stderr
