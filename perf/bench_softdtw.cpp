@@ -241,10 +241,8 @@ std::optional<PeerFigure> peer_figure(Kind kind, std::int64_t B, std::int64_t N,
 double formula_bytes(bool backward, double P, std::int64_t N, std::int64_t M,
                      int T) {
   double const nt = double((N + T - 1) / T), mt = double((M + T - 1) / T);
-  if (!backward) return 8.0 * P * (double(N) + double(M) + (nt + 1) * (mt + 1));
-  return 8.0 * P *
-         (2 * nt * double(M + 1) + 2 * mt * double(N + 1) +
-          (nt + 1) * (mt + 1));
+  if (!backward) return 8.0 * P * (double(N + 1) + double(M + 1) + 3 * nt + 1);
+  return 8.0 * P * (2 * nt * double(M + 1) + 2 * mt * double(N + 1) + 1);
 }
 
 // All-pairs: "streams pairs through the forward kernel in chunks whose
@@ -387,7 +385,8 @@ void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
     call();
     space.fence();
     peaks = AllocationTracker::stop();
-    std::size_t const stream_ordered = softwave_tools::StreamOrderedPeak::stop();
+    std::size_t const stream_ordered =
+        softwave_tools::StreamOrderedPeak::stop();
     peaks.workspace += stream_ordered;
     peaks.all += stream_ordered;
   } catch (const std::exception& e) {

@@ -277,9 +277,8 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
   // Pairs stream through the forward sweep in chunks whose rolling workspace
   // stays under 256 MiB, so memory never grows with B1·B2.
   Tiling const tiling(impl::tile_size(space, options), N, M);
-  std::int64_t const bytes_per_pair =
-      sizeof(acc_t) *
-      ((N + 1) + (M + 1) + std::int64_t(tiling.rows) * tiling.cols + 1);
+  std::int64_t const bytes_per_pair = std::int64_t(
+      impl::workspace_bytes(space, 1, N, M, options, /*backward=*/false));
   std::int64_t const total = B1 * B2;
   std::int64_t chunk =
       std::max<std::int64_t>(1, (256ll << 20) / bytes_per_pair);
