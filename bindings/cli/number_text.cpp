@@ -8,9 +8,18 @@
 
 namespace softwave::cli {
 
+namespace {
+
+// The text without a leading '+', which from_chars does not take.
+std::string_view without_plus(std::string_view text) {
+  if (text.size() > 1 && text.front() == '+') text.remove_prefix(1);
+  return text;
+}
+
+}  // namespace
+
 NumberRead read_double(std::string_view text, double& value) {
-  std::string_view digits = text;
-  if (digits.size() > 1 && digits.front() == '+') digits.remove_prefix(1);
+  const std::string_view digits = without_plus(text);
   if (digits.empty()) return NumberRead::not_a_number;
   const char* const end = digits.data() + digits.size();
   const auto [stop, error] = std::from_chars(digits.data(), end, value);
@@ -29,8 +38,7 @@ NumberRead read_double(std::string_view text, double& value) {
 }
 
 NumberRead read_integer(std::string_view text, std::int64_t& value) {
-  std::string_view digits = text;
-  if (digits.size() > 1 && digits.front() == '+') digits.remove_prefix(1);
+  const std::string_view digits = without_plus(text);
   if (digits.empty()) return NumberRead::not_a_number;
   const char* const end = digits.data() + digits.size();
   const auto [stop, error] = std::from_chars(digits.data(), end, value);

@@ -41,6 +41,21 @@ std::uint64_t workspace_bytes(const Space& space, std::int64_t pairs,
   return bytes >= 1.8e19 ? std::uint64_t(-1) : std::uint64_t(bytes);
 }
 
+// The values a checked call returns, or, for a call that returns none
+// (gradients only), the double sums they would come from: one that is not
+// finite overflowed (check_finite_results).
+template <class Space, class Values, class Sums>
+void check_results(const Space& space, const SoftDTWOptions& options,
+                   const Values& values, const Sums& sums, const char* inputs,
+                   double gamma) {
+  if (given(values))
+    check_finite_results(space, options.check_values, values, "softdtw", inputs,
+                         gamma);
+  else
+    check_finite_results(space, options.check_values, sums, "softdtw", inputs,
+                         gamma);
+}
+
 template <class Space, class T>
 void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
               ConstSeriesView<T, Space> y, ArrayView1<value_t<T>, Space> values,
@@ -85,12 +100,7 @@ void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
     round_into(space, grad_x, gradients->grad_x);
     round_into(space, grad_y, gradients->grad_y);
   }
-  if (given(values))
-    check_finite_results(space, options.check_values, values, "softdtw",
-                         "x and y", options.gamma);
-  else
-    check_finite_results(space, options.check_values, acc, "softdtw", "x and y",
-                         options.gamma);
+  check_results(space, options, values, acc, "x and y", options.gamma);
 }
 
 template <class Space, class T>
@@ -142,12 +152,7 @@ void soft_dtw_cost(const Space& space, ConstSeriesView<T, Space> cost,
     sweeper.forward_backward(B, acc, outputs);
   }
   store_values(space, acc, values);
-  if (given(values))
-    check_finite_results(space, options.check_values, values, "softdtw", "cost",
-                         options.gamma);
-  else
-    check_finite_results(space, options.check_values, acc, "softdtw", "cost",
-                         options.gamma);
+  check_results(space, options, values, acc, "cost", options.gamma);
 }
 
 template <class Space, class T>
@@ -232,12 +237,7 @@ void soft_dtw_divergence(const Space& space, ConstSeriesView<T, Space> x,
         Kokkos::RangePolicy<Space>(space, 0, B), KOKKOS_LAMBDA(std::int64_t b) {
           values(b) = G(xy(b) - (xx(b) + yy(b)) / 2);
         });
-  if (given(values))
-    check_finite_results(space, options.check_values, values, "softdtw",
-                         "x and y", options.gamma);
-  else
-    check_finite_results(space, options.check_values, xy, "softdtw", "x and y",
-                         options.gamma);
+  check_results(space, options, values, xy, "x and y", options.gamma);
 }
 
 template <class Space, class T>
@@ -339,12 +339,7 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
         make_sweeper(space, cost, hard, N, M).forward_backward(B, acc, outputs);
       });
   store_values(space, acc, values);
-  if (given(values))
-    check_finite_results(space, options.check_values, values, "softdtw",
-                         "x and y", 0.0);
-  else
-    check_finite_results(space, options.check_values, acc, "softdtw", "x and y",
-                         0.0);
+  check_results(space, options, values, acc, "x and y", 0.0);
 
   // A monotone path covers one run of columns per row: list them in order.
   auto const first = outputs.path_first, last = outputs.path_last;
