@@ -16,13 +16,15 @@ if [ -n "$wheels" ]; then
   python3 -m zipfile -e "$wheel" "$scratch"
 fi
 
-# All but the three that use neither softwave nor Kokkos (the float64
-# reference's test and the CLI's file and end-to-end tests) must carry it.
+# All but the four that use neither softwave nor Kokkos (the float64
+# reference's test and the CLI's file, end-to-end and reliability tests,
+# which run the binary) must carry it.
 checked=()
 for binary in "$build"/bin/* "$scratch"/softwave/_core*.so; do
   [ -e "$binary" ] || continue
   case $(basename "$binary") in
-    test_reference | softwave_cli_io_tests | softwave_cli_end_to_end_tests) continue ;;
+    test_reference | softwave_cli_io_tests | softwave_cli_end_to_end_tests | \
+      softwave_cli_reliability_tests) continue ;;
   esac
   # readelf's whole output first: `readelf | grep -q` under pipefail fails
   # whenever grep stops reading before readelf has written everything.
