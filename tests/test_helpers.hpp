@@ -765,6 +765,24 @@ void check_value_and_grad(const Space& space, const Case& k, const Batch& x,
   EXPECT_TRUE(near_arrays(got.grad_y, want.grad_y, tol, gscale, "grad_y"));
 }
 
+// A cost tensor of case k (fresh entries in [0, 2), rounded to T): the
+// values and grad_cost of soft_dtw_cost against the reference. grad_cost
+// is skipped for hard DTW below double, where rounding may flip a near-tie.
+template <class T, class Space>
+void check_cost_tensor(const Space& space, Rng& rng, const Case& k) {
+  Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
+  round_to<T>(c);
+  const Results want = reference_cost(c, k.setup);
+  const Results got = library_cost<T>(space, c, k.setup, true);
+  EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(),
+                          value_floor<T>(k, 2.0), "values"));
+  if (k.setup.gamma == 0.0 && !std::is_same_v<T, double>) return;
+  const double tol =
+      array_rtol<T>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
+  EXPECT_TRUE(
+      near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
+}
+
 // The gradients in `got` against central differences of
 // Σ_b grad_output[b] · values(x, y)[b], the objective they are gradients of.
 template <class Values>

@@ -119,17 +119,7 @@ void sweep_cost_gradients(const Space& space) {
   for (const Case& k : sweep_cases(rng, true)) {
     if (k.setup.cost != ref::Cost::sqeuclidean) continue;  // ignored here
     SCOPED_TRACE(k.str() + " (cost tensor)");
-    Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
-    round_to<T>(c);
-    const Results want = reference_cost(c, k.setup);
-    const Results got = library_cost<T>(space, c, k.setup, true);
-    EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(),
-                            value_floor<T>(k, 2.0), "values"));
-    if (k.setup.gamma == 0.0 && !std::is_same_v<T, double>) continue;
-    const double tol =
-        array_rtol<T>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
-    EXPECT_TRUE(
-        near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
+    check_cost_tensor<T>(space, rng, k);
   }
 }
 

@@ -118,16 +118,7 @@ template <class T, class Space>
 void check_series_and_cost(const Space& space, Rng& rng, const Case& k) {
   const auto [x, y] = case_inputs<T>(rng, k);
   check_value_and_grad<T>(space, k, x, y);
-  Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
-  round_to<T>(c);
-  const Results want = reference_cost(c, k.setup);
-  const Results got = library_cost<T>(space, c, k.setup, true);
-  EXPECT_TRUE(near_values(got.values, want.values, value_rtol<T>(),
-                          value_floor<T>(k, 2.0), "values"));
-  const double tol =
-      array_rtol<T>(k.setup.gamma, max_abs(want.values), 2.0, k.n, k.m);
-  EXPECT_TRUE(
-      near_arrays(got.alignment, want.alignment, tol, 1.0, "grad_cost"));
+  check_cost_tensor<T>(space, rng, k);
 }
 
 // 16-bit inputs, read in place by the specialised kernels (vector loads of
