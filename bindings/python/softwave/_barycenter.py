@@ -221,7 +221,7 @@ def barycenter(
     if framework == "torch":
         import torch
 
-        from .torch import _adapter
+        from ._torch_ops import adapter
 
         dtype = torch.float32 if host.dtype == np.float32 else torch.float64
 
@@ -230,14 +230,14 @@ def barycenter(
 
         batch = X.detach().reshape(host.shape).to(dtype).contiguous()
     else:
-        from .numpy import _adapter
+        from .numpy import _adapter as adapter
 
         def place(a):
             return np.ascontiguousarray(a, dtype=host.dtype)
 
         batch = np.ascontiguousarray(host)
     z = place(start)
-    report = _engine.barycenter(_adapter, batch, z, opts,
+    report = _engine.barycenter(adapter, batch, z, opts,
                                 weights=None if host_weights is None else place(host_weights), lengths=lengths,
                                 method=method, max_iter=max_iter, tol=tol, history=history,
                                 learning_rate=learning_rate)

@@ -37,8 +37,9 @@ from typing import Callable, Optional, Union
 import torch
 
 from . import _engine
+from . import _torch_ops as ops
 from ._barycenter import barycenter
-from ._common import Options, check_batches, optional_int, options
+from ._common import Options, check_batches, check_extents, optional_int, options
 
 __all__ = [
     "SoftDTW",
@@ -52,40 +53,6 @@ __all__ = [
     "pairwise",
     "dtw",
 ]
-
-_FLOATS = (torch.float32, torch.float64)
-_HALVES = (torch.float16, torch.bfloat16)
-
-
-class _TorchAdapter(_engine.Adapter):
-    def empty(self, shape, like, dtype=None):
-        return torch.empty(tuple(shape), dtype=like.dtype if dtype is None else dtype, device=like.device)
-
-    def int32(self, values, like):
-        lengths = torch.as_tensor(values, device=like.device)
-        if lengths.dtype.is_floating_point or lengths.dtype == torch.bool or lengths.is_complex():
-            raise TypeError(f"softwave: lengths must be integers (got {lengths.dtype})")
-        return lengths.to(torch.int32).contiguous()
-
-    def stream(self, like):
-        if like.is_cuda:
-            return torch.cuda.current_stream(like.device).cuda_stream
-        return 0
-
-    def checks_by_default(self, like):
-        # On the GPU a data check waits for the stream, like .item() would:
-        # off by default there, as in torch's own operators.
-        return not like.is_cuda
-
-    def int32_dtype(self):
-        return torch.int32
-
-    def value_dtype(self, like):
-        return _value_dtype(like.dtype)
-
-
-_adapter = _TorchAdapter()
-
 
 def _tensor(name: str, t) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
@@ -107,111 +74,16 @@ def _compute_dtype(*tensors: torch.Tensor) -> torch.dtype:
     return tensors[0].dtype
 
 
-def _value_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype of values (and of their incoming gradients) for inputs of dtype."""
-    return torch.float32 if dtype in _HALVES else dtype
-
-
-def _prepare(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return t.detach().to(dtype).contiguous()
-
-
 def _check_device(t: torch.Tensor) -> None:
-    if t.is_cuda and not _engine._core.has_cuda():
+    if t.is_cuda and not ops.HAS_CUDA:
         raise ValueError(
             "softwave: the tensors are on CUDA but this softwave was built for the CPU only "
             "(pip install . with SOFTWAVE_KOKKOS_BACKEND=CUDA for a CUDA build)"
         )
 
 
-_SECOND_ORDER = (
-    "softwave: second derivatives (double backward: differentiating a gradient taken with create_graph=True, "
-    "as a gradient penalty or a Hessian does) are not supported: softwave's backward returns gradients computed "
-    "in the forward, with no graph of their own. Use the gradient as a value (detach it, or create_graph=False), "
-    "or compute the term that needs second derivatives with another implementation"
-)
-
-
-class _SecondOrderError(torch.autograd.Function):
-    """Passes a first-order gradient through unchanged, with a grad_fn whose
-    own backward raises: differentiating the gradient is an error, never a
-    silent zero."""
-
-    @staticmethod
-    def forward(ctx, grad, *anchors):
-        return grad.view_as(grad)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise RuntimeError(_SECOND_ORDER)
-
-
-def _first_order(ctx, grad_output, *grads):
-    """The gradients a backward returns. Under create_graph=True each one is
-    tied, through _SecondOrderError, to everything it depends on (the
-    Function's inputs that require grad, kept in ctx.anchors, and the
-    incoming gradient), so that any further derivative of it raises."""
-    if not torch.is_grad_enabled():
-        return grads
-    anchors = [t for t in (*ctx.anchors, grad_output) if t.requires_grad]
-    if not anchors:
-        return grads
-    return tuple(None if g is None else _SecondOrderError.apply(g, *anchors) for g in grads)
-
-
-def _anchors(ctx, *inputs):
-    """The inputs that need grad, kept (not saved: their values are never
-    read, so in-place changes after the forward stay allowed) for _first_order."""
-    return tuple(t for t, need in zip(inputs, ctx.needs_input_grad) if need)
-
-
-class _SoftDTWFunction(torch.autograd.Function):
-    """values = sdtw(x, y) (or the divergence); ∇ computed in the forward."""
-
-    @staticmethod
-    def forward(ctx, x, y, lengths_x, lengths_y, opts: Options, divergence: bool):
-        dtype = _compute_dtype(x, y)
-        _check_device(x)
-        want_x, want_y = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        values, gx, gy, _ = _engine.soft_dtw(
-            _adapter, _prepare(x, dtype), _prepare(y, dtype), opts, divergence=divergence,
-            grad_x=want_x, grad_y=want_y, lengths_x=lengths_x, lengths_y=lengths_y,
-        )
-        ctx.save_for_backward(gx if want_x else None, gy if want_y else None)
-        ctx.input_dtypes = (x.dtype, y.dtype)
-        ctx.anchors = _anchors(ctx, x, y)
-        return values
-
-    @staticmethod
-    def backward(ctx, grad_values):
-        gx, gy = ctx.saved_tensors
-        with torch.no_grad():
-            scale = grad_values.reshape(-1, 1, 1)
-            grad_x = None if gx is None else (gx * scale.to(gx.dtype)).to(ctx.input_dtypes[0])
-            grad_y = None if gy is None else (gy * scale.to(gy.dtype)).to(ctx.input_dtypes[1])
-        return (*_first_order(ctx, grad_values, grad_x, grad_y), None, None, None, None)
-
-
-class _SoftDTWCostFunction(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, cost, lengths_x, lengths_y, opts: Options):
-        dtype = _compute_dtype(cost)
-        _check_device(cost)
-        values, gc = _engine.soft_dtw_cost(_adapter, _prepare(cost, dtype), opts, grad=ctx.needs_input_grad[0],
-                                           lengths_x=lengths_x, lengths_y=lengths_y)
-        ctx.save_for_backward(gc)
-        ctx.input_dtype = cost.dtype
-        ctx.anchors = _anchors(ctx, cost)
-        return values
-
-    @staticmethod
-    def backward(ctx, grad_values):
-        (gc,) = ctx.saved_tensors
-        if gc is None:
-            return None, None, None, None
-        with torch.no_grad():
-            grad_cost = (gc * grad_values.reshape(-1, 1, 1).to(gc.dtype)).to(ctx.input_dtype)
-        return (*_first_order(ctx, grad_values, grad_cost), None, None, None)
+def _lengths(x: torch.Tensor, lengths_x, lengths_y):
+    return ops.lengths_of(lengths_x, x), ops.lengths_of(lengths_y, x)
 
 
 def _batched(x: torch.Tensor, y: torch.Tensor):
@@ -227,10 +99,6 @@ def _batch_of_pairs(name: str, t) -> torch.Tensor:
     unbatched series (N, d) or (N,) is a batch of one, so the result stays
     (B,), (1,) for one pair. A view: gradients reach t in its own shape."""
     return _engine.as_batch(name, _tensor(name, t))[0]
-
-
-def _wants_grad(*tensors: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
 
 def _options(gamma, bandwidth, dist, kernel, check_inputs):
@@ -258,6 +126,12 @@ def _user_cost(dist_func: Callable, a: torch.Tensor, b: torch.Tensor) -> torch.T
     return cost
 
 
+def _cost_values(cost, opts: Options, lengths_x, lengths_y) -> torch.Tensor:
+    _compute_dtype(cost)
+    _check_device(cost)
+    return ops.cost_values(cost, opts, *_lengths(cost, lengths_x, lengths_y))
+
+
 def _series_values(x3, y3, opts: Options, divergence: bool, dist_func: Optional[Callable], lengths_x, lengths_y):
     """(B,) Soft-DTW values (or divergences) of (B, N, d) / (B, M, d) batches,
     differentiable w.r.t. x3 and y3."""
@@ -265,20 +139,16 @@ def _series_values(x3, y3, opts: Options, divergence: bool, dist_func: Optional[
         check_batches(x3.shape, y3.shape)  # named as x and y, not as the cost tensor
 
         def sdtw(a, b, lengths_a, lengths_b):
-            return _SoftDTWCostFunction.apply(_user_cost(dist_func, a, b), lengths_a, lengths_b, opts)
+            return _cost_values(_user_cost(dist_func, a, b), opts, lengths_a, lengths_b)
 
         values = sdtw(x3, y3, lengths_x, lengths_y)
         if divergence:
             values = values - 0.5 * (sdtw(x3, x3, lengths_x, lengths_x) + sdtw(y3, y3, lengths_y, lengths_y))
         return values
-    if _wants_grad(x3, y3):
-        return _SoftDTWFunction.apply(x3, y3, lengths_x, lengths_y, opts, divergence)
-    # inference: values only, without autograd's bookkeeping
-    dtype = _compute_dtype(x3, y3)
+    _compute_dtype(x3, y3)
     _check_device(x3)
-    values, *_ = _engine.soft_dtw(_adapter, _prepare(x3, dtype), _prepare(y3, dtype), opts,
-                                  divergence=divergence, lengths_x=lengths_x, lengths_y=lengths_y)
-    return values
+    check_batches(x3.shape, y3.shape)
+    return ops.soft_dtw_values(x3, y3, opts, divergence, *_lengths(x3, lengths_x, lengths_y))
 
 
 def _pair_values(x, y, divergence, gamma, bandwidth, dist, lengths_x, lengths_y, kernel, check_inputs):
@@ -330,7 +200,7 @@ def soft_dtw_cost(cost: torch.Tensor, gamma: float = 1.0, *, bandwidth=None, len
     if cost.ndim not in (2, 3):
         raise ValueError(f"softwave: cost must be (B, N, M) or (N, M) (got {cost.ndim} dimensions)")
     single = cost.ndim == 2
-    values = _SoftDTWCostFunction.apply(cost.unsqueeze(0) if single else cost, lengths_x, lengths_y, opts)
+    values = _cost_values(cost.unsqueeze(0) if single else cost, opts, lengths_x, lengths_y)
     return values[0] if single else values
 
 
@@ -342,67 +212,12 @@ def soft_dtw_alignment(x: torch.Tensor, y: torch.Tensor, gamma: float = 1.0, *, 
     path's indicator. Not differentiable (returned detached)."""
     opts = options(gamma, bandwidth, dist, kernel, check_inputs=check_inputs)
     x3, y3, single = _batched(x, y)
-    dtype = _compute_dtype(x3, y3)
+    _compute_dtype(x3, y3)
     _check_device(x3)
-    _, _, _, e = _engine.soft_dtw(_adapter, _prepare(x3, dtype), _prepare(y3, dtype), opts, alignment=True,
-                                  lengths_x=lengths_x, lengths_y=lengths_y)
+    check_batches(x3.shape, y3.shape)
+    lx, ly = _lengths(x3, lengths_x, lengths_y)
+    _, _, _, e = ops.soft_dtw(x3.detach(), y3.detach(), opts, alignment=True, lengths_x=lx, lengths_y=ly)
     return e[0] if single else e
-
-
-class _PairwiseFunction(torch.autograd.Function):
-    """D[i, j] = sdtw(x_i, y_j). The backward pulls Σ G_ij ∇ sdtw(x_i, y_j)
-    through the pair kernels in chunks, so memory stays bounded."""
-
-    @staticmethod
-    def forward(ctx, x, y, lengths_x, lengths_y, opts: Options, divergence: bool):
-        dtype = _compute_dtype(x, y)
-        _check_device(x)
-        xd, yd = _prepare(x, dtype), _prepare(y, dtype)
-        lx = None if lengths_x is None else _adapter.int32(lengths_x, x)
-        ly = None if lengths_y is None else _adapter.int32(lengths_y, x)
-        matrix = _engine.pairwise(_adapter, xd, yd, opts, divergence=divergence, lengths_x=lx, lengths_y=ly)
-        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
-            ctx.save_for_backward(xd, yd, lx, ly)
-        ctx.opts, ctx.divergence, ctx.input_dtypes = opts, divergence, (x.dtype, y.dtype)
-        ctx.anchors = _anchors(ctx, x, y)
-        return matrix
-
-    @staticmethod
-    def backward(ctx, grad_matrix):
-        with torch.no_grad():
-            grad_x, grad_y = _PairwiseFunction._gradients(ctx, grad_matrix)
-        return (*_first_order(ctx, grad_matrix, grad_x, grad_y), None, None, None, None)
-
-    @staticmethod
-    def _gradients(ctx, grad_matrix):
-        x, y, lx, ly = ctx.saved_tensors
-        b1, b2 = x.shape[0], y.shape[0]
-        # Summed over chunks in the value dtype (float32 for 16-bit inputs).
-        wide = _value_dtype(x.dtype)
-        grad_x = torch.zeros(x.shape, dtype=wide, device=x.device) if ctx.needs_input_grad[0] else None
-        grad_y = torch.zeros(y.shape, dtype=wide, device=y.device) if ctx.needs_input_grad[1] else None
-        weights = grad_matrix.to(wide).reshape(-1).contiguous()
-        # Pairs per chunk: keep the expanded copies of x and y near 256 MiB.
-        pair_bytes = 2 * (x.shape[1] * x.shape[2] + y.shape[1] * y.shape[2]) * x.element_size()
-        chunk = max(1, min(b1 * b2, (256 << 20) // max(1, pair_bytes)))
-        for start in range(0, b1 * b2, chunk):
-            index = torch.arange(start, min(start + chunk, b1 * b2), device=x.device)
-            i, j = index // b2, index % b2
-            _, gx, gy, _ = _engine.soft_dtw(
-                _adapter, x.index_select(0, i), y.index_select(0, j), ctx.opts, divergence=ctx.divergence,
-                grad_x=grad_x is not None, grad_y=grad_y is not None,
-                grad_output=weights[start : start + index.numel()].contiguous(),
-                lengths_x=None if lx is None else lx.index_select(0, i),
-                lengths_y=None if ly is None else ly.index_select(0, j),
-            )
-            if grad_x is not None:
-                grad_x.index_add_(0, i, gx.to(wide))
-            if grad_y is not None:
-                grad_y.index_add_(0, j, gy.to(wide))
-        return (
-            None if grad_x is None else grad_x.to(ctx.input_dtypes[0]),
-            None if grad_y is None else grad_y.to(ctx.input_dtypes[1]),
-        )
 
 
 def pairwise(x: torch.Tensor, y: Optional[torch.Tensor] = None, gamma: float = 1.0, *, divergence: bool = False,
@@ -421,7 +236,11 @@ def pairwise(x: torch.Tensor, y: Optional[torch.Tensor] = None, gamma: float = 1
             raise ValueError(f"softwave: {name} must be (B, N, d) or (B, N) (got {t.ndim} dimensions)")
     x3 = x.unsqueeze(-1) if x.ndim == 2 else x
     y3 = y.unsqueeze(-1) if y.ndim == 2 else y
-    return _PairwiseFunction.apply(x3, y3, lengths_x, lengths_y, opts, divergence)
+    _compute_dtype(x3, y3)
+    _check_device(x3)
+    check_extents("x", x3.shape, ("N", "d"))
+    check_extents("y", y3.shape, ("M", "d"))
+    return ops.pairwise_matrix(x3, y3, opts, divergence, *_lengths(x3, lengths_x, lengths_y))
 
 
 def dtw(x: torch.Tensor, y: torch.Tensor, *, bandwidth=None, dist: str = "sqeuclidean", lengths_x=None,
@@ -435,9 +254,7 @@ def dtw(x: torch.Tensor, y: torch.Tensor, *, bandwidth=None, dist: str = "sqeucl
     values = _series_values(x3, y3, opts, False, None, lengths_x, lengths_y)
     if not return_path:
         return values[0] if single else values
-    dtype = _compute_dtype(x3, y3)
-    _, path, length = _engine.dtw_path(_adapter, _prepare(x3, dtype), _prepare(y3, dtype), opts,
-                                       lengths_x=lengths_x, lengths_y=lengths_y)
+    _, path, length = ops.dtw_path(x3.detach(), y3.detach(), opts, *_lengths(x3, lengths_x, lengths_y))
     counts = length.tolist()
     paths = [path[b, : counts[b]].long() for b in range(path.shape[0])]
     return (values[0], paths[0]) if single else (values, paths)
