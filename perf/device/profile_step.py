@@ -38,6 +38,11 @@ def training_step():
     loss(xg, yg).sum().backward()
 
 
+def inference():
+    with torch.no_grad():
+        loss(x, y)
+
+
 def training_step_checked():
     xg.grad = yg.grad = None
     checked(xg, yg).sum().backward()
@@ -59,6 +64,30 @@ def core_then_floor():
     autograd_floor()
 
 
+def host_us(f, n=1000):
+    """Host time to issue one call (no synchronisation inside the timing,
+    so a call that waits for the GPU shows it here)."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(n):
+        f()
+    issued = (time.perf_counter() - start) / n * 1e6
+    torch.cuda.synchronize()
+    return issued
+
+
+def device_us(f, n=200):
+    """GPU time of one call, CUDA events around n calls on the current stream."""
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    begin.record()
+    for _ in range(n):
+        f()
+    end.record()
+    torch.cuda.synchronize()
+    return begin.elapsed_time(end) / n * 1e3
+
+
 def wall_us(f, n=1000):
     for _ in range(100):
         f()
@@ -77,9 +106,9 @@ scenarios = [("training_step", training_step), ("training_step_checked", trainin
              ("inference", inference), ("core_value_and_grad", core_value_and_grad),
              ("core_value_and_grad_unchecked", core_value_and_grad_unchecked),
              ("autograd_floor", autograd_floor), ("core_then_floor", core_then_floor)]
-print("back to back, µs per call (median of 5 batches of 1000):")
+print("µs per call: back to back (median of 5 batches of 1000), host issue time, events")
 for name, f in scenarios:
-    print(f"  {name:32s} {wall_us(f):8.1f}")
+    print(f"  {name:32s} {wall_us(f):8.1f} {host_us(f):8.1f} {device_us(f):8.1f}")
 for name, f in scenarios[:5]:
     print(f"\n=== {name}")
     for _ in range(20):

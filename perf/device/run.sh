@@ -15,7 +15,9 @@
 #   they cost is not kernel time, and the torch front end skips it on CUDA);
 #   SKIP_PYTHON=1 skips the Python package (build with the CUDA backend,
 #   pytest with CUDA tensors, perf/bench_torch.py); PYTHON_BENCH=quick
-#   benchmarks only N <= 512 there, SKIP_PYTHON_BENCH=1 skips it.
+#   benchmarks only N <= 512 there, SKIP_PYTHON_BENCH=1 skips it;
+#   SKIP_CPP=1 skips the cmake build (and so the tests and benchmarks): the
+#   Python package alone.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/softwave-device}
@@ -46,13 +48,17 @@ if [ -x /usr/bin/g++ ]; then
 fi
 
 step() { echo "== $1 ($(date +%T))"; }
-step configure
-cmake --preset cuda -DSOFTWAVE_KOKKOS_SOURCE_DIR="$PWD/.cache/kokkos-src" \
-  -DCMAKE_PREFIX_PATH="$deps/usr" \
-  >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
-step build
-cmake --build --preset cuda -j "$(nproc)" >"$OUT/build.log" 2>&1 ||
-  { grep -m 20 -B2 -A6 "error" "$OUT/build.log"; exit 1; }
+if [ -n "${SKIP_CPP:-}" ]; then
+  SKIP_TESTS=1 SKIP_BENCH=1
+else
+  step configure
+  cmake --preset cuda -DSOFTWAVE_KOKKOS_SOURCE_DIR="$PWD/.cache/kokkos-src" \
+    -DCMAKE_PREFIX_PATH="$deps/usr" \
+    >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+  step build
+  cmake --build --preset cuda -j "$(nproc)" >"$OUT/build.log" 2>&1 ||
+    { grep -m 20 -B2 -A6 "error" "$OUT/build.log"; exit 1; }
+fi
 
 test_rc=0
 if [ -z "${SKIP_TESTS:-}" ]; then

@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# JAX on a GPU takes most of its memory at start by default; torch and
+# softwave's CUDA tests share the device in this process.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 SEED = int(os.environ.get("SOFTWAVE_TEST_SEED", secrets.randbits(32)))
 UCR = Path(__file__).resolve().parents[2] / "data" / "ucr"

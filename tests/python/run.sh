@@ -13,11 +13,15 @@ venv=.venv
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv --system-site-packages "$venv"
 fi
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check .
 # JAX is optional: its wheels need a NumPy as new as Debian's 1.x allows;
 # numpy<2 keeps Debian's torch (built against NumPy 1.x) importable.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "jax[cpu]" "numpy<2" ||
   echo "softwave: JAX did not install here; its tests are skipped"
+# pip builds in an isolated environment without JAX: hand it jaxlib's FFI
+# headers, so that softwave.jax calls the core as an XLA FFI target.
+ffi=$("$venv/bin/python" -c "import jax.ffi; print(jax.ffi.include_dir())" 2>/dev/null || true)
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+  ${ffi:+--config-settings=cmake.define.SOFTWAVE_XLA_FFI_INCLUDE_DIR="$ffi"} .
 
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_PROC_BIND=false OMP_WAIT_POLICY=passive
 exec "$venv/bin/python" -m pytest -p no:cacheprovider tests/python -q "$@"

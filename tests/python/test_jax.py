@@ -51,3 +51,34 @@ def test_cost_alignment_pairwise_and_dtw(rng):
     for b in range(2):
         np.testing.assert_array_equal(np.asarray(path[b, : int(length[b])]), expected_paths[b])
         assert (np.asarray(path[b, int(length[b]):]) == -1).all()
+
+
+def test_the_core_runs_inside_the_compiled_program(rng):
+    """With XLA FFI handlers (a build that found jaxlib's headers, as
+    tests/python/run.sh makes) a jitted program calls the core as a custom
+    call on JAX's own buffers: on the GPU backend too, with no host callback."""
+    from softwave import _core
+
+    if not _core.jax_ffi_targets():
+        pytest.skip("this softwave was built without jaxlib's FFI headers: softwave.jax uses pure_callback")
+    backend = jax.default_backend()
+    if backend == "gpu" and not _core.has_cuda():
+        pytest.skip("JAX runs on the GPU but this softwave was built for the CPU only")
+    assert swj.uses_ffi()
+    x, y = jnp.asarray(rng.standard_normal((3, 12, 2))), jnp.asarray(rng.standard_normal((3, 9, 2)))
+    program = jax.jit(jax.value_and_grad(lambda a, b: swj.soft_dtw(a, b, 0.3).sum(), argnums=(0, 1)))
+    text = program.lower(x, y).as_text()
+    assert "softwave_soft_dtw" in text
+    assert "callback" not in text
+    value, (gx, gy) = program(x, y)
+    expected = swn.soft_dtw_value_and_grad(np.asarray(x), np.asarray(y), 0.3)
+    assert float(value) == pytest.approx(float(expected[0].sum()), rel=1e-12)
+    np.testing.assert_allclose(gx, expected[1], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gy, expected[2], rtol=1e-10, atol=1e-12)
+    # float32, and the core's own argument errors with softwave's message.
+    x32, y32 = x.astype(jnp.float32), y.astype(jnp.float32)
+    values = jax.jit(lambda a, b: swj.soft_dtw(a, b, 0.3))(x32, y32)
+    assert values.dtype == jnp.float32
+    np.testing.assert_allclose(values, expected[0], rtol=1e-5)
+    with pytest.raises(Exception, match="lengths"):
+        jax.block_until_ready(swj.soft_dtw(x, y, lengths_x=jnp.array([12, 13, 1])))

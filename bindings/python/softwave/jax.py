@@ -1,9 +1,14 @@
 """JAX front end: Soft-DTW functions with ``custom_vjp``, usable under ``jit``.
 
-The compiled core is reached through ``jax.pure_callback``: under ``jit``
-the arrays are handed to the host for the call (on a GPU backend that is a
-device-to-host copy; the CUDA path is reached from PyTorch or C++).
-float32 runs as float32, float64 (with ``jax_enable_x64``) as float64.
+The compiled core is called as an XLA FFI target (``jax.ffi.ffi_call``):
+inside a jitted program it runs on XLA's own buffers, on the CPU or, in a
+CUDA build of softwave, on the GPU on XLA's stream, with no copy and no host
+callback. A build made without jaxlib's FFI headers (see
+bindings/python/CMakeLists.txt), or a backend the build has no target for,
+reaches the core through ``jax.pure_callback`` instead (on a GPU backend a
+device-to-host copy each way). ``softwave.jax.uses_ffi()`` tells which.
+float32 runs as float32, float64 (with ``jax_enable_x64``) as float64;
+bfloat16 and float16 are read as they are and accumulated in float32.
 Series are (B, N, d), (N, d) or (N,), as in ``softwave.numpy`` (B = 0 gives
 empty results; N = 0 or d = 0 is a ValueError, raised while tracing). First
 derivatives only: ``jax.grad`` and ``jax.vjp`` work, while second derivatives
@@ -26,10 +31,53 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import _core, _engine
 from . import numpy as _swn
 from ._common import Options, bandwidth_of, check_batches, check_extents, options
 
-__all__ = ["soft_dtw", "soft_dtw_divergence", "soft_dtw_cost", "soft_dtw_alignment", "pairwise", "dtw"]
+__all__ = ["soft_dtw", "soft_dtw_divergence", "soft_dtw_cost", "soft_dtw_alignment", "pairwise", "dtw", "uses_ffi"]
+
+
+def _register_ffi_targets():
+    """Registers the core's XLA FFI handlers with JAX; returns the
+    platforms ("cpu", "cuda") each target name has."""
+    platforms = {}
+    if not hasattr(jax, "ffi"):  # JAX before 0.4.38
+        return platforms
+    for name, platform, capsule in _core.jax_ffi_targets():
+        jax.ffi.register_ffi_target(name, capsule, platform=platform)
+        platforms.setdefault(name, set()).add(platform.lower())
+    return platforms
+
+
+_FFI_PLATFORMS = _register_ffi_targets()
+
+
+def uses_ffi(backend=None) -> bool:
+    """Whether calls on `backend` (default: JAX's default backend) run as
+    XLA FFI targets (True) or through jax.pure_callback (False)."""
+    backend = backend or jax.default_backend()
+    platform = "cuda" if backend == "gpu" else backend
+    return all(platform in p for p in _FFI_PLATFORMS.values()) and len(_FFI_PLATFORMS) > 0
+
+
+def _value_dtype(dtype):
+    """The core's dtype of values for inputs of dtype (float32 for 16-bit)."""
+    return jnp.float32 if jnp.dtype(dtype).itemsize == 2 else jnp.dtype(dtype)
+
+
+def _attributes(opts: Options, **more):
+    return dict(gamma=np.float64(opts.gamma), dist=opts.dist, band=np.int64(opts.band), kernel=opts.kernel, **more)
+
+
+def _call(target, shapes, operands, host, attributes):
+    """The core's FFI `target` on `operands` (a tuple of results shaped as
+    `shapes`), or host(*operands) through pure_callback where this backend
+    has no FFI target."""
+    if uses_ffi():
+        return tuple(jax.ffi.ffi_call(target, tuple(shapes), vmap_method="sequential")(*operands, **attributes))
+    result = _callback(host, tuple(shapes), *operands)
+    return tuple(result)
 
 
 def _callback(function, shapes, *args):
@@ -106,11 +154,13 @@ def _first_order_only(nondiff_argnums):
 def _series_values(opts: Options, divergence: bool, x, y, lx, ly):
     def host(x, y, lx, ly):
         function = _swn.soft_dtw_divergence if divergence else _swn.soft_dtw
-        return np.asarray(function(np.asarray(x), np.asarray(y), opts.gamma, bandwidth=_bw(opts), dist=opts.dist,
-                                   lengths_x=_host_lengths(lx), lengths_y=_host_lengths(ly), kernel=opts.kernel),
-                          dtype=x.dtype)
+        return (np.asarray(function(np.asarray(x), np.asarray(y), opts.gamma, bandwidth=_bw(opts), dist=opts.dist,
+                                    lengths_x=_host_lengths(lx), lengths_y=_host_lengths(ly), kernel=opts.kernel),
+                           dtype=_value_dtype(x.dtype)),)
 
-    return _callback(host, jax.ShapeDtypeStruct((x.shape[0],), x.dtype), x, y, lx, ly)
+    shapes = (jax.ShapeDtypeStruct((x.shape[0],), _value_dtype(x.dtype)),)
+    (values,) = _call("softwave_soft_dtw", shapes, (x, y, lx, ly), host, _attributes(opts, divergence=divergence))
+    return values.astype(x.dtype)
 
 
 @_first_order_only(nondiff_argnums=(0, 1))
@@ -119,11 +169,13 @@ def _series_value_and_grad(opts: Options, divergence: bool, x, y, lx, ly):
         function = _swn.soft_dtw_divergence_value_and_grad if divergence else _swn.soft_dtw_value_and_grad
         v, gx, gy = function(np.asarray(x), np.asarray(y), opts.gamma, bandwidth=_bw(opts), dist=opts.dist,
                              lengths_x=_host_lengths(lx), lengths_y=_host_lengths(ly), kernel=opts.kernel)
-        return np.asarray(v, dtype=x.dtype), gx, gy
+        return np.asarray(v, dtype=_value_dtype(x.dtype)), gx, gy
 
-    shapes = (jax.ShapeDtypeStruct((x.shape[0],), x.dtype), jax.ShapeDtypeStruct(x.shape, x.dtype),
+    shapes = (jax.ShapeDtypeStruct((x.shape[0],), _value_dtype(x.dtype)), jax.ShapeDtypeStruct(x.shape, x.dtype),
               jax.ShapeDtypeStruct(y.shape, y.dtype))
-    return _callback(host, shapes, x, y, lx, ly)
+    values, gx, gy = _call("softwave_soft_dtw", shapes, (x, y, lx, ly), host,
+                           _attributes(opts, divergence=divergence))
+    return values.astype(x.dtype), gx, gy
 
 
 def _bw(opts: Options):
@@ -172,27 +224,31 @@ def soft_dtw_divergence(x, y, gamma: float = 1.0, *, bandwidth=None, dist: str =
 # --- cost tensor ----------------------------------------------------------
 
 
-def _cost_host(opts, want_grad):
+def _cost_outputs(opts, cost, lx, ly, want_grad):
     def host(cost, lx, ly):
         lengths = dict(lengths_x=_host_lengths(lx), lengths_y=_host_lengths(ly), bandwidth=_bw(opts),
                        kernel=opts.kernel)
         if not want_grad:
-            return np.asarray(_swn.soft_dtw_cost(np.asarray(cost), opts.gamma, **lengths), dtype=cost.dtype)
+            return (np.asarray(_swn.soft_dtw_cost(np.asarray(cost), opts.gamma, **lengths),
+                               dtype=_value_dtype(cost.dtype)),)
         v, gc = _swn.soft_dtw_cost_value_and_grad(np.asarray(cost), opts.gamma, **lengths)
-        return np.asarray(v, dtype=cost.dtype), gc
+        return np.asarray(v, dtype=_value_dtype(cost.dtype)), gc
 
-    return host
+    shapes = [jax.ShapeDtypeStruct((cost.shape[0],), _value_dtype(cost.dtype))]
+    if want_grad:
+        shapes.append(jax.ShapeDtypeStruct(cost.shape, cost.dtype))
+    outputs = _call("softwave_soft_dtw_cost", shapes, (cost, lx, ly), host, _attributes(opts))
+    return (outputs[0].astype(cost.dtype),) + outputs[1:]
 
 
 @partial(jax.custom_vjp, nondiff_argnums=(0,))
 def _cost(opts, cost, lx, ly):
-    return _callback(_cost_host(opts, False), jax.ShapeDtypeStruct((cost.shape[0],), cost.dtype), cost, lx, ly)
+    return _cost_outputs(opts, cost, lx, ly, False)[0]
 
 
 @_first_order_only(nondiff_argnums=(0,))
 def _cost_value_and_grad(opts, cost, lx, ly):
-    shapes = (jax.ShapeDtypeStruct((cost.shape[0],), cost.dtype), jax.ShapeDtypeStruct(cost.shape, cost.dtype))
-    return _callback(_cost_host(opts, True), shapes, cost, lx, ly)
+    return _cost_outputs(opts, cost, lx, ly, True)
 
 
 def _cost_fwd(opts, cost, lx, ly):
@@ -232,11 +288,14 @@ def soft_dtw_alignment(x, y, gamma: float = 1.0, *, bandwidth=None, dist: str = 
     x3, y3, single = _batched(jax.lax.stop_gradient(x), jax.lax.stop_gradient(y))
 
     def host(x, y, lx, ly):
-        return _swn.soft_dtw_alignment(np.asarray(x), np.asarray(y), opts.gamma, bandwidth=_bw(opts), dist=opts.dist,
-                                       lengths_x=_host_lengths(lx), lengths_y=_host_lengths(ly), kernel=opts.kernel)
+        values, *_, e = _engine.soft_dtw(_swn._adapter, np.ascontiguousarray(x), np.ascontiguousarray(y), opts,
+                                         alignment=True, lengths_x=_host_lengths(lx), lengths_y=_host_lengths(ly))
+        return values, e
 
-    shape = jax.ShapeDtypeStruct((x3.shape[0], x3.shape[1], y3.shape[1]), x3.dtype)
-    e = _callback(host, shape, x3, y3, _lengths(lengths_x, x3.shape[0]), _lengths(lengths_y, x3.shape[0]))
+    shapes = (jax.ShapeDtypeStruct((x3.shape[0],), _value_dtype(x3.dtype)),
+              jax.ShapeDtypeStruct((x3.shape[0], x3.shape[1], y3.shape[1]), x3.dtype))
+    operands = (x3, y3, _lengths(lengths_x, x3.shape[0]), _lengths(lengths_y, x3.shape[0]))
+    _, e = _call("softwave_soft_dtw", shapes, operands, host, _attributes(opts, divergence=False))
     return e[0] if single else e
 
 
@@ -255,13 +314,16 @@ def pairwise(x, y=None, gamma: float = 1.0, *, divergence: bool = False, bandwid
         check_extents(name, a.shape, labels)
 
     def host(x, y, lx, ly):
-        return _swn.pairwise(np.asarray(x), np.asarray(y), opts.gamma, divergence=divergence, bandwidth=_bw(opts),
-                             dist=opts.dist, lengths_x=_host_lengths(lx), lengths_y=_host_lengths(ly),
-                             kernel=opts.kernel).astype(dtype)
+        return (_swn.pairwise(np.asarray(x), np.asarray(y), opts.gamma, divergence=divergence, bandwidth=_bw(opts),
+                              dist=opts.dist, lengths_x=_host_lengths(lx), lengths_y=_host_lengths(ly),
+                              kernel=opts.kernel).astype(_value_dtype(dtype)),)
 
-    shape = jax.ShapeDtypeStruct((x.shape[0], y.shape[0]), dtype)
-    return _callback(host, shape, x.astype(dtype), y.astype(dtype), _lengths(lengths_x, x.shape[0]),
-                     _lengths(lengths_y, y.shape[0]))
+    x3 = x[..., None] if x.ndim == 2 else x
+    y3 = y[..., None] if y.ndim == 2 else y
+    shapes = (jax.ShapeDtypeStruct((x.shape[0], y.shape[0]), _value_dtype(dtype)),)
+    operands = (x3.astype(dtype), y3.astype(dtype), _lengths(lengths_x, x.shape[0]), _lengths(lengths_y, y.shape[0]))
+    (matrix,) = _call("softwave_pairwise", shapes, operands, host, _attributes(opts, divergence=divergence))
+    return matrix.astype(dtype)
 
 
 def dtw(x, y, *, bandwidth=None, dist: str = "sqeuclidean", lengths_x=None, lengths_y=None):
@@ -274,14 +336,14 @@ def dtw(x, y, *, bandwidth=None, dist: str = "sqeuclidean", lengths_x=None, leng
     batch, n, m = x3.shape[0], x3.shape[1], y3.shape[1]
 
     def host(x, y, lx, ly):
-        from ._engine import dtw_path
+        return _engine.dtw_path(_swn._adapter, np.ascontiguousarray(x), np.ascontiguousarray(y), opts,
+                                lengths_x=_host_lengths(lx), lengths_y=_host_lengths(ly))
 
-        _, path, length = dtw_path(_swn._adapter, np.ascontiguousarray(x), np.ascontiguousarray(y), opts,
-                                   lengths_x=_host_lengths(lx), lengths_y=_host_lengths(ly))
-        return path, length
-
-    shapes = (jax.ShapeDtypeStruct((batch, n + m - 1, 2), jnp.int32), jax.ShapeDtypeStruct((batch,), jnp.int32))
-    path, length = _callback(host, shapes, x3, y3, _lengths(lengths_x, batch), _lengths(lengths_y, batch))
+    shapes = (jax.ShapeDtypeStruct((batch,), _value_dtype(x3.dtype)),
+              jax.ShapeDtypeStruct((batch, n + m - 1, 2), jnp.int32), jax.ShapeDtypeStruct((batch,), jnp.int32))
+    operands = (x3, y3, _lengths(lengths_x, batch), _lengths(lengths_y, batch))
+    attributes = dict(dist=opts.dist, band=np.int64(opts.band), kernel="automatic")
+    _, path, length = _call("softwave_dtw_path", shapes, operands, host, attributes)
     if single:
         return values, path[0], length[0]
     return values, path, length

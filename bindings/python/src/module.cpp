@@ -15,6 +15,9 @@
 #include <string>
 
 #include "dispatch.hpp"
+#ifdef SOFTWAVE_JAX_FFI
+#include "jax_ffi.hpp"
+#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -206,6 +209,18 @@ NB_MODULE(_core, m) {
       "X"_a, "z"_a, "weights"_a.none(), "lengths"_a.none(), "gamma"_a, "dist"_a,
       "band"_a, "kernel"_a, "method"_a, "max_iter"_a, "tol"_a, "history"_a,
       "learning_rate"_a, "stream"_a);
+
+  // [(name, platform, capsule)] of the XLA FFI handlers for
+  // jax.ffi.register_ffi_target; empty in a build without jaxlib's headers.
+  m.def("jax_ffi_targets", []() {
+    nb::list targets;
+#ifdef SOFTWAVE_JAX_FFI
+    for (const FfiTarget& t : ffi_targets())
+      targets.append(
+          nb::make_tuple(t.name, t.platform, nb::capsule(t.handler)));
+#endif
+    return targets;
+  });
 
   m.def("initialize", &initialize);
   m.def("finalize", &finalize);
