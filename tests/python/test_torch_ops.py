@@ -46,7 +46,8 @@ def test_opcheck_every_operator(rng, device):
     lengths = torch.tensor([9, 4, 1], dtype=torch.int32, device=device)
     weights = torch.tensor([1.0, -0.5, 2.0], dtype=torch.float64, device=device)
     for grad_output, lx, band, divergence in ((None, None, -1, False), (weights, lengths, 3, True)):
-        for want in ((True, True, False), (True, False, True), (False, False, False)):
+        # (grad_x, grad_y, alignment); the alignment is not defined for the divergence
+        for want in ((True, True, False), (True, False, divergence is False), (False, False, False)):
             opcheck(torch.ops.softwave.soft_dtw,
                     (x, y, grad_output, lx, None, 0.5, "sqeuclidean", band, "automatic", False, divergence, *want))
     (cost,) = tensors(rng, (2, 6, 5), dtype=torch.float64, device=device, requires_grad=True)
@@ -134,12 +135,11 @@ def test_cuda_graph_capture_and_replay(rng, kernel):
     """The forward and backward of a training step, captured once and
     replayed on new data, give what eager gives on that data."""
     shape_x, shape_y = (16, 128, 4), (16, 96, 4)
-    static_x, static_y = tensors(rng, shape_x, shape_y, device="cuda")
-    static_x.requires_grad_()
+    static_x, static_y = tensors(rng, shape_x, shape_y, device="cuda", requires_grad=True)
     loss_fn = swt.SoftDTW(gamma=0.1, kernel=kernel)
 
     def step():
-        static_x.grad = None
+        static_x.grad = static_y.grad = None
         loss = loss_fn(static_x, static_y).sum()
         loss.backward()
         return loss
@@ -151,7 +151,7 @@ def test_cuda_graph_capture_and_replay(rng, kernel):
             step()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    static_x.grad = None
+    static_x.grad = static_y.grad = None
     with torch.cuda.graph(graph):
         static_loss = loss_fn(static_x, static_y).sum()
         static_loss.backward()
@@ -161,9 +161,10 @@ def test_cuda_graph_capture_and_replay(rng, kernel):
             static_x.copy_(new_x)
             static_y.copy_(new_y)
         graph.replay()
-        expected_x = new_x.clone().requires_grad_()
-        expected = loss_fn(expected_x, new_y).sum()
+        expected_x, expected_y = new_x.clone().requires_grad_(), new_y.clone().requires_grad_()
+        expected = loss_fn(expected_x, expected_y).sum()
         expected.backward()
         torch.testing.assert_close(static_loss, expected, rtol=1e-6, atol=1e-5)
         torch.testing.assert_close(static_x.grad, expected_x.grad, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(static_y.grad, expected_y.grad, rtol=1e-5, atol=1e-6)
     assert np.isfinite(static_loss.item())

@@ -13,6 +13,7 @@
 #include <softwave/kokkos_compat.hpp>
 #include <softwave/softdtw.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <type_traits>
 #include <utility>
 
@@ -144,17 +145,74 @@ std::map<std::uintptr_t, Kokkos::Cuda>& cuda_instances() {
   return *instances;
 }
 
-Kokkos::Cuda cuda_instance(std::uintptr_t stream) {
-  if (stream == 0) return Kokkos::Cuda();  // Kokkos' default: stream 0 too
-  std::lock_guard<std::mutex> lock(cuda_instances_mutex);
+void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string("softwave: ") + what + ": " +
+                             cudaGetErrorString(status));
+}
+
+// Building a Kokkos::Cuda synchronises the device, which CUDA forbids while
+// a stream is being captured into a graph. A stream first seen during a
+// capture (torch.cuda.graph captures on a stream of its own) therefore runs
+// on this instance, built on softwave's own stream at the first call made
+// outside a capture, and joined to the caller's stream by events: the
+// capture follows the fork and the join, so the graph holds the work.
+struct CaptureHelper {
+  Kokkos::Cuda instance;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+CaptureHelper* capture_helper = nullptr;  // guarded by cuda_instances_mutex
+
+void make_capture_helper() {
+  if (capture_helper) return;
+  auto* helper = new CaptureHelper;
+  check_cuda(cudaStreamCreateWithFlags(&helper->stream, cudaStreamNonBlocking),
+             "creating a stream");
+  check_cuda(cudaEventCreateWithFlags(&helper->fork, cudaEventDisableTiming),
+             "creating an event");
+  check_cuda(cudaEventCreateWithFlags(&helper->join, cudaEventDisableTiming),
+             "creating an event");
+  helper->instance = Kokkos::Cuda(helper->stream);
+  capture_helper = helper;
+}
+
+// Calls run(instance) with the Kokkos::Cuda for the caller's stream.
+template <class Run>
+void on_cuda_stream(std::uintptr_t stream, Run&& run) {
+  if (stream == 0) return run(Kokkos::Cuda());  // Kokkos' default: stream 0
+  auto const caller = reinterpret_cast<cudaStream_t>(stream);
+  std::unique_lock<std::mutex> lock(cuda_instances_mutex);
   auto& instances = cuda_instances();
   auto found = instances.find(stream);
-  if (found == instances.end())
-    found = instances
-                .emplace(stream,
-                         Kokkos::Cuda(reinterpret_cast<cudaStream_t>(stream)))
-                .first;
-  return found->second;
+  if (found != instances.end()) {
+    Kokkos::Cuda const instance = found->second;
+    lock.unlock();
+    return run(instance);
+  }
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(caller, &capturing),
+             "querying the stream's capture status");
+  if (capturing == cudaStreamCaptureStatusNone) {
+    make_capture_helper();
+    Kokkos::Cuda const instance =
+        instances.emplace(stream, Kokkos::Cuda(caller)).first->second;
+    lock.unlock();
+    return run(instance);
+  }
+  if (!capture_helper)
+    throw std::runtime_error(
+        "softwave: the process's first CUDA call on this device is inside a "
+        "CUDA-graph capture; call softwave once before capturing (a warm-up "
+        "run, as torch.cuda.graphs asks for)");
+  // The helper's stream serves one capture at a time: the lock stays held.
+  check_cuda(cudaEventRecord(capture_helper->fork, caller), "forking");
+  check_cuda(cudaStreamWaitEvent(capture_helper->stream, capture_helper->fork),
+             "forking");
+  run(capture_helper->instance);
+  check_cuda(cudaEventRecord(capture_helper->join, capture_helper->stream),
+             "joining");
+  check_cuda(cudaStreamWaitEvent(caller, capture_helper->join), "joining");
 }
 #endif
 
@@ -205,7 +263,7 @@ void with_space(const Settings& settings, const Borrowed& first,
           first.name, " is on ", device_name(first),
           " but softwave's Kokkos runs on cuda:", cuda_device(),
           " (set CUDA_VISIBLE_DEVICES, or move the arrays)");
-    run_typed(cuda_instance(settings.stream));
+    on_cuda_stream(settings.stream, run_typed);
     return;
 #else
     throw_invalid_argument(first.name, " is on ", device_name(first),
@@ -412,6 +470,14 @@ void finalize() {
   {
     std::lock_guard<std::mutex> lock(cuda_instances_mutex);
     cuda_instances().clear();
+    if (capture_helper) {
+      capture_helper->instance = Kokkos::Cuda();  // releases the instance
+      cudaEventDestroy(capture_helper->fork);
+      cudaEventDestroy(capture_helper->join);
+      cudaStreamDestroy(capture_helper->stream);
+      delete capture_helper;
+      capture_helper = nullptr;
+    }
   }
 #endif
   if (kokkos_started_here && Kokkos::is_initialized()) Kokkos::finalize();
@@ -439,7 +505,11 @@ int cuda_device() {
 
 void synchronize(std::uintptr_t stream) {
 #ifdef KOKKOS_ENABLE_CUDA
-  cuda_instance(stream).fence();
+  if (stream == 0)
+    Kokkos::Cuda().fence();
+  else
+    check_cuda(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream)),
+               "synchronizing the stream");
 #else
   (void)stream;
 #endif
