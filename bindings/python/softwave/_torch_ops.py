@@ -81,6 +81,8 @@ def lengths_of(lengths, like: torch.Tensor) -> Optional[torch.Tensor]:
 def resolved(opts: Options, like: torch.Tensor) -> Options:
     """opts with the data check decided (None: the device's default), so
     that an operator's arguments are plain values."""
+    if opts.check is not None:
+        return opts
     return Options(opts.gamma, opts.dist, opts.band, opts.kernel, _engine.check_of(adapter, opts, like))
 
 

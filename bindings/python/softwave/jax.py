@@ -58,7 +58,7 @@ def uses_ffi(backend=None) -> bool:
     XLA FFI targets (True) or through jax.pure_callback (False)."""
     backend = backend or jax.default_backend()
     platform = "cuda" if backend == "gpu" else backend
-    return all(platform in p for p in _FFI_PLATFORMS.values()) and len(_FFI_PLATFORMS) > 0
+    return bool(_FFI_PLATFORMS) and all(platform in p for p in _FFI_PLATFORMS.values())
 
 
 def _value_dtype(dtype):
@@ -76,8 +76,7 @@ def _call(target, shapes, operands, host, attributes):
     has no FFI target."""
     if uses_ffi():
         return tuple(jax.ffi.ffi_call(target, tuple(shapes), vmap_method="sequential")(*operands, **attributes))
-    result = _callback(host, tuple(shapes), *operands)
-    return tuple(result)
+    return tuple(_callback(host, tuple(shapes), *operands))
 
 
 def _callback(function, shapes, *args):

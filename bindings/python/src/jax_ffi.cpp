@@ -213,26 +213,28 @@ SOFTWAVE_FFI_TARGET(dtw_path_target)
 #undef SOFTWAVE_FFI_TARGET
 
 std::vector<FfiTarget> ffi_targets() {
-  std::vector<FfiTarget> targets = {
-      {"softwave_soft_dtw", "cpu",
-       reinterpret_cast<void*>(softwave_soft_dtw_target_cpu)},
-      {"softwave_soft_dtw_cost", "cpu",
-       reinterpret_cast<void*>(softwave_soft_dtw_cost_target_cpu)},
-      {"softwave_pairwise", "cpu",
-       reinterpret_cast<void*>(softwave_pairwise_target_cpu)},
-      {"softwave_dtw_path", "cpu",
-       reinterpret_cast<void*>(softwave_dtw_path_target_cpu)},
+  struct Handlers {
+    const char* name;
+    void* cpu;
+    void* cuda;
   };
-  if (has_cuda()) {
-    targets.push_back({"softwave_soft_dtw", "CUDA",
-                       reinterpret_cast<void*>(softwave_soft_dtw_target_cuda)});
-    targets.push_back(
-        {"softwave_soft_dtw_cost", "CUDA",
-         reinterpret_cast<void*>(softwave_soft_dtw_cost_target_cuda)});
-    targets.push_back({"softwave_pairwise", "CUDA",
-                       reinterpret_cast<void*>(softwave_pairwise_target_cuda)});
-    targets.push_back({"softwave_dtw_path", "CUDA",
-                       reinterpret_cast<void*>(softwave_dtw_path_target_cuda)});
+  auto handler = [](XLA_FFI_Error* (*fn)(XLA_FFI_CallFrame*)) {
+    return reinterpret_cast<void*>(fn);
+  };
+  Handlers const all[] = {
+      {"softwave_soft_dtw", handler(softwave_soft_dtw_target_cpu),
+       handler(softwave_soft_dtw_target_cuda)},
+      {"softwave_soft_dtw_cost", handler(softwave_soft_dtw_cost_target_cpu),
+       handler(softwave_soft_dtw_cost_target_cuda)},
+      {"softwave_pairwise", handler(softwave_pairwise_target_cpu),
+       handler(softwave_pairwise_target_cuda)},
+      {"softwave_dtw_path", handler(softwave_dtw_path_target_cpu),
+       handler(softwave_dtw_path_target_cuda)},
+  };
+  std::vector<FfiTarget> targets;
+  for (const Handlers& h : all) {
+    targets.push_back({h.name, "cpu", h.cpu});
+    if (has_cuda()) targets.push_back({h.name, "CUDA", h.cuda});
   }
   return targets;
 }
