@@ -213,7 +213,7 @@ class DataChecks {
     std::int64_t limit = 0;         // lengths: the largest allowed
     const char* message = nullptr;  // finite checks: what follows
   };
-  static constexpr int kMaxEntries = 8;
+  static constexpr int kMaxEntries = 16;
 
   // The counters of a new check (allocated and reset with the first).
   Counters slot(const Entry& entry) {

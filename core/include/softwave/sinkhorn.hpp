@@ -1,0 +1,260 @@
+#pragma once
+// Entropic optimal transport by log-domain Sinkhorn iterations, batched, on
+// any Kokkos execution space, without ever forming the N×K cost or plan
+// unless asked to.
+//
+// Problem b of a batch: source weights a (N), target weights b (K), a cost
+// C (N×K) and ε > 0:
+//   OT_ε = min_π ⟨π, C⟩ + ε KL(π | a⊗b) + ρ_a KL(π1 | a) + ρ_b KL(πᵀ1 | b),
+// with KL(p | q) = Σ p log(p/q) − p + q; ρ = ∞ (the default) makes that side
+// a hard constraint (balanced), one finite ρ is semi-relaxed, two unbalanced.
+// The solver keeps dual potentials f (N), g (K), and
+//   π_ij = a_i b_j exp((f_i + g_j − C_ij) / ε)
+// (the plan is never stored). Each iteration updates f from g, then g from f:
+//   f_i ← −λ_a ε LSE_j(g_j/ε + log b_j − C_ij/ε),  λ_a = ρ_a / (ρ_a + ε)
+// (λ = 1 balanced), and the same for g. Each row's log-sum-exp is one pass
+// over its columns with a running maximum, so no exp overflows or underflows
+// to a NaN at any ε: float32 stays finite down to ε = 1e-4 of the cost scale.
+//
+// Cost forms (each gives the same answer for the same C; tests check it):
+//   CostMatrix  C given as (B, N, K);
+//   PointClouds C_ij = c·‖x_i − y_j‖², c = 1 (sqeuclidean) or ½
+//               (half_sqeuclidean: GeomLoss's p = 2 convention), formed
+//               exactly from the coordinates (x_i − y_j, squared) as each
+//               pair is visited;
+//   LowRankCost C_ij = u_i + v_j − P_i·Q_j (P: N×r, Q: K×r; u, v optional),
+//               formed pair by pair from the factors: the shape sampled
+//               Gromov–Wasserstein produces.
+//
+// Convergence: the residual of an iteration is the L1 violation of the f
+// update's fixed point, Σ_i a_i |exp((f_i − f_i')/ε) − 1| with f' the update;
+// for a balanced source that is exactly the row-marginal error ‖π1 − a‖₁ of
+// the current potentials (the column marginal is exact after each g update).
+// It is formed inside the update itself and read back only every
+// `check_every` iterations (one fence). A problem whose residual is at most
+// `tolerance` stops (its later iterations cost nothing); after the last
+// iteration both sides' residuals are recomputed exactly from the returned
+// potentials, and `converged` is 1 only where both are within tolerance.
+//
+// Every entry point takes the execution-space instance first; every kernel,
+// allocation and copy runs on it and is labelled softwave::sinkhorn::*.
+// Calls fence the instance only to read back residuals (every check_every
+// iterations when tolerance > 0) and once for the data checks
+// (check_values). Memory beyond inputs and outputs: O(B·(N + K)).
+
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <cstdint>
+#include <softwave/errors.hpp>
+#include <type_traits>
+
+namespace softwave {
+
+// The cost between point clouds.
+enum class PointCost {
+  sqeuclidean,       // ‖x − y‖²
+  half_sqeuclidean,  // ½‖x − y‖² (GeomLoss, p = 2)
+};
+
+struct SinkhornOptions {
+  // ε > 0 and finite: absolute, or (epsilon_relative) a fraction of each
+  // problem's cost scale, max_ij C_ij (taken as 1 where every cost is <= 0).
+  double epsilon = 0.05;
+  bool epsilon_relative = false;
+  // ε-scaling: with 0 < epsilon_scaling < 1, iteration k uses
+  // max(ε, scale · epsilon_scaling^k) (scale as above), annealing from the
+  // cost scale down to ε; residuals are checked only once ε is reached.
+  // 0 runs every iteration at ε.
+  double epsilon_scaling = 0;
+  // KL penalties of the marginals: > 0; infinity is a hard constraint.
+  double rho_a = INFINITY;
+  double rho_b = INFINITY;
+  int max_iterations = 1000;  // >= 1
+  // Stop a problem once its residual is <= tolerance; <= 0 runs exactly
+  // max_iterations (benchmarks). `converged` is then judged against 0, i.e.
+  // false, unless the residual is exactly zero.
+  double tolerance = 1e-6;
+  int check_every = 10;  // >= 1: iterations between residual read-backs
+  // Start from the potentials in the outputs' f and g (their values are
+  // read) instead of zeros; with ε-scaling the schedule still runs.
+  bool warm_start = false;
+  // Data checks (finite inputs, non-negative weights with positive mass),
+  // read back with one fence per call; see SoftDTWOptions::check_values.
+  bool check_values = true;
+};
+
+template <class T, class Space>
+using OTView3 =
+    Kokkos::View<T***, Kokkos::LayoutRight, typename Space::memory_space>;
+template <class T, class Space>
+using OTView2 =
+    Kokkos::View<T**, Kokkos::LayoutRight, typename Space::memory_space>;
+template <class T, class Space>
+using OTView1 = Kokkos::View<T*, typename Space::memory_space>;
+
+// The three cost forms. Views are row-major in the space's memory.
+template <class T, class Space>
+struct CostMatrix {
+  OTView3<const T, Space> cost;  // (B, N, K)
+};
+template <class T, class Space>
+struct PointClouds {
+  OTView3<const T, Space> x;  // (B, N, d)
+  OTView3<const T, Space> y;  // (B, K, d)
+  PointCost cost = PointCost::sqeuclidean;
+};
+template <class T, class Space>
+struct LowRankCost {
+  OTView2<const T, Space> u;  // (B, N), or empty for 0
+  OTView2<const T, Space> v;  // (B, K), or empty for 0
+  OTView3<const T, Space> p;  // (B, N, r)
+  OTView3<const T, Space> q;  // (B, K, r)
+};
+
+// Marginal weights: non-negative, finite, each problem's sum positive. An
+// empty view is uniform (1/N, 1/K). Unbalanced problems may have different
+// masses on the two sides.
+template <class T, class Space>
+struct Marginals {
+  OTView2<const T, Space> a;  // (B, N)
+  OTView2<const T, Space> b;  // (B, K)
+};
+
+// Outputs of sinkhorn(). f and g are required (and read as the starting
+// point with warm_start); every other view is optional (empty: skipped).
+template <class T, class Space>
+struct SinkhornResult {
+  OTView2<T, Space> f;  // (B, N)
+  OTView2<T, Space> g;  // (B, K)
+  // The dual objective at (f, g), which equals OT_ε at convergence:
+  //   Σ_i a_i φ_a(f_i) + Σ_j b_j φ_b(g_j) − ε (Σ_ij π_ij − Σa Σb),
+  // φ(f) = f on a balanced side, ρ (1 − exp(−f/ρ)) on a relaxed one.
+  OTView1<T, Space> value;           // (B,)
+  OTView1<T, Space> transport_cost;  // (B,) ⟨π, C⟩
+  // ‖π1 − a‖₁ and ‖πᵀ1 − b‖₁ of the returned potentials.
+  OTView2<T, Space> marginal_error;  // (B, 2)
+  OTView1<int, Space> iterations;    // (B,) iterations run
+  OTView1<int, Space> converged;     // (B,) 1 where both residuals <= tol
+};
+
+// Gradients of Σ_b grad_output[b] · value[b] (grad_output empty: all ones)
+// at the given potentials, by the envelope theorem: exact at the optimum,
+// with nothing differentiated through the iterations. Every member is
+// optional; each given one is overwritten. Only the members of the call's
+// cost form may be given.
+//   grad_x_i = c' Σ_j π_ij (x_i − y_j)   (c' = 2 sqeuclidean, 1 half)
+//   grad_cost = π;  grad_u = π1,  grad_v = πᵀ1,  grad_p = −πQ,  grad_q = −πᵀP
+//   grad_a_i = φ_a(f_i) − ε ((π1)_i / a_i − Σb)  (likewise grad_b)
+template <class T, class Space>
+struct SinkhornGradients {
+  OTView3<T, Space> grad_x, grad_y;  // PointClouds
+  OTView3<T, Space> grad_cost;       // CostMatrix
+  OTView2<T, Space> grad_u, grad_v;  // LowRankCost
+  OTView3<T, Space> grad_p, grad_q;  // LowRankCost
+  OTView2<T, Space> grad_a, grad_b;
+  OTView1<const T, Space> grad_output;  // (B,)
+};
+
+// What the plan of given potentials is used for, without forming it.
+template <class T, class Space>
+struct PlanQueries {
+  // Applied to a matrix: out = π V with V: (B, K, m) -> (B, N, m), and
+  // out_t = πᵀ U with U: (B, N, m) -> (B, K, m). Either pair may be empty.
+  OTView3<const T, Space> v;
+  OTView3<T, Space> plan_v;
+  OTView3<const T, Space> u;
+  OTView3<T, Space> plan_t_u;
+  // argmax_j π_ij: (B, N).
+  OTView2<int, Space> row_argmax;
+  // samples(b, i, s) ~ π_i· / (π1)_i, independent draws (Gumbel-max on a
+  // counter-based generator: the same seed gives the same samples on every
+  // backend and thread count). (B, N, S).
+  OTView3<int, Space> row_samples;
+  std::uint64_t seed = 0;
+  // The dense plan (B, N, K), only on request.
+  OTView3<T, Space> plan;
+};
+
+namespace impl {
+template <class Space, class T, class Form>
+void sinkhorn(const Space& space, const Form& form,
+              const Marginals<T, Space>& marginals,
+              const SinkhornResult<T, Space>& result,
+              const SinkhornOptions& options);
+template <class Space, class T, class Form>
+void sinkhorn_gradients(const Space& space, const Form& form,
+                        const Marginals<T, Space>& marginals,
+                        OTView2<const T, Space> f, OTView2<const T, Space> g,
+                        const SinkhornGradients<T, Space>& gradients,
+                        const SinkhornOptions& options);
+template <class Space, class T, class Form>
+void sinkhorn_plan_queries(const Space& space, const Form& form,
+                           const Marginals<T, Space>& marginals,
+                           OTView2<const T, Space> f, OTView2<const T, Space> g,
+                           const PlanQueries<T, Space>& queries,
+                           const SinkhornOptions& options);
+template <class Space, class T>
+void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
+                         const Marginals<T, Space>& marginals,
+                         OTView1<T, Space> values,
+                         const SinkhornGradients<T, Space>* gradients,
+                         const SinkhornOptions& options,
+                         OTView1<int, Space> converged);
+}  // namespace impl
+
+// Solves every problem of the batch. form: CostMatrix, PointClouds or
+// LowRankCost of float or double.
+template <class Space, class T, template <class, class> class Form>
+void sinkhorn(const Space& space, const Form<T, Space>& form,
+              const Marginals<T, Space>& marginals,
+              const SinkhornResult<T, Space>& result,
+              const SinkhornOptions& options = {}) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "softwave::sinkhorn: float or double data");
+  impl::sinkhorn<Space, T, Form<T, Space>>(space, form, marginals, result,
+                                           options);
+}
+
+// Gradients of the value at potentials f, g (from sinkhorn() with the same
+// form, marginals and options).
+template <class Space, class T, template <class, class> class Form>
+void sinkhorn_gradients(const Space& space, const Form<T, Space>& form,
+                        const Marginals<T, Space>& marginals,
+                        OTView2<const T, Space> f, OTView2<const T, Space> g,
+                        const SinkhornGradients<T, Space>& gradients,
+                        const SinkhornOptions& options = {}) {
+  impl::sinkhorn_gradients<Space, T, Form<T, Space>>(space, form, marginals, f,
+                                                     g, gradients, options);
+}
+
+// The plan of potentials f, g applied, its row argmax, row samples, or the
+// plan itself (each query given is answered).
+template <class Space, class T, template <class, class> class Form>
+void sinkhorn_plan_queries(const Space& space, const Form<T, Space>& form,
+                           const Marginals<T, Space>& marginals,
+                           OTView2<const T, Space> f, OTView2<const T, Space> g,
+                           const PlanQueries<T, Space>& queries,
+                           const SinkhornOptions& options = {}) {
+  impl::sinkhorn_plan_queries<Space, T, Form<T, Space>>(space, form, marginals,
+                                                        f, g, queries, options);
+}
+
+// The debiased Sinkhorn divergence between point clouds,
+//   S_ε = OT_ε(a, b) − ½ OT_ε(a, a) − ½ OT_ε(b, b)
+// (≥ 0, 0 when the clouds and weights agree; balanced or unbalanced, where
+// the ½ ε (Σa − Σb)² mass term of Séjourné et al. is added so that it stays
+// non-negative). gradients (optional): grad_x, grad_y, grad_a, grad_b of
+// Σ grad_output·S_ε. converged (optional, (B,)): 1 where all three solves
+// converged.
+template <class Space, class T>
+void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
+                         const Marginals<T, Space>& marginals,
+                         OTView1<T, Space> values,
+                         const SinkhornGradients<T, Space>* gradients = nullptr,
+                         const SinkhornOptions& options = {},
+                         OTView1<int, Space> converged = {}) {
+  impl::sinkhorn_divergence<Space, T>(space, form, marginals, values, gradients,
+                                      options, converged);
+}
+
+}  // namespace softwave

@@ -1,0 +1,837 @@
+// softwave/sinkhorn.hpp against the float64 reference
+// (reference/sinkhorn_reference.hpp) on fresh random problems of many
+// shapes: every cost form, balanced, semi-relaxed and unbalanced, ε given,
+// relative and annealed, warm starts, gradients against finite differences,
+// the plan's queries, the debiased divergence, and bad input.
+
+#include <softwave/sinkhorn.hpp>
+
+#include "reference/sinkhorn_reference.hpp"
+#include "test_helpers.hpp"
+
+namespace {
+
+namespace ref = softwave_ref;
+using swt::Batch;
+using swt::Rng;
+
+template <class T, class Space>
+using V2 = softwave::OTView2<T, Space>;
+template <class T, class Space>
+using V3 = softwave::OTView3<T, Space>;
+template <class T, class Space>
+using V1 = softwave::OTView1<T, Space>;
+
+template <class T, class Space>
+V2<T, Space> to_device2(const std::vector<double>& v, int rows, int cols,
+                        const char* label = "swt::matrix") {
+  V2<T, Space> view(std::string(label), rows, cols);
+  auto host = Kokkos::create_mirror_view(view);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      host(i, j) = static_cast<T>(v[std::size_t(i) * cols + j]);
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+
+// One batch of B problems: points, weights, and each problem's dense cost.
+struct Problems {
+  int B = 0, n = 0, k = 0, d = 0;
+  Batch x, y;                // (B, n, d), (B, k, d)
+  std::vector<double> a, b;  // (B, n), (B, k)
+  std::vector<double> cost;  // (B, n, k)
+  double half = 1.0;         // the cost's factor c
+  ref::OTProblem problem(int p, double eps, double rho_a = INFINITY,
+                         double rho_b = INFINITY) const {
+    ref::OTProblem q;
+    q.n = n;
+    q.k = k;
+    q.cost.assign(cost.begin() + std::size_t(p) * n * k,
+                  cost.begin() + std::size_t(p + 1) * n * k);
+    q.a.assign(a.begin() + std::size_t(p) * n,
+               a.begin() + std::size_t(p + 1) * n);
+    q.b.assign(b.begin() + std::size_t(p) * k,
+               b.begin() + std::size_t(p + 1) * k);
+    if (std::isinf(rho_a) && std::isinf(rho_b)) {
+      // Balanced needs equal masses, which weights rounded to float only
+      // have to ~1e-7: the reference takes b at a's mass exactly.
+      double ma = 0, mb = 0;
+      for (double e : q.a) ma += e;
+      for (double e : q.b) mb += e;
+      for (double& e : q.b) e *= ma / mb;
+    }
+    q.eps = eps;
+    q.rho_a = rho_a;
+    q.rho_b = rho_b;
+    return q;
+  }
+};
+
+template <class T>
+void round_all(Problems& p) {
+  swt::round_to<T>(p.x);
+  swt::round_to<T>(p.y);
+  for (double& e : p.a) e = double(T(e));
+  for (double& e : p.b) e = double(T(e));
+}
+
+// Each problem's dense cost from its points.
+void recompute_cost(Problems& p) {
+  p.cost.assign(std::size_t(p.B) * p.n * p.k, 0);
+  for (int q = 0; q < p.B; ++q)
+    for (int i = 0; i < p.n; ++i)
+      for (int j = 0; j < p.k; ++j) {
+        double s = 0;
+        for (int c = 0; c < p.d; ++c) {
+          double const diff = p.x(q, i, c) - p.y(q, j, c);
+          s += diff * diff;
+        }
+        p.cost[(std::size_t(q) * p.n + i) * p.k + j] = p.half * s;
+      }
+}
+
+// Random problems; weights positive and summing to 1 (to `mass_b` for b).
+template <class T>
+Problems random_problems(Rng& rng, int B, int n, int k, int d, double half,
+                         double mass_b = 1.0) {
+  Problems p;
+  p.B = B, p.n = n, p.k = k, p.d = d, p.half = half;
+  p.x = swt::random_batch(rng, B, n, d);
+  p.y = swt::random_batch(rng, B, k, d, 0.2, 1.3);
+  auto weights = [&](int count, double mass) {
+    std::vector<double> w(std::size_t(B) * count);
+    for (int q = 0; q < B; ++q) {
+      double sum = 0;
+      for (int i = 0; i < count; ++i)
+        sum += w[q * count + i] = rng.uniform(0.2, 1);
+      for (int i = 0; i < count; ++i) w[q * count + i] *= mass / sum;
+    }
+    return w;
+  };
+  p.a = weights(n, 1.0);
+  p.b = weights(k, mass_b);
+  round_all<T>(p);
+  recompute_cost(p);
+  return p;
+}
+
+// The library's inputs for one cost form.
+enum class Form { points, matrix, low_rank };
+
+template <class T, class Space>
+struct DeviceProblems {
+  V3<T, Space> x, y, cost, p, q;
+  V2<T, Space> u, v, a, b;
+  softwave::PointCost point_cost;
+
+  DeviceProblems(const Space& space, const Problems& pr) {
+    x = swt::to_device<T>(space, pr.x);
+    y = swt::to_device<T>(space, pr.y);
+    a = to_device2<T, Space>(pr.a, pr.B, pr.n);
+    b = to_device2<T, Space>(pr.b, pr.B, pr.k);
+    Batch c(pr.B, pr.n, pr.k);
+    c.v = pr.cost;
+    swt::round_to<T>(c);
+    cost = swt::to_device<T>(space, c);
+    // ½‖x − y‖²·(2c) = c‖x‖² + c‖y‖² − 2c x·y: u, v and P = 2c x, Q = y.
+    std::vector<double> uu(std::size_t(pr.B) * pr.n),
+        vv(std::size_t(pr.B) * pr.k);
+    Batch pp = pr.x;
+    for (int q = 0; q < pr.B; ++q) {
+      for (int i = 0; i < pr.n; ++i) {
+        double s = 0;
+        for (int c2 = 0; c2 < pr.d; ++c2) {
+          s += pr.x(q, i, c2) * pr.x(q, i, c2);
+          pp(q, i, c2) = 2 * pr.half * pr.x(q, i, c2);
+        }
+        uu[std::size_t(q) * pr.n + i] = pr.half * s;
+      }
+      for (int j = 0; j < pr.k; ++j) {
+        double s = 0;
+        for (int c2 = 0; c2 < pr.d; ++c2) s += pr.y(q, j, c2) * pr.y(q, j, c2);
+        vv[std::size_t(q) * pr.k + j] = pr.half * s;
+      }
+    }
+    u = to_device2<T, Space>(uu, pr.B, pr.n);
+    v = to_device2<T, Space>(vv, pr.B, pr.k);
+    p = swt::to_device<T>(space, pp);
+    q = y;
+    point_cost = pr.half == 1.0 ? softwave::PointCost::sqeuclidean
+                                : softwave::PointCost::half_sqeuclidean;
+  }
+  softwave::PointClouds<T, Space> points() const { return {x, y, point_cost}; }
+  softwave::CostMatrix<T, Space> matrix() const { return {cost}; }
+  softwave::LowRankCost<T, Space> low_rank() const { return {u, v, p, q}; }
+  softwave::Marginals<T, Space> marginals() const { return {a, b}; }
+};
+
+struct Solved {
+  std::vector<double> f, g, value, transport, errors, iterations, converged;
+};
+
+template <class T, class Space, class FormT>
+Solved solve(const Space& space, const FormT& form,
+             const softwave::Marginals<T, Space>& m, int B, int n, int k,
+             const softwave::SinkhornOptions& o,
+             const std::vector<double>* warm_f = nullptr,
+             const std::vector<double>* warm_g = nullptr) {
+  softwave::SinkhornResult<T, Space> r;
+  r.f = warm_f ? to_device2<T, Space>(*warm_f, B, n) : V2<T, Space>("f", B, n);
+  r.g = warm_g ? to_device2<T, Space>(*warm_g, B, k) : V2<T, Space>("g", B, k);
+  r.value = V1<T, Space>("value", B);
+  r.transport_cost = V1<T, Space>("transport", B);
+  r.marginal_error = V2<T, Space>("errors", B, 2);
+  r.iterations = V1<int, Space>("iterations", B);
+  r.converged = V1<int, Space>("converged", B);
+  softwave::sinkhorn(space, form, m, r, o);
+  return {swt::to_host(r.f),
+          swt::to_host(r.g),
+          swt::to_host(r.value),
+          swt::to_host(r.transport_cost),
+          swt::to_host(r.marginal_error),
+          swt::to_host(r.iterations),
+          swt::to_host(r.converged)};
+}
+
+template <class T, class Space, class FormT>
+std::vector<double> dense_plan(const Space& space, const FormT& form,
+                               const softwave::Marginals<T, Space>& m,
+                               const Solved& s, int B, int n, int k,
+                               const softwave::SinkhornOptions& o) {
+  softwave::PlanQueries<T, Space> queries;
+  queries.plan = V3<T, Space>("plan", B, n, k);
+  auto const f = to_device2<T, Space>(s.f, B, n);
+  auto const g = to_device2<T, Space>(s.g, B, k);
+  softwave::sinkhorn_plan_queries(space, form, m, V2<const T, Space>(f),
+                                  V2<const T, Space>(g), queries, o);
+  return swt::to_host(queries.plan);
+}
+
+template <class T>
+double tolerance() {
+  return std::is_same_v<T, double> ? 1e-12 : 2e-5;
+}
+template <class T>
+double rtol() {
+  return std::is_same_v<T, double> ? 1e-7 : 3e-3;
+}
+
+template <class P>
+class Sinkhorn : public ::testing::Test {};
+TYPED_TEST_SUITE(Sinkhorn, swt::ExecutionSpacesDoubleFloat);
+
+// Every form against the reference: plan, value (= the primal objective at
+// the optimum), transport cost, marginal errors, converged.
+template <class T, class Space>
+void check_against_reference(const Space& space, Rng& rng, int B, int n, int k,
+                             int d, double half, double eps, double rho_a,
+                             double rho_b, double mass_b) {
+  SCOPED_TRACE(::testing::Message() << "B " << B << " n " << n << " k " << k
+                                    << " d " << d << " half " << half << " eps "
+                                    << eps << " rho " << rho_a << "/" << rho_b);
+  auto const pr = random_problems<T>(rng, B, n, k, d, half, mass_b);
+  DeviceProblems<T, Space> dev(space, pr);
+  softwave::SinkhornOptions o;
+  o.epsilon = eps;
+  o.rho_a = rho_a;
+  o.rho_b = rho_b;
+  o.tolerance = tolerance<T>();
+  o.max_iterations = 50000;
+  o.check_every = 5;
+  std::vector<ref::OTSolution> expected;
+  for (int q = 0; q < B; ++q)
+    expected.push_back(ref::solve_ot(pr.problem(q, eps, rho_a, rho_b)));
+  for (Form form : {Form::points, Form::matrix, Form::low_rank}) {
+    SCOPED_TRACE(::testing::Message() << "form " << int(form));
+    Solved s;
+    std::vector<double> plan;
+    auto const m = dev.marginals();
+    if (form == Form::points) {
+      s = solve(space, dev.points(), m, B, n, k, o);
+      plan = dense_plan(space, dev.points(), m, s, B, n, k, o);
+    } else if (form == Form::matrix) {
+      s = solve(space, dev.matrix(), m, B, n, k, o);
+      plan = dense_plan(space, dev.matrix(), m, s, B, n, k, o);
+    } else {
+      s = solve(space, dev.low_rank(), m, B, n, k, o);
+      plan = dense_plan(space, dev.low_rank(), m, s, B, n, k, o);
+    }
+    for (int q = 0; q < B; ++q) {
+      auto const& e = expected[q];
+      std::vector<double> got(plan.begin() + std::size_t(q) * n * k,
+                              plan.begin() + std::size_t(q + 1) * n * k);
+      // The low-rank form cancels ‖x‖² + ‖y‖² against 2x·y: in float its
+      // costs carry that rounding, scaled by 1/ε in the plan.
+      double const scale =
+          form == Form::low_rank && std::is_same_v<T, float> ? 10.0 : 1.0;
+      EXPECT_TRUE(
+          swt::near_arrays(got, e.plan, scale * rtol<T>(), 0.0, "plan"));
+      EXPECT_TRUE(swt::near_values({s.value[q]}, {e.dual}, scale * rtol<T>(),
+                                   eps, "value"));
+      EXPECT_TRUE(swt::near_values({e.dual}, {e.primal}, 1e-8, eps,
+                                   "reference dual vs primal"));
+      EXPECT_TRUE(swt::near_values({s.transport[q]}, {e.transport},
+                                   scale * rtol<T>(), eps, "transport"));
+      EXPECT_EQ(s.converged[q], 1);
+      EXPECT_GE(s.iterations[q], 1);
+      if (std::isinf(rho_a)) EXPECT_LE(s.errors[2 * q], 10 * tolerance<T>());
+      if (std::isinf(rho_b))
+        EXPECT_LE(s.errors[2 * q + 1], 10 * tolerance<T>());
+    }
+  }
+}
+
+TYPED_TEST(Sinkhorn, BalancedMatchesReferenceInEveryForm) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const shapes[][4] = {{1, 1, 1, 1},    {2, 7, 5, 2},    {3, 40, 33, 3},
+                           {1, 150, 97, 1}, {2, 70, 300, 5}, {1, 20, 18, 17}};
+  for (auto const& s : shapes)
+    for (double half : {1.0, 0.5})
+      check_against_reference<T>(space, rng, s[0], s[1], s[2], s[3], half,
+                                 rng.uniform(0.05, 0.5) * s[3], INFINITY,
+                                 INFINITY, 1.0);
+}
+
+TYPED_TEST(Sinkhorn, UnbalancedAndSemiRelaxedMatchReference) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  check_against_reference<T>(space, rng, 2, 30, 25, 2, 1.0, 0.1, 0.5, 2.0, 1.7);
+  check_against_reference<T>(space, rng, 1, 64, 50, 3, 0.5, 0.2, INFINITY, 1.0,
+                             1.3);
+  check_against_reference<T>(space, rng, 2, 17, 90, 1, 1.0, 0.05, 0.3, INFINITY,
+                             0.6);
+}
+
+// ε relative to the cost scale is ε·max C; ε-scaling anneals to the same
+// answer; a warm start from a nearby solution takes fewer iterations.
+TYPED_TEST(Sinkhorn, RelativeEpsilonAnnealingAndWarmStart) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 2, n = 60, k = 45, d = 2;
+  auto pr = random_problems<T>(rng, B, n, k, d, 1.0);
+  DeviceProblems<T, Space> dev(space, pr);
+  softwave::SinkhornOptions o;
+  o.tolerance = tolerance<T>();
+  o.max_iterations = 50000;
+  o.check_every = 1;
+  o.epsilon = 0.02;
+  o.epsilon_relative = true;
+  auto const relative = solve(space, dev.points(), dev.marginals(), B, n, k, o);
+  for (int q = 0; q < B; ++q) {
+    double cmax = 0;
+    for (int e = 0; e < n * k; ++e)
+      cmax = std::max(cmax, pr.cost[std::size_t(q) * n * k + e]);
+    auto const expected = ref::solve_ot(pr.problem(q, 0.02 * cmax));
+    EXPECT_TRUE(swt::near_values({relative.value[q]}, {expected.dual},
+                                 rtol<T>(), 0.02 * cmax, "relative epsilon"));
+  }
+  o.epsilon_scaling = 0.7;
+  auto const annealed = solve(space, dev.points(), dev.marginals(), B, n, k, o);
+  EXPECT_TRUE(swt::near_values(annealed.value, relative.value, rtol<T>(), 0.01,
+                               "annealed"));
+  for (int q = 0; q < B; ++q) EXPECT_EQ(annealed.converged[q], 1);
+
+  // A nearby problem: move the target points a little.
+  o.epsilon_scaling = 0;
+  Problems moved = pr;
+  for (double& e : moved.y.v) e += rng.uniform(-1e-3, 1e-3);
+  swt::round_to<T>(moved.y);
+  recompute_cost(moved);
+  DeviceProblems<T, Space> dev2(space, moved);
+  auto const cold = solve(space, dev2.points(), dev2.marginals(), B, n, k, o);
+  o.warm_start = true;
+  auto const warm = solve(space, dev2.points(), dev2.marginals(), B, n, k, o,
+                          &relative.f, &relative.g);
+  for (int q = 0; q < B; ++q) {
+    EXPECT_EQ(warm.converged[q], 1);
+    EXPECT_LT(warm.iterations[q], cold.iterations[q]);
+  }
+  EXPECT_TRUE(swt::near_values(warm.value, cold.value, rtol<T>(), 0.01,
+                               "warm vs cold"));
+}
+
+// An iteration budget too small leaves converged = 0 and says so; a
+// problem of a batch that converges early stops there.
+TYPED_TEST(Sinkhorn, ConvergedIsHonest) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  auto const pr = random_problems<T>(rng, 2, 50, 40, 2, 1.0);
+  DeviceProblems<T, Space> dev(space, pr);
+  softwave::SinkhornOptions o;
+  o.epsilon = 0.01;
+  o.tolerance = tolerance<T>();
+  o.max_iterations = 3;
+  o.check_every = 1;
+  auto const s = solve(space, dev.points(), dev.marginals(), 2, 50, 40, o);
+  for (int q = 0; q < 2; ++q) {
+    EXPECT_EQ(s.converged[q], 0);
+    EXPECT_EQ(s.iterations[q], 3);
+    EXPECT_GT(s.errors[2 * q], tolerance<T>());
+  }
+  o.tolerance = 0;  // fixed iterations: never "converged" unless exact
+  o.max_iterations = 7;
+  auto const fixed = solve(space, dev.points(), dev.marginals(), 2, 50, 40, o);
+  for (int q = 0; q < 2; ++q) {
+    EXPECT_EQ(fixed.iterations[q], 7);
+    EXPECT_EQ(fixed.converged[q], 0);
+  }
+}
+
+// float32 at ε = 1e-4 of the cost scale: every output finite.
+TYPED_TEST(Sinkhorn, SmallEpsilonStaysFinite) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 2, n = 80, k = 70;
+  auto const pr = random_problems<T>(rng, B, n, k, 3, 1.0);
+  DeviceProblems<T, Space> dev(space, pr);
+  softwave::SinkhornOptions o;
+  o.epsilon = 1e-4;
+  o.epsilon_relative = true;
+  o.max_iterations = 300;
+  o.tolerance = 1e-3;
+  for (bool annealed : {false, true}) {
+    o.epsilon_scaling = annealed ? 0.5 : 0;
+    auto const s = solve(space, dev.points(), dev.marginals(), B, n, k, o);
+    for (auto const* v : {&s.f, &s.g, &s.value, &s.transport, &s.errors})
+      for (double e : *v) EXPECT_TRUE(std::isfinite(e)) << e;
+  }
+}
+
+// Gradients of the value against central differences of re-solved values.
+TYPED_TEST(Sinkhorn, GradientsMatchFiniteDifferences) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  if (!std::is_same_v<T, double>) GTEST_SKIP() << "float64 only (differences)";
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 2, n = 6, k = 5, d = 2;
+  for (double rho : {double(INFINITY), 0.7}) {
+    SCOPED_TRACE(::testing::Message() << "rho " << rho);
+    auto const pr = random_problems<T>(rng, B, n, k, d, 1.0);
+    softwave::SinkhornOptions o;
+    o.epsilon = 0.15;
+    o.rho_a = o.rho_b = rho;
+    o.tolerance = 1e-14;
+    o.max_iterations = 100000;
+    o.check_every = 5;
+    std::vector<double> go = {0.7, -1.3};
+    auto objective = [&](const Problems& p) {
+      DeviceProblems<T, Space> dv(space, p);
+      auto const s = solve(space, dv.points(), dv.marginals(), B, n, k, o);
+      return go[0] * s.value[0] + go[1] * s.value[1];
+    };
+    DeviceProblems<T, Space> dev(space, pr);
+    auto const s = solve(space, dev.points(), dev.marginals(), B, n, k, o);
+    softwave::SinkhornGradients<T, Space> grads;
+    grads.grad_x = V3<T, Space>("gx", B, n, d);
+    grads.grad_y = V3<T, Space>("gy", B, k, d);
+    grads.grad_a = V2<T, Space>("ga", B, n);
+    grads.grad_b = V2<T, Space>("gb", B, k);
+    grads.grad_output = swt::to_device<T>(space, go);
+    auto const f = to_device2<T, Space>(s.f, B, n);
+    auto const g = to_device2<T, Space>(s.g, B, k);
+    softwave::sinkhorn_gradients(space, dev.points(), dev.marginals(),
+                                 V2<const T, Space>(f), V2<const T, Space>(g),
+                                 grads, o);
+    double const h = 1e-5;
+    std::vector<double> fd_x, fd_y;
+    for (int q = 0; q < B; ++q)
+      for (int i = 0; i < n; ++i)
+        for (int c = 0; c < d; ++c) {
+          Problems p = pr, m = pr;
+          p.x(q, i, c) += h;
+          m.x(q, i, c) -= h;
+          fd_x.push_back((objective(p) - objective(m)) / (2 * h));
+        }
+    EXPECT_TRUE(swt::near_arrays(swt::to_host(grads.grad_x), fd_x, 1e-6, 1e-3,
+                                 "grad_x"));
+    for (int q = 0; q < B; ++q)
+      for (int j = 0; j < k; ++j)
+        for (int c = 0; c < d; ++c) {
+          Problems p = pr, m = pr;
+          p.y(q, j, c) += h;
+          m.y(q, j, c) -= h;
+          fd_y.push_back((objective(p) - objective(m)) / (2 * h));
+        }
+    EXPECT_TRUE(swt::near_arrays(swt::to_host(grads.grad_y), fd_y, 1e-6, 1e-3,
+                                 "grad_y"));
+    // Weights: balanced problems need equal masses, so move mass between two
+    // points (the directional derivative); relaxed ones take any direction.
+    auto const ga = swt::to_host(grads.grad_a);
+    auto const gb = swt::to_host(grads.grad_b);
+    for (int q = 0; q < B; ++q)
+      for (int i = 1; i < n; ++i) {
+        Problems p = pr, m = pr;
+        p.a[q * n + i] += h;
+        m.a[q * n + i] -= h;
+        if (std::isinf(rho)) {
+          p.a[q * n] -= h;
+          m.a[q * n] += h;
+        }
+        double const fd = (objective(p) - objective(m)) / (2 * h);
+        double const an = ga[q * n + i] - (std::isinf(rho) ? ga[q * n] : 0.0);
+        EXPECT_NEAR(an, fd, 1e-6 * std::max(1.0, std::fabs(fd)))
+            << "grad_a " << i;
+      }
+    for (int q = 0; q < B; ++q)
+      for (int j = 1; j < k; ++j) {
+        Problems p = pr, m = pr;
+        p.b[q * k + j] += h;
+        m.b[q * k + j] -= h;
+        if (std::isinf(rho)) {
+          p.b[q * k] -= h;
+          m.b[q * k] += h;
+        }
+        double const fd = (objective(p) - objective(m)) / (2 * h);
+        double const an = gb[q * k + j] - (std::isinf(rho) ? gb[q * k] : 0.0);
+        EXPECT_NEAR(an, fd, 1e-6 * std::max(1.0, std::fabs(fd)))
+            << "grad_b " << j;
+      }
+  }
+}
+
+// Low-rank factors and the cost matrix: gradients against differences too.
+TYPED_TEST(Sinkhorn, LowRankAndMatrixGradients) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  if (!std::is_same_v<T, double>) GTEST_SKIP() << "float64 only (differences)";
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 1, n = 5, k = 4, r = 3;
+  Batch p = swt::random_batch(rng, B, n, r),
+        q = swt::random_batch(rng, B, k, r);
+  std::vector<double> u(n), v(k), a(n, 1.0 / n), b(k, 1.0 / k);
+  for (double& e : u) e = rng.uniform(0, 1);
+  for (double& e : v) e = rng.uniform(0, 1);
+  softwave::SinkhornOptions o;
+  o.epsilon = 0.2;
+  o.tolerance = 1e-14;
+  o.max_iterations = 100000;
+  auto value = [&](const Batch& pp, const Batch& qq,
+                   const std::vector<double>& uu, const std::vector<double>& vv,
+                   Solved* out = nullptr) {
+    softwave::LowRankCost<T, Space> form{
+        to_device2<T, Space>(uu, B, n), to_device2<T, Space>(vv, B, k),
+        swt::to_device<T>(space, pp), swt::to_device<T>(space, qq)};
+    softwave::Marginals<T, Space> m{to_device2<T, Space>(a, B, n),
+                                    to_device2<T, Space>(b, B, k)};
+    auto const s = solve(space, form, m, B, n, k, o);
+    if (out) *out = s;
+    return s.value[0];
+  };
+  Solved s;
+  value(p, q, u, v, &s);
+  softwave::LowRankCost<T, Space> form{
+      to_device2<T, Space>(u, B, n), to_device2<T, Space>(v, B, k),
+      swt::to_device<T>(space, p), swt::to_device<T>(space, q)};
+  softwave::Marginals<T, Space> m{to_device2<T, Space>(a, B, n),
+                                  to_device2<T, Space>(b, B, k)};
+  softwave::SinkhornGradients<T, Space> grads;
+  grads.grad_p = V3<T, Space>("gp", B, n, r);
+  grads.grad_q = V3<T, Space>("gq", B, k, r);
+  grads.grad_u = V2<T, Space>("gu", B, n);
+  grads.grad_v = V2<T, Space>("gv", B, k);
+  auto const f = to_device2<T, Space>(s.f, B, n);
+  auto const g = to_device2<T, Space>(s.g, B, k);
+  softwave::sinkhorn_gradients(space, form, m, V2<const T, Space>(f),
+                               V2<const T, Space>(g), grads, o);
+  double const h = 1e-5;
+  std::vector<double> fd;
+  for (std::size_t e = 0; e < p.v.size(); ++e) {
+    Batch pp = p, pm = p;
+    pp.v[e] += h;
+    pm.v[e] -= h;
+    fd.push_back((value(pp, q, u, v) - value(pm, q, u, v)) / (2 * h));
+  }
+  EXPECT_TRUE(
+      swt::near_arrays(swt::to_host(grads.grad_p), fd, 1e-6, 1e-3, "grad_p"));
+  fd.clear();
+  for (std::size_t e = 0; e < q.v.size(); ++e) {
+    Batch qp = q, qm = q;
+    qp.v[e] += h;
+    qm.v[e] -= h;
+    fd.push_back((value(p, qp, u, v) - value(p, qm, u, v)) / (2 * h));
+  }
+  EXPECT_TRUE(
+      swt::near_arrays(swt::to_host(grads.grad_q), fd, 1e-6, 1e-3, "grad_q"));
+  fd.clear();
+  for (int i = 0; i < n; ++i) {
+    auto up = u, um = u;
+    up[i] += h;
+    um[i] -= h;
+    fd.push_back((value(p, q, up, v) - value(p, q, um, v)) / (2 * h));
+  }
+  EXPECT_TRUE(
+      swt::near_arrays(swt::to_host(grads.grad_u), fd, 1e-6, 1e-3, "grad_u"));
+  fd.clear();
+  for (int j = 0; j < k; ++j) {
+    auto vp = v, vm = v;
+    vp[j] += h;
+    vm[j] -= h;
+    fd.push_back((value(p, q, u, vp) - value(p, q, u, vm)) / (2 * h));
+  }
+  EXPECT_TRUE(
+      swt::near_arrays(swt::to_host(grads.grad_v), fd, 1e-6, 1e-3, "grad_v"));
+
+  // The cost matrix's gradient is the plan.
+  auto const pr = random_problems<T>(rng, 2, 9, 7, 2, 1.0);
+  DeviceProblems<T, Space> dev(space, pr);
+  auto const sm = solve(space, dev.matrix(), dev.marginals(), 2, 9, 7, o);
+  softwave::SinkhornGradients<T, Space> gm;
+  gm.grad_cost = V3<T, Space>("gc", 2, 9, 7);
+  auto const fm = to_device2<T, Space>(sm.f, 2, 9);
+  auto const gg = to_device2<T, Space>(sm.g, 2, 7);
+  softwave::sinkhorn_gradients(space, dev.matrix(), dev.marginals(),
+                               V2<const T, Space>(fm), V2<const T, Space>(gg),
+                               gm, o);
+  auto const plan =
+      dense_plan(space, dev.matrix(), dev.marginals(), sm, 2, 9, 7, o);
+  EXPECT_TRUE(swt::near_arrays(swt::to_host(gm.grad_cost), plan, 1e-12, 0.0,
+                               "grad_cost"));
+}
+
+// The plan's queries against the dense plan.
+TYPED_TEST(Sinkhorn, PlanQueriesMatchDensePlan) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 2, n = 37, k = 300, m = 11;
+  auto const pr = random_problems<T>(rng, B, n, k, 3, 0.5);
+  DeviceProblems<T, Space> dev(space, pr);
+  softwave::SinkhornOptions o;
+  o.epsilon = 0.05;
+  o.tolerance = tolerance<T>();
+  o.max_iterations = 20000;
+  auto const s = solve(space, dev.points(), dev.marginals(), B, n, k, o);
+  auto const plan =
+      dense_plan(space, dev.points(), dev.marginals(), s, B, n, k, o);
+  Batch vv = swt::random_batch(rng, B, k, m, -1, 1),
+        uu = swt::random_batch(rng, B, n, m, -1, 1);
+  swt::round_to<T>(vv);
+  swt::round_to<T>(uu);
+  softwave::PlanQueries<T, Space> qs;
+  qs.v = swt::to_device<T>(space, vv);
+  qs.plan_v = V3<T, Space>("pv", B, n, m);
+  qs.u = swt::to_device<T>(space, uu);
+  qs.plan_t_u = V3<T, Space>("ptu", B, k, m);
+  qs.row_argmax = V2<int, Space>("argmax", B, n);
+  int const draws = 64;
+  qs.row_samples = V3<int, Space>("samples", B, n, draws);
+  qs.seed = rng.engine();
+  auto const f = to_device2<T, Space>(s.f, B, n);
+  auto const g = to_device2<T, Space>(s.g, B, k);
+  softwave::sinkhorn_plan_queries(space, dev.points(), dev.marginals(),
+                                  V2<const T, Space>(f), V2<const T, Space>(g),
+                                  qs, o);
+  std::vector<double> pv(std::size_t(B) * n * m, 0),
+      ptu(std::size_t(B) * k * m, 0);
+  std::vector<double> argmax(std::size_t(B) * n);
+  for (int q = 0; q < B; ++q)
+    for (int i = 0; i < n; ++i) {
+      double best = -1;
+      for (int j = 0; j < k; ++j) {
+        double const pij = plan[(std::size_t(q) * n + i) * k + j];
+        if (pij > best) best = pij, argmax[q * n + i] = j;
+        for (int c = 0; c < m; ++c) {
+          pv[(std::size_t(q) * n + i) * m + c] += pij * vv(q, j, c);
+          ptu[(std::size_t(q) * k + j) * m + c] += pij * uu(q, i, c);
+        }
+      }
+    }
+  EXPECT_TRUE(
+      swt::near_arrays(swt::to_host(qs.plan_v), pv, rtol<T>(), 0.0, "plan_v"));
+  EXPECT_TRUE(swt::near_arrays(swt::to_host(qs.plan_t_u), ptu, rtol<T>(), 0.0,
+                               "plan_t_u"));
+  auto const am = swt::to_host(qs.row_argmax);
+  int mismatched = 0;
+  for (std::size_t e = 0; e < am.size(); ++e) mismatched += am[e] != argmax[e];
+  // float may swap near-ties; double never.
+  EXPECT_LE(mismatched, (std::is_same_v<T, double> ? 0 : 2));
+
+  // Samples: within range, repeatable by seed, and distributed as the rows
+  // of π (the mean of the sampled v's matches (πV)_i / (π1)_i).
+  auto const samples = swt::to_host(qs.row_samples);
+  softwave::sinkhorn_plan_queries(space, dev.points(), dev.marginals(),
+                                  V2<const T, Space>(f), V2<const T, Space>(g),
+                                  qs, o);
+  EXPECT_EQ(swt::to_host(qs.row_samples), samples);
+  double worst = 0;
+  for (int q = 0; q < B; ++q)
+    for (int i = 0; i < n; ++i) {
+      double mass = 0, mean = 0, second = 0, sampled = 0;
+      for (int j = 0; j < k; ++j) {
+        double const pij = plan[(std::size_t(q) * n + i) * k + j];
+        mass += pij;
+        mean += pij * vv(q, j, 0);
+        second += pij * vv(q, j, 0) * vv(q, j, 0);
+      }
+      mean /= mass;
+      double const sd = std::sqrt(std::max(second / mass - mean * mean, 1e-12));
+      for (int s2 = 0; s2 < draws; ++s2) {
+        int const j = int(samples[(std::size_t(q) * n + i) * draws + s2]);
+        ASSERT_GE(j, 0);
+        ASSERT_LT(j, k);
+        sampled += vv(q, j, 0);
+      }
+      worst = std::max(
+          worst, std::fabs(sampled / draws - mean) / (sd / std::sqrt(draws)));
+    }
+  EXPECT_LT(worst, 5.0) << "largest sampled-mean deviation in standard errors";
+}
+
+// S_ε ≥ 0, = 0 for equal clouds; its gradients against differences.
+TYPED_TEST(Sinkhorn, DivergenceIsZeroOnEqualCloudsAndDifferentiable) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 2, n = 7, k = 6, d = 2;
+  for (double rho : {double(INFINITY), 1.5}) {
+    SCOPED_TRACE(::testing::Message() << "rho " << rho);
+    auto const pr =
+        random_problems<T>(rng, B, n, k, d, 0.5, std::isinf(rho) ? 1.0 : 1.4);
+    softwave::SinkhornOptions o;
+    o.epsilon = 0.1;
+    o.rho_a = o.rho_b = rho;
+    o.tolerance = tolerance<T>();
+    o.max_iterations = 100000;
+    auto divergence = [&](const Problems& p,
+                          softwave::SinkhornGradients<T, Space>* gr) {
+      DeviceProblems<T, Space> dv(space, p);
+      V1<T, Space> values("values", B);
+      V1<int, Space> converged("converged", B);
+      softwave::sinkhorn_divergence(space, dv.points(), dv.marginals(), values,
+                                    gr, o, converged);
+      for (double c : swt::to_host(converged)) EXPECT_EQ(c, 1);
+      return swt::to_host(values);
+    };
+    auto const values = divergence(pr, nullptr);
+    for (double v : values) EXPECT_GT(v, 0);
+    Problems same = pr;
+    same.k = n;
+    same.y = pr.x;
+    same.b = pr.a;
+    recompute_cost(same);
+    for (double v : divergence(same, nullptr))
+      EXPECT_NEAR(v, 0, (std::is_same_v<T, double> ? 1e-10 : 1e-5));
+    if (!std::is_same_v<T, double>) continue;
+    softwave::SinkhornGradients<T, Space> grads;
+    grads.grad_x = V3<T, Space>("gx", B, n, d);
+    grads.grad_y = V3<T, Space>("gy", B, k, d);
+    grads.grad_a = V2<T, Space>("ga", B, n);
+    grads.grad_b = V2<T, Space>("gb", B, k);
+    divergence(pr, &grads);
+    auto const gx = swt::to_host(grads.grad_x), gb = swt::to_host(grads.grad_b);
+    double const h = 1e-5;
+    for (int q = 0; q < B; ++q)
+      for (int i = 0; i < n; ++i)
+        for (int c = 0; c < d; ++c) {
+          Problems p = pr, m = pr;
+          p.x(q, i, c) += h;
+          m.x(q, i, c) -= h;
+          double const fd =
+              (divergence(p, nullptr)[q] - divergence(m, nullptr)[q]) / (2 * h);
+          EXPECT_NEAR(gx[(std::size_t(q) * n + i) * d + c], fd, 1e-6)
+              << "grad_x";
+        }
+    for (int q = 0; q < B; ++q)
+      for (int j = 1; j < k; ++j) {
+        Problems p = pr, m = pr;
+        p.b[q * k + j] += h;
+        m.b[q * k + j] -= h;
+        if (std::isinf(rho)) {
+          p.b[q * k] -= h;
+          m.b[q * k] += h;
+        }
+        double const fd =
+            (divergence(p, nullptr)[q] - divergence(m, nullptr)[q]) / (2 * h);
+        double const an = gb[q * k + j] - (std::isinf(rho) ? gb[q * k] : 0.0);
+        EXPECT_NEAR(an, fd, 1e-6) << "grad_b " << j;
+      }
+  }
+}
+
+TYPED_TEST(Sinkhorn, BadInputNamesTheArgument) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  auto pr = random_problems<T>(rng, 2, 5, 4, 2, 1.0);
+  DeviceProblems<T, Space> dev(space, pr);
+  softwave::SinkhornResult<T, Space> r;
+  r.f = V2<T, Space>("f", 2, 5);
+  r.g = V2<T, Space>("g", 2, 4);
+  auto call = [&](auto form, auto m, const softwave::SinkhornOptions& o) {
+    return [=]() { softwave::sinkhorn(space, form, m, r, o); };
+  };
+  softwave::SinkhornOptions o;
+  auto const m = dev.marginals();
+  for (double eps : {0.0, -1.0, double(NAN), double(INFINITY)}) {
+    o.epsilon = eps;
+    EXPECT_TRUE(swt::throws_naming("epsilon", call(dev.points(), m, o)));
+  }
+  o = {};
+  o.rho_a = 0;
+  EXPECT_TRUE(swt::throws_naming("rho_a", call(dev.points(), m, o)));
+  o = {};
+  o.max_iterations = 0;
+  EXPECT_TRUE(swt::throws_naming("max_iterations", call(dev.points(), m, o)));
+  o = {};
+  o.epsilon_scaling = 1;
+  EXPECT_TRUE(swt::throws_naming("epsilon_scaling", call(dev.points(), m, o)));
+  o = {};
+  // Shapes.
+  softwave::PointClouds<T, Space> wrong_d{dev.x, V3<T, Space>("y3", 2, 4, 3)};
+  EXPECT_TRUE(swt::throws_naming("y", call(wrong_d, m, o)));
+  softwave::Marginals<T, Space> wrong_a{V2<T, Space>("a", 2, 6), dev.b};
+  EXPECT_TRUE(swt::throws_naming("a", call(dev.points(), wrong_a, o)));
+  softwave::SinkhornResult<T, Space> bad_f = r;
+  bad_f.f = V2<T, Space>("f", 2, 4);
+  EXPECT_TRUE(swt::throws_naming(
+      "f", [&]() { softwave::sinkhorn(space, dev.points(), m, bad_f, o); }));
+  // Data: negative or non-finite weights, zero mass, non-finite points/costs.
+  auto with = [&](std::vector<double> values, int rows, int cols) {
+    return to_device2<T, Space>(values, rows, cols);
+  };
+  auto a_bad = pr.a;
+  a_bad[3] = -0.1;
+  EXPECT_TRUE(swt::throws_naming(
+      "a", call(dev.points(),
+                softwave::Marginals<T, Space>{with(a_bad, 2, 5), dev.b}, o)));
+  auto b_zero = pr.b;
+  for (int j = 0; j < 4; ++j) b_zero[4 + j] = 0;
+  EXPECT_TRUE(swt::throws_naming(
+      "b", call(dev.points(),
+                softwave::Marginals<T, Space>{dev.a, with(b_zero, 2, 4)}, o)));
+  Batch xn = pr.x;
+  xn(1, 2, 1) = NAN;
+  softwave::PointClouds<T, Space> nan_x{swt::to_device<T>(space, xn), dev.y};
+  EXPECT_TRUE(swt::throws_naming("x", call(nan_x, m, o)));
+  Batch cn(2, 5, 4);
+  cn.v = pr.cost;
+  cn(0, 1, 1) = INFINITY;
+  softwave::CostMatrix<T, Space> inf_cost{swt::to_device<T>(space, cn)};
+  EXPECT_TRUE(swt::throws_naming("cost", call(inf_cost, m, o)));
+  // Gradients of another form's arguments.
+  softwave::SinkhornGradients<T, Space> grads;
+  grads.grad_cost = V3<T, Space>("gc", 2, 5, 4);
+  EXPECT_TRUE(swt::throws_naming("gradients", [&]() {
+    softwave::sinkhorn_gradients(space, dev.points(), m,
+                                 V2<const T, Space>(r.f),
+                                 V2<const T, Space>(r.g), grads, o);
+  }));
+}
+
+}  // namespace
