@@ -266,11 +266,14 @@ void check_against_reference(const Space& space, Rng& rng, int B, int n, int k,
           form == Form::low_rank && std::is_same_v<T, float> ? 10.0 : 1.0;
       EXPECT_TRUE(
           swt::near_arrays(got, e.plan, scale * rtol<T>(), 0.0, "plan"));
-      EXPECT_TRUE(swt::near_values({s.value[q]}, {e.dual}, scale * rtol<T>(),
-                                   eps, "value"));
-      EXPECT_TRUE(swt::near_values({e.dual}, {e.primal}, 1e-8, eps,
+      EXPECT_TRUE(swt::near_values(std::vector<double>{s.value[q]},
+                                   std::vector<double>{e.dual},
+                                   scale * rtol<T>(), eps, "value"));
+      EXPECT_TRUE(swt::near_values(std::vector<double>{e.dual},
+                                   std::vector<double>{e.primal}, 1e-8, eps,
                                    "reference dual vs primal"));
-      EXPECT_TRUE(swt::near_values({s.transport[q]}, {e.transport},
+      EXPECT_TRUE(swt::near_values(std::vector<double>{s.transport[q]},
+                                   std::vector<double>{e.transport},
                                    scale * rtol<T>(), eps, "transport"));
       EXPECT_EQ(s.converged[q], 1);
       EXPECT_GE(s.iterations[q], 1);
@@ -329,8 +332,9 @@ TYPED_TEST(Sinkhorn, RelativeEpsilonAnnealingAndWarmStart) {
     for (int e = 0; e < n * k; ++e)
       cmax = std::max(cmax, pr.cost[std::size_t(q) * n * k + e]);
     auto const expected = ref::solve_ot(pr.problem(q, 0.02 * cmax));
-    EXPECT_TRUE(swt::near_values({relative.value[q]}, {expected.dual},
-                                 rtol<T>(), 0.02 * cmax, "relative epsilon"));
+    EXPECT_TRUE(swt::near_values(std::vector<double>{relative.value[q]},
+                                 std::vector<double>{expected.dual}, rtol<T>(),
+                                 0.02 * cmax, "relative epsilon"));
   }
   o.epsilon_scaling = 0.7;
   auto const annealed = solve(space, dev.points(), dev.marginals(), B, n, k, o);

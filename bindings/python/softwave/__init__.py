@@ -1,4 +1,5 @@
-"""softwave: differentiable sequence alignment (Soft-DTW) on CPUs and GPUs.
+"""softwave: differentiable sequence alignment (Soft-DTW) and optimal transport
+(Sinkhorn) on CPUs and GPUs.
 
 Front ends (imported on demand, so ``import softwave`` needs only NumPy):
 
@@ -8,6 +9,8 @@ Front ends (imported on demand, so ``import softwave`` needs only NumPy):
 - ``softwave.numpy``: plain functions returning values and gradients.
 - ``softwave.barycenter``: Soft-DTW barycenters of NumPy, torch or JAX data.
 - ``softwave.plot``: alignment and barycenter figures (needs matplotlib).
+- ``softwave.ot``: entropic optimal transport (log-domain Sinkhorn, the
+  Sinkhorn divergence, GeomLoss's ``SamplesLoss``) for NumPy and torch.
 
 The compiled core runs on Kokkos: OpenMP on CPUs, plus CUDA in a CUDA build
 (``softwave.default_space()`` says which).
@@ -45,7 +48,7 @@ def has_cuda() -> bool:
 
 def __getattr__(name):
     # Front ends load on first use: softwave.torch imports torch, and so on.
-    if name in ("torch", "jax", "numpy", "plot"):
+    if name in ("torch", "jax", "numpy", "plot", "ot"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -11,6 +11,7 @@
 #include <softwave/barycenter.hpp>
 #include <softwave/errors.hpp>
 #include <softwave/kokkos_compat.hpp>
+#include <softwave/sinkhorn.hpp>
 #include <softwave/softdtw.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -455,6 +456,187 @@ BarycenterResult barycenter(const Settings& settings,
              });
   return {report.iterations, report.evaluations, report.objective,
           report.converged};
+}
+
+namespace {
+
+SinkhornOptions sinkhorn_options_of(const OTSettings& s) {
+  SinkhornOptions o;
+  o.epsilon = s.epsilon;
+  o.epsilon_relative = s.epsilon_relative;
+  o.epsilon_scaling = s.epsilon_scaling;
+  o.rho_a = s.rho_a;
+  o.rho_b = s.rho_b;
+  o.max_iterations = s.max_iterations;
+  o.tolerance = s.tolerance;
+  o.check_every = s.check_every;
+  o.warm_start = s.warm_start;
+  o.check_values = s.check_values;
+  return o;
+}
+
+// The named array of a call, or an absent one.
+const Borrowed& array(const OTArrays& arrays, const char* name) {
+  static const Borrowed absent;
+  auto const found = arrays.find(name);
+  return found == arrays.end() ? absent : found->second;
+}
+
+// Runs run(form) with the call's cost form in Space's views of T.
+template <class Space, class T, class Run>
+void with_form(const OTArrays& arrays, const OTSettings& settings, Run&& run) {
+  auto const& cost = array(arrays, "cost");
+  auto const& p = array(arrays, "p");
+  if (cost.given()) {
+    check_rank(cost, 3, "(B, N, K)");
+    return run(CostMatrix<T, Space>{view3<const T, Space>(cost)});
+  }
+  if (p.given()) {
+    auto const &q = array(arrays, "q"), &u = array(arrays, "u"),
+               &v = array(arrays, "v");
+    check_rank(p, 3, "(B, N, r)");
+    check_rank(q, 3, "(B, K, r)");
+    check_rank(u, 2, "(B, N)");
+    check_rank(v, 2, "(B, K)");
+    if (!q.given()) throw_invalid_argument("q is required with p");
+    return run(LowRankCost<T, Space>{
+        view2<const T, Space>(u), view2<const T, Space>(v),
+        view3<const T, Space>(p), view3<const T, Space>(q)});
+  }
+  auto const &x = array(arrays, "x"), &y = array(arrays, "y");
+  check_rank(x, 3, "(B, N, d)");
+  check_rank(y, 3, "(B, K, d)");
+  if (!x.given() || !y.given())
+    throw_invalid_argument(
+        "give x and y (point clouds), cost (a cost matrix) or p and q (a "
+        "low-rank cost)");
+  return run(PointClouds<T, Space>{
+      view3<const T, Space>(x), view3<const T, Space>(y),
+      choice<PointCost>("cost", settings.cost,
+                        {{"sqeuclidean", PointCost::sqeuclidean},
+                         {"half_sqeuclidean", PointCost::half_sqeuclidean}})});
+}
+
+// One call of optimal_transport() on Space with float type T.
+template <class Space, class T>
+void run_optimal_transport(const Space& space, const std::string& operation,
+                           const OTSettings& settings,
+                           const SinkhornOptions& options,
+                           const OTArrays& arrays) {
+  auto const v1 = [&](const char* n) {
+    return view1<T, Space>(array(arrays, n));
+  };
+  auto const v2 = [&](const char* n) {
+    return view2<T, Space>(array(arrays, n));
+  };
+  auto const v3 = [&](const char* n) {
+    return view3<T, Space>(array(arrays, n));
+  };
+  auto const i1 = [&](const char* n) {
+    return view1<int, Space>(array(arrays, n));
+  };
+  Marginals<T, Space> const marginals{
+      view2<const T, Space>(array(arrays, "a")),
+      view2<const T, Space>(array(arrays, "b"))};
+  auto const f = view2<const T, Space>(array(arrays, "f"));
+  auto const g = view2<const T, Space>(array(arrays, "g"));
+  SinkhornGradients<T, Space> const grads{
+      v3("grad_x"),    v3("grad_y"),
+      v3("grad_cost"), v2("grad_u"),
+      v2("grad_v"),    v3("grad_p"),
+      v3("grad_q"),    v2("grad_a"),
+      v2("grad_b"),    view1<const T, Space>(array(arrays, "grad_output"))};
+  if (operation == "divergence") {
+    auto const& x = array(arrays, "x");
+    if (!x.given())
+      throw_invalid_argument("the Sinkhorn divergence takes point clouds x, y");
+    with_form<Space, T>(arrays, settings, [&](const auto& form) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(form)>,
+                                   PointClouds<T, Space>>) {
+        bool const backward = grads.grad_x.size() || grads.grad_y.size() ||
+                              grads.grad_a.size() || grads.grad_b.size();
+        impl::sinkhorn_divergence<Space, T>(
+            space, form, marginals, v1("values"), backward ? &grads : nullptr,
+            options, i1("converged"));
+      }
+    });
+    return;
+  }
+  with_form<Space, T>(arrays, settings, [&](const auto& form) {
+    using Form = std::decay_t<decltype(form)>;
+    if (operation == "solve") {
+      SinkhornResult<T, Space> const result{v2("f"),
+                                            v2("g"),
+                                            v1("value"),
+                                            v1("transport_cost"),
+                                            v2("marginal_error"),
+                                            i1("iterations"),
+                                            i1("converged")};
+      impl::sinkhorn<Space, T, Form>(space, form, marginals, result, options);
+    } else if (operation == "gradients") {
+      impl::sinkhorn_gradients<Space, T, Form>(space, form, marginals, f, g,
+                                               grads, options);
+    } else if (operation == "queries") {
+      PlanQueries<T, Space> queries;
+      queries.v = view3<const T, Space>(array(arrays, "v_apply"));
+      queries.plan_v = v3("plan_v");
+      queries.u = view3<const T, Space>(array(arrays, "u_apply"));
+      queries.plan_t_u = v3("plan_t_u");
+      queries.row_argmax = view2<int, Space>(array(arrays, "row_argmax"));
+      queries.row_samples = view3<int, Space>(array(arrays, "row_samples"));
+      queries.seed = settings.seed;
+      queries.plan = v3("plan");
+      impl::sinkhorn_plan_queries<Space, T, Form>(space, form, marginals, f, g,
+                                                  queries, options);
+    } else {
+      throw_invalid_argument(
+          "operation must be solve, gradients, queries "
+          "or divergence (got '",
+          operation, "')");
+    }
+  });
+}
+
+}  // namespace
+
+void optimal_transport(const std::string& operation, const OTSettings& settings,
+                       const OTArrays& arrays) {
+  const SinkhornOptions options = sinkhorn_options_of(settings);
+  // The first data array sets the space and the float type.
+  const Borrowed* first = nullptr;
+  for (const char* name : {"x", "cost", "p"})
+    if (array(arrays, name).given()) {
+      first = &array(arrays, name);
+      break;
+    }
+  if (!first)
+    throw_invalid_argument(
+        "give x and y (point clouds), cost (a cost matrix) or p and q (a "
+        "low-rank cost)");
+  std::vector<const Borrowed*> others, floats, ints;
+  for (const auto& [name, a] : arrays) {
+    if (&a == first || !a.given()) continue;
+    others.push_back(&a);
+    bool const integer = name == "iterations" || name == "converged" ||
+                         name == "row_argmax" || name == "row_samples";
+    (integer ? ints : floats).push_back(&a);
+  }
+  for (const Borrowed* a : ints) check_dtype(*a, DType::int32);
+  Settings space_settings;
+  space_settings.stream = settings.stream;
+  for (const Borrowed* a : others) check_same_device(*first, {a});
+  with_space(space_settings, *first, {}, Halves::refused,
+             [&](const auto& space, auto zero) {
+               using Space = std::decay_t<decltype(space)>;
+               using T = decltype(zero);
+               if constexpr (is_half_v<T>) {
+                 return;  // refused by with_space
+               } else {
+                 for (const Borrowed* a : floats) check_float<T>(*first, {a});
+                 run_optimal_transport<Space, T>(space, operation, settings,
+                                                 options, arrays);
+               }
+             });
 }
 
 void initialize() {

@@ -7,6 +7,7 @@
 // compiler even in CUDA builds.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,35 @@ BarycenterResult barycenter(const Settings& settings,
                             const BarycenterSettings& optimiser,
                             const Borrowed& X, const Borrowed& z,
                             const Borrowed& weights, const Borrowed& lengths);
+
+// Entropic optimal transport (softwave/sinkhorn.hpp). The options of one
+// call, as SinkhornOptions, plus the point cost, the samples' seed and the
+// CUDA stream.
+struct OTSettings {
+  double epsilon = 0.05;
+  bool epsilon_relative = false;
+  double epsilon_scaling = 0;
+  double rho_a = 1.0 / 0.0;
+  double rho_b = 1.0 / 0.0;
+  int max_iterations = 1000;
+  double tolerance = 1e-6;
+  int check_every = 10;
+  bool warm_start = false;
+  bool check_values = true;
+  std::string cost = "sqeuclidean";  // or half_sqeuclidean
+  std::uint64_t seed = 0;
+  std::uintptr_t stream = 0;
+};
+
+// The arrays of one call by their names in sinkhorn.hpp (x, y | cost | u,
+// v, p, q; a, b; f, g; value, transport_cost, marginal_error, iterations,
+// converged; grad_*; v_apply, plan_v, u_apply, plan_t_u, row_argmax,
+// row_samples, plan; values for the divergence). The cost form is the one
+// whose arrays are given. operation: "solve", "gradients", "queries" or
+// "divergence".
+using OTArrays = std::map<std::string, Borrowed>;
+void optimal_transport(const std::string& operation, const OTSettings& settings,
+                       const OTArrays& arrays);
 
 // Kokkos' lifetime: initialize() on import (a no-op when the host program
 // already did it), finalize() at interpreter exit.

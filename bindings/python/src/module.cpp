@@ -212,6 +212,56 @@ NB_MODULE(_core, m) {
 
   // [(name, platform, capsule)] of the XLA FFI handlers for
   // jax.ffi.register_ffi_target; empty in a build without jaxlib's headers.
+
+  m.def(
+      "optimal_transport",
+      [](const std::string& operation, nb::dict arrays, nb::dict settings) {
+        OTSettings s;
+        for (auto [key, value] : settings) {
+          std::string const name = nb::cast<std::string>(key);
+          if (name == "epsilon")
+            s.epsilon = nb::cast<double>(value);
+          else if (name == "epsilon_relative")
+            s.epsilon_relative = nb::cast<bool>(value);
+          else if (name == "epsilon_scaling")
+            s.epsilon_scaling = nb::cast<double>(value);
+          else if (name == "rho_a")
+            s.rho_a = nb::cast<double>(value);
+          else if (name == "rho_b")
+            s.rho_b = nb::cast<double>(value);
+          else if (name == "max_iterations")
+            s.max_iterations = nb::cast<int>(value);
+          else if (name == "tolerance")
+            s.tolerance = nb::cast<double>(value);
+          else if (name == "check_every")
+            s.check_every = nb::cast<int>(value);
+          else if (name == "warm_start")
+            s.warm_start = nb::cast<bool>(value);
+          else if (name == "check")
+            s.check_values = nb::cast<bool>(value);
+          else if (name == "cost")
+            s.cost = nb::cast<std::string>(value);
+          else if (name == "seed")
+            s.seed = nb::cast<std::uint64_t>(value);
+          else if (name == "stream")
+            s.stream = nb::cast<std::uintptr_t>(value);
+          else
+            throw std::invalid_argument("softwave: unknown setting '" + name +
+                                        "'");
+        }
+        OTArrays borrowed;
+        for (auto [key, value] : arrays) {
+          if (value.is_none()) continue;
+          std::string const name = nb::cast<std::string>(key);
+          auto const at = borrowed.emplace(name, Borrowed{}).first;
+          // The map's key outlives the call: Borrowed::name points into it.
+          at->second = borrow(at->first.c_str(), nb::cast<AnyArray>(value));
+        }
+        nb::gil_scoped_release release;
+        optimal_transport(operation, s, borrowed);
+      },
+      "operation"_a, "arrays"_a, "settings"_a);
+
   m.def("jax_ffi_targets", []() {
     nb::list targets;
 #ifdef SOFTWAVE_JAX_FFI

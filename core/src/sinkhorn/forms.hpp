@@ -15,8 +15,10 @@ namespace softwave::impl {
 
 // Rows owned by a team and columns per tile. On a GPU each thread owns one
 // row; on a host each team is one thread that owns `rows` rows, so a tile
-// is reused across them from cache.
-template <class Space>
+// is reused across them from cache. A GPU tile of a cost matrix holds
+// rows × columns values: 32 KiB in float and in double, within the 48 KiB
+// of team scratch every GPU has.
+template <class Space, class T>
 struct PassShape {
   static constexpr bool host =
       Kokkos::SpaceAccessibility<Kokkos::HostSpace,
@@ -24,7 +26,7 @@ struct PassShape {
   static constexpr int team_size = host ? 1 : 128;
   static constexpr int rows_per_thread = host ? 16 : 1;
   static constexpr int rows = team_size * rows_per_thread;
-  static constexpr int columns = host ? 256 : 64;
+  static constexpr int columns = host ? 256 : (sizeof(T) == 8 ? 32 : 64);
 };
 
 // C_ij = c·‖x_i − y_j‖². The tile holds the columns' coordinates; a row's
@@ -34,9 +36,9 @@ struct PointsForm {
   OTView3<const T, Space> x, y;
   T scale;  // c
 
-  std::int64_t batch() const { return x.extent(0); }
-  std::int64_t rows() const { return x.extent(1); }
-  std::int64_t columns() const { return y.extent(1); }
+  KOKKOS_INLINE_FUNCTION std::int64_t batch() const { return x.extent(0); }
+  KOKKOS_INLINE_FUNCTION std::int64_t rows() const { return x.extent(1); }
+  KOKKOS_INLINE_FUNCTION std::int64_t columns() const { return y.extent(1); }
   std::int64_t tile_values(int columns) const {
     return std::int64_t(columns) * std::int64_t(x.extent(2));
   }
@@ -79,9 +81,9 @@ struct LowRankForm {
   OTView2<const T, Space> u, v;
   OTView3<const T, Space> p, q;
 
-  std::int64_t batch() const { return p.extent(0); }
-  std::int64_t rows() const { return p.extent(1); }
-  std::int64_t columns() const { return q.extent(1); }
+  KOKKOS_INLINE_FUNCTION std::int64_t batch() const { return p.extent(0); }
+  KOKKOS_INLINE_FUNCTION std::int64_t rows() const { return p.extent(1); }
+  KOKKOS_INLINE_FUNCTION std::int64_t columns() const { return q.extent(1); }
   std::int64_t tile_values(int columns) const {
     return std::int64_t(columns) * std::int64_t(q.extent(2) + 1);
   }
@@ -123,11 +125,15 @@ struct MatrixForm {
   OTView3<const T, Space> c;  // (B, N, K)
   bool transpose = false;     // rows are c's columns
 
-  std::int64_t batch() const { return c.extent(0); }
-  std::int64_t rows() const { return transpose ? c.extent(2) : c.extent(1); }
-  std::int64_t columns() const { return transpose ? c.extent(1) : c.extent(2); }
+  KOKKOS_INLINE_FUNCTION std::int64_t batch() const { return c.extent(0); }
+  KOKKOS_INLINE_FUNCTION std::int64_t rows() const {
+    return transpose ? c.extent(2) : c.extent(1);
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t columns() const {
+    return transpose ? c.extent(1) : c.extent(2);
+  }
   std::int64_t tile_values(int columns) const {
-    return std::int64_t(columns) * PassShape<Space>::rows;
+    return std::int64_t(columns) * PassShape<Space, T>::rows;
   }
   MatrixForm transposed() const { return {c, !transpose}; }
 
@@ -135,7 +141,7 @@ struct MatrixForm {
   KOKKOS_INLINE_FUNCTION void load_tile(const Member& team, std::int64_t b,
                                         std::int64_t i0, std::int64_t j0, int w,
                                         T* tile) const {
-    constexpr int R = PassShape<Space>::rows;
+    constexpr int R = PassShape<Space, T>::rows;
     std::int64_t const n = rows();
     int const h = n - i0 < R ? int(n - i0) : R;
     if (!transpose) {

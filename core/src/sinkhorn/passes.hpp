@@ -59,7 +59,7 @@ template <class Space, class T, class Form, class Visitor>
 void tiled_pass(const Space& space, const std::string& label, const Form& form,
                 const ColumnSide<T, Space>& columns,
                 const EpsilonAt<T, Space>& epsilon, const Visitor& visitor) {
-  using Shape = PassShape<Space>;
+  using Shape = PassShape<Space, T>;
   using Policy = Kokkos::TeamPolicy<Space>;
   using Member = typename Policy::member_type;
   constexpr int R = Shape::rows, W = Shape::columns, TS = Shape::team_size,
@@ -117,12 +117,11 @@ void tiled_pass(const Space& space, const std::string& label, const Form& form,
           std::int64_t const i = i0 + t + r * TS;
           if (i < n) visitor.finish(b, i, state[r], eps, sums);
         }
-        if constexpr (S > 0) {
-          for (int e = 0; e < S; ++e) {
-            double total = sums[e];
-            if constexpr (TS > 1) team.team_reduce(Kokkos::Sum<double>(total));
-            if (t == 0) Kokkos::atomic_add(&visitor.totals(b, e), total);
-          }
+        // (plain ifs: nvcc refuses captures first made inside if constexpr)
+        for (int e = 0; e < S; ++e) {
+          double total = sums[e];
+          if (TS > 1) team.team_reduce(Kokkos::Sum<double>(total));
+          if (t == 0) Kokkos::atomic_add(&visitor.totals(b, e), total);
         }
       });
 }

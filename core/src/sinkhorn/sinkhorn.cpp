@@ -61,7 +61,19 @@ void check_options(const SinkhornOptions& o) {
     throw_invalid_argument("tolerance must not be NaN");
 }
 
-// Every value of v finite (any rank up to 3).
+// Element (q / e1, q % e1, k) of a view of rank 1 to 3, read as a double.
+template <class View>
+KOKKOS_INLINE_FUNCTION double element(const View& v, std::int64_t q,
+                                      std::int64_t e1, std::int64_t k) {
+  if constexpr (View::rank == 1)
+    return v(q);
+  else if constexpr (View::rank == 2)
+    return v(q / e1, q % e1);
+  else
+    return v(q / e1, q % e1, k);
+}
+
+// Every value of v finite.
 template <class Space, class View>
 void check_finite(DataChecks<Space>& checks, const View& v, const char* name) {
   if (v.size() == 0) return;
@@ -73,16 +85,8 @@ void check_finite(DataChecks<Space>& checks, const View& v, const char* name) {
       std::string("softwave::sinkhorn::check_finite"),
       KOKKOS_LAMBDA(std::int64_t q) {
         std::int64_t bad = 0;
-        for (std::int64_t k = 0; k < e2; ++k) {
-          double value;
-          if constexpr (View::rank == 1)
-            value = data(q);
-          else if constexpr (View::rank == 2)
-            value = data(q / e1, q % e1);
-          else
-            value = data(q / e1, q % e1, k);
-          if (!compat::isfinite(value)) ++bad;
-        }
+        for (std::int64_t k = 0; k < e2; ++k)
+          if (!compat::isfinite(element(data, q, e1, k))) ++bad;
         return bad;
       });
 }
@@ -537,11 +541,53 @@ void side_gradients(const Space& space, const Form& form,
 
 }  // namespace
 
+namespace {
+
+// f ← ½ (f + g) where g = T(f) is the update of a symmetric problem (the
+// same points and weights on both sides), adding Σ_i a_i |exp((f_i −
+// g_i)/ε) − 1| to residual(b) when `measure`.
+template <class Space, class T>
+void symmetric_average(const Space& space, const OTView2<T, Space>& f,
+                       same_t<OTView2<const T, Space>> g,
+                       same_t<OTView2<const T, Space>> log_a,
+                       const EpsilonAt<T, Space>& eps,
+                       const Totals<Space>& residual, bool measure) {
+  using Policy = Kokkos::TeamPolicy<Space>;
+  std::int64_t const n = f.extent(1);
+  Kokkos::parallel_for(
+      "softwave::sinkhorn::symmetric_average",
+      Policy(space, f.extent(0), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
+        std::int64_t const b = team.league_rank();
+        double const e = eps(b);
+        double total = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, n),
+            [&](std::int64_t i, double& sum) {
+              double const fi = f(b, i), gi = g(b, i);
+              if (measure && log_a(b, i) > -INFINITY)
+                sum += compat::exp(double(log_a(b, i))) *
+                       compat::fabs(compat::expm1((fi - gi) / e));
+              f(b, i) = T(0.5 * (fi + gi));
+            },
+            total);
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          if (measure) residual(b, 0) += total;
+        });
+      });
+}
+
+}  // namespace
+
+// The solver. symmetric: the two sides are the same points and weights
+// (OT(a, a) of the divergence), solved by the averaged update
+// f ← ½ (f + T(f)), which converges where alternating updates crawl, and
+// returned with g = f.
 template <class Space, class T, class PublicForm>
-void sinkhorn(const Space& space, const PublicForm& public_form,
-              const Marginals<T, Space>& marginals,
-              const SinkhornResult<T, Space>& result,
-              const SinkhornOptions& options) {
+void solve(const Space& space, const PublicForm& public_form,
+           const Marginals<T, Space>& marginals,
+           const SinkhornResult<T, Space>& result,
+           const SinkhornOptions& options, bool symmetric) {
   DataChecks<Space> checks(space, options.check_values, "sinkhorn");
   auto const [B, N, K] =
       prepare(space, public_form, marginals, options, checks);
@@ -603,10 +649,17 @@ void sinkhorn(const Space& space, const PublicForm& public_form,
                    ((it - eps.annealing) % options.check_every == 0 ||
                     it == options.max_iterations);
     if (rows.measure) Kokkos::deep_copy(space, residual.view, 0.0);
-    tiled_pass(space, "update_rows", form,
-               ColumnSide<T, Space>{result.g, w.log_b.view}, at, rows);
-    tiled_pass(space, "update_columns", transposed,
-               ColumnSide<T, Space>{result.f, w.log_a.view}, at, columns);
+    if (symmetric) {
+      tiled_pass(space, "update_columns", transposed,
+                 ColumnSide<T, Space>{result.f, w.log_a.view}, at, columns);
+      symmetric_average(space, result.f, result.g, w.log_a.view, at,
+                        residual.view, rows.measure);
+    } else {
+      tiled_pass(space, "update_rows", form,
+                 ColumnSide<T, Space>{result.g, w.log_b.view}, at, rows);
+      tiled_pass(space, "update_columns", transposed,
+                 ColumnSide<T, Space>{result.f, w.log_a.view}, at, columns);
+    }
     if (!rows.measure) continue;
     Kokkos::deep_copy(space, host_residual, residual.view);
     space.fence();
@@ -624,6 +677,7 @@ void sinkhorn(const Space& space, const PublicForm& public_form,
       Kokkos::deep_copy(space, mask, host_mask_view);
   }
 
+  if (symmetric) Kokkos::deep_copy(space, result.g, result.f);
   auto const final_eps = eps.at(eps.annealing + 1, options.epsilon_scaling);
   auto const m =
       measure(space, form, w, result.f, result.g, final_eps, options);
@@ -760,6 +814,14 @@ void gradient_terms(
 }
 
 }  // namespace
+
+template <class Space, class T, class PublicForm>
+void sinkhorn(const Space& space, const PublicForm& form,
+              const Marginals<T, Space>& marginals,
+              const SinkhornResult<T, Space>& result,
+              const SinkhornOptions& options) {
+  solve(space, form, marginals, result, options, /*symmetric=*/false);
+}
 
 template <class Space, class T, class PublicForm>
 void sinkhorn_gradients(const Space& space, const PublicForm& public_form,
@@ -904,8 +966,8 @@ void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
 
   // The three problems: (x, y), (x, x) and (y, y), each solved as usual;
   // their potentials are kept for the gradients.
-  SinkhornOptions solve = options;
-  solve.check_values = false;  // checked above
+  SinkhornOptions solve_options = options;
+  solve_options.check_values = false;  // checked above
   struct Part {
     PointClouds<T, Space> clouds;
     Marginals<T, Space> marginals;
@@ -935,8 +997,8 @@ void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
     result.g = part.g.view;
     result.value = part.value.view;
     result.converged = part.converged.view;
-    impl::sinkhorn<Space, T, PointClouds<T, Space>>(
-        space, part.clouds, part.marginals, result, solve);
+    solve(space, part.clouds, part.marginals, result, solve_options,
+          /*symmetric=*/&part != &parts[0]);
   }
   auto const w = weights(space, marginals, B, N, K);
   auto const mass_a = w.mass_a.view, mass_b = w.mass_b.view;

@@ -1,0 +1,483 @@
+"""Optimal transport: log-domain Sinkhorn for NumPy arrays and torch tensors.
+
+Between point clouds (costs formed on the fly, never stored), a cost matrix,
+or a low-rank cost ``C = u 1ᵀ + 1 vᵀ − P Qᵀ``; balanced, semi-relaxed or
+unbalanced (KL penalties ``rho_a``, ``rho_b``); ε given, relative to the
+cost scale, or annealed; one problem or a batch of B problems in one call.
+torch tensors stay where they are (CPU, or CUDA in a CUDA build) and CUDA
+work runs on the current stream; ``value`` and the divergence carry autograd
+to the points, weights, cost matrix and factors (envelope theorem: nothing is
+differentiated through the iterations).
+
+Example::
+
+    import torch, softwave.ot as ot
+    x = torch.randn(10000, 3, device="cuda", requires_grad=True)
+    y = torch.randn(12000, 3, device="cuda")
+    r = ot.sinkhorn(x, y, epsilon=0.01)
+    r.value.backward()                  # ∇x in x.grad
+    print(r.converged, r.iterations, r.marginal_error)
+    matches = r.row_argmax()            # without forming the plan
+
+``SamplesLoss`` takes GeomLoss's arguments, so ``from softwave.ot import
+SamplesLoss`` replaces ``from geomloss import SamplesLoss`` for the Sinkhorn
+loss with p = 2.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["sinkhorn", "sinkhorn_divergence", "SinkhornResult", "SamplesLoss"]
+
+_POINT_COSTS = ("sqeuclidean", "half_sqeuclidean")
+
+
+def _is_torch(a) -> bool:
+    return type(a).__module__.startswith("torch")
+
+
+class _Frame:
+    """The array framework of one call: allocation, contiguity, streams."""
+
+    def __init__(self, like):
+        self.torch = _is_torch(like)
+        self.like = like
+        if self.torch:
+            import torch
+
+            self.t = torch
+            if not like.dtype.is_floating_point or like.dtype not in (torch.float32, torch.float64):
+                raise TypeError(f"softwave: the data must be float32 or float64 (got {like.dtype})")
+            self.dtype = like.dtype
+            self.device = like.device
+        else:
+            a = np.asarray(like)
+            self.dtype = a.dtype if a.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+
+    def array(self, name, a):
+        if a is None:
+            return None
+        if self.torch:
+            t = self.t
+            if not isinstance(a, t.Tensor):
+                a = t.as_tensor(a, dtype=self.dtype, device=self.device)
+            if a.device != self.device:
+                raise ValueError(f"softwave: {name} is on {a.device} but the data are on {self.device}")
+            if a.dtype != self.dtype:
+                raise TypeError(f"softwave: {name} is {a.dtype} but the data are {self.dtype}")
+            return a.detach().contiguous()
+        a = np.asarray(a)
+        if a.dtype.kind not in "fiub":
+            raise TypeError(f"softwave: {name} must be a real array (got dtype {a.dtype})")
+        return np.ascontiguousarray(a, dtype=self.dtype)
+
+    def empty(self, shape, integer=False):
+        if self.torch:
+            dtype = self.t.int32 if integer else self.dtype
+            return self.t.empty(tuple(shape), dtype=dtype, device=self.device)
+        return np.empty(tuple(shape), dtype=np.int32 if integer else self.dtype)
+
+    def zeros(self, shape):
+        z = self.empty(shape)
+        z[...] = 0
+        return z
+
+    def stream(self) -> int:
+        if self.torch and self.device.type == "cuda":
+            return int(self.t.cuda.current_stream(self.device).cuda_stream)
+        return 0
+
+    def default_check(self) -> bool:
+        # A data check fences the device: off by default on CUDA, as the
+        # Soft-DTW front end does.
+        return not (self.torch and self.device.type == "cuda")
+
+
+def _positive(name, value, allow_inf=False):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"softwave: {name} must be a real number (got {type(value).__name__})")
+    value = float(value)
+    if not (value > 0) or (math.isinf(value) and not allow_inf):
+        raise ValueError(f"softwave: {name} must be {'> 0' if allow_inf else 'finite and > 0'} (got {value})")
+    return value
+
+
+def _settings(frame, *, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, rho_b,
+              max_iterations, tolerance, check_every, cost, check_inputs):
+    if rho is not None:
+        if rho_a is not None or rho_b is not None:
+            raise ValueError("softwave: give rho, or rho_a and rho_b, not both")
+        rho_a = rho_b = rho
+    if cost not in _POINT_COSTS:
+        raise ValueError(f"softwave: cost must be one of {', '.join(_POINT_COSTS)} (got {cost!r})")
+    return {
+        "epsilon": _positive("epsilon", epsilon),
+        "epsilon_relative": bool(epsilon_relative),
+        "epsilon_scaling": float(epsilon_scaling),
+        "rho_a": math.inf if rho_a is None else _positive("rho_a", rho_a, allow_inf=True),
+        "rho_b": math.inf if rho_b is None else _positive("rho_b", rho_b, allow_inf=True),
+        "max_iterations": int(max_iterations),
+        "tolerance": float(tolerance),
+        "check_every": int(check_every),
+        "cost": cost,
+        "check": frame.default_check() if check_inputs is None else bool(check_inputs),
+        "stream": frame.stream(),
+    }
+
+
+def _batched(name, a, rank):
+    """a with a leading batch axis (rank = the batched rank); whether it had one."""
+    if a is None:
+        return None, None
+    if a.ndim == rank:
+        return a, True
+    if a.ndim == rank - 1:
+        return a.reshape((1,) + tuple(a.shape)), False
+    shape = "(B, " + ", ".join("NKd"[: rank - 1]) + ")"
+    raise ValueError(f"softwave: {name} must have {rank - 1} or {rank} dimensions {shape} (got shape {tuple(a.shape)})")
+
+
+@dataclass
+class _Problem:
+    """What a result needs to answer questions about its plan."""
+
+    frame: Any
+    arrays: dict  # the cost form's arrays and the weights, batched
+    settings: dict
+    batched: bool
+    sizes: Tuple[int, int, int]  # B, N, K
+
+
+def _problem(x, y, a, b, cost_matrix, factors, settings_kw) -> _Problem:
+    given = [name for name, v in (("x, y", x), ("cost_matrix", cost_matrix), ("factors", factors)) if v is not None]
+    if len(given) != 1:
+        raise ValueError("softwave: give point clouds x and y, a cost_matrix, or factors (u, v, p, q); exactly one")
+    if x is not None and y is None:
+        raise ValueError("softwave: y is required with x")
+    first = x if x is not None else cost_matrix if cost_matrix is not None else factors[2]
+    frame = _Frame(first)
+    arrays = {}
+    if x is not None:
+        X, batched = _batched("x", frame.array("x", x), 3)
+        Y, ybatched = _batched("y", frame.array("y", y), 3)
+        if batched != ybatched:
+            raise ValueError("softwave: x and y must both be batched (B, N, d) or both single (N, d)")
+        arrays.update(x=X, y=Y)
+        sizes = (X.shape[0], X.shape[1], Y.shape[1])
+    elif cost_matrix is not None:
+        C, batched = _batched("cost_matrix", frame.array("cost_matrix", cost_matrix), 3)
+        arrays["cost"] = C
+        sizes = tuple(C.shape)
+    else:
+        if len(factors) != 4:
+            raise ValueError("softwave: factors must be (u, v, p, q); u and v may be None")
+        u, v, p, q = (frame.array(n, f) for n, f in zip("uvpq", factors))
+        P, batched = _batched("p", p, 3)
+        Q, _ = _batched("q", q, 3)
+        arrays.update(p=P, q=Q)
+        if u is not None:
+            arrays["u"] = _batched("u", u, 2)[0]
+        if v is not None:
+            arrays["v"] = _batched("v", v, 2)[0]
+        sizes = (P.shape[0], P.shape[1], Q.shape[1])
+    if a is not None:
+        arrays["a"] = _batched("a", frame.array("a", a), 2)[0]
+    if b is not None:
+        arrays["b"] = _batched("b", frame.array("b", b), 2)[0]
+    return _Problem(frame, arrays, _settings(frame, **settings_kw), batched, sizes)
+
+
+def _unbatch(problem, a):
+    return a if problem.batched or a is None else a[0]
+
+
+@dataclass
+class SinkhornResult:
+    """Potentials and diagnostics of solved problems (leading B axis when
+    the inputs had one). ``value`` is the dual objective, equal to OT_ε at
+    convergence; ``converged`` holds only where both residuals met the
+    tolerance, recomputed from the returned potentials."""
+
+    f: Any
+    g: Any
+    value: Any
+    transport_cost: Any
+    marginal_error: Any  # (…, 2): ‖π1 − a‖₁, ‖πᵀ1 − b‖₁
+    iterations: Any
+    converged: Any
+    _problem: Any = field(default=None, repr=False)
+    _f: Any = field(default=None, repr=False)  # batched, detached
+    _g: Any = field(default=None, repr=False)
+
+    def _queries(self, seed=0, **outputs):
+        pr = self._problem
+        arrays = dict(pr.arrays, f=self._f, g=self._g, **outputs)
+        _core.optimal_transport("queries", arrays, dict(pr.settings, seed=int(seed)))
+
+    def plan(self):
+        """The dense plan π (…, N, K): memory N·K, only on request."""
+        B, N, K = self._problem.sizes
+        out = self._problem.frame.empty((B, N, K))
+        self._queries(plan=out)
+        return _unbatch(self._problem, out)
+
+    def apply(self, v):
+        """π V for V (…, K, m) or (…, K): (…, N, m), without forming π."""
+        return self._apply(v, transpose=False)
+
+    def apply_transpose(self, u):
+        """πᵀ U for U (…, N, m) or (…, N): (…, K, m), without forming π."""
+        return self._apply(u, transpose=True)
+
+    def _apply(self, z, transpose):
+        pr = self._problem
+        B, N, K = pr.sizes
+        rows, cols = (K, N) if transpose else (N, K)
+        z = pr.frame.array("u" if transpose else "v", z)
+        vector = z.ndim == (2 if pr.batched else 1)
+        if vector:
+            z = z.reshape(tuple(z.shape) + (1,))
+        if not pr.batched:
+            z = z.reshape((1,) + tuple(z.shape))
+        out = pr.frame.empty((B, rows, z.shape[2]))
+        if transpose:
+            self._queries(u_apply=z, plan_t_u=out)
+        else:
+            self._queries(v_apply=z, plan_v=out)
+        if vector:
+            out = out[..., 0]
+        return _unbatch(pr, out)
+
+    def row_argmax(self):
+        """argmax_j π_ij for every row (…, N), int32."""
+        B, N, _ = self._problem.sizes
+        out = self._problem.frame.empty((B, N), integer=True)
+        self._queries(row_argmax=out)
+        return _unbatch(self._problem, out)
+
+    def sample_rows(self, draws: int = 1, seed: int = 0):
+        """draws columns per row, j ~ π_i· / (π1)_i: (…, N, draws) int32;
+        the same seed gives the same samples on every backend."""
+        B, N, _ = self._problem.sizes
+        out = self._problem.frame.empty((B, N, int(draws)), integer=True)
+        self._queries(seed=seed, row_samples=out)
+        return _unbatch(self._problem, out)
+
+
+def _grad_names(problem):
+    names = {"x": "grad_x", "y": "grad_y", "cost": "grad_cost", "u": "grad_u", "v": "grad_v",
+             "p": "grad_p", "q": "grad_q", "a": "grad_a", "b": "grad_b"}
+    return {k: names[k] for k in problem.arrays if k in names}
+
+
+def _solve(problem, potentials):
+    B, N, K = problem.sizes
+    frame = problem.frame
+    settings = dict(problem.settings)
+    if potentials is not None:
+        f0, g0 = potentials
+        f = frame.array("potentials[0]", f0)
+        g = frame.array("potentials[1]", g0)
+        f = _batched("potentials[0]", f, 2)[0].clone() if frame.torch else _batched("f", f, 2)[0].copy()
+        g = _batched("potentials[1]", g, 2)[0].clone() if frame.torch else _batched("g", g, 2)[0].copy()
+        settings["warm_start"] = True
+    else:
+        f, g = frame.empty((B, N)), frame.empty((B, K))
+    out = {
+        "f": f, "g": g, "value": frame.empty((B,)), "transport_cost": frame.empty((B,)),
+        "marginal_error": frame.empty((B, 2)), "iterations": frame.empty((B,), integer=True),
+        "converged": frame.empty((B,), integer=True),
+    }
+    _core.optimal_transport("solve", dict(problem.arrays, **out), settings)
+    return out
+
+
+def _differentiable_value(problem, originals, out):
+    """value with a torch autograd node to the inputs that require grad."""
+    torch = problem.frame.t
+    names = [k for k in problem.arrays if isinstance(originals.get(k), torch.Tensor)]
+    inputs = [originals[k] for k in names]
+
+    class _Value(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *tensors):
+            return out["value"].clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            grads = {}
+            wanted = _grad_names(problem)
+            for k, t in zip(names, inputs):
+                if t.requires_grad and k in wanted:
+                    grads[wanted[k]] = torch.empty(problem.arrays[k].shape, dtype=problem.frame.dtype,
+                                                   device=problem.frame.device)
+            if grads:
+                arrays = dict(problem.arrays, f=out["f"], g=out["g"],
+                              grad_output=grad.contiguous(), **grads)
+                _core.optimal_transport("gradients", arrays, problem.settings)
+            result = []
+            for k, t in zip(names, inputs):
+                gk = grads.get(wanted.get(k))
+                result.append(None if gk is None else gk.reshape(t.shape))
+            return tuple(result)
+
+    return _Value.apply(*inputs)
+
+
+def sinkhorn(x=None, y=None, a=None, b=None, *, cost_matrix=None, factors=None,
+             cost: str = "sqeuclidean", epsilon: float = 0.05, epsilon_relative: bool = False,
+             epsilon_scaling: float = 0.0, rho=None, rho_a=None, rho_b=None,
+             max_iterations: int = 1000, tolerance: float = 1e-6, check_every: int = 10,
+             potentials=None, check_inputs: Optional[bool] = None) -> SinkhornResult:
+    """Entropic OT between x (N, d) and y (K, d) (or batches (B, N, d),
+    (B, K, d)), or for a cost_matrix (…, N, K), or a low-rank cost given by
+    factors = (u, v, p, q): C = u_i + v_j − p_i·q_j (u, v may be None).
+
+    a, b: weights (…, N), (…, K), non-negative (None: uniform). cost:
+    "sqeuclidean" ‖x − y‖² or "half_sqeuclidean" (GeomLoss's p = 2).
+    epsilon: > 0; with epsilon_relative, a fraction of each problem's largest
+    cost. epsilon_scaling in (0, 1): anneal from the cost scale by that
+    factor per iteration (0: off). rho (or rho_a, rho_b): KL penalties of
+    the marginals (None: balanced). tolerance: stop once the marginal
+    residual ‖π1 − a‖₁ is below it (checked every check_every iterations;
+    <= 0 runs exactly max_iterations). potentials: (f, g) to start from.
+    """
+    kw = dict(epsilon=epsilon, epsilon_relative=epsilon_relative, epsilon_scaling=epsilon_scaling,
+              rho=rho, rho_a=rho_a, rho_b=rho_b, max_iterations=max_iterations, tolerance=tolerance,
+              check_every=check_every, cost=cost, check_inputs=check_inputs)
+    problem = _problem(x, y, a, b, cost_matrix, factors, kw)
+    out = _solve(problem, potentials)
+    value = out["value"]
+    if problem.frame.torch:
+        originals = {"x": x, "y": y, "cost": cost_matrix, "a": a, "b": b}
+        if factors is not None:
+            originals.update(zip("uvpq", factors))
+        torch = problem.frame.t
+        if torch.is_grad_enabled() and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in originals.values()
+        ):
+            value = _differentiable_value(problem, originals, out)
+    return SinkhornResult(
+        f=_unbatch(problem, out["f"]), g=_unbatch(problem, out["g"]),
+        value=_unbatch(problem, value), transport_cost=_unbatch(problem, out["transport_cost"]),
+        marginal_error=_unbatch(problem, out["marginal_error"]),
+        iterations=_unbatch(problem, out["iterations"]), converged=_unbatch(problem, out["converged"]),
+        _problem=problem, _f=out["f"], _g=out["g"],
+    )
+
+
+def sinkhorn_divergence(x, y, a=None, b=None, *, cost: str = "sqeuclidean", epsilon: float = 0.05,
+                        epsilon_relative: bool = False, epsilon_scaling: float = 0.0, rho=None,
+                        max_iterations: int = 1000, tolerance: float = 1e-6, check_every: int = 10,
+                        check_inputs: Optional[bool] = None):
+    """S_ε = OT_ε(a, b) − ½ OT_ε(a, a) − ½ OT_ε(b, b) (+ ½ ε (Σa − Σb)² when
+    unbalanced): ≥ 0 and 0 for equal inputs. Differentiable (torch) in x, y,
+    a and b. Returns the values (…,)."""
+    kw = dict(epsilon=epsilon, epsilon_relative=epsilon_relative, epsilon_scaling=epsilon_scaling,
+              rho=rho, rho_a=None, rho_b=None, max_iterations=max_iterations, tolerance=tolerance,
+              check_every=check_every, cost=cost, check_inputs=check_inputs)
+    problem = _problem(x, y, a, b, None, None, kw)
+    frame = problem.frame
+    B = problem.sizes[0]
+    values = frame.empty((B,))
+    originals = {"x": x, "y": y, "a": a, "b": b}
+    wanted = {}
+    if frame.torch and frame.t.is_grad_enabled():
+        for k, t in originals.items():
+            if isinstance(t, frame.t.Tensor) and t.requires_grad:
+                wanted["grad_" + k] = frame.empty(problem.arrays[k].shape)
+    _core.optimal_transport("divergence", dict(problem.arrays, values=values, **wanted), problem.settings)
+    if not wanted:
+        return _unbatch(problem, values)
+    torch = frame.t
+    names = [k for k in originals if "grad_" + k in wanted]
+
+    class _Divergence(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *tensors):
+            return values.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            # The gradients of Σ values were formed with the values; scale
+            # them by the incoming gradient per problem.
+            out = []
+            for k in names:
+                gk = wanted["grad_" + k]
+                shape = (grad.shape[0],) + (1,) * (gk.ndim - 1)
+                out.append((gk * grad.reshape(shape)).reshape(originals[k].shape))
+            return tuple(out)
+
+    return _unbatch(problem, _Divergence.apply(*[originals[k] for k in names]))
+
+
+def _samples_loss_class():
+    import torch
+
+    class SamplesLoss(torch.nn.Module):
+        """GeomLoss's SamplesLoss for loss = "sinkhorn", p = 2: cost ½‖x − y‖²,
+        ε = blur², ρ = reach² (None: balanced), ε-scaling with factor
+        scaling² per iteration from the cost scale, debiased by default.
+        Called as loss(x, y) or loss(a, x, b, y), with (N, d) or batched
+        (B, N, d) points; returns the loss ((B,) when batched) or, with
+        potentials=True, the potentials (F, G) (debiased when debias)."""
+
+        def __init__(self, loss="sinkhorn", p=2, blur=0.05, reach=None, diameter=None,
+                     scaling=0.5, truncate=5, cost=None, kernel=None, cluster_scale=None,
+                     debias=True, potentials=False, verbose=False, backend="auto", *,
+                     tolerance=1e-6, max_iterations=10000):
+            super().__init__()
+            if loss != "sinkhorn":
+                raise ValueError(f"softwave: SamplesLoss computes loss='sinkhorn' only (got {loss!r})")
+            if p != 2:
+                raise ValueError(f"softwave: SamplesLoss supports p = 2 only (got {p})")
+            if cost is not None:
+                raise ValueError("softwave: SamplesLoss takes no custom cost; p = 2 is ½‖x − y‖²")
+            self.blur, self.reach, self.scaling = float(blur), reach, float(scaling)
+            self.debias, self.potentials = bool(debias), bool(potentials)
+            self.tolerance, self.max_iterations = tolerance, max_iterations
+
+        def _options(self):
+            return dict(cost="half_sqeuclidean", epsilon=self.blur ** 2,
+                        epsilon_scaling=self.scaling ** 2 if 0 < self.scaling < 1 else 0.0,
+                        rho=None if self.reach is None else float(self.reach) ** 2,
+                        tolerance=self.tolerance, max_iterations=self.max_iterations)
+
+        def forward(self, *args):
+            if len(args) == 2:
+                (x, y), a, b = args, None, None
+            elif len(args) == 4:
+                a, x, b, y = args
+            else:
+                raise TypeError("softwave: SamplesLoss takes (x, y) or (a, x, b, y)")
+            opts = self._options()
+            if self.potentials:
+                r = sinkhorn(x, y, a, b, **opts)
+                if not self.debias:
+                    return r.f, r.g
+                f_aa = sinkhorn(x, x, a, a, **opts).f
+                g_bb = sinkhorn(y, y, b, b, **opts).g
+                return r.f - f_aa, r.g - g_bb
+            if self.debias:
+                return sinkhorn_divergence(x, y, a, b, **opts)
+            return sinkhorn(x, y, a, b, **opts).value
+
+    return SamplesLoss
+
+
+def __getattr__(name):
+    # SamplesLoss is a torch.nn.Module: made on first use, so that
+    # softwave.ot itself needs only NumPy.
+    if name == "SamplesLoss":
+        cls = _samples_loss_class()
+        globals()["SamplesLoss"] = cls
+        return cls
+    raise AttributeError(f"module 'softwave.ot' has no attribute {name!r}")
