@@ -289,8 +289,14 @@ TYPED_TEST(Sinkhorn, BalancedMatchesReferenceInEveryForm) {
   using T = typename TypeParam::value;
   SWT_SEEDED_RNG(rng);
   Space space;
-  int const shapes[][4] = {{1, 1, 1, 1},    {2, 7, 5, 2},    {3, 40, 33, 3},
-                           {1, 150, 97, 1}, {2, 70, 300, 5}, {1, 20, 18, 17}};
+  int const shapes[][4] = {{1, 1, 1, 1},
+                           {2, 7, 5, 2},
+                           {3, 40, 33, 3},
+                           {1, 150, 97, 1},
+                           {2, 70, 300, 5},
+                           {1, 20, 18, 17},
+                           // columns split across teams, merged after
+                           {1, 20, 1500, 2}};
   for (auto const& s : shapes)
     for (double half : {1.0, 0.5})
       check_against_reference<T>(space, rng, s[0], s[1], s[2], s[3], half,
@@ -611,7 +617,7 @@ TYPED_TEST(Sinkhorn, PlanQueriesMatchDensePlan) {
   using T = typename TypeParam::value;
   SWT_SEEDED_RNG(rng);
   Space space;
-  int const B = 2, n = 37, k = 300, m = 11;
+  int const B = 2, n = 37, k = 1100, m = 11;  // k: split rows too
   auto const pr = random_problems<T>(rng, B, n, k, 3, 0.5);
   DeviceProblems<T, Space> dev(space, pr);
   softwave::SinkhornOptions o;

@@ -10,11 +10,13 @@
 // sums, which are reduced over the team before one atomic add per team.
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <softwave/kokkos_compat.hpp>
 #include <string>
 
+#include "../common/call_memory.hpp"
 #include "forms.hpp"
 
 namespace softwave::impl {
@@ -55,6 +57,41 @@ KOKKOS_INLINE_FUNCTION void lse_add(T& m, T& sum, T s) {
   }
 }
 
+// Finishes the rows of one team (state[r] for row i0 + t + r·TS) and adds
+// their per-problem sums, reduced over the team, to visitor.totals(b, ·).
+template <class Shape, class T, class Member, class Visitor>
+KOKKOS_INLINE_FUNCTION void finish_rows(const Member& team,
+                                        const Visitor& visitor, std::int64_t b,
+                                        std::int64_t i0, std::int64_t n, T eps,
+                                        typename Visitor::State* state) {
+  constexpr int S = Visitor::sums;
+  int const t = team.team_rank();
+  double sums[S > 0 ? S : 1] = {};
+  for (int r = 0; r < Shape::rows_per_thread; ++r) {
+    std::int64_t const i = i0 + t + r * Shape::team_size;
+    if (i < n) visitor.finish(b, i, state[r], eps, sums);
+  }
+  // (plain ifs: nvcc refuses captures first made inside if constexpr)
+  for (int e = 0; e < S; ++e) {
+    double total = sums[e];
+    if (Shape::team_size > 1) team.team_reduce(Kokkos::Sum<double>(total));
+    if (t == 0) Kokkos::atomic_add(&visitor.totals(b, e), total);
+  }
+}
+
+// How many parts a pass splits each row's columns into: enough teams to
+// fill the device (a row block per team alone gives B·N/128 teams on a GPU,
+// 79 for one problem of 10,000 points), each part at least four tiles on
+// a GPU, one on a host (64 teams keep its threads busy).
+template <class Shape>
+std::int64_t column_parts(std::int64_t teams, std::int64_t k) {
+  std::int64_t const wanted = Shape::host ? 64 : 2048;
+  std::int64_t const tiles = (Shape::host ? 1 : 4) * Shape::columns;
+  std::int64_t const most = std::max<std::int64_t>(1, k / tiles);
+  std::int64_t const parts = (wanted + teams - 1) / teams;
+  return std::max<std::int64_t>(1, std::min(parts, most));
+}
+
 template <class Space, class T, class Form, class Visitor>
 void tiled_pass(const Space& space, const std::string& label, const Form& form,
                 const ColumnSide<T, Space>& columns,
@@ -62,23 +99,37 @@ void tiled_pass(const Space& space, const std::string& label, const Form& form,
   using Shape = PassShape<Space, T>;
   using Policy = Kokkos::TeamPolicy<Space>;
   using Member = typename Policy::member_type;
+  using State = typename Visitor::State;
   constexpr int R = Shape::rows, W = Shape::columns, TS = Shape::team_size,
                 RPT = Shape::rows_per_thread;
-  constexpr int S = Visitor::sums;
   std::int64_t const batch = form.batch(), n = form.rows(), k = form.columns();
   if (batch == 0 || n == 0 || k == 0) return;
   std::int64_t const blocks = (n + R - 1) / R;
+  std::int64_t const parts = column_parts<Shape>(batch * blocks, k);
+  // Each part covers whole tiles.
+  std::int64_t const tiles = (k + W - 1) / W;
+  std::int64_t const tiles_per_part = (tiles + parts - 1) / parts;
   std::int64_t const form_values = form.tile_values(W);
   int const extra = visitor.tile_extra();
   std::size_t const bytes =
       sizeof(T) * std::size_t(W + form_values + std::int64_t(W) * extra);
-  auto const policy = Policy(space, batch * blocks, TS)
+  // Partial states of split rows, merged by a second kernel.
+  auto partial_memory =
+      parts > 1
+          ? call_array<Kokkos::View<State*, typename Space::memory_space>>(
+                space, ("softwave::sinkhorn::" + label + "_parts").c_str(),
+                false, std::size_t(batch * n * parts))
+          : CallArray<Kokkos::View<State*, typename Space::memory_space>>{};
+  auto const partial = partial_memory.view;
+  auto const policy = Policy(space, batch * blocks * parts, TS)
                           .set_scratch_size(0, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for(
       "softwave::sinkhorn::" + label, policy,
       KOKKOS_LAMBDA(const Member& team) {
-        std::int64_t const b = team.league_rank() / blocks;
-        std::int64_t const i0 = (team.league_rank() % blocks) * R;
+        std::int64_t const part = team.league_rank() % parts;
+        std::int64_t const block = team.league_rank() / parts;
+        std::int64_t const b = block / blocks;
+        std::int64_t const i0 = (block % blocks) * R;
         if (!visitor.active(b)) return;
         T* const h = static_cast<T*>(team.team_scratch(0).get_shmem(bytes));
         T* const tile = h + W;
@@ -86,13 +137,16 @@ void tiled_pass(const Space& space, const std::string& label, const Form& form,
         T const eps = epsilon(b);
         T const inv_eps = T(1) / eps;
         int const t = team.team_rank();
-        typename Visitor::State state[RPT];
+        State state[RPT];
         for (int r = 0; r < RPT; ++r) {
           std::int64_t const i = i0 + t + r * TS;
           if (i < n) visitor.init(b, i, state[r]);
         }
-        for (std::int64_t j0 = 0; j0 < k; j0 += W) {
-          int const w = k - j0 < W ? int(k - j0) : W;
+        std::int64_t const first = part * tiles_per_part * W;
+        std::int64_t const last_tile = (part + 1) * tiles_per_part * W;
+        std::int64_t const last = last_tile < k ? last_tile : k;
+        for (std::int64_t j0 = first; j0 < last; j0 += W) {
+          int const w = last - j0 < W ? int(last - j0) : W;
           team.team_barrier();  // the previous tile is no longer read
           Kokkos::parallel_for(Kokkos::TeamThreadRange(team, w), [&](int jj) {
             h[jj] = columns.potential(b, j0 + jj) * inv_eps +
@@ -112,18 +166,44 @@ void tiled_pass(const Space& space, const std::string& label, const Form& form,
             }
           }
         }
-        double sums[S > 0 ? S : 1] = {};
-        for (int r = 0; r < RPT; ++r) {
-          std::int64_t const i = i0 + t + r * TS;
-          if (i < n) visitor.finish(b, i, state[r], eps, sums);
-        }
-        // (plain ifs: nvcc refuses captures first made inside if constexpr)
-        for (int e = 0; e < S; ++e) {
-          double total = sums[e];
-          if (TS > 1) team.team_reduce(Kokkos::Sum<double>(total));
-          if (t == 0) Kokkos::atomic_add(&visitor.totals(b, e), total);
+        if (parts == 1) {
+          finish_rows<Shape>(team, visitor, b, i0, n, eps, state);
+        } else {
+          for (int r = 0; r < RPT; ++r) {
+            std::int64_t const i = i0 + t + r * TS;
+            if (i < n) partial((b * n + i) * parts + part) = state[r];
+          }
         }
       });
+  if (parts == 1) return;
+  Kokkos::parallel_for(
+      "softwave::sinkhorn::" + label + "_merge",
+      Policy(space, batch * blocks, TS), KOKKOS_LAMBDA(const Member& team) {
+        std::int64_t const b = team.league_rank() / blocks;
+        std::int64_t const i0 = (team.league_rank() % blocks) * R;
+        if (!visitor.active(b)) return;
+        State state[RPT];
+        for (int r = 0; r < RPT; ++r) {
+          std::int64_t const i = i0 + team.team_rank() + r * TS;
+          if (i >= n) continue;
+          state[r] = partial((b * n + i) * parts);
+          for (std::int64_t p = 1; p < parts; ++p)
+            visitor.merge(state[r], partial((b * n + i) * parts + p));
+        }
+        finish_rows<Shape>(team, visitor, b, i0, n, epsilon(b), state);
+      });
+}
+
+// Merges two online log-sum-exp states (m, sum) (and, when given, their
+// exp-weighted sums c).
+template <class T>
+KOKKOS_INLINE_FUNCTION void lse_merge(T& m, T& sum, T from_m, T from_sum) {
+  if (from_m > m) {
+    sum = sum * compat::exp(m - from_m) + from_sum;
+    m = from_m;
+  } else {
+    sum += from_sum * compat::exp(from_m - m);
+  }
 }
 
 // Where a row's own terms come from: its potential, log-weight and the
@@ -176,6 +256,9 @@ struct UpdateVisitor : PlainVisitor<T> {
                                     const T*) const {
     lse_add(s.m, s.sum, v);
   }
+  KOKKOS_INLINE_FUNCTION void merge(State& s, const State& from) const {
+    lse_merge(s.m, s.sum, from.m, from.sum);
+  }
   KOKKOS_INLINE_FUNCTION void finish(std::int64_t b, std::int64_t i, State& s,
                                      T eps, double* out) const {
     T const updated = -own.damping(eps) * eps * (s.m + compat::log(s.sum));
@@ -222,6 +305,18 @@ struct MeasureVisitor : PlainVisitor<T> {
       s.cost += w * c;
     }
   }
+  KOKKOS_INLINE_FUNCTION void merge(State& s, const State& from) const {
+    if (from.m > s.m) {
+      T const scale = compat::exp(s.m - from.m);
+      s.sum = s.sum * scale + from.sum;
+      s.cost = s.cost * scale + from.cost;
+      s.m = from.m;
+    } else {
+      T const scale = compat::exp(from.m - s.m);
+      s.sum += from.sum * scale;
+      s.cost += from.cost * scale;
+    }
+  }
   KOKKOS_INLINE_FUNCTION void finish(std::int64_t b, std::int64_t i, State& s,
                                      T eps, double* out) const {
     double const lse_i = double(s.m) + compat::log(double(s.sum));
@@ -257,6 +352,9 @@ struct MaxCostVisitor : PlainVisitor<T> {
   KOKKOS_INLINE_FUNCTION void visit(State& s, T, T c, std::int64_t,
                                     const T*) const {
     if (c > s.max) s.max = c;
+  }
+  KOKKOS_INLINE_FUNCTION void merge(State& s, const State& from) const {
+    if (from.max > s.max) s.max = from.max;
   }
   KOKKOS_INLINE_FUNCTION void finish(std::int64_t b, std::int64_t i, State& s,
                                      T, double*) const {
@@ -300,6 +398,9 @@ struct WeightedVisitor {
                                     const T* zj) const {
     T const w = compat::exp(v - s.lse);
     for (int k = 0; k < chunk; ++k) s.acc[k] += w * zj[k];
+  }
+  KOKKOS_INLINE_FUNCTION void merge(State& s, const State& from) const {
+    for (int k = 0; k < chunk; ++k) s.acc[k] += from.acc[k];
   }
   KOKKOS_INLINE_FUNCTION void finish(std::int64_t b, std::int64_t i, State& s,
                                      T, double*) const {
@@ -352,6 +453,14 @@ struct ArgmaxVisitor : PlainVisitor<T> {
     if (score > s.best) {
       s.best = score;
       s.j = j;
+    }
+  }
+  // Parts cover increasing columns: on a tie the earlier part's column,
+  // the first maximum, stays (as in one pass).
+  KOKKOS_INLINE_FUNCTION void merge(State& s, const State& from) const {
+    if (from.best > s.best) {
+      s.best = from.best;
+      s.j = from.j;
     }
   }
   KOKKOS_INLINE_FUNCTION void finish(std::int64_t b, std::int64_t i, State& s,
