@@ -38,7 +38,10 @@ CallArray<View> call_array(const Space& space, const char* label, bool zero,
         memory, [space](void* p) { CallMemory<Space>::release(space, p); });
     out.view =
         View(static_cast<typename View::pointer_type>(memory), extents...);
-    if (zero) Kokkos::deep_copy(space, out.view, 0);
+    // Arrays of structs (partial states) are never zero-filled: they are
+    // written before they are read.
+    if constexpr (std::is_arithmetic_v<typename View::non_const_value_type>)
+      if (zero) Kokkos::deep_copy(space, out.view, 0);
     return out;
   } else {
     if (zero)
