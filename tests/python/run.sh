@@ -17,6 +17,10 @@ fi
 # numpy<2 keeps Debian's torch (built against NumPy 1.x) importable.
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "jax[cpu]" "numpy<2" ||
   echo "softwave: JAX did not install here; its tests are skipped"
+# GeomLoss (pure Python on the venv's torch) for the SamplesLoss comparison
+# in test_ot.py; optional too.
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check geomloss ||
+  echo "softwave: GeomLoss did not install here; its comparison is skipped"
 # pip builds in an isolated environment without JAX: hand it jaxlib's FFI
 # headers, so that softwave.jax calls the core as an XLA FFI target.
 ffi=$("$venv/bin/python" -c "import jax.ffi; print(jax.ffi.include_dir())" 2>/dev/null || true)
