@@ -23,4 +23,7 @@ std::string barycenter_help();
 int run_cluster(const std::vector<std::string>& arguments);
 std::string cluster_help();
 
+int run_sinkhorn(const std::vector<std::string>& arguments);
+std::string sinkhorn_help();
+
 }  // namespace softwave::cli

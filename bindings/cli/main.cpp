@@ -44,6 +44,9 @@ constexpr const char* top_help =
     ".npy, JSON)\n"
     "  cluster    k-means with Soft-DTW barycenters as centroids (labels, "
     "JSON)\n"
+    "  sinkhorn   entropic optimal transport between two point clouds "
+    "(JSON,\n"
+    "             potentials and matching as CSV or .npy)\n"
     "\n"
     "Soft-DTW smoothing defaults to --gamma 1.0; --gamma 0 is hard DTW.\n"
     "'softwave <command> --help' lists a command's options.\n"
@@ -89,6 +92,7 @@ int run(const std::vector<std::string>& arguments) {
       {"pairwise", run_pairwise, pairwise_help},
       {"barycenter", run_barycenter, barycenter_help},
       {"cluster", run_cluster, cluster_help},
+      {"sinkhorn", run_sinkhorn, sinkhorn_help},
   };
   for (const Command& c : commands) {
     if (command != c.name) continue;

@@ -929,4 +929,92 @@ TEST(CliErrors, BarycenterAndClusterUsage) {
   EXPECT_FALSE(fs::exists(out));  // nothing half-written is left behind
 }
 
+// Two small point clouds as CSV files in `dir`: 12 source and 9 target
+// points in the plane, at fixed places.
+void write_clouds(const fs::path& dir) {
+  std::string source, target;
+  for (int i = 0; i < 12; ++i)
+    source += std::to_string(std::cos(0.5 * i)) + "," +
+              std::to_string(0.1 * i) + "\n";
+  for (int j = 0; j < 9; ++j)
+    target += std::to_string(0.2 * j - 0.5) + "," +
+              std::to_string(std::sin(0.7 * j) + 0.3) + "\n";
+  write_file(dir / "source.csv", source);
+  write_file(dir / "target.csv", target);
+}
+
+TEST(CliSinkhorn, ConvergesAndWritesPotentialsAndMatching) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const double eps = 0.3;
+  const Result result = softwave(
+      {"sinkhorn", "--source", (dir / "source.csv").string(), "--target",
+       (dir / "target.csv").string(), "--epsilon", "0.3", "--tolerance",
+       "1e-12", "--max-iterations", "100000", "-o", (dir / "f.csv").string(),
+       "--target-output", (dir / "g.npy").string(), "--matching",
+       (dir / "m.csv").string()});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  EXPECT_EQ(json_field(result.out, "converged"), "true") << result.out;
+  EXPECT_EQ(json_number(result.out, "n_source"), 12);
+  EXPECT_EQ(json_number(result.out, "n_target"), 9);
+  EXPECT_LE(json_number(result.out, "marginal_error_source"), 1e-12);
+  const Matrix f = parse_csv(read_file(dir / "f.csv"));
+  const Matrix m = parse_csv(read_file(dir / "m.csv"));
+  const softwave::cli::NpyArray g = softwave::cli::parse_npy(
+      read_file(dir / "g.npy"), (dir / "g.npy").string());
+  expect_shape(f, 12, 1);
+  expect_shape(m, 12, 1);
+  ASSERT_EQ(g.shape, std::vector<std::size_t>{9});
+  // At the optimum the value is the dual Σ a f + Σ b g (uniform weights),
+  // and each row's argmax is that of g_j − C_ij.
+  const Matrix x = parse_csv(read_file(dir / "source.csv"));
+  const Matrix y = parse_csv(read_file(dir / "target.csv"));
+  double dual = 0;
+  for (std::size_t i = 0; i < 12; ++i) dual += f[i][0] / 12;
+  for (std::size_t j = 0; j < 9; ++j) dual += g.element(j) / 9;
+  expect_close(json_number(result.out, "value"), dual, 1e-10);
+  for (std::size_t i = 0; i < 12; ++i) {
+    double best = -1e300;
+    std::size_t at = 0;
+    for (std::size_t j = 0; j < 9; ++j) {
+      const double dx = x[i][0] - y[j][0], dy = x[i][1] - y[j][1];
+      const double score = (g.element(j) - (dx * dx + dy * dy)) / eps;
+      if (score > best) best = score, at = j;
+    }
+    EXPECT_EQ(m[i][0], double(at)) << "row " << i;
+  }
+}
+
+TEST(CliSinkhorn, BadInputIsAnErrorAndWritesNothing) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const std::string source = (dir / "source.csv").string();
+  const std::string target = (dir / "target.csv").string();
+  const std::string out = (dir / "f.npy").string();
+  auto sinkhorn = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = {"sinkhorn", "--source", source, "--target",
+                                     target,     "-o",       out};
+    args.insert(args.end(), more.begin(), more.end());
+    return softwave(args);
+  };
+  expect_error(sinkhorn({"--epsilon", "0"}),
+               "option --epsilon: expected a number > 0, got '0'");
+  expect_error(
+      sinkhorn({"--cost", "l1"}),
+      "option --cost: expected sqeuclidean|half_sqeuclidean, got 'l1'");
+  write_file(dir / "w.csv", "0.5\n0.5\n");
+  expect_error_containing(
+      sinkhorn({"--target-weights", (dir / "w.csv").string()}),
+      "holds 2 weights for 9 points");
+  write_file(dir / "line.csv", "1,2,3\n");
+  expect_error_containing(softwave({"sinkhorn", "--source", source, "--target",
+                                    (dir / "line.csv").string(), "-o", out}),
+                          "coordinates");
+  write_file(dir / "neg.csv", "1\n1\n1\n1\n1\n1\n1\n1\n-1\n");
+  expect_error_containing(
+      sinkhorn({"--target-weights", (dir / "neg.csv").string()}), "negative");
+  EXPECT_FALSE(fs::exists(out));  // nothing half-written is left behind
+}
+
 }  // namespace
