@@ -478,36 +478,29 @@ TYPED_TEST(Sinkhorn, GradientsMatchFiniteDifferences) {
                                  "grad_y"));
     // Weights: balanced problems need equal masses, so move mass between two
     // points (the directional derivative); relaxed ones take any direction.
-    auto const ga = swt::to_host(grads.grad_a);
-    auto const gb = swt::to_host(grads.grad_b);
-    for (int q = 0; q < B; ++q)
-      for (int i = 1; i < n; ++i) {
-        Problems p = pr, m = pr;
-        p.a[q * n + i] += h;
-        m.a[q * n + i] -= h;
-        if (std::isinf(rho)) {
-          p.a[q * n] -= h;
-          m.a[q * n] += h;
+    // side 0: a (n weights), 1: b (k weights).
+    auto check_weights = [&](int side, const std::vector<double>& analytic) {
+      int const count = side == 0 ? n : k;
+      for (int q = 0; q < B; ++q)
+        for (int i = 1; i < count; ++i) {
+          Problems p = pr, m = pr;
+          auto& wp = side == 0 ? p.a : p.b;
+          auto& wm = side == 0 ? m.a : m.b;
+          wp[q * count + i] += h;
+          wm[q * count + i] -= h;
+          if (std::isinf(rho)) {
+            wp[q * count] -= h;
+            wm[q * count] += h;
+          }
+          double const fd = (objective(p) - objective(m)) / (2 * h);
+          double const an = analytic[q * count + i] -
+                            (std::isinf(rho) ? analytic[q * count] : 0.0);
+          EXPECT_NEAR(an, fd, 1e-6 * std::max(1.0, std::fabs(fd)))
+              << (side == 0 ? "grad_a " : "grad_b ") << i;
         }
-        double const fd = (objective(p) - objective(m)) / (2 * h);
-        double const an = ga[q * n + i] - (std::isinf(rho) ? ga[q * n] : 0.0);
-        EXPECT_NEAR(an, fd, 1e-6 * std::max(1.0, std::fabs(fd)))
-            << "grad_a " << i;
-      }
-    for (int q = 0; q < B; ++q)
-      for (int j = 1; j < k; ++j) {
-        Problems p = pr, m = pr;
-        p.b[q * k + j] += h;
-        m.b[q * k + j] -= h;
-        if (std::isinf(rho)) {
-          p.b[q * k] -= h;
-          m.b[q * k] += h;
-        }
-        double const fd = (objective(p) - objective(m)) / (2 * h);
-        double const an = gb[q * k + j] - (std::isinf(rho) ? gb[q * k] : 0.0);
-        EXPECT_NEAR(an, fd, 1e-6 * std::max(1.0, std::fabs(fd)))
-            << "grad_b " << j;
-      }
+    };
+    check_weights(0, swt::to_host(grads.grad_a));
+    check_weights(1, swt::to_host(grads.grad_b));
   }
 }
 
@@ -557,42 +550,29 @@ TYPED_TEST(Sinkhorn, LowRankAndMatrixGradients) {
   softwave::sinkhorn_gradients(space, form, m, V2<const T, Space>(f),
                                V2<const T, Space>(g), grads, o);
   double const h = 1e-5;
-  std::vector<double> fd;
-  for (std::size_t e = 0; e < p.v.size(); ++e) {
-    Batch pp = p, pm = p;
-    pp.v[e] += h;
-    pm.v[e] -= h;
-    fd.push_back((value(pp, q, u, v) - value(pm, q, u, v)) / (2 * h));
-  }
-  EXPECT_TRUE(
-      swt::near_arrays(swt::to_host(grads.grad_p), fd, 1e-6, 1e-3, "grad_p"));
-  fd.clear();
-  for (std::size_t e = 0; e < q.v.size(); ++e) {
-    Batch qp = q, qm = q;
-    qp.v[e] += h;
-    qm.v[e] -= h;
-    fd.push_back((value(p, qp, u, v) - value(p, qm, u, v)) / (2 * h));
-  }
-  EXPECT_TRUE(
-      swt::near_arrays(swt::to_host(grads.grad_q), fd, 1e-6, 1e-3, "grad_q"));
-  fd.clear();
-  for (int i = 0; i < n; ++i) {
-    auto up = u, um = u;
-    up[i] += h;
-    um[i] -= h;
-    fd.push_back((value(p, q, up, v) - value(p, q, um, v)) / (2 * h));
-  }
-  EXPECT_TRUE(
-      swt::near_arrays(swt::to_host(grads.grad_u), fd, 1e-6, 1e-3, "grad_u"));
-  fd.clear();
-  for (int j = 0; j < k; ++j) {
-    auto vp = v, vm = v;
-    vp[j] += h;
-    vm[j] -= h;
-    fd.push_back((value(p, q, u, vp) - value(p, q, u, vm)) / (2 * h));
-  }
-  EXPECT_TRUE(
-      swt::near_arrays(swt::to_host(grads.grad_v), fd, 1e-6, 1e-3, "grad_v"));
+  // Central differences of value() over every entry of `values`, which
+  // value() reads.
+  auto differences = [&](std::vector<double>& values) {
+    std::vector<double> fd;
+    for (double& e : values) {
+      double const keep = e;
+      e = keep + h;
+      double const up = value(p, q, u, v);
+      e = keep - h;
+      double const down = value(p, q, u, v);
+      e = keep;
+      fd.push_back((up - down) / (2 * h));
+    }
+    return fd;
+  };
+  EXPECT_TRUE(swt::near_arrays(swt::to_host(grads.grad_p), differences(p.v),
+                               1e-6, 1e-3, "grad_p"));
+  EXPECT_TRUE(swt::near_arrays(swt::to_host(grads.grad_q), differences(q.v),
+                               1e-6, 1e-3, "grad_q"));
+  EXPECT_TRUE(swt::near_arrays(swt::to_host(grads.grad_u), differences(u), 1e-6,
+                               1e-3, "grad_u"));
+  EXPECT_TRUE(swt::near_arrays(swt::to_host(grads.grad_v), differences(v), 1e-6,
+                               1e-3, "grad_v"));
 
   // The cost matrix's gradient is the plan.
   auto const pr = random_problems<T>(rng, 2, 9, 7, 2, 1.0);

@@ -755,34 +755,37 @@ void check_gradient_targets(const SinkhornGradients<T, Space>& grads,
         "grad_a and grad_b only");
 }
 
+// The weights' gradients and grad_output, shared by the gradient entry
+// points.
+template <class Space, class T>
+void check_weight_gradients(DataChecks<Space>& checks,
+                            const SinkhornGradients<T, Space>& grads,
+                            std::size_t B, std::size_t N, std::size_t K) {
+  if (grads.grad_a.size())
+    check_extent(grads.grad_a, "grad_a", {B, N}, "(one per source point)");
+  if (grads.grad_b.size())
+    check_extent(grads.grad_b, "grad_b", {B, K}, "(one per target point)");
+  if (grads.grad_output.size())
+    check_extent(grads.grad_output, "grad_output", {B}, "(one per problem)");
+  check_finite(checks, grads.grad_output, "grad_output");
+}
+
+// The positions' gradient of one side (rows: the source) of a form:
+// grad_x / grad_y for points, grad_p / grad_q for a low-rank cost, none
+// for a cost matrix.
 template <class T, class Space>
-OTView3<T, Space> row_positions(const SinkhornGradients<T, Space>& g,
-                                const PointsForm<T, Space>&) {
-  return g.grad_x;
+OTView3<T, Space> positions(const SinkhornGradients<T, Space>& g,
+                            const PointsForm<T, Space>&, bool rows) {
+  return rows ? g.grad_x : g.grad_y;
 }
 template <class T, class Space>
-OTView3<T, Space> row_positions(const SinkhornGradients<T, Space>& g,
-                                const LowRankForm<T, Space>&) {
-  return g.grad_p;
+OTView3<T, Space> positions(const SinkhornGradients<T, Space>& g,
+                            const LowRankForm<T, Space>&, bool rows) {
+  return rows ? g.grad_p : g.grad_q;
 }
 template <class T, class Space>
-OTView3<T, Space> row_positions(const SinkhornGradients<T, Space>&,
-                                const MatrixForm<T, Space>&) {
-  return {};
-}
-template <class T, class Space>
-OTView3<T, Space> column_positions(const SinkhornGradients<T, Space>& g,
-                                   const PointsForm<T, Space>&) {
-  return g.grad_y;
-}
-template <class T, class Space>
-OTView3<T, Space> column_positions(const SinkhornGradients<T, Space>& g,
-                                   const LowRankForm<T, Space>&) {
-  return g.grad_q;
-}
-template <class T, class Space>
-OTView3<T, Space> column_positions(const SinkhornGradients<T, Space>&,
-                                   const MatrixForm<T, Space>&) {
+OTView3<T, Space> positions(const SinkhornGradients<T, Space>&,
+                            const MatrixForm<T, Space>&, bool) {
   return {};
 }
 
@@ -834,13 +837,7 @@ void sinkhorn_gradients(const Space& space, const PublicForm& public_form,
       prepare(space, public_form, marginals, options, checks);
   check_potentials<Space, T>(checks, "f", f, "g", g, B, N, K);
   check_gradient_targets(grads, public_form, B, N, K);
-  if (grads.grad_a.size())
-    check_extent(grads.grad_a, "grad_a", {B, N}, "(one per source point)");
-  if (grads.grad_b.size())
-    check_extent(grads.grad_b, "grad_b", {B, K}, "(one per target point)");
-  if (grads.grad_output.size())
-    check_extent(grads.grad_output, "grad_output", {B}, "(one per problem)");
-  check_finite(checks, grads.grad_output, "grad_output");
+  check_weight_gradients(checks, grads, B, N, K);
   checks.finish();
   if (B == 0 || N == 0 || K == 0) return;
   auto const form = internal_form(public_form);
@@ -849,8 +846,8 @@ void sinkhorn_gradients(const Space& space, const PublicForm& public_form,
   auto const at = eps.at(eps.annealing + 1, options.epsilon_scaling);
   GradientScale<T, Space> scale{grads.grad_output, T(1), false};
   gradient_terms(space, form, w, f, g, at, options, scale,
-                 {row_positions(grads, form), grads.grad_u, grads.grad_a},
-                 {column_positions(grads, form), grads.grad_v, grads.grad_b},
+                 {positions(grads, form, true), grads.grad_u, grads.grad_a},
+                 {positions(grads, form, false), grads.grad_v, grads.grad_b},
                  grads.grad_cost);
 }
 
@@ -947,16 +944,7 @@ void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
   if (converged.size()) check_extent(converged, "converged", {B}, "");
   if (gradients) {
     check_gradient_targets(*gradients, form, B, N, K);
-    if (gradients->grad_a.size())
-      check_extent(gradients->grad_a, "grad_a", {B, N},
-                   "(one per source point)");
-    if (gradients->grad_b.size())
-      check_extent(gradients->grad_b, "grad_b", {B, K},
-                   "(one per target point)");
-    if (gradients->grad_output.size())
-      check_extent(gradients->grad_output, "grad_output", {B},
-                   "(one per problem)");
-    check_finite(checks, gradients->grad_output, "grad_output");
+    check_weight_gradients(checks, *gradients, B, N, K);
   }
   if (B > 0 && (N == 0 || K == 0))
     throw_invalid_argument(N == 0 ? "the source" : "the target",
