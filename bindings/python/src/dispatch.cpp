@@ -276,6 +276,18 @@ void with_space(const Settings& settings, const Borrowed& first,
                          "; softwave takes CPU and CUDA arrays");
 }
 
+// with_space for entry points that take float32 or float64 only: run is
+// instantiated for those two types alone.
+template <class Run>
+void with_float_space(const Settings& settings, const Borrowed& first,
+                      std::initializer_list<const Borrowed*> others,
+                      Run&& run) {
+  with_space(settings, first, others, Halves::refused,
+             [&](const auto& space, auto zero) {
+               if constexpr (!is_half_v<decltype(zero)>) run(space, zero);
+             });
+}
+
 template <class T>
 constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, float>) return DType::float32;
@@ -440,20 +452,15 @@ BarycenterResult barycenter(const Settings& settings,
   check_rank(lengths, 1, "(B,)");
   check_dtype(lengths, DType::int32);
   BarycenterReport report;
-  with_space(settings, X, {&z, &weights, &lengths}, Halves::refused,
-             [&](const auto& space, auto zero) {
-               using Space = std::decay_t<decltype(space)>;
-               using T = decltype(zero);
-               if constexpr (is_half_v<T>) {
-                 return;  // refused by with_space
-               } else {
-                 check_float<T>(X, {&z, &weights});
-                 report = softwave::barycenter(
-                     space, view3<const T, Space>(X), view2<T, Space>(z),
-                     options, view1<const T, Space>(weights),
-                     view1<const int, Space>(lengths));
-               }
-             });
+  with_float_space(
+      settings, X, {&z, &weights, &lengths}, [&](const auto& space, auto zero) {
+        using Space = std::decay_t<decltype(space)>;
+        using T = decltype(zero);
+        check_float<T>(X, {&z, &weights});
+        report = softwave::barycenter(
+            space, view3<const T, Space>(X), view2<T, Space>(z), options,
+            view1<const T, Space>(weights), view1<const int, Space>(lengths));
+      });
   return {report.iterations, report.evaluations, report.objective,
           report.converged};
 }
@@ -625,18 +632,15 @@ void optimal_transport(const std::string& operation, const OTSettings& settings,
   Settings space_settings;
   space_settings.stream = settings.stream;
   for (const Borrowed* a : others) check_same_device(*first, {a});
-  with_space(space_settings, *first, {}, Halves::refused,
-             [&](const auto& space, auto zero) {
-               using Space = std::decay_t<decltype(space)>;
-               using T = decltype(zero);
-               if constexpr (is_half_v<T>) {
-                 return;  // refused by with_space
-               } else {
-                 for (const Borrowed* a : floats) check_float<T>(*first, {a});
-                 run_optimal_transport<Space, T>(space, operation, settings,
-                                                 options, arrays);
-               }
-             });
+  with_float_space(space_settings, *first, {},
+                   [&](const auto& space, auto zero) {
+                     using Space = std::decay_t<decltype(space)>;
+                     using T = decltype(zero);
+                     for (const Borrowed* a : floats)
+                       check_float<T>(*first, {a});
+                     run_optimal_transport<Space, T>(space, operation, settings,
+                                                     options, arrays);
+                   });
 }
 
 void initialize() {
