@@ -97,7 +97,7 @@ DEFAULT_METHODS = [
     "geomloss_keops",
     "softwave",
 ]
-ALL_METHODS = DEFAULT_METHODS + ["geomloss_keops_eps_scaling"]
+ALL_METHODS = DEFAULT_METHODS + ["softwave_portable", "geomloss_keops_eps_scaling"]
 
 
 # --------------------------------------------------------------------------
@@ -291,23 +291,25 @@ def softwave_value(out, a, b):
 # returns the OT value as a tensor/float in the |x-y|^2 convention.
 # --------------------------------------------------------------------------
 
-def run_softwave(x, y, a, b, eps, iterations):
+def run_softwave(x, y, a, b, eps, iterations, kernel="automatic"):
     """softwave's online log-domain Sinkhorn on the cost |x - y|^2, exactly
-    `iterations` iterations (tolerance 0 never stops early), synchronised."""
+    `iterations` iterations (tolerance 0 never stops early), synchronised.
+    kernel "automatic" takes the CUDA-specialised updates where they apply
+    (float, d <= 16); "portable" the Kokkos kernels."""
     import torch
     import softwave.ot
     out = softwave.ot.sinkhorn(x, y, a, b, epsilon=eps, cost="sqeuclidean",
-                               max_iterations=iterations, tolerance=0.0)
+                               max_iterations=iterations, tolerance=0.0, kernel=kernel)
     torch.cuda.synchronize()
     return out
 
 
-def build_softwave(x, y, a, b, eps, iterations, args):
+def build_softwave(x, y, a, b, eps, iterations, args, kernel="automatic"):
     import softwave.ot  # noqa: F401 - fail here, as an error record, if absent
     state = {}
 
     def fn():
-        out = run_softwave(x, y, a, b, eps, iterations)
+        out = run_softwave(x, y, a, b, eps, iterations, kernel)
         state["out"] = out
         return out
 
@@ -404,6 +406,8 @@ def build_geomloss_scaling(x, y, a, b, eps, iterations, args):
 def builder(method):
     if method == "softwave":
         return build_softwave
+    if method == "softwave_portable":
+        return lambda *a_, **k_: build_softwave(*a_, **k_, kernel="portable")
     if method == "geomloss_keops":
         return build_geomloss_fixed
     if method == "geomloss_keops_eps_scaling":

@@ -223,12 +223,16 @@ TYPED_TEST_SUITE(Sinkhorn, swt::ExecutionSpacesDoubleFloat);
 // Every form against the reference: plan, value (= the primal objective at
 // the optimum), transport cost, marginal errors, converged.
 template <class T, class Space>
-void check_against_reference(const Space& space, Rng& rng, int B, int n, int k,
-                             int d, double half, double eps, double rho_a,
-                             double rho_b, double mass_b) {
-  SCOPED_TRACE(::testing::Message() << "B " << B << " n " << n << " k " << k
-                                    << " d " << d << " half " << half << " eps "
-                                    << eps << " rho " << rho_a << "/" << rho_b);
+void check_against_reference(
+    const Space& space, Rng& rng, int B, int n, int k, int d, double half,
+    double eps, double rho_a, double rho_b, double mass_b,
+    std::initializer_list<Form> forms = {Form::points, Form::matrix,
+                                         Form::low_rank},
+    softwave::Kernel kernel = softwave::Kernel::automatic) {
+  SCOPED_TRACE(::testing::Message()
+               << "B " << B << " n " << n << " k " << k << " d " << d
+               << " half " << half << " eps " << eps << " rho " << rho_a << "/"
+               << rho_b << " kernel " << int(kernel));
   auto const pr = random_problems<T>(rng, B, n, k, d, half, mass_b);
   DeviceProblems<T, Space> dev(space, pr);
   softwave::SinkhornOptions o;
@@ -238,10 +242,11 @@ void check_against_reference(const Space& space, Rng& rng, int B, int n, int k,
   o.tolerance = tolerance<T>();
   o.max_iterations = 50000;
   o.check_every = 5;
+  o.kernel = kernel;
   std::vector<ref::OTSolution> expected;
   for (int q = 0; q < B; ++q)
     expected.push_back(ref::solve_ot(pr.problem(q, eps, rho_a, rho_b)));
-  for (Form form : {Form::points, Form::matrix, Form::low_rank}) {
+  for (Form form : forms) {
     SCOPED_TRACE(::testing::Message() << "form " << int(form));
     Solved s;
     std::vector<double> plan;
@@ -396,7 +401,29 @@ TYPED_TEST(Sinkhorn, ConvergedIsHonest) {
   }
 }
 
-// float32 at ε = 1e-4 of the cost scale: every output finite.
+// Whether the vendor-specialised updates take T point clouds on Space
+// (the CUDA backend's float updates).
+template <class T, class Space>
+constexpr bool specialised_updates() {
+#if defined(KOKKOS_ENABLE_CUDA)
+  return std::is_same_v<Space, Kokkos::Cuda> && std::is_same_v<T, float>;
+#else
+  return false;
+#endif
+}
+
+// The kernels to try: the portable ones, and the specialised updates where
+// they exist.
+template <class T, class Space>
+std::vector<softwave::Kernel> kernels() {
+  if (specialised_updates<T, Space>())
+    return {softwave::Kernel::portable, softwave::Kernel::specialised};
+  return {softwave::Kernel::portable};
+}
+
+// float32 at ε = 1e-4 of the cost scale: every output finite, on every
+// kernel (the specialised updates' shifted sums leave the safe range there
+// in the first iterations and at every annealing step).
 TYPED_TEST(Sinkhorn, SmallEpsilonStaysFinite) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
@@ -410,12 +437,57 @@ TYPED_TEST(Sinkhorn, SmallEpsilonStaysFinite) {
   o.epsilon_relative = true;
   o.max_iterations = 300;
   o.tolerance = 1e-3;
-  for (bool annealed : {false, true}) {
-    o.epsilon_scaling = annealed ? 0.5 : 0;
-    auto const s = solve(space, dev.points(), dev.marginals(), B, n, k, o);
-    for (auto const* v : {&s.f, &s.g, &s.value, &s.transport, &s.errors})
-      for (double e : *v) EXPECT_TRUE(std::isfinite(e)) << e;
+  for (auto kernel : kernels<T, Space>()) {
+    o.kernel = kernel;
+    for (bool annealed : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "kernel " << int(kernel) << " annealed " << annealed);
+      o.epsilon_scaling = annealed ? 0.5 : 0;
+      auto const s = solve(space, dev.points(), dev.marginals(), B, n, k, o);
+      for (auto const* v : {&s.f, &s.g, &s.value, &s.transport, &s.errors})
+        for (double e : *v) EXPECT_TRUE(std::isfinite(e)) << e;
+    }
   }
+}
+
+// The specialised updates against the reference (balanced, unbalanced,
+// semi-relaxed, d from 1 to 16, several row blocks and column parts, a
+// batch); where they do not exist, insisting on them is an argument error
+// naming `kernel`.
+TYPED_TEST(Sinkhorn, SpecialisedUpdatesMatchReference) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  auto const specialised = softwave::Kernel::specialised;
+  if (!specialised_updates<T, Space>()) {
+    auto const pr = random_problems<T>(rng, 1, 5, 4, 2, 1.0);
+    DeviceProblems<T, Space> dev(space, pr);
+    softwave::SinkhornOptions o;
+    o.kernel = specialised;
+    EXPECT_TRUE(swt::throws_naming("kernel = specialised", [&]() {
+      solve(space, dev.points(), dev.marginals(), 1, 5, 4, o);
+    }));
+    return;
+  }
+  check_against_reference<T>(space, rng, 2, 600, 530, 3, 1.0, 0.1, INFINITY,
+                             INFINITY, 1.0, {Form::points}, specialised);
+  check_against_reference<T>(space, rng, 1, 37, 1300, 1, 0.5, 0.05, INFINITY,
+                             INFINITY, 1.0, {Form::points}, specialised);
+  check_against_reference<T>(space, rng, 3, 700, 90, 2, 1.0, 0.08, 0.5, 2.0,
+                             1.4, {Form::points}, specialised);
+  check_against_reference<T>(space, rng, 1, 520, 640, 16, 0.5, 2.0, INFINITY,
+                             1.0, 0.7, {Form::points}, specialised);
+  check_against_reference<T>(space, rng, 1, 1100, 515, 5, 1.0, 0.2, 0.3,
+                             INFINITY, 1.0, {Form::points}, specialised);
+  // A cost form they do not take.
+  auto const pr = random_problems<T>(rng, 1, 5, 4, 2, 1.0);
+  DeviceProblems<T, Space> dev(space, pr);
+  softwave::SinkhornOptions o;
+  o.kernel = specialised;
+  EXPECT_TRUE(swt::throws_naming("point clouds", [&]() {
+    solve(space, dev.matrix(), dev.marginals(), 1, 5, 4, o);
+  }));
 }
 
 // Gradients of the value against central differences of re-solved values.

@@ -111,7 +111,7 @@ def _positive(name, value, allow_inf=False):
 
 
 def _settings(frame, *, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, rho_b,
-              max_iterations, tolerance, check_every, cost, check_inputs):
+              max_iterations, tolerance, check_every, cost, check_inputs, kernel="automatic"):
     if rho is not None:
         if rho_a is not None or rho_b is not None:
             raise ValueError("softwave: give rho, or rho_a and rho_b, not both")
@@ -128,6 +128,7 @@ def _settings(frame, *, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, 
         "tolerance": float(tolerance),
         "check_every": int(check_every),
         "cost": cost,
+        "kernel": str(kernel),
         "check": frame.default_check() if check_inputs is None else bool(check_inputs),
         "stream": frame.stream(),
     }
@@ -336,7 +337,8 @@ def sinkhorn(x=None, y=None, a=None, b=None, *, cost_matrix=None, factors=None,
              cost: str = "sqeuclidean", epsilon: float = 0.05, epsilon_relative: bool = False,
              epsilon_scaling: float = 0.0, rho=None, rho_a=None, rho_b=None,
              max_iterations: int = 1000, tolerance: float = 1e-6, check_every: int = 10,
-             potentials=None, check_inputs: Optional[bool] = None) -> SinkhornResult:
+             potentials=None, check_inputs: Optional[bool] = None,
+             kernel: str = "automatic") -> SinkhornResult:
     """Entropic OT between x (N, d) and y (K, d) (or batches (B, N, d),
     (B, K, d)), or for a cost_matrix (…, N, K), or a low-rank cost given by
     factors = (u, v, p, q): C = u_i + v_j − p_i·q_j (u, v may be None).
@@ -349,10 +351,12 @@ def sinkhorn(x=None, y=None, a=None, b=None, *, cost_matrix=None, factors=None,
     the marginals (None: balanced). tolerance: stop once the marginal
     residual ‖π1 − a‖₁ is below it (checked every check_every iterations;
     <= 0 runs exactly max_iterations). potentials: (f, g) to start from.
+    kernel: "automatic", "portable" or "specialised" (the CUDA updates for
+    float point clouds, d <= 16; see SinkhornOptions::kernel).
     """
     kw = dict(epsilon=epsilon, epsilon_relative=epsilon_relative, epsilon_scaling=epsilon_scaling,
               rho=rho, rho_a=rho_a, rho_b=rho_b, max_iterations=max_iterations, tolerance=tolerance,
-              check_every=check_every, cost=cost, check_inputs=check_inputs)
+              check_every=check_every, cost=cost, check_inputs=check_inputs, kernel=kernel)
     problem = _problem(x, y, a, b, cost_matrix, factors, kw)
     out = _solve(problem, potentials)
     value = out["value"]
@@ -377,13 +381,13 @@ def sinkhorn(x=None, y=None, a=None, b=None, *, cost_matrix=None, factors=None,
 def sinkhorn_divergence(x, y, a=None, b=None, *, cost: str = "sqeuclidean", epsilon: float = 0.05,
                         epsilon_relative: bool = False, epsilon_scaling: float = 0.0, rho=None,
                         max_iterations: int = 1000, tolerance: float = 1e-6, check_every: int = 10,
-                        check_inputs: Optional[bool] = None):
+                        check_inputs: Optional[bool] = None, kernel: str = "automatic"):
     """S_ε = OT_ε(a, b) − ½ OT_ε(a, a) − ½ OT_ε(b, b) (+ ½ ε (Σa − Σb)² when
     unbalanced): ≥ 0 and 0 for equal inputs. Differentiable (torch) in x, y,
     a and b. Returns the values (…,)."""
     kw = dict(epsilon=epsilon, epsilon_relative=epsilon_relative, epsilon_scaling=epsilon_scaling,
               rho=rho, rho_a=None, rho_b=None, max_iterations=max_iterations, tolerance=tolerance,
-              check_every=check_every, cost=cost, check_inputs=check_inputs)
+              check_every=check_every, cost=cost, check_inputs=check_inputs, kernel=kernel)
     problem = _problem(x, y, a, b, None, None, kw)
     frame = problem.frame
     B = problem.sizes[0]

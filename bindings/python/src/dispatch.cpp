@@ -93,6 +93,13 @@ Enum choice(const char* name, const std::string& value,
                          "')");
 }
 
+Kernel kernel_of(const std::string& name) {
+  return choice<Kernel>("kernel", name,
+                        {{"automatic", Kernel::automatic},
+                         {"portable", Kernel::portable},
+                         {"specialised", Kernel::specialised}});
+}
+
 SoftDTWOptions options_of(const Settings& s) {
   SoftDTWOptions options;
   options.gamma = s.gamma;
@@ -101,10 +108,7 @@ SoftDTWOptions options_of(const Settings& s) {
                                {"l1", Cost::l1},
                                {"cosine", Cost::cosine}});
   if (s.band >= 0) options.band = s.band;
-  options.kernel = choice<Kernel>("kernel", s.kernel,
-                                  {{"automatic", Kernel::automatic},
-                                   {"portable", Kernel::portable},
-                                   {"specialised", Kernel::specialised}});
+  options.kernel = kernel_of(s.kernel);
   options.check_values = s.check_values;
   return options;
 }
@@ -479,6 +483,7 @@ SinkhornOptions sinkhorn_options_of(const OTSettings& s) {
   o.check_every = s.check_every;
   o.warm_start = s.warm_start;
   o.check_values = s.check_values;
+  o.kernel = kernel_of(s.kernel);
   return o;
 }
 

@@ -104,6 +104,7 @@ struct OTSettings {
   bool warm_start = false;
   bool check_values = true;
   std::string cost = "sqeuclidean";  // or half_sqeuclidean
+  std::string kernel = "automatic";  // automatic, portable or specialised
   std::uint64_t seed = 0;
   std::uintptr_t stream = 0;
 };

@@ -241,6 +241,8 @@ NB_MODULE(_core, m) {
             s.check_values = nb::cast<bool>(value);
           else if (name == "cost")
             s.cost = nb::cast<std::string>(value);
+          else if (name == "kernel")
+            s.kernel = nb::cast<std::string>(value);
           else if (name == "seed")
             s.seed = nb::cast<std::uint64_t>(value);
           else if (name == "stream")

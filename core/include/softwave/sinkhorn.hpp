@@ -46,6 +46,7 @@
 #include <cmath>
 #include <cstdint>
 #include <softwave/errors.hpp>
+#include <softwave/kernel_choice.hpp>
 #include <type_traits>
 
 namespace softwave {
@@ -81,6 +82,18 @@ struct SinkhornOptions {
   // Data checks (finite inputs, non-negative weights with positive mass),
   // read back with one fence per call; see SoftDTWOptions::check_values.
   bool check_values = true;
+  // Which kernels run the iterations (softwave/kernel_choice.hpp). The
+  // CUDA-specialised updates apply on Kokkos::Cuda to float point clouds
+  // with d <= 16 and contiguous potentials; `automatic` takes them where
+  // both clouds have at least 512 points. They form each cost exactly in
+  // FP32 FMAs (the clouds centred on their common mean, so that the
+  // expansion ‖x‖² + ‖y‖² − 2x·y loses no digits to an offset), and shift
+  // each row's exponentials by its previous log-sum-exp, so one exp2 per
+  // pair is all the special-function work; a row whose sum leaves the
+  // safe range (the first iterations, a jump in ε) is summed again exactly,
+  // after its maximum. The measurements, gradients and plan queries always
+  // run on the portable kernels.
+  Kernel kernel = Kernel::automatic;
 };
 
 template <class T, class Space>

@@ -73,6 +73,7 @@
 #include <optional>
 #include <softwave/errors.hpp>
 #include <softwave/half_types.hpp>
+#include <softwave/kernel_choice.hpp>
 #include <type_traits>
 
 namespace softwave {
@@ -83,10 +84,7 @@ namespace softwave {
 //   cosine:      1 − x·y / (max(‖x‖, ε) · max(‖y‖, ε)),  ε = 1e-8
 enum class Cost { sqeuclidean, l1, cosine };
 
-// Which implementation runs the sweeps. `automatic` takes the
-// vendor-specialised path where it applies and the portable Kokkos kernels
-// elsewhere; `specialised` insists (an argument error names `kernel` and
-// the reason when it does not apply); `portable` never takes it.
+// Which implementation runs the sweeps (Kernel, softwave/kernel_choice.hpp).
 // The CUDA-specialised path (backends/cuda) applies on Kokkos::Cuda to
 // float, bfloat16 or float16 data with γ > 0, no band, and either the
 // sqeuclidean cost with d ≤ 64 or a cost tensor, all arrays contiguous. Its
@@ -97,7 +95,6 @@ enum class Cost { sqeuclidean, l1, cosine };
 // keep up to 256 MiB reserved between calls (a higher threshold is kept).
 // ∇y is accumulated with atomic adds, so it can differ in the last bits
 // from run to run.
-enum class Kernel { automatic, portable, specialised };
 
 struct SoftDTWOptions {
   double gamma = 1.0;             // γ ≥ 0 and finite; 0 is hard DTW

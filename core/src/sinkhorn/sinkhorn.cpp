@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <softwave/sinkhorn.hpp>
 #include <vector>
 
 #include "../common/call_memory.hpp"
 #include "../common/data_checks.hpp"
 #include "passes.hpp"
+#include "specialised.hpp"
 
 namespace softwave::impl {
 namespace {
@@ -614,8 +616,30 @@ void solve(const Space& space, const PublicForm& public_form,
   if (B == 0) return;
 
   auto const form = internal_form(public_form);
+  using Form = std::decay_t<decltype(form)>;
+  using Specialised = SpecialisedUpdates<Space, T, Form>;
+  std::string const why_not = Specialised::unavailable(form);
+  if (options.kernel == Kernel::specialised && !why_not.empty())
+    throw_invalid_argument("kernel = specialised: ", why_not);
   auto const w = weights(space, marginals, B, N, K);
   auto const eps = epsilons<T, Space>(space, form, options);
+  std::optional<Specialised> specialised;
+  if (why_not.empty() &&
+      (options.kernel == Kernel::specialised ||
+       (options.kernel == Kernel::automatic && Specialised::pays_off(form))))
+    specialised.emplace(space, form);
+  auto const transposed = form.transposed();
+  // One half-iteration: the rows of `form` (rows_side) or its columns.
+  auto update = [&](bool rows_side, const ColumnSide<T, Space>& other,
+                    const EpsilonAt<T, Space>& at,
+                    const UpdateVisitor<T, Space>& visitor) {
+    if (specialised)
+      specialised->update(space, rows_side, other, at, visitor);
+    else if (rows_side)
+      tiled_pass(space, "update_rows", form, other, at, visitor);
+    else
+      tiled_pass(space, "update_columns", transposed, other, at, visitor);
+  };
   if (!options.warm_start) {
     Kokkos::deep_copy(space, result.f, T(0));
     Kokkos::deep_copy(space, result.g, T(0));
@@ -640,7 +664,6 @@ void solve(const Space& space, const PublicForm& public_form,
   columns.own = {result.g, w.log_b.view, options.rho_b};
   columns.mask = mask;
   columns.totals = residual.view;
-  auto const transposed = form.transposed();
   bool const checking = options.tolerance > 0;
   std::size_t remaining = B;
   for (int it = 1; it <= options.max_iterations && remaining > 0; ++it) {
@@ -650,15 +673,12 @@ void solve(const Space& space, const PublicForm& public_form,
                     it == options.max_iterations);
     if (rows.measure) Kokkos::deep_copy(space, residual.view, 0.0);
     if (symmetric) {
-      tiled_pass(space, "update_columns", transposed,
-                 ColumnSide<T, Space>{result.f, w.log_a.view}, at, columns);
+      update(false, ColumnSide<T, Space>{result.f, w.log_a.view}, at, columns);
       symmetric_average(space, result.f, result.g, w.log_a.view, at,
                         residual.view, rows.measure);
     } else {
-      tiled_pass(space, "update_rows", form,
-                 ColumnSide<T, Space>{result.g, w.log_b.view}, at, rows);
-      tiled_pass(space, "update_columns", transposed,
-                 ColumnSide<T, Space>{result.f, w.log_a.view}, at, columns);
+      update(true, ColumnSide<T, Space>{result.g, w.log_b.view}, at, rows);
+      update(false, ColumnSide<T, Space>{result.f, w.log_a.view}, at, columns);
     }
     if (!rows.measure) continue;
     Kokkos::deep_copy(space, host_residual, residual.view);

@@ -1,0 +1,303 @@
+// The CUDA-specialised Sinkhorn half-iteration (updates.hpp has the design):
+// the partial sums kernel, the finishing kernel and their launch plan.
+// Compiled only when Kokkos has its CUDA backend.
+
+#include "updates.hpp"
+
+#include <algorithm>
+#include <cfloat>
+
+#include "common/check.hpp"
+
+namespace softwave::impl::cuda_sinkhorn {
+namespace {
+
+constexpr int kThreads = 128;      // per block of the sums kernel
+constexpr int kRowsPerThread = 4;  // registers reuse a staged record 4×
+constexpr int kBlockRows = kThreads * kRowsPerThread;
+constexpr int kTile = kThreads;  // columns staged per step, one a thread
+constexpr int kFinishWarps = 8;  // rows per block of the finishing kernel
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kSmallestSum = 0x1p-64f;
+
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ float epsilon_of(const HalfIteration& h,
+                                            std::int64_t b) {
+  float const annealed = h.epsilon_scale[b] * h.epsilon_factor;
+  return annealed > h.epsilon_target[b] ? annealed : h.epsilon_target[b];
+}
+
+// λ = 1 / (1 + ε/ρ), as the portable update forms it.
+__device__ __forceinline__ float damping(const HalfIteration& h, float eps) {
+  return 1.f / (1.f + eps / float(h.rho));
+}
+
+// The per-pass constants of problem b: ε, λ, log₂e/ε.
+struct Scales {
+  float eps, lambda, unit;
+};
+__device__ __forceinline__ Scales scales_of(const HalfIteration& h,
+                                            std::int64_t b) {
+  float const eps = epsilon_of(h, b);
+  return {eps, damping(h, eps), kLog2e / eps};
+}
+
+// Column j's record: [0, d) its coordinates × 2c·log₂e/ε, [d] h_j =
+// log₂e·((g_j − c‖y_j‖²)/ε + log b_j); −∞ past the last column.
+template <int d>
+__device__ __forceinline__ void column_record(const HalfIteration& h,
+                                              std::int64_t b, std::int64_t j,
+                                              float unit, float* record) {
+  Side const& s = h.columns;
+  if (j >= s.n) {
+    for (int k = 0; k < d; ++k) record[k] = 0.f;
+    record[d] = -INFINITY;
+    return;
+  }
+  float const* y = s.points + (b * s.n + j) * d;
+  float const c = h.cost_scale, coordinate_scale = 2.f * c * unit;
+  float norm = 0.f;
+  for (int k = 0; k < d; ++k) {
+    float const v = y[k];
+    norm = fmaf(v, v, norm);
+    record[k] = v * coordinate_scale;
+  }
+  float const g = s.potential[b * s.potential_stride + j];
+  float const log_b = s.log_weight[b * s.log_weight_stride + j];
+  record[d] = fmaf(g - c * norm, unit, log_b * kLog2e);
+}
+
+// Row i's coordinates and −c‖x_i‖²·log₂e/ε.
+template <int d>
+__device__ __forceinline__ float load_row(const HalfIteration& h,
+                                          std::int64_t b, std::int64_t i,
+                                          float unit, float* x) {
+  float const* p = h.rows.points + (b * h.rows.n + i) * d;
+  float norm = 0.f;
+  for (int k = 0; k < d; ++k) {
+    x[k] = p[k];
+    norm = fmaf(x[k], x[k], norm);
+  }
+  return -(h.cost_scale * norm) * unit;
+}
+
+// log₂ of row i's previous sum: f_i = −λ ε ln 2 · shift.
+__device__ __forceinline__ float previous_shift(const HalfIteration& h,
+                                                std::int64_t b, std::int64_t i,
+                                                const Scales& s) {
+  float const f = h.rows.potential[b * h.rows.potential_stride + i];
+  return -f * s.unit / s.lambda;
+}
+
+// partial[(b·parts + part)·n + i] = Σ_{j in part} 2^(t_ij − shift_i), with
+// t_ij = row_i + record_j[d] + x_i·record_j[0, d); shift[b·n + i] = shift_i.
+template <int d>
+__global__ void __launch_bounds__(kThreads)
+    partial_sums(HalfIteration h, std::int64_t row_blocks, int parts,
+                 int tiles_per_part, float* partial, float* shift) {
+  constexpr int kRecord = (d + 1 + 3) / 4;  // float4s a record
+  __shared__ float4 tile[kTile][kRecord];
+  std::int64_t const part = blockIdx.x % parts;
+  std::int64_t const block = blockIdx.x / parts;
+  std::int64_t const b = block / row_blocks;
+  std::int64_t const i0 = (block % row_blocks) * kBlockRows;
+  if (!h.active[b]) return;
+  std::int64_t const n = h.rows.n, k = h.columns.n;
+  Scales const s = scales_of(h, b);
+
+  float x[kRowsPerThread][d];
+  float base[kRowsPerThread], sum[kRowsPerThread];
+  for (int r = 0; r < kRowsPerThread; ++r) {
+    std::int64_t const i = i0 + threadIdx.x + r * kThreads;
+    sum[r] = 0.f;
+    if (i < n) {
+      float const row = load_row<d>(h, b, i, s.unit, x[r]);
+      float const previous = previous_shift(h, b, i, s);
+      base[r] = row - previous;
+      if (part == 0) shift[b * n + i] = previous;
+    } else {
+      for (int q = 0; q < d; ++q) x[r][q] = 0.f;
+      base[r] = 0.f;
+    }
+  }
+
+  std::int64_t const tiles = (k + kTile - 1) / kTile;
+  std::int64_t const first = part * tiles_per_part;
+  std::int64_t const last = min(first + tiles_per_part, tiles);
+  for (std::int64_t q = first; q < last; ++q) {
+    __syncthreads();  // the previous tile is no longer read
+    {
+      float record[kRecord * 4] = {};
+      column_record<d>(h, b, q * kTile + threadIdx.x, s.unit, record);
+      for (int e = 0; e < kRecord; ++e)
+        tile[threadIdx.x][e] =
+            make_float4(record[4 * e], record[4 * e + 1], record[4 * e + 2],
+                        record[4 * e + 3]);
+    }
+    __syncthreads();
+#pragma unroll 2
+    for (int jj = 0; jj < kTile; ++jj) {
+      float4 packed[kRecord];
+      for (int e = 0; e < kRecord; ++e) packed[e] = tile[jj][e];
+      float const* record = reinterpret_cast<float const*>(packed);
+      for (int r = 0; r < kRowsPerThread; ++r) {
+        float t = base[r] + record[d];
+        for (int c = 0; c < d; ++c) t = fmaf(x[r][c], record[c], t);
+        sum[r] += exp2_approx(t);
+      }
+    }
+  }
+  for (int r = 0; r < kRowsPerThread; ++r) {
+    std::int64_t const i = i0 + threadIdx.x + r * kThreads;
+    if (i < n) partial[(b * parts + part) * n + i] = sum[r];
+  }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// log₂ Σ_j 2^t_ij of row i, exactly: the maximum first, then the sum
+// under it (one warp; lanes stride over the columns).
+template <int d>
+__device__ float exact_log2_sum(const HalfIteration& h, std::int64_t b,
+                                std::int64_t i, float unit, int lane) {
+  float x[d];
+  float const row = load_row<d>(h, b, i, unit, x);
+  auto exponent = [&](std::int64_t j) {
+    float record[d + 1];
+    column_record<d>(h, b, j, unit, record);
+    float t = row + record[d];
+    for (int c = 0; c < d; ++c) t = fmaf(x[c], record[c], t);
+    return t;
+  };
+  std::int64_t const k = h.columns.n;
+  float m = -INFINITY;
+  for (std::int64_t j = lane; j < k; j += 32) m = fmaxf(m, exponent(j));
+  m = warp_max(m);
+  float sum = 0.f;
+  for (std::int64_t j = lane; j < k; j += 32)
+    sum += exp2_approx(exponent(j) - m);
+  return log2f(warp_sum(sum)) + m;
+}
+
+// One warp a row: adds the row's partial sums, falls back to the exact sum
+// outside the safe range, writes f_i and adds the residual.
+template <int d>
+__global__ void __launch_bounds__(kFinishWarps * 32)
+    finish(HalfIteration h, std::int64_t row_blocks, int parts,
+           const float* partial, const float* shift) {
+  __shared__ double residuals[kFinishWarps];
+  std::int64_t const b = blockIdx.x / row_blocks;
+  if (!h.active[b]) return;
+  int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  std::int64_t const n = h.rows.n;
+  std::int64_t const i = (blockIdx.x % row_blocks) * kFinishWarps + warp;
+  Scales const s = scales_of(h, b);
+  double residual = 0;
+  if (i < n) {
+    float sum = 0.f;
+    for (int p = lane; p < parts; p += 32)
+      sum += partial[(b * parts + p) * n + i];
+    sum = warp_sum(sum);
+    float const log2_sum = sum >= kSmallestSum && sum <= FLT_MAX
+                               ? log2f(sum) + shift[b * n + i]
+                               : exact_log2_sum<d>(h, b, i, s.unit, lane);
+    float const updated = -s.lambda * s.eps * (log2_sum * kLn2);
+    if (lane == 0) {
+      float* const f = h.updated + b * h.rows.potential_stride + i;
+      if (h.measure) {
+        double const log_a =
+            h.rows.log_weight[b * h.rows.log_weight_stride + i];
+        if (log_a > -INFINITY)
+          residual =
+              exp(log_a) * fabs(expm1((double(*f) - double(updated)) / s.eps));
+      }
+      *f = updated;
+    }
+  }
+  if (!h.measure) return;
+  if (lane == 0) residuals[warp] = residual;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < kFinishWarps; ++w) total += residuals[w];
+    atomicAdd(h.residual + b * h.residual_stride, total);
+  }
+}
+
+// How the columns are split: enough blocks to fill the device several
+// times over, each part at least two tiles.
+struct Plan {
+  std::int64_t row_blocks;
+  int parts, tiles_per_part;
+};
+
+Plan plan_of(std::int64_t batch, std::int64_t n, std::int64_t k) {
+  int device = 0, sms = 0;
+  SOFTWAVE_CUDA_CHECK(cudaGetDevice(&device));
+  SOFTWAVE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  Plan p;
+  p.row_blocks = (n + kBlockRows - 1) / kBlockRows;
+  std::int64_t const tiles = (k + kTile - 1) / kTile;
+  std::int64_t const wanted = std::int64_t(sms) * 8;
+  std::int64_t const blocks = batch * p.row_blocks;
+  std::int64_t parts = std::clamp<std::int64_t>(
+      (wanted + blocks - 1) / blocks, 1, std::max<std::int64_t>(1, tiles / 2));
+  p.tiles_per_part = int((tiles + parts - 1) / parts);
+  p.parts = int((tiles + p.tiles_per_part - 1) / p.tiles_per_part);
+  return p;
+}
+
+template <int d>
+void launch(cudaStream_t stream, const HalfIteration& h, float* workspace) {
+  Plan const p = plan_of(h.batch, h.rows.n, h.columns.n);
+  float* const shift = workspace;
+  float* const partial = workspace + h.batch * h.rows.n;
+  partial_sums<d>
+      <<<unsigned(h.batch * p.row_blocks * p.parts), kThreads, 0, stream>>>(
+          h, p.row_blocks, p.parts, p.tiles_per_part, partial, shift);
+  SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+  std::int64_t const finish_blocks =
+      (h.rows.n + kFinishWarps - 1) / kFinishWarps;
+  finish<d>
+      <<<unsigned(h.batch * finish_blocks), kFinishWarps * 32, 0, stream>>>(
+          h, finish_blocks, p.parts, partial, shift);
+  SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+}
+
+// launch<d> for the runtime d (1 ≤ d ≤ max_features).
+template <int d = 1>
+void launch_for(cudaStream_t stream, const HalfIteration& h, float* workspace) {
+  if constexpr (d <= max_features) {
+    if (h.d == d) return launch<d>(stream, h, workspace);
+    launch_for<d + 1>(stream, h, workspace);
+  }
+}
+
+}  // namespace
+
+std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
+                              std::int64_t k) {
+  return batch * n * (std::int64_t(plan_of(batch, n, k).parts) + 1);
+}
+
+void update(cudaStream_t stream, const HalfIteration& h, float* workspace) {
+  if (h.batch == 0 || h.rows.n == 0 || h.columns.n == 0) return;
+  launch_for(stream, h, workspace);
+}
+
+}  // namespace softwave::impl::cuda_sinkhorn

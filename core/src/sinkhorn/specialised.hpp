@@ -1,0 +1,38 @@
+#pragma once
+// Dispatch from the solver's iterations to vendor-specialised updates
+// (backends/) where one exists for the execution space, type and cost form.
+// SpecialisedUpdates<Space, T, Form>::unavailable(form) says why they cannot
+// run (empty when they can); an instance, made once per solve, holds what
+// they keep between iterations and runs one half-iteration with update().
+//
+// The primary template below is the portable answer. A backend specialises
+// it for its execution space in backends/<vendor>/sinkhorn/
+// vendor_specialised_updates.hpp, whose folder is on the include path only
+// in a build with that backend, so core names no vendor.
+
+#include <string>
+
+#include "passes.hpp"
+
+namespace softwave::impl {
+
+template <class Space, class T, class Form>
+struct SpecialisedUpdates {
+  static std::string unavailable(const Form&) {
+    return "the specialised updates take float point clouds on Kokkos::Cuda "
+           "only (a CUDA build)";
+  }
+  // Whether `automatic` takes them for this problem.
+  static bool pays_off(const Form&) { return false; }
+  SpecialisedUpdates(const Space&, const Form&) {}
+  // f ← the update of `own` against `columns` (rows_side: the form's rows;
+  // else its transposed form's), as tiled_pass with an UpdateVisitor.
+  void update(const Space&, bool /*rows_side*/, const ColumnSide<T, Space>&,
+              const EpsilonAt<T, Space>&, const UpdateVisitor<T, Space>&) {}
+};
+
+}  // namespace softwave::impl
+
+#if __has_include(<sinkhorn/vendor_specialised_updates.hpp>)
+#include <sinkhorn/vendor_specialised_updates.hpp>
+#endif
