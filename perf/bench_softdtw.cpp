@@ -71,6 +71,7 @@
 #include <vector>
 
 #include "allocation_tracker.hpp"
+#include "bench_common.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA)
 #include <cuda_runtime.h>
@@ -82,7 +83,8 @@ namespace {
 
 using softwave_tools::AllocationTracker;
 
-using Space = Kokkos::DefaultExecutionSpace;
+using softwave_bench::kMiB;
+using softwave_bench::Space;
 using Memory = Space::memory_space;
 template <class T>
 using Series = Kokkos::View<T***, Kokkos::LayoutRight, Memory>;
@@ -92,8 +94,6 @@ using Matrix = Kokkos::View<float**, Kokkos::LayoutRight, Memory>;
 // --softwave_input=float32|bfloat16|float16: the inputs' (and gradients')
 // type; values are float32 for all three.
 enum class Input { float32, bfloat16, float16 };
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 enum class Grid { cpu, gpu };
 enum class Kind { forward, forward_backward, pairwise, cost, cost_backward };
@@ -272,22 +272,7 @@ template <class T>
 Series<T> random_series(const std::string& label, std::int64_t B,
                         std::int64_t N, std::int64_t d, std::uint64_t seed) {
   Series<T> v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), B, N, d);
-  Kokkos::Random_XorShift64_Pool<Space> pool(seed);
-  T* const data = v.data();
-  std::int64_t const size = std::int64_t(v.size());
-  constexpr std::int64_t chunk = 256;
-  Kokkos::parallel_for(
-      "softwave_bench::fill_normal",
-      Kokkos::RangePolicy<Space>(0, (size + chunk - 1) / chunk),
-      KOKKOS_LAMBDA(std::int64_t c) {
-        auto gen = pool.get_state();
-        std::int64_t const end =
-            (c + 1) * chunk < size ? (c + 1) * chunk : size;
-        for (std::int64_t i = c * chunk; i < end; ++i)
-          data[i] = T(float(gen.normal()));
-        pool.free_state(gen);
-      });
-  Kokkos::fence();
+  softwave_bench::fill_normal(v, seed);
   return v;
 }
 
@@ -380,17 +365,8 @@ void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
   // One un-timed call: warm-up, and the allocation peak of one call.
   AllocationTracker::Peaks peaks;
   try {
-    AllocationTracker::start();
-    softwave_tools::StreamOrderedPeak::start();
-    call();
-    space.fence();
-    peaks = AllocationTracker::stop();
-    std::size_t const stream_ordered =
-        softwave_tools::StreamOrderedPeak::stop();
-    peaks.workspace += stream_ordered;
-    peaks.all += stream_ordered;
+    peaks = softwave_bench::measured_call(space, call);
   } catch (const std::exception& e) {
-    AllocationTracker::stop();
     state.SkipWithError(e.what());
     return;
   }
@@ -618,6 +594,7 @@ int main(int argc, char** argv) {
                                   std::to_string(g_forward_warps) + "," +
                                       std::to_string(g_backward_warps));
       register_grid(g_grid);
+      softwave_bench::register_sinkhorn(g_grid == Grid::gpu, g_checks);
       benchmark::RunSpecifiedBenchmarks();
       if (!AllocationTracker::other_labels().empty()) {
         std::cerr << "softwave_bench: allocations outside \"softwave::*\" seen "

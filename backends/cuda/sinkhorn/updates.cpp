@@ -95,9 +95,15 @@ __device__ __forceinline__ float previous_shift(const HalfIteration& h,
   return -f * s.unit / s.lambda;
 }
 
-// partial[(b·parts + part)·n + i] = Σ_{j in part} 2^(t_ij − shift_i), with
-// t_ij = row_i + record_j[d] + x_i·record_j[0, d); shift[b·n + i] = shift_i.
-template <int d>
+// What a pass of partial_sums computes for each row over its part of the
+// columns: the maximum of t_ij, or Σ 2^(t_ij − shift_i) under the shift of
+// the row's previous potential or (after a maximum pass) the one in `shift`.
+enum class Pass { maximum, sum_previous, sum_given };
+
+// partial[(b·parts + part)·n + i] = the pass's reduction over the part's
+// columns of t_ij = row_i + record_j[d] + x_i·record_j[0, d). A sum pass
+// under the previous potential's shift also writes it to shift[b·n + i].
+template <int d, Pass pass>
 __global__ void __launch_bounds__(kThreads)
     partial_sums(HalfIteration h, std::int64_t row_blocks, int parts,
                  int tiles_per_part, float* partial, float* shift) {
@@ -115,12 +121,18 @@ __global__ void __launch_bounds__(kThreads)
   float base[kRowsPerThread], sum[kRowsPerThread];
   for (int r = 0; r < kRowsPerThread; ++r) {
     std::int64_t const i = i0 + threadIdx.x + r * kThreads;
-    sum[r] = 0.f;
+    sum[r] = pass == Pass::maximum ? -INFINITY : 0.f;
     if (i < n) {
       float const row = load_row<d>(h, b, i, s.unit, x[r]);
-      float const previous = previous_shift(h, b, i, s);
-      base[r] = row - previous;
-      if (part == 0) shift[b * n + i] = previous;
+      if (pass == Pass::maximum) {
+        base[r] = row;
+      } else if (pass == Pass::sum_given) {
+        base[r] = row - shift[b * n + i];
+      } else {
+        float const previous = previous_shift(h, b, i, s);
+        base[r] = row - previous;
+        if (part == 0) shift[b * n + i] = previous;
+      }
     } else {
       for (int q = 0; q < d; ++q) x[r][q] = 0.f;
       base[r] = 0.f;
@@ -149,7 +161,10 @@ __global__ void __launch_bounds__(kThreads)
       for (int r = 0; r < kRowsPerThread; ++r) {
         float t = base[r] + record[d];
         for (int c = 0; c < d; ++c) t = fmaf(x[r][c], record[c], t);
-        sum[r] += exp2_approx(t);
+        if (pass == Pass::maximum)
+          sum[r] = fmaxf(sum[r], t);
+        else
+          sum[r] += exp2_approx(t);
       }
     }
   }
@@ -191,6 +206,22 @@ __device__ float exact_log2_sum(const HalfIteration& h, std::int64_t b,
   for (std::int64_t j = lane; j < k; j += 32)
     sum += exp2_approx(exponent(j) - m);
   return log2f(warp_sum(sum)) + m;
+}
+
+// shift[b·n + i] = the maximum of row i's partial maxima (one thread a
+// row).
+__global__ void __launch_bounds__(256)
+    maximum_shift(HalfIteration h, int parts, const float* partial,
+                  float* shift) {
+  std::int64_t const n = h.rows.n;
+  std::int64_t const q = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (q >= h.batch * n) return;
+  std::int64_t const b = q / n, i = q % n;
+  if (!h.active[b]) return;
+  float m = -INFINITY;
+  for (int p = 0; p < parts; ++p)
+    m = fmaxf(m, partial[(b * parts + p) * n + i]);
+  shift[q] = m;
 }
 
 // One warp a row: adds the row's partial sums, falls back to the exact sum
@@ -238,38 +269,85 @@ __global__ void __launch_bounds__(kFinishWarps * 32)
   }
 }
 
-// How the columns are split: enough blocks to fill the device several
-// times over, each part at least two tiles.
+// How the columns are split into parts: as many blocks as fill the
+// device's resident slots (`resident` blocks an SM) in whole waves, since a
+// last wave that is partly empty costs as much as a full one. Parts cover
+// at least two tiles, and never more than the slots of the fullest
+// occupancy call for (the workspace is sized for that).
 struct Plan {
   std::int64_t row_blocks;
   int parts, tiles_per_part;
 };
 
-Plan plan_of(std::int64_t batch, std::int64_t n, std::int64_t k) {
+int multiprocessors() {
   int device = 0, sms = 0;
   SOFTWAVE_CUDA_CHECK(cudaGetDevice(&device));
   SOFTWAVE_CUDA_CHECK(
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+constexpr int kMostResident = 2048 / kThreads;  // an SM's thread limit
+
+std::int64_t most_parts(std::int64_t blocks, std::int64_t tiles, int sms) {
+  std::int64_t const slots = std::int64_t(sms) * kMostResident;
+  return std::max<std::int64_t>(
+      1, std::min((slots + blocks - 1) / blocks, tiles / 2));
+}
+
+Plan plan_of(std::int64_t batch, std::int64_t n, std::int64_t k, int resident) {
+  int const sms = multiprocessors();
   Plan p;
   p.row_blocks = (n + kBlockRows - 1) / kBlockRows;
   std::int64_t const tiles = (k + kTile - 1) / kTile;
-  std::int64_t const wanted = std::int64_t(sms) * 8;
   std::int64_t const blocks = batch * p.row_blocks;
-  std::int64_t parts = std::clamp<std::int64_t>(
-      (wanted + blocks - 1) / blocks, 1, std::max<std::int64_t>(1, tiles / 2));
+  std::int64_t const slots = std::int64_t(sms) * std::max(resident, 1);
+  std::int64_t parts = 1;
+  double best = -1;
+  for (std::int64_t q = 1; q <= most_parts(blocks, tiles, sms); ++q) {
+    std::int64_t const items = blocks * q;
+    double const filled =
+        double(items) / double((items + slots - 1) / slots * slots);
+    // Fewer parts unless more fill clearly more of the slots.
+    if (filled > best + 0.02) best = filled, parts = q;
+  }
   p.tiles_per_part = int((tiles + parts - 1) / parts);
   p.parts = int((tiles + p.tiles_per_part - 1) / p.tiles_per_part);
   return p;
 }
 
+// Blocks of partial_sums<d> an SM holds at once.
+template <int d>
+int resident_blocks() {
+  static int const blocks = [] {
+    int count = 0;
+    SOFTWAVE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &count, partial_sums<d, Pass::sum_previous>, kThreads, 0));
+    return count;
+  }();
+  return blocks;
+}
+
 template <int d>
 void launch(cudaStream_t stream, const HalfIteration& h, float* workspace) {
-  Plan const p = plan_of(h.batch, h.rows.n, h.columns.n);
+  Plan const p = plan_of(h.batch, h.rows.n, h.columns.n, resident_blocks<d>());
   float* const shift = workspace;
   float* const partial = workspace + h.batch * h.rows.n;
-  partial_sums<d>
-      <<<unsigned(h.batch * p.row_blocks * p.parts), kThreads, 0, stream>>>(
-          h, p.row_blocks, p.parts, p.tiles_per_part, partial, shift);
+  unsigned const blocks = unsigned(h.batch * p.row_blocks * p.parts);
+  if (h.cold) {
+    partial_sums<d, Pass::maximum><<<blocks, kThreads, 0, stream>>>(
+        h, p.row_blocks, p.parts, p.tiles_per_part, partial, shift);
+    SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+    std::int64_t const rows = h.batch * h.rows.n;
+    maximum_shift<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
+        h, p.parts, partial, shift);
+    SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+    partial_sums<d, Pass::sum_given><<<blocks, kThreads, 0, stream>>>(
+        h, p.row_blocks, p.parts, p.tiles_per_part, partial, shift);
+  } else {
+    partial_sums<d, Pass::sum_previous><<<blocks, kThreads, 0, stream>>>(
+        h, p.row_blocks, p.parts, p.tiles_per_part, partial, shift);
+  }
   SOFTWAVE_CUDA_CHECK(cudaGetLastError());
   std::int64_t const finish_blocks =
       (h.rows.n + kFinishWarps - 1) / kFinishWarps;
@@ -292,7 +370,9 @@ void launch_for(cudaStream_t stream, const HalfIteration& h, float* workspace) {
 
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
                               std::int64_t k) {
-  return batch * n * (std::int64_t(plan_of(batch, n, k).parts) + 1);
+  std::int64_t const blocks = batch * ((n + kBlockRows - 1) / kBlockRows);
+  std::int64_t const tiles = (k + kTile - 1) / kTile;
+  return batch * n * (most_parts(blocks, tiles, multiprocessors()) + 1);
 }
 
 void update(cudaStream_t stream, const HalfIteration& h, float* workspace) {

@@ -19,7 +19,9 @@
 //     moves little once the iterations settle. The sum is accepted when it
 //     is finite and ≥ 2⁻⁶⁴ (no term can have overflowed, and the terms
 //     flushed to zero are below 2⁻¹²⁶ each); otherwise the finishing
-//     kernel sums that row again exactly, maximum first.
+//     kernel sums that row again exactly, maximum first. The first update
+//     from zero potentials takes every row's maximum first, in a pass of
+//     the same kernel without exp2s.
 // Each block owns 512 rows (4 per thread, so a staged record is used 4
 // times from registers) and a part of the columns; the parts' partial sums,
 // all under the same shift, are added in a fixed order by the finishing
@@ -62,6 +64,9 @@ struct HalfIteration {
   double* residual = nullptr;
   std::int64_t residual_stride = 0;
   bool measure = false;
+  // The rows' potentials say nothing of their sums yet (the first update
+  // from zeros): take each row's maximum first, in a pass without exp2s.
+  bool cold = false;
 };
 
 // Floats of workspace update() needs for `batch` problems of n rows and k

@@ -80,8 +80,10 @@ struct SpecialisedUpdates<Kokkos::Cuda, float,
     return form.rows() >= 512 && form.columns() >= 512;
   }
 
-  SpecialisedUpdates(const Space& space, const Form& form)
+  // warm: the potentials start from given values (not zeros).
+  SpecialisedUpdates(const Space& space, const Form& form, bool warm)
       : form_(form),
+        warm_(warm),
         x_(call_array<Points>(space, "softwave::sinkhorn::centred_x", false,
                               form.x.extent(0), form.x.extent(1),
                               form.x.extent(2))),
@@ -128,6 +130,8 @@ struct SpecialisedUpdates<Kokkos::Cuda, float,
     h.residual = visitor.totals.data();
     h.residual_stride = std::int64_t(visitor.totals.stride(0));
     h.measure = visitor.measure;
+    h.cold = !warm_ && !updated_[rows_side];
+    updated_[rows_side] = true;
     compat::ScopedRegion region(
         rows_side ? "softwave::sinkhorn::cuda_update_rows"
                   : "softwave::sinkhorn::cuda_update_columns");
@@ -135,6 +139,8 @@ struct SpecialisedUpdates<Kokkos::Cuda, float,
   }
 
   Form form_;
+  bool warm_;
+  bool updated_[2] = {false, false};  // [rows_side]: updated once already
   CallArray<Points> x_, y_;
   CallArray<Kokkos::View<float*, Space::memory_space>> workspace_;
 };

@@ -627,7 +627,7 @@ void solve(const Space& space, const PublicForm& public_form,
   if (why_not.empty() &&
       (options.kernel == Kernel::specialised ||
        (options.kernel == Kernel::automatic && Specialised::pays_off(form))))
-    specialised.emplace(space, form);
+    specialised.emplace(space, form, options.warm_start);
   auto const transposed = form.transposed();
   // One half-iteration: the rows of `form` (rows_side) or its columns.
   auto update = [&](bool rows_side, const ColumnSide<T, Space>& other,

@@ -24,7 +24,8 @@ struct SpecialisedUpdates {
   }
   // Whether `automatic` takes them for this problem.
   static bool pays_off(const Form&) { return false; }
-  SpecialisedUpdates(const Space&, const Form&) {}
+  // warm: the potentials start from given values, not zeros.
+  SpecialisedUpdates(const Space&, const Form&, bool /*warm*/) {}
   // f ← the update of `own` against `columns` (rows_side: the form's rows;
   // else its transposed form's), as tiled_pass with an UpdateVisitor.
   void update(const Space&, bool /*rows_side*/, const ColumnSide<T, Space>&,
