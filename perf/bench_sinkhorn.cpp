@@ -8,6 +8,9 @@
 //                                  shape of perf/bench_sinkhorn_peers.py.
 //                                  _specialised: Kernel::specialised (CUDA,
 //                                  d <= 16); else Kernel::portable.
+//   BM_Sinkhorn_specialised_rowsR/N/d  the same with R rows a thread in the
+//                                  CUDA sums kernel (set_rows_per_thread),
+//                                  to compare the variants in one run.
 //
 // Timing as the Soft-DTW benchmarks: manual time between fences, inputs
 // allocated once, one un-timed call first that records the peak of what
@@ -30,6 +33,10 @@
 
 #include "bench_common.hpp"
 
+#if defined(KOKKOS_ENABLE_CUDA)
+#include "sinkhorn/updates.hpp"  // set_rows_per_thread
+#endif
+
 namespace softwave_bench {
 namespace {
 
@@ -48,8 +55,21 @@ struct Peer {
 constexpr Peer kFlashTf32[] = {
     {10000, 3, 20.03}, {50000, 3, 235.13}, {100000, 3, 897.45}};
 
+// Sets the CUDA sums kernel's rows per thread for one benchmark (0: the
+// library's choice), and back to the library's choice after it.
+struct RowsPerThread {
+  explicit RowsPerThread(int rows) { set(rows); }
+  ~RowsPerThread() { set(0); }
+  static void set([[maybe_unused]] int rows) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    softwave::impl::cuda_sinkhorn::set_rows_per_thread(rows);
+#endif
+  }
+};
+
 void run_sinkhorn(benchmark::State& state, softwave::Kernel kernel, bool checks,
-                  bool gpu) {
+                  bool gpu, int rows_per_thread) {
+  RowsPerThread const rows(rows_per_thread);
   Space const space;
   std::int64_t const N = state.range(0), d = state.range(1);
   using Points = softwave::OTView3<float, Space>;
@@ -120,30 +140,36 @@ void run_sinkhorn(benchmark::State& state, softwave::Kernel kernel, bool checks,
 }  // namespace
 
 void register_sinkhorn(bool gpu, bool checks) {
-  // (N, d, specialised): the peers' shapes on a GPU (the portable kernels
-  // at the smallest beside them), smaller clouds on a CPU.
+  // (N, d, specialised, rows a thread): the peers' shapes on a GPU (the
+  // portable kernels at the smallest beside them), smaller clouds on a CPU.
   struct Shape {
     std::int64_t n, d;
     bool specialised;
+    int rows;
   };
   std::vector<Shape> shapes;
   if (gpu) {
-    shapes = {{10000, 3, false}, {10000, 64, false}};
+    shapes = {{10000, 3, false, 0}};
 #if defined(KOKKOS_ENABLE_CUDA)
-    for (std::int64_t n : {10000, 50000, 100000})
-      shapes.push_back({n, 3, true});
-    shapes.push_back({10000, 16, true});
+    for (int rows : {0, 4, 8})
+      for (std::int64_t n : {10000, 50000, 100000})
+        shapes.push_back({n, 3, true, rows});
+    shapes.push_back({10000, 16, true, 0});
 #endif
   } else {
-    shapes = {{1000, 3, false}, {1000, 64, false}};
+    shapes = {{1000, 3, false, 0}, {1000, 64, false, 0}};
   }
   for (auto const& s : shapes) {
     auto const kernel = s.specialised ? softwave::Kernel::specialised
                                       : softwave::Kernel::portable;
+    std::string name =
+        s.specialised ? "BM_Sinkhorn_specialised" : "BM_Sinkhorn";
+    if (s.rows) name += "_rows" + std::to_string(s.rows);
+    int const rows = s.rows;
     benchmark::RegisterBenchmark(
-        s.specialised ? "BM_Sinkhorn_specialised" : "BM_Sinkhorn",
-        [kernel, checks, gpu](benchmark::State& state) {
-          run_sinkhorn(state, kernel, checks, gpu);
+        name.c_str(),
+        [kernel, checks, gpu, rows](benchmark::State& state) {
+          run_sinkhorn(state, kernel, checks, gpu, rows);
         })
         ->Args({s.n, s.d})
         ->UseManualTime()

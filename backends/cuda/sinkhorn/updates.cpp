@@ -12,9 +12,7 @@
 namespace softwave::impl::cuda_sinkhorn {
 namespace {
 
-constexpr int kThreads = 128;      // per block of the sums kernel
-constexpr int kRowsPerThread = 4;  // registers reuse a staged record 4×
-constexpr int kBlockRows = kThreads * kRowsPerThread;
+constexpr int kThreads = 128;    // per block of the sums kernel
 constexpr int kTile = kThreads;  // columns staged per step, one a thread
 constexpr int kFinishWarps = 8;  // rows per block of the finishing kernel
 constexpr float kLog2e = 1.4426950408889634f;
@@ -100,77 +98,96 @@ __device__ __forceinline__ float previous_shift(const HalfIteration& h,
 // the row's previous potential or (after a maximum pass) the one in `shift`.
 enum class Pass { maximum, sum_previous, sum_given };
 
+// Where a pass's work items are: item q is part q % parts of the columns
+// for rows block q / parts (R·kThreads rows of problem block / row_blocks).
+struct Work {
+  std::int64_t row_blocks, items;
+  int parts, tiles_per_part;
+};
+
 // partial[(b·parts + part)·n + i] = the pass's reduction over the part's
 // columns of t_ij = row_i + record_j[d] + x_i·record_j[0, d). A sum pass
 // under the previous potential's shift also writes it to shift[b·n + i].
-template <int d, Pass pass>
+// Persistent blocks take items in turn from the ticket counter: ticket
+// first_ticket + q is item q, and each block takes one ticket past the
+// last item, so a launch of G blocks uses items + G tickets.
+template <int d, int R, Pass pass>
 __global__ void __launch_bounds__(kThreads)
-    partial_sums(HalfIteration h, std::int64_t row_blocks, int parts,
-                 int tiles_per_part, float* partial, float* shift) {
+    partial_sums(HalfIteration h, Work w, float* partial, float* shift,
+                 unsigned long long* tickets, unsigned long long first_ticket) {
   constexpr int kRecord = (d + 1 + 3) / 4;  // float4s a record
   __shared__ float4 tile[kTile][kRecord];
-  std::int64_t const part = blockIdx.x % parts;
-  std::int64_t const block = blockIdx.x / parts;
-  std::int64_t const b = block / row_blocks;
-  std::int64_t const i0 = (block % row_blocks) * kBlockRows;
-  if (!h.active[b]) return;
+  __shared__ std::int64_t taken;
   std::int64_t const n = h.rows.n, k = h.columns.n;
-  Scales const s = scales_of(h, b);
-
-  float x[kRowsPerThread][d];
-  float base[kRowsPerThread], sum[kRowsPerThread];
-  for (int r = 0; r < kRowsPerThread; ++r) {
-    std::int64_t const i = i0 + threadIdx.x + r * kThreads;
-    sum[r] = pass == Pass::maximum ? -INFINITY : 0.f;
-    if (i < n) {
-      float const row = load_row<d>(h, b, i, s.unit, x[r]);
-      if (pass == Pass::maximum) {
-        base[r] = row;
-      } else if (pass == Pass::sum_given) {
-        base[r] = row - shift[b * n + i];
-      } else {
-        float const previous = previous_shift(h, b, i, s);
-        base[r] = row - previous;
-        if (part == 0) shift[b * n + i] = previous;
-      }
-    } else {
-      for (int q = 0; q < d; ++q) x[r][q] = 0.f;
-      base[r] = 0.f;
-    }
-  }
-
   std::int64_t const tiles = (k + kTile - 1) / kTile;
-  std::int64_t const first = part * tiles_per_part;
-  std::int64_t const last = min(first + tiles_per_part, tiles);
-  for (std::int64_t q = first; q < last; ++q) {
-    __syncthreads();  // the previous tile is no longer read
-    {
-      float record[kRecord * 4] = {};
-      column_record<d>(h, b, q * kTile + threadIdx.x, s.unit, record);
-      for (int e = 0; e < kRecord; ++e)
-        tile[threadIdx.x][e] =
-            make_float4(record[4 * e], record[4 * e + 1], record[4 * e + 2],
-                        record[4 * e + 3]);
-    }
+  for (;;) {
+    __syncthreads();  // the previous item's tile and `taken` are read
+    if (threadIdx.x == 0)
+      taken = std::int64_t(atomicAdd(tickets, 1ull) - first_ticket);
     __syncthreads();
-#pragma unroll 2
-    for (int jj = 0; jj < kTile; ++jj) {
-      float4 packed[kRecord];
-      for (int e = 0; e < kRecord; ++e) packed[e] = tile[jj][e];
-      float const* record = reinterpret_cast<float const*>(packed);
-      for (int r = 0; r < kRowsPerThread; ++r) {
-        float t = base[r] + record[d];
-        for (int c = 0; c < d; ++c) t = fmaf(x[r][c], record[c], t);
-        if (pass == Pass::maximum)
-          sum[r] = fmaxf(sum[r], t);
-        else
-          sum[r] += exp2_approx(t);
+    std::int64_t const item = taken;
+    if (item >= w.items) return;
+    std::int64_t const part = item % w.parts;
+    std::int64_t const block = item / w.parts;
+    std::int64_t const b = block / w.row_blocks;
+    std::int64_t const i0 = (block % w.row_blocks) * (R * kThreads);
+    if (!h.active[b]) continue;
+    Scales const s = scales_of(h, b);
+
+    float x[R][d];
+    float base[R], sum[R];
+    for (int r = 0; r < R; ++r) {
+      std::int64_t const i = i0 + threadIdx.x + r * kThreads;
+      sum[r] = pass == Pass::maximum ? -INFINITY : 0.f;
+      if (i < n) {
+        float const row = load_row<d>(h, b, i, s.unit, x[r]);
+        if (pass == Pass::maximum) {
+          base[r] = row;
+        } else if (pass == Pass::sum_given) {
+          base[r] = row - shift[b * n + i];
+        } else {
+          float const previous = previous_shift(h, b, i, s);
+          base[r] = row - previous;
+          if (part == 0) shift[b * n + i] = previous;
+        }
+      } else {
+        for (int q = 0; q < d; ++q) x[r][q] = 0.f;
+        base[r] = 0.f;
       }
     }
-  }
-  for (int r = 0; r < kRowsPerThread; ++r) {
-    std::int64_t const i = i0 + threadIdx.x + r * kThreads;
-    if (i < n) partial[(b * parts + part) * n + i] = sum[r];
+
+    std::int64_t const first = part * w.tiles_per_part;
+    std::int64_t const last = min(first + w.tiles_per_part, tiles);
+    for (std::int64_t q = first; q < last; ++q) {
+      __syncthreads();  // the previous tile is no longer read
+      {
+        float record[kRecord * 4] = {};
+        column_record<d>(h, b, q * kTile + threadIdx.x, s.unit, record);
+        for (int e = 0; e < kRecord; ++e)
+          tile[threadIdx.x][e] =
+              make_float4(record[4 * e], record[4 * e + 1], record[4 * e + 2],
+                          record[4 * e + 3]);
+      }
+      __syncthreads();
+#pragma unroll 4
+      for (int jj = 0; jj < kTile; ++jj) {
+        float4 packed[kRecord];
+        for (int e = 0; e < kRecord; ++e) packed[e] = tile[jj][e];
+        float const* record = reinterpret_cast<float const*>(packed);
+        for (int r = 0; r < R; ++r) {
+          float t = base[r] + record[d];
+          for (int c = 0; c < d; ++c) t = fmaf(x[r][c], record[c], t);
+          if (pass == Pass::maximum)
+            sum[r] = fmaxf(sum[r], t);
+          else
+            sum[r] += exp2_approx(t);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      std::int64_t const i = i0 + threadIdx.x + r * kThreads;
+      if (i < n) partial[(b * w.parts + part) * n + i] = sum[r];
+    }
   }
 }
 
@@ -269,15 +286,13 @@ __global__ void __launch_bounds__(kFinishWarps * 32)
   }
 }
 
-// How the columns are split into parts: as many blocks as fill the
-// device's resident slots (`resident` blocks an SM) in whole waves, since a
-// last wave that is partly empty costs as much as a full one. Parts cover
-// at least two tiles, and never more than the slots of the fullest
-// occupancy call for (the workspace is sized for that).
-struct Plan {
-  std::int64_t row_blocks;
-  int parts, tiles_per_part;
-};
+// How a pass is laid out: persistent blocks, as many as the device holds
+// at once, and about kItemsPerBlock items each, so that blocks that finish
+// early take more and no SM idles while others finish a last wave. Parts
+// cover at least two tiles.
+constexpr int kItemsPerBlock = 4;
+constexpr int kMostResident = 2048 / kThreads;  // an SM's thread limit
+constexpr int kMostRowsPerThread = 8;
 
 int multiprocessors() {
   int device = 0, sms = 0;
@@ -287,97 +302,114 @@ int multiprocessors() {
   return sms;
 }
 
-constexpr int kMostResident = 2048 / kThreads;  // an SM's thread limit
-
-std::int64_t most_parts(std::int64_t blocks, std::int64_t tiles, int sms) {
-  std::int64_t const slots = std::int64_t(sms) * kMostResident;
-  return std::max<std::int64_t>(
-      1, std::min((slots + blocks - 1) / blocks, tiles / 2));
+std::int64_t parts_for(std::int64_t blocks, std::int64_t tiles,
+                       std::int64_t grid) {
+  return std::clamp<std::int64_t>((kItemsPerBlock * grid + blocks - 1) / blocks,
+                                  1, std::max<std::int64_t>(1, tiles / 2));
 }
 
-Plan plan_of(std::int64_t batch, std::int64_t n, std::int64_t k, int resident) {
-  int const sms = multiprocessors();
-  Plan p;
-  p.row_blocks = (n + kBlockRows - 1) / kBlockRows;
+Work work_of(std::int64_t batch, std::int64_t n, std::int64_t k,
+             int rows_per_block, std::int64_t grid) {
+  Work w;
+  w.row_blocks = (n + rows_per_block - 1) / rows_per_block;
   std::int64_t const tiles = (k + kTile - 1) / kTile;
-  std::int64_t const blocks = batch * p.row_blocks;
-  std::int64_t const slots = std::int64_t(sms) * std::max(resident, 1);
-  std::int64_t parts = 1;
-  double best = -1;
-  for (std::int64_t q = 1; q <= most_parts(blocks, tiles, sms); ++q) {
-    std::int64_t const items = blocks * q;
-    double const filled =
-        double(items) / double((items + slots - 1) / slots * slots);
-    // Fewer parts unless more fill clearly more of the slots.
-    if (filled > best + 0.02) best = filled, parts = q;
-  }
-  p.tiles_per_part = int((tiles + parts - 1) / parts);
-  p.parts = int((tiles + p.tiles_per_part - 1) / p.tiles_per_part);
-  return p;
+  std::int64_t const parts = parts_for(batch * w.row_blocks, tiles, grid);
+  w.tiles_per_part = int((tiles + parts - 1) / parts);
+  w.parts = int((tiles + w.tiles_per_part - 1) / w.tiles_per_part);
+  w.items = batch * w.row_blocks * w.parts;
+  return w;
 }
 
-// Blocks of partial_sums<d> an SM holds at once.
-template <int d>
-int resident_blocks() {
-  static int const blocks = [] {
-    int count = 0;
-    SOFTWAVE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &count, partial_sums<d, Pass::sum_previous>, kThreads, 0));
-    return count;
-  }();
-  return blocks;
-}
+// Rows per thread: 0 the library's choice (set_rows_per_thread).
+int g_rows_per_thread = 0;
 
-template <int d>
-void launch(cudaStream_t stream, const HalfIteration& h, float* workspace) {
-  Plan const p = plan_of(h.batch, h.rows.n, h.columns.n, resident_blocks<d>());
-  float* const shift = workspace;
-  float* const partial = workspace + h.batch * h.rows.n;
-  unsigned const blocks = unsigned(h.batch * p.row_blocks * p.parts);
-  if (h.cold) {
-    partial_sums<d, Pass::maximum><<<blocks, kThreads, 0, stream>>>(
-        h, p.row_blocks, p.parts, p.tiles_per_part, partial, shift);
+struct Launcher {
+  cudaStream_t stream;
+  const HalfIteration& h;
+  float* partial;
+  float* shift;
+  unsigned long long* counter;
+  std::uint64_t& tickets;
+
+  // One pass of partial_sums<d, R, pass>; its layout.
+  template <int d, int R, Pass pass>
+  Work run() {
+    static int const resident = [] {
+      int count = 0;
+      SOFTWAVE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &count, partial_sums<d, R, pass>, kThreads, 0));
+      return std::max(count, 1);
+    }();
+    std::int64_t const slots = std::int64_t(multiprocessors()) * resident;
+    Work const w = work_of(h.batch, h.rows.n, h.columns.n, R * kThreads, slots);
+    std::int64_t const grid = std::min(slots, w.items);
+    partial_sums<d, R, pass><<<unsigned(grid), kThreads, 0, stream>>>(
+        h, w, partial, shift, counter, tickets);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-    std::int64_t const rows = h.batch * h.rows.n;
-    maximum_shift<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
-        h, p.parts, partial, shift);
-    SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-    partial_sums<d, Pass::sum_given><<<blocks, kThreads, 0, stream>>>(
-        h, p.row_blocks, p.parts, p.tiles_per_part, partial, shift);
-  } else {
-    partial_sums<d, Pass::sum_previous><<<blocks, kThreads, 0, stream>>>(
-        h, p.row_blocks, p.parts, p.tiles_per_part, partial, shift);
+    tickets += std::uint64_t(w.items + grid);
+    return w;
   }
-  SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-  std::int64_t const finish_blocks =
-      (h.rows.n + kFinishWarps - 1) / kFinishWarps;
-  finish<d>
-      <<<unsigned(h.batch * finish_blocks), kFinishWarps * 32, 0, stream>>>(
-          h, finish_blocks, p.parts, partial, shift);
-  SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-}
 
-// launch<d> for the runtime d (1 ≤ d ≤ max_features).
-template <int d = 1>
-void launch_for(cudaStream_t stream, const HalfIteration& h, float* workspace) {
-  if constexpr (d <= max_features) {
-    if (h.d == d) return launch<d>(stream, h, workspace);
-    launch_for<d + 1>(stream, h, workspace);
+  template <int d, int R>
+  void half_iteration() {
+    Work w;
+    if (h.cold) {
+      w = run<d, R, Pass::maximum>();
+      std::int64_t const rows = h.batch * h.rows.n;
+      maximum_shift<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
+          h, w.parts, partial, shift);
+      SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+      w = run<d, R, Pass::sum_given>();
+    } else {
+      w = run<d, R, Pass::sum_previous>();
+    }
+    std::int64_t const finish_blocks =
+        (h.rows.n + kFinishWarps - 1) / kFinishWarps;
+    finish<d>
+        <<<unsigned(h.batch * finish_blocks), kFinishWarps * 32, 0, stream>>>(
+            h, finish_blocks, w.parts, partial, shift);
+    SOFTWAVE_CUDA_CHECK(cudaGetLastError());
   }
-}
+
+  // half_iteration<d, R> for the runtime d (1 ≤ d ≤ max_features); 8 rows
+  // a thread are compiled for d ≤ 4 only, where the exp2s bound the kernel
+  // and a record's reuse from registers matters most.
+  template <int d = 1>
+  void for_features() {
+    if constexpr (d <= max_features) {
+      if (h.d != d) return for_features<d + 1>();
+      if constexpr (d <= 4)
+        if (g_rows_per_thread == 8) return half_iteration<d, 8>();
+      half_iteration<d, 4>();
+    }
+  }
+};
 
 }  // namespace
 
+void set_rows_per_thread(int rows) { g_rows_per_thread = rows; }
+
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
                               std::int64_t k) {
-  std::int64_t const blocks = batch * ((n + kBlockRows - 1) / kBlockRows);
+  // The most parts any layout takes: the fewest rows blocks, the most
+  // resident blocks.
+  std::int64_t const row_blocks =
+      (n + kMostRowsPerThread * kThreads - 1) / (kMostRowsPerThread * kThreads);
   std::int64_t const tiles = (k + kTile - 1) / kTile;
-  return batch * n * (most_parts(blocks, tiles, multiprocessors()) + 1);
+  std::int64_t const parts =
+      parts_for(batch * row_blocks, tiles,
+                std::int64_t(multiprocessors()) * kMostResident);
+  // The ticket counter (two floats' room), the shifts, the partials.
+  return 2 + batch * n * (parts + 1);
 }
 
-void update(cudaStream_t stream, const HalfIteration& h, float* workspace) {
+void update(cudaStream_t stream, const HalfIteration& h, float* workspace,
+            std::uint64_t& tickets) {
   if (h.batch == 0 || h.rows.n == 0 || h.columns.n == 0) return;
-  launch_for(stream, h, workspace);
+  auto* const counter = reinterpret_cast<unsigned long long*>(workspace);
+  float* const shift = workspace + 2;
+  float* const partial = shift + h.batch * h.rows.n;
+  Launcher{stream, h, partial, shift, counter, tickets}.for_features();
 }
 
 }  // namespace softwave::impl::cuda_sinkhorn

@@ -22,10 +22,12 @@
 //     kernel sums that row again exactly, maximum first. The first update
 //     from zero potentials takes every row's maximum first, in a pass of
 //     the same kernel without exp2s.
-// Each block owns 512 rows (4 per thread, so a staged record is used 4
-// times from registers) and a part of the columns; the parts' partial sums,
-// all under the same shift, are added in a fixed order by the finishing
-// kernel (one warp a row), which also forms the residual.
+// A work item is a block of rows (4 or 8 per thread, so a staged record is
+// used that often from registers) against a part of the columns; persistent
+// blocks take items from a ticket counter, so none idles while others
+// finish. The parts' partial sums, all under the same shift, are added in a
+// fixed order by the finishing kernel (one warp a row), which also forms
+// the residual: results do not depend on which block took which item.
 
 #include <cuda_runtime.h>
 
@@ -70,11 +72,18 @@ struct HalfIteration {
 };
 
 // Floats of workspace update() needs for `batch` problems of n rows and k
-// columns.
+// columns. It must start zeroed (its first 8 bytes are a ticket counter
+// that update() advances) and stay with one `tickets` count.
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
                               std::int64_t k);
 
-// Queues the half-iteration on `stream`.
-void update(cudaStream_t stream, const HalfIteration& h, float* workspace);
+// Queues the half-iteration on `stream`; `tickets` counts the tickets the
+// workspace's counter has handed out.
+void update(cudaStream_t stream, const HalfIteration& h, float* workspace,
+            std::uint64_t& tickets);
+
+// Rows each thread of the sums kernel owns: 4 or, for d <= 4, 8; 0 (the
+// default) lets the library choose. For benchmarks comparing the two.
+void set_rows_per_thread(int rows);
 
 }  // namespace softwave::impl::cuda_sinkhorn

@@ -96,8 +96,7 @@ struct SpecialisedUpdates<Kokkos::Cuda, float,
         std::max(cuda_sinkhorn::workspace_floats(B, N, K),
                  cuda_sinkhorn::workspace_floats(B, K, N));
     workspace_ = call_array<Kokkos::View<float*, Space::memory_space>>(
-        space, "softwave::sinkhorn::cuda_workspace", false,
-        std::size_t(floats));
+        space, "softwave::sinkhorn::cuda_workspace", true, std::size_t(floats));
   }
 
   void update(const Space& space, bool rows_side,
@@ -135,12 +134,14 @@ struct SpecialisedUpdates<Kokkos::Cuda, float,
     compat::ScopedRegion region(
         rows_side ? "softwave::sinkhorn::cuda_update_rows"
                   : "softwave::sinkhorn::cuda_update_columns");
-    cuda_sinkhorn::update(space.cuda_stream(), h, workspace_.view.data());
+    cuda_sinkhorn::update(space.cuda_stream(), h, workspace_.view.data(),
+                          tickets_);
   }
 
   Form form_;
   bool warm_;
   bool updated_[2] = {false, false};  // [rows_side]: updated once already
+  std::uint64_t tickets_ = 0;         // handed out by the workspace's counter
   CallArray<Points> x_, y_;
   CallArray<Kokkos::View<float*, Space::memory_space>> workspace_;
 };
