@@ -7,7 +7,7 @@
 //                                  exactly 100 iterations (tolerance 0): the
 //                                  shape of perf/bench_sinkhorn_peers.py.
 //                                  _specialised: Kernel::specialised (CUDA,
-//                                  d <= 16); else Kernel::portable.
+//                                  d <= 64); else Kernel::portable.
 //   BM_Sinkhorn_specialised_rowsR/N/d  the same with R rows a thread in the
 //                                  CUDA sums kernel (set_rows_per_thread),
 //                                  to compare the variants in one run.
@@ -155,6 +155,8 @@ void register_sinkhorn(bool gpu, bool checks) {
       for (std::int64_t n : {10000, 50000, 100000})
         shapes.push_back({n, 3, true, rows});
     shapes.push_back({10000, 16, true, 0});
+    for (std::int64_t n : {10000, 50000, 100000})
+      shapes.push_back({n, 64, true, 0});
 #endif
   } else {
     shapes = {{1000, 3, false, 0}, {1000, 64, false, 0}};

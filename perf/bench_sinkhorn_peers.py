@@ -30,7 +30,11 @@ log-domain Sinkhorn iterations at a fixed epsilon in each method:
       (recorded), not --iterations.
   softwave
       softwave.ot.sinkhorn(x, y, a, b, epsilon=eps, cost="sqeuclidean",
-      max_iterations=iterations, tolerance=0.0), see run_softwave().
+      max_iterations=iterations, tolerance=0.0), see run_softwave(): on CUDA the
+      specialised updates (exact FP32 costs for d <= 16, TF32 tensor-core
+      products above).
+  softwave_portable (not in the default list)
+      the same with kernel="portable": the Kokkos kernels every backend runs.
 
 Cost convention. Every row solves the same problem,
     OT_eps = min_P <P, C> + eps KL(P | a x b),  C_ij = |x_i - y_j|^2  (no 1/2),

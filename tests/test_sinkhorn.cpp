@@ -452,7 +452,8 @@ TYPED_TEST(Sinkhorn, SmallEpsilonStaysFinite) {
 
 // The specialised updates against the reference (balanced, unbalanced,
 // semi-relaxed, d from 1 to 16, several row blocks and column parts, a
-// batch); where they do not exist, insisting on them is an argument error
+// batch), and their tensor-core products (d > 16) against the portable
+// kernels; where they do not exist, insisting on them is an argument error
 // naming `kernel`.
 TYPED_TEST(Sinkhorn, SpecialisedUpdatesMatchReference) {
   using Space = typename TypeParam::space;
@@ -480,6 +481,29 @@ TYPED_TEST(Sinkhorn, SpecialisedUpdatesMatchReference) {
                              1.0, 0.7, {Form::points}, specialised);
   check_against_reference<T>(space, rng, 1, 1100, 515, 5, 1.0, 0.2, 0.3,
                              INFINITY, 1.0, {Form::points}, specialised);
+  // d > 16: x·y on tensor cores in TF32 (10-bit mantissas), so the
+  // answer is the portable one to TF32's accuracy, after the same fixed
+  // number of iterations.
+  for (int d : {24, 64}) {
+    SCOPED_TRACE(::testing::Message() << "tensor cores, d " << d);
+    int const B = 2, n = 600, k = 530;
+    auto const pr = random_problems<T>(rng, B, n, k, d, 0.5);
+    DeviceProblems<T, Space> dev(space, pr);
+    softwave::SinkhornOptions o;
+    o.epsilon = 0.05 * d;
+    o.max_iterations = 200;
+    o.tolerance = 0;
+    o.kernel = softwave::Kernel::portable;
+    auto const portable =
+        solve(space, dev.points(), dev.marginals(), B, n, k, o);
+    o.kernel = specialised;
+    auto const tensor = solve(space, dev.points(), dev.marginals(), B, n, k, o);
+    EXPECT_TRUE(
+        swt::near_values(tensor.value, portable.value, 1e-2, 1e-3, "value"));
+    EXPECT_TRUE(swt::near_values(tensor.transport, portable.transport, 1e-2,
+                                 1e-3, "transport cost"));
+    for (double e : tensor.errors) EXPECT_LT(e, 0.05);
+  }
   // A cost form they do not take.
   auto const pr = random_problems<T>(rng, 1, 5, 4, 2, 1.0);
   DeviceProblems<T, Space> dev(space, pr);

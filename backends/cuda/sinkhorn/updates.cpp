@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "common/check.hpp"
+#include "common/tf32.hpp"
 
 namespace softwave::impl::cuda_sinkhorn {
 namespace {
@@ -191,6 +193,167 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The tensor-core layout (d > max_exact_features): a column's record is
+// its coordinates × 2c·log₂e/ε rounded to TF32, zero-padded to 8·KS and
+// stored permuted within each group of 8 (k and k + 4 side by side, so a
+// lane's two B operands are one 64-bit load), and h_j beside, in float.
+// A block of 8 warps owns 128 rows, 16 a warp (the A operand, the rows'
+// coordinates in TF32, stays in registers); columns are staged 64 at a time.
+constexpr int kTensorWarps = 8;
+constexpr int kTensorThreads = kTensorWarps * 32;
+constexpr int kTensorRows = kTensorWarps * 16;
+constexpr int kTensorTile = 64;
+
+__device__ __forceinline__ int permuted(int k) {
+  int const k8 = k % 8;
+  return k - k8 + (k8 < 4 ? 2 * k8 : 2 * (k8 - 4) + 1);
+}
+
+// records[(b·k + j)·8KS + permuted(c)] and heads[b·k + j] of every column.
+template <int KS>
+__global__ void __launch_bounds__(256)
+    tensor_records(HalfIteration h, float* records, float* heads) {
+  Side const& s = h.columns;
+  std::int64_t const q = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (q >= h.batch * s.n) return;
+  std::int64_t const b = q / s.n, j = q % s.n;
+  if (!h.active[b]) return;
+  float const unit = kLog2e / epsilon_of(h, b);
+  float const c = h.cost_scale, coordinate_scale = 2.f * c * unit;
+  float const* y = s.points + q * h.d;
+  float* const out = records + q * (8 * KS);
+  float norm = 0.f;
+  for (int k = 0; k < 8 * KS; ++k) {
+    float const v = k < h.d ? y[k] : 0.f;
+    norm = fmaf(v, v, norm);
+    out[permuted(k)] = __uint_as_float(
+        cuda_support::round_tf32(v * coordinate_scale) & 0xffffe000u);
+  }
+  float const g = s.potential[b * s.potential_stride + j];
+  float const log_b = s.log_weight[b * s.log_weight_stride + j];
+  heads[q] = fmaf(g - c * norm, unit, log_b * kLog2e);
+}
+
+// partial_sums with the x·y products on tensor cores (TF32, FP32
+// accumulation), from the records of tensor_records.
+template <int KS, Pass pass>
+__global__ void __launch_bounds__(kTensorThreads)
+    tensor_partial_sums(HalfIteration h, Work w, float* partial, float* shift,
+                        unsigned long long* tickets,
+                        unsigned long long first_ticket, const float* records,
+                        const float* heads) {
+  // A staged column's row: 8KS values and padding that keeps the 64-bit
+  // B loads of a half-warp on distinct banks.
+  constexpr int kStride = (8 * KS + 31) / 32 * 32 + 8;
+  __shared__ __align__(16) float tile[kTensorTile * kStride];
+  __shared__ float tile_heads[kTensorTile];
+  __shared__ std::int64_t taken;
+  int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int const g = lane / 4, t = lane % 4;
+  std::int64_t const n = h.rows.n, k = h.columns.n;
+  std::int64_t const tiles = (k + kTensorTile - 1) / kTensorTile;
+  for (;;) {
+    __syncthreads();
+    if (threadIdx.x == 0)
+      taken = std::int64_t(atomicAdd(tickets, 1ull) - first_ticket);
+    __syncthreads();
+    std::int64_t const item = taken;
+    if (item >= w.items) return;
+    std::int64_t const part = item % w.parts;
+    std::int64_t const block = item / w.parts;
+    std::int64_t const b = block / w.row_blocks;
+    std::int64_t const i0 = (block % w.row_blocks) * kTensorRows + warp * 16;
+    if (!h.active[b]) continue;
+    Scales const s = scales_of(h, b);
+
+    // This lane's A operands (rows g and g + 8 of the warp's 16) and the
+    // rows' norms, added over the quad that shares them.
+    unsigned a[KS][4];
+    float norm[2] = {0.f, 0.f};
+    for (int half = 0; half < 2; ++half) {
+      std::int64_t const i = i0 + g + 8 * half;
+      float const* x = h.rows.points + (b * n + (i < n ? i : 0)) * h.d;
+      for (int ks = 0; ks < KS; ++ks)
+        for (int e = 0; e < 2; ++e) {
+          int const c = ks * 8 + t + 4 * e;
+          float const v = i < n && c < h.d ? x[c] : 0.f;
+          norm[half] = fmaf(v, v, norm[half]);
+          a[ks][half + 2 * e] = cuda_support::round_tf32(v);
+        }
+    }
+    float base[2], sum[2];
+    for (int half = 0; half < 2; ++half) {
+      norm[half] += __shfl_xor_sync(0xffffffffu, norm[half], 1);
+      norm[half] += __shfl_xor_sync(0xffffffffu, norm[half], 2);
+      std::int64_t const i = i0 + g + 8 * half;
+      float const row = -(h.cost_scale * norm[half]) * s.unit;
+      sum[half] = pass == Pass::maximum ? -INFINITY : 0.f;
+      base[half] = row;
+      if (i < n && pass == Pass::sum_given) {
+        base[half] = row - shift[b * n + i];
+      } else if (i < n && pass == Pass::sum_previous) {
+        float const previous = previous_shift(h, b, i, s);
+        base[half] = row - previous;
+        if (part == 0 && t == 0) shift[b * n + i] = previous;
+      }
+    }
+
+    std::int64_t const first = part * w.tiles_per_part;
+    std::int64_t const last = min(first + w.tiles_per_part, tiles);
+    for (std::int64_t q = first; q < last; ++q) {
+      std::int64_t const j0 = q * kTensorTile;
+      __syncthreads();  // the previous tile is no longer read
+      constexpr int kVectors = kTensorTile * 8 * KS / 4;
+      for (int e = threadIdx.x; e < kVectors; e += kTensorThreads) {
+        int const col = e / (2 * KS), v = e % (2 * KS);
+        float4 value = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (j0 + col < k)
+          value = reinterpret_cast<const float4*>(records + (b * k + j0 + col) *
+                                                                (8 * KS))[v];
+        *reinterpret_cast<float4*>(tile + col * kStride + 4 * v) = value;
+      }
+      if (threadIdx.x < kTensorTile) {
+        std::int64_t const j = j0 + threadIdx.x;
+        tile_heads[threadIdx.x] = j < k ? heads[b * k + j] : -INFINITY;
+      }
+      __syncthreads();
+      float acc[8][4];
+      for (int nt = 0; nt < 8; ++nt) {
+        float const h0 = tile_heads[nt * 8 + 2 * t];
+        float const h1 = tile_heads[nt * 8 + 2 * t + 1];
+        acc[nt][0] = base[0] + h0;
+        acc[nt][1] = base[0] + h1;
+        acc[nt][2] = base[1] + h0;
+        acc[nt][3] = base[1] + h1;
+      }
+      for (int ks = 0; ks < KS; ++ks)
+        for (int nt = 0; nt < 8; ++nt) {
+          float2 const bv = *reinterpret_cast<const float2*>(
+              tile + (nt * 8 + g) * kStride + ks * 8 + 2 * t);
+          cuda_support::mma_tf32(acc[nt], a[ks][0], a[ks][1], a[ks][2],
+                                 a[ks][3], __float_as_uint(bv.x),
+                                 __float_as_uint(bv.y));
+        }
+      for (int nt = 0; nt < 8; ++nt)
+        for (int e = 0; e < 4; ++e) {
+          if (pass == Pass::maximum)
+            sum[e / 2] = fmaxf(sum[e / 2], acc[nt][e]);
+          else
+            sum[e / 2] += exp2_approx(acc[nt][e]);
+        }
+    }
+    for (int half = 0; half < 2; ++half) {
+      float v = sum[half];
+      for (int o = 1; o < 4; o *= 2) {
+        float const other = __shfl_xor_sync(0xffffffffu, v, o);
+        v = pass == Pass::maximum ? fmaxf(v, other) : v + other;
+      }
+      std::int64_t const i = i0 + g + 8 * half;
+      if (t == 0 && i < n) partial[(b * w.parts + part) * n + i] = v;
+    }
+  }
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -201,19 +364,45 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// t_ij as column_record and load_row form it, for a d known at run time
+// (the tensor-core layout's rows summed exactly).
+__device__ float exponent_of(const HalfIteration& h, std::int64_t b,
+                             std::int64_t i, std::int64_t j, float unit) {
+  int const d = h.d;
+  float const* x = h.rows.points + (b * h.rows.n + i) * d;
+  float const* y = h.columns.points + (b * h.columns.n + j) * d;
+  float const c = h.cost_scale, coordinate_scale = 2.f * c * unit;
+  float row = 0.f, column = 0.f;
+  for (int k = 0; k < d; ++k) {
+    row = fmaf(x[k], x[k], row);
+    column = fmaf(y[k], y[k], column);
+  }
+  float const g = h.columns.potential[b * h.columns.potential_stride + j];
+  float const log_b = h.columns.log_weight[b * h.columns.log_weight_stride + j];
+  float t = -(c * row) * unit + fmaf(g - c * column, unit, log_b * kLog2e);
+  for (int k = 0; k < d; ++k) t = fmaf(x[k], y[k] * coordinate_scale, t);
+  return t;
+}
+
 // log₂ Σ_j 2^t_ij of row i, exactly: the maximum first, then the sum
-// under it (one warp; lanes stride over the columns).
+// under it (one warp; lanes stride over the columns). d = 0: d is h.d, at
+// run time.
 template <int d>
 __device__ float exact_log2_sum(const HalfIteration& h, std::int64_t b,
                                 std::int64_t i, float unit, int lane) {
-  float x[d];
-  float const row = load_row<d>(h, b, i, unit, x);
+  float x[d > 0 ? d : 1];
+  float row = 0.f;
+  if constexpr (d > 0) row = load_row<d>(h, b, i, unit, x);
   auto exponent = [&](std::int64_t j) {
-    float record[d + 1];
-    column_record<d>(h, b, j, unit, record);
-    float t = row + record[d];
-    for (int c = 0; c < d; ++c) t = fmaf(x[c], record[c], t);
-    return t;
+    if constexpr (d > 0) {
+      float record[d + 1];
+      column_record<d>(h, b, j, unit, record);
+      float t = row + record[d];
+      for (int c = 0; c < d; ++c) t = fmaf(x[c], record[c], t);
+      return t;
+    } else {
+      return exponent_of(h, b, i, j, unit);
+    }
   };
   std::int64_t const k = h.columns.n;
   float m = -INFINITY;
@@ -291,8 +480,6 @@ __global__ void __launch_bounds__(kFinishWarps * 32)
 // early take more and no SM idles while others finish a last wave. Parts
 // cover at least two tiles.
 constexpr int kItemsPerBlock = 4;
-constexpr int kMostResident = 2048 / kThreads;  // an SM's thread limit
-constexpr int kMostRowsPerThread = 8;
 
 int multiprocessors() {
   int device = 0, sms = 0;
@@ -309,10 +496,10 @@ std::int64_t parts_for(std::int64_t blocks, std::int64_t tiles,
 }
 
 Work work_of(std::int64_t batch, std::int64_t n, std::int64_t k,
-             int rows_per_block, std::int64_t grid) {
+             int rows_per_block, int tile_columns, std::int64_t grid) {
   Work w;
   w.row_blocks = (n + rows_per_block - 1) / rows_per_block;
-  std::int64_t const tiles = (k + kTile - 1) / kTile;
+  std::int64_t const tiles = (k + tile_columns - 1) / tile_columns;
   std::int64_t const parts = parts_for(batch * w.row_blocks, tiles, grid);
   w.tiles_per_part = int((tiles + parts - 1) / parts);
   w.parts = int((tiles + w.tiles_per_part - 1) / w.tiles_per_part);
@@ -320,67 +507,147 @@ Work work_of(std::int64_t batch, std::int64_t n, std::int64_t k,
   return w;
 }
 
+// The most parts any layout takes (the fewest row blocks, an SM full of
+// blocks): what the workspace holds partials for.
+std::int64_t most_parts(std::int64_t batch, std::int64_t n, std::int64_t k) {
+  std::int64_t const sms = multiprocessors();
+  auto most = [&](int rows_per_block, int tile_columns, int threads) {
+    std::int64_t const blocks =
+        batch * ((n + rows_per_block - 1) / rows_per_block);
+    std::int64_t const tiles = (k + tile_columns - 1) / tile_columns;
+    return parts_for(blocks, tiles, sms * (2048 / threads));
+  };
+  return std::max(most(8 * kThreads, kTile, kThreads),
+                  most(kTensorRows, kTensorTile, kTensorThreads));
+}
+
+// Where update() keeps things in its workspace: the ticket counter (4
+// floats' room, keeping what follows 16-byte aligned), the rows' shifts,
+// the partials, and for d > max_exact_features the columns' records and
+// heads.
+struct Layout {
+  std::int64_t shift, partial, records, heads, total;
+};
+Layout layout_of(std::int64_t batch, std::int64_t n, std::int64_t k, int d) {
+  Layout l;
+  l.shift = 4;
+  l.partial = l.shift + batch * n;
+  l.records = (l.partial + batch * n * most_parts(batch, n, k) + 3) / 4 * 4;
+  std::int64_t const record = d > max_exact_features ? (d + 7) / 8 * 8 : 0;
+  l.heads = l.records + batch * k * record;
+  l.total = l.heads + (record ? batch * k : 0);
+  return l;
+}
+
+// Blocks of `kernel` (with `threads` threads) an SM holds at once.
+template <auto kernel>
+int resident_blocks(int threads) {
+  static int const count = [threads] {
+    int blocks = 0;
+    SOFTWAVE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks, kernel, threads, 0));
+    return std::max(blocks, 1);
+  }();
+  return count;
+}
+
+template <Pass pass>
+using PassConstant = std::integral_constant<Pass, pass>;
+
 // Rows per thread: 0 the library's choice (set_rows_per_thread).
 int g_rows_per_thread = 0;
 
 struct Launcher {
   cudaStream_t stream;
   const HalfIteration& h;
-  float* partial;
-  float* shift;
-  unsigned long long* counter;
+  float* workspace;
+  Layout l;
   std::uint64_t& tickets;
 
-  // One pass of partial_sums<d, R, pass>; its layout.
-  template <int d, int R, Pass pass>
-  Work run() {
-    static int const resident = [] {
-      int count = 0;
-      SOFTWAVE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &count, partial_sums<d, R, pass>, kThreads, 0));
-      return std::max(count, 1);
-    }();
-    std::int64_t const slots = std::int64_t(multiprocessors()) * resident;
-    Work const w = work_of(h.batch, h.rows.n, h.columns.n, R * kThreads, slots);
+  float* shift() const { return workspace + l.shift; }
+  float* partial() const { return workspace + l.partial; }
+  unsigned long long* counter() const {
+    return reinterpret_cast<unsigned long long*>(workspace);
+  }
+
+  // One launch of a persistent sums kernel over its items; their layout.
+  template <auto kernel, class... Extra>
+  Work persistent(int threads, int rows_per_block, int tile_columns,
+                  Extra... extra) {
+    std::int64_t const slots =
+        std::int64_t(multiprocessors()) * resident_blocks<kernel>(threads);
+    Work const w = work_of(h.batch, h.rows.n, h.columns.n, rows_per_block,
+                           tile_columns, slots);
     std::int64_t const grid = std::min(slots, w.items);
-    partial_sums<d, R, pass><<<unsigned(grid), kThreads, 0, stream>>>(
-        h, w, partial, shift, counter, tickets);
+    kernel<<<unsigned(grid), threads, 0, stream>>>(
+        h, w, partial(), shift(), counter(), tickets, extra...);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
     tickets += std::uint64_t(w.items + grid);
     return w;
   }
 
-  template <int d, int R>
-  void half_iteration() {
+  // The passes of one half-iteration (run(PassConstant<pass>) launches a
+  // pass's sums kernel), then the finishing kernel, whose exact sums take
+  // d coordinates (0: h.d at run time).
+  template <int d, class Run>
+  void passes(Run run) {
     Work w;
     if (h.cold) {
-      w = run<d, R, Pass::maximum>();
+      w = run(PassConstant<Pass::maximum>());
       std::int64_t const rows = h.batch * h.rows.n;
       maximum_shift<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
-          h, w.parts, partial, shift);
+          h, w.parts, partial(), shift());
       SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-      w = run<d, R, Pass::sum_given>();
+      w = run(PassConstant<Pass::sum_given>());
     } else {
-      w = run<d, R, Pass::sum_previous>();
+      w = run(PassConstant<Pass::sum_previous>());
     }
     std::int64_t const finish_blocks =
         (h.rows.n + kFinishWarps - 1) / kFinishWarps;
     finish<d>
         <<<unsigned(h.batch * finish_blocks), kFinishWarps * 32, 0, stream>>>(
-            h, finish_blocks, w.parts, partial, shift);
+            h, finish_blocks, w.parts, partial(), shift());
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
   }
 
-  // half_iteration<d, R> for the runtime d (1 ≤ d ≤ max_features); 8 rows
-  // a thread are compiled for d ≤ 4 only, where the exp2s bound the kernel
-  // and a record's reuse from registers matters most.
+  template <int d, int R>
+  void exact_half_iteration() {
+    passes<d>([&](auto pass) {
+      return persistent<partial_sums<d, R, decltype(pass)::value>>(
+          kThreads, R * kThreads, kTile);
+    });
+  }
+
+  template <int KS>
+  void tensor_half_iteration() {
+    float* const records = workspace + l.records;
+    float* const heads = workspace + l.heads;
+    std::int64_t const columns = h.batch * h.columns.n;
+    tensor_records<KS><<<unsigned((columns + 255) / 256), 256, 0, stream>>>(
+        h, records, heads);
+    SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+    passes<0>([&](auto pass) {
+      return persistent<tensor_partial_sums<KS, decltype(pass)::value>>(
+          kTensorThreads, kTensorRows, kTensorTile,
+          static_cast<const float*>(records), static_cast<const float*>(heads));
+    });
+  }
+
+  // The half-iteration for the runtime d: exact FP32 exponents up to
+  // max_exact_features (8 rows a thread compiled for d ≤ 4 only, where the
+  // exp2s bound the kernel and a record's reuse from registers matters
+  // most), tensor-core products above.
   template <int d = 1>
   void for_features() {
-    if constexpr (d <= max_features) {
+    if constexpr (d <= max_exact_features) {
       if (h.d != d) return for_features<d + 1>();
       if constexpr (d <= 4)
-        if (g_rows_per_thread == 8) return half_iteration<d, 8>();
-      half_iteration<d, 4>();
+        if (g_rows_per_thread == 8) return exact_half_iteration<d, 8>();
+      exact_half_iteration<d, 4>();
+    } else if constexpr (d <= max_features) {
+      // d rounded up to the tensor cores' k = 8.
+      if ((h.d + 7) / 8 * 8 != d) return for_features<d + 8>();
+      tensor_half_iteration<d / 8>();
     }
   }
 };
@@ -390,26 +657,16 @@ struct Launcher {
 void set_rows_per_thread(int rows) { g_rows_per_thread = rows; }
 
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
-                              std::int64_t k) {
-  // The most parts any layout takes: the fewest rows blocks, the most
-  // resident blocks.
-  std::int64_t const row_blocks =
-      (n + kMostRowsPerThread * kThreads - 1) / (kMostRowsPerThread * kThreads);
-  std::int64_t const tiles = (k + kTile - 1) / kTile;
-  std::int64_t const parts =
-      parts_for(batch * row_blocks, tiles,
-                std::int64_t(multiprocessors()) * kMostResident);
-  // The ticket counter (two floats' room), the shifts, the partials.
-  return 2 + batch * n * (parts + 1);
+                              std::int64_t k, int d) {
+  return layout_of(batch, n, k, d).total;
 }
 
 void update(cudaStream_t stream, const HalfIteration& h, float* workspace,
             std::uint64_t& tickets) {
   if (h.batch == 0 || h.rows.n == 0 || h.columns.n == 0) return;
-  auto* const counter = reinterpret_cast<unsigned long long*>(workspace);
-  float* const shift = workspace + 2;
-  float* const partial = shift + h.batch * h.rows.n;
-  Launcher{stream, h, partial, shift, counter, tickets}.for_features();
+  Launcher{stream, h, workspace, layout_of(h.batch, h.rows.n, h.columns.n, h.d),
+           tickets}
+      .for_features();
 }
 
 }  // namespace softwave::impl::cuda_sinkhorn

@@ -36,7 +36,10 @@
 
 namespace softwave::impl::cuda_sinkhorn {
 
-constexpr int max_features = 16;
+// Exponents formed exactly in FP32 FMAs up to max_exact_features
+// coordinates; with TF32 tensor-core products up to max_features.
+constexpr int max_exact_features = 16;
+constexpr int max_features = 64;
 
 // One side of a pass: points (B, n, d) contiguous, potentials and
 // log-weights (B, n) row-major with the given row strides.
@@ -75,7 +78,7 @@ struct HalfIteration {
 // columns. It must start zeroed (its first 8 bytes are a ticket counter
 // that update() advances) and stay with one `tickets` count.
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
-                              std::int64_t k);
+                              std::int64_t k, int d);
 
 // Queues the half-iteration on `stream`; `tickets` counts the tickets the
 // workspace's counter has handed out.

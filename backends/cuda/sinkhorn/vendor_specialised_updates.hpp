@@ -91,10 +91,11 @@ struct SpecialisedUpdates<Kokkos::Cuda, float,
                               form.y.extent(0), form.y.extent(1),
                               form.y.extent(2))) {
     std::int64_t const B = form.batch(), N = form.rows(), K = form.columns();
+    int const d = int(form.x.extent(2));
     cuda_sinkhorn::centre_clouds(space, form, x_.view, y_.view);
     std::int64_t const floats =
-        std::max(cuda_sinkhorn::workspace_floats(B, N, K),
-                 cuda_sinkhorn::workspace_floats(B, K, N));
+        std::max(cuda_sinkhorn::workspace_floats(B, N, K, d),
+                 cuda_sinkhorn::workspace_floats(B, K, N, d));
     workspace_ = call_array<Kokkos::View<float*, Space::memory_space>>(
         space, "softwave::sinkhorn::cuda_workspace", true, std::size_t(floats));
   }

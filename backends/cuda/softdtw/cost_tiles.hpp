@@ -7,48 +7,18 @@
 // in this order: strips.hpp, features.hpp, cost_tiles.hpp, forward_kernel.hpp,
 // backward_kernel.hpp, and the host code in fused.cpp.
 
+#include "common/tf32.hpp"
 #include "features.hpp"
 
 namespace softwave::impl::cuda_fused {
 namespace {
 
-// 3xTF32 tensor-core products: v = hi + lo with hi, lo in TF32, and
-// a·b ≈ a_lo·b_hi + a_hi·b_lo + a_hi·b_hi, which keeps float32 accuracy
-// (a single TF32 product would lose 13 bits).
-struct Tf32Split {
-  unsigned hi, lo;
-};
+using cuda_support::mma_tf32;
+using cuda_support::split_tf32;
+using cuda_support::Tf32Split;
 
-// v = hi + lo as TF32 operands, each rounded to nearest (ties away), the
-// values cvt.rna.tf32.f32 gives. The rounding is done here in integer
-// arithmetic: the tensor cores read the top 19 bits of a TF32 operand and
-// ignore the low 13 (nvcc's own lowering of cvt.rna passes them unmasked to
-// HMMA as well), so adding half a TF32 unit (0x1000) to the bits rounds the
-// magnitude, carries included. nvcc lowers cvt.rna.tf32.f32 on sm_90 to a
-// finiteness test and a select around that add: 7 instructions a split
-// against 4 here. Finite values split bit for bit as with cvt.rna; an
-// infinite v gives hi = ±∞ and lo = NaN as before.
-__device__ __forceinline__ Tf32Split split_tf32(float v) {
-  constexpr unsigned kHalfUnit = 0x1000u, kTf32Bits = 0xffffe000u;
-  unsigned const hi = __float_as_uint(v) + kHalfUnit;
-  float const lo = v - __uint_as_float(hi & kTf32Bits);
-  return {hi, __float_as_uint(lo) + kHalfUnit};
-}
-
-__device__ __forceinline__ void mma_tf32(float* d, unsigned a0, unsigned a1,
-                                         unsigned a2, unsigned a3, unsigned b0,
-                                         unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-// acc (an m16n8 accumulator fragment) += A·B in 3xTF32. Fragments of
-// m16n8k8 (g = lane/4, t = lane%4): a[r] is A's row g + 8(r%2), column
-// t + 4(r/2); b[r] is B's row t + 4r, column g; acc[r] is row g + 8(r/2),
-// column 2t + r%2.
+// acc (an m16n8 accumulator fragment) += A·B in 3xTF32 (fragments as in
+// common/tf32.hpp).
 __device__ __forceinline__ void mma_3xtf32(float* acc, const Tf32Split (&a)[4],
                                            const Tf32Split (&b)[2]) {
   mma_tf32(acc, a[0].lo, a[1].lo, a[2].lo, a[3].lo, b[0].hi, b[1].hi);
