@@ -236,3 +236,23 @@ def test_cuda_matches_cpu():
         xc = x.clone().requires_grad_(True)
         ot.sinkhorn(xc, y, a, b, **opts).value.sum().backward()
         torch.testing.assert_close(xg.grad.cpu(), xc.grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.skipif(not (softwave.has_cuda() and torch.cuda.is_available()), reason="no CUDA build or GPU")
+@pytest.mark.parametrize("d", [3, 24, 64])
+def test_cuda_specialised_updates_match_portable(d):
+    """The CUDA updates (exact FP32 costs up to d = 16, TF32 tensor-core
+    products above) give the portable kernels' answer after the same
+    iterations: to float32 rounding, and to TF32's accuracy above d = 16."""
+    rng = np.random.default_rng()
+    x, y, a, b = (torch.tensor(t, dtype=torch.float32, device="cuda")
+                  for t in clouds(rng, 700, 600, d, batch=2))
+    opts = dict(epsilon=0.05 * d, tolerance=0.0, max_iterations=200)
+    portable = ot.sinkhorn(x, y, a, b, kernel="portable", **opts)
+    fast = ot.sinkhorn(x, y, a, b, kernel="specialised", **opts)
+    rtol = 1e-4 if d <= 16 else 1e-2
+    torch.testing.assert_close(fast.value, portable.value, rtol=rtol, atol=1e-5)
+    torch.testing.assert_close(fast.transport_cost, portable.transport_cost, rtol=rtol, atol=1e-5)
+    assert torch.all(fast.marginal_error < (1e-3 if d <= 16 else 5e-2))
+    with pytest.raises(ValueError, match="kernel"):
+        ot.sinkhorn(x.double(), y.double(), kernel="specialised", max_iterations=1)

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "common/check.hpp"
@@ -636,7 +638,7 @@ struct Launcher {
   // The half-iteration for the runtime d: exact FP32 exponents up to
   // max_exact_features (8 rows a thread compiled for d ≤ 4 only, where the
   // exp2s bound the kernel and a record's reuse from registers matters
-  // most), tensor-core products above.
+  // most), tensor-core products above, for d rounded up to their k = 8.
   template <int d = 1>
   void for_features() {
     if constexpr (d <= max_exact_features) {
@@ -644,10 +646,14 @@ struct Launcher {
       if constexpr (d <= 4)
         if (g_rows_per_thread == 8) return exact_half_iteration<d, 8>();
       exact_half_iteration<d, 4>();
+    } else if constexpr (d % 8 != 0) {
+      for_features<(d + 7) / 8 * 8>();
     } else if constexpr (d <= max_features) {
-      // d rounded up to the tensor cores' k = 8.
       if ((h.d + 7) / 8 * 8 != d) return for_features<d + 8>();
       tensor_half_iteration<d / 8>();
+    } else {
+      throw std::logic_error("softwave: no CUDA Sinkhorn update for d = " +
+                             std::to_string(h.d));
     }
   }
 };
