@@ -88,13 +88,13 @@ struct SinkhornOptions {
   // 512 points. Up to d = 16 they form each cost exactly in FP32 FMAs (the
   // clouds centred on their common mean, so that the expansion ‖x‖² + ‖y‖²
   // − 2x·y loses no digits to an offset); above, the products x·y run on
-  // tensor cores in TF32 (10-bit mantissas, as FlashSinkhorn's TF32 mode:
-  // the measured marginal_error then stays near 1e-3 and `converged` false
-  // for tolerances below it). Each row's exponentials are shifted by its
-  // previous log-sum-exp, so one exp2 per pair is all the special-function
-  // work; a row whose sum leaves the safe range is summed again exactly,
-  // after its maximum. The measurements, gradients and plan queries always
-  // run on the portable kernels.
+  // tensor cores in TF32 (10-bit mantissas, as FlashSinkhorn's TF32 mode;
+  // the exact marginal_error of the result then carries that rounding, and
+  // `converged` stays false for tolerances below it). Each row's
+  // exponentials are shifted by its previous log-sum-exp, so one exp2 per
+  // pair is all the special-function work; a row whose sum leaves the safe
+  // range is summed again exactly, after its maximum. The measurements,
+  // gradients and plan queries always run on the portable kernels.
   Kernel kernel = Kernel::automatic;
 };
 
