@@ -5,6 +5,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Random.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -59,6 +60,25 @@ inline softwave_tools::AllocationTracker::Peaks measured_call(
     softwave_tools::StreamOrderedPeak::stop();
     throw;
   }
+}
+
+// Times `call` once per benchmark iteration (manual time, between fences
+// of the space); returns the total seconds.
+template <class State, class Call>
+double timed_calls(State& state, const Space& space, const Call& call) {
+  using Clock = std::chrono::steady_clock;
+  double total_s = 0;
+  for (auto _ : state) {
+    space.fence();
+    auto const begin = Clock::now();
+    call();
+    space.fence();
+    double const s =
+        std::chrono::duration<double>(Clock::now() - begin).count();
+    state.SetIterationTime(s);
+    total_s += s;
+  }
+  return total_s;
 }
 
 // Registers BM_Sinkhorn (bench_sinkhorn.cpp) for the CPU or the GPU grid.

@@ -103,18 +103,7 @@ void run_sinkhorn(benchmark::State& state, softwave::Kernel kernel, bool checks,
     state.SkipWithError(e.what());
     return;
   }
-  using Clock = std::chrono::steady_clock;
-  double total_s = 0;
-  for (auto _ : state) {
-    space.fence();
-    auto const begin = Clock::now();
-    call();
-    space.fence();
-    double const s =
-        std::chrono::duration<double>(Clock::now() - begin).count();
-    state.SetIterationTime(s);
-    total_s += s;
-  }
+  double const total_s = softwave_bench::timed_calls(state, space, call);
   double const exps = 2.0 * kIterations * double(N) * double(N);
   double const mean_ms =
       state.iterations() ? 1e3 * total_s / double(state.iterations()) : 0;

@@ -371,18 +371,7 @@ void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
     return;
   }
 
-  using Clock = std::chrono::steady_clock;
-  double total_s = 0;
-  for (auto _ : state) {
-    space.fence();
-    auto const begin = Clock::now();
-    call();
-    space.fence();
-    double const s =
-        std::chrono::duration<double>(Clock::now() - begin).count();
-    state.SetIterationTime(s);
-    total_s += s;
-  }
+  double const total_s = softwave_bench::timed_calls(state, space, call);
 
   double const pairs =
       kind == Kind::pairwise ? double(B1) * double(B2) : double(B1);

@@ -109,6 +109,31 @@ struct Work {
   int parts, tiles_per_part;
 };
 
+// The block's next work item: one ticket, taken by thread 0 and shared
+// through `taken` once every thread is done with the previous item (its
+// staged tile and `taken`).
+__device__ __forceinline__ std::int64_t next_item(
+    unsigned long long* tickets, unsigned long long first_ticket,
+    std::int64_t& taken) {
+  __syncthreads();
+  if (threadIdx.x == 0)
+    taken = std::int64_t(atomicAdd(tickets, 1ull) - first_ticket);
+  __syncthreads();
+  return taken;
+}
+
+// Where an item is: its problem, its part of the columns, and the first
+// row of its row block (of rows_per_block rows).
+struct Item {
+  std::int64_t b, part, first_row;
+};
+__device__ __forceinline__ Item item_at(const Work& w, std::int64_t item,
+                                        int rows_per_block) {
+  std::int64_t const block = item / w.parts;
+  return {block / w.row_blocks, item % w.parts,
+          (block % w.row_blocks) * rows_per_block};
+}
+
 // partial[(b·parts + part)·n + i] = the pass's reduction over the part's
 // columns of t_ij = row_i + record_j[d] + x_i·record_j[0, d). A sum pass
 // under the previous potential's shift also writes it to shift[b·n + i].
@@ -125,16 +150,9 @@ __global__ void __launch_bounds__(kThreads)
   std::int64_t const n = h.rows.n, k = h.columns.n;
   std::int64_t const tiles = (k + kTile - 1) / kTile;
   for (;;) {
-    __syncthreads();  // the previous item's tile and `taken` are read
-    if (threadIdx.x == 0)
-      taken = std::int64_t(atomicAdd(tickets, 1ull) - first_ticket);
-    __syncthreads();
-    std::int64_t const item = taken;
+    std::int64_t const item = next_item(tickets, first_ticket, taken);
     if (item >= w.items) return;
-    std::int64_t const part = item % w.parts;
-    std::int64_t const block = item / w.parts;
-    std::int64_t const b = block / w.row_blocks;
-    std::int64_t const i0 = (block % w.row_blocks) * (R * kThreads);
+    auto const [b, part, i0] = item_at(w, item, R * kThreads);
     if (!h.active[b]) continue;
     Scales const s = scales_of(h, b);
 
@@ -255,16 +273,10 @@ __global__ void __launch_bounds__(kTensorThreads)
   std::int64_t const n = h.rows.n, k = h.columns.n;
   std::int64_t const tiles = (k + kTensorTile - 1) / kTensorTile;
   for (;;) {
-    __syncthreads();
-    if (threadIdx.x == 0)
-      taken = std::int64_t(atomicAdd(tickets, 1ull) - first_ticket);
-    __syncthreads();
-    std::int64_t const item = taken;
+    std::int64_t const item = next_item(tickets, first_ticket, taken);
     if (item >= w.items) return;
-    std::int64_t const part = item % w.parts;
-    std::int64_t const block = item / w.parts;
-    std::int64_t const b = block / w.row_blocks;
-    std::int64_t const i0 = (block % w.row_blocks) * kTensorRows + warp * 16;
+    auto const [b, part, block_row] = item_at(w, item, kTensorRows);
+    std::int64_t const i0 = block_row + warp * 16;
     if (!h.active[b]) continue;
     Scales const s = scales_of(h, b);
 
