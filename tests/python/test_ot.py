@@ -168,8 +168,13 @@ def test_divergence_is_zero_on_equal_inputs_and_differentiable():
     x, y = torch.rand_like(x), torch.rand_like(y)
     opts = dict(epsilon=0.1, tolerance=1e-12, max_iterations=20000)
     assert torch.all(ot.sinkhorn_divergence(x, y, a, b, **opts) > 0)
-    same = ot.sinkhorn_divergence(x, x, a, a, **opts)
+    same, converged = ot.sinkhorn_divergence(x, x, a, a, return_converged=True, **opts)
     torch.testing.assert_close(same, torch.zeros(2, dtype=torch.float64), atol=1e-10, rtol=0)
+    assert torch.equal(converged, torch.ones(2, dtype=torch.int32))
+    # Two iterations cannot meet 1e-12: the flag says so.
+    _, short = ot.sinkhorn_divergence(x, y, a, b, return_converged=True,
+                                      **dict(opts, max_iterations=2))
+    assert torch.equal(short, torch.zeros(2, dtype=torch.int32))
     x.requires_grad_(True)
     w = torch.tensor([0.5, -2.0], dtype=torch.float64)
     (gx,) = torch.autograd.grad((w * ot.sinkhorn_divergence(x, y, a, b, **opts)).sum(), x)

@@ -381,10 +381,13 @@ def sinkhorn(x=None, y=None, a=None, b=None, *, cost_matrix=None, factors=None,
 def sinkhorn_divergence(x, y, a=None, b=None, *, cost: str = "sqeuclidean", epsilon: float = 0.05,
                         epsilon_relative: bool = False, epsilon_scaling: float = 0.0, rho=None,
                         max_iterations: int = 1000, tolerance: float = 1e-6, check_every: int = 10,
-                        check_inputs: Optional[bool] = None, kernel: str = "automatic"):
+                        check_inputs: Optional[bool] = None, kernel: str = "automatic",
+                        return_converged: bool = False):
     """S_ε = OT_ε(a, b) − ½ OT_ε(a, a) − ½ OT_ε(b, b) (+ ½ ε (Σa − Σb)² when
     unbalanced): ≥ 0 and 0 for equal inputs. Differentiable (torch) in x, y,
-    a and b. Returns the values (…,)."""
+    a and b. Returns the values (…,), and with return_converged also
+    whether all three solves met the tolerance (…,) int32, 1 where they
+    did: (values, converged)."""
     kw = dict(epsilon=epsilon, epsilon_relative=epsilon_relative, epsilon_scaling=epsilon_scaling,
               rho=rho, rho_a=None, rho_b=None, max_iterations=max_iterations, tolerance=tolerance,
               check_every=check_every, cost=cost, check_inputs=check_inputs, kernel=kernel)
@@ -392,15 +395,22 @@ def sinkhorn_divergence(x, y, a=None, b=None, *, cost: str = "sqeuclidean", epsi
     frame = problem.frame
     B = problem.sizes[0]
     values = frame.empty((B,))
+    converged = frame.empty((B,), integer=True)
     originals = {"x": x, "y": y, "a": a, "b": b}
     wanted = {}
     if frame.torch and frame.t.is_grad_enabled():
         for k, t in originals.items():
             if isinstance(t, frame.t.Tensor) and t.requires_grad:
                 wanted["grad_" + k] = frame.empty(problem.arrays[k].shape)
-    _core.optimal_transport("divergence", dict(problem.arrays, values=values, **wanted), problem.settings)
+    _core.optimal_transport("divergence", dict(problem.arrays, values=values, converged=converged,
+                                               **wanted), problem.settings)
+
+    def answer(v):
+        v = _unbatch(problem, v)
+        return (v, _unbatch(problem, converged)) if return_converged else v
+
     if not wanted:
-        return _unbatch(problem, values)
+        return answer(values)
     torch = frame.t
     names = [k for k in originals if "grad_" + k in wanted]
 
@@ -420,7 +430,7 @@ def sinkhorn_divergence(x, y, a=None, b=None, *, cost: str = "sqeuclidean", epsi
                 out.append((gk * grad.reshape(shape)).reshape(originals[k].shape))
             return tuple(out)
 
-    return _unbatch(problem, _Divergence.apply(*[originals[k] for k in names]))
+    return answer(_Divergence.apply(*[originals[k] for k in names]))
 
 
 def _samples_loss_class():
