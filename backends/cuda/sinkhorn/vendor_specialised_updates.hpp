@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA specialisation of core's SpecialisedUpdates (core/src/sinkhorn/
 // specialised.hpp, which includes this file in CUDA builds): float point
-// clouds with d <= 16 (updates.hpp has the kernels' design). An instance
+// clouds with d <= 64 (updates.hpp has the kernels' design). An instance
 // holds the clouds centred on their common mean (the cost is translation
 // invariant, and the kernels' expanded cost loses no digits to an offset)
 // and the kernels' workspace, for the whole solve.
@@ -106,18 +106,20 @@ struct SpecialisedUpdates<Kokkos::Cuda, float,
               const UpdateVisitor<float, Space>& visitor) {
     cuda_sinkhorn::HalfIteration h;
     auto const& own = visitor.own;
-    h.rows = {(rows_side ? x_ : y_).view.data(),
-              own.potential.data(),
-              std::int64_t(own.potential.stride(0)),
-              own.log_weight.data(),
-              std::int64_t(own.log_weight.stride(0)),
-              std::int64_t(own.potential.extent(1))};
-    h.columns = {(rows_side ? y_ : x_).view.data(),
-                 columns.potential.data(),
-                 std::int64_t(columns.potential.stride(0)),
-                 columns.log_weight.data(),
-                 std::int64_t(columns.log_weight.stride(0)),
-                 std::int64_t(columns.potential.extent(1))};
+    // One side: its centred points, potentials and log-weights.
+    auto side = [](const Points& points, const float* potential,
+                   std::int64_t potential_stride, const float* log_weight,
+                   std::int64_t log_weight_stride) {
+      return cuda_sinkhorn::Side{
+          points.data(), potential,         potential_stride,
+          log_weight,    log_weight_stride, std::int64_t(points.extent(1))};
+    };
+    h.rows = side((rows_side ? x_ : y_).view, own.potential.data(),
+                  own.potential.stride(0), own.log_weight.data(),
+                  own.log_weight.stride(0));
+    h.columns = side((rows_side ? y_ : x_).view, columns.potential.data(),
+                     columns.potential.stride(0), columns.log_weight.data(),
+                     columns.log_weight.stride(0));
     h.updated = own.potential.data();
     h.batch = form_.batch();
     h.d = int(form_.x.extent(2));
