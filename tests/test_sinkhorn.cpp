@@ -514,6 +514,80 @@ TYPED_TEST(Sinkhorn, SpecialisedUpdatesMatchReference) {
   refused("point clouds", false);  // a cost form they do not take
 }
 
+// The exact measurements of given potentials on every kernel (on CUDA at
+// every d the specialised kernels take, tensor-core sizes included, and
+// ε well below the costs): the transport cost ⟨π, C⟩ and both marginal L1
+// errors of the returned potentials against float64 sums over the dense
+// plan π_ij = a_i b_j exp((f_i + g_j − C_ij)/ε), and the plan's marginals
+// (plan queries, which read each row's measured log-sum-exp).
+TYPED_TEST(Sinkhorn, MeasurementsMatchFloat64) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 2, n = 600, k = 530;
+  for (auto kernel : kernels<T, Space>())
+    for (int d : {1, 3, 7, 24, 64}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "kernel " << int(kernel) << " d " << d);
+      double const eps = 0.02 * d;
+      for (double rho : {double(INFINITY), 0.5}) {
+        SCOPED_TRACE(::testing::Message() << "rho " << rho);
+        auto const pr = random_problems<T>(rng, B, n, k, d, 0.5);
+        DeviceProblems<T, Space> dev(space, pr);
+        softwave::SinkhornOptions o;
+        o.epsilon = eps;
+        o.rho_a = o.rho_b = rho;
+        o.tolerance = 0;
+        o.max_iterations = 3;  // potentials far from converged
+        o.kernel = kernel;
+        auto const s = solve(space, dev.points(), dev.marginals(), B, n, k, o);
+        std::vector<double> transport(B, 0), errors(2 * B, 0);
+        std::vector<double> row_mass(std::size_t(B) * n, 0),
+            column_mass(std::size_t(B) * k, 0);
+        for (int q = 0; q < B; ++q) {
+          for (int i = 0; i < n; ++i)
+            for (int j = 0; j < k; ++j) {
+              double const c = pr.cost[(std::size_t(q) * n + i) * k + j];
+              double const pij =
+                  pr.a[q * n + i] * pr.b[q * k + j] *
+                  std::exp((s.f[q * n + i] + s.g[q * k + j] - c) / eps);
+              transport[q] += pij * c;
+              row_mass[q * n + i] += pij;
+              column_mass[q * k + j] += pij;
+            }
+          for (int i = 0; i < n; ++i)
+            errors[2 * q] += std::fabs(row_mass[q * n + i] - pr.a[q * n + i]);
+          for (int j = 0; j < k; ++j)
+            errors[2 * q + 1] +=
+                std::fabs(column_mass[q * k + j] - pr.b[q * k + j]);
+        }
+        double const loose = std::is_same_v<T, double> ? 1e-10 : 1e-4;
+        EXPECT_TRUE(
+            swt::near_values(s.transport, transport, loose, 0, "transport"));
+        EXPECT_TRUE(swt::near_values(s.errors, errors, loose, 0.2, "errors"));
+
+        softwave::PlanQueries<T, Space> qs;
+        V3<T, Space> const ones_k("ones_k", B, k, 1), ones_n("ones_n", B, n, 1);
+        Kokkos::deep_copy(ones_k, T(1));
+        Kokkos::deep_copy(ones_n, T(1));
+        qs.v = ones_k;
+        qs.u = ones_n;
+        qs.plan_v = V3<T, Space>("row_mass", B, n, 1);
+        qs.plan_t_u = V3<T, Space>("column_mass", B, k, 1);
+        auto const f = to_device2<T, Space>(s.f, B, n);
+        auto const g = to_device2<T, Space>(s.g, B, k);
+        softwave::sinkhorn_plan_queries(space, dev.points(), dev.marginals(),
+                                        V2<const T, Space>(f),
+                                        V2<const T, Space>(g), qs, o);
+        EXPECT_TRUE(swt::near_values(swt::to_host(qs.plan_v), row_mass, loose,
+                                     0, "row masses"));
+        EXPECT_TRUE(swt::near_values(swt::to_host(qs.plan_t_u), column_mass,
+                                     loose, 0, "column masses"));
+      }
+    }
+}
+
 // Gradients of the value against central differences of re-solved values.
 TYPED_TEST(Sinkhorn, GradientsMatchFiniteDifferences) {
   using Space = typename TypeParam::space;

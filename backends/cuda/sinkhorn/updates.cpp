@@ -35,6 +35,12 @@ __device__ __forceinline__ float epsilon_of(const HalfIteration& h,
   return annealed > h.epsilon_target[b] ? annealed : h.epsilon_target[b];
 }
 
+// Whether problem b takes part (a measurement has no mask: all do).
+__device__ __forceinline__ bool is_active(const HalfIteration& h,
+                                          std::int64_t b) {
+  return h.active == nullptr || h.active[b] != 0;
+}
+
 // λ = 1 / (1 + ε/ρ), as the portable update forms it.
 __device__ __forceinline__ float damping(const HalfIteration& h, float eps) {
   return 1.f / (1.f + eps / float(h.rho));
@@ -437,7 +443,7 @@ __global__ void __launch_bounds__(256)
   std::int64_t const q = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (q >= h.batch * n) return;
   std::int64_t const b = q / n, i = q % n;
-  if (!h.active[b]) return;
+  if (!is_active(h, b)) return;
   float m = -INFINITY;
   for (int p = 0; p < parts; ++p)
     m = fmaxf(m, partial[(b * parts + p) * n + i]);
@@ -486,6 +492,152 @@ __global__ void __launch_bounds__(kFinishWarps * 32)
     double total = 0;
     for (int w = 0; w < kFinishWarps; ++w) total += residuals[w];
     atomicAdd(h.residual + b * h.residual_stride, total);
+  }
+}
+
+// The measurement's kernels (updates.hpp, Measurement). They are compiled
+// for d rounded up to a multiple of 4 (to 16) or 8 (to 64), the padding
+// coordinates zero on both sides, with register room for R·D coordinates.
+constexpr int padded_features(int d) {
+  return d <= 16 ? (d + 3) / 4 * 4 : (d + 7) / 8 * 8;
+}
+constexpr int measured_rows(int D) { return D <= 16 ? 4 : D <= 32 ? 2 : 1; }
+
+// Column j's measured head: log₂e·(g_j/ε + log b_j); −∞ past the last
+// column.
+__device__ __forceinline__ float measured_head(const HalfIteration& h,
+                                               std::int64_t b, std::int64_t j,
+                                               float unit) {
+  Side const& s = h.columns;
+  if (j >= s.n) return -INFINITY;
+  return fmaf(s.potential[b * s.potential_stride + j], unit,
+              s.log_weight[b * s.log_weight_stride + j] * kLog2e);
+}
+
+// Over item blockIdx.x's part of the columns, with t_ij = head_j −
+// C_ij·log₂e/ε: `maximum`: partial = max_j t_ij; else partial = Σ_j e_ij
+// and partial_cost = Σ_j e_ij·C_ij, e_ij = 2^(t_ij − shift_i).
+template <int D, int R, bool maximum>
+__global__ void __launch_bounds__(kThreads)
+    measured_sums(HalfIteration h, Work w, float* partial, float* partial_cost,
+                  const float* shift) {
+  __shared__ float4 tile[kTile][D / 4];
+  __shared__ float heads[kTile];
+  std::int64_t const n = h.rows.n, k = h.columns.n;
+  std::int64_t const tiles = (k + kTile - 1) / kTile;
+  int const d = h.d;
+  auto const [b, part, i0] = item_at(w, blockIdx.x, R * kThreads);
+  float const unit = kLog2e / epsilon_of(h, b);
+
+  float x[R][D];
+  float base[R], sum[R], cost[R];
+  for (int r = 0; r < R; ++r) {
+    std::int64_t const i = i0 + threadIdx.x + r * kThreads;
+    float const* p = h.rows.points + (b * n + (i < n ? i : 0)) * d;
+    for (int q = 0; q < D; ++q) x[r][q] = i < n && q < d ? p[q] : 0.f;
+    base[r] = maximum || i >= n ? 0.f : -shift[b * n + i];
+    sum[r] = maximum ? -INFINITY : 0.f;
+    cost[r] = 0.f;
+  }
+
+  std::int64_t const first = part * w.tiles_per_part;
+  std::int64_t const last = min(first + w.tiles_per_part, tiles);
+  for (std::int64_t q = first; q < last; ++q) {
+    __syncthreads();  // the previous tile is no longer read
+    {
+      std::int64_t const j = q * kTile + threadIdx.x;
+      float const* y = h.columns.points + (b * k + (j < k ? j : 0)) * d;
+      float v[D];
+      for (int c = 0; c < D; ++c) v[c] = j < k && c < d ? y[c] : 0.f;
+      for (int e = 0; e < D / 4; ++e)
+        tile[threadIdx.x][e] =
+            make_float4(v[4 * e], v[4 * e + 1], v[4 * e + 2], v[4 * e + 3]);
+      heads[threadIdx.x] = measured_head(h, b, j, unit);
+    }
+    __syncthreads();
+#pragma unroll 2
+    for (int jj = 0; jj < kTile; ++jj) {
+      float squared[R] = {};
+      for (int e = 0; e < D / 4; ++e) {
+        float4 const y = tile[jj][e];
+        for (int r = 0; r < R; ++r) {
+          float const d0 = x[r][4 * e] - y.x, d1 = x[r][4 * e + 1] - y.y;
+          float const d2 = x[r][4 * e + 2] - y.z, d3 = x[r][4 * e + 3] - y.w;
+          squared[r] = fmaf(d0, d0, squared[r]);
+          squared[r] = fmaf(d1, d1, squared[r]);
+          squared[r] = fmaf(d2, d2, squared[r]);
+          squared[r] = fmaf(d3, d3, squared[r]);
+        }
+      }
+      float const head = heads[jj];
+      for (int r = 0; r < R; ++r) {
+        float const c = h.cost_scale * squared[r];
+        float const t = fmaf(-unit, c, head + base[r]);
+        if (maximum) {
+          sum[r] = fmaxf(sum[r], t);
+        } else {
+          float const e = exp2_approx(t);
+          sum[r] += e;
+          cost[r] = fmaf(e, c, cost[r]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    std::int64_t const i = i0 + threadIdx.x + r * kThreads;
+    if (i >= n) continue;
+    std::int64_t const at = (b * w.parts + part) * n + i;
+    partial[at] = sum[r];
+    if (!maximum) partial_cost[at] = cost[r];
+  }
+}
+
+// One warp a row: adds the row's partial sums and finishes it as core's
+// MeasureVisitor::finish does (in double).
+__global__ void __launch_bounds__(kFinishWarps * 32)
+    measured_finish(HalfIteration h, Measurement out, std::int64_t row_blocks,
+                    int parts, const float* partial, const float* partial_cost,
+                    const float* shift) {
+  constexpr int kSums = 5;
+  __shared__ double sums[kFinishWarps][kSums];
+  std::int64_t const b = blockIdx.x / row_blocks;
+  int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  std::int64_t const n = h.rows.n;
+  std::int64_t const i = (blockIdx.x % row_blocks) * kFinishWarps + warp;
+  double local[kSums] = {};
+  if (i < n) {
+    float sum = 0.f, cost = 0.f;
+    for (int p = lane; p < parts; p += 32) {
+      sum += partial[(b * parts + p) * n + i];
+      cost += partial_cost[(b * parts + p) * n + i];
+    }
+    sum = warp_sum(sum);
+    cost = warp_sum(cost);
+    float const eps = epsilon_of(h, b);
+    double const lse =
+        (double(shift[b * n + i]) + log2(double(sum))) * 0.6931471805599453;
+    out.lse[b * out.lse_stride + i] = float(lse);
+    double const log_a = h.rows.log_weight[b * h.rows.log_weight_stride + i];
+    if (log_a > -INFINITY) {
+      double const a = exp(log_a);
+      double const f = h.rows.potential[b * h.rows.potential_stride + i];
+      double const row_mass = a * exp(f / eps + lse);  // (π1)_i
+      double const updated = -double(damping(h, eps)) * eps * lse;
+      local[0] = row_mass;
+      local[1] = fabs(row_mass - a);
+      local[2] = a * fabs(expm1((f - updated) / eps));
+      local[3] = a * (h.rho == INFINITY ? f : -h.rho * expm1(-f / h.rho));
+      local[4] = row_mass * double(cost) / double(sum);
+    }
+  }
+  if (lane == 0)
+    for (int e = 0; e < kSums; ++e) sums[warp][e] = local[e];
+  __syncthreads();
+  if (threadIdx.x < kSums) {
+    double total = 0;
+    for (int w = 0; w < kFinishWarps; ++w) total += sums[w][threadIdx.x];
+    atomicAdd(out.totals + b * out.totals_stride + threadIdx.x * out.sum_stride,
+              total);
   }
 }
 
@@ -670,7 +822,78 @@ struct Launcher {
   }
 };
 
+// f(std::integral_constant<int, D>()) for the measurement kernels' D of d.
+template <int D = 4, class F>
+void for_padded_features(int d, F&& f) {
+  if constexpr (D > max_features) {
+    throw std::logic_error("softwave: no CUDA Sinkhorn measurement for d = " +
+                           std::to_string(d));
+  } else {
+    if (padded_features(d) == D) return f(std::integral_constant<int, D>());
+    for_padded_features<(D < 16 ? D + 4 : D + 8)>(d, f);
+  }
+}
+
+// The measurement's items and where its workspace keeps the rows' maxima
+// and the partial sums.
+struct MeasuredLayout {
+  Work w;
+  std::int64_t shift, partial, partial_cost, total;
+};
+template <int D>
+MeasuredLayout measured_layout(std::int64_t batch, std::int64_t n,
+                               std::int64_t k) {
+  constexpr int R = measured_rows(D);
+  std::int64_t const slots =
+      std::int64_t(multiprocessors()) *
+      resident_blocks<measured_sums<D, R, false>>(kThreads);
+  MeasuredLayout l;
+  l.w = work_of(batch, n, k, R * kThreads, kTile, slots);
+  l.shift = 0;
+  l.partial = batch * n;
+  l.partial_cost = l.partial + batch * n * l.w.parts;
+  l.total = l.partial_cost + batch * n * l.w.parts;
+  return l;
+}
+
 }  // namespace
+
+std::int64_t measurement_floats(std::int64_t batch, std::int64_t n,
+                                std::int64_t k, int d) {
+  std::int64_t floats = 0;
+  for_padded_features(d, [&](auto D) {
+    floats = measured_layout<decltype(D)::value>(batch, n, k).total;
+  });
+  return floats;
+}
+
+void measure(cudaStream_t stream, const HalfIteration& h,
+             const Measurement& out, float* workspace) {
+  if (h.batch == 0 || h.rows.n == 0 || h.columns.n == 0) return;
+  for_padded_features(h.d, [&](auto features) {
+    constexpr int D = decltype(features)::value, R = measured_rows(D);
+    auto const l = measured_layout<D>(h.batch, h.rows.n, h.columns.n);
+    float* const shift = workspace + l.shift;
+    float* const partial = workspace + l.partial;
+    float* const partial_cost = workspace + l.partial_cost;
+    measured_sums<D, R, true><<<unsigned(l.w.items), kThreads, 0, stream>>>(
+        h, l.w, partial, partial_cost, shift);
+    SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+    std::int64_t const rows = h.batch * h.rows.n;
+    maximum_shift<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
+        h, l.w.parts, partial, shift);
+    SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+    measured_sums<D, R, false><<<unsigned(l.w.items), kThreads, 0, stream>>>(
+        h, l.w, partial, partial_cost, shift);
+    SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+    std::int64_t const finish_blocks =
+        (h.rows.n + kFinishWarps - 1) / kFinishWarps;
+    measured_finish<<<unsigned(h.batch * finish_blocks), kFinishWarps * 32, 0,
+                      stream>>>(h, out, finish_blocks, l.w.parts, partial,
+                                partial_cost, shift);
+    SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+  });
+}
 
 void set_rows_per_thread(int rows) { g_rows_per_thread = rows; }
 

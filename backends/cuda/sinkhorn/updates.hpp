@@ -85,6 +85,31 @@ std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
 void update(cudaStream_t stream, const HalfIteration& h, float* workspace,
             std::uint64_t& tickets);
 
+// The exact state of the rows' potentials against the columns' (what
+// core's MeasureVisitor computes): each row's log-sum-exp into
+// lse[b · lse_stride + i], and per problem [mass of π, ‖π1 − a‖₁, residual,
+// Σ a φ(f), ⟨π, C⟩] added to totals[b · totals_stride + e · sum_stride],
+// e = 0..4. Each cost is
+// formed directly, C_ij = c Σ_k (x_ik − y_jk)², in FP32 for every d (no
+// expansion, no tensor cores: it is the reference the iterations are held
+// to); a maximum pass, then every row's sums under its maximum, so any
+// finite potentials measure exactly. h.updated, h.active and h.residual are
+// not used; h's points need not be centred.
+struct Measurement {
+  float* lse = nullptr;
+  std::int64_t lse_stride = 0;
+  double* totals = nullptr;
+  std::int64_t totals_stride = 0, sum_stride = 0;
+};
+
+// Floats of workspace measure() needs (no ticket counter, any contents).
+std::int64_t measurement_floats(std::int64_t batch, std::int64_t n,
+                                std::int64_t k, int d);
+
+// Queues the measurement on `stream`.
+void measure(cudaStream_t stream, const HalfIteration& h,
+             const Measurement& out, float* workspace);
+
 // Rows each thread of the sums kernel owns: 4 or, for d <= 4, 8; 0 (the
 // default) lets the library choose. For benchmarks comparing the two.
 void set_rows_per_thread(int rows);

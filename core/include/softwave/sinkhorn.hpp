@@ -93,8 +93,11 @@ struct SinkhornOptions {
   // `converged` stays false for tolerances below it). Each row's
   // exponentials are shifted by its previous log-sum-exp, so one exp2 per
   // pair is all the special-function work; a row whose sum leaves the safe
-  // range is summed again exactly, after its maximum. The measurements,
-  // gradients and plan queries always run on the portable kernels.
+  // range is summed again exactly, after its maximum. The exact
+  // measurements of the result (transport cost, marginal errors,
+  // `converged`) take specialised kernels under the same choice, each cost
+  // formed directly as c·Σ(x − y)² in FP32 at every d; gradients and plan
+  // queries run on the portable kernels.
   Kernel kernel = Kernel::automatic;
 };
 

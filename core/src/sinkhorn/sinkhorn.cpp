@@ -285,6 +285,19 @@ Epsilons<T, Space> epsilons(const Space& space, const Form& form,
   return out;
 }
 
+// Whether the specialised passes run for `form`; insisting on them where
+// they cannot is an argument error naming `kernel`.
+template <class Space, class T, class Form>
+bool specialised_for(const Form& form, const SinkhornOptions& options) {
+  using Specialised = SpecialisedPasses<Space, T, Form>;
+  std::string const why_not = Specialised::unavailable(form);
+  if (options.kernel == Kernel::specialised && !why_not.empty())
+    throw_invalid_argument("kernel = specialised: ", why_not);
+  return why_not.empty() &&
+         (options.kernel == Kernel::specialised ||
+          (options.kernel == Kernel::automatic && Specialised::pays_off(form)));
+}
+
 // Both sides' exact measurements of potentials f, g: totals(b, side, ·) =
 // [mass of π, marginal L1 error, residual, Σ w φ(potential), ⟨π, C⟩], and
 // each row's and column's LSE.
@@ -319,14 +332,20 @@ Measurements<T, Space> measure(const Space& space, const Form& form,
   rows.own = {f_rw, w.log_a.view, options.rho_a};
   rows.lse = out.row_lse.view;
   rows.totals = out.rows.view;
-  tiled_pass(space, "measure_rows", form, ColumnSide<T, Space>{g, w.log_b.view},
-             eps, rows);
   MeasureVisitor<T, Space> columns;
   columns.own = {g_rw, w.log_b.view, options.rho_b};
   columns.lse = out.column_lse.view;
   columns.totals = out.columns.view;
-  tiled_pass(space, "measure_columns", form.transposed(),
-             ColumnSide<T, Space>{f, w.log_a.view}, eps, columns);
+  ColumnSide<T, Space> const g_side{g, w.log_b.view}, f_side{f, w.log_a.view};
+  if (specialised_for<Space, T>(form, options)) {
+    using Specialised = SpecialisedPasses<Space, T, Form>;
+    Specialised::measure(space, form, true, g_side, eps, rows);
+    Specialised::measure(space, form, false, f_side, eps, columns);
+  } else {
+    tiled_pass(space, "measure_rows", form, g_side, eps, rows);
+    tiled_pass(space, "measure_columns", form.transposed(), f_side, eps,
+               columns);
+  }
   return out;
 }
 
@@ -617,17 +636,12 @@ void solve(const Space& space, const PublicForm& public_form,
 
   auto const form = internal_form(public_form);
   using Form = std::decay_t<decltype(form)>;
-  using Specialised = SpecialisedUpdates<Space, T, Form>;
-  std::string const why_not = Specialised::unavailable(form);
-  if (options.kernel == Kernel::specialised && !why_not.empty())
-    throw_invalid_argument("kernel = specialised: ", why_not);
+  using Specialised = SpecialisedPasses<Space, T, Form>;
+  bool const use_specialised = specialised_for<Space, T>(form, options);
   auto const w = weights(space, marginals, B, N, K);
   auto const eps = epsilons<T, Space>(space, form, options);
   std::optional<Specialised> specialised;
-  if (why_not.empty() &&
-      (options.kernel == Kernel::specialised ||
-       (options.kernel == Kernel::automatic && Specialised::pays_off(form))))
-    specialised.emplace(space, form, options.warm_start);
+  if (use_specialised) specialised.emplace(space, form, options.warm_start);
   auto const transposed = form.transposed();
   // One half-iteration: the rows of `form` (rows_side) or its columns.
   auto update = [&](bool rows_side, const ColumnSide<T, Space>& other,

@@ -1,13 +1,15 @@
 #pragma once
-// Dispatch from the solver's iterations to vendor-specialised updates
-// (backends/) where one exists for the execution space, type and cost form.
-// SpecialisedUpdates<Space, T, Form>::unavailable(form) says why they cannot
+// Dispatch from the solver's passes to vendor-specialised kernels
+// (backends/) where they exist for the execution space, type and cost form:
+// the iterations' updates and the exact measurements of potentials.
+// SpecialisedPasses<Space, T, Form>::unavailable(form) says why they cannot
 // run (empty when they can); an instance, made once per solve, holds what
-// they keep between iterations and runs one half-iteration with update().
+// the updates keep between iterations and runs one half-iteration with
+// update(); measure() needs no instance.
 //
 // The primary template below is the portable answer. A backend specialises
 // it for its execution space in backends/<vendor>/sinkhorn/
-// vendor_specialised_updates.hpp, whose folder is on the include path only
+// vendor_specialised_passes.hpp, whose folder is on the include path only
 // in a build with that backend, so core names no vendor.
 
 #include <string>
@@ -17,7 +19,7 @@
 namespace softwave::impl {
 
 template <class Space, class T, class Form>
-struct SpecialisedUpdates {
+struct SpecialisedPasses {
   static std::string unavailable(const Form&) {
     return "the specialised updates take float point clouds on Kokkos::Cuda "
            "only (a CUDA build)";
@@ -25,15 +27,20 @@ struct SpecialisedUpdates {
   // Whether `automatic` takes them for this problem.
   static bool pays_off(const Form&) { return false; }
   // warm: the potentials start from given values, not zeros.
-  SpecialisedUpdates(const Space&, const Form&, bool /*warm*/) {}
+  SpecialisedPasses(const Space&, const Form&, bool /*warm*/) {}
   // f ← the update of `own` against `columns` (rows_side: the form's rows;
   // else its transposed form's), as tiled_pass with an UpdateVisitor.
   void update(const Space&, bool /*rows_side*/, const ColumnSide<T, Space>&,
               const EpsilonAt<T, Space>&, const UpdateVisitor<T, Space>&) {}
+  // The measurement of `own` against `columns` (rows_side as update()), as
+  // tiled_pass with a MeasureVisitor.
+  static void measure(const Space&, const Form&, bool /*rows_side*/,
+                      const ColumnSide<T, Space>&, const EpsilonAt<T, Space>&,
+                      const MeasureVisitor<T, Space>&) {}
 };
 
 }  // namespace softwave::impl
 
-#if __has_include(<sinkhorn/vendor_specialised_updates.hpp>)
-#include <sinkhorn/vendor_specialised_updates.hpp>
+#if __has_include(<sinkhorn/vendor_specialised_passes.hpp>)
+#include <sinkhorn/vendor_specialised_passes.hpp>
 #endif

@@ -1,10 +1,11 @@
 #pragma once
-// The CUDA specialisation of core's SpecialisedUpdates (core/src/sinkhorn/
+// The CUDA specialisation of core's SpecialisedPasses (core/src/sinkhorn/
 // specialised.hpp, which includes this file in CUDA builds): float point
-// clouds with d <= 64 (updates.hpp has the kernels' design). An instance
-// holds the clouds centred on their common mean (the cost is translation
-// invariant, and the kernels' expanded cost loses no digits to an offset)
-// and the kernels' workspace, for the whole solve.
+// clouds with d <= 64 (updates.hpp has the kernels' design): the updates
+// and the exact measurements. An instance holds the clouds centred on
+// their common mean (the cost is translation invariant, and the kernels'
+// expanded cost loses no digits to an offset) and the kernels' workspace,
+// for the whole solve.
 
 #include <algorithm>
 #include <softwave/kokkos_compat.hpp>
@@ -62,8 +63,7 @@ inline void centre_clouds(
 }  // namespace cuda_sinkhorn
 
 template <>
-struct SpecialisedUpdates<Kokkos::Cuda, float,
-                          PointsForm<float, Kokkos::Cuda>> {
+struct SpecialisedPasses<Kokkos::Cuda, float, PointsForm<float, Kokkos::Cuda>> {
   using Space = Kokkos::Cuda;
   using Form = PointsForm<float, Space>;
   using Points =
@@ -81,7 +81,7 @@ struct SpecialisedUpdates<Kokkos::Cuda, float,
   }
 
   // warm: the potentials start from given values (not zeros).
-  SpecialisedUpdates(const Space& space, const Form& form, bool warm)
+  SpecialisedPasses(const Space& space, const Form& form, bool warm)
       : form_(form),
         warm_(warm),
         x_(call_array<Points>(space, "softwave::sinkhorn::centred_x", false,
@@ -100,34 +100,43 @@ struct SpecialisedUpdates<Kokkos::Cuda, float,
         space, "softwave::sinkhorn::cuda_workspace", true, std::size_t(floats));
   }
 
-  void update(const Space& space, bool rows_side,
-              const ColumnSide<float, Space>& columns,
-              const EpsilonAt<float, Space>& epsilon,
-              const UpdateVisitor<float, Space>& visitor) {
-    cuda_sinkhorn::HalfIteration h;
-    auto const& own = visitor.own;
-    // One side: its centred points, potentials and log-weights.
-    auto side = [](const Points& points, const float* potential,
-                   std::int64_t potential_stride, const float* log_weight,
-                   std::int64_t log_weight_stride) {
-      return cuda_sinkhorn::Side{
-          points.data(), potential,         potential_stride,
-          log_weight,    log_weight_stride, std::int64_t(points.extent(1))};
+  // What an update and a measurement share: both sides (points, the rows'
+  // own potential and log-weights, the columns'), sizes, cost, the rows'
+  // penalty and ε.
+  static cuda_sinkhorn::HalfIteration half_iteration(
+      const Form& form, const Points& rows, const Points& column_points,
+      const RowSide<float, Space>& own, const ColumnSide<float, Space>& columns,
+      const EpsilonAt<float, Space>& epsilon) {
+    auto side = [](const Points& points, const auto& potential,
+                   const auto& log_weight) {
+      return cuda_sinkhorn::Side{points.data(),
+                                 potential.data(),
+                                 std::int64_t(potential.stride(0)),
+                                 log_weight.data(),
+                                 std::int64_t(log_weight.stride(0)),
+                                 std::int64_t(points.extent(1))};
     };
-    h.rows = side((rows_side ? x_ : y_).view, own.potential.data(),
-                  own.potential.stride(0), own.log_weight.data(),
-                  own.log_weight.stride(0));
-    h.columns = side((rows_side ? y_ : x_).view, columns.potential.data(),
-                     columns.potential.stride(0), columns.log_weight.data(),
-                     columns.log_weight.stride(0));
-    h.updated = own.potential.data();
-    h.batch = form_.batch();
-    h.d = int(form_.x.extent(2));
-    h.cost_scale = form_.scale;
+    cuda_sinkhorn::HalfIteration h;
+    h.rows = side(rows, own.potential, own.log_weight);
+    h.columns = side(column_points, columns.potential, columns.log_weight);
+    h.batch = form.batch();
+    h.d = int(form.x.extent(2));
+    h.cost_scale = form.scale;
     h.rho = own.rho;
     h.epsilon_target = epsilon.target.data();
     h.epsilon_scale = epsilon.scale.data();
     h.epsilon_factor = epsilon.factor;
+    return h;
+  }
+
+  void update(const Space& space, bool rows_side,
+              const ColumnSide<float, Space>& columns,
+              const EpsilonAt<float, Space>& epsilon,
+              const UpdateVisitor<float, Space>& visitor) {
+    auto h = half_iteration(form_, (rows_side ? x_ : y_).view,
+                            (rows_side ? y_ : x_).view, visitor.own, columns,
+                            epsilon);
+    h.updated = visitor.own.potential.data();
     h.active = visitor.mask.data();
     h.residual = visitor.totals.data();
     h.residual_stride = std::int64_t(visitor.totals.stride(0));
@@ -139,6 +148,47 @@ struct SpecialisedUpdates<Kokkos::Cuda, float,
                   : "softwave::sinkhorn::cuda_update_columns");
     cuda_sinkhorn::update(space.cuda_stream(), h, workspace_.view.data(),
                           tickets_);
+  }
+
+  // The exact measurement of `visitor.own` against `columns` (rows_side:
+  // the form's rows; else its transposed form's), as tiled_pass with a
+  // MeasureVisitor; costs formed directly from the caller's points.
+  static void measure(const Space& space, const Form& form, bool rows_side,
+                      const ColumnSide<float, Space>& columns,
+                      const EpsilonAt<float, Space>& epsilon,
+                      const MeasureVisitor<float, Space>& visitor) {
+    // The kernels read the points as contiguous (B, n, d) arrays.
+    auto contiguous = [&](const OTView3<const float, Space>& points,
+                          const char* label) {
+      if (points.span_is_contiguous())
+        return CallArray<Points>{Points(const_cast<float*>(points.data()),
+                                        points.extent(0), points.extent(1),
+                                        points.extent(2))};
+      auto copy = call_array<Points>(space, label, false, points.extent(0),
+                                     points.extent(1), points.extent(2));
+      Kokkos::deep_copy(space, copy.view, points);
+      return copy;
+    };
+    auto const rows = contiguous(rows_side ? form.x : form.y,
+                                 "softwave::sinkhorn::measured_rows");
+    auto const others = contiguous(rows_side ? form.y : form.x,
+                                   "softwave::sinkhorn::measured_columns");
+    auto const h = half_iteration(form, rows.view, others.view, visitor.own,
+                                  columns, epsilon);
+    cuda_sinkhorn::Measurement out;
+    out.lse = visitor.lse.data();
+    out.lse_stride = visitor.lse.stride(0);
+    out.totals = visitor.totals.data();
+    out.totals_stride = visitor.totals.stride(0);
+    out.sum_stride = visitor.totals.stride(1);
+    auto workspace = call_array<Kokkos::View<float*, Space::memory_space>>(
+        space, "softwave::sinkhorn::cuda_measurement", false,
+        std::size_t(cuda_sinkhorn::measurement_floats(h.batch, h.rows.n,
+                                                      h.columns.n, h.d)));
+    compat::ScopedRegion region(
+        rows_side ? "softwave::sinkhorn::cuda_measure_rows"
+                  : "softwave::sinkhorn::cuda_measure_columns");
+    cuda_sinkhorn::measure(space.cuda_stream(), h, out, workspace.view.data());
   }
 
   Form form_;
