@@ -488,6 +488,14 @@ TYPED_TEST(Sinkhorn, SpecialisedUpdatesMatchReference) {
                              1.0, 0.7, {Form::points}, specialised);
   check_against_reference<T>(space, rng, 1, 1100, 515, 5, 1.0, 0.2, 0.3,
                              INFINITY, 1.0, {Form::points}, specialised);
+  // Low-rank costs: exact FP32 products at every rank (16 and below as the
+  // points', rounded up to 16 above, 64 columns a tile above 80).
+  check_against_reference<T>(space, rng, 2, 600, 530, 3, 1.0, 0.1, INFINITY,
+                             INFINITY, 1.0, {Form::low_rank}, specialised);
+  check_against_reference<T>(space, rng, 1, 520, 700, 40, 0.5, 2.0, 0.5,
+                             INFINITY, 1.0, {Form::low_rank}, specialised);
+  check_against_reference<T>(space, rng, 1, 530, 600, 100, 0.5, 5.0, INFINITY,
+                             INFINITY, 1.0, {Form::low_rank}, specialised);
   // d > 16: x·y on tensor cores in TF32 (10-bit mantissas), so the
   // answer is the portable one to TF32's accuracy, after the same fixed
   // number of iterations.
@@ -511,12 +519,13 @@ TYPED_TEST(Sinkhorn, SpecialisedUpdatesMatchReference) {
                                  1e-3, "transport cost"));
     for (double e : tensor.errors) EXPECT_LT(e, 0.05);
   }
-  refused("point clouds", false);  // a cost form they do not take
+  refused("point clouds", false);  // a cost matrix: they do not take it
 }
 
 // The exact measurements of given potentials on every kernel (on CUDA at
-// every d the specialised kernels take, tensor-core sizes included, and
-// ε well below the costs): the transport cost ⟨π, C⟩ and both marginal L1
+// every d the specialised kernels take, tensor-core sizes and low-rank
+// costs of rank 3 to 100 included, and ε well below the costs): the
+// transport cost ⟨π, C⟩ and both marginal L1
 // errors of the returned potentials against float64 sums over the dense
 // plan π_ij = a_i b_j exp((f_i + g_j − C_ij)/ε), and the plan's marginals
 // (plan queries, which read each row's measured log-sum-exp).
@@ -526,10 +535,18 @@ TYPED_TEST(Sinkhorn, MeasurementsMatchFloat64) {
   SWT_SEEDED_RNG(rng);
   Space space;
   int const B = 2, n = 600, k = 530;
+  struct Case {
+    Form form;
+    int d;
+  };
+  std::vector<Case> const cases = {{Form::points, 1},    {Form::points, 3},
+                                   {Form::points, 7},    {Form::points, 24},
+                                   {Form::points, 64},   {Form::low_rank, 3},
+                                   {Form::low_rank, 40}, {Form::low_rank, 100}};
   for (auto kernel : kernels<T, Space>())
-    for (int d : {1, 3, 7, 24, 64}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "kernel " << int(kernel) << " d " << d);
+    for (auto [form, d] : cases) {
+      SCOPED_TRACE(::testing::Message() << "kernel " << int(kernel) << " form "
+                                        << int(form) << " d " << d);
       double const eps = 0.02 * d;
       for (double rho : {double(INFINITY), 0.5}) {
         SCOPED_TRACE(::testing::Message() << "rho " << rho);
@@ -541,49 +558,61 @@ TYPED_TEST(Sinkhorn, MeasurementsMatchFloat64) {
         o.tolerance = 0;
         o.max_iterations = 3;  // potentials far from converged
         o.kernel = kernel;
-        auto const s = solve(space, dev.points(), dev.marginals(), B, n, k, o);
-        std::vector<double> transport(B, 0), errors(2 * B, 0);
-        std::vector<double> row_mass(std::size_t(B) * n, 0),
-            column_mass(std::size_t(B) * k, 0);
-        for (int q = 0; q < B; ++q) {
-          for (int i = 0; i < n; ++i)
-            for (int j = 0; j < k; ++j) {
-              double const c = pr.cost[(std::size_t(q) * n + i) * k + j];
-              double const pij =
-                  pr.a[q * n + i] * pr.b[q * k + j] *
-                  std::exp((s.f[q * n + i] + s.g[q * k + j] - c) / eps);
-              transport[q] += pij * c;
-              row_mass[q * n + i] += pij;
-              column_mass[q * k + j] += pij;
-            }
-          for (int i = 0; i < n; ++i)
-            errors[2 * q] += std::fabs(row_mass[q * n + i] - pr.a[q * n + i]);
-          for (int j = 0; j < k; ++j)
-            errors[2 * q + 1] +=
-                std::fabs(column_mass[q * k + j] - pr.b[q * k + j]);
-        }
-        double const loose = std::is_same_v<T, double> ? 1e-10 : 1e-4;
-        EXPECT_TRUE(
-            swt::near_values(s.transport, transport, loose, 0, "transport"));
-        EXPECT_TRUE(swt::near_values(s.errors, errors, loose, 0.2, "errors"));
+        // The whole check for one public form (points or low_rank).
+        auto check = [&](const auto& costs) {
+          auto const s = solve(space, costs, dev.marginals(), B, n, k, o);
+          std::vector<double> transport(B, 0), errors(2 * B, 0);
+          std::vector<double> row_mass(std::size_t(B) * n, 0),
+              column_mass(std::size_t(B) * k, 0);
+          for (int q = 0; q < B; ++q) {
+            for (int i = 0; i < n; ++i)
+              for (int j = 0; j < k; ++j) {
+                double const c = pr.cost[(std::size_t(q) * n + i) * k + j];
+                double const pij =
+                    pr.a[q * n + i] * pr.b[q * k + j] *
+                    std::exp((s.f[q * n + i] + s.g[q * k + j] - c) / eps);
+                transport[q] += pij * c;
+                row_mass[q * n + i] += pij;
+                column_mass[q * k + j] += pij;
+              }
+            for (int i = 0; i < n; ++i)
+              errors[2 * q] += std::fabs(row_mass[q * n + i] - pr.a[q * n + i]);
+            for (int j = 0; j < k; ++j)
+              errors[2 * q + 1] +=
+                  std::fabs(column_mass[q * k + j] - pr.b[q * k + j]);
+          }
+          // A low-rank cost cancels u_i + v_j against p_i·q_j: in float its
+          // costs carry that rounding, scaled by 1/ε.
+          double const loose = std::is_same_v<T, double> ? 1e-10
+                               : form == Form::low_rank  ? 1e-3
+                                                         : 1e-4;
+          EXPECT_TRUE(
+              swt::near_values(s.transport, transport, loose, 0, "transport"));
+          EXPECT_TRUE(swt::near_values(s.errors, errors, loose, 0.2, "errors"));
 
-        softwave::PlanQueries<T, Space> qs;
-        V3<T, Space> const ones_k("ones_k", B, k, 1), ones_n("ones_n", B, n, 1);
-        Kokkos::deep_copy(ones_k, T(1));
-        Kokkos::deep_copy(ones_n, T(1));
-        qs.v = ones_k;
-        qs.u = ones_n;
-        qs.plan_v = V3<T, Space>("row_mass", B, n, 1);
-        qs.plan_t_u = V3<T, Space>("column_mass", B, k, 1);
-        auto const f = to_device2<T, Space>(s.f, B, n);
-        auto const g = to_device2<T, Space>(s.g, B, k);
-        softwave::sinkhorn_plan_queries(space, dev.points(), dev.marginals(),
-                                        V2<const T, Space>(f),
-                                        V2<const T, Space>(g), qs, o);
-        EXPECT_TRUE(swt::near_values(swt::to_host(qs.plan_v), row_mass, loose,
-                                     0, "row masses"));
-        EXPECT_TRUE(swt::near_values(swt::to_host(qs.plan_t_u), column_mass,
-                                     loose, 0, "column masses"));
+          softwave::PlanQueries<T, Space> qs;
+          V3<T, Space> const ones_k("ones_k", B, k, 1),
+              ones_n("ones_n", B, n, 1);
+          Kokkos::deep_copy(ones_k, T(1));
+          Kokkos::deep_copy(ones_n, T(1));
+          qs.v = ones_k;
+          qs.u = ones_n;
+          qs.plan_v = V3<T, Space>("row_mass", B, n, 1);
+          qs.plan_t_u = V3<T, Space>("column_mass", B, k, 1);
+          auto const f = to_device2<T, Space>(s.f, B, n);
+          auto const g = to_device2<T, Space>(s.g, B, k);
+          softwave::sinkhorn_plan_queries(space, costs, dev.marginals(),
+                                          V2<const T, Space>(f),
+                                          V2<const T, Space>(g), qs, o);
+          EXPECT_TRUE(swt::near_values(swt::to_host(qs.plan_v), row_mass, loose,
+                                       0, "row masses"));
+          EXPECT_TRUE(swt::near_values(swt::to_host(qs.plan_t_u), column_mass,
+                                       loose, 0, "column masses"));
+        };
+        if (form == Form::points)
+          check(dev.points());
+        else
+          check(dev.low_rank());
       }
     }
 }

@@ -57,7 +57,9 @@ __device__ __forceinline__ Scales scales_of(const HalfIteration& h,
 }
 
 // Column j's record: [0, d) its coordinates × 2c·log₂e/ε, [d] h_j =
-// log₂e·((g_j − c‖y_j‖²)/ε + log b_j); −∞ past the last column.
+// log₂e·((g_j − c‖y_j‖²)/ε + log b_j); for a low-rank cost q_j·log₂e/ε and
+// log₂e·((g_j − v_j)/ε + log b_j). −∞ past the last column; zero
+// coordinates past h.d (for a d rounded up).
 template <int d>
 __device__ __forceinline__ void column_record(const HalfIteration& h,
                                               std::int64_t b, std::int64_t j,
@@ -68,31 +70,40 @@ __device__ __forceinline__ void column_record(const HalfIteration& h,
     record[d] = -INFINITY;
     return;
   }
-  float const* y = s.points + (b * s.n + j) * d;
-  float const c = h.cost_scale, coordinate_scale = 2.f * c * unit;
+  float const* y = s.points + (b * s.n + j) * h.d;
+  float const c = h.cost_scale;
+  float const coordinate_scale = h.low_rank ? unit : 2.f * c * unit;
   float norm = 0.f;
   for (int k = 0; k < d; ++k) {
-    float const v = y[k];
+    float const v = k < h.d ? y[k] : 0.f;
     norm = fmaf(v, v, norm);
     record[k] = v * coordinate_scale;
   }
+  float const own = !h.low_rank  ? c * norm
+                    : s.own_term ? s.own_term[b * s.own_term_stride + j]
+                                 : 0.f;
   float const g = s.potential[b * s.potential_stride + j];
   float const log_b = s.log_weight[b * s.log_weight_stride + j];
-  record[d] = fmaf(g - c * norm, unit, log_b * kLog2e);
+  record[d] = fmaf(g - own, unit, log_b * kLog2e);
 }
 
-// Row i's coordinates and −c‖x_i‖²·log₂e/ε.
+// Row i's coordinates (or factor; zero past h.d, for a d rounded up) and
+// −log₂e/ε times its own term: c‖x_i‖², or u_i of a low-rank cost.
 template <int d>
 __device__ __forceinline__ float load_row(const HalfIteration& h,
                                           std::int64_t b, std::int64_t i,
                                           float unit, float* x) {
-  float const* p = h.rows.points + (b * h.rows.n + i) * d;
+  Side const& s = h.rows;
+  float const* p = s.points + (b * s.n + i) * h.d;
   float norm = 0.f;
   for (int k = 0; k < d; ++k) {
-    x[k] = p[k];
+    x[k] = k < h.d ? p[k] : 0.f;
     norm = fmaf(x[k], x[k], norm);
   }
-  return -(h.cost_scale * norm) * unit;
+  float const own = !h.low_rank  ? h.cost_scale * norm
+                    : s.own_term ? s.own_term[b * s.own_term_stride + i]
+                                 : 0.f;
+  return -own * unit;
 }
 
 // log₂ of row i's previous sum: f_i = −λ ε ln 2 · shift.
@@ -140,6 +151,11 @@ __device__ __forceinline__ Item item_at(const Work& w, std::int64_t item,
           (block % w.row_blocks) * rows_per_block};
 }
 
+// Columns a tile of the FP32 kernels stages: one a thread, or half as many
+// for records too long for 48 KiB of shared memory.
+template <int d>
+constexpr int kTileColumns = d <= 80 ? kTile : kTile / 2;
+
 // partial[(b·parts + part)·n + i] = the pass's reduction over the part's
 // columns of t_ij = row_i + record_j[d] + x_i·record_j[0, d). A sum pass
 // under the previous potential's shift also writes it to shift[b·n + i].
@@ -151,10 +167,11 @@ __global__ void __launch_bounds__(kThreads)
     partial_sums(HalfIteration h, Work w, float* partial, float* shift,
                  unsigned long long* tickets, unsigned long long first_ticket) {
   constexpr int kRecord = (d + 1 + 3) / 4;  // float4s a record
-  __shared__ float4 tile[kTile][kRecord];
+  constexpr int kColumns = kTileColumns<d>;
+  __shared__ float4 tile[kColumns][kRecord];
   __shared__ std::int64_t taken;
   std::int64_t const n = h.rows.n, k = h.columns.n;
-  std::int64_t const tiles = (k + kTile - 1) / kTile;
+  std::int64_t const tiles = (k + kColumns - 1) / kColumns;
   for (;;) {
     std::int64_t const item = next_item(tickets, first_ticket, taken);
     if (item >= w.items) return;
@@ -188,27 +205,46 @@ __global__ void __launch_bounds__(kThreads)
     std::int64_t const last = min(first + w.tiles_per_part, tiles);
     for (std::int64_t q = first; q < last; ++q) {
       __syncthreads();  // the previous tile is no longer read
-      {
+      if (threadIdx.x < kColumns) {
         float record[kRecord * 4] = {};
-        column_record<d>(h, b, q * kTile + threadIdx.x, s.unit, record);
+        column_record<d>(h, b, q * kColumns + threadIdx.x, s.unit, record);
         for (int e = 0; e < kRecord; ++e)
           tile[threadIdx.x][e] =
               make_float4(record[4 * e], record[4 * e + 1], record[4 * e + 2],
                           record[4 * e + 3]);
       }
       __syncthreads();
-#pragma unroll 4
-      for (int jj = 0; jj < kTile; ++jj) {
-        float4 packed[kRecord];
-        for (int e = 0; e < kRecord; ++e) packed[e] = tile[jj][e];
-        float const* record = reinterpret_cast<float const*>(packed);
+#pragma unroll(d <= max_exact_features ? 4 : 1)
+      for (int jj = 0; jj < kColumns; ++jj) {
+        float t[R];
+        if constexpr (d <= max_exact_features) {
+          // The whole record from registers, used by R rows.
+          float4 packed[kRecord];
+          for (int e = 0; e < kRecord; ++e) packed[e] = tile[jj][e];
+          float const* record = reinterpret_cast<float const*>(packed);
+          for (int r = 0; r < R; ++r) {
+            t[r] = base[r] + record[d];
+            for (int c = 0; c < d; ++c) t[r] = fmaf(x[r][c], record[c], t[r]);
+          }
+        } else {
+          // A long record (a low-rank cost's): four values at a time.
+          float const head = reinterpret_cast<const float*>(tile[jj])[d];
+          for (int r = 0; r < R; ++r) t[r] = base[r] + head;
+          for (int e = 0; e < d / 4; ++e) {
+            float4 const v = tile[jj][e];
+            for (int r = 0; r < R; ++r) {
+              t[r] = fmaf(x[r][4 * e], v.x, t[r]);
+              t[r] = fmaf(x[r][4 * e + 1], v.y, t[r]);
+              t[r] = fmaf(x[r][4 * e + 2], v.z, t[r]);
+              t[r] = fmaf(x[r][4 * e + 3], v.w, t[r]);
+            }
+          }
+        }
         for (int r = 0; r < R; ++r) {
-          float t = base[r] + record[d];
-          for (int c = 0; c < d; ++c) t = fmaf(x[r][c], record[c], t);
           if (pass == Pass::maximum)
-            sum[r] = fmaxf(sum[r], t);
+            sum[r] = fmaxf(sum[r], t[r]);
           else
-            sum[r] += exp2_approx(t);
+            sum[r] += exp2_approx(t[r]);
         }
       }
     }
@@ -496,10 +532,13 @@ __global__ void __launch_bounds__(kFinishWarps * 32)
 }
 
 // The measurement's kernels (updates.hpp, Measurement). They are compiled
-// for d rounded up to a multiple of 4 (to 16) or 8 (to 64), the padding
-// coordinates zero on both sides, with register room for R·D coordinates.
-constexpr int padded_features(int d) {
-  return d <= 16 ? (d + 3) / 4 * 4 : (d + 7) / 8 * 8;
+// for d rounded up to a multiple of 4 (to 16), then of 8 (points, to 64) or
+// 16 (low-rank costs, to 128), the padding coordinates zero on both sides,
+// with register room for R·D coordinates.
+constexpr int padded_features(int d, bool low_rank) {
+  return d <= 16    ? (d + 3) / 4 * 4
+         : low_rank ? (d + 15) / 16 * 16
+                    : (d + 7) / 8 * 8;
 }
 constexpr int measured_rows(int D) { return D <= 16 ? 4 : D <= 32 ? 2 : 1; }
 
@@ -514,28 +553,37 @@ __device__ __forceinline__ float measured_head(const HalfIteration& h,
               s.log_weight[b * s.log_weight_stride + j] * kLog2e);
 }
 
+// A low-rank side's own term (u_i or v_j; zero when not given).
+__device__ __forceinline__ float own_term(const Side& s, std::int64_t b,
+                                          std::int64_t i) {
+  return s.own_term ? s.own_term[b * s.own_term_stride + i] : 0.f;
+}
+
 // Over item blockIdx.x's part of the columns, with t_ij = head_j −
 // C_ij·log₂e/ε: `maximum`: partial = max_j t_ij; else partial = Σ_j e_ij
-// and partial_cost = Σ_j e_ij·C_ij, e_ij = 2^(t_ij − shift_i).
-template <int D, int R, bool maximum>
+// and partial_cost = Σ_j e_ij·C_ij, e_ij = 2^(t_ij − shift_i). C_ij is
+// c‖x_i − y_j‖², or u_i + v_j − p_i·q_j for LowRank.
+template <int D, int R, bool LowRank, bool maximum>
 __global__ void __launch_bounds__(kThreads)
     measured_sums(HalfIteration h, Work w, float* partial, float* partial_cost,
                   const float* shift) {
-  __shared__ float4 tile[kTile][D / 4];
-  __shared__ float heads[kTile];
+  constexpr int kColumns = kTileColumns<D>;
+  __shared__ float4 tile[kColumns][D / 4];
+  __shared__ float heads[kColumns], terms[kColumns];
   std::int64_t const n = h.rows.n, k = h.columns.n;
-  std::int64_t const tiles = (k + kTile - 1) / kTile;
+  std::int64_t const tiles = (k + kColumns - 1) / kColumns;
   int const d = h.d;
   auto const [b, part, i0] = item_at(w, blockIdx.x, R * kThreads);
   float const unit = kLog2e / epsilon_of(h, b);
 
   float x[R][D];
-  float base[R], sum[R], cost[R];
+  float base[R], sum[R], cost[R], row_term[R];
   for (int r = 0; r < R; ++r) {
     std::int64_t const i = i0 + threadIdx.x + r * kThreads;
     float const* p = h.rows.points + (b * n + (i < n ? i : 0)) * d;
     for (int q = 0; q < D; ++q) x[r][q] = i < n && q < d ? p[q] : 0.f;
     base[r] = maximum || i >= n ? 0.f : -shift[b * n + i];
+    row_term[r] = LowRank && i < n ? own_term(h.rows, b, i) : 0.f;
     sum[r] = maximum ? -INFINITY : 0.f;
     cost[r] = 0.f;
   }
@@ -544,34 +592,44 @@ __global__ void __launch_bounds__(kThreads)
   std::int64_t const last = min(first + w.tiles_per_part, tiles);
   for (std::int64_t q = first; q < last; ++q) {
     __syncthreads();  // the previous tile is no longer read
-    {
-      std::int64_t const j = q * kTile + threadIdx.x;
+    if (threadIdx.x < kColumns) {
+      std::int64_t const j = q * kColumns + threadIdx.x;
       float const* y = h.columns.points + (b * k + (j < k ? j : 0)) * d;
-      float v[D];
-      for (int c = 0; c < D; ++c) v[c] = j < k && c < d ? y[c] : 0.f;
-      for (int e = 0; e < D / 4; ++e)
-        tile[threadIdx.x][e] =
-            make_float4(v[4 * e], v[4 * e + 1], v[4 * e + 2], v[4 * e + 3]);
+      for (int e = 0; e < D / 4; ++e) {
+        float v[4];
+        for (int c = 0; c < 4; ++c)
+          v[c] = j < k && 4 * e + c < d ? y[4 * e + c] : 0.f;
+        tile[threadIdx.x][e] = make_float4(v[0], v[1], v[2], v[3]);
+      }
       heads[threadIdx.x] = measured_head(h, b, j, unit);
+      if (LowRank) terms[threadIdx.x] = j < k ? own_term(h.columns, b, j) : 0.f;
     }
     __syncthreads();
-#pragma unroll 2
-    for (int jj = 0; jj < kTile; ++jj) {
-      float squared[R] = {};
+#pragma unroll(D <= 16 ? 2 : 1)
+    for (int jj = 0; jj < kColumns; ++jj) {
+      float acc[R] = {};  // ‖x − y‖², or p·q
       for (int e = 0; e < D / 4; ++e) {
         float4 const y = tile[jj][e];
         for (int r = 0; r < R; ++r) {
-          float const d0 = x[r][4 * e] - y.x, d1 = x[r][4 * e + 1] - y.y;
-          float const d2 = x[r][4 * e + 2] - y.z, d3 = x[r][4 * e + 3] - y.w;
-          squared[r] = fmaf(d0, d0, squared[r]);
-          squared[r] = fmaf(d1, d1, squared[r]);
-          squared[r] = fmaf(d2, d2, squared[r]);
-          squared[r] = fmaf(d3, d3, squared[r]);
+          if constexpr (LowRank) {
+            acc[r] = fmaf(x[r][4 * e], y.x, acc[r]);
+            acc[r] = fmaf(x[r][4 * e + 1], y.y, acc[r]);
+            acc[r] = fmaf(x[r][4 * e + 2], y.z, acc[r]);
+            acc[r] = fmaf(x[r][4 * e + 3], y.w, acc[r]);
+          } else {
+            float const d0 = x[r][4 * e] - y.x, d1 = x[r][4 * e + 1] - y.y;
+            float const d2 = x[r][4 * e + 2] - y.z, d3 = x[r][4 * e + 3] - y.w;
+            acc[r] = fmaf(d0, d0, acc[r]);
+            acc[r] = fmaf(d1, d1, acc[r]);
+            acc[r] = fmaf(d2, d2, acc[r]);
+            acc[r] = fmaf(d3, d3, acc[r]);
+          }
         }
       }
       float const head = heads[jj];
       for (int r = 0; r < R; ++r) {
-        float const c = h.cost_scale * squared[r];
+        float const c = LowRank ? (row_term[r] + terms[jj]) - acc[r]
+                                : h.cost_scale * acc[r];
         float const t = fmaf(-unit, c, head + base[r]);
         if (maximum) {
           sum[r] = fmaxf(sum[r], t);
@@ -683,7 +741,7 @@ std::int64_t most_parts(std::int64_t batch, std::int64_t n, std::int64_t k) {
     std::int64_t const tiles = (k + tile_columns - 1) / tile_columns;
     return parts_for(blocks, tiles, sms * (2048 / threads));
   };
-  return std::max(most(8 * kThreads, kTile, kThreads),
+  return std::max(most(8 * kThreads, kTile / 2, kThreads),
                   most(kTensorRows, kTensorTile, kTensorThreads));
 }
 
@@ -694,12 +752,14 @@ std::int64_t most_parts(std::int64_t batch, std::int64_t n, std::int64_t k) {
 struct Layout {
   std::int64_t shift, partial, records, heads, total;
 };
-Layout layout_of(std::int64_t batch, std::int64_t n, std::int64_t k, int d) {
+Layout layout_of(std::int64_t batch, std::int64_t n, std::int64_t k, int d,
+                 bool low_rank) {
   Layout l;
   l.shift = 4;
   l.partial = l.shift + batch * n;
   l.records = (l.partial + batch * n * most_parts(batch, n, k) + 3) / 4 * 4;
-  std::int64_t const record = d > max_exact_features ? (d + 7) / 8 * 8 : 0;
+  std::int64_t const record =
+      d > max_exact_features && !low_rank ? (d + 7) / 8 * 8 : 0;
   l.heads = l.records + batch * k * record;
   l.total = l.heads + (record ? batch * k : 0);
   return l;
@@ -780,7 +840,7 @@ struct Launcher {
   void exact_half_iteration() {
     passes<d>([&](auto pass) {
       return persistent<partial_sums<d, R, decltype(pass)::value>>(
-          kThreads, R * kThreads, kTile);
+          kThreads, R * kThreads, kTileColumns<d>);
     });
   }
 
@@ -820,17 +880,34 @@ struct Launcher {
                              std::to_string(h.d));
     }
   }
+
+  // A low-rank cost of rank above max_exact_features: exact FP32 products
+  // for the rank rounded up to 16, 2 rows a thread to 32 and 1 above (the
+  // rows' factors stay in registers).
+  template <int d = 32>
+  void for_ranks() {
+    if constexpr (d > max_rank) {
+      throw std::logic_error("softwave: no CUDA Sinkhorn update for rank " +
+                             std::to_string(h.d));
+    } else {
+      if ((h.d + 15) / 16 * 16 != d) return for_ranks<d + 16>();
+      exact_half_iteration<d, (d <= 32 ? 2 : 1)>();
+    }
+  }
 };
 
-// f(std::integral_constant<int, D>()) for the measurement kernels' D of d.
-template <int D = 4, class F>
+// f(std::integral_constant<int, D>()) for the measurement kernels' D of d
+// (LowRank: of a low-rank cost's rank).
+template <bool LowRank, int D = 4, class F>
 void for_padded_features(int d, F&& f) {
-  if constexpr (D > max_features) {
+  if constexpr (D > (LowRank ? max_rank : max_features)) {
     throw std::logic_error("softwave: no CUDA Sinkhorn measurement for d = " +
                            std::to_string(d));
   } else {
-    if (padded_features(d) == D) return f(std::integral_constant<int, D>());
-    for_padded_features<(D < 16 ? D + 4 : D + 8)>(d, f);
+    if (padded_features(d, LowRank) == D)
+      return f(std::integral_constant<int, D>());
+    for_padded_features<LowRank, (D < 16 ? D + 4 : D + (LowRank ? 16 : 8))>(d,
+                                                                            f);
   }
 }
 
@@ -840,15 +917,15 @@ struct MeasuredLayout {
   Work w;
   std::int64_t shift, partial, partial_cost, total;
 };
-template <int D>
+template <int D, bool LowRank>
 MeasuredLayout measured_layout(std::int64_t batch, std::int64_t n,
                                std::int64_t k) {
   constexpr int R = measured_rows(D);
   std::int64_t const slots =
       std::int64_t(multiprocessors()) *
-      resident_blocks<measured_sums<D, R, false>>(kThreads);
+      resident_blocks<measured_sums<D, R, LowRank, false>>(kThreads);
   MeasuredLayout l;
-  l.w = work_of(batch, n, k, R * kThreads, kTile, slots);
+  l.w = work_of(batch, n, k, R * kThreads, kTileColumns<D>, slots);
   l.shift = 0;
   l.partial = batch * n;
   l.partial_cost = l.partial + batch * n * l.w.parts;
@@ -856,13 +933,24 @@ MeasuredLayout measured_layout(std::int64_t batch, std::int64_t n,
   return l;
 }
 
+// f(D, LowRank) as compile-time constants for a measurement of h's shape.
+template <class F>
+void for_measurement(bool low_rank, int d, F&& f) {
+  if (low_rank)
+    for_padded_features<true>(d, [&](auto D) { f(D, std::true_type()); });
+  else
+    for_padded_features<false>(d, [&](auto D) { f(D, std::false_type()); });
+}
+
 }  // namespace
 
 std::int64_t measurement_floats(std::int64_t batch, std::int64_t n,
-                                std::int64_t k, int d) {
+                                std::int64_t k, int d, bool low_rank) {
   std::int64_t floats = 0;
-  for_padded_features(d, [&](auto D) {
-    floats = measured_layout<decltype(D)::value>(batch, n, k).total;
+  for_measurement(low_rank, d, [&](auto D, auto low) {
+    floats =
+        measured_layout<decltype(D)::value, decltype(low)::value>(batch, n, k)
+            .total;
   });
   return floats;
 }
@@ -870,21 +958,24 @@ std::int64_t measurement_floats(std::int64_t batch, std::int64_t n,
 void measure(cudaStream_t stream, const HalfIteration& h,
              const Measurement& out, float* workspace) {
   if (h.batch == 0 || h.rows.n == 0 || h.columns.n == 0) return;
-  for_padded_features(h.d, [&](auto features) {
+  for_measurement(h.low_rank, h.d, [&](auto features, auto low) {
     constexpr int D = decltype(features)::value, R = measured_rows(D);
-    auto const l = measured_layout<D>(h.batch, h.rows.n, h.columns.n);
+    constexpr bool LowRank = decltype(low)::value;
+    auto const l = measured_layout<D, LowRank>(h.batch, h.rows.n, h.columns.n);
     float* const shift = workspace + l.shift;
     float* const partial = workspace + l.partial;
     float* const partial_cost = workspace + l.partial_cost;
-    measured_sums<D, R, true><<<unsigned(l.w.items), kThreads, 0, stream>>>(
-        h, l.w, partial, partial_cost, shift);
+    measured_sums<D, R, LowRank, true>
+        <<<unsigned(l.w.items), kThreads, 0, stream>>>(h, l.w, partial,
+                                                       partial_cost, shift);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
     std::int64_t const rows = h.batch * h.rows.n;
     maximum_shift<<<unsigned((rows + 255) / 256), 256, 0, stream>>>(
         h, l.w.parts, partial, shift);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-    measured_sums<D, R, false><<<unsigned(l.w.items), kThreads, 0, stream>>>(
-        h, l.w, partial, partial_cost, shift);
+    measured_sums<D, R, LowRank, false>
+        <<<unsigned(l.w.items), kThreads, 0, stream>>>(h, l.w, partial,
+                                                       partial_cost, shift);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
     std::int64_t const finish_blocks =
         (h.rows.n + kFinishWarps - 1) / kFinishWarps;
@@ -898,16 +989,20 @@ void measure(cudaStream_t stream, const HalfIteration& h,
 void set_rows_per_thread(int rows) { g_rows_per_thread = rows; }
 
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
-                              std::int64_t k, int d) {
-  return layout_of(batch, n, k, d).total;
+                              std::int64_t k, int d, bool low_rank) {
+  return layout_of(batch, n, k, d, low_rank).total;
 }
 
 void update(cudaStream_t stream, const HalfIteration& h, float* workspace,
             std::uint64_t& tickets) {
   if (h.batch == 0 || h.rows.n == 0 || h.columns.n == 0) return;
-  Launcher{stream, h, workspace, layout_of(h.batch, h.rows.n, h.columns.n, h.d),
-           tickets}
-      .for_features();
+  Launcher launcher{stream, h, workspace,
+                    layout_of(h.batch, h.rows.n, h.columns.n, h.d, h.low_rank),
+                    tickets};
+  if (h.low_rank && h.d > max_exact_features)
+    launcher.for_ranks();
+  else
+    launcher.for_features();
 }
 
 }  // namespace softwave::impl::cuda_sinkhorn

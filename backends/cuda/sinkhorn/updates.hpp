@@ -1,7 +1,8 @@
 #pragma once
 // The CUDA-specialised Sinkhorn half-iteration for float point clouds with
-// squared-Euclidean costs (d <= max_features): f_i ← −λ ε LSE_j(g_j/ε +
-// log b_j − C_ij/ε) for every row of every active problem.
+// squared-Euclidean costs (d <= max_features) and for low-rank costs C =
+// u 1ᵀ + 1 vᵀ − P Qᵀ (rank <= max_rank): f_i ← −λ ε LSE_j(g_j/ε + log b_j −
+// C_ij/ε) for every row of every active problem.
 //
 // Its floor is the special-function unit: one exp2 per pair, 16 a clock
 // per SM, against 128 FP32 instructions. A pair costs d + 1 FMA-pipe
@@ -13,7 +14,9 @@
 //     staged in shared memory, and everything per row into one register:
 //     the exponent is then d FMAs and one add, exactly in FP32 (no TF32).
 //     The clouds are centred on their common mean first (the caller's
-//     copies), so the norms carry no offset for the expansion to cancel;
+//     copies), so the norms carry no offset for the expansion to cancel.
+//     A low-rank cost has this shape already: p_i in registers, q_j/ε and
+//     (g_j − v_j)/ε in the record, −u_i/ε per row;
 //   - no running maximum: each row's terms are shifted by its previous
 //     log-sum-exp (from its potential, f_i = −λ ε LSE_i), which the update
 //     moves little once the iterations settle. The sum is accepted when it
@@ -40,9 +43,13 @@ namespace softwave::impl::cuda_sinkhorn {
 // coordinates; with TF32 tensor-core products up to max_features.
 constexpr int max_exact_features = 16;
 constexpr int max_features = 64;
+// Ranks of a low-rank cost the updates take (exact FP32 at every rank).
+constexpr int max_rank = 128;
 
-// One side of a pass: points (B, n, d) contiguous, potentials and
-// log-weights (B, n) row-major with the given row strides.
+// One side of a pass: points (B, n, d) contiguous (for a low-rank cost,
+// its factor: p for the rows of C, q for its columns), potentials and
+// log-weights (B, n) row-major with the given row strides, and for a
+// low-rank cost the side's own term (u or v, (B, n); null: zero).
 struct Side {
   const float* points = nullptr;
   const float* potential = nullptr;
@@ -50,6 +57,8 @@ struct Side {
   const float* log_weight = nullptr;
   std::int64_t log_weight_stride = 0;
   std::int64_t n = 0;
+  const float* own_term = nullptr;
+  std::int64_t own_term_stride = 0;
 };
 
 struct HalfIteration {
@@ -57,7 +66,10 @@ struct HalfIteration {
   float* updated = nullptr;  // the rows' potentials, updated in place
   std::int64_t batch = 0;
   int d = 0;
-  float cost_scale = 1;   // C = cost_scale · ‖x − y‖²
+  float cost_scale = 1;  // C = cost_scale · ‖x − y‖²
+  // C = u_i + v_j − p_i·q_j instead (the sides' own terms and factors),
+  // with d = r; the products are exact FP32 FMAs at every rank.
+  bool low_rank = false;
   double rho = INFINITY;  // the rows' marginal penalty
   // ε of problem b: max(epsilon_target[b], epsilon_scale[b] · factor).
   const float* epsilon_target = nullptr;
@@ -75,10 +87,11 @@ struct HalfIteration {
 };
 
 // Floats of workspace update() needs for `batch` problems of n rows and k
-// columns. It must start zeroed (its first 8 bytes are a ticket counter
-// that update() advances) and stay with one `tickets` count.
+// columns (a low-rank cost's rank d, or points of d coordinates). It must
+// start zeroed (its first 8 bytes are a ticket counter that update()
+// advances) and stay with one `tickets` count.
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
-                              std::int64_t k, int d);
+                              std::int64_t k, int d, bool low_rank);
 
 // Queues the half-iteration on `stream`; `tickets` counts the tickets the
 // workspace's counter has handed out.
@@ -104,7 +117,7 @@ struct Measurement {
 
 // Floats of workspace measure() needs (no ticket counter, any contents).
 std::int64_t measurement_floats(std::int64_t batch, std::int64_t n,
-                                std::int64_t k, int d);
+                                std::int64_t k, int d, bool low_rank);
 
 // Queues the measurement on `stream`.
 void measure(cudaStream_t stream, const HalfIteration& h,

@@ -1,21 +1,38 @@
 #pragma once
-// The CUDA specialisation of core's SpecialisedPasses (core/src/sinkhorn/
-// specialised.hpp, which includes this file in CUDA builds): float point
-// clouds with d <= 64 (updates.hpp has the kernels' design): the updates
-// and the exact measurements. An instance holds the clouds centred on
-// their common mean (the cost is translation invariant, and the kernels'
-// expanded cost loses no digits to an offset) and the kernels' workspace,
-// for the whole solve.
+// The CUDA specialisations of core's SpecialisedPasses (core/src/sinkhorn/
+// specialised.hpp, which includes this file in CUDA builds): the updates
+// and the exact measurements (updates.hpp has the kernels' design) for
+// float point clouds with d <= 64 and float low-rank costs of rank <= 128.
+// An instance holds, for the whole solve, the kernels' workspace and each
+// side's points: the clouds centred on their common mean (the cost is
+// translation invariant, and the kernels' expanded cost loses no digits to
+// an offset), a low-rank cost's factors as given.
 
 #include <algorithm>
 #include <softwave/kokkos_compat.hpp>
 #include <string>
+#include <utility>
 
 #include "updates.hpp"
 
 namespace softwave::impl {
 
 namespace cuda_sinkhorn {
+
+using Points = Kokkos::View<float***, Kokkos::LayoutRight, Kokkos::CudaSpace>;
+
+// `points` as a contiguous (B, n, d) array: itself, or a copy.
+inline CallArray<Points> contiguous(
+    const Kokkos::Cuda& space, const OTView3<const float, Kokkos::Cuda>& points,
+    const char* label) {
+  if (points.span_is_contiguous())
+    return {Points(const_cast<float*>(points.data()), points.extent(0),
+                   points.extent(1), points.extent(2))};
+  auto copy = call_array<Points>(space, label, false, points.extent(0),
+                                 points.extent(1), points.extent(2));
+  Kokkos::deep_copy(space, copy.view, points);
+  return copy;
+}
 
 // xc, yc ← x − μ_b, y − μ_b, μ_b the mean of problem b's points of both
 // clouds (in double).
@@ -60,68 +77,132 @@ inline void centre_clouds(
       });
 }
 
-}  // namespace cuda_sinkhorn
+// How a cost form's two sides reach the kernels: each side's points (or
+// factor), its own term, and how the kernels form C.
+template <class Form>
+struct FormSides;
 
 template <>
-struct SpecialisedPasses<Kokkos::Cuda, float, PointsForm<float, Kokkos::Cuda>> {
+struct FormSides<PointsForm<float, Kokkos::Cuda>> {
+  using Form = PointsForm<float, Kokkos::Cuda>;
+  static constexpr bool low_rank = false;
+  static int features(const Form& form) { return int(form.x.extent(2)); }
+  static std::string unavailable(const Form& form) {
+    if (features(form) > max_features)
+      return "they take point clouds with d <= " +
+             std::to_string(max_features) +
+             " (got d = " + std::to_string(features(form)) + ")";
+    return {};
+  }
+  static float cost_scale(const Form& form) { return form.scale; }
+  static OTView3<const float, Kokkos::Cuda> points(const Form& form,
+                                                   bool rows) {
+    return rows ? form.x : form.y;
+  }
+  static OTView2<const float, Kokkos::Cuda> own_term(const Form&, bool) {
+    return {};
+  }
+  // The iterations' points: both clouds centred on their common mean.
+  static std::pair<CallArray<Points>, CallArray<Points>> prepare(
+      const Kokkos::Cuda& space, const Form& form) {
+    auto x = call_array<Points>(space, "softwave::sinkhorn::centred_x", false,
+                                form.x.extent(0), form.x.extent(1),
+                                form.x.extent(2));
+    auto y = call_array<Points>(space, "softwave::sinkhorn::centred_y", false,
+                                form.y.extent(0), form.y.extent(1),
+                                form.y.extent(2));
+    centre_clouds(space, form, x.view, y.view);
+    return {std::move(x), std::move(y)};
+  }
+};
+
+template <>
+struct FormSides<LowRankForm<float, Kokkos::Cuda>> {
+  using Form = LowRankForm<float, Kokkos::Cuda>;
+  static constexpr bool low_rank = true;
+  static int features(const Form& form) { return int(form.p.extent(2)); }
+  static std::string unavailable(const Form& form) {
+    if (features(form) > max_rank)
+      return "they take low-rank costs of rank <= " + std::to_string(max_rank) +
+             " (got " + std::to_string(features(form)) + ")";
+    return {};
+  }
+  static float cost_scale(const Form&) { return 1.f; }
+  static OTView3<const float, Kokkos::Cuda> points(const Form& form,
+                                                   bool rows) {
+    return rows ? form.p : form.q;
+  }
+  static OTView2<const float, Kokkos::Cuda> own_term(const Form& form,
+                                                     bool rows) {
+    return rows ? form.u : form.v;
+  }
+  static std::pair<CallArray<Points>, CallArray<Points>> prepare(
+      const Kokkos::Cuda& space, const Form& form) {
+    return {contiguous(space, form.p, "softwave::sinkhorn::p"),
+            contiguous(space, form.q, "softwave::sinkhorn::q")};
+  }
+};
+
+// What both forms' specialisations do, through FormSides<Form>.
+template <class Form>
+struct Passes {
   using Space = Kokkos::Cuda;
-  using Form = PointsForm<float, Space>;
-  using Points =
-      Kokkos::View<float***, Kokkos::LayoutRight, Space::memory_space>;
+  using Sides = FormSides<Form>;
 
   static std::string unavailable(const Form& form) {
-    if (form.x.extent(2) > std::size_t(cuda_sinkhorn::max_features))
-      return "they take point clouds with d <= " +
-             std::to_string(cuda_sinkhorn::max_features) +
-             " (got d = " + std::to_string(form.x.extent(2)) + ")";
-    return {};
+    return Sides::unavailable(form);
   }
   static bool pays_off(const Form& form) {
     return form.rows() >= 512 && form.columns() >= 512;
   }
 
   // warm: the potentials start from given values (not zeros).
-  SpecialisedPasses(const Space& space, const Form& form, bool warm)
-      : form_(form),
-        warm_(warm),
-        x_(call_array<Points>(space, "softwave::sinkhorn::centred_x", false,
-                              form.x.extent(0), form.x.extent(1),
-                              form.x.extent(2))),
-        y_(call_array<Points>(space, "softwave::sinkhorn::centred_y", false,
-                              form.y.extent(0), form.y.extent(1),
-                              form.y.extent(2))) {
+  Passes(const Space& space, const Form& form, bool warm)
+      : form_(form), warm_(warm) {
+    auto prepared = Sides::prepare(space, form);
+    x_ = std::move(prepared.first);
+    y_ = std::move(prepared.second);
     std::int64_t const B = form.batch(), N = form.rows(), K = form.columns();
-    int const d = int(form.x.extent(2));
-    cuda_sinkhorn::centre_clouds(space, form, x_.view, y_.view);
+    int const d = Sides::features(form);
     std::int64_t const floats =
-        std::max(cuda_sinkhorn::workspace_floats(B, N, K, d),
-                 cuda_sinkhorn::workspace_floats(B, K, N, d));
+        std::max(workspace_floats(B, N, K, d, Sides::low_rank),
+                 workspace_floats(B, K, N, d, Sides::low_rank));
     workspace_ = call_array<Kokkos::View<float*, Space::memory_space>>(
         space, "softwave::sinkhorn::cuda_workspace", true, std::size_t(floats));
   }
 
   // What an update and a measurement share: both sides (points, the rows'
-  // own potential and log-weights, the columns'), sizes, cost, the rows'
-  // penalty and ε.
-  static cuda_sinkhorn::HalfIteration half_iteration(
-      const Form& form, const Points& rows, const Points& column_points,
-      const RowSide<float, Space>& own, const ColumnSide<float, Space>& columns,
-      const EpsilonAt<float, Space>& epsilon) {
+  // own potential, log-weights and term, the columns'), sizes, cost, the
+  // rows' penalty and ε.
+  static HalfIteration half_iteration(const Form& form, bool rows_side,
+                                      const Points& rows,
+                                      const Points& column_points,
+                                      const RowSide<float, Space>& own,
+                                      const ColumnSide<float, Space>& columns,
+                                      const EpsilonAt<float, Space>& epsilon) {
     auto side = [](const Points& points, const auto& potential,
-                   const auto& log_weight) {
-      return cuda_sinkhorn::Side{points.data(),
-                                 potential.data(),
-                                 std::int64_t(potential.stride(0)),
-                                 log_weight.data(),
-                                 std::int64_t(log_weight.stride(0)),
-                                 std::int64_t(points.extent(1))};
+                   const auto& log_weight, const auto& term) {
+      Side s{points.data(),
+             potential.data(),
+             std::int64_t(potential.stride(0)),
+             log_weight.data(),
+             std::int64_t(log_weight.stride(0)),
+             std::int64_t(points.extent(1))};
+      if (term.extent(0)) {
+        s.own_term = term.data();
+        s.own_term_stride = std::int64_t(term.stride(0));
+      }
+      return s;
     };
-    cuda_sinkhorn::HalfIteration h;
-    h.rows = side(rows, own.potential, own.log_weight);
-    h.columns = side(column_points, columns.potential, columns.log_weight);
+    HalfIteration h;
+    h.rows = side(rows, own.potential, own.log_weight,
+                  Sides::own_term(form, rows_side));
+    h.columns = side(column_points, columns.potential, columns.log_weight,
+                     Sides::own_term(form, !rows_side));
     h.batch = form.batch();
-    h.d = int(form.x.extent(2));
-    h.cost_scale = form.scale;
+    h.d = Sides::features(form);
+    h.cost_scale = Sides::cost_scale(form);
+    h.low_rank = Sides::low_rank;
     h.rho = own.rho;
     h.epsilon_target = epsilon.target.data();
     h.epsilon_scale = epsilon.scale.data();
@@ -133,7 +214,7 @@ struct SpecialisedPasses<Kokkos::Cuda, float, PointsForm<float, Kokkos::Cuda>> {
               const ColumnSide<float, Space>& columns,
               const EpsilonAt<float, Space>& epsilon,
               const UpdateVisitor<float, Space>& visitor) {
-    auto h = half_iteration(form_, (rows_side ? x_ : y_).view,
+    auto h = half_iteration(form_, rows_side, (rows_side ? x_ : y_).view,
                             (rows_side ? y_ : x_).view, visitor.own, columns,
                             epsilon);
     h.updated = visitor.own.potential.data();
@@ -157,25 +238,13 @@ struct SpecialisedPasses<Kokkos::Cuda, float, PointsForm<float, Kokkos::Cuda>> {
                       const ColumnSide<float, Space>& columns,
                       const EpsilonAt<float, Space>& epsilon,
                       const MeasureVisitor<float, Space>& visitor) {
-    // The kernels read the points as contiguous (B, n, d) arrays.
-    auto contiguous = [&](const OTView3<const float, Space>& points,
-                          const char* label) {
-      if (points.span_is_contiguous())
-        return CallArray<Points>{Points(const_cast<float*>(points.data()),
-                                        points.extent(0), points.extent(1),
-                                        points.extent(2))};
-      auto copy = call_array<Points>(space, label, false, points.extent(0),
-                                     points.extent(1), points.extent(2));
-      Kokkos::deep_copy(space, copy.view, points);
-      return copy;
-    };
-    auto const rows = contiguous(rows_side ? form.x : form.y,
+    auto const rows = contiguous(space, Sides::points(form, rows_side),
                                  "softwave::sinkhorn::measured_rows");
-    auto const others = contiguous(rows_side ? form.y : form.x,
+    auto const others = contiguous(space, Sides::points(form, !rows_side),
                                    "softwave::sinkhorn::measured_columns");
-    auto const h = half_iteration(form, rows.view, others.view, visitor.own,
-                                  columns, epsilon);
-    cuda_sinkhorn::Measurement out;
+    auto const h = half_iteration(form, rows_side, rows.view, others.view,
+                                  visitor.own, columns, epsilon);
+    Measurement out;
     out.lse = visitor.lse.data();
     out.lse_stride = visitor.lse.stride(0);
     out.totals = visitor.totals.data();
@@ -183,8 +252,8 @@ struct SpecialisedPasses<Kokkos::Cuda, float, PointsForm<float, Kokkos::Cuda>> {
     out.sum_stride = visitor.totals.stride(1);
     auto workspace = call_array<Kokkos::View<float*, Space::memory_space>>(
         space, "softwave::sinkhorn::cuda_measurement", false,
-        std::size_t(cuda_sinkhorn::measurement_floats(h.batch, h.rows.n,
-                                                      h.columns.n, h.d)));
+        std::size_t(measurement_floats(h.batch, h.rows.n, h.columns.n, h.d,
+                                       h.low_rank)));
     compat::ScopedRegion region(
         rows_side ? "softwave::sinkhorn::cuda_measure_rows"
                   : "softwave::sinkhorn::cuda_measure_columns");
@@ -195,8 +264,22 @@ struct SpecialisedPasses<Kokkos::Cuda, float, PointsForm<float, Kokkos::Cuda>> {
   bool warm_;
   bool updated_[2] = {false, false};  // [rows_side]: updated once already
   std::uint64_t tickets_ = 0;         // handed out by the workspace's counter
-  CallArray<Points> x_, y_;
+  CallArray<Points> x_, y_;           // the rows' and the columns' points
   CallArray<Kokkos::View<float*, Space::memory_space>> workspace_;
+};
+
+}  // namespace cuda_sinkhorn
+
+template <>
+struct SpecialisedPasses<Kokkos::Cuda, float, PointsForm<float, Kokkos::Cuda>>
+    : cuda_sinkhorn::Passes<PointsForm<float, Kokkos::Cuda>> {
+  using Passes::Passes;
+};
+
+template <>
+struct SpecialisedPasses<Kokkos::Cuda, float, LowRankForm<float, Kokkos::Cuda>>
+    : cuda_sinkhorn::Passes<LowRankForm<float, Kokkos::Cuda>> {
+  using Passes::Passes;
 };
 
 }  // namespace softwave::impl

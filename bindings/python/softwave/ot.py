@@ -351,8 +351,9 @@ def sinkhorn(x=None, y=None, a=None, b=None, *, cost_matrix=None, factors=None,
     the marginals (None: balanced). tolerance: stop once the marginal
     residual ‖π1 − a‖₁ is below it (checked every check_every iterations;
     <= 0 runs exactly max_iterations). potentials: (f, g) to start from.
-    kernel: "automatic", "portable" or "specialised" (the CUDA updates for
-    float point clouds, d <= 16; see SinkhornOptions::kernel).
+    kernel: "automatic", "portable" or "specialised" (the CUDA kernels for
+    float point clouds, d <= 64, and low-rank costs, rank <= 128; see
+    SinkhornOptions::kernel).
     """
     kw = dict(epsilon=epsilon, epsilon_relative=epsilon_relative, epsilon_scaling=epsilon_scaling,
               rho=rho, rho_a=rho_a, rho_b=rho_b, max_iterations=max_iterations, tolerance=tolerance,

@@ -84,9 +84,10 @@ struct SinkhornOptions {
   bool check_values = true;
   // Which kernels run the iterations (softwave/kernel_choice.hpp). The
   // CUDA-specialised updates apply on Kokkos::Cuda to float point clouds
-  // with d <= 64; `automatic` takes them where both clouds have at least
-  // 512 points. Up to d = 16 they form each cost exactly in FP32 FMAs (the
-  // clouds centred on their common mean, so that the expansion ‖x‖² + ‖y‖²
+  // with d <= 64 and float low-rank costs of rank <= 128 (exact FP32
+  // products at every rank); `automatic` takes them where both sides have
+  // at least 512 points. Up to d = 16 they form each cost exactly in FP32 FMAs
+  // (the clouds centred on their common mean, so that the expansion ‖x‖² + ‖y‖²
   // − 2x·y loses no digits to an offset); above, the products x·y run on
   // tensor cores in TF32 (10-bit mantissas, as FlashSinkhorn's TF32 mode;
   // the exact marginal_error of the result then carries that rounding, and
@@ -96,8 +97,8 @@ struct SinkhornOptions {
   // range is summed again exactly, after its maximum. The exact
   // measurements of the result (transport cost, marginal errors,
   // `converged`) take specialised kernels under the same choice, each cost
-  // formed directly as c·Σ(x − y)² in FP32 at every d; gradients and plan
-  // queries run on the portable kernels.
+  // formed directly as c·Σ(x − y)² (or u + v − p·q) in FP32 at every d;
+  // gradients and plan queries run on the portable kernels.
   Kernel kernel = Kernel::automatic;
 };
 

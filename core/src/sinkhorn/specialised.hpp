@@ -21,8 +21,8 @@ namespace softwave::impl {
 template <class Space, class T, class Form>
 struct SpecialisedPasses {
   static std::string unavailable(const Form&) {
-    return "the specialised updates take float point clouds on Kokkos::Cuda "
-           "only (a CUDA build)";
+    return "the specialised passes take float point clouds and low-rank "
+           "costs on Kokkos::Cuda only (a CUDA build)";
   }
   // Whether `automatic` takes them for this problem.
   static bool pays_off(const Form&) { return false; }
