@@ -261,3 +261,24 @@ def test_cuda_specialised_updates_match_portable(d):
     assert torch.all(fast.marginal_error < (1e-3 if d <= 16 else 5e-2))
     with pytest.raises(ValueError, match="kernel"):
         ot.sinkhorn(x.double(), y.double(), kernel="specialised", max_iterations=1)
+
+
+@pytest.mark.skipif(not (softwave.has_cuda() and torch.cuda.is_available()), reason="no CUDA build or GPU")
+@pytest.mark.parametrize("rank", [5, 40, 100])
+def test_cuda_low_rank_updates_match_portable(rank):
+    """Low-rank costs (exact FP32 products at every rank, rounded up to 16
+    above 16) give the portable kernels' answer after the same iterations,
+    with and without the own terms u, v."""
+    rng = np.random.default_rng()
+    p, q = (torch.tensor(rng.standard_normal((2, n, rank)) / np.sqrt(rank), dtype=torch.float32,
+                         device="cuda") for n in (700, 600))
+    u, v = (torch.tensor(rng.uniform(0, 1, (2, n)), dtype=torch.float32, device="cuda")
+            for n in (700, 600))
+    opts = dict(epsilon=0.05, tolerance=0.0, max_iterations=100)
+    for factors in ((u, v, p, q), (None, None, p, q)):
+        portable = ot.sinkhorn(factors=factors, kernel="portable", **opts)
+        fast = ot.sinkhorn(factors=factors, kernel="specialised", **opts)
+        torch.testing.assert_close(fast.value, portable.value, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(fast.transport_cost, portable.transport_cost, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(fast.f, portable.f, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(fast.marginal_error, portable.marginal_error, rtol=1e-3, atol=1e-5)

@@ -214,37 +214,49 @@ __global__ void __launch_bounds__(kThreads)
                           record[4 * e + 3]);
       }
       __syncthreads();
-#pragma unroll(d <= max_exact_features ? 4 : 1)
-      for (int jj = 0; jj < kColumns; ++jj) {
-        float t[R];
-        if constexpr (d <= max_exact_features) {
-          // The whole record from registers, used by R rows.
+      auto add = [&](int r, float t) {
+        if (pass == Pass::maximum)
+          sum[r] = fmaxf(sum[r], t);
+        else
+          sum[r] += exp2_approx(t);
+      };
+      if constexpr (d <= max_exact_features) {
+        // The whole record from registers, used by R rows.
+#pragma unroll 4
+        for (int jj = 0; jj < kColumns; ++jj) {
           float4 packed[kRecord];
           for (int e = 0; e < kRecord; ++e) packed[e] = tile[jj][e];
           float const* record = reinterpret_cast<float const*>(packed);
+          float t[R];
           for (int r = 0; r < R; ++r) {
             t[r] = base[r] + record[d];
             for (int c = 0; c < d; ++c) t[r] = fmaf(x[r][c], record[c], t[r]);
           }
-        } else {
-          // A long record (a low-rank cost's): four values at a time.
-          float const head = reinterpret_cast<const float*>(tile[jj])[d];
-          for (int r = 0; r < R; ++r) t[r] = base[r] + head;
-          for (int e = 0; e < d / 4; ++e) {
-            float4 const v = tile[jj][e];
-            for (int r = 0; r < R; ++r) {
-              t[r] = fmaf(x[r][4 * e], v.x, t[r]);
-              t[r] = fmaf(x[r][4 * e + 1], v.y, t[r]);
-              t[r] = fmaf(x[r][4 * e + 2], v.z, t[r]);
-              t[r] = fmaf(x[r][4 * e + 3], v.w, t[r]);
-            }
-          }
+          for (int r = 0; r < R; ++r) add(r, t[r]);
         }
-        for (int r = 0; r < R; ++r) {
-          if (pass == Pass::maximum)
-            sum[r] = fmaxf(sum[r], t[r]);
-          else
-            sum[r] += exp2_approx(t[r]);
+      } else {
+        // A long record (a low-rank cost's): four columns at a time, so
+        // that a thread has 4·R independent chains of FMAs, each load four
+        // values of one record.
+        constexpr int C = 4;
+        for (int j = 0; j < kColumns; j += C) {
+          float t[C][R];
+          for (int c = 0; c < C; ++c) {
+            float const head = reinterpret_cast<const float*>(tile[j + c])[d];
+            for (int r = 0; r < R; ++r) t[c][r] = base[r] + head;
+          }
+          for (int e = 0; e < d / 4; ++e)
+            for (int c = 0; c < C; ++c) {
+              float4 const v = tile[j + c][e];
+              for (int r = 0; r < R; ++r) {
+                t[c][r] = fmaf(x[r][4 * e], v.x, t[c][r]);
+                t[c][r] = fmaf(x[r][4 * e + 1], v.y, t[c][r]);
+                t[c][r] = fmaf(x[r][4 * e + 2], v.z, t[c][r]);
+                t[c][r] = fmaf(x[r][4 * e + 3], v.w, t[c][r]);
+              }
+            }
+          for (int c = 0; c < C; ++c)
+            for (int r = 0; r < R; ++r) add(r, t[c][r]);
         }
       }
     }

@@ -119,11 +119,15 @@ struct LowRankForm {
 
 // A given cost matrix. The tile holds the block of the team's rows × the
 // tile's columns, read so that consecutive threads touch consecutive
-// addresses whichever way the matrix is traversed.
+// addresses whichever way the matrix is traversed. Its rows are one value
+// longer than a tile is wide: the threads of a warp, one row each, read one
+// column at a time, and with a stride of a power of two they would all hit
+// one shared-memory bank.
 template <class T, class Space>
 struct MatrixForm {
   OTView3<const T, Space> c;  // (B, N, K)
   bool transpose = false;     // rows are c's columns
+  static constexpr int stride = PassShape<Space, T>::columns + 1;
 
   KOKKOS_INLINE_FUNCTION std::int64_t batch() const { return c.extent(0); }
   KOKKOS_INLINE_FUNCTION std::int64_t rows() const {
@@ -132,8 +136,8 @@ struct MatrixForm {
   KOKKOS_INLINE_FUNCTION std::int64_t columns() const {
     return transpose ? c.extent(1) : c.extent(2);
   }
-  std::int64_t tile_values(int columns) const {
-    return std::int64_t(columns) * PassShape<Space, T>::rows;
+  std::int64_t tile_values(int) const {
+    return std::int64_t(stride) * PassShape<Space, T>::rows;
   }
   MatrixForm transposed() const { return {c, !transpose}; }
 
@@ -147,19 +151,19 @@ struct MatrixForm {
     if (!transpose) {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, h * w), [&](int e) {
         int const ii = e / w, jj = e % w;
-        tile[ii * w + jj] = c(b, i0 + ii, j0 + jj);
+        tile[ii * stride + jj] = c(b, i0 + ii, j0 + jj);
       });
     } else {
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, h * w), [&](int e) {
         int const jj = e / h, ii = e % h;
-        tile[ii * w + jj] = c(b, j0 + jj, i0 + ii);
+        tile[ii * stride + jj] = c(b, j0 + jj, i0 + ii);
       });
     }
   }
-  // ii: the row within the team's block; w: the tile's width.
-  KOKKOS_INLINE_FUNCTION T cost(std::int64_t, std::int64_t, int ii, int jj,
-                                int w, const T* tile) const {
-    return tile[ii * w + jj];
+  // ii: the row within the team's block.
+  KOKKOS_INLINE_FUNCTION T cost(std::int64_t, std::int64_t, int ii, int jj, int,
+                                const T* tile) const {
+    return tile[ii * stride + jj];
   }
   KOKKOS_INLINE_FUNCTION T pair_cost(std::int64_t b, std::int64_t i,
                                      std::int64_t j) const {
