@@ -544,7 +544,11 @@ TYPED_TEST(Sinkhorn, MeasurementsMatchFloat64) {
                                    {Form::points, 64},   {Form::low_rank, 3},
                                    {Form::low_rank, 40}, {Form::low_rank, 100}};
   for (auto kernel : kernels<T, Space>())
-    for (auto [form, d] : cases) {
+    for (Case const& c : cases) {
+      // (named copies: a lambda below uses them, which C++17 does not allow
+      // of structured bindings)
+      Form const form = c.form;
+      int const d = c.d;
       SCOPED_TRACE(::testing::Message() << "kernel " << int(kernel) << " form "
                                         << int(form) << " d " << d);
       double const eps = 0.02 * d;
