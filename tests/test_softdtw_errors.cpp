@@ -170,6 +170,21 @@ TYPED_TEST(Errors, UnknownKernel) {
       softwave::soft_dtw(this->space, this->x, this->y, this->values, o));
 }
 
+// kernel = pairs computes values only: they run, and a call that asks for
+// gradients is refused by name.
+TYPED_TEST(Errors, PairKernelComputesValuesOnly) {
+  softwave::SoftDTWOptions o;
+  o.kernel = softwave::Kernel::pairs;
+  EXPECT_NO_THROW(
+      softwave::soft_dtw(this->space, this->x, this->y, this->values, o));
+  softwave::SeriesGradients<double, TypeParam> grads;
+  grads.grad_x = this->filled("gx", B, N, D);
+  EXPECT_TRUE(throws_naming("kernel", [&] {
+    softwave::soft_dtw_value_and_grad(this->space, this->x, this->y,
+                                      this->values, grads, o);
+  }));
+}
+
 // ------------------------------------------------------ shapes: batches
 
 TYPED_TEST(Errors, BatchMismatch) {

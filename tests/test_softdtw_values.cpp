@@ -76,6 +76,22 @@ void sweep_values(const Space& space) {
 
 SWT_TYPED_TEST_EACH_INPUT(SoftDTWValues, SweepMatchesReference, sweep_values)
 
+// The pair-parallel kernel (each thread owns whole pairs, only the band's
+// cells) on the same cases: every cost, γ, band and length.
+template <class T, class Space>
+void pair_kernel_values(const Space& space) {
+  SWT_SEEDED_RNG(rng);
+  for (Case k : sweep_cases(rng, false)) {
+    k.setup.kernel = softwave::Kernel::pairs;
+    SCOPED_TRACE(k.str());
+    const auto [x, y] = case_inputs<T>(rng, k);
+    check_values<T>(space, k, x, y);
+  }
+}
+
+SWT_TYPED_TEST_EACH_INPUT(SoftDTWValues, PairKernelMatchesReference,
+                          pair_kernel_values)
+
 // Every (N_b, M_b) ∈ [1, 4]² in one padded batch (so lengths are exercised
 // too): the library's value equals −γ log Σ_paths exp(−cost/γ) (γ = 0: the
 // minimum) over all warping paths inside the band, for series and for the

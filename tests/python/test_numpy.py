@@ -21,6 +21,16 @@ def test_values_match_reference(rng, B, N, M, d, gamma, dist):
     np.testing.assert_allclose(values, expected, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("gamma", [1.0, 0.0])
+@pytest.mark.parametrize("band", [0, 2])
+def test_pair_kernel_matches_reference(rng, gamma, band):
+    """kernel="pairs" (each thread owns whole pairs): values only."""
+    x, y = rng.standard_normal((40, 13, 2)), rng.standard_normal((40, 17, 2))
+    values = swn.soft_dtw(x, y, gamma, bandwidth=band, kernel="pairs")
+    expected = [ref.sdtw(x[b], y[b], gamma, band=band if band else None) for b in range(40)]
+    np.testing.assert_allclose(values, expected, rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("B,N,M,d", SHAPES[1:4])
 @pytest.mark.parametrize("band", [0, 1, 3])
 def test_band_matches_reference(rng, B, N, M, d, band):

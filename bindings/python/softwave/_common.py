@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 DISTS = ("sqeuclidean", "l1", "cosine")
-KERNELS = ("automatic", "portable", "specialised")
+KERNELS = ("automatic", "portable", "specialised", "pairs")
 
 
 @dataclass(frozen=True)

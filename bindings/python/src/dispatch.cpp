@@ -97,7 +97,8 @@ Kernel kernel_of(const std::string& name) {
   return choice<Kernel>("kernel", name,
                         {{"automatic", Kernel::automatic},
                          {"portable", Kernel::portable},
-                         {"specialised", Kernel::specialised}});
+                         {"specialised", Kernel::specialised},
+                         {"pairs", Kernel::pairs}});
 }
 
 SoftDTWOptions options_of(const Settings& s) {

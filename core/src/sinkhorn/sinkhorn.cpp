@@ -61,6 +61,10 @@ void check_options(const SinkhornOptions& o) {
                            ")");
   if (std::isnan(o.tolerance))
     throw_invalid_argument("tolerance must not be NaN");
+  if (o.kernel == Kernel::pairs)
+    throw_invalid_argument(
+        "kernel = pairs is Soft-DTW's; Sinkhorn takes automatic, portable or "
+        "specialised");
 }
 
 // Element (q / e1, q % e1, k) of a view of rank 1 to 3, read as a double.

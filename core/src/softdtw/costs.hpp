@@ -43,6 +43,30 @@ struct SeriesCost {
     return int(x.extent(2)) < kFeatureChunk ? int(x.extent(2)) : kFeatureChunk;
   }
 
+  // C(i, j) of pair p on its own (0-based cells), for the pair-parallel
+  // forward: its terms summed in W as the tiles sum them.
+  KOKKOS_INLINE_FUNCTION acc_t cell(std::int64_t p, std::int64_t i,
+                                    std::int64_t j) const {
+    std::int64_t const a = lengths.pairs.x(p), b = lengths.pairs.y(p);
+    int const d = int(x.extent(2));
+    if constexpr (metric == Cost::cosine) {
+      acc_t dot = 0, xx = 0, yy = 0;
+      for (int k = 0; k < d; ++k) {
+        acc_t const u = acc_t(W(x(a, i, k))), v = acc_t(W(y(b, j, k)));
+        dot += u * v;
+        xx += u * u;
+        yy += v * v;
+      }
+      return 1 - dot * Metric<metric>::inverse_norm(xx) *
+                     Metric<metric>::inverse_norm(yy);
+    } else {
+      W sum = 0;
+      for (int k = 0; k < d; ++k)
+        sum += Metric<metric>::term(W(x(a, i, k)), W(y(b, j, k)));
+      return acc_t(sum);
+    }
+  }
+
   // R(r, c) = C(i0 + r − 1, j0 + c − 1) for the tile's h × w cells (band
   // masking is the caller's). Feature chunks of the tile's rows are staged in
   // scratch, and each thread item sums a kBlock × kBlock block of cells.
@@ -374,6 +398,11 @@ struct TensorCost {
     return lengths.m(p);
   }
   int feature_chunk() const { return 0; }  // nothing is staged
+  // C(i, j) of pair p (0-based cells), for the pair-parallel forward.
+  KOKKOS_INLINE_FUNCTION acc_t cell(std::int64_t p, std::int64_t i,
+                                    std::int64_t j) const {
+    return acc_t(c(lengths.pairs.x(p), i, j));
+  }
   // Threads take columns, so each row of the tile is read contiguously.
   KOKKOS_FUNCTION void tile_costs(const member_type& team, std::int64_t p,
                                   const TileCells& tile,

@@ -111,6 +111,65 @@ std::pair<std::int64_t, std::int64_t> boundary_cells(
   return {std::min(row, m_max + 1), std::min(col, n_max + 1)};
 }
 
+// The pair-parallel forward: each thread runs whole pairs, row by row, in
+// one rolling row of R (rows(p, 0, ·), M + 1 cells) and only over the
+// band's cells, so a pair costs O(N·w) with a band. For many short pairs
+// (the CPU main job: thousands of series of 60 to 2,000 points) it beats
+// the tiled wavefront, whose per-tile work (scratch, boundaries, a launch
+// per anti-diagonal) dominates there; one long pair keeps the wavefront,
+// which spreads a pair over many threads.
+template <class Space, class CostProvider>
+void pair_forward(const Space& space, const CostProvider& cost, Band band,
+                  acc_t gamma, std::int64_t pairs,
+                  const AccValues<Space>& values, const Array3<Space>& rows) {
+  using W = typename CostProvider::work_type;
+  SoftMin<W> const soft(gamma);
+  bool const hard = gamma == 0;
+  Kokkos::parallel_for(
+      "softwave::softdtw::pair_forward",
+      Kokkos::RangePolicy<Space>(space, 0, pairs),
+      KOKKOS_LAMBDA(std::int64_t p) {
+        std::int64_t const n = cost.n(p), m = cost.m(p);
+        acc_t const inf = compat::infinity<acc_t>();
+        acc_t* const r = &rows(p, 0, 0);  // R(i − 1, ·), then R(i, ·)
+        r[0] = 0;
+        for (std::int64_t j = 1; j <= m; ++j) r[j] = inf;
+        Weights<W> unused;
+        for (std::int64_t i = 1; i <= n; ++i) {
+          // Row i's in-band columns [lo, hi] (1-based). They never move
+          // left, so r[lo − 1] is the last cell the next row can read on
+          // the left: it becomes R(i, lo − 1) = +∞ once read as `diag`, and
+          // r[j > hi] still holds +∞ from the start.
+          std::int64_t const lo =
+              band.width < 0 ? 1 : band.first(i - 1, n, m) + 1;
+          std::int64_t const hi =
+              band.width < 0 ? m : band.last(i - 1, n, m) + 1;
+          acc_t diag = r[lo - 1], left = inf;
+          r[lo - 1] = inf;
+          if (hard) {
+            // cost + min3 is relax's value for finite costs; a non-finite
+            // input (unchecked) makes the pair's value unspecified anyway.
+            for (std::int64_t j = lo; j <= hi; ++j) {
+              acc_t const up = r[j];
+              acc_t const value =
+                  cost.cell(p, i - 1, j - 1) + min3(diag, up, left);
+              diag = up;
+              r[j] = left = value;
+            }
+          } else {
+            for (std::int64_t j = lo; j <= hi; ++j) {
+              acc_t const up = r[j];
+              acc_t const value = relax<false>(cost.cell(p, i - 1, j - 1), diag,
+                                               up, left, soft, unused);
+              diag = up;
+              r[j] = left = value;
+            }
+          }
+        }
+        values(p) = r[m];
+      });
+}
+
 // Runs the sweeps for `pairs` pairs of one cost provider.
 template <class Space, class CostProvider>
 class Sweeper {
@@ -137,6 +196,14 @@ class Sweeper {
     if (specialised_)
       return Specialised::run(space_, cost_, options_, pairs, values.data(),
                               nullptr);
+    if (pair_parallel(pairs)) {
+      if (pair_rows_.view.extent(0) < std::size_t(pairs))
+        pair_rows_ =
+            call_array<Array3<Space>>(space_, "softwave::softdtw::pair_rows",
+                                      false, pairs, 1, m_max_ + 1);
+      return pair_forward(space_, cost_, band_, gamma_, pairs, values,
+                          pair_rows_.view);
+    }
     if (workspace_.row_checkpoints.extent(0) < std::size_t(pairs))
       workspace_ = allocate(pairs, /*backward=*/false);
     ForwardTiles<Space, CostProvider> tiles;
@@ -150,6 +217,10 @@ class Sweeper {
   // for in `outputs` and in the cost provider (gradients are added to).
   void forward_backward(std::int64_t pairs, const AccValues<Space>& values,
                         const BackwardOutputs<T, Space>& outputs) {
+    if (options_.kernel == Kernel::pairs)
+      throw_invalid_argument(
+          "kernel = pairs computes values only; gradients, alignments and "
+          "paths take kernel = automatic, portable or specialised");
     if (specialised_)
       return Specialised::run(space_, cost_, options_, pairs, values.data(),
                               &outputs);
@@ -171,12 +242,22 @@ class Sweeper {
 
   static bool use_specialised(const CostProvider& cost,
                               const SoftDTWOptions& options) {
-    if (options.kernel == Kernel::portable) return false;
+    if (options.kernel == Kernel::portable || options.kernel == Kernel::pairs)
+      return false;
     std::string const why = Specialised::unavailable(cost, options);
     if (why.empty()) return true;
     if (options.kernel == Kernel::specialised)
       throw_invalid_argument("kernel = specialised does not apply: ", why);
     return false;
+  }
+
+  // Whether `pairs` pairs take the pair-parallel forward: when asked for,
+  // and by `automatic` on host backends with at least four pairs a thread
+  // (fewer leave threads idle that the wavefront would use).
+  bool pair_parallel(std::int64_t pairs) const {
+    if (options_.kernel == Kernel::pairs) return true;
+    return options_.kernel == Kernel::automatic && runs_on_host<Space>() &&
+           pairs >= 4 * std::int64_t(space_.concurrency());
   }
 
   // The sweep's arrays come from call_array: stream-ordered on Kokkos::Cuda,
@@ -253,6 +334,7 @@ class Sweeper {
   bool specialised_;
   Workspace<Space> workspace_;
   std::vector<std::shared_ptr<void>> workspace_memory_;  // keeps workspace_
+  CallArray<Array3<Space>> pair_rows_;  // the pair-parallel forward's rows
 };
 
 template <class Space, class CostProvider>

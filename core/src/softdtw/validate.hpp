@@ -28,9 +28,9 @@ inline void check_options(const SoftDTWOptions& options) {
                            "); 0 chooses the tile size");
   if (options.kernel != Kernel::automatic &&
       options.kernel != Kernel::portable &&
-      options.kernel != Kernel::specialised)
+      options.kernel != Kernel::specialised && options.kernel != Kernel::pairs)
     throw_invalid_argument(
-        "kernel must be automatic, portable or specialised (got ",
+        "kernel must be automatic, portable, specialised or pairs (got ",
         static_cast<int>(options.kernel), ")");
 }
 
