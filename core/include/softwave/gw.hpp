@@ -1,0 +1,148 @@
+#pragma once
+// Sampled Gromov–Wasserstein (GW) between two metric spaces, on any Kokkos
+// execution space, with the plan kept as the factors that define it.
+//
+// Source points i (N), target points k (K), intra-set distances D_X (N×N)
+// and D_Y (K×K), weights a (N) and b (K). The GW problem (square loss) is
+//   min_T Σ_ijkl (D_X(i,j) − D_Y(k,l))² T_ik T_jl  over couplings T of a, b.
+// Each outer iteration t:
+//  1. samples M anchor pairs (j_m, l_m) from the current plan T_{t−1};
+//  2. gathers the anchors' distance columns X_im = D_X(i, j_m)/s_X and
+//     Y_km = D_Y(k, l_m)/s_Y (s_X, s_Y: each side's largest distance among
+//     the first iteration's anchor columns, fixed from then on, so that ε
+//     means the same at every iteration and for any units);
+//  3. solves entropic OT with the sampled GW cost
+//       Λ_ik = mean_m X_im² + mean_m Y_km² − (2/M) Σ_m X_im Y_km,
+//     which has rank M + 2: it goes to the low-rank Sinkhorn of
+//     softwave/sinkhorn.hpp (u = mean X², v = mean Y², P = √(2/M) X,
+//     Q = √(2/M) Y), or, where N×K is small (dense_cost_entries), is
+//     formed once for a dense solve; warm-started from the last potentials,
+//     at ε_t, annealed geometrically from ε to max(ε/10, min(5e-4, ε)) over
+//     max_iterations (TorchGW's schedule);
+//  4. mixes T_t = (1 − α) T_{t−1} + α π_t.
+// The plan is never stored: T_t is the weighted sum of the recent solves'
+// plans, each kept as its potentials and factors ((N + K)(M + 4) values);
+// weights below `term_tolerance` are dropped (and the rest renormalised).
+// Anchors are drawn from that mixture exactly: a term by its weight, then
+// a row from a and a column from that term's row by Gumbel-max. Memory is
+// O((N + K)·M·terms), never N×K, unless the dense plan or the objective is
+// asked for.
+//
+// Stops once t >= min_iterations and ‖T_t − T_{t−1}‖_F = α‖π_t − T_{t−1}‖_F
+// <= tolerance (checked every check_every iterations from min_iterations on)
+// or at max_iterations. Several restarts (seeds) in one call keep the plan
+// with the lowest GW objective, so that a run ending in a reversed (mirror)
+// matching is not returned when another restart found the forward one.
+//
+// Randomness is counter-based (seed, restart, iteration, anchor): the same
+// seed gives the same anchors on every backend and thread count.
+//
+// Every kernel and allocation runs on the execution-space instance given
+// first and is labelled softwave::gw::*. Calls fence it to read back the
+// anchors each iteration (2M integers) and the convergence checks.
+
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <cstdint>
+#include <softwave/errors.hpp>
+#include <softwave/kernel_choice.hpp>
+#include <softwave/sinkhorn.hpp>
+#include <type_traits>
+#include <vector>
+
+namespace softwave {
+
+// One side's intra-set distances: exactly one of
+//   matrix       (N, N) distances, symmetric, finite, >= 0 (precomputed:
+//                shortest paths, diffusion distances, anything);
+//   coordinates  (N, e): the distance of i and j is ‖z_i − z_j‖₂ (the
+//                points themselves for Euclidean distances, or a landmark
+//                embedding: each point's distances to e landmarks).
+template <class T, class Space>
+struct GwDistances {
+  OTView2<const T, Space> matrix;
+  OTView2<const T, Space> coordinates;
+};
+
+struct GwOptions {
+  int anchors = 50;          // M >= 1: anchor pairs a iteration
+  double alpha = 0.9;        // momentum, in (0, 1]
+  int max_iterations = 500;  // >= 1
+  int min_iterations = 50;   // no stop before (min_iter_before_converge)
+  double tolerance = 1e-5;   // on ‖T_t − T_{t−1}‖_F; <= 0 runs them all
+  int check_every = 5;       // >= 1: iterations between change checks
+  double epsilon = 1e-3;     // > 0: ε at the first iteration (see above)
+  // KL penalty of the target marginal: infinity (balanced) or > 0
+  // (semi-relaxed, TorchGW's semi_relaxed with rho).
+  double rho_b = INFINITY;
+  // Each solve: at most sinkhorn_iterations, stopping at this tolerance
+  // (softwave::SinkhornOptions::tolerance, the row-marginal L1 error).
+  int sinkhorn_iterations = 100;
+  double sinkhorn_tolerance = 1e-6;
+  // Where N·K is at most this, each solve forms the sampled cost densely
+  // (one N×K array, N·K·M work once) and iterates on it: one exp a pair an
+  // update instead of an M-long product. Above, the low-rank form (memory
+  // O((N + K)·M)). 0: always low-rank.
+  std::int64_t dense_cost_entries = std::int64_t(1) << 24;
+  // Mixture terms whose weight falls below this are dropped.
+  double term_tolerance = 1e-6;
+  std::uint64_t seed = 0;
+  int restarts = 1;  // >= 1: seeds seed, seed + 1, ...
+  // Finite, non-negative distances and weights, checked (one fence).
+  bool check_values = true;
+  // The kernels of the Sinkhorn solves (softwave/kernel_choice.hpp).
+  Kernel kernel = Kernel::automatic;
+};
+
+// Outputs. Every view is optional (empty: not computed); the scalars are
+// always filled.
+template <class T, class Space>
+struct GwResult {
+  OTView2<T, Space> plan;        // (N, K): the dense plan T
+  OTView1<int, Space> matching;  // (N,): argmax_k T_ik
+  // The exact GW objective of the returned plan with the distances as
+  // given (unnormalised), accumulated in float64. Needs an N×K plan (the
+  // `plan` view, or a temporary one) and O(N²K + NK²) work; NaN when
+  // compute_objective is false and restarts == 1.
+  bool compute_objective = true;
+  double objective = NAN;
+  int iterations = 0;           // outer iterations of the kept restart
+  bool converged = false;       // it stopped on the tolerance
+  std::uint64_t seed = 0;       // its seed
+  double last_change = NAN;     // ‖T_t − T_{t−1}‖_F at its last check
+  std::vector<double> changes;  // every check's ‖T_t − T_{t−1}‖_F
+  // The normalisation of each side's distances (s_X, s_Y above) and the
+  // last iteration's anchors (j_m, l_m): what its sampled cost was made of.
+  double source_scale = NAN, target_scale = NAN;
+  std::vector<int> source_anchors, target_anchors;
+  double final_epsilon = NAN;  // ε of the last iteration
+};
+
+// Marginals a (N) and b (K): non-negative, finite, positive mass; empty
+// for uniform. Balanced problems need equal masses (b is used as given).
+template <class T, class Space>
+struct GwMarginals {
+  OTView1<const T, Space> a;
+  OTView1<const T, Space> b;
+};
+
+namespace impl {
+template <class Space, class T>
+void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
+                const GwDistances<T, Space>& target,
+                const GwMarginals<T, Space>& marginals,
+                GwResult<T, Space>& result, const GwOptions& options);
+}  // namespace impl
+
+// Sampled GW between `source` and `target` (float or double).
+template <class Space, class T>
+void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
+                const GwDistances<T, Space>& target,
+                const GwMarginals<T, Space>& marginals,
+                GwResult<T, Space>& result, const GwOptions& options = {}) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "softwave::sampled_gw: float or double data");
+  impl::sampled_gw<Space, T>(space, source, target, marginals, result, options);
+}
+
+}  // namespace softwave

@@ -1,0 +1,566 @@
+// Sampled Gromov–Wasserstein: the outer loop around the low-rank Sinkhorn
+// (softwave/gw.hpp says what each iteration does).
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <softwave/gw.hpp>
+#include <softwave/kokkos_compat.hpp>
+#include <vector>
+
+#include "../common/call_memory.hpp"
+#include "../common/data_checks.hpp"
+#include "../sinkhorn/passes.hpp"
+#include "objective.hpp"
+#include "plan_terms.hpp"
+
+namespace softwave::impl {
+namespace {
+
+// A uniform draw in (0, 1) for one (seed, restart, iteration, anchor, use)
+// counter: the same on every backend.
+double uniform_draw(std::uint64_t seed, std::uint64_t iteration,
+                    std::uint64_t anchor, std::uint64_t use) {
+  std::uint64_t key = mix64(seed + 0x9e3779b97f4a7c15ull);
+  key = mix64(key + iteration);
+  key = mix64(key + anchor);
+  key = mix64(key + 0x632be59bd9b4e019ull * (use + 1));
+  return (double(key >> 11) + 0.5) * 0x1p-53;
+}
+
+// The index drawn from cumulative weights (last entry the total).
+int draw_index(const std::vector<double>& cumulative, double u) {
+  double const target = u * cumulative.back();
+  auto const at =
+      std::upper_bound(cumulative.begin(), cumulative.end(), target);
+  return int(
+      std::min<std::ptrdiff_t>(at - cumulative.begin(), cumulative.size() - 1));
+}
+
+// Cumulative host sums of weights (uniform when empty), and their total.
+template <class T, class Space>
+std::vector<double> cumulative_weights(const Space& space,
+                                       const OTView1<const T, Space>& w,
+                                       std::int64_t count) {
+  std::vector<double> out(count);
+  if (w.extent(0) == 0) {
+    for (std::int64_t i = 0; i < count; ++i) out[i] = double(i + 1);
+    return out;
+  }
+  Kokkos::View<T*, Kokkos::HostSpace> host(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing,
+                         std::string("softwave::gw::weights_host")),
+      count);
+  Kokkos::deep_copy(space, host, w);
+  space.fence();
+  double s = 0;
+  for (std::int64_t i = 0; i < count; ++i) out[i] = s += double(host(i));
+  return out;
+}
+
+template <class T, class Space>
+void check_side(DataChecks<Space>& checks, const GwDistances<T, Space>& d,
+                const char* side, const char* matrix_name,
+                const char* coordinates_name) {
+  bool const has_matrix = d.matrix.size() > 0,
+             has_coordinates = d.coordinates.size() > 0;
+  if (has_matrix == has_coordinates)
+    throw_invalid_argument(
+        side, ": give exactly one of ", matrix_name, " (", d.matrix.extent(0),
+        "×", d.matrix.extent(1), ") and ", coordinates_name, " (",
+        d.coordinates.extent(0), "×", d.coordinates.extent(1), ")");
+  if (has_matrix) {
+    if (d.matrix.extent(0) != d.matrix.extent(1))
+      throw_invalid_argument(matrix_name, " has shape (", d.matrix.extent(0),
+                             ", ", d.matrix.extent(1),
+                             "), expected a square matrix");
+    auto const m = d.matrix;
+    std::int64_t const n = m.extent(0);
+    checks.count(
+        matrix_name, " negative or non-finite value(s)", n * n,
+        std::string("softwave::gw::check_") + matrix_name,
+        KOKKOS_LAMBDA(std::int64_t q)->std::int64_t {
+          double const v = m(q / n, q % n);
+          return !(compat::isfinite(v) && v >= 0);
+        });
+  } else {
+    auto const z = d.coordinates;
+    std::int64_t const e = z.extent(1);
+    checks.count(
+        coordinates_name, " non-finite value(s) (NaN or inf)", z.extent(0) * e,
+        std::string("softwave::gw::check_") + coordinates_name,
+        KOKKOS_LAMBDA(std::int64_t q)->std::int64_t {
+          return !compat::isfinite(double(z(q / e, q % e)));
+        });
+  }
+}
+
+template <class T, class Space>
+void check_weights(DataChecks<Space>& checks, const OTView1<const T, Space>& w,
+                   std::int64_t count, const char* name) {
+  if (w.extent(0) == 0) return;
+  if (std::int64_t(w.extent(0)) != count)
+    throw_invalid_argument(name, " has ", w.extent(0), " entries, expected ",
+                           count, " (one per point)");
+  checks.count(
+      name, " negative or non-finite value(s)", count,
+      std::string("softwave::gw::check_") + name,
+      KOKKOS_LAMBDA(std::int64_t i)->std::int64_t {
+        double const v = w(i);
+        return !(compat::isfinite(v) && v >= 0);
+      });
+}
+
+void check_options(const GwOptions& o) {
+  if (o.anchors < 1)
+    throw_invalid_argument("anchors = ", o.anchors, " must be >= 1");
+  if (!(o.alpha > 0 && o.alpha <= 1))
+    throw_invalid_argument("alpha = ", o.alpha, " must be in (0, 1]");
+  if (o.max_iterations < 1)
+    throw_invalid_argument("max_iterations = ", o.max_iterations,
+                           " must be >= 1");
+  if (o.min_iterations < 0)
+    throw_invalid_argument("min_iterations = ", o.min_iterations,
+                           " must be >= 0");
+  if (o.check_every < 1)
+    throw_invalid_argument("check_every = ", o.check_every, " must be >= 1");
+  if (!(o.epsilon > 0 && std::isfinite(o.epsilon)))
+    throw_invalid_argument("epsilon = ", o.epsilon,
+                           " must be positive and finite");
+  if (!(o.rho_b > 0))
+    throw_invalid_argument("rho_b = ", o.rho_b,
+                           " must be > 0 (infinity: balanced)");
+  if (o.sinkhorn_iterations < 1)
+    throw_invalid_argument("sinkhorn_iterations = ", o.sinkhorn_iterations,
+                           " must be >= 1");
+  if (!(o.term_tolerance >= 0 && o.term_tolerance < 1))
+    throw_invalid_argument("term_tolerance = ", o.term_tolerance,
+                           " must be in [0, 1)");
+  if (o.dense_cost_entries < 0)
+    throw_invalid_argument("dense_cost_entries = ", o.dense_cost_entries,
+                           " must be >= 0");
+  if (o.restarts < 1)
+    throw_invalid_argument("restarts = ", o.restarts, " must be >= 1");
+  if (o.kernel == Kernel::pairs)
+    throw_invalid_argument(
+        "kernel = pairs is a Soft-DTW kernel; sampled GW takes automatic, "
+        "portable or specialised");
+}
+
+// How many terms can carry weight >= tolerance at once (plus the slot the
+// next solve is written to), at most 32.
+int slot_count(const GwOptions& o) {
+  int alive = 1;
+  if (o.alpha < 1) {
+    double const tol = std::max(o.term_tolerance, 1e-12);
+    alive += int(std::ceil(std::log(tol) / std::log1p(-o.alpha)));
+  }
+  return std::min(alive + 1, 32);
+}
+
+template <class T, class Space>
+struct Problem {
+  SideDistances<T, Space> dx, dy;
+  GwMarginals<T, Space> marginals;
+  std::int64_t n, k;
+  OTView2<const T, Space> a2, b2;  // (1, N), (1, K) or empty
+  std::vector<double> a_cumulative, b_cumulative;
+  Problem(const GwDistances<T, Space>& source,
+          const GwDistances<T, Space>& target,
+          const GwMarginals<T, Space>& weights)
+      : dx(source),
+        dy(target),
+        marginals(weights),
+        n(dx.size()),
+        k(dy.size()) {}
+  double product_scale() const {
+    return marginals.b.extent(0) ? 1.0 / b_cumulative.back() : 1.0;
+  }
+};
+
+// One restart's outcome: the terms of its plan and what it reports.
+struct Run {
+  std::vector<TermWeight> terms;
+  int iterations = 0;
+  bool converged = false;
+  double last_change = NAN;
+  std::vector<double> changes;
+  double source_scale = NAN, target_scale = NAN, final_epsilon = NAN;
+  std::vector<int> source_anchors, target_anchors;
+};
+
+// X_im = D(i, anchor_m)/scale into √(2/M)·X (factor) and mean_m X² (own).
+template <class T, class Space>
+void anchor_factors(
+    const Space& space, const SideDistances<T, Space>& d,
+    const Kokkos::View<const int*, typename Space::memory_space>& anchors,
+    double scale, const OTView2<T, Space>& own,
+    const OTView3<T, Space>& factor) {
+  std::int64_t const m = anchors.extent(0);
+  double const weight = std::sqrt(2.0 / double(m)), inv = 1.0 / scale;
+  Kokkos::parallel_for(
+      "softwave::gw::anchor_factors",
+      Kokkos::RangePolicy<Space>(space, 0, d.size()),
+      KOKKOS_LAMBDA(std::int64_t i) {
+        double sum = 0;
+        for (std::int64_t c = 0; c < m; ++c) {
+          double const x = d(i, anchors(c)) * inv;
+          factor(0, i, c) = T(weight * x);
+          sum += x * x;
+        }
+        own(0, i) = T(sum / double(m));
+      });
+}
+
+// C_ik = u_i + v_k − P_i·Q_k into a (1, N, K) array.
+template <class T, class Space>
+void form_cost(const Space& space, const LowRankCost<T, Space>& low_rank,
+               const OTView3<T, Space>& cost) {
+  std::int64_t const k = cost.extent(2), rank = low_rank.p.extent(2);
+  Kokkos::parallel_for(
+      "softwave::gw::form_cost",
+      Kokkos::RangePolicy<Space>(space, 0, cost.extent(1) * k),
+      KOKKOS_LAMBDA(std::int64_t q) {
+        std::int64_t const i = q / k, j = q % k;
+        T dot = 0;
+        for (std::int64_t r = 0; r < rank; ++r)
+          dot += low_rank.p(0, i, r) * low_rank.q(0, j, r);
+        cost(0, i, j) = low_rank.u(0, i) + low_rank.v(0, j) - dot;
+      });
+}
+
+// The largest distance from any point to an anchor (1 where all are 0).
+template <class T, class Space>
+double anchor_scale(
+    const Space& space, const SideDistances<T, Space>& d,
+    const Kokkos::View<const int*, typename Space::memory_space>& anchors) {
+  std::int64_t const m = anchors.extent(0);
+  double largest = 0;
+  Kokkos::parallel_reduce(
+      "softwave::gw::anchor_scale",
+      Kokkos::RangePolicy<Space>(space, 0, d.size() * m),
+      KOKKOS_LAMBDA(std::int64_t q, double& out) {
+        double const x = d(q / m, anchors(q % m));
+        if (x > out) out = x;
+      },
+      Kokkos::Max<double>(largest));
+  return largest > 0 ? largest : 1.0;
+}
+
+template <class T, class Space>
+Run run_restart(const Space& space, const Problem<T, Space>& problem,
+                PlanTerms<T, Space>& terms, const GwOptions& o,
+                std::uint64_t seed) {
+  using Memory = typename Space::memory_space;
+  std::int64_t const m = o.anchors;
+  Run run;
+  run.terms = {{-1, 1.0, 0.0}};
+  std::vector<int> free_slots;
+  for (int s = terms.slots - 1; s >= 0; --s) free_slots.push_back(s);
+  int latest = -1;  // the slot of the last solve (its potentials warm-start)
+
+  double const final_eps = std::max(o.epsilon / 10, std::min(5e-4, o.epsilon));
+  double const decay =
+      std::pow(final_eps / o.epsilon, 1.0 / std::max(1, o.max_iterations));
+
+  Kokkos::View<int*, Memory> source_anchors(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         "softwave::gw::source_anchors"),
+      m);
+  Kokkos::View<int*, Memory> target_anchors(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         "softwave::gw::target_anchors"),
+      m);
+  auto source_host = Kokkos::create_mirror_view(source_anchors);
+  auto target_host = Kokkos::create_mirror_view(target_anchors);
+  // Gathered rows of one term (at most M), as a problem of `count` rows.
+  std::int64_t const rank = terms.rank;
+  Kokkos::View<T*, Memory> gathered_u(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         "softwave::gw::gathered_u"),
+      m);
+  Kokkos::View<T*, Memory> gathered_f(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         "softwave::gw::gathered_f"),
+      m);
+  Kokkos::View<T*, Memory> gathered_p(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         "softwave::gw::gathered_p"),
+      m * rank);
+  Kokkos::View<int*, Memory> samples(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         "softwave::gw::samples"),
+      m);
+  Kokkos::View<int*, Memory> rows(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         "softwave::gw::gathered_rows"),
+      m);
+  auto rows_host = Kokkos::create_mirror_view(rows);
+  auto samples_host = Kokkos::create_mirror_view(samples);
+
+  // The dense sampled cost, where it is small enough.
+  OTView3<T, Space> dense_cost;
+  if (problem.n * problem.k <= o.dense_cost_entries)
+    dense_cost = OTView3<T, Space>(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                           std::string("softwave::gw::dense_cost")),
+        1, problem.n, problem.k);
+
+  SinkhornOptions sink;
+  sink.rho_b = o.rho_b;
+  sink.max_iterations = o.sinkhorn_iterations;
+  sink.tolerance = o.sinkhorn_tolerance;
+  sink.check_values = false;
+  sink.kernel = o.kernel;
+
+  for (int t = 0; t < o.max_iterations; ++t) {
+    double const eps = o.epsilon * std::pow(decay, t);
+    // 1. Anchors from the mixture T_{t−1}: a term, a row, then a column.
+    std::vector<double> term_cumulative;
+    double total = 0;
+    for (auto const& w : run.terms)
+      term_cumulative.push_back(total += w.weight);
+    std::vector<int> term_of(m);
+    for (std::int64_t c = 0; c < m; ++c) {
+      term_of[c] = draw_index(term_cumulative, uniform_draw(seed, t, c, 0));
+      source_host(c) =
+          draw_index(problem.a_cumulative, uniform_draw(seed, t, c, 1));
+      if (run.terms[term_of[c]].slot < 0)
+        target_host(c) =
+            draw_index(problem.b_cumulative, uniform_draw(seed, t, c, 2));
+    }
+    Kokkos::deep_copy(space, source_anchors, source_host);
+    for (std::size_t e = 0; e < run.terms.size(); ++e) {
+      int const s = run.terms[e].slot;
+      if (s < 0) continue;
+      std::vector<std::int64_t> members;
+      for (std::int64_t c = 0; c < m; ++c)
+        if (term_of[c] == int(e)) members.push_back(c);
+      if (members.empty()) continue;
+      std::int64_t const count = members.size();
+      for (std::int64_t r = 0; r < count; ++r)
+        rows_host(r) = source_host(members[r]);
+      Kokkos::deep_copy(space, rows, rows_host);
+      auto const u = terms.u, f = terms.f;
+      auto const p = terms.p;
+      auto const gu = gathered_u, gf = gathered_f, gp = gathered_p;
+      auto const rows_d = rows;
+      Kokkos::parallel_for(
+          "softwave::gw::gather_rows",
+          Kokkos::RangePolicy<Space>(space, 0, count),
+          KOKKOS_LAMBDA(std::int64_t r) {
+            std::int64_t const i = rows_d(r);
+            gu(r) = u(s, i);
+            gf(r) = f(s, i);
+            for (std::int64_t c = 0; c < rank; ++c)
+              gp(r * rank + c) = p(s, i, c);
+          });
+      LowRankCost<T, Space> form{
+          OTView2<const T, Space>(gathered_u.data(), 1, count),
+          terms.row(terms.v, s),
+          OTView3<const T, Space>(gathered_p.data(), 1, count, rank),
+          terms.factor(terms.q, s)};
+      PlanQueries<T, Space> queries;
+      queries.row_samples = OTView3<int, Space>(samples.data(), 1, count, 1);
+      queries.seed = mix64(seed ^ mix64(std::uint64_t(t) * 64 + e));
+      SinkhornOptions at = sink;
+      at.epsilon = 1.0 / run.terms[e].inverse_epsilon;
+      sinkhorn_plan_queries(
+          space, form,
+          Marginals<T, Space>{OTView2<const T, Space>(), problem.b2},
+          OTView2<const T, Space>(gathered_f.data(), 1, count),
+          OTView2<const T, Space>(terms.row(terms.g, s)), queries, at);
+      Kokkos::deep_copy(space, samples_host, samples);
+      space.fence();
+      for (std::int64_t r = 0; r < count; ++r)
+        target_host(members[r]) = samples_host(r);
+    }
+    Kokkos::deep_copy(space, target_anchors, target_host);
+
+    // 2. The anchors' distances, normalised by the first iteration's scale.
+    if (t == 0) {
+      run.source_scale = anchor_scale(space, problem.dx, source_anchors);
+      run.target_scale = anchor_scale(space, problem.dy, target_anchors);
+    }
+    int const slot = free_slots.back();
+    free_slots.pop_back();
+    anchor_factors(space, problem.dx, source_anchors, run.source_scale,
+                   terms.row(terms.u, slot), terms.factor(terms.p, slot));
+    anchor_factors(space, problem.dy, target_anchors, run.target_scale,
+                   terms.row(terms.v, slot), terms.factor(terms.q, slot));
+
+    // 3. The solve, warm-started from the last one's potentials.
+    sink.epsilon = eps;
+    sink.warm_start = latest >= 0;
+    if (latest >= 0) {
+      Kokkos::deep_copy(space, terms.row(terms.f, slot),
+                        terms.row(terms.f, latest));
+      Kokkos::deep_copy(space, terms.row(terms.g, slot),
+                        terms.row(terms.g, latest));
+    }
+    SinkhornResult<T, Space> solved;
+    solved.f = terms.row(terms.f, slot);
+    solved.g = terms.row(terms.g, slot);
+    Marginals<T, Space> const weights{problem.a2, problem.b2};
+    if (dense_cost.size() > 0) {
+      form_cost(space, terms.cost(slot), dense_cost);
+      sinkhorn(space, CostMatrix<T, Space>{dense_cost}, weights, solved, sink);
+    } else {
+      sinkhorn(space, terms.cost(slot), weights, solved, sink);
+    }
+    latest = slot;
+    run.final_epsilon = eps;
+    run.iterations = t + 1;
+
+    // 4. T_t = (1 − α) T_{t−1} + α π_t; the change α‖π_t − T_{t−1}‖_F.
+    bool const last = t + 1 == o.max_iterations;
+    bool const check = (o.tolerance > 0 && t + 1 >= o.min_iterations &&
+                        (t + 1 - o.min_iterations) % o.check_every == 0) ||
+                       last;
+    if (check) {
+      std::vector<TermWeight> difference = {{slot, 1.0, 1.0 / eps}};
+      for (auto w : run.terms) {
+        w.weight = -w.weight;
+        difference.push_back(w);
+      }
+      TermSum<T, Space> sum{terms, term_list<T, Space>(space, difference),
+                            problem.marginals.a, problem.marginals.b,
+                            problem.product_scale()};
+      run.last_change = o.alpha * frobenius_norm(space, sum);
+      run.changes.push_back(run.last_change);
+    }
+    std::vector<TermWeight> next;
+    double kept = 0;
+    for (auto w : run.terms) {
+      w.weight *= 1 - o.alpha;
+      if (w.weight >= o.term_tolerance && w.weight > 0 &&
+          int(next.size()) + 2 <= terms.slots) {
+        next.push_back(w);
+        kept += w.weight;
+      } else if (w.slot >= 0) {
+        free_slots.push_back(w.slot);
+      }
+    }
+    next.push_back({slot, o.alpha, 1.0 / eps});
+    kept += o.alpha;
+    for (auto& w : next) w.weight /= kept;
+    run.terms = next;
+    run.source_anchors.assign(source_host.data(), source_host.data() + m);
+    run.target_anchors.assign(target_host.data(), target_host.data() + m);
+    if (check && o.tolerance > 0 && t + 1 >= o.min_iterations &&
+        run.last_change <= o.tolerance) {
+      run.converged = true;
+      break;
+    }
+  }
+  return run;
+}
+
+}  // namespace
+
+template <class Space, class T>
+void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
+                const GwDistances<T, Space>& target,
+                const GwMarginals<T, Space>& marginals,
+                GwResult<T, Space>& result, const GwOptions& options) {
+  compat::ScopedRegion region("softwave::gw::sampled_gw");
+  check_options(options);
+  DataChecks<Space> checks(space, options.check_values, "gw");
+  check_side(checks, source, "source", "source.matrix", "source.coordinates");
+  check_side(checks, target, "target", "target.matrix", "target.coordinates");
+  Problem<T, Space> problem(source, target, marginals);
+  std::int64_t const n = problem.n, k = problem.k;
+  check_weights(checks, marginals.a, n, "a");
+  check_weights(checks, marginals.b, k, "b");
+  if (result.plan.size() > 0 && (std::int64_t(result.plan.extent(0)) != n ||
+                                 std::int64_t(result.plan.extent(1)) != k))
+    check_extent(result.plan, "plan", {std::size_t(n), std::size_t(k)},
+                 "(source points, target points)");
+  if (result.matching.size() > 0 &&
+      std::int64_t(result.matching.extent(0)) != n)
+    check_extent(result.matching, "matching", {std::size_t(n)},
+                 "(source points)");
+  checks.finish();
+
+  problem.a_cumulative = cumulative_weights(space, marginals.a, n);
+  problem.b_cumulative = cumulative_weights(space, marginals.b, k);
+  double const mass_a = problem.a_cumulative.back(),
+               mass_b = problem.b_cumulative.back();
+  if (!(mass_a > 0)) throw_invalid_argument("a has no mass (sum 0)");
+  if (!(mass_b > 0)) throw_invalid_argument("b has no mass (sum 0)");
+  bool const a_uniform = marginals.a.extent(0) == 0,
+             b_uniform = marginals.b.extent(0) == 0;
+  if (std::isinf(options.rho_b) && !(a_uniform && b_uniform)) {
+    double const ma = a_uniform ? 1.0 : mass_a, mb = b_uniform ? 1.0 : mass_b;
+    if (std::abs(ma - mb) > 1e-5 * std::max(ma, mb))
+      throw_invalid_argument(
+          "a and b have different masses (", ma, " and ", mb,
+          "): a balanced problem needs equal masses (or set rho_b)");
+  }
+  if (marginals.a.extent(0))
+    problem.a2 = OTView2<const T, Space>(marginals.a.data(), 1, n);
+  if (marginals.b.extent(0))
+    problem.b2 = OTView2<const T, Space>(marginals.b.data(), 1, k);
+
+  PlanTerms<T, Space> terms(space, n, k, options.anchors, slot_count(options));
+  bool const need_dense = result.compute_objective || options.restarts > 1;
+  OTView2<T, Space> dense = result.plan;
+  if (need_dense && (dense.size() == 0 || options.restarts > 1))
+    dense =
+        OTView2<T, Space>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                                             "softwave::gw::dense_plan"),
+                          n, k);
+
+  double best = INFINITY;
+  for (int restart = 0; restart < options.restarts; ++restart) {
+    std::uint64_t const seed = options.seed + std::uint64_t(restart);
+    Run run = run_restart(space, problem, terms, options, seed);
+    TermSum<T, Space> sum{terms, term_list<T, Space>(space, run.terms),
+                          marginals.a, marginals.b, problem.product_scale()};
+    double objective = NAN;
+    if (need_dense) {
+      render_plan(space, sum, dense);
+      objective = gw_objective(space, problem.dx, problem.dy,
+                               OTView2<const T, Space>(dense));
+    }
+    bool const keep = restart == 0 || objective < best;
+    if (!keep) continue;
+    best = objective;
+    if (result.plan.size() > 0 && dense.data() != result.plan.data()) {
+      if (need_dense)
+        Kokkos::deep_copy(space, result.plan, dense);
+      else
+        render_plan(space, sum, result.plan);
+    }
+    if (result.matching.size() > 0) row_argmax(space, sum, result.matching);
+    result.objective = objective;
+    result.iterations = run.iterations;
+    result.converged = run.converged;
+    result.seed = seed;
+    result.last_change = run.last_change;
+    result.changes = run.changes;
+    result.source_scale = run.source_scale;
+    result.target_scale = run.target_scale;
+    result.source_anchors = run.source_anchors;
+    result.target_anchors = run.target_anchors;
+    result.final_epsilon = run.final_epsilon;
+  }
+  space.fence();
+}
+
+#define SOFTWAVE_INSTANTIATE_GW(SPACE, T)                         \
+  template void sampled_gw<SPACE, T>(                             \
+      const SPACE&, const GwDistances<T, SPACE>&,                 \
+      const GwDistances<T, SPACE>&, const GwMarginals<T, SPACE>&, \
+      GwResult<T, SPACE>&, const GwOptions&);
+
+SOFTWAVE_INSTANTIATE_GW(Kokkos::DefaultExecutionSpace, float)
+SOFTWAVE_INSTANTIATE_GW(Kokkos::DefaultExecutionSpace, double)
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || \
+    defined(KOKKOS_ENABLE_SYCL)
+SOFTWAVE_INSTANTIATE_GW(Kokkos::DefaultHostExecutionSpace, float)
+SOFTWAVE_INSTANTIATE_GW(Kokkos::DefaultHostExecutionSpace, double)
+#endif
+
+}  // namespace softwave::impl

@@ -1,0 +1,450 @@
+// softwave/gw.hpp: the GW objective and matching of the returned plan
+// against float64 sums, one iteration against the float64 Sinkhorn of the
+// sampled cost rebuilt from the reported anchors, TorchGW's spiral → Swiss
+// roll task with precomputed geodesics and with a landmark embedding
+// (signed Spearman ρ, repeatability by seed), and bad input.
+
+#include <softwave/gw.hpp>
+
+#include "reference/gw_reference.hpp"
+#include "reference/sinkhorn_reference.hpp"
+#include "test_helpers.hpp"
+
+namespace {
+
+namespace ref = softwave_ref;
+using swt::Rng;
+
+template <class T, class Space>
+using V2 = softwave::OTView2<T, Space>;
+template <class T, class Space>
+using V1 = softwave::OTView1<T, Space>;
+
+template <class T, class Space>
+V2<T, Space> to_device2(const std::vector<double>& v, int rows, int cols) {
+  V2<T, Space> view("swt::matrix", rows, cols);
+  auto host = Kokkos::create_mirror_view(view);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      host(i, j) = static_cast<T>(v[std::size_t(i) * cols + j]);
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+
+template <class T, class Space>
+V1<T, Space> to_device1(const std::vector<double>& v) {
+  V1<T, Space> view("swt::vector", v.size());
+  auto host = Kokkos::create_mirror_view(view);
+  for (std::size_t i = 0; i < v.size(); ++i) host(i) = static_cast<T>(v[i]);
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+
+template <class View>
+std::vector<double> read(const View& view) {
+  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
+  std::vector<double> out(view.size());
+  for (std::size_t q = 0; q < view.size(); ++q) out[q] = host.data()[q];
+  return out;
+}
+
+template <class T>
+std::vector<double> rounded(std::vector<double> v) {
+  for (double& e : v) e = double(T(e));
+  return v;
+}
+
+// One side as the library takes it (points' coordinates, or their
+// distance matrix) and as the reference sees it (the distances of the
+// rounded inputs, in float64).
+template <class T, class Space>
+struct Side {
+  softwave::GwDistances<T, Space> distances;
+  std::vector<double> matrix;  // n × n
+  int n = 0;
+};
+
+template <class T, class Space>
+Side<T, Space> coordinates_side(const std::vector<double>& x, int n, int dim) {
+  Side<T, Space> s;
+  s.n = n;
+  auto const z = rounded<T>(x);
+  s.distances.coordinates = to_device2<T, Space>(z, n, dim);
+  s.matrix = ref::euclidean(z, n, dim);
+  return s;
+}
+
+template <class T, class Space>
+Side<T, Space> matrix_side(const std::vector<double>& d, int n) {
+  Side<T, Space> s;
+  s.n = n;
+  s.matrix = rounded<T>(d);
+  s.distances.matrix = to_device2<T, Space>(s.matrix, n, n);
+  return s;
+}
+
+template <class T, class Space>
+Side<T, Space> random_side(Rng& rng, int n) {
+  int const dim = rng.integer(1, 4);
+  std::vector<double> x(std::size_t(n) * dim);
+  for (double& e : x) e = rng.uniform(-1, 1);
+  if (rng.coin()) return coordinates_side<T, Space>(x, n, dim);
+  return matrix_side<T, Space>(ref::euclidean(x, n, dim), n);
+}
+
+std::vector<double> random_weights(Rng& rng, int n) {
+  std::vector<double> w(n);
+  for (double& e : w) e = rng.uniform(0.2, 1.0);
+  return w;
+}
+
+template <class T>
+double tolerance(double for_double, double for_float) {
+  return std::is_same_v<T, double> ? for_double : for_float;
+}
+
+}  // namespace
+
+template <class P>
+class SampledGw : public ::testing::Test {};
+TYPED_TEST_SUITE(SampledGw, swt::ExecutionSpacesDoubleFloat);
+
+// The objective of the returned plan is the quadruple sum over that plan;
+// the matching is each row's argmax; the plan's marginals are a and b.
+TYPED_TEST(SampledGw, ObjectiveMatchingAndMarginalsMatchFloat64) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (int trial = 0; trial < 6; ++trial) {
+    int const n = rng.integer(1, 9), k = rng.integer(1, 9);
+    SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k);
+    auto const source = random_side<T, Space>(rng, n);
+    auto const target = random_side<T, Space>(rng, k);
+    auto const a = random_weights(rng, n);
+    auto b = random_weights(rng, k);
+    double const ma = std::accumulate(a.begin(), a.end(), 0.0),
+                 mb = std::accumulate(b.begin(), b.end(), 0.0);
+    for (double& e : b) e *= ma / mb;
+    softwave::GwOptions o;
+    o.anchors = rng.integer(1, 6);
+    o.max_iterations = rng.integer(1, 5);
+    o.min_iterations = 0;
+    o.epsilon = 0.5;  // annealed to 0.05, where float solves converge
+    o.sinkhorn_iterations = 2000;
+    o.sinkhorn_tolerance = tolerance<T>(1e-10, 1e-6);
+    o.seed = rng.integer(0, 1 << 30);
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    r.matching = V1<int, Space>("matching", n);
+    softwave::GwMarginals<T, Space> m{to_device1<T, Space>(a),
+                                      to_device1<T, Space>(b)};
+    softwave::sampled_gw(space, source.distances, target.distances, m, r, o);
+    auto const plan = read(r.plan);
+    auto const matching = read(r.matching);
+    double const want =
+        ref::gw_objective(source.matrix, target.matrix, plan, n, k);
+    EXPECT_NEAR(r.objective, want, 1e-10 * (std::fabs(want) + 1e-12));
+    EXPECT_EQ(r.iterations, o.max_iterations);
+    EXPECT_EQ(r.seed, o.seed);
+    double row_error = 0, column_error = 0;
+    auto const ar = rounded<T>(a), br = rounded<T>(b);
+    for (int i = 0; i < n; ++i) {
+      double best = -1, sum = 0;
+      for (int j = 0; j < k; ++j) {
+        best = std::max(best, plan[std::size_t(i) * k + j]);
+        sum += plan[std::size_t(i) * k + j];
+        EXPECT_GE(plan[std::size_t(i) * k + j], 0);
+      }
+      EXPECT_EQ(plan[std::size_t(i) * k + int(matching[i])], best) << i;
+      row_error += std::fabs(sum - ar[i]);
+    }
+    for (int j = 0; j < k; ++j) {
+      double sum = 0;
+      for (int i = 0; i < n; ++i) sum += plan[std::size_t(i) * k + j];
+      column_error += std::fabs(sum - br[j]);
+    }
+    EXPECT_LE(row_error, tolerance<T>(1e-8, 2e-5) * ma);
+    EXPECT_LE(column_error, tolerance<T>(1e-8, 2e-5) * ma);
+  }
+}
+
+// With α = 1 and one iteration the plan is one Sinkhorn solve of the
+// sampled cost: rebuilt in float64 from the reported anchors and scales,
+// the reference's plan is the library's (balanced and semi-relaxed).
+TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (double rho_b : {double(INFINITY), 0.7}) {
+    int const n = rng.integer(2, 12), k = rng.integer(2, 12);
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " k " << k << " rho_b " << rho_b);
+    auto const source = random_side<T, Space>(rng, n);
+    auto const target = random_side<T, Space>(rng, k);
+    auto const a = random_weights(rng, n);
+    auto b = random_weights(rng, k);
+    double const ma = std::accumulate(a.begin(), a.end(), 0.0),
+                 mb = std::accumulate(b.begin(), b.end(), 0.0);
+    for (double& e : b) e *= ma / mb;
+    softwave::GwOptions o;
+    o.anchors = rng.integer(1, 8);
+    o.alpha = 1;
+    o.max_iterations = 1;
+    o.min_iterations = 0;
+    o.epsilon = rng.uniform(0.03, 0.2);
+    o.rho_b = rho_b;
+    o.sinkhorn_iterations = 5000;
+    o.sinkhorn_tolerance = tolerance<T>(1e-12, 1e-6);
+    o.seed = rng.integer(0, 1 << 30);
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    softwave::GwMarginals<T, Space> m{to_device1<T, Space>(a),
+                                      to_device1<T, Space>(b)};
+    softwave::sampled_gw(space, source.distances, target.distances, m, r, o);
+    auto const plan = read(r.plan);
+    ASSERT_EQ(int(r.source_anchors.size()), o.anchors);
+    ASSERT_EQ(int(r.target_anchors.size()), o.anchors);
+    // The scales are the largest anchor distances.
+    double sx = 0, sy = 0;
+    for (int c = 0; c < o.anchors; ++c) {
+      for (int i = 0; i < n; ++i)
+        sx = std::max(sx,
+                      source.matrix[std::size_t(i) * n + r.source_anchors[c]]);
+      for (int j = 0; j < k; ++j)
+        sy = std::max(sy,
+                      target.matrix[std::size_t(j) * k + r.target_anchors[c]]);
+    }
+    if (sx == 0) sx = 1;
+    if (sy == 0) sy = 1;
+    EXPECT_NEAR(r.source_scale, sx, 1e-12 * sx);
+    EXPECT_NEAR(r.target_scale, sy, 1e-12 * sy);
+    ref::OTProblem p;
+    p.n = n;
+    p.k = k;
+    p.a = rounded<T>(a);
+    p.b = rounded<T>(b);
+    if (std::isinf(rho_b)) {
+      double const ra = std::accumulate(p.a.begin(), p.a.end(), 0.0),
+                   rb = std::accumulate(p.b.begin(), p.b.end(), 0.0);
+      for (double& e : p.b) e *= ra / rb;
+    }
+    p.eps = o.epsilon;
+    p.rho_b = rho_b;
+    p.cost.assign(std::size_t(n) * k, 0);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j) {
+        double s = 0;
+        for (int c = 0; c < o.anchors; ++c) {
+          double const x =
+              source.matrix[std::size_t(i) * n + r.source_anchors[c]] / sx;
+          double const y =
+              target.matrix[std::size_t(j) * k + r.target_anchors[c]] / sy;
+          s += (x - y) * (x - y);
+        }
+        p.cost[std::size_t(i) * k + j] = s / o.anchors;
+      }
+    auto const want = ref::solve_ot(p);
+    double largest = 0, worst = 0;
+    for (std::size_t q = 0; q < plan.size(); ++q) {
+      largest = std::max(largest, want.plan[q]);
+      worst = std::max(worst, std::fabs(plan[q] - want.plan[q]));
+    }
+    EXPECT_LE(worst, tolerance<T>(1e-9, 2e-4) * largest);
+  }
+}
+
+// Restarts keep the lowest objective of their seeds; a seed repeats its
+// plan exactly.
+TYPED_TEST(SampledGw, RestartsKeepTheBestSeedAndSeedsRepeat) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const n = rng.integer(6, 14), k = rng.integer(6, 14);
+  auto const source = random_side<T, Space>(rng, n);
+  auto const target = random_side<T, Space>(rng, k);
+  softwave::GwOptions o;
+  o.anchors = rng.integer(2, 6);
+  o.max_iterations = 6;
+  o.min_iterations = 0;
+  o.epsilon = 0.02;
+  o.seed = rng.integer(0, 1 << 30);
+  auto solve = [&](int restarts, std::uint64_t seed) {
+    softwave::GwOptions oo = o;
+    oo.restarts = restarts;
+    oo.seed = seed;
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    softwave::sampled_gw(space, source.distances, target.distances, {}, r, oo);
+    return std::make_pair(r.objective, read(r.plan));
+  };
+  int const restarts = 4;
+  auto const best = solve(restarts, o.seed);
+  double lowest = INFINITY;
+  std::vector<double> lowest_plan;
+  for (int s = 0; s < restarts; ++s) {
+    auto const one = solve(1, o.seed + s);
+    if (one.first < lowest) lowest = one.first, lowest_plan = one.second;
+  }
+  EXPECT_EQ(best.first, lowest);
+  EXPECT_EQ(best.second, lowest_plan);
+  EXPECT_EQ(solve(1, o.seed + 1).second, solve(1, o.seed + 1).second);
+}
+
+namespace {
+
+// TorchGW's task at n × m points: geodesics on a 5-NN graph, given as
+// matrices or as a 20-landmark embedding.
+template <class T, class Space>
+void spiral_to_swiss_roll(const Space& space, bool landmarks) {
+  int const n = 400, k = 500, neighbours = 5;
+  auto const x = ref::spiral(n, 0, false);
+  auto const y = ref::spiral(k, 1, true);
+  auto const dx = ref::knn_geodesics(x, n, 2, neighbours);
+  auto const dy = ref::knn_geodesics(y, k, 3, neighbours);
+  for (double e : dx) ASSERT_TRUE(std::isfinite(e));
+  for (double e : dy) ASSERT_TRUE(std::isfinite(e));
+  Side<T, Space> source, target;
+  if (landmarks) {
+    int const count = 20;
+    source = coordinates_side<T, Space>(ref::landmark_embedding(dx, n, count),
+                                        n, count);
+    target = coordinates_side<T, Space>(ref::landmark_embedding(dy, k, count),
+                                        k, count);
+  } else {
+    source = matrix_side<T, Space>(dx, n);
+    target = matrix_side<T, Space>(dy, k);
+  }
+  // TorchGW's test settings (M = 80, α = 0.8, ε = 0.005), shorter solves.
+  softwave::GwOptions o;
+  o.anchors = 80;
+  o.alpha = 0.8;
+  o.epsilon = 0.005;
+  o.max_iterations = 40;
+  o.sinkhorn_iterations = 10;
+  o.seed = 7;
+  softwave::GwResult<T, Space> r;
+  r.matching = V1<int, Space>("matching", n);
+  softwave::sampled_gw(space, source.distances, target.distances, {}, r, o);
+  auto const matching = read(r.matching);
+  double const rho =
+      ref::spearman(std::vector<int>(matching.begin(), matching.end()));
+  EXPECT_GE(rho, 0.99) << "seed " << r.seed << " objective " << r.objective;
+  EXPECT_EQ(r.iterations, o.max_iterations);
+  EXPECT_TRUE(std::isfinite(r.objective) && r.objective > 0);
+}
+
+}  // namespace
+
+TYPED_TEST(SampledGw, SpiralToSwissRollWithGeodesicMatrices) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  spiral_to_swiss_roll<T>(Space(), false);
+}
+
+TYPED_TEST(SampledGw, SpiralToSwissRollWithLandmarkEmbedding) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  spiral_to_swiss_roll<T>(Space(), true);
+}
+
+TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const n = 5, k = 4;
+  auto const source =
+      coordinates_side<T, Space>(std::vector<double>{0, 1, 2, 3, 4}, n, 1);
+  auto const target = matrix_side<T, Space>(
+      ref::euclidean(std::vector<double>{0, 1, 3, 6}, k, 1), k);
+  softwave::GwResult<T, Space> r;
+  r.compute_objective = false;
+  auto call = [&](softwave::GwDistances<T, Space> s,
+                  softwave::GwDistances<T, Space> t,
+                  softwave::GwMarginals<T, Space> m, softwave::GwOptions o) {
+    o.max_iterations = 2;
+    return [=]() mutable {
+      softwave::GwResult<T, Space> out = r;
+      softwave::sampled_gw(space, s, t, m, out, o);
+    };
+  };
+  auto const sd = source.distances, td = target.distances;
+  softwave::GwMarginals<T, Space> none;
+  softwave::GwOptions o;
+  for (double eps : {0.0, -1.0, double(NAN), double(INFINITY)}) {
+    o.epsilon = eps;
+    EXPECT_TRUE(swt::throws_naming("epsilon", call(sd, td, none, o)));
+  }
+  o = {};
+  o.anchors = 0;
+  EXPECT_TRUE(swt::throws_naming("anchors", call(sd, td, none, o)));
+  o = {};
+  for (double alpha : {0.0, 1.5, double(NAN)}) {
+    o.alpha = alpha;
+    EXPECT_TRUE(swt::throws_naming("alpha", call(sd, td, none, o)));
+  }
+  o = {};
+  o.rho_b = 0;
+  EXPECT_TRUE(swt::throws_naming("rho_b", call(sd, td, none, o)));
+  o = {};
+  o.restarts = 0;
+  EXPECT_TRUE(swt::throws_naming("restarts", call(sd, td, none, o)));
+  o = {};
+  o.kernel = softwave::Kernel::pairs;
+  EXPECT_TRUE(swt::throws_naming("kernel", call(sd, td, none, o)));
+  o = {};
+  // Distances: neither or both forms, a non-square matrix, bad values.
+  EXPECT_TRUE(swt::throws_naming(
+      "source.matrix", call(softwave::GwDistances<T, Space>{}, td, none, o)));
+  auto both = td;
+  both.coordinates = V2<T, Space>("z", k, 2);
+  EXPECT_TRUE(
+      swt::throws_naming("target.coordinates", call(sd, both, none, o)));
+  softwave::GwDistances<T, Space> oblong{
+      to_device2<T, Space>(std::vector<double>(12, 1.0), 4, 3), {}};
+  EXPECT_TRUE(swt::throws_naming("target.matrix", call(sd, oblong, none, o)));
+  auto bad = target.matrix;
+  bad[std::size_t(rng.integer(0, k * k - 1))] = rng.coin() ? double(NAN) : -1.0;
+  softwave::GwDistances<T, Space> bad_matrix{to_device2<T, Space>(bad, k, k),
+                                             {}};
+  EXPECT_TRUE(
+      swt::throws_naming("target.matrix", call(sd, bad_matrix, none, o)));
+  softwave::GwDistances<T, Space> bad_points{
+      {},
+      to_device2<T, Space>(std::vector<double>{0, 1, double(INFINITY), 3, 4}, n,
+                           1)};
+  EXPECT_TRUE(
+      swt::throws_naming("source.coordinates", call(bad_points, td, none, o)));
+  // Marginals: wrong length, negative, no mass, unequal masses.
+  softwave::GwMarginals<T, Space> short_a{
+      to_device1<T, Space>(std::vector<double>(n - 1, 1.0)), {}};
+  EXPECT_TRUE(swt::throws_naming("a", call(sd, td, short_a, o)));
+  softwave::GwMarginals<T, Space> negative_b{
+      {}, to_device1<T, Space>(std::vector<double>{0.5, 0.5, -0.25, 0.25})};
+  EXPECT_TRUE(swt::throws_naming("b", call(sd, td, negative_b, o)));
+  softwave::GwMarginals<T, Space> empty_a{
+      to_device1<T, Space>(std::vector<double>(n, 0.0)), {}};
+  EXPECT_TRUE(swt::throws_naming("a", call(sd, td, empty_a, o)));
+  softwave::GwMarginals<T, Space> unequal{
+      to_device1<T, Space>(std::vector<double>(n, 1.0)), {}};
+  EXPECT_TRUE(swt::throws_naming("a and b", call(sd, td, unequal, o)));
+  o.rho_b = 1.0;  // semi-relaxed: any target mass
+  EXPECT_NO_THROW(call(sd, td, unequal, o)());
+  o = {};
+  // Output shapes.
+  auto wrong_plan = r;
+  wrong_plan.plan = V2<T, Space>("plan", n, k + 1);
+  EXPECT_TRUE(swt::throws_naming("plan", [&]() {
+    auto out = wrong_plan;
+    softwave::sampled_gw(space, sd, td, none, out, o);
+  }));
+  auto wrong_matching = r;
+  wrong_matching.matching = V1<int, Space>("matching", k);
+  EXPECT_TRUE(swt::throws_naming("matching", [&]() {
+    auto out = wrong_matching;
+    softwave::sampled_gw(space, sd, td, none, out, o);
+  }));
+}
