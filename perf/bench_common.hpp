@@ -84,4 +84,7 @@ double timed_calls(State& state, const Space& space, const Call& call) {
 // Registers BM_Sinkhorn (bench_sinkhorn.cpp) for the CPU or the GPU grid.
 void register_sinkhorn(bool gpu, bool checks);
 
+// Registers BM_SampledGw (bench_gw.cpp) for the CPU or the GPU grid.
+void register_sampled_gw(bool gpu);
+
 }  // namespace softwave_bench

@@ -1,9 +1,12 @@
+// softwave/graph.hpp: kNN graphs, shortest paths and landmark embeddings
+// against plain float64 ones.
 // softwave/gw.hpp: the GW objective and matching of the returned plan
 // against float64 sums, one iteration against the float64 Sinkhorn of the
 // sampled cost rebuilt from the reported anchors, TorchGW's spiral → Swiss
 // roll task with precomputed geodesics and with a landmark embedding
 // (signed Spearman ρ, repeatability by seed), and bad input.
 
+#include <softwave/graph.hpp>
 #include <softwave/gw.hpp>
 
 #include "reference/gw_reference.hpp"
@@ -308,11 +311,24 @@ void spiral_to_swiss_roll(const Space& space, bool landmarks) {
   for (double e : dy) ASSERT_TRUE(std::isfinite(e));
   Side<T, Space> source, target;
   if (landmarks) {
+    // TorchGW's landmark mode through the library: graph, landmarks,
+    // embedding.
     int const count = 20;
-    source = coordinates_side<T, Space>(ref::landmark_embedding(dx, n, count),
-                                        n, count);
-    target = coordinates_side<T, Space>(ref::landmark_embedding(dy, k, count),
-                                        k, count);
+    auto embed = [&](const std::vector<double>& points, int m, int dim) {
+      auto const graph = softwave::knn_graph(
+          space, V2<const T, Space>(to_device2<T, Space>(points, m, dim)),
+          neighbours);
+      V2<T, Space> z("embedding", m, count);
+      softwave::landmark_embedding(space, graph, z);
+      Side<T, Space> side;
+      side.n = m;
+      side.distances.coordinates = z;
+      auto const zh = read(z);
+      side.matrix = ref::euclidean(zh, m, count);
+      return side;
+    };
+    source = embed(x, n, 2);
+    target = embed(y, k, 3);
   } else {
     source = matrix_side<T, Space>(dx, n);
     target = matrix_side<T, Space>(dy, k);
@@ -327,13 +343,16 @@ void spiral_to_swiss_roll(const Space& space, bool landmarks) {
   o.seed = 7;
   softwave::GwResult<T, Space> r;
   r.matching = V1<int, Space>("matching", n);
+  // (The objective with coordinates is O(N²K + NK²) distances of L
+  // dimensions: checked on the matrices only.)
+  r.compute_objective = !landmarks;
   softwave::sampled_gw(space, source.distances, target.distances, {}, r, o);
   auto const matching = read(r.matching);
   double const rho =
       ref::spearman(std::vector<int>(matching.begin(), matching.end()));
   EXPECT_GE(rho, 0.99) << "seed " << r.seed << " objective " << r.objective;
   EXPECT_EQ(r.iterations, o.max_iterations);
-  EXPECT_TRUE(std::isfinite(r.objective) && r.objective > 0);
+  if (!landmarks) EXPECT_TRUE(std::isfinite(r.objective) && r.objective > 0);
 }
 
 }  // namespace
@@ -348,6 +367,78 @@ TYPED_TEST(SampledGw, SpiralToSwissRollWithLandmarkEmbedding) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
   spiral_to_swiss_roll<T>(Space(), true);
+}
+
+// The library's kNN graph, shortest paths and landmarks are the reference's
+// (on points rounded to T; components joined alike).
+TYPED_TEST(SampledGw, GraphDistancesAndLandmarksMatchFloat64) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (int trial = 0; trial < 4; ++trial) {
+    int const n = rng.integer(2, 60), dim = rng.integer(1, 3);
+    int const k = rng.integer(1, std::min(n - 1, 6));
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " dim " << dim << " k " << k);
+    std::vector<double> x(std::size_t(n) * dim);
+    // Clusters far apart, so that small k leaves components to join.
+    for (int i = 0; i < n; ++i)
+      for (int e = 0; e < dim; ++e)
+        x[std::size_t(i) * dim + e] = rng.uniform(0, 1) + 10.0 * (i % 3);
+    x = rounded<T>(x);
+    auto const graph = softwave::knn_graph(
+        space, V2<const T, Space>(to_device2<T, Space>(x, n, dim)), k);
+    ASSERT_EQ(graph.nodes(), n);
+    auto const want = ref::knn_geodesics(x, n, dim, k);
+    std::vector<int> sources(n);
+    for (int i = 0; i < n; ++i) sources[i] = i;
+    V2<T, Space> d("distances", n, n);
+    softwave::graph_distances(space, graph, sources, d);
+    auto const got = read(d);
+    double worst = 0;
+    for (std::size_t q = 0; q < got.size(); ++q) {
+      ASSERT_TRUE(std::isfinite(got[q]));
+      // d(i, s) is column s: the matrix is symmetric.
+      worst = std::max(worst, std::fabs(got[q] - want[q]) /
+                                  std::max(1.0, std::fabs(want[q])));
+    }
+    EXPECT_LE(worst, tolerance<T>(1e-12, 1e-6));
+    int const count = rng.integer(1, n);
+    V2<T, Space> z("embedding", n, count);
+    auto const landmarks = softwave::landmark_embedding(space, graph, z);
+    auto const zh = read(z);
+    auto const want_z = ref::landmark_embedding(want, n, count);
+    ASSERT_EQ(int(landmarks.size()), count);
+    EXPECT_EQ(landmarks[0], 0);
+    worst = 0;
+    for (std::size_t q = 0; q < zh.size(); ++q)
+      worst = std::max(worst, std::fabs(zh[q] - want_z[q]) /
+                                  std::max(1.0, std::fabs(want_z[q])));
+    EXPECT_LE(worst, tolerance<T>(1e-12, 1e-6));
+  }
+  // Bad input.
+  auto const pts = to_device2<T, Space>(std::vector<double>{0, 1, 2, 3}, 4, 1);
+  EXPECT_TRUE(swt::throws_naming(
+      "k", [&]() { softwave::knn_graph(space, V2<const T, Space>(pts), 4); }));
+  EXPECT_TRUE(swt::throws_naming(
+      "k", [&]() { softwave::knn_graph(space, V2<const T, Space>(pts), 0); }));
+  auto const bad =
+      to_device2<T, Space>(std::vector<double>{0, 1, double(NAN), 3}, 4, 1);
+  EXPECT_TRUE(swt::throws_naming("points", [&]() {
+    softwave::knn_graph(space, V2<const T, Space>(bad), 2);
+  }));
+  auto const graph = softwave::knn_graph(space, V2<const T, Space>(pts), 2);
+  V2<T, Space> d("d", 4, 1);
+  EXPECT_TRUE(swt::throws_naming("sources", [&]() {
+    softwave::graph_distances(space, graph, std::vector<int>{4}, d);
+  }));
+  EXPECT_TRUE(swt::throws_naming("distances", [&]() {
+    softwave::graph_distances(space, graph, std::vector<int>{0, 1}, d);
+  }));
+  V2<T, Space> z("z", 4, 5);
+  EXPECT_TRUE(swt::throws_naming(
+      "embedding", [&]() { softwave::landmark_embedding(space, graph, z); }));
 }
 
 TYPED_TEST(SampledGw, BadInputNamesTheArgument) {

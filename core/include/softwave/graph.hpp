@@ -1,0 +1,74 @@
+#pragma once
+// Geodesic distances for sampled Gromov–Wasserstein: the symmetrised
+// k-nearest-neighbour graph of a point cloud (connected by construction),
+// shortest-path distances from chosen sources, and the farthest-point
+// landmark embedding TorchGW's "landmark" mode uses (each point's
+// distances to the landmarks; GwDistances::coordinates takes it).
+//
+// The neighbour search runs on the execution-space instance (brute force,
+// O(N²·d), labelled softwave::graph::*); the graph is joined into one
+// component as TorchGW does (while it is disconnected, an edge between the
+// closest pair of points of node 0's component and the rest, found on the
+// instance); shortest paths are Dijkstra's on the host, in parallel over
+// the sources (Kokkos::DefaultHostExecutionSpace), and copied back.
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <softwave/sinkhorn.hpp>
+#include <vector>
+
+namespace softwave {
+
+// An undirected weighted graph in compressed rows, on the host: the
+// neighbours of node i are targets[offsets[i] .. offsets[i + 1]) at the
+// given edge lengths (each edge listed from both ends).
+struct Graph {
+  std::vector<std::int64_t> offsets;  // N + 1
+  std::vector<int> targets;
+  std::vector<double> lengths;
+  int joined_components = 0;  // edges added to connect it
+  std::int64_t nodes() const {
+    return offsets.empty() ? 0 : std::int64_t(offsets.size()) - 1;
+  }
+};
+
+namespace impl {
+template <class Space, class T>
+Graph knn_graph(const Space& space, const OTView2<const T, Space>& points,
+                int k);
+template <class Space, class T>
+void graph_distances(const Space& space, const Graph& graph,
+                     const std::vector<int>& sources,
+                     const OTView2<T, Space>& distances);
+template <class Space, class T>
+std::vector<int> landmark_embedding(const Space& space, const Graph& graph,
+                                    const OTView2<T, Space>& embedding);
+}  // namespace impl
+
+// The k-nearest-neighbour graph of points (N, d) (Euclidean lengths,
+// symmetrised, 1 <= k < N), joined into one component.
+template <class Space, class T>
+Graph knn_graph(const Space& space, const OTView2<const T, Space>& points,
+                int k) {
+  return impl::knn_graph<Space, T>(space, points, k);
+}
+
+// distances(i, s) = the shortest-path distance from sources[s] to node i,
+// (N, S).
+template <class Space, class T>
+void graph_distances(const Space& space, const Graph& graph,
+                     const std::vector<int>& sources,
+                     const OTView2<T, Space>& distances) {
+  impl::graph_distances<Space, T>(space, graph, sources, distances);
+}
+
+// Farthest-point landmarks (the first node 0, each next one the node
+// farthest from those chosen) and every node's distances to them:
+// embedding (N, L) for L = embedding.extent(1) landmarks. Returns them.
+template <class Space, class T>
+std::vector<int> landmark_embedding(const Space& space, const Graph& graph,
+                                    const OTView2<T, Space>& embedding) {
+  return impl::landmark_embedding<Space, T>(space, graph, embedding);
+}
+
+}  // namespace softwave

@@ -1,0 +1,288 @@
+// kNN graphs, shortest paths and landmark embeddings (softwave/graph.hpp).
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <softwave/errors.hpp>
+#include <softwave/graph.hpp>
+#include <softwave/kokkos_compat.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../common/data_checks.hpp"
+
+namespace softwave::impl {
+namespace {
+
+// Neighbour lists are kept in registers while the points stream by.
+constexpr int kMaxNeighbours = 64;
+
+template <class T, class Space>
+KOKKOS_INLINE_FUNCTION double point_distance(const OTView2<const T, Space>& x,
+                                             std::int64_t i, std::int64_t j) {
+  double s = 0;
+  for (std::size_t e = 0; e < x.extent(1); ++e) {
+    double const d = double(x(i, e)) - x(j, e);
+    s += d * d;
+  }
+  return compat::sqrt(s);
+}
+
+// Shortest-path distances from `source` to every node, into out[i·stride].
+template <class Out>
+void dijkstra(const Graph& graph, int source, Out&& out) {
+  std::int64_t const n = graph.nodes();
+  std::vector<double> dist(n, std::numeric_limits<double>::infinity());
+  using Item = std::pair<double, int>;
+  std::priority_queue<Item, std::vector<Item>, std::greater<Item>> heap;
+  dist[source] = 0;
+  heap.push({0.0, source});
+  while (!heap.empty()) {
+    auto const top = heap.top();
+    heap.pop();
+    int const v = top.second;
+    if (top.first > dist[v]) continue;
+    for (std::int64_t e = graph.offsets[v]; e < graph.offsets[v + 1]; ++e) {
+      int const w = graph.targets[e];
+      double const d = top.first + graph.lengths[e];
+      if (d < dist[w]) {
+        dist[w] = d;
+        heap.push({d, w});
+      }
+    }
+  }
+  for (std::int64_t i = 0; i < n; ++i) out(i, dist[i]);
+}
+
+// Which nodes node 0 reaches over the adjacency lists.
+std::vector<char> reached_from_first(
+    const std::vector<std::vector<std::pair<int, double>>>& adjacent) {
+  std::vector<char> reached(adjacent.size(), 0);
+  if (adjacent.empty()) return reached;
+  std::vector<int> stack = {0};
+  reached[0] = 1;
+  while (!stack.empty()) {
+    int const v = stack.back();
+    stack.pop_back();
+    for (auto const& edge : adjacent[v])
+      if (!reached[edge.first]) {
+        reached[edge.first] = 1;
+        stack.push_back(edge.first);
+      }
+  }
+  return reached;
+}
+
+void check_graph(const Graph& graph) {
+  if (graph.nodes() < 1 ||
+      std::int64_t(graph.targets.size()) != graph.offsets.back() ||
+      graph.lengths.size() != graph.targets.size())
+    throw_invalid_argument(
+        "graph is not a compressed-row graph (offsets N + 1, targets and "
+        "lengths offsets[N] each)");
+}
+
+}  // namespace
+
+template <class Space, class T>
+Graph knn_graph(const Space& space, const OTView2<const T, Space>& points,
+                int k) {
+  using Memory = typename Space::memory_space;
+  compat::ScopedRegion region("softwave::graph::knn_graph");
+  std::int64_t const n = points.extent(0);
+  if (n < 2 || points.extent(1) < 1)
+    throw_invalid_argument("points has shape (", n, ", ", points.extent(1),
+                           "), expected at least 2 points of >= 1 feature");
+  if (k < 1 || k > kMaxNeighbours || k >= n)
+    throw_invalid_argument("k = ", k, " must be in [1, min(N - 1, ",
+                           kMaxNeighbours, ")] (N = ", n, ")");
+  DataChecks<Space> checks(space, true, "graph");
+  std::int64_t const dim = points.extent(1);
+  checks.count(
+      "points", " non-finite value(s) (NaN or inf)", n * dim,
+      "softwave::graph::check_points",
+      KOKKOS_LAMBDA(std::int64_t q)->std::int64_t {
+        return !compat::isfinite(double(points(q / dim, q % dim)));
+      });
+  checks.finish();
+
+  Kokkos::View<int**, Kokkos::LayoutRight, Memory> neighbours(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string("softwave::graph::neighbours")),
+      n, k);
+  Kokkos::View<double**, Kokkos::LayoutRight, Memory> lengths(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string("softwave::graph::neighbour_lengths")),
+      n, k);
+  Kokkos::parallel_for(
+      "softwave::graph::nearest_neighbours",
+      Kokkos::RangePolicy<Space>(space, 0, n), KOKKOS_LAMBDA(std::int64_t i) {
+        double best[kMaxNeighbours];
+        int index[kMaxNeighbours];
+        int found = 0;
+        for (std::int64_t j = 0; j < n; ++j) {
+          if (j == i) continue;
+          double const d = point_distance<T, Space>(points, i, j);
+          if (found == k && !(d < best[k - 1])) continue;
+          int slot = found < k ? found++ : k - 1;
+          while (slot > 0 && best[slot - 1] > d) {
+            best[slot] = best[slot - 1];
+            index[slot] = index[slot - 1];
+            --slot;
+          }
+          best[slot] = d;
+          index[slot] = int(j);
+        }
+        for (int r = 0; r < k; ++r) {
+          neighbours(i, r) = index[r];
+          lengths(i, r) = best[r];
+        }
+      });
+  auto const neighbours_host =
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), neighbours);
+  auto const lengths_host =
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lengths);
+
+  std::vector<std::vector<std::pair<int, double>>> adjacent(n);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (int r = 0; r < k; ++r) {
+      int const j = neighbours_host(i, r);
+      adjacent[i].push_back({j, lengths_host(i, r)});
+      adjacent[j].push_back({int(i), lengths_host(i, r)});
+    }
+
+  // Join the components: the closest pair between node 0's and the rest.
+  Graph graph;
+  Kokkos::View<char*, Memory> reached(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string("softwave::graph::reached")),
+      n);
+  for (;;) {
+    auto const from_first = reached_from_first(adjacent);
+    if (std::all_of(from_first.begin(), from_first.end(),
+                    [](char c) { return c != 0; }))
+      break;
+    Kokkos::View<const char*, Kokkos::HostSpace,
+                 Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+        host(from_first.data(), n);
+    Kokkos::deep_copy(space, reached, host);
+    using Reducer = Kokkos::MinLoc<double, std::int64_t>;
+    typename Reducer::value_type closest;
+    Kokkos::parallel_reduce(
+        "softwave::graph::join_components",
+        Kokkos::RangePolicy<Space>(space, 0, n),
+        KOKKOS_LAMBDA(std::int64_t i, typename Reducer::value_type & out) {
+          if (reached(i)) return;
+          for (std::int64_t j = 0; j < n; ++j) {
+            if (!reached(j)) continue;
+            double const d = point_distance<T, Space>(points, i, j);
+            if (d < out.val) {
+              out.val = d;
+              out.loc = i * n + j;
+            }
+          }
+        },
+        Reducer(closest));
+    int const i = int(closest.loc / n), j = int(closest.loc % n);
+    adjacent[i].push_back({j, closest.val});
+    adjacent[j].push_back({i, closest.val});
+    ++graph.joined_components;
+  }
+
+  graph.offsets.assign(n + 1, 0);
+  for (std::int64_t i = 0; i < n; ++i)
+    graph.offsets[i + 1] = graph.offsets[i] + std::int64_t(adjacent[i].size());
+  graph.targets.reserve(graph.offsets[n]);
+  graph.lengths.reserve(graph.offsets[n]);
+  for (auto const& edges : adjacent)
+    for (auto const& edge : edges) {
+      graph.targets.push_back(edge.first);
+      graph.lengths.push_back(edge.second);
+    }
+  return graph;
+}
+
+template <class Space, class T>
+void graph_distances(const Space& space, const Graph& graph,
+                     const std::vector<int>& sources,
+                     const OTView2<T, Space>& distances) {
+  compat::ScopedRegion region("softwave::graph::graph_distances");
+  check_graph(graph);
+  std::int64_t const n = graph.nodes(), s = sources.size();
+  if (std::int64_t(distances.extent(0)) != n ||
+      std::int64_t(distances.extent(1)) != s)
+    throw_invalid_argument("distances has shape (", distances.extent(0), ", ",
+                           distances.extent(1), "), expected (", n, ", ", s,
+                           ") (nodes, sources)");
+  for (std::int64_t c = 0; c < s; ++c)
+    if (sources[c] < 0 || sources[c] >= n)
+      throw_invalid_argument("sources[", c, "] = ", sources[c],
+                             " is not a node (N = ", n, ")");
+  Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace> host(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing,
+                         std::string("softwave::graph::distances_host")),
+      n, s);
+  Kokkos::parallel_for(
+      "softwave::graph::dijkstra",
+      Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, s),
+      [&](std::int64_t c) {
+        dijkstra(graph, sources[c],
+                 [&](std::int64_t i, double d) { host(i, c) = T(d); });
+      });
+  Kokkos::deep_copy(space, distances, host);
+  space.fence();
+}
+
+template <class Space, class T>
+std::vector<int> landmark_embedding(const Space& space, const Graph& graph,
+                                    const OTView2<T, Space>& embedding) {
+  compat::ScopedRegion region("softwave::graph::landmark_embedding");
+  check_graph(graph);
+  std::int64_t const n = graph.nodes(), count = embedding.extent(1);
+  if (std::int64_t(embedding.extent(0)) != n || count < 1 || count > n)
+    throw_invalid_argument("embedding has shape (", embedding.extent(0), ", ",
+                           count, "), expected (", n,
+                           ", L) with 1 <= L <= N landmarks");
+  Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace> host(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing,
+                         std::string("softwave::graph::embedding_host")),
+      n, count);
+  std::vector<double> nearest(n, std::numeric_limits<double>::infinity());
+  std::vector<int> landmarks = {0};
+  for (std::int64_t c = 0; c < count; ++c) {
+    dijkstra(graph, landmarks.back(), [&](std::int64_t i, double d) {
+      host(i, c) = T(d);
+      nearest[i] = std::min(nearest[i], d);
+    });
+    if (c + 1 < count)
+      landmarks.push_back(int(std::max_element(nearest.begin(), nearest.end()) -
+                              nearest.begin()));
+  }
+  Kokkos::deep_copy(space, embedding, host);
+  space.fence();
+  return landmarks;
+}
+
+#define SOFTWAVE_INSTANTIATE_GRAPH(SPACE, T)                               \
+  template Graph knn_graph<SPACE, T>(const SPACE&,                         \
+                                     const OTView2<const T, SPACE>&, int); \
+  template void graph_distances<SPACE, T>(const SPACE&, const Graph&,      \
+                                          const std::vector<int>&,         \
+                                          const OTView2<T, SPACE>&);       \
+  template std::vector<int> landmark_embedding<SPACE, T>(                  \
+      const SPACE&, const Graph&, const OTView2<T, SPACE>&);
+
+SOFTWAVE_INSTANTIATE_GRAPH(Kokkos::DefaultExecutionSpace, float)
+SOFTWAVE_INSTANTIATE_GRAPH(Kokkos::DefaultExecutionSpace, double)
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || \
+    defined(KOKKOS_ENABLE_SYCL)
+SOFTWAVE_INSTANTIATE_GRAPH(Kokkos::DefaultHostExecutionSpace, float)
+SOFTWAVE_INSTANTIATE_GRAPH(Kokkos::DefaultHostExecutionSpace, double)
+#endif
+
+}  // namespace softwave::impl

@@ -1,0 +1,106 @@
+// The sampled-GW benchmarks of softwave_bench (registered by its main in
+// bench_softdtw.cpp, on the same grid flags):
+//
+//   BM_SampledGw/N/K  TorchGW's scale task: spiral (N points) → Swiss roll
+//                     (K points) as tests/reference/gw_reference.hpp makes
+//                     them, landmark mode (5-NN graphs, 50 farthest-point
+//                     landmarks), ε = 0.005, M = 80 anchors, α = 0.9, at
+//                     most 300 iterations (tolerance 1e-5 from 50 on),
+//                     float32, seed 0. The time includes the graphs and
+//                     the landmark embeddings, as TorchGW's does.
+//
+// Counters: ms; iterations; rho, the signed Spearman correlation of the
+// row-argmax matching with the right (increasing) one, 1 for the forward
+// matching and −1 for the reversed one; peak_workspace_MB (the plan is
+// never N×K: the objective is not computed here, it would be).
+
+#include <benchmark/benchmark.h>
+
+#include <exception>
+#include <softwave/graph.hpp>
+#include <softwave/gw.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+#include "reference/gw_reference.hpp"
+
+namespace softwave_bench {
+namespace {
+
+softwave::OTView2<float, Space> device_points(const std::vector<double>& x,
+                                              std::int64_t n, int dim,
+                                              const char* label) {
+  softwave::OTView2<float, Space> view(std::string(label), n, dim);
+  auto host = Kokkos::create_mirror_view(view);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (int e = 0; e < dim; ++e) host(i, e) = float(x[i * dim + e]);
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+
+void run_sampled_gw(benchmark::State& state) {
+  Space const space;
+  std::int64_t const n = state.range(0), k = state.range(1);
+  int const neighbours = 5, landmarks = 50;
+  auto const x = device_points(softwave_ref::spiral(int(n), 0, false), n, 2,
+                               "softwave_bench::spiral");
+  auto const y = device_points(softwave_ref::spiral(int(k), 1, true), k, 3,
+                               "softwave_bench::swiss_roll");
+  softwave::OTView2<float, Space> zx("softwave_bench::zx", n, landmarks);
+  softwave::OTView2<float, Space> zy("softwave_bench::zy", k, landmarks);
+  softwave::GwOptions options;
+  options.anchors = 80;
+  options.epsilon = 0.005;
+  options.max_iterations = 300;
+  softwave::GwResult<float, Space> result;
+  result.compute_objective = false;
+  result.matching =
+      softwave::OTView1<int, Space>("softwave_bench::matching", n);
+  auto const call = [&] {
+    auto const gx = softwave::knn_graph(
+        space, softwave::OTView2<const float, Space>(x), neighbours);
+    auto const gy = softwave::knn_graph(
+        space, softwave::OTView2<const float, Space>(y), neighbours);
+    softwave::landmark_embedding(space, gx, zx);
+    softwave::landmark_embedding(space, gy, zy);
+    softwave::sampled_gw(space, softwave::GwDistances<float, Space>{{}, zx},
+                         softwave::GwDistances<float, Space>{{}, zy}, {},
+                         result, options);
+  };
+  softwave_tools::AllocationTracker::Peaks peaks;
+  try {
+    peaks = measured_call(space, call);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  double const total_s = timed_calls(state, space, call);
+  auto const matching =
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), result.matching);
+  std::vector<int> m(matching.data(), matching.data() + n);
+  using benchmark::Counter;
+  state.counters["ms"] = Counter(
+      state.iterations() ? 1e3 * total_s / double(state.iterations()) : 0);
+  state.counters["iterations"] = Counter(result.iterations);
+  state.counters["rho"] = Counter(softwave_ref::spearman(m));
+  state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
+}
+
+}  // namespace
+
+void register_sampled_gw(bool gpu) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> sizes;
+  if (gpu)
+    sizes = {{4000, 5000}, {10000, 12000}, {20000, 25000}, {40000, 50000}};
+  else
+    sizes = {{400, 500}, {2000, 2500}};
+  for (auto const& s : sizes)
+    benchmark::RegisterBenchmark("BM_SampledGw", run_sampled_gw)
+        ->Args({s.first, s.second})
+        ->UseManualTime()
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond);
+}
+
+}  // namespace softwave_bench

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""TorchGW's sampled GW on its scale task, timed as softwave_bench's
+BM_SampledGw times softwave (perf/bench_gw.cpp), for the side-by-side table.
+
+Task (TorchGW's examples/benchmark_scale.py): spiral (n points) -> Swiss roll
+(k points), theta = linspace(0, 9, .), r = linspace(0.3, 1, .), noise
+N(0, 0.05^2), the roll's height U(0, 1), columns (x, z, y); landmark distance
+mode, k = 5 neighbours, 50 landmarks, epsilon = 0.005, M = 80, max_iter = 300,
+mixed precision. The time includes TorchGW's kNN graph and landmark
+preprocessing. Per size and seed: seconds (after one warm-up call at the
+first size), outer iterations, torch's peak allocation, and the signed
+Spearman rho of the row-argmax matching with the increasing one (1 forward,
+-1 reversed).
+
+The wheel is carried to the GPU machine (no registry there; scipy and
+scikit-learn are on its image):
+    python3 perf/bench_gw_torchgw.py --install --out $OUT/torchgw-gw.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_WHEELS = REPO / ".cache" / "peers" / "wheels"
+
+
+def size_list(text):
+    return [tuple(int(v) for v in item.lower().split("x")) for item in text.split(",")]
+
+
+def cloud(np, count, seed, roll):
+    rng = np.random.default_rng(seed)
+    theta = np.linspace(0, 9, count)
+    r = np.linspace(0.3, 1.0, count)
+    e = rng.normal(size=(2, count)) * 0.05
+    x, y = (r + e[0]) * np.cos(theta), (r + e[1]) * np.sin(theta)
+    if roll:
+        return np.stack((x, rng.uniform(size=count), y), 1).astype(np.float32)
+    return np.stack((x, y), 1).astype(np.float32)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=size_list, default=size_list("4000x5000,10000x12000,40000x50000"))
+    p.add_argument("--seeds", default="0")
+    p.add_argument("--out", default=None)
+    p.add_argument("--install", action="store_true")
+    p.add_argument("--target", default="/tmp/peer-site")
+    p.add_argument("--wheels", default=str(DEFAULT_WHEELS))
+    args = p.parse_args(argv)
+    if args.install:
+        wheels = sorted(Path(args.wheels).glob("torchgw-*.whl"))
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+                        "--upgrade", "--target", args.target, str(wheels[-1])], check=True)
+    sys.path.insert(0, args.target)
+    import numpy as np
+    import torch
+    from scipy.stats import spearmanr
+    import torchgw
+
+    device = torch.device("cuda")
+    records = []
+    warm = False
+    for n, k in args.sizes:
+        x, y = cloud(np, n, 0, False), cloud(np, k, 1, True)
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            def solve():
+                torch.manual_seed(seed)
+                np.random.seed(seed)
+                return torchgw.sampled_gw(x, y, distance_mode="landmark", k=5, n_landmarks=50,
+                                          epsilon=0.005, M=80, max_iter=300, mixed_precision=True,
+                                          device=device, log=True)
+            if not warm:
+                solve()
+                warm = True
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            begin = time.perf_counter()
+            plan, log = solve()
+            torch.cuda.synchronize()
+            seconds = time.perf_counter() - begin
+            matching = plan.argmax(1).cpu().numpy()
+            rho = float(spearmanr(np.arange(n), matching)[0])
+            record = {"method": "torchgw", "n": n, "k": k, "seed": seed, "seconds": seconds,
+                      "iterations": int(log["n_iter"]), "rho": rho,
+                      "peak_MB": torch.cuda.max_memory_allocated() / 2**20,
+                      "device": torch.cuda.get_device_name(), "torchgw": getattr(torchgw, "__version__", "?")}
+            print(json.dumps(record), flush=True)
+            records.append(record)
+            del plan
+            torch.cuda.empty_cache()
+            if args.out:
+                Path(args.out).write_text(json.dumps(records, indent=1))
+
+
+if __name__ == "__main__":
+    main()
