@@ -15,7 +15,7 @@
 # (ctest -L threads1).
 #
 # With `hip`, instead: Kokkos 4.6.01's HIP backend for gfx90a (hipcc), and
-# softwave's library, CLI and tests compiled and linked against it, each with
+# softwave's library, CLI, benchmarks and tests compiled and linked against it, each with
 # gfx90a code (tests/hip/check_offload.sh); there is no AMD GPU to run them.
 #
 #   usage: tests/kokkos_versions/run.sh [openmp|hip]
@@ -55,6 +55,7 @@ if [ "$mode" = hip ]; then
   "$here/build_kokkos.sh" "$release" "$cache/4.6.01-hip" hipcc -- \
     -DKokkos_ENABLE_HIP=ON -DKokkos_ARCH_AMD_GFX90A=ON -DKokkos_ENABLE_ROCTHRUST=OFF
   configure_softwave 4.6.01-hip hipcc -DSOFTWAVE_KOKKOS_BACKEND=HIP \
+    -DSOFTWAVE_ENABLE_BENCHMARKS=ON \
     >"$cache/4.6.01-hip.configure.log" || { cat "$cache/4.6.01-hip.configure.log"; exit 1; }
   grep -E "Kokkos  |empty-View check" "$cache/4.6.01-hip.configure.log" || true
   cmake --build build/kokkos-4.6.01-hip
