@@ -9,6 +9,10 @@
 //                     float32, seed 0. The time includes the graphs and
 //                     the landmark embeddings, as TorchGW's does.
 //
+// With SOFTWAVE_BENCH_KERNEL_TIMES=1 in the environment, the timed call also
+// prints where its time went: each kernel label's total (the instance
+// fenced after every kernel, so the sum is a breakdown, not the ms above).
+//
 // Counters: ms; iterations; rho, the signed Spearman correlation of the
 // row-argmax matching with the right (increasing) one, 1 for the forward
 // matching and −1 for the reversed one; peak_workspace_MB (the plan is
@@ -16,7 +20,12 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <map>
 #include <softwave/graph.hpp>
 #include <softwave/gw.hpp>
 #include <string>
@@ -38,6 +47,61 @@ softwave::OTView2<float, Space> device_points(const std::vector<double>& x,
   Kokkos::deep_copy(view, host);
   return view;
 }
+
+// Per-label kernel times through Kokkos' tool callbacks, while alive.
+class KernelTimes {
+ public:
+  KernelTimes() {
+    saved_ = Kokkos::Tools::Experimental::get_callbacks();
+    Kokkos::Tools::Experimental::set_begin_parallel_for_callback(&begin);
+    Kokkos::Tools::Experimental::set_begin_parallel_reduce_callback(&begin);
+    Kokkos::Tools::Experimental::set_begin_parallel_scan_callback(&begin);
+    Kokkos::Tools::Experimental::set_end_parallel_for_callback(&end);
+    Kokkos::Tools::Experimental::set_end_parallel_reduce_callback(&end);
+    Kokkos::Tools::Experimental::set_end_parallel_scan_callback(&end);
+    totals().clear();
+  }
+  ~KernelTimes() {
+    Kokkos::Tools::Experimental::set_callbacks(saved_);
+    std::vector<std::pair<double, std::string>> rows;
+    double sum = 0;
+    for (auto const& [label, t] : totals()) {
+      rows.push_back({t.first, label + " (" + std::to_string(t.second) + ")"});
+      sum += t.first;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::printf("kernel times, ms (calls), %.1f ms in all:\n", 1e3 * sum);
+    for (auto const& [t, label] : rows)
+      if (t > 1e-3 * sum) std::printf("  %10.2f  %s\n", 1e3 * t, label.c_str());
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static std::map<std::string, std::pair<double, long>>& totals() {
+    static std::map<std::string, std::pair<double, long>> t;
+    return t;
+  }
+  static std::string& current() {
+    static std::string name;
+    return name;
+  }
+  static Clock::time_point& started() {
+    static Clock::time_point t;
+    return t;
+  }
+  static void begin(const char* name, std::uint32_t, std::uint64_t*) {
+    Kokkos::fence();
+    current() = name;
+    started() = Clock::now();
+  }
+  static void end(std::uint64_t) {
+    Kokkos::fence();
+    auto& t = totals()[current()];
+    t.first += std::chrono::duration<double>(Clock::now() - started()).count();
+    ++t.second;
+  }
+  Kokkos::Tools::Experimental::EventSet saved_;
+};
 
 void run_sampled_gw(benchmark::State& state) {
   Space const space;
@@ -76,6 +140,11 @@ void run_sampled_gw(benchmark::State& state) {
     return;
   }
   double const total_s = timed_calls(state, space, call);
+  if (std::getenv("SOFTWAVE_BENCH_KERNEL_TIMES")) {
+    KernelTimes const times;
+    call();
+    space.fence();
+  }
   auto const matching =
       Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), result.matching);
   std::vector<int> m(matching.data(), matching.data() + n);

@@ -79,31 +79,43 @@ struct TermSum {
   // 1/Σb: the product plan a⊗b/Σb has marginals a and b.
   double product_scale = 1;
 
+  // Rows a team evaluates together: each column's factor row is read
+  // once for all of them (per row it would be read N times a pass).
+  static constexpr int rows = 16;
+
   KOKKOS_INLINE_FUNCTION double a_at(std::int64_t i) const {
     return a.extent(0) ? double(a(i)) : 1.0 / double(terms.n);
   }
   KOKKOS_INLINE_FUNCTION double b_at(std::int64_t j) const {
     return b.extent(0) ? double(b(j)) : 1.0 / double(terms.k);
   }
-  // Σ_s w_s π_s(i, j).
-  KOKKOS_INLINE_FUNCTION double operator()(std::int64_t i,
-                                           std::int64_t j) const {
-    double const mass = a_at(i) * b_at(j);
-    double sum = 0;
+  // out[r] = Σ_s w_s π_s(i0 + r, j) for the block's rows r < count (its
+  // last rows may be fewer; their loads repeat the last row).
+  KOKKOS_INLINE_FUNCTION void block(std::int64_t i0, int count, std::int64_t j,
+                                    double* out) const {
+    for (int r = 0; r < rows; ++r) out[r] = 0;
     for (std::size_t e = 0; e < list.extent(0); ++e) {
       TermWeight const t = list(e);
       if (t.slot < 0) {
-        sum += t.weight * product_scale;
+        for (int r = 0; r < rows; ++r) out[r] += t.weight * product_scale;
         continue;
       }
-      T dot = 0;
-      for (std::int64_t r = 0; r < terms.rank; ++r)
-        dot += terms.p(t.slot, i, r) * terms.q(t.slot, j, r);
-      double const s = double(terms.f(t.slot, i)) + terms.g(t.slot, j) -
-                       terms.u(t.slot, i) - terms.v(t.slot, j) + dot;
-      sum += t.weight * compat::exp(s * t.inverse_epsilon);
+      T dot[rows] = {};
+      for (std::int64_t c = 0; c < terms.rank; ++c) {
+        T const qc = terms.q(t.slot, j, c);
+        for (int r = 0; r < rows; ++r)
+          dot[r] += terms.p(t.slot, i0 + (r < count ? r : count - 1), c) * qc;
+      }
+      T const column = terms.g(t.slot, j) - terms.v(t.slot, j);
+      T const inverse = T(t.inverse_epsilon);
+      for (int r = 0; r < count; ++r) {
+        T const s =
+            terms.f(t.slot, i0 + r) - terms.u(t.slot, i0 + r) + column + dot[r];
+        out[r] += t.weight * double(compat::exp(s * inverse));
+      }
     }
-    return mass * sum;
+    double const bj = b_at(j);
+    for (int r = 0; r < count; ++r) out[r] *= a_at(i0 + r) * bj;
   }
 };
 
@@ -123,19 +135,34 @@ Kokkos::View<const TermWeight*, typename Space::memory_space> term_list(
   return out;
 }
 
+// A team per block of TermSum::rows rows, its threads over the columns.
+template <class T, class Space>
+Kokkos::TeamPolicy<Space> block_policy(const Space& space,
+                                       const TermSum<T, Space>& sum) {
+  constexpr int R = TermSum<T, Space>::rows;
+  return Kokkos::TeamPolicy<Space>(space, (sum.terms.n + R - 1) / R,
+                                   Kokkos::AUTO);
+}
+
 // plan(i, j) = sum(i, j).
 template <class T, class Space>
 void render_plan(const Space& space, const TermSum<T, Space>& sum,
                  const OTView2<T, Space>& plan) {
-  using Policy = Kokkos::TeamPolicy<Space>;
-  std::int64_t const k = sum.terms.k;
+  using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+  constexpr int R = TermSum<T, Space>::rows;
+  std::int64_t const n = sum.terms.n, k = sum.terms.k;
   Kokkos::parallel_for(
-      "softwave::gw::render_plan", Policy(space, sum.terms.n, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        std::int64_t const i = team.league_rank();
-        Kokkos::parallel_for(
-            Kokkos::TeamThreadRange(team, k),
-            [&](std::int64_t j) { plan(i, j) = T(sum(i, j)); });
+      "softwave::gw::render_plan", block_policy(space, sum),
+      KOKKOS_LAMBDA(const Member& team) {
+        std::int64_t const i0 = std::int64_t(team.league_rank()) * R;
+        int const count = n - i0 < R ? int(n - i0) : R;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k),
+                             [&](std::int64_t j) {
+                               double out[R];
+                               sum.block(i0, count, j, out);
+                               for (int r = 0; r < count; ++r)
+                                 plan(i0 + r, j) = T(out[r]);
+                             });
       });
 }
 
@@ -143,48 +170,59 @@ void render_plan(const Space& space, const TermSum<T, Space>& sum,
 template <class T, class Space>
 void row_argmax(const Space& space, const TermSum<T, Space>& sum,
                 const OTView1<int, Space>& matching) {
-  using Policy = Kokkos::TeamPolicy<Space>;
-  using Reducer = Kokkos::MaxLoc<double, std::int64_t>;
-  std::int64_t const k = sum.terms.k;
+  using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+  constexpr int R = TermSum<T, Space>::rows;
+  std::int64_t const n = sum.terms.n, k = sum.terms.k;
   Kokkos::parallel_for(
-      "softwave::gw::row_argmax", Policy(space, sum.terms.n, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        std::int64_t const i = team.league_rank();
-        typename Reducer::value_type best;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, k),
-            [&](std::int64_t j, typename Reducer::value_type& b) {
-              double const value = sum(i, j);
-              if (value > b.val || (value == b.val && j < b.loc)) {
-                b.val = value;
-                b.loc = j;
-              }
-            },
-            Reducer(best));
-        Kokkos::single(Kokkos::PerTeam(team),
-                       [&]() { matching(i) = int(best.loc); });
+      "softwave::gw::row_argmax", block_policy(space, sum),
+      KOKKOS_LAMBDA(const Member& team) {
+        std::int64_t const i0 = std::int64_t(team.league_rank()) * R;
+        int const count = n - i0 < R ? int(n - i0) : R;
+        // Each thread's best of its columns, then the team's: the largest
+        // value, and the first column that has it.
+        double value[R];
+        std::int64_t column[R];
+        for (int r = 0; r < R; ++r) value[r] = -1, column[r] = k;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k),
+                             [&](std::int64_t j) {
+                               double out[R];
+                               sum.block(i0, count, j, out);
+                               for (int r = 0; r < count; ++r)
+                                 if (out[r] > value[r])
+                                   value[r] = out[r], column[r] = j;
+                             });
+        for (int r = 0; r < count; ++r) {
+          double best = value[r];
+          team.team_reduce(Kokkos::Max<double>(best));
+          std::int64_t first = value[r] == best ? column[r] : k;
+          team.team_reduce(Kokkos::Min<std::int64_t>(first));
+          if (team.team_rank() == 0) matching(i0 + r) = int(first);
+        }
       });
 }
 
 // ‖sum‖_F, accumulated in float64 (signed weights make it a difference).
 template <class T, class Space>
 double frobenius_norm(const Space& space, const TermSum<T, Space>& sum) {
-  using Policy = Kokkos::TeamPolicy<Space>;
-  std::int64_t const k = sum.terms.k;
+  using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+  constexpr int R = TermSum<T, Space>::rows;
+  std::int64_t const n = sum.terms.n, k = sum.terms.k;
   double total = 0;
   Kokkos::parallel_reduce(
-      "softwave::gw::frobenius_norm", Policy(space, sum.terms.n, Kokkos::AUTO),
-      KOKKOS_LAMBDA(const typename Policy::member_type& team, double& out) {
-        std::int64_t const i = team.league_rank();
-        double row = 0;
+      "softwave::gw::frobenius_norm", block_policy(space, sum),
+      KOKKOS_LAMBDA(const Member& team, double& out) {
+        std::int64_t const i0 = std::int64_t(team.league_rank()) * R;
+        int const count = n - i0 < R ? int(n - i0) : R;
+        double block_total = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, k),
             [&](std::int64_t j, double& s) {
-              double const value = sum(i, j);
-              s += value * value;
+              double values[R];
+              sum.block(i0, count, j, values);
+              for (int r = 0; r < count; ++r) s += values[r] * values[r];
             },
-            row);
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { out += row; });
+            block_total);
+        Kokkos::single(Kokkos::PerTeam(team), [&]() { out += block_total; });
       },
       total);
   return std::sqrt(total);
