@@ -23,33 +23,7 @@ using V2 = softwave::OTView2<T, Space>;
 template <class T, class Space>
 using V1 = softwave::OTView1<T, Space>;
 
-template <class T, class Space>
-V2<T, Space> to_device2(const std::vector<double>& v, int rows, int cols) {
-  V2<T, Space> view("swt::matrix", rows, cols);
-  auto host = Kokkos::create_mirror_view(view);
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j)
-      host(i, j) = static_cast<T>(v[std::size_t(i) * cols + j]);
-  Kokkos::deep_copy(view, host);
-  return view;
-}
-
-template <class T, class Space>
-V1<T, Space> to_device1(const std::vector<double>& v) {
-  V1<T, Space> view("swt::vector", v.size());
-  auto host = Kokkos::create_mirror_view(view);
-  for (std::size_t i = 0; i < v.size(); ++i) host(i) = static_cast<T>(v[i]);
-  Kokkos::deep_copy(view, host);
-  return view;
-}
-
-template <class View>
-std::vector<double> read(const View& view) {
-  auto host = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), view);
-  std::vector<double> out(view.size());
-  for (std::size_t q = 0; q < view.size(); ++q) out[q] = host.data()[q];
-  return out;
-}
+using swt::to_device2;
 
 template <class T>
 std::vector<double> rounded(std::vector<double> v) {
@@ -101,6 +75,28 @@ std::vector<double> random_weights(Rng& rng, int n) {
   return w;
 }
 
+// A random problem: both sides, weights of equal mass (b scaled to a's),
+// on the device and as the library sees them (rounded to T).
+template <class T, class Space>
+struct RandomProblem {
+  Side<T, Space> source, target;
+  std::vector<double> a, b;
+  double mass = 0;
+  softwave::GwMarginals<T, Space> marginals;
+  RandomProblem(Rng& rng, int n, int k)
+      : source(random_side<T, Space>(rng, n)),
+        target(random_side<T, Space>(rng, k)),
+        a(random_weights(rng, n)),
+        b(random_weights(rng, k)) {
+    mass = std::accumulate(a.begin(), a.end(), 0.0);
+    double const mb = std::accumulate(b.begin(), b.end(), 0.0);
+    for (double& e : b) e *= mass / mb;
+    marginals = {swt::to_device<T>(Space(), a), swt::to_device<T>(Space(), b)};
+    a = rounded<T>(a);
+    b = rounded<T>(b);
+  }
+};
+
 template <class T>
 double tolerance(double for_double, double for_float) {
   return std::is_same_v<T, double> ? for_double : for_float;
@@ -122,13 +118,8 @@ TYPED_TEST(SampledGw, ObjectiveMatchingAndMarginalsMatchFloat64) {
   for (int trial = 0; trial < 6; ++trial) {
     int const n = rng.integer(1, 9), k = rng.integer(1, 9);
     SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k);
-    auto const source = random_side<T, Space>(rng, n);
-    auto const target = random_side<T, Space>(rng, k);
-    auto const a = random_weights(rng, n);
-    auto b = random_weights(rng, k);
-    double const ma = std::accumulate(a.begin(), a.end(), 0.0),
-                 mb = std::accumulate(b.begin(), b.end(), 0.0);
-    for (double& e : b) e *= ma / mb;
+    RandomProblem<T, Space> const pr(rng, n, k);
+    auto const &source = pr.source, &target = pr.target;
     softwave::GwOptions o;
     o.anchors = rng.integer(1, 6);
     o.max_iterations = rng.integer(1, 5);
@@ -140,18 +131,18 @@ TYPED_TEST(SampledGw, ObjectiveMatchingAndMarginalsMatchFloat64) {
     softwave::GwResult<T, Space> r;
     r.plan = V2<T, Space>("plan", n, k);
     r.matching = V1<int, Space>("matching", n);
-    softwave::GwMarginals<T, Space> m{to_device1<T, Space>(a),
-                                      to_device1<T, Space>(b)};
-    softwave::sampled_gw(space, source.distances, target.distances, m, r, o);
-    auto const plan = read(r.plan);
-    auto const matching = read(r.matching);
+    softwave::sampled_gw(space, source.distances, target.distances,
+                         pr.marginals, r, o);
+    auto const plan = swt::to_host(r.plan);
+    auto const matching = swt::to_host(r.matching);
     double const want =
         ref::gw_objective(source.matrix, target.matrix, plan, n, k);
     EXPECT_NEAR(r.objective, want, 1e-10 * (std::fabs(want) + 1e-12));
     EXPECT_EQ(r.iterations, o.max_iterations);
     EXPECT_EQ(r.seed, o.seed);
     double row_error = 0, column_error = 0;
-    auto const ar = rounded<T>(a), br = rounded<T>(b);
+    auto const &ar = pr.a, &br = pr.b;
+    double const ma = pr.mass;
     for (int i = 0; i < n; ++i) {
       double best = -1, sum = 0;
       for (int j = 0; j < k; ++j) {
@@ -184,13 +175,8 @@ TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
     int const n = rng.integer(2, 12), k = rng.integer(2, 12);
     SCOPED_TRACE(::testing::Message()
                  << "n " << n << " k " << k << " rho_b " << rho_b);
-    auto const source = random_side<T, Space>(rng, n);
-    auto const target = random_side<T, Space>(rng, k);
-    auto const a = random_weights(rng, n);
-    auto b = random_weights(rng, k);
-    double const ma = std::accumulate(a.begin(), a.end(), 0.0),
-                 mb = std::accumulate(b.begin(), b.end(), 0.0);
-    for (double& e : b) e *= ma / mb;
+    RandomProblem<T, Space> const pr(rng, n, k);
+    auto const &source = pr.source, &target = pr.target;
     softwave::GwOptions o;
     o.anchors = rng.integer(1, 8);
     o.alpha = 1;
@@ -203,10 +189,9 @@ TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
     o.seed = rng.integer(0, 1 << 30);
     softwave::GwResult<T, Space> r;
     r.plan = V2<T, Space>("plan", n, k);
-    softwave::GwMarginals<T, Space> m{to_device1<T, Space>(a),
-                                      to_device1<T, Space>(b)};
-    softwave::sampled_gw(space, source.distances, target.distances, m, r, o);
-    auto const plan = read(r.plan);
+    softwave::sampled_gw(space, source.distances, target.distances,
+                         pr.marginals, r, o);
+    auto const plan = swt::to_host(r.plan);
     ASSERT_EQ(int(r.source_anchors.size()), o.anchors);
     ASSERT_EQ(int(r.target_anchors.size()), o.anchors);
     // The scales are the largest anchor distances.
@@ -226,8 +211,8 @@ TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
     ref::OTProblem p;
     p.n = n;
     p.k = k;
-    p.a = rounded<T>(a);
-    p.b = rounded<T>(b);
+    p.a = pr.a;
+    p.b = pr.b;
     if (std::isinf(rho_b)) {
       double const ra = std::accumulate(p.a.begin(), p.a.end(), 0.0),
                    rb = std::accumulate(p.b.begin(), p.b.end(), 0.0);
@@ -281,7 +266,7 @@ TYPED_TEST(SampledGw, RestartsKeepTheBestSeedAndSeedsRepeat) {
     softwave::GwResult<T, Space> r;
     r.plan = V2<T, Space>("plan", n, k);
     softwave::sampled_gw(space, source.distances, target.distances, {}, r, oo);
-    return std::make_pair(r.objective, read(r.plan));
+    return std::make_pair(r.objective, swt::to_host(r.plan));
   };
   int const restarts = 4;
   auto const best = solve(restarts, o.seed);
@@ -298,10 +283,14 @@ TYPED_TEST(SampledGw, RestartsKeepTheBestSeedAndSeedsRepeat) {
 
 namespace {
 
+enum class Mode { matrices, landmarks, graphs };
+
 // TorchGW's task at n × m points: geodesics on a 5-NN graph, given as
-// matrices or as a 20-landmark embedding.
+// matrices, as a 20-landmark embedding, or as the graphs themselves
+// (shortest paths from each iteration's anchors).
 template <class T, class Space>
-void spiral_to_swiss_roll(const Space& space, bool landmarks) {
+void spiral_to_swiss_roll(const Space& space, Mode mode) {
+  bool const landmarks = mode == Mode::landmarks;
   int const n = 400, k = 500, neighbours = 5;
   auto const x = ref::spiral(n, 0, false);
   auto const y = ref::spiral(k, 1, true);
@@ -323,7 +312,7 @@ void spiral_to_swiss_roll(const Space& space, bool landmarks) {
       Side<T, Space> side;
       side.n = m;
       side.distances.coordinates = z;
-      auto const zh = read(z);
+      auto const zh = swt::to_host(z);
       side.matrix = ref::euclidean(zh, m, count);
       return side;
     };
@@ -332,6 +321,15 @@ void spiral_to_swiss_roll(const Space& space, bool landmarks) {
   } else {
     source = matrix_side<T, Space>(dx, n);
     target = matrix_side<T, Space>(dy, k);
+  }
+  softwave::Graph gx, gy;
+  if (mode == Mode::graphs) {
+    gx = softwave::knn_graph(
+        space, V2<const T, Space>(to_device2<T, Space>(x, n, 2)), neighbours);
+    gy = softwave::knn_graph(
+        space, V2<const T, Space>(to_device2<T, Space>(y, k, 3)), neighbours);
+    source.distances = {{}, {}, &gx};
+    target.distances = {{}, {}, &gy};
   }
   // TorchGW's test settings (M = 80, α = 0.8, ε = 0.005), shorter solves.
   softwave::GwOptions o;
@@ -347,12 +345,22 @@ void spiral_to_swiss_roll(const Space& space, bool landmarks) {
   // dimensions: checked on the matrices only.)
   r.compute_objective = !landmarks;
   softwave::sampled_gw(space, source.distances, target.distances, {}, r, o);
-  auto const matching = read(r.matching);
+  auto const matching = swt::to_host(r.matching);
   double const rho =
       ref::spearman(std::vector<int>(matching.begin(), matching.end()));
   EXPECT_GE(rho, 0.99) << "seed " << r.seed << " objective " << r.objective;
   EXPECT_EQ(r.iterations, o.max_iterations);
-  if (!landmarks) EXPECT_TRUE(std::isfinite(r.objective) && r.objective > 0);
+  if (!landmarks) {
+    // The objective of the plan with the geodesics, also from the graphs.
+    softwave::GwResult<T, Space> same;
+    same.plan = V2<T, Space>("plan", n, k);
+    o.max_iterations = 2;
+    softwave::sampled_gw(space, source.distances, target.distances, {}, same,
+                         o);
+    double const want = ref::gw_objective_by_products(
+        rounded<T>(dx), rounded<T>(dy), swt::to_host(same.plan), n, k);
+    EXPECT_NEAR(same.objective, want, tolerance<T>(1e-8, 2e-6) * want);
+  }
 }
 
 }  // namespace
@@ -360,13 +368,19 @@ void spiral_to_swiss_roll(const Space& space, bool landmarks) {
 TYPED_TEST(SampledGw, SpiralToSwissRollWithGeodesicMatrices) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
-  spiral_to_swiss_roll<T>(Space(), false);
+  spiral_to_swiss_roll<T>(Space(), Mode::matrices);
+}
+
+TYPED_TEST(SampledGw, SpiralToSwissRollWithGraphs) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  spiral_to_swiss_roll<T>(Space(), Mode::graphs);
 }
 
 TYPED_TEST(SampledGw, SpiralToSwissRollWithLandmarkEmbedding) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
-  spiral_to_swiss_roll<T>(Space(), true);
+  spiral_to_swiss_roll<T>(Space(), Mode::landmarks);
 }
 
 // The library's kNN graph, shortest paths and landmarks are the reference's
@@ -395,7 +409,7 @@ TYPED_TEST(SampledGw, GraphDistancesAndLandmarksMatchFloat64) {
     for (int i = 0; i < n; ++i) sources[i] = i;
     V2<T, Space> d("distances", n, n);
     softwave::graph_distances(space, graph, sources, d);
-    auto const got = read(d);
+    auto const got = swt::to_host(d);
     double worst = 0;
     for (std::size_t q = 0; q < got.size(); ++q) {
       ASSERT_TRUE(std::isfinite(got[q]));
@@ -407,7 +421,7 @@ TYPED_TEST(SampledGw, GraphDistancesAndLandmarksMatchFloat64) {
     int const count = rng.integer(1, n);
     V2<T, Space> z("embedding", n, count);
     auto const landmarks = softwave::landmark_embedding(space, graph, z);
-    auto const zh = read(z);
+    auto const zh = swt::to_host(z);
     auto const want_z = ref::landmark_embedding(want, n, count);
     ASSERT_EQ(int(landmarks.size()), count);
     EXPECT_EQ(landmarks[0], 0);
@@ -509,18 +523,29 @@ TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
                            1)};
   EXPECT_TRUE(
       swt::throws_naming("source.coordinates", call(bad_points, td, none, o)));
+  softwave::Graph bad_graph;
+  bad_graph.offsets = {0, 1, 2, 2, 2};
+  bad_graph.targets = {1, 0};
+  bad_graph.lengths = {1.0, -1.0};
+  EXPECT_TRUE(swt::throws_naming("target.graph",
+                                 call(sd, {{}, {}, &bad_graph}, none, o)));
+  auto with_graph = td;
+  with_graph.graph = &bad_graph;
+  EXPECT_TRUE(
+      swt::throws_naming("target.matrix", call(sd, with_graph, none, o)));
   // Marginals: wrong length, negative, no mass, unequal masses.
   softwave::GwMarginals<T, Space> short_a{
-      to_device1<T, Space>(std::vector<double>(n - 1, 1.0)), {}};
+      swt::to_device<T>(Space(), std::vector<double>(n - 1, 1.0)), {}};
   EXPECT_TRUE(swt::throws_naming("a", call(sd, td, short_a, o)));
   softwave::GwMarginals<T, Space> negative_b{
-      {}, to_device1<T, Space>(std::vector<double>{0.5, 0.5, -0.25, 0.25})};
+      {},
+      swt::to_device<T>(Space(), std::vector<double>{0.5, 0.5, -0.25, 0.25})};
   EXPECT_TRUE(swt::throws_naming("b", call(sd, td, negative_b, o)));
   softwave::GwMarginals<T, Space> empty_a{
-      to_device1<T, Space>(std::vector<double>(n, 0.0)), {}};
+      swt::to_device<T>(Space(), std::vector<double>(n, 0.0)), {}};
   EXPECT_TRUE(swt::throws_naming("a", call(sd, td, empty_a, o)));
   softwave::GwMarginals<T, Space> unequal{
-      to_device1<T, Space>(std::vector<double>(n, 1.0)), {}};
+      swt::to_device<T>(Space(), std::vector<double>(n, 1.0)), {}};
   EXPECT_TRUE(swt::throws_naming("a and b", call(sd, td, unequal, o)));
   o.rho_b = 1.0;  // semi-relaxed: any target mass
   EXPECT_NO_THROW(call(sd, td, unequal, o)());

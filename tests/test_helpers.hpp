@@ -163,6 +163,19 @@ Dev1<T, Space> to_device(const Space&, const std::vector<double>& values,
   return view;
 }
 
+// A row-major (rows × cols) matrix.
+template <class T, class Space>
+Dev2<T, Space> to_device2(const std::vector<double>& values, int rows, int cols,
+                          const char* label = "swt::matrix") {
+  Dev2<T, Space> view(std::string(label), rows, cols);
+  auto host = Kokkos::create_mirror_view(view);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      host(i, j) = static_cast<T>(values[std::size_t(i) * cols + j]);
+  Kokkos::deep_copy(view, host);
+  return view;
+}
+
 template <class Space>
 Dev1<int, Space> to_device_int(const Space&, const std::vector<int>& values,
                                const char* label) {

@@ -22,17 +22,7 @@ using V3 = softwave::OTView3<T, Space>;
 template <class T, class Space>
 using V1 = softwave::OTView1<T, Space>;
 
-template <class T, class Space>
-V2<T, Space> to_device2(const std::vector<double>& v, int rows, int cols,
-                        const char* label = "swt::matrix") {
-  V2<T, Space> view(std::string(label), rows, cols);
-  auto host = Kokkos::create_mirror_view(view);
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j)
-      host(i, j) = static_cast<T>(v[std::size_t(i) * cols + j]);
-  Kokkos::deep_copy(view, host);
-  return view;
-}
+using swt::to_device2;
 
 // One batch of B problems: points, weights, and each problem's dense cost.
 struct Problems {

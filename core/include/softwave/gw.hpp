@@ -45,6 +45,7 @@
 #include <cmath>
 #include <cstdint>
 #include <softwave/errors.hpp>
+#include <softwave/graph.hpp>
 #include <softwave/kernel_choice.hpp>
 #include <softwave/sinkhorn.hpp>
 #include <type_traits>
@@ -57,11 +58,16 @@ namespace softwave {
 //                shortest paths, diffusion distances, anything);
 //   coordinates  (N, e): the distance of i and j is ‖z_i − z_j‖₂ (the
 //                points themselves for Euclidean distances, or a landmark
-//                embedding: each point's distances to e landmarks).
+//                embedding: each point's distances to e landmarks);
+//   graph        shortest paths on a graph (softwave/graph.hpp), from each
+//                iteration's anchors (TorchGW's "dijkstra" mode: M runs of
+//                Dijkstra an iteration, on the host); the objective then
+//                takes all N of them once (an N×N matrix).
 template <class T, class Space>
 struct GwDistances {
   OTView2<const T, Space> matrix;
   OTView2<const T, Space> coordinates;
+  const Graph* graph = nullptr;
 };
 
 struct GwOptions {

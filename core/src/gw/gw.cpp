@@ -64,13 +64,30 @@ void check_side(DataChecks<Space>& checks, const GwDistances<T, Space>& d,
                 const char* side, const char* matrix_name,
                 const char* coordinates_name) {
   bool const has_matrix = d.matrix.size() > 0,
-             has_coordinates = d.coordinates.size() > 0;
-  if (has_matrix == has_coordinates)
-    throw_invalid_argument(
-        side, ": give exactly one of ", matrix_name, " (", d.matrix.extent(0),
-        "×", d.matrix.extent(1), ") and ", coordinates_name, " (",
-        d.coordinates.extent(0), "×", d.coordinates.extent(1), ")");
-  if (has_matrix) {
+             has_coordinates = d.coordinates.size() > 0,
+             has_graph = d.graph != nullptr;
+  if (int(has_matrix) + int(has_coordinates) + int(has_graph) != 1)
+    throw_invalid_argument(side, ": give exactly one of ", matrix_name, " (",
+                           d.matrix.extent(0), "×", d.matrix.extent(1), "), ",
+                           coordinates_name, " (", d.coordinates.extent(0), "×",
+                           d.coordinates.extent(1), ") and ", side, ".graph (",
+                           has_graph ? "given" : "none", ")");
+  if (has_graph) {
+    Graph const& g = *d.graph;
+    if (g.nodes() < 1 || std::int64_t(g.targets.size()) != g.offsets.back() ||
+        g.lengths.size() != g.targets.size())
+      throw_invalid_argument(side,
+                             ".graph is not a compressed-row graph (offsets "
+                             "N + 1, targets and lengths offsets[N] each)");
+    for (double length : g.lengths)
+      if (!(std::isfinite(length) && length >= 0))
+        throw_invalid_argument(side, ".graph has an edge of length ", length,
+                               " (lengths are finite and >= 0)");
+    for (int target : g.targets)
+      if (target < 0 || target >= g.nodes())
+        throw_invalid_argument(side, ".graph has an edge to ", target,
+                               ", not a node (N = ", g.nodes(), ")");
+  } else if (has_matrix) {
     if (d.matrix.extent(0) != d.matrix.extent(1))
       throw_invalid_argument(matrix_name, " has shape (", d.matrix.extent(0),
                              ", ", d.matrix.extent(1),
@@ -166,14 +183,17 @@ struct Problem {
   std::int64_t n, k;
   OTView2<const T, Space> a2, b2;  // (1, N), (1, K) or empty
   std::vector<double> a_cumulative, b_cumulative;
+  const Graph *source_graph, *target_graph;  // or null
   Problem(const GwDistances<T, Space>& source,
           const GwDistances<T, Space>& target,
           const GwMarginals<T, Space>& weights)
       : dx(source),
         dy(target),
         marginals(weights),
-        n(dx.size()),
-        k(dy.size()) {}
+        n(source.graph ? source.graph->nodes() : dx.size()),
+        k(target.graph ? target.graph->nodes() : dy.size()),
+        source_graph(source.graph),
+        target_graph(target.graph) {}
   double product_scale() const {
     return marginals.b.extent(0) ? 1.0 / b_cumulative.back() : 1.0;
   }
@@ -248,6 +268,25 @@ double anchor_scale(
   return largest > 0 ? largest : 1.0;
 }
 
+// The distances of every point to this iteration's anchors, as a side and
+// the anchors' indices in it: the side itself, or for a graph the (N, M)
+// shortest paths from the anchors (`columns`), indexed 0 .. M − 1.
+template <class T, class Space, class HostAnchors>
+std::pair<SideDistances<T, Space>,
+          Kokkos::View<const int*, typename Space::memory_space>>
+anchored(
+    const Space& space, const SideDistances<T, Space>& side, const Graph* graph,
+    const Kokkos::View<const int*, typename Space::memory_space>& anchors,
+    const HostAnchors& host_anchors, const OTView2<T, Space>& columns,
+    const Kokkos::View<const int*, typename Space::memory_space>& identity) {
+  if (graph == nullptr) return {side, anchors};
+  std::vector<int> const sources(host_anchors.data(),
+                                 host_anchors.data() + anchors.extent(0));
+  softwave::graph_distances(space, *graph, sources, columns);
+  return {SideDistances<T, Space>(GwDistances<T, Space>{columns, {}, nullptr}),
+          identity};
+}
+
 template <class T, class Space>
 Run run_restart(const Space& space, const Problem<T, Space>& problem,
                 PlanTerms<T, Space>& terms, const GwOptions& o,
@@ -264,48 +303,43 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   double const decay =
       std::pow(final_eps / o.epsilon, 1.0 / std::max(1, o.max_iterations));
 
-  Kokkos::View<int*, Memory> source_anchors(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         "softwave::gw::source_anchors"),
-      m);
-  Kokkos::View<int*, Memory> target_anchors(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         "softwave::gw::target_anchors"),
-      m);
+  auto const source_anchors =
+      uninitialised<int*>(space, "softwave::gw::source_anchors", m);
+  auto const target_anchors =
+      uninitialised<int*>(space, "softwave::gw::target_anchors", m);
   auto source_host = Kokkos::create_mirror_view(source_anchors);
   auto target_host = Kokkos::create_mirror_view(target_anchors);
   // Gathered rows of one term (at most M), as a problem of `count` rows.
   std::int64_t const rank = terms.rank;
-  Kokkos::View<T*, Memory> gathered_u(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         "softwave::gw::gathered_u"),
-      m);
-  Kokkos::View<T*, Memory> gathered_f(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         "softwave::gw::gathered_f"),
-      m);
-  Kokkos::View<T*, Memory> gathered_p(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         "softwave::gw::gathered_p"),
-      m * rank);
-  Kokkos::View<int*, Memory> samples(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         "softwave::gw::samples"),
-      m);
-  Kokkos::View<int*, Memory> rows(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         "softwave::gw::gathered_rows"),
-      m);
+  auto const gathered_u =
+      uninitialised<T*>(space, "softwave::gw::gathered_u", m);
+  auto const gathered_f =
+      uninitialised<T*>(space, "softwave::gw::gathered_f", m);
+  auto const gathered_p =
+      uninitialised<T*>(space, "softwave::gw::gathered_p", m * rank);
+  auto const samples = uninitialised<int*>(space, "softwave::gw::samples", m);
+  auto const rows =
+      uninitialised<int*>(space, "softwave::gw::gathered_rows", m);
   auto rows_host = Kokkos::create_mirror_view(rows);
+  // Graph sides: each iteration's shortest paths from the anchors.
+  OTView2<T, Space> source_columns, target_columns;
+  if (problem.source_graph)
+    source_columns =
+        uninitialised<T**>(space, "softwave::gw::source_columns", problem.n, m);
+  if (problem.target_graph)
+    target_columns =
+        uninitialised<T**>(space, "softwave::gw::target_columns", problem.k, m);
+  auto const identity = uninitialised<int*>(space, "softwave::gw::identity", m);
+  Kokkos::parallel_for(
+      "softwave::gw::identity", Kokkos::RangePolicy<Space>(space, 0, m),
+      KOKKOS_LAMBDA(std::int64_t c) { identity(c) = int(c); });
   auto samples_host = Kokkos::create_mirror_view(samples);
 
   // The dense sampled cost, where it is small enough.
   OTView3<T, Space> dense_cost;
   if (problem.n * problem.k <= o.dense_cost_entries)
-    dense_cost = OTView3<T, Space>(
-        Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                           std::string("softwave::gw::dense_cost")),
-        1, problem.n, problem.k);
+    dense_cost = uninitialised<T***>(space, "softwave::gw::dense_cost", 1,
+                                     problem.n, problem.k);
 
   SinkhornOptions sink;
   sink.rho_b = o.rho_b;
@@ -379,15 +413,21 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     Kokkos::deep_copy(space, target_anchors, target_host);
 
     // 2. The anchors' distances, normalised by the first iteration's scale.
+    auto const xs =
+        anchored(space, problem.dx, problem.source_graph, source_anchors,
+                 source_host, source_columns, identity);
+    auto const ys =
+        anchored(space, problem.dy, problem.target_graph, target_anchors,
+                 target_host, target_columns, identity);
     if (t == 0) {
-      run.source_scale = anchor_scale(space, problem.dx, source_anchors);
-      run.target_scale = anchor_scale(space, problem.dy, target_anchors);
+      run.source_scale = anchor_scale(space, xs.first, xs.second);
+      run.target_scale = anchor_scale(space, ys.first, ys.second);
     }
     int const slot = free_slots.back();
     free_slots.pop_back();
-    anchor_factors(space, problem.dx, source_anchors, run.source_scale,
+    anchor_factors(space, xs.first, xs.second, run.source_scale,
                    terms.row(terms.u, slot), terms.factor(terms.p, slot));
-    anchor_factors(space, problem.dy, target_anchors, run.target_scale,
+    anchor_factors(space, ys.first, ys.second, run.target_scale,
                    terms.row(terms.v, slot), terms.factor(terms.q, slot));
 
     // 3. The solve, warm-started from the last one's potentials.
@@ -507,10 +547,24 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   bool const need_dense = result.compute_objective || options.restarts > 1;
   OTView2<T, Space> dense = result.plan;
   if (need_dense && (dense.size() == 0 || options.restarts > 1))
-    dense =
-        OTView2<T, Space>(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                                             "softwave::gw::dense_plan"),
-                          n, k);
+    dense = uninitialised<T**>(space, "softwave::gw::dense_plan", n, k);
+
+  // The objective needs every distance: a graph side's, all N sources once.
+  auto all_pairs = [&](const Graph& graph, const char* label) {
+    auto const out =
+        uninitialised<T**>(space, label, graph.nodes(), graph.nodes());
+    std::vector<int> sources(graph.nodes());
+    for (std::size_t i = 0; i < sources.size(); ++i) sources[i] = int(i);
+    softwave::graph_distances(space, graph, sources, out);
+    return SideDistances<T, Space>(GwDistances<T, Space>{out, {}, nullptr});
+  };
+  SideDistances<T, Space> objective_x = problem.dx, objective_y = problem.dy;
+  if (need_dense && problem.source_graph)
+    objective_x =
+        all_pairs(*problem.source_graph, "softwave::gw::source_all_pairs");
+  if (need_dense && problem.target_graph)
+    objective_y =
+        all_pairs(*problem.target_graph, "softwave::gw::target_all_pairs");
 
   double best = INFINITY;
   for (int restart = 0; restart < options.restarts; ++restart) {
@@ -521,7 +575,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     double objective = NAN;
     if (need_dense) {
       render_plan(space, sum, dense);
-      objective = gw_objective(space, problem.dx, problem.dy,
+      objective = gw_objective(space, objective_x, objective_y,
                                OTView2<const T, Space>(dense));
     }
     bool const keep = restart == 0 || objective < best;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <softwave/gw.hpp>
 #include <softwave/kokkos_compat.hpp>
+#include <string>
 
 #include "../common/call_memory.hpp"
 
@@ -35,6 +36,27 @@ struct SideDistances {
     return compat::sqrt(s);
   }
 };
+
+// Σ_ij D(i, j)² w_i w_j.
+template <class T, class Space, class Weights>
+double weighted_squares(const Space& space, const SideDistances<T, Space>& d,
+                        const Weights& w, const char* side) {
+  std::int64_t const n = w.extent(0);
+  double total = 0;
+  Kokkos::parallel_reduce(
+      std::string("softwave::gw::objective_") + side,
+      Kokkos::RangePolicy<Space>(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t i, double& out) {
+        double s = 0;
+        for (std::int64_t j = 0; j < n; ++j) {
+          double const x = d(i, j);
+          s += x * x * w(j);
+        }
+        out += w(i) * s;
+      },
+      total);
+  return total;
+}
 
 // Σ_ijkl (D_X(i,j) − D_Y(k,l))² T_ik T_jl
 //   = Σ_ij D_X² r_i r_j + Σ_kl D_Y² c_k c_l − 2 Σ_ik T_ik (D_X T D_Y)_ik
@@ -79,29 +101,9 @@ double gw_objective(const Space& space, const SideDistances<T, Space>& dx,
         for (std::int64_t l = 0; l < k; ++l) s += plan(i, l) * dy(l, j);
         e(i, j) = s;
       });
-  double source = 0, target = 0, cross = 0;
-  Kokkos::parallel_reduce(
-      "softwave::gw::objective_source", Range(space, 0, n),
-      KOKKOS_LAMBDA(std::int64_t i, double& out) {
-        double s = 0;
-        for (std::int64_t j = 0; j < n; ++j) {
-          double const d = dx(i, j);
-          s += d * d * r(j);
-        }
-        out += r(i) * s;
-      },
-      source);
-  Kokkos::parallel_reduce(
-      "softwave::gw::objective_target", Range(space, 0, k),
-      KOKKOS_LAMBDA(std::int64_t l, double& out) {
-        double s = 0;
-        for (std::int64_t j = 0; j < k; ++j) {
-          double const d = dy(l, j);
-          s += d * d * c(j);
-        }
-        out += c(l) * s;
-      },
-      target);
+  double cross = 0;
+  double const source = weighted_squares(space, dx, r, "source");
+  double const target = weighted_squares(space, dy, c, "target");
   // Σ_ik T_ik (D_X E)_ik.
   Kokkos::parallel_reduce(
       "softwave::gw::objective_cross", Range(space, 0, n * k),

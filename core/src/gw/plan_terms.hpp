@@ -14,6 +14,17 @@
 
 namespace softwave::impl {
 
+// An array of the call, row-major in the instance's memory, not
+// initialised.
+template <class Data, class Space, class... Extents>
+Kokkos::View<Data, Kokkos::LayoutRight, typename Space::memory_space>
+uninitialised(const Space& space, const char* label, Extents... extents) {
+  return Kokkos::View<Data, Kokkos::LayoutRight, typename Space::memory_space>(
+      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                         std::string(label)),
+      extents...);
+}
+
 // One term of a sum on the device: `slot` of PlanTerms (−1: the product
 // plan a⊗b, the initial coupling), its weight and 1/ε.
 struct TermWeight {
@@ -37,24 +48,12 @@ struct PlanTerms {
   PlanTerms(const Space& space, std::int64_t n_, std::int64_t k_,
             std::int64_t rank_, int slots_)
       : n(n_), k(k_), rank(rank_), slots(slots_) {
-    auto make2 = [&](const char* label, std::int64_t m) {
-      return OTView2<T, Space>(
-          Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                             std::string(label)),
-          slots, m);
-    };
-    auto make3 = [&](const char* label, std::int64_t m) {
-      return OTView3<T, Space>(
-          Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                             std::string(label)),
-          slots, m, rank);
-    };
-    u = make2("softwave::gw::term_u", n);
-    f = make2("softwave::gw::term_f", n);
-    v = make2("softwave::gw::term_v", k);
-    g = make2("softwave::gw::term_g", k);
-    p = make3("softwave::gw::term_p", n);
-    q = make3("softwave::gw::term_q", k);
+    u = uninitialised<T**>(space, "softwave::gw::term_u", slots, n);
+    f = uninitialised<T**>(space, "softwave::gw::term_f", slots, n);
+    v = uninitialised<T**>(space, "softwave::gw::term_v", slots, k);
+    g = uninitialised<T**>(space, "softwave::gw::term_g", slots, k);
+    p = uninitialised<T***>(space, "softwave::gw::term_p", slots, n, rank);
+    q = uninitialised<T***>(space, "softwave::gw::term_q", slots, k, rank);
   }
 
   // One slot's arrays as a batch of one problem, as the Sinkhorn takes them.
@@ -122,10 +121,8 @@ struct TermSum {
 template <class T, class Space>
 Kokkos::View<const TermWeight*, typename Space::memory_space> term_list(
     const Space& space, const std::vector<TermWeight>& host) {
-  Kokkos::View<TermWeight*, typename Space::memory_space> out(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         "softwave::gw::term_list"),
-      host.size());
+  auto const out =
+      uninitialised<TermWeight*>(space, "softwave::gw::term_list", host.size());
   Kokkos::View<const TermWeight*, Kokkos::HostSpace,
                Kokkos::MemoryTraits<Kokkos::Unmanaged>>
       from(host.data(), host.size());
