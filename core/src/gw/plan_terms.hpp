@@ -88,6 +88,15 @@ struct TermSum {
   KOKKOS_INLINE_FUNCTION double b_at(std::int64_t j) const {
     return b.extent(0) ? double(b(j)) : 1.0 / double(terms.k);
   }
+  // The first row of a team's block (a team per block), and how many rows
+  // the block from i0 has.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION std::int64_t first_row(const Member& team) const {
+    return std::int64_t(team.league_rank()) * rows;
+  }
+  KOKKOS_INLINE_FUNCTION int rows_from(std::int64_t i0) const {
+    return terms.n - i0 < rows ? int(terms.n - i0) : rows;
+  }
   // out[r] = Σ_s w_s π_s(i0 + r, j) for the block's rows r < count (its
   // last rows may be fewer; their loads repeat the last row).
   KOKKOS_INLINE_FUNCTION void block(std::int64_t i0, int count, std::int64_t j,
@@ -147,12 +156,12 @@ void render_plan(const Space& space, const TermSum<T, Space>& sum,
                  const OTView2<T, Space>& plan) {
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
   constexpr int R = TermSum<T, Space>::rows;
-  std::int64_t const n = sum.terms.n, k = sum.terms.k;
+  std::int64_t const k = sum.terms.k;
   Kokkos::parallel_for(
       "softwave::gw::render_plan", block_policy(space, sum),
       KOKKOS_LAMBDA(const Member& team) {
-        std::int64_t const i0 = std::int64_t(team.league_rank()) * R;
-        int const count = n - i0 < R ? int(n - i0) : R;
+        std::int64_t const i0 = sum.first_row(team);
+        int const count = sum.rows_from(i0);
         Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k),
                              [&](std::int64_t j) {
                                double out[R];
@@ -169,12 +178,12 @@ void row_argmax(const Space& space, const TermSum<T, Space>& sum,
                 const OTView1<int, Space>& matching) {
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
   constexpr int R = TermSum<T, Space>::rows;
-  std::int64_t const n = sum.terms.n, k = sum.terms.k;
+  std::int64_t const k = sum.terms.k;
   Kokkos::parallel_for(
       "softwave::gw::row_argmax", block_policy(space, sum),
       KOKKOS_LAMBDA(const Member& team) {
-        std::int64_t const i0 = std::int64_t(team.league_rank()) * R;
-        int const count = n - i0 < R ? int(n - i0) : R;
+        std::int64_t const i0 = sum.first_row(team);
+        int const count = sum.rows_from(i0);
         // Each thread's best of its columns, then the team's: the largest
         // value, and the first column that has it.
         double value[R];
@@ -203,13 +212,13 @@ template <class T, class Space>
 double frobenius_norm(const Space& space, const TermSum<T, Space>& sum) {
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
   constexpr int R = TermSum<T, Space>::rows;
-  std::int64_t const n = sum.terms.n, k = sum.terms.k;
+  std::int64_t const k = sum.terms.k;
   double total = 0;
   Kokkos::parallel_reduce(
       "softwave::gw::frobenius_norm", block_policy(space, sum),
       KOKKOS_LAMBDA(const Member& team, double& out) {
-        std::int64_t const i0 = std::int64_t(team.league_rank()) * R;
-        int const count = n - i0 < R ? int(n - i0) : R;
+        std::int64_t const i0 = sum.first_row(team);
+        int const count = sum.rows_from(i0);
         double block_total = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, k),
