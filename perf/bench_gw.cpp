@@ -5,13 +5,21 @@
 //                     (K points) as tests/reference/gw_reference.hpp makes
 //                     them, landmark mode (5-NN graphs, 50 farthest-point
 //                     landmarks), ε = 0.005, M = 80 anchors, α = 0.9, at
-//                     most 300 iterations (tolerance 1e-5 from 50 on),
+//                     most 300 iterations (the default relative
+//                     tolerance, 0.05, from 50 on),
 //                     float32, seed 0. The time includes the graphs and
 //                     the landmark embeddings, as TorchGW's does.
+//   BM_SampledGw_fp32_products/N/K  the same with mixed_precision off (the
+//                     low-rank solves' products in FP32 FMAs, not TF32).
 //
 // With SOFTWAVE_BENCH_KERNEL_TIMES=1 in the environment, the timed call also
-// prints where its time went: each kernel label's total (the instance
-// fenced after every kernel, so the sum is a breakdown, not the ms above).
+// prints where its time went: each kernel label's total and each profiling
+// region's (the CUDA-specialised Sinkhorn updates are regions, not Kokkos
+// kernels), the instance fenced around every kernel and region, so the
+// sums are a breakdown, not the ms above.
+// SOFTWAVE_BENCH_GW_TOLERANCE=x and SOFTWAVE_BENCH_GW_SINKHORN_ITERATIONS=n
+// replace those options (for choosing their defaults);
+// SOFTWAVE_BENCH_GW_TRACE=1 prints every check's relative change.
 //
 // Counters: ms; iterations; rho, the signed Spearman correlation of the
 // row-argmax matching with the right (increasing) one, 1 for the forward
@@ -59,27 +67,56 @@ class KernelTimes {
     Kokkos::Tools::Experimental::set_end_parallel_for_callback(&end);
     Kokkos::Tools::Experimental::set_end_parallel_reduce_callback(&end);
     Kokkos::Tools::Experimental::set_end_parallel_scan_callback(&end);
+    Kokkos::Tools::Experimental::set_push_region_callback(&push);
+    Kokkos::Tools::Experimental::set_pop_region_callback(&pop);
     totals().clear();
+    regions().clear();
   }
   ~KernelTimes() {
     Kokkos::Tools::Experimental::set_callbacks(saved_);
-    std::vector<std::pair<double, std::string>> rows;
-    double sum = 0;
-    for (auto const& [label, t] : totals()) {
-      rows.push_back({t.first, label + " (" + std::to_string(t.second) + ")"});
-      sum += t.first;
-    }
-    std::sort(rows.rbegin(), rows.rend());
-    std::printf("kernel times, ms (calls), %.1f ms in all:\n", 1e3 * sum);
-    for (auto const& [t, label] : rows)
-      if (t > 1e-3 * sum) std::printf("  %10.2f  %s\n", 1e3 * t, label.c_str());
+    print("kernel", totals());
+    print("region", regions());
   }
 
  private:
   using Clock = std::chrono::steady_clock;
-  static std::map<std::string, std::pair<double, long>>& totals() {
-    static std::map<std::string, std::pair<double, long>> t;
+  using Totals = std::map<std::string, std::pair<double, long>>;
+  static void print(const char* what, const Totals& totals) {
+    std::vector<std::pair<double, std::string>> rows;
+    double sum = 0;
+    for (auto const& [label, t] : totals) {
+      rows.push_back({t.first, label + " (" + std::to_string(t.second) + ")"});
+      sum += t.first;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::printf("%s times, ms (calls), %.1f ms in all:\n", what, 1e3 * sum);
+    for (auto const& [t, label] : rows)
+      if (t > 1e-3 * sum) std::printf("  %10.2f  %s\n", 1e3 * t, label.c_str());
+  }
+  static Totals& totals() {
+    static Totals t;
     return t;
+  }
+  static Totals& regions() {
+    static Totals t;
+    return t;
+  }
+  static std::vector<std::pair<std::string, Clock::time_point>>& open() {
+    static std::vector<std::pair<std::string, Clock::time_point>> o;
+    return o;
+  }
+  static void push(const char* name) {
+    Kokkos::fence();
+    open().push_back({name, Clock::now()});
+  }
+  static void pop() {
+    Kokkos::fence();
+    if (open().empty()) return;
+    auto const [name, at] = open().back();
+    open().pop_back();
+    auto& t = regions()[name];
+    t.first += std::chrono::duration<double>(Clock::now() - at).count();
+    ++t.second;
   }
   static std::string& current() {
     static std::string name;
@@ -103,7 +140,7 @@ class KernelTimes {
   Kokkos::Tools::Experimental::EventSet saved_;
 };
 
-void run_sampled_gw(benchmark::State& state) {
+void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
   Space const space;
   std::int64_t const n = state.range(0), k = state.range(1);
   int const neighbours = 5, landmarks = 50;
@@ -117,6 +154,11 @@ void run_sampled_gw(benchmark::State& state) {
   options.anchors = 80;
   options.epsilon = 0.005;
   options.max_iterations = 300;
+  options.mixed_precision = mixed_precision;
+  if (char const* tolerance = std::getenv("SOFTWAVE_BENCH_GW_TOLERANCE"))
+    options.tolerance = std::atof(tolerance);
+  if (char const* its = std::getenv("SOFTWAVE_BENCH_GW_SINKHORN_ITERATIONS"))
+    options.sinkhorn_iterations = std::atoi(its);
   softwave::GwResult<float, Space> result;
   result.compute_objective = false;
   result.matching =
@@ -145,6 +187,12 @@ void run_sampled_gw(benchmark::State& state) {
     call();
     space.fence();
   }
+  if (std::getenv("SOFTWAVE_BENCH_GW_TRACE")) {
+    std::printf("BM_SampledGw/%lld/%lld tolerance %g changes:", (long long)n,
+                (long long)k, options.tolerance);
+    for (double c : result.changes) std::printf(" %.3g", c);
+    std::printf("\n");
+  }
   auto const matching =
       Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), result.matching);
   std::vector<int> m(matching.data(), matching.data() + n);
@@ -164,12 +212,19 @@ void register_sampled_gw(bool gpu) {
     sizes = {{4000, 5000}, {10000, 12000}, {20000, 25000}, {40000, 50000}};
   else
     sizes = {{400, 500}, {2000, 2500}};
-  for (auto const& s : sizes)
-    benchmark::RegisterBenchmark("BM_SampledGw", run_sampled_gw)
-        ->Args({s.first, s.second})
+  auto add = [](const char* name, std::int64_t n, std::int64_t k,
+                bool mixed_precision) {
+    benchmark::RegisterBenchmark(name,
+                                 [mixed_precision](benchmark::State& state) {
+                                   run_sampled_gw(state, mixed_precision);
+                                 })
+        ->Args({n, k})
         ->UseManualTime()
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
+  };
+  for (auto const& s : sizes) add("BM_SampledGw", s.first, s.second, true);
+  if (gpu) add("BM_SampledGw_fp32_products", 10000, 12000, false);
 }
 
 }  // namespace softwave_bench

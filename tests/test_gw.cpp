@@ -281,6 +281,73 @@ TYPED_TEST(SampledGw, RestartsKeepTheBestSeedAndSeedsRepeat) {
   EXPECT_EQ(solve(1, o.seed + 1).second, solve(1, o.seed + 1).second);
 }
 
+// The reported change is ‖T_t − T_{t−1}‖_F / ‖T_t‖_F: against the plans
+// of the same seed stopped one iteration apart (ε at most 5e-4 is not
+// annealed, so the shorter run is the longer one's prefix), exactly over
+// all rows, and as an estimate over some of them.
+TYPED_TEST(SampledGw, ChangeIsRelativeToThePlan) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const n = rng.integer(8, 40), k = rng.integer(8, 40);
+  RandomProblem<T, Space> const pr(rng, n, k);
+  softwave::GwOptions o;
+  o.anchors = rng.integer(2, 6);
+  o.alpha = rng.uniform(0.5, 0.95);
+  o.min_iterations = 0;
+  o.tolerance = 0;
+  o.epsilon = 4e-4;
+  o.seed = rng.integer(0, 1 << 30);
+  auto solve = [&](int iterations, int check_rows) {
+    softwave::GwOptions oo = o;
+    oo.max_iterations = iterations;
+    oo.check_rows = check_rows;
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                         pr.marginals, r, oo);
+    return std::make_pair(r.last_change, swt::to_host(r.plan));
+  };
+  int const t = rng.integer(2, 6);
+  auto const before = solve(t - 1, 0), after = solve(t, 0);
+  double change = 0, size = 0;
+  for (std::size_t q = 0; q < after.second.size(); ++q) {
+    double const d = after.second[q] - before.second[q];
+    change += d * d;
+    size += after.second[q] * after.second[q];
+  }
+  double const want = std::sqrt(change / size);
+  EXPECT_NEAR(after.first, want, tolerance<T>(1e-9, 1e-3) * want);
+  EXPECT_EQ(solve(t, n).first, after.first);  // n rows: all of them
+  double const estimate = solve(t, n / 2).first;
+  EXPECT_GT(estimate, 0.2 * want);
+  EXPECT_LT(estimate, 5 * want);
+
+  // The run stops at the first check (every check_every iterations from
+  // min_iterations on) whose change is at most the tolerance.
+  o.min_iterations = rng.integer(1, 4);
+  o.check_every = rng.integer(1, 3);
+  o.max_iterations = 20;
+  o.epsilon = rng.uniform(0.01, 0.1);
+  o.tolerance = 1e-300;  // checks every time, stops never
+  softwave::GwResult<T, Space> all;
+  softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                       pr.marginals, all, o);
+  ASSERT_GE(all.changes.size(), 3u);
+  EXPECT_FALSE(all.converged);
+  std::size_t const q = rng.integer(1, int(all.changes.size()) - 2);
+  o.tolerance = all.changes[q];
+  std::size_t first = 0;
+  while (all.changes[first] > o.tolerance) ++first;
+  softwave::GwResult<T, Space> stopped;
+  softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                       pr.marginals, stopped, o);
+  EXPECT_TRUE(stopped.converged);
+  EXPECT_EQ(stopped.iterations, o.min_iterations + int(first) * o.check_every);
+  EXPECT_EQ(stopped.last_change, all.changes[first]);
+}
+
 namespace {
 
 enum class Mode { matrices, landmarks, graphs };

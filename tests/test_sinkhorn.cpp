@@ -488,21 +488,34 @@ TYPED_TEST(Sinkhorn, SpecialisedUpdatesMatchReference) {
                              INFINITY, 1.0, {Form::low_rank}, specialised);
   // d > 16: x·y on tensor cores in TF32 (10-bit mantissas), so the
   // answer is the portable one to TF32's accuracy, after the same fixed
-  // number of iterations.
-  for (int d : {24, 64}) {
-    SCOPED_TRACE(::testing::Message() << "tensor cores, d " << d);
+  // number of iterations; likewise low-rank costs with tf32_low_rank (ranks
+  // 17 to 128, rounded up to 16).
+  struct TensorCase {
+    Form form;
+    int d;
+  };
+  for (TensorCase const c :
+       {TensorCase{Form::points, 24}, TensorCase{Form::points, 64},
+        TensorCase{Form::low_rank, 40}, TensorCase{Form::low_rank, 100},
+        TensorCase{Form::low_rank, 128}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "tensor cores, form " << int(c.form) << " d " << c.d);
     int const B = 2, n = 600, k = 530;
-    auto const pr = random_problems<T>(rng, B, n, k, d, 0.5);
+    auto const pr = random_problems<T>(rng, B, n, k, c.d, 0.5);
     DeviceProblems<T, Space> dev(space, pr);
     softwave::SinkhornOptions o;
-    o.epsilon = 0.05 * d;
+    o.epsilon = 0.05 * c.d;
     o.max_iterations = 200;
     o.tolerance = 0;
-    o.kernel = softwave::Kernel::portable;
-    auto const portable =
-        solve(space, dev.points(), dev.marginals(), B, n, k, o);
-    o.kernel = specialised;
-    auto const tensor = solve(space, dev.points(), dev.marginals(), B, n, k, o);
+    o.tf32_low_rank = true;
+    auto const run = [&](softwave::Kernel kernel) {
+      o.kernel = kernel;
+      return c.form == Form::points
+                 ? solve(space, dev.points(), dev.marginals(), B, n, k, o)
+                 : solve(space, dev.low_rank(), dev.marginals(), B, n, k, o);
+    };
+    auto const portable = run(softwave::Kernel::portable);
+    auto const tensor = run(specialised);
     EXPECT_TRUE(
         swt::near_values(tensor.value, portable.value, 1e-2, 1e-3, "value"));
     EXPECT_TRUE(swt::near_values(tensor.transport, portable.transport, 1e-2,

@@ -293,7 +293,8 @@ __global__ void __launch_bounds__(256)
   std::int64_t const b = q / s.n, j = q % s.n;
   if (!h.active[b]) return;
   float const unit = kLog2e / epsilon_of(h, b);
-  float const c = h.cost_scale, coordinate_scale = 2.f * c * unit;
+  float const c = h.cost_scale;
+  float const coordinate_scale = h.low_rank ? unit : 2.f * c * unit;
   float const* y = s.points + q * h.d;
   float* const out = records + q * (8 * KS);
   float norm = 0.f;
@@ -303,9 +304,12 @@ __global__ void __launch_bounds__(256)
     out[permuted(k)] = __uint_as_float(
         cuda_support::round_tf32(v * coordinate_scale) & 0xffffe000u);
   }
+  float const own = !h.low_rank  ? c * norm
+                    : s.own_term ? s.own_term[b * s.own_term_stride + j]
+                                 : 0.f;
   float const g = s.potential[b * s.potential_stride + j];
   float const log_b = s.log_weight[b * s.log_weight_stride + j];
-  heads[q] = fmaf(g - c * norm, unit, log_b * kLog2e);
+  heads[q] = fmaf(g - own, unit, log_b * kLog2e);
 }
 
 // partial_sums with the x·y products on tensor cores (TF32, FP32
@@ -354,7 +358,11 @@ __global__ void __launch_bounds__(kTensorThreads)
       norm[half] += __shfl_xor_sync(0xffffffffu, norm[half], 1);
       norm[half] += __shfl_xor_sync(0xffffffffu, norm[half], 2);
       std::int64_t const i = i0 + g + 8 * half;
-      float const row = -(h.cost_scale * norm[half]) * s.unit;
+      float const own = !h.low_rank ? h.cost_scale * norm[half]
+                        : h.rows.own_term && i < n
+                            ? h.rows.own_term[b * h.rows.own_term_stride + i]
+                            : 0.f;
+      float const row = -own * s.unit;
       sum[half] = pass == Pass::maximum ? -INFINITY : 0.f;
       base[half] = row;
       if (i < n && pass == Pass::sum_given) {
@@ -433,21 +441,30 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 // t_ij as column_record and load_row form it, for a d known at run time
-// (the tensor-core layout's rows summed exactly).
+// (the tensor-core layout's rows summed exactly), for both cost forms.
 __device__ float exponent_of(const HalfIteration& h, std::int64_t b,
                              std::int64_t i, std::int64_t j, float unit) {
   int const d = h.d;
   float const* x = h.rows.points + (b * h.rows.n + i) * d;
   float const* y = h.columns.points + (b * h.columns.n + j) * d;
-  float const c = h.cost_scale, coordinate_scale = 2.f * c * unit;
+  float const c = h.cost_scale;
+  float const coordinate_scale = h.low_rank ? unit : 2.f * c * unit;
   float row = 0.f, column = 0.f;
-  for (int k = 0; k < d; ++k) {
-    row = fmaf(x[k], x[k], row);
-    column = fmaf(y[k], y[k], column);
+  if (h.low_rank) {
+    Side const &rs = h.rows, &cs = h.columns;
+    row = rs.own_term ? rs.own_term[b * rs.own_term_stride + i] : 0.f;
+    column = cs.own_term ? cs.own_term[b * cs.own_term_stride + j] : 0.f;
+  } else {
+    for (int k = 0; k < d; ++k) {
+      row = fmaf(x[k], x[k], row);
+      column = fmaf(y[k], y[k], column);
+    }
+    row *= c;
+    column *= c;
   }
   float const g = h.columns.potential[b * h.columns.potential_stride + j];
   float const log_b = h.columns.log_weight[b * h.columns.log_weight_stride + j];
-  float t = -(c * row) * unit + fmaf(g - c * column, unit, log_b * kLog2e);
+  float t = -row * unit + fmaf(g - column, unit, log_b * kLog2e);
   for (int k = 0; k < d; ++k) t = fmaf(x[k], y[k] * coordinate_scale, t);
   return t;
 }
@@ -765,13 +782,14 @@ struct Layout {
   std::int64_t shift, partial, records, heads, total;
 };
 Layout layout_of(std::int64_t batch, std::int64_t n, std::int64_t k, int d,
-                 bool low_rank) {
+                 bool low_rank, bool tf32) {
   Layout l;
   l.shift = 4;
   l.partial = l.shift + batch * n;
   l.records = (l.partial + batch * n * most_parts(batch, n, k) + 3) / 4 * 4;
-  std::int64_t const record =
-      d > max_exact_features && !low_rank ? (d + 7) / 8 * 8 : 0;
+  std::int64_t const record = uses_tensor_cores(d, low_rank, tf32)
+                                  ? tensor_record_floats(d, low_rank)
+                                  : 0;
   l.heads = l.records + batch * k * record;
   l.total = l.heads + (record ? batch * k : 0);
   return l;
@@ -895,7 +913,8 @@ struct Launcher {
 
   // A low-rank cost of rank above max_exact_features: exact FP32 products
   // for the rank rounded up to 16, 2 rows a thread to 32 and 1 above (the
-  // rows' factors stay in registers).
+  // rows' factors stay in registers), or (h.tf32_low_rank) TF32 tensor-core
+  // products for the rank rounded up to 16.
   template <int d = 32>
   void for_ranks() {
     if constexpr (d > max_rank) {
@@ -903,6 +922,8 @@ struct Launcher {
                              std::to_string(h.d));
     } else {
       if ((h.d + 15) / 16 * 16 != d) return for_ranks<d + 16>();
+      static_assert(tensor_record_floats(d, true) == d);
+      if (h.tf32_low_rank) return tensor_half_iteration<d / 8>();
       exact_half_iteration<d, (d <= 32 ? 2 : 1)>();
     }
   }
@@ -1001,15 +1022,17 @@ void measure(cudaStream_t stream, const HalfIteration& h,
 void set_rows_per_thread(int rows) { g_rows_per_thread = rows; }
 
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
-                              std::int64_t k, int d, bool low_rank) {
-  return layout_of(batch, n, k, d, low_rank).total;
+                              std::int64_t k, int d, bool low_rank,
+                              bool tf32_low_rank) {
+  return layout_of(batch, n, k, d, low_rank, tf32_low_rank).total;
 }
 
 void update(cudaStream_t stream, const HalfIteration& h, float* workspace,
             std::uint64_t& tickets) {
   if (h.batch == 0 || h.rows.n == 0 || h.columns.n == 0) return;
   Launcher launcher{stream, h, workspace,
-                    layout_of(h.batch, h.rows.n, h.columns.n, h.d, h.low_rank),
+                    layout_of(h.batch, h.rows.n, h.columns.n, h.d, h.low_rank,
+                              h.tf32_low_rank),
                     tickets};
   if (h.low_rank && h.d > max_exact_features)
     launcher.for_ranks();

@@ -43,8 +43,20 @@ namespace softwave::impl::cuda_sinkhorn {
 // coordinates; with TF32 tensor-core products up to max_features.
 constexpr int max_exact_features = 16;
 constexpr int max_features = 64;
-// Ranks of a low-rank cost the updates take (exact FP32 at every rank).
+// Ranks of a low-rank cost the updates take (exact FP32 at every rank, or
+// on request TF32 tensor-core products above max_exact_features).
 constexpr int max_rank = 128;
+
+// Whether the update of d features runs its products on tensor cores, and
+// the floats of a column's record there: d rounded up to the k = 8 of the
+// products (points) or to 16 (a low-rank cost's rank, as its FP32 kernels
+// are compiled).
+constexpr bool uses_tensor_cores(int d, bool low_rank, bool tf32_low_rank) {
+  return d > max_exact_features && (!low_rank || tf32_low_rank);
+}
+constexpr int tensor_record_floats(int d, bool low_rank) {
+  return low_rank ? (d + 15) / 16 * 16 : (d + 7) / 8 * 8;
+}
 
 // One side of a pass: points (B, n, d) contiguous (for a low-rank cost,
 // its factor: p for the rows of C, q for its columns), potentials and
@@ -68,8 +80,11 @@ struct HalfIteration {
   int d = 0;
   float cost_scale = 1;  // C = cost_scale · ‖x − y‖²
   // C = u_i + v_j − p_i·q_j instead (the sides' own terms and factors),
-  // with d = r; the products are exact FP32 FMAs at every rank.
+  // with d = r; the products are exact FP32 FMAs at every rank, or with
+  // tf32_low_rank above max_exact_features TF32 tensor-core products (the
+  // records' q_j/ε rounded to 10-bit mantissas, as for points above).
   bool low_rank = false;
+  bool tf32_low_rank = false;
   double rho = INFINITY;  // the rows' marginal penalty
   // ε of problem b: max(epsilon_target[b], epsilon_scale[b] · factor).
   const float* epsilon_target = nullptr;
@@ -91,7 +106,8 @@ struct HalfIteration {
 // start zeroed (its first 8 bytes are a ticket counter that update()
 // advances) and stay with one `tickets` count.
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
-                              std::int64_t k, int d, bool low_rank);
+                              std::int64_t k, int d, bool low_rank,
+                              bool tf32_low_rank);
 
 // Queues the half-iteration on `stream`; `tickets` counts the tickets the
 // workspace's counter has handed out.

@@ -156,17 +156,21 @@ struct Passes {
     return form.rows() >= 512 && form.columns() >= 512;
   }
 
-  // warm: the potentials start from given values (not zeros).
-  Passes(const Space& space, const Form& form, bool warm)
-      : form_(form), warm_(warm) {
+  // options.warm_start: the potentials start from given values (not
+  // zeros); options.tf32_low_rank: a low-rank cost's products on tensor
+  // cores.
+  Passes(const Space& space, const Form& form, const SinkhornOptions& options)
+      : form_(form),
+        warm_(options.warm_start),
+        tf32_(Sides::low_rank && options.tf32_low_rank) {
     auto prepared = Sides::prepare(space, form);
     x_ = std::move(prepared.first);
     y_ = std::move(prepared.second);
     std::int64_t const B = form.batch(), N = form.rows(), K = form.columns();
     int const d = Sides::features(form);
     std::int64_t const floats =
-        std::max(workspace_floats(B, N, K, d, Sides::low_rank),
-                 workspace_floats(B, K, N, d, Sides::low_rank));
+        std::max(workspace_floats(B, N, K, d, Sides::low_rank, tf32_),
+                 workspace_floats(B, K, N, d, Sides::low_rank, tf32_));
     workspace_ = call_array<Kokkos::View<float*, Space::memory_space>>(
         space, "softwave::sinkhorn::cuda_workspace", true, std::size_t(floats));
   }
@@ -223,6 +227,7 @@ struct Passes {
     h.residual_stride = std::int64_t(visitor.totals.stride(0));
     h.measure = visitor.measure;
     h.cold = !warm_ && !updated_[rows_side];
+    h.tf32_low_rank = tf32_;
     updated_[rows_side] = true;
     compat::ScopedRegion region(
         rows_side ? "softwave::sinkhorn::cuda_update_rows"
@@ -261,7 +266,7 @@ struct Passes {
   }
 
   Form form_;
-  bool warm_;
+  bool warm_, tf32_;
   bool updated_[2] = {false, false};  // [rows_side]: updated once already
   std::uint64_t tickets_ = 0;         // handed out by the workspace's counter
   CallArray<Points> x_, y_;           // the rows' and the columns' points

@@ -28,18 +28,23 @@
 // O((N + K)·M·terms), never N×K, unless the dense plan or the objective is
 // asked for.
 //
-// Stops once t >= min_iterations and ‖T_t − T_{t−1}‖_F = α‖π_t − T_{t−1}‖_F
-// <= tolerance (checked every check_every iterations from min_iterations on)
-// or at max_iterations. Several restarts (seeds) in one call keep the plan
-// with the lowest GW objective, so that a run ending in a reversed (mirror)
-// matching is not returned when another restart found the forward one.
+// Stops once t >= min_iterations and the relative change
+//   ‖T_t − T_{t−1}‖_F / ‖T_t‖_F = α‖π_t − T_{t−1}‖_F / ‖T_t‖_F <= tolerance
+// (checked every check_every iterations from min_iterations on, both norms
+// over check_rows rows spread evenly through the source) or at
+// max_iterations. Relative, because ‖T‖_F itself shrinks like 1/√(NK) as a
+// plan spreads: an absolute tolerance (TorchGW's) stops large problems
+// before their plan has formed. Several restarts (seeds) in one call keep the
+// plan with the lowest GW objective, so that a run ending in a reversed
+// (mirror) matching is not returned when another restart found the forward one.
 //
 // Randomness is counter-based (seed, restart, iteration, anchor): the same
 // seed gives the same anchors on every backend and thread count.
 //
 // Every kernel and allocation runs on the execution-space instance given
-// first and is labelled softwave::gw::*. Calls fence it to read back the
-// anchors each iteration (2M integers) and the convergence checks.
+// first and is labelled softwave::gw::*. Calls fence it for the convergence
+// checks and inside each solve's residual checks; with a graph side also
+// each iteration, to read back the anchors its Dijkstra runs start from.
 
 #include <Kokkos_Core.hpp>
 #include <cmath>
@@ -75,9 +80,16 @@ struct GwOptions {
   double alpha = 0.9;        // momentum, in (0, 1]
   int max_iterations = 500;  // >= 1
   int min_iterations = 50;   // no stop before (min_iter_before_converge)
-  double tolerance = 1e-5;   // on ‖T_t − T_{t−1}‖_F; <= 0 runs them all
-  int check_every = 5;       // >= 1: iterations between change checks
-  double epsilon = 1e-3;     // > 0: ε at the first iteration (see above)
+  // On the relative change (above); <= 0 runs them all. A sampled plan's
+  // change never reaches zero: each iteration's M anchors are fresh, and
+  // in TorchGW's scale task (M = 80) the relative change stays between
+  // 0.03 and 0.15 once the plan has formed. 0.05 stops at the first check
+  // that falls below it (there: 50 to 75 iterations, matchings with
+  // ρ ≥ 0.9994 at 4k to 20k points).
+  double tolerance = 0.05;
+  int check_every = 5;    // >= 1: iterations between change checks
+  int check_rows = 1024;  // rows the change is measured on (0: all)
+  double epsilon = 1e-3;  // > 0: ε at the first iteration (see above)
   // KL penalty of the target marginal: infinity (balanced) or > 0
   // (semi-relaxed, TorchGW's semi_relaxed with rho).
   double rho_b = INFINITY;
@@ -86,14 +98,21 @@ struct GwOptions {
   // 10 iterations) is at most sinkhorn_tolerance: 0.1 % of the mass by
   // default. The warm-started solves of a noisy sampled cost need no more
   // (TorchGW's stop, a largest row error below 5e-4, ends its solves after
-  // 10 iterations at these sizes).
-  int sinkhorn_iterations = 20;
+  // 10 iterations at these sizes; 20 here gave the same matchings in TorchGW's
+  // scale task, at twice the time).
+  int sinkhorn_iterations = 10;
   double sinkhorn_tolerance = 1e-3;
   // Where N·K is at most this, each solve forms the sampled cost densely
   // (one N×K array, N·K·M work once) and iterates on it: one exp a pair an
   // update instead of an M-long product. Above, the low-rank form (memory
   // O((N + K)·M)). 0: always low-rank.
   std::int64_t dense_cost_entries = std::int64_t(1) << 24;
+  // The low-rank solves' products p_i·q_j on tensor cores in TF32 where
+  // the CUDA-specialised updates run them (SinkhornOptions::tf32_low_rank;
+  // TorchGW's mixed_precision): their rounding, about 2⁻¹¹ of each product,
+  // is far below the sampled cost's own error, the spread of its M
+  // anchors' terms. No effect on other kernels.
+  bool mixed_precision = true;
   // Mixture terms whose weight falls below this are dropped.
   double term_tolerance = 1e-6;
   std::uint64_t seed = 0;
@@ -119,8 +138,8 @@ struct GwResult {
   int iterations = 0;           // outer iterations of the kept restart
   bool converged = false;       // it stopped on the tolerance
   std::uint64_t seed = 0;       // its seed
-  double last_change = NAN;     // ‖T_t − T_{t−1}‖_F at its last check
-  std::vector<double> changes;  // every check's ‖T_t − T_{t−1}‖_F
+  double last_change = NAN;     // the relative change at its last check
+  std::vector<double> changes;  // every check's relative change
   // The normalisation of each side's distances (s_X, s_Y above) and the
   // last iteration's anchors (j_m, l_m): what its sampled cost was made of.
   double source_scale = NAN, target_scale = NAN;

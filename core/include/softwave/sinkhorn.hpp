@@ -100,6 +100,12 @@ struct SinkhornOptions {
   // formed directly as c·Σ(x − y)² (or u + v − p·q) in FP32 at every d;
   // gradients and plan queries run on the portable kernels.
   Kernel kernel = Kernel::automatic;
+  // Low-rank costs of rank above 16 on the CUDA-specialised updates: the
+  // products p_i·q_j on TF32 tensor cores too (faster where they bound it;
+  // each exponent then carries a rounding of about 2⁻¹¹·|p_i||q_j|/ε).
+  // For costs whose own error is larger (sampled GW's); no effect
+  // elsewhere.
+  bool tf32_low_rank = false;
 };
 
 template <class T, class Space>
@@ -140,7 +146,9 @@ struct Marginals {
 };
 
 // Outputs of sinkhorn(). f and g are required (and read as the starting
-// point with warm_start); every other view is optional (empty: skipped).
+// point with warm_start); every other view is optional (empty: skipped;
+// without value, transport_cost, marginal_error and converged the final
+// exact measurement, two passes over every pair, is skipped too).
 template <class T, class Space>
 struct SinkhornResult {
   OTView2<T, Space> f;  // (B, N)

@@ -142,6 +142,9 @@ void check_options(const GwOptions& o) {
                            " must be >= 0");
   if (o.check_every < 1)
     throw_invalid_argument("check_every = ", o.check_every, " must be >= 1");
+  if (o.check_rows < 0)
+    throw_invalid_argument("check_rows = ", o.check_rows,
+                           " must be >= 0 (0: all rows)");
   if (!(o.epsilon > 0 && std::isfinite(o.epsilon)))
     throw_invalid_argument("epsilon = ", o.epsilon,
                            " must be positive and finite");
@@ -219,17 +222,25 @@ void anchor_factors(
     const OTView3<T, Space>& factor) {
   std::int64_t const m = anchors.extent(0);
   double const weight = std::sqrt(2.0 / double(m)), inv = 1.0 / scale;
+  // A thread a (point, anchor), then a thread a point for its mean square
+  // (from the factor: its rounding to T is far below the cost's own).
   Kokkos::parallel_for(
       "softwave::gw::anchor_factors",
+      Kokkos::RangePolicy<Space>(space, 0, d.size() * m),
+      KOKKOS_LAMBDA(std::int64_t q) {
+        std::int64_t const i = q / m, c = q % m;
+        factor(0, i, c) = T(weight * d(i, anchors(c)) * inv);
+      });
+  Kokkos::parallel_for(
+      "softwave::gw::anchor_mean_squares",
       Kokkos::RangePolicy<Space>(space, 0, d.size()),
       KOKKOS_LAMBDA(std::int64_t i) {
         double sum = 0;
         for (std::int64_t c = 0; c < m; ++c) {
-          double const x = d(i, anchors(c)) * inv;
-          factor(0, i, c) = T(weight * x);
+          double const x = double(factor(0, i, c));
           sum += x * x;
         }
-        own(0, i) = T(sum / double(m));
+        own(0, i) = T(sum / (weight * weight * double(m)));
       });
 }
 
@@ -309,18 +320,11 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
       uninitialised<int*>(space, "softwave::gw::target_anchors", m);
   auto source_host = Kokkos::create_mirror_view(source_anchors);
   auto target_host = Kokkos::create_mirror_view(target_anchors);
-  // Gathered rows of one term (at most M), as a problem of `count` rows.
-  std::int64_t const rank = terms.rank;
-  auto const gathered_u =
-      uninitialised<T*>(space, "softwave::gw::gathered_u", m);
-  auto const gathered_f =
-      uninitialised<T*>(space, "softwave::gw::gathered_f", m);
-  auto const gathered_p =
-      uninitialised<T*>(space, "softwave::gw::gathered_p", m * rank);
-  auto const samples = uninitialised<int*>(space, "softwave::gw::samples", m);
-  auto const rows =
-      uninitialised<int*>(space, "softwave::gw::gathered_rows", m);
-  auto rows_host = Kokkos::create_mirror_view(rows);
+  auto const draws =
+      uninitialised<AnchorDraw*>(space, "softwave::gw::anchor_draws", m);
+  auto draws_host = Kokkos::create_mirror_view(draws);
+  ColumnSampler<T, Space> sampler(space, m, problem.k);
+  bool const graph_side = problem.source_graph || problem.target_graph;
   // Graph sides: each iteration's shortest paths from the anchors.
   OTView2<T, Space> source_columns, target_columns;
   if (problem.source_graph)
@@ -333,7 +337,13 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   Kokkos::parallel_for(
       "softwave::gw::identity", Kokkos::RangePolicy<Space>(space, 0, m),
       KOKKOS_LAMBDA(std::int64_t c) { identity(c) = int(c); });
-  auto samples_host = Kokkos::create_mirror_view(samples);
+  // The rows the change checks read.
+  std::int64_t const checked =
+      o.check_rows > 0 ? std::min<std::int64_t>(o.check_rows, problem.n)
+                       : problem.n;
+  auto const check_list =
+      uninitialised<int*>(space, "softwave::gw::checked_rows", checked);
+  auto check_host = Kokkos::create_mirror_view(check_list);
 
   // The dense sampled cost, where it is small enough.
   OTView3<T, Space> dense_cost;
@@ -347,70 +357,37 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   sink.tolerance = o.sinkhorn_tolerance;
   sink.check_values = false;
   sink.kernel = o.kernel;
+  sink.tf32_low_rank = o.mixed_precision;
 
   for (int t = 0; t < o.max_iterations; ++t) {
     double const eps = o.epsilon * std::pow(decay, t);
-    // 1. Anchors from the mixture T_{t−1}: a term, a row, then a column.
+    // 1. Anchors from the mixture T_{t−1}: a term and a row on the host,
+    // then a column from that term's row on the device (the product plan's
+    // from b on the host).
     std::vector<double> term_cumulative;
     double total = 0;
     for (auto const& w : run.terms)
       term_cumulative.push_back(total += w.weight);
-    std::vector<int> term_of(m);
     for (std::int64_t c = 0; c < m; ++c) {
-      term_of[c] = draw_index(term_cumulative, uniform_draw(seed, t, c, 0));
-      source_host(c) =
+      TermWeight const& w =
+          run.terms[draw_index(term_cumulative, uniform_draw(seed, t, c, 0))];
+      int const row =
           draw_index(problem.a_cumulative, uniform_draw(seed, t, c, 1));
-      if (run.terms[term_of[c]].slot < 0)
-        target_host(c) =
-            draw_index(problem.b_cumulative, uniform_draw(seed, t, c, 2));
+      int const column = w.slot < 0 ? draw_index(problem.b_cumulative,
+                                                 uniform_draw(seed, t, c, 2))
+                                    : -1;
+      source_host(c) = row;
+      draws_host(c) = AnchorDraw{w.slot, row, column, w.inverse_epsilon};
     }
     Kokkos::deep_copy(space, source_anchors, source_host);
-    for (std::size_t e = 0; e < run.terms.size(); ++e) {
-      int const s = run.terms[e].slot;
-      if (s < 0) continue;
-      std::vector<std::int64_t> members;
-      for (std::int64_t c = 0; c < m; ++c)
-        if (term_of[c] == int(e)) members.push_back(c);
-      if (members.empty()) continue;
-      std::int64_t const count = members.size();
-      for (std::int64_t r = 0; r < count; ++r)
-        rows_host(r) = source_host(members[r]);
-      Kokkos::deep_copy(space, rows, rows_host);
-      auto const u = terms.u, f = terms.f;
-      auto const p = terms.p;
-      auto const gu = gathered_u, gf = gathered_f, gp = gathered_p;
-      auto const rows_d = rows;
-      Kokkos::parallel_for(
-          "softwave::gw::gather_rows",
-          Kokkos::RangePolicy<Space>(space, 0, count),
-          KOKKOS_LAMBDA(std::int64_t r) {
-            std::int64_t const i = rows_d(r);
-            gu(r) = u(s, i);
-            gf(r) = f(s, i);
-            for (std::int64_t c = 0; c < rank; ++c)
-              gp(r * rank + c) = p(s, i, c);
-          });
-      LowRankCost<T, Space> form{
-          OTView2<const T, Space>(gathered_u.data(), 1, count),
-          terms.row(terms.v, s),
-          OTView3<const T, Space>(gathered_p.data(), 1, count, rank),
-          terms.factor(terms.q, s)};
-      PlanQueries<T, Space> queries;
-      queries.row_samples = OTView3<int, Space>(samples.data(), 1, count, 1);
-      queries.seed = mix64(seed ^ mix64(std::uint64_t(t) * 64 + e));
-      SinkhornOptions at = sink;
-      at.epsilon = 1.0 / run.terms[e].inverse_epsilon;
-      sinkhorn_plan_queries(
-          space, form,
-          Marginals<T, Space>{OTView2<const T, Space>(), problem.b2},
-          OTView2<const T, Space>(gathered_f.data(), 1, count),
-          OTView2<const T, Space>(terms.row(terms.g, s)), queries, at);
-      Kokkos::deep_copy(space, samples_host, samples);
+    Kokkos::deep_copy(space, draws, draws_host);
+    sampler.sample(space, terms, problem.marginals.b, draws,
+                   mix64(seed ^ mix64(std::uint64_t(t) + 0x51ed27ull)),
+                   target_anchors);
+    if (graph_side) {  // the graph's Dijkstra runs start on the host
+      Kokkos::deep_copy(space, target_host, target_anchors);
       space.fence();
-      for (std::int64_t r = 0; r < count; ++r)
-        target_host(members[r]) = samples_host(r);
     }
-    Kokkos::deep_copy(space, target_anchors, target_host);
 
     // 2. The anchors' distances, normalised by the first iteration's scale.
     auto const xs =
@@ -439,36 +416,33 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
       Kokkos::deep_copy(space, terms.row(terms.g, slot),
                         terms.row(terms.g, latest));
     }
-    SinkhornResult<T, Space> solved;
-    solved.f = terms.row(terms.f, slot);
-    solved.g = terms.row(terms.g, slot);
-    Marginals<T, Space> const weights{problem.a2, problem.b2};
-    if (dense_cost.size() > 0) {
-      form_cost(space, terms.cost(slot), dense_cost);
-      sinkhorn(space, CostMatrix<T, Space>{dense_cost}, weights, solved, sink);
-    } else {
-      sinkhorn(space, terms.cost(slot), weights, solved, sink);
+    {
+      compat::ScopedRegion solve_region("softwave::gw::solve");
+      SinkhornResult<T, Space> solved;
+      solved.f = terms.row(terms.f, slot);
+      solved.g = terms.row(terms.g, slot);
+      Marginals<T, Space> const weights{problem.a2, problem.b2};
+      if (dense_cost.size() > 0) {
+        form_cost(space, terms.cost(slot), dense_cost);
+        sinkhorn(space, CostMatrix<T, Space>{dense_cost}, weights, solved,
+                 sink);
+      } else {
+        sinkhorn(space, terms.cost(slot), weights, solved, sink);
+      }
     }
     latest = slot;
     run.final_epsilon = eps;
     run.iterations = t + 1;
 
-    // 4. T_t = (1 − α) T_{t−1} + α π_t; the change α‖π_t − T_{t−1}‖_F.
+    // 4. T_t = (1 − α) T_{t−1} + α π_t.
     bool const last = t + 1 == o.max_iterations;
     bool const check = (o.tolerance > 0 && t + 1 >= o.min_iterations &&
                         (t + 1 - o.min_iterations) % o.check_every == 0) ||
                        last;
-    if (check) {
-      std::vector<TermWeight> difference = {{slot, 1.0, 1.0 / eps}};
-      for (auto w : run.terms) {
-        w.weight = -w.weight;
-        difference.push_back(w);
-      }
-      TermSum<T, Space> sum{terms, term_list<T, Space>(space, difference),
-                            problem.marginals.a, problem.marginals.b,
-                            problem.product_scale()};
-      run.last_change = o.alpha * frobenius_norm(space, sum);
-      run.changes.push_back(run.last_change);
+    std::vector<TermWeight> difference = {{slot, 1.0, 1.0 / eps}};
+    for (auto w : run.terms) {
+      w.weight = -w.weight;
+      difference.push_back(w);
     }
     std::vector<TermWeight> next;
     double kept = 0;
@@ -485,15 +459,43 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     next.push_back({slot, o.alpha, 1.0 / eps});
     kept += o.alpha;
     for (auto& w : next) w.weight /= kept;
+    if (check) {
+      compat::ScopedRegion check_region("softwave::gw::check");
+      // The change ‖T_t − T_{t−1}‖_F = α‖π_t − T_{t−1}‖_F relative to
+      // ‖T_t‖_F, both on `checked` rows spread evenly from an offset drawn
+      // per check (all rows when checked = N).
+      double const offset = uniform_draw(seed, t, 0, 3);
+      for (std::int64_t q = 0; q < checked; ++q)
+        check_host(q) = int(std::min<double>(
+            problem.n - 1,
+            std::floor((double(q) + (checked < problem.n ? offset : 0)) *
+                       double(problem.n) / double(checked))));
+      Kokkos::deep_copy(space, check_list, check_host);
+      auto norm_of = [&](const std::vector<TermWeight>& weights) {
+        TermSum<T, Space> sum{terms,
+                              term_list<T, Space>(space, weights),
+                              problem.marginals.a,
+                              problem.marginals.b,
+                              problem.product_scale(),
+                              check_list};
+        return frobenius_norm(space, sum);
+      };
+      double const change = o.alpha * norm_of(difference), size = norm_of(next);
+      run.last_change = size > 0 ? change / size : change;
+      run.changes.push_back(run.last_change);
+    }
     run.terms = next;
-    run.source_anchors.assign(source_host.data(), source_host.data() + m);
-    run.target_anchors.assign(target_host.data(), target_host.data() + m);
     if (check && o.tolerance > 0 && t + 1 >= o.min_iterations &&
         run.last_change <= o.tolerance) {
       run.converged = true;
       break;
     }
   }
+  // The last iteration's anchors, as the result reports them.
+  Kokkos::deep_copy(space, target_host, target_anchors);
+  space.fence();
+  run.source_anchors.assign(source_host.data(), source_host.data() + m);
+  run.target_anchors.assign(target_host.data(), target_host.data() + m);
   return run;
 }
 

@@ -6,11 +6,14 @@
 // iteration's change).
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <softwave/kokkos_compat.hpp>
 #include <softwave/sinkhorn.hpp>
 #include <string>
 #include <vector>
+
+#include "../sinkhorn/passes.hpp"
 
 namespace softwave::impl {
 
@@ -77,6 +80,8 @@ struct TermSum {
   OTView1<const T, Space> a, b;  // empty: uniform
   // 1/Σb: the product plan a⊗b/Σb has marginals a and b.
   double product_scale = 1;
+  // The rows the kernels below cover, in order (empty: all N).
+  Kokkos::View<const int*, typename Space::memory_space> row_list;
 
   // Rows a team evaluates together: each column's factor row is read
   // once for all of them (per row it would be read N times a pass).
@@ -88,19 +93,30 @@ struct TermSum {
   KOKKOS_INLINE_FUNCTION double b_at(std::int64_t j) const {
     return b.extent(0) ? double(b(j)) : 1.0 / double(terms.k);
   }
-  // The first row of a team's block (a team per block), and how many rows
-  // the block from i0 has.
+  // Rows covered, and the row at position q of them.
+  KOKKOS_INLINE_FUNCTION std::int64_t row_count() const {
+    return row_list.extent(0) ? std::int64_t(row_list.extent(0)) : terms.n;
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t row_at(std::int64_t q) const {
+    return row_list.extent(0) ? std::int64_t(row_list(q)) : q;
+  }
+  // The first position of a team's block (a team per block), and how many
+  // rows the block from position q0 has.
   template <class Member>
   KOKKOS_INLINE_FUNCTION std::int64_t first_row(const Member& team) const {
     return std::int64_t(team.league_rank()) * rows;
   }
-  KOKKOS_INLINE_FUNCTION int rows_from(std::int64_t i0) const {
-    return terms.n - i0 < rows ? int(terms.n - i0) : rows;
+  KOKKOS_INLINE_FUNCTION int rows_from(std::int64_t q0) const {
+    std::int64_t const left = row_count() - q0;
+    return left < rows ? int(left) : rows;
   }
-  // out[r] = Σ_s w_s π_s(i0 + r, j) for the block's rows r < count (its
-  // last rows may be fewer; their loads repeat the last row).
-  KOKKOS_INLINE_FUNCTION void block(std::int64_t i0, int count, std::int64_t j,
+  // out[r] = Σ_s w_s π_s(row_at(q0 + r), j) for the block's rows r < count
+  // (its last rows may be fewer; their loads repeat the last row).
+  KOKKOS_INLINE_FUNCTION void block(std::int64_t q0, int count, std::int64_t j,
                                     double* out) const {
+    std::int64_t row[rows];
+    for (int r = 0; r < rows; ++r)
+      row[r] = row_at(q0 + (r < count ? r : count - 1));
     for (int r = 0; r < rows; ++r) out[r] = 0;
     for (std::size_t e = 0; e < list.extent(0); ++e) {
       TermWeight const t = list(e);
@@ -112,18 +128,18 @@ struct TermSum {
       for (std::int64_t c = 0; c < terms.rank; ++c) {
         T const qc = terms.q(t.slot, j, c);
         for (int r = 0; r < rows; ++r)
-          dot[r] += terms.p(t.slot, i0 + (r < count ? r : count - 1), c) * qc;
+          dot[r] += terms.p(t.slot, row[r], c) * qc;
       }
       T const column = terms.g(t.slot, j) - terms.v(t.slot, j);
       T const inverse = T(t.inverse_epsilon);
       for (int r = 0; r < count; ++r) {
         T const s =
-            terms.f(t.slot, i0 + r) - terms.u(t.slot, i0 + r) + column + dot[r];
+            terms.f(t.slot, row[r]) - terms.u(t.slot, row[r]) + column + dot[r];
         out[r] += t.weight * double(compat::exp(s * inverse));
       }
     }
     double const bj = b_at(j);
-    for (int r = 0; r < count; ++r) out[r] *= a_at(i0 + r) * bj;
+    for (int r = 0; r < count; ++r) out[r] *= a_at(row[r]) * bj;
   }
 };
 
@@ -146,7 +162,7 @@ template <class T, class Space>
 Kokkos::TeamPolicy<Space> block_policy(const Space& space,
                                        const TermSum<T, Space>& sum) {
   constexpr int R = TermSum<T, Space>::rows;
-  return Kokkos::TeamPolicy<Space>(space, (sum.terms.n + R - 1) / R,
+  return Kokkos::TeamPolicy<Space>(space, (sum.row_count() + R - 1) / R,
                                    Kokkos::AUTO);
 }
 
@@ -207,24 +223,138 @@ void row_argmax(const Space& space, const TermSum<T, Space>& sum,
       });
 }
 
-// ‖sum‖_F, accumulated in float64 (signed weights make it a difference).
+// One anchor pair's draw from the plan's mixture: the term (its slot, −1:
+// the product plan a⊗b) and 1/ε, the source row, and for the product plan
+// the target column (drawn from b on the host).
+struct AnchorDraw {
+  int slot;
+  int row;
+  int column;
+  double inverse_epsilon;
+};
+
+// A Gumbel draw for (key, column): −log(−log u), u uniform in (0, 1).
+KOKKOS_INLINE_FUNCTION double gumbel(std::uint64_t key, std::int64_t j) {
+  double const u =
+      (double(mix64(key + std::uint64_t(j)) >> 11) + 0.5) * 0x1p-53;
+  return -compat::log(-compat::log(u));
+}
+
+// Draws each anchor's column from row draws(c).row of its term's plan
+// π_s(i, ·) ∝ b_k exp((f_i + g_k − u_i − v_k + P_i·Q_k)/ε_s) by Gumbel-max
+// with the counter-based key (key, c, column), all anchors at once: a team
+// per anchor and part of the columns keeps its best, then a thread per
+// anchor takes the best of the parts in order (the first column of the
+// largest score: the same draw for any number of parts).
+template <class T, class Space>
+class ColumnSampler {
+ public:
+  using Memory = typename Space::memory_space;
+  ColumnSampler(const Space& space, std::int64_t anchors, std::int64_t k)
+      : parts_(std::max<std::int64_t>(
+            1, std::min<std::int64_t>(k / kLeastColumns, kMostParts))),
+        best_(uninitialised<double**>(space, "softwave::gw::sampled_scores",
+                                      anchors, parts_)),
+        at_(uninitialised<int**>(space, "softwave::gw::sampled_columns",
+                                 anchors, parts_)) {}
+
+  void sample(const Space& space, const PlanTerms<T, Space>& terms,
+              const OTView1<const T, Space>& b,
+              const Kokkos::View<const AnchorDraw*, Memory>& draws,
+              std::uint64_t key, const Kokkos::View<int*, Memory>& columns) {
+    using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+    std::int64_t const k = terms.k, rank = terms.rank, parts = parts_;
+    auto const best = best_;
+    auto const at = at_;
+    Kokkos::parallel_for(
+        "softwave::gw::sample_columns",
+        Kokkos::TeamPolicy<Space>(space, draws.extent(0) * parts, Kokkos::AUTO),
+        KOKKOS_LAMBDA(const Member& team) {
+          std::int64_t const c = team.league_rank() / parts,
+                             part = team.league_rank() % parts;
+          AnchorDraw const d = draws(c);
+          if (d.slot < 0) return;
+          std::uint64_t const anchor_key = mix64(key + std::uint64_t(c));
+          T const row = terms.f(d.slot, d.row) - terms.u(d.slot, d.row);
+          // The thread's best score and its first column, then the team's.
+          double score_of_thread = -INFINITY;
+          std::int64_t column_of_thread = k;
+          Kokkos::parallel_for(
+              Kokkos::TeamThreadRange(team, part * k / parts,
+                                      (part + 1) * k / parts),
+              [&](std::int64_t j) {
+                T dot = 0;
+                for (std::int64_t r = 0; r < rank; ++r)
+                  dot += terms.p(d.slot, d.row, r) * terms.q(d.slot, j, r);
+                double score = double(row + terms.g(d.slot, j) -
+                                      terms.v(d.slot, j) + dot) *
+                                   d.inverse_epsilon +
+                               gumbel(anchor_key, j);
+                if (b.extent(0)) score += compat::log(double(b(j)));
+                if (score > score_of_thread)
+                  score_of_thread = score, column_of_thread = j;
+              });
+          double top = score_of_thread;
+          team.team_reduce(Kokkos::Max<double>(top));
+          std::int64_t first = score_of_thread == top ? column_of_thread : k;
+          team.team_reduce(Kokkos::Min<std::int64_t>(first));
+          Kokkos::single(Kokkos::PerTeam(team), [&]() {
+            best(c, part) = top;
+            at(c, part) = int(first);
+          });
+        });
+    Kokkos::parallel_for(
+        "softwave::gw::sampled_column",
+        Kokkos::RangePolicy<Space>(space, 0, draws.extent(0)),
+        KOKKOS_LAMBDA(std::int64_t c) {
+          AnchorDraw const d = draws(c);
+          if (d.slot < 0) {
+            columns(c) = d.column;
+            return;
+          }
+          double top = -INFINITY;
+          int column = 0;  // (no finite score, which a solve cannot give)
+          for (std::int64_t part = 0; part < parts; ++part)
+            if (best(c, part) > top) top = best(c, part), column = at(c, part);
+          columns(c) = column;
+        });
+  }
+
+ private:
+  static constexpr std::int64_t kLeastColumns = 256, kMostParts = 64;
+  std::int64_t parts_;
+  Kokkos::View<double**, Kokkos::LayoutRight, Memory> best_;
+  Kokkos::View<int**, Kokkos::LayoutRight, Memory> at_;
+};
+
+// ‖sum‖_F over its rows, accumulated in float64 (signed weights make it a
+// difference). A team per block of rows and part of the columns: a check
+// covers few rows (GwOptions::check_rows), and teams over whole rows alone
+// would leave most of a GPU idle.
 template <class T, class Space>
 double frobenius_norm(const Space& space, const TermSum<T, Space>& sum) {
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
   constexpr int R = TermSum<T, Space>::rows;
+  constexpr std::int64_t kTeams = 2048, kLeastColumns = 256;
   std::int64_t const k = sum.terms.k;
+  std::int64_t const blocks = (sum.row_count() + R - 1) / R;
+  std::int64_t const parts = std::max<std::int64_t>(
+      1, std::min((kTeams + blocks - 1) / blocks, k / kLeastColumns));
   double total = 0;
   Kokkos::parallel_reduce(
-      "softwave::gw::frobenius_norm", block_policy(space, sum),
+      "softwave::gw::frobenius_norm",
+      Kokkos::TeamPolicy<Space>(space, blocks * parts, Kokkos::AUTO),
       KOKKOS_LAMBDA(const Member& team, double& out) {
-        std::int64_t const i0 = sum.first_row(team);
-        int const count = sum.rows_from(i0);
+        std::int64_t const q0 = team.league_rank() / parts * R,
+                           part = team.league_rank() % parts;
+        int const count = sum.rows_from(q0);
         double block_total = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, k),
+            Kokkos::TeamThreadRange(team, part * k / parts,
+                                    (part + 1) * k / parts),
             [&](std::int64_t j, double& s) {
               double values[R];
-              sum.block(i0, count, j, values);
+              sum.block(q0, count, j, values);
               for (int r = 0; r < count; ++r) s += values[r] * values[r];
             },
             block_total);

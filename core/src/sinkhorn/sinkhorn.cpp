@@ -645,7 +645,7 @@ void solve(const Space& space, const PublicForm& public_form,
   auto const w = weights(space, marginals, B, N, K);
   auto const eps = epsilons<T, Space>(space, form, options);
   std::optional<Specialised> specialised;
-  if (use_specialised) specialised.emplace(space, form, options.warm_start);
+  if (use_specialised) specialised.emplace(space, form, options);
   auto const transposed = form.transposed();
   // One half-iteration: the rows of `form` (rows_side) or its columns.
   auto update = [&](bool rows_side, const ColumnSide<T, Space>& other,
@@ -716,27 +716,33 @@ void solve(const Space& space, const PublicForm& public_form,
   }
 
   if (symmetric) Kokkos::deep_copy(space, result.g, result.f);
-  auto const final_eps = eps.at(eps.annealing + 1, options.epsilon_scaling);
-  auto const m =
-      measure(space, form, w, result.f, result.g, final_eps, options);
-  if (result.value.extent(0))
-    dual_value<Space, T>(space, m, w, eps.target.view, result.value);
-  auto const rows_t = m.rows.view, cols_t = m.columns.view;
+  // The exact measurement (two passes over every pair) only for the
+  // outputs that need it: a caller after the potentials alone (sampled GW's
+  // solves) skips it.
   auto const transport = result.transport_cost;
   auto const marginal = result.marginal_error;
   auto const converged = result.converged;
-  double const tol = options.tolerance > 0 ? options.tolerance : 0;
-  Kokkos::parallel_for(
-      "softwave::sinkhorn::results", Kokkos::RangePolicy<Space>(space, 0, B),
-      KOKKOS_LAMBDA(std::int64_t b) {
-        if (transport.extent(0)) transport(b) = T(rows_t(b, 4));
-        if (marginal.extent(0)) {
-          marginal(b, 0) = T(rows_t(b, 1));
-          marginal(b, 1) = T(cols_t(b, 1));
-        }
-        if (converged.extent(0))
-          converged(b) = rows_t(b, 2) <= tol && cols_t(b, 2) <= tol;
-      });
+  if (result.value.extent(0) || transport.extent(0) || marginal.extent(0) ||
+      converged.extent(0)) {
+    auto const final_eps = eps.at(eps.annealing + 1, options.epsilon_scaling);
+    auto const m =
+        measure(space, form, w, result.f, result.g, final_eps, options);
+    if (result.value.extent(0))
+      dual_value<Space, T>(space, m, w, eps.target.view, result.value);
+    auto const rows_t = m.rows.view, cols_t = m.columns.view;
+    double const tol = options.tolerance > 0 ? options.tolerance : 0;
+    Kokkos::parallel_for(
+        "softwave::sinkhorn::results", Kokkos::RangePolicy<Space>(space, 0, B),
+        KOKKOS_LAMBDA(std::int64_t b) {
+          if (transport.extent(0)) transport(b) = T(rows_t(b, 4));
+          if (marginal.extent(0)) {
+            marginal(b, 0) = T(rows_t(b, 1));
+            marginal(b, 1) = T(cols_t(b, 1));
+          }
+          if (converged.extent(0))
+            converged(b) = rows_t(b, 2) <= tol && cols_t(b, 2) <= tol;
+        });
+  }
   if (result.iterations.extent(0)) {
     auto const host = Kokkos::View<int*, Kokkos::HostSpace,
                                    Kokkos::MemoryTraits<Kokkos::Unmanaged>>(

@@ -26,8 +26,9 @@ struct SpecialisedPasses {
   }
   // Whether `automatic` takes them for this problem.
   static bool pays_off(const Form&) { return false; }
-  // warm: the potentials start from given values, not zeros.
-  SpecialisedPasses(const Space&, const Form&, bool /*warm*/) {}
+  // Made once per solve with its options (warm_start: the potentials
+  // start from given values, not zeros).
+  SpecialisedPasses(const Space&, const Form&, const SinkhornOptions&) {}
   // f ← the update of `own` against `columns` (rows_side: the form's rows;
   // else its transposed form's), as tiled_pass with an UpdateVisitor.
   void update(const Space&, bool /*rows_side*/, const ColumnSide<T, Space>&,
