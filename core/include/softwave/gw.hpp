@@ -29,7 +29,7 @@
 // asked for.
 //
 // Stops once t >= min_iterations and the relative change
-//   ‖T_t − T_{t−1}‖_F / ‖T_t‖_F = α‖π_t − T_{t−1}‖_F / ‖T_t‖_F <= tolerance
+//   ‖T_t − T_{t−1}‖_F / ‖T_t‖_F <= tolerance
 // (checked every check_every iterations from min_iterations on, both norms
 // over check_rows rows spread evenly through the source) or at
 // max_iterations. Relative, because ‖T‖_F itself shrinks like 1/√(NK) as a

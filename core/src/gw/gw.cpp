@@ -439,11 +439,6 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     bool const check = (o.tolerance > 0 && t + 1 >= o.min_iterations &&
                         (t + 1 - o.min_iterations) % o.check_every == 0) ||
                        last;
-    std::vector<TermWeight> difference = {{slot, 1.0, 1.0 / eps}};
-    for (auto w : run.terms) {
-      w.weight = -w.weight;
-      difference.push_back(w);
-    }
     std::vector<TermWeight> next;
     double kept = 0;
     for (auto w : run.terms) {
@@ -461,9 +456,21 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     for (auto& w : next) w.weight /= kept;
     if (check) {
       compat::ScopedRegion check_region("softwave::gw::check");
-      // The change ‖T_t − T_{t−1}‖_F = α‖π_t − T_{t−1}‖_F relative to
-      // ‖T_t‖_F, both on `checked` rows spread evenly from an offset drawn
-      // per check (all rows when checked = N).
+      // The change ‖T_t − T_{t−1}‖_F relative to ‖T_t‖_F, both on
+      // `checked` rows spread evenly from an offset drawn per check (all
+      // rows when checked = N). T_t is the mixture as kept (α π_t +
+      // (1 − α) T_{t−1} but for the dropped terms): its terms' weights less
+      // T_{t−1}'s, a slot's two weights as one.
+      std::vector<TermWeight> difference = next;
+      for (auto const& w : run.terms) {
+        auto const same =
+            std::find_if(difference.begin(), difference.end(),
+                         [&](const TermWeight& d) { return d.slot == w.slot; });
+        if (same != difference.end())
+          same->weight -= w.weight;
+        else
+          difference.push_back({w.slot, -w.weight, w.inverse_epsilon});
+      }
       double const offset = uniform_draw(seed, t, 0, 3);
       for (std::int64_t q = 0; q < checked; ++q)
         check_host(q) = int(std::min<double>(
@@ -480,7 +487,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
                               check_list};
         return frobenius_norm(space, sum);
       };
-      double const change = o.alpha * norm_of(difference), size = norm_of(next);
+      double const change = norm_of(difference), size = norm_of(next);
       run.last_change = size > 0 ? change / size : change;
       run.changes.push_back(run.last_change);
     }
