@@ -12,7 +12,7 @@
 # ../shared/deps/ (or $SOFTWAVE_KOKKOS_ARCHIVES) and cached under
 # .cache/kokkos-versions/; softwave's library, CLI and GoogleTest suite are
 # built against it in build/kokkos-<name>/ and run at one OpenMP thread
-# (ctest -L threads1).
+# (ctest -L threads1, two tests at a time).
 #
 # With `hip`, instead: Kokkos 4.6.01's HIP backend for gfx90a (hipcc), and
 # softwave's library, CLI, benchmarks and tests compiled and linked against it, each with
@@ -80,7 +80,7 @@ suite() {
   grep -E "Kokkos  |empty-View check" "$cache/$name.configure.log" || true
   cmake --build "build/kokkos-$name"
   local log=$cache/$name.ctest.log
-  if ! ctest --test-dir "build/kokkos-$name" -L threads1 --output-on-failure \
+  if ! ctest --test-dir "build/kokkos-$name" -L threads1 -j 2 --output-on-failure \
       >"$log" 2>&1; then
     tail -n 80 "$log"
     echo "kokkos_versions: the test suite failed against Kokkos $name" >&2
