@@ -17,8 +17,8 @@
 // region's (the CUDA-specialised Sinkhorn updates are regions, not Kokkos
 // kernels), the instance fenced around every kernel and region, so the
 // sums are a breakdown, not the ms above.
-// SOFTWAVE_BENCH_GW_TOLERANCE=x and SOFTWAVE_BENCH_GW_SINKHORN_ITERATIONS=n
-// replace those options (for choosing their defaults);
+// SOFTWAVE_BENCH_GW_TOLERANCE, _SINKHORN_ITERATIONS, _ANCHORS, _EPSILON and
+// _MIXED_PRECISION (0 or 1) replace those options (for choosing defaults);
 // SOFTWAVE_BENCH_GW_TRACE=1 prints every check's relative change.
 //
 // Counters: ms; iterations; rho, the signed Spearman correlation of the
@@ -159,6 +159,12 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
     options.tolerance = std::atof(tolerance);
   if (char const* its = std::getenv("SOFTWAVE_BENCH_GW_SINKHORN_ITERATIONS"))
     options.sinkhorn_iterations = std::atoi(its);
+  if (char const* anchors = std::getenv("SOFTWAVE_BENCH_GW_ANCHORS"))
+    options.anchors = std::atoi(anchors);
+  if (char const* epsilon = std::getenv("SOFTWAVE_BENCH_GW_EPSILON"))
+    options.epsilon = std::atof(epsilon);
+  if (char const* mixed = std::getenv("SOFTWAVE_BENCH_GW_MIXED_PRECISION"))
+    options.mixed_precision = std::atoi(mixed) != 0;
   softwave::GwResult<float, Space> result;
   result.compute_objective = false;
   result.matching =
@@ -209,7 +215,11 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
 void register_sampled_gw(bool gpu) {
   std::vector<std::pair<std::int64_t, std::int64_t>> sizes;
   if (gpu)
-    sizes = {{4000, 5000}, {10000, 12000}, {20000, 25000}, {40000, 50000}};
+    sizes = {{4000, 5000},
+             {10000, 12000},
+             {20000, 25000},
+             {30000, 35000},
+             {40000, 50000}};
   else
     sizes = {{400, 500}, {2000, 2500}};
   auto add = [](const char* name, std::int64_t n, std::int64_t k,
