@@ -348,6 +348,42 @@ TYPED_TEST(SampledGw, ChangeIsRelativeToThePlan) {
   EXPECT_EQ(stopped.last_change, all.changes[first]);
 }
 
+// GwSide builds each of TorchGW's distance modes from one array as the
+// library's own pieces do (the graph and embedding it keeps are those of
+// knn_graph and landmark_embedding).
+TYPED_TEST(SampledGw, SidesFromOneArrayInEveryMode) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  using Mode = softwave::GwDistanceMode;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const n = rng.integer(20, 40), dim = 2, k = 4, landmarks = 6;
+  std::vector<double> x(std::size_t(n) * dim);
+  for (double& e : x) e = rng.uniform(-1, 1);
+  auto const points = to_device2<T, Space>(rounded<T>(x), n, dim);
+  V2<const T, Space> const data(points);
+  softwave::GwSide<T, Space> const matrix(space, data, Mode::precomputed),
+      euclidean(space, data, Mode::euclidean),
+      landmark(space, data, Mode::landmark, k, landmarks),
+      dijkstra(space, data, Mode::dijkstra, k);
+  EXPECT_EQ(matrix.distances().matrix.data(), data.data());
+  EXPECT_EQ(euclidean.distances().coordinates.data(), data.data());
+  EXPECT_EQ(euclidean.distances().graph, nullptr);
+  auto const graph = softwave::knn_graph(space, data, k);
+  ASSERT_NE(dijkstra.distances().graph, nullptr);
+  EXPECT_EQ(dijkstra.distances().graph->offsets, graph.offsets);
+  EXPECT_EQ(dijkstra.distances().graph->targets, graph.targets);
+  EXPECT_EQ(dijkstra.joined_components(), graph.joined_components);
+  V2<T, Space> z("embedding", n, landmarks);
+  softwave::landmark_embedding(space, graph, z);
+  auto const got = landmark.distances().coordinates;
+  ASSERT_EQ(int(got.extent(0)), n);
+  ASSERT_EQ(int(got.extent(1)), landmarks);
+  EXPECT_EQ(
+      swt::to_host(V2<T, Space>(const_cast<T*>(got.data()), n, landmarks)),
+      swt::to_host(z));
+}
+
 namespace {
 
 enum class Mode { matrices, landmarks, graphs };

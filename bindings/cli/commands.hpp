@@ -26,4 +26,7 @@ std::string cluster_help();
 int run_sinkhorn(const std::vector<std::string>& arguments);
 std::string sinkhorn_help();
 
+int run_gw(const std::vector<std::string>& arguments);
+std::string gw_help();
+
 }  // namespace softwave::cli

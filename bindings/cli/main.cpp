@@ -47,6 +47,9 @@ constexpr const char* top_help =
     "  sinkhorn   entropic optimal transport between two point clouds "
     "(JSON,\n"
     "             potentials and matching as CSV or .npy)\n"
+    "  gw         sampled Gromov-Wasserstein between two point sets or "
+    "distance\n"
+    "             matrices (JSON, plan and matching as CSV or .npy)\n"
     "\n"
     "Soft-DTW smoothing defaults to --gamma 1.0; --gamma 0 is hard DTW.\n"
     "'softwave <command> --help' lists a command's options.\n"
@@ -93,6 +96,7 @@ int run(const std::vector<std::string>& arguments) {
       {"barycenter", run_barycenter, barycenter_help},
       {"cluster", run_cluster, cluster_help},
       {"sinkhorn", run_sinkhorn, sinkhorn_help},
+      {"gw", run_gw, gw_help},
   };
   for (const Command& c : commands) {
     if (command != c.name) continue;

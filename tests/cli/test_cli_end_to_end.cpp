@@ -1017,4 +1017,99 @@ TEST(CliSinkhorn, BadInputIsAnErrorAndWritesNothing) {
   EXPECT_FALSE(fs::exists(out));  // nothing half-written is left behind
 }
 
+TEST(CliGw, WritesPlanMatchingAndObjective) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const Result result = softwave({"gw",
+                                  "--source",
+                                  (dir / "source.csv").string(),
+                                  "--target",
+                                  (dir / "target.csv").string(),
+                                  "--mode",
+                                  "euclidean",
+                                  "--anchors",
+                                  "5",
+                                  "--max-iterations",
+                                  "8",
+                                  "--epsilon",
+                                  "0.05",
+                                  "--dtype",
+                                  "float64",
+                                  "--seed",
+                                  "3",
+                                  "-o",
+                                  (dir / "plan.npy").string(),
+                                  "--matching",
+                                  (dir / "m.csv").string()});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(result.err, "");
+  EXPECT_EQ(json_number(result.out, "n_source"), 12);
+  EXPECT_EQ(json_number(result.out, "n_target"), 9);
+  EXPECT_EQ(json_field(result.out, "mode"), "\"euclidean\"");
+  EXPECT_EQ(json_number(result.out, "iterations"), 8);  // min 50: no stop
+  EXPECT_EQ(json_number(result.out, "seed"), 3);
+  const softwave::cli::NpyArray plan = softwave::cli::parse_npy(
+      read_file(dir / "plan.npy"), (dir / "plan.npy").string());
+  ASSERT_EQ(plan.shape, (std::vector<std::size_t>{12, 9}));
+  const Matrix m = parse_csv(read_file(dir / "m.csv"));
+  expect_shape(m, 12, 1);
+  // Each row's argmax; the plan's column sums (each solve ends on them)
+  // 1/9; the objective the quadruple sum over the written plan.
+  const Matrix x = parse_csv(read_file(dir / "source.csv"));
+  const Matrix y = parse_csv(read_file(dir / "target.csv"));
+  auto at = [&](std::size_t i, std::size_t j) {
+    return plan.element(i * 9 + j);
+  };
+  for (std::size_t i = 0; i < 12; ++i) {
+    std::size_t best = 0;
+    for (std::size_t j = 1; j < 9; ++j)
+      if (at(i, j) > at(i, best)) best = j;
+    EXPECT_EQ(m[i][0], double(best)) << "row " << i;
+  }
+  for (std::size_t j = 0; j < 9; ++j) {
+    double column = 0;
+    for (std::size_t i = 0; i < 12; ++i) column += at(i, j);
+    expect_close(column, 1.0 / 9, 1e-9);
+  }
+  auto distance = [](const Matrix& p, std::size_t i, std::size_t j) {
+    return std::hypot(p[i][0] - p[j][0], p[i][1] - p[j][1]);
+  };
+  double objective = 0;
+  for (std::size_t i = 0; i < 12; ++i)
+    for (std::size_t k = 0; k < 9; ++k)
+      for (std::size_t j = 0; j < 12; ++j)
+        for (std::size_t l = 0; l < 9; ++l) {
+          const double d = distance(x, i, j) - distance(y, k, l);
+          objective += d * d * at(i, k) * at(j, l);
+        }
+  expect_close(json_number(result.out, "objective"), objective, 1e-9);
+}
+
+TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const std::string source = (dir / "source.csv").string();
+  const std::string target = (dir / "target.csv").string();
+  const std::string out = (dir / "plan.npy").string();
+  auto gw = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = {"gw",   "--source", source, "--target",
+                                     target, "-o",       out};
+    args.insert(args.end(), more.begin(), more.end());
+    return softwave(args);
+  };
+  expect_error(gw({"--mode", "geodesic"}),
+               "option --mode: expected "
+               "dijkstra|landmark|euclidean|precomputed, got 'geodesic'");
+  expect_error(gw({"--anchors", "0"}),
+               "option --anchors: expected an integer >= 1, got '0'");
+  expect_error(gw({"--epsilon", "0"}),
+               "option --epsilon: expected a number > 0, got '0'");
+  expect_error_containing(gw({"--alpha", "2"}), "--alpha must be in (0, 1]");
+  expect_error_containing(gw({"--mode", "precomputed"}), "square");
+  write_file(dir / "w.csv", "0.5\n0.5\n");
+  expect_error_containing(gw({"--target-weights", (dir / "w.csv").string()}),
+                          "holds 2 weights for 9 points");
+  EXPECT_FALSE(fs::exists(out));  // nothing half-written is left behind
+}
+
 }  // namespace

@@ -1,4 +1,5 @@
-"""Optimal transport: log-domain Sinkhorn for NumPy arrays and torch tensors.
+"""Optimal transport: log-domain Sinkhorn and sampled Gromov–Wasserstein
+(``sampled_gw``) for NumPy arrays and torch tensors.
 
 Between point clouds (costs formed on the fly, never stored), a cost matrix,
 or a low-rank cost ``C = u 1ᵀ + 1 vᵀ − P Qᵀ``; balanced, semi-relaxed or
@@ -35,7 +36,7 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["sinkhorn", "sinkhorn_divergence", "SinkhornResult", "SamplesLoss"]
+__all__ = ["sinkhorn", "sinkhorn_divergence", "SinkhornResult", "SamplesLoss", "sampled_gw", "GwResult"]
 
 _POINT_COSTS = ("sqeuclidean", "half_sqeuclidean")
 
@@ -496,3 +497,134 @@ def __getattr__(name):
         globals()["SamplesLoss"] = cls
         return cls
     raise AttributeError(f"module 'softwave.ot' has no attribute {name!r}")
+
+
+_GW_MODES = ("dijkstra", "landmark", "precomputed", "euclidean")
+
+
+@dataclass
+class GwResult:
+    """What ``sampled_gw`` returns. plan: the dense (N, K) plan (None when not
+    asked for); matching: argmax_k T_ik per source point (None when not asked
+    for); objective: the exact GW objective of the plan (square loss, with the
+    distances as given; NaN when not computed); iterations, converged, seed (the
+    restart kept); changes: every check's relative change ‖T_t − T_{t−1}‖_F /
+    ‖T_t‖_F; source_scale, target_scale: the normalisation of each side's
+    distances; source_anchors, target_anchors: the last iteration's anchors;
+    final_epsilon; joined_components: edges added to connect the k-NN graphs."""
+
+    plan: Any
+    matching: Any
+    objective: float
+    iterations: int
+    converged: bool
+    seed: int
+    changes: list = field(default_factory=list)
+    last_change: float = math.nan
+    source_scale: float = math.nan
+    target_scale: float = math.nan
+    final_epsilon: float = math.nan
+    source_anchors: list = field(default_factory=list)
+    target_anchors: list = field(default_factory=list)
+    joined_components: int = 0
+
+
+def _count(name, value, least):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"softwave: {name} must be an integer (got {type(value).__name__})")
+    if value < least:
+        raise ValueError(f"softwave: {name} must be >= {least} (got {value})")
+    return int(value)
+
+
+def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: str = "dijkstra",
+               dist_source=None, dist_target=None, k: int = 30, n_landmarks: int = 50,
+               M: int = 50, alpha: float = 0.9, max_iter: int = 500, tol: float = 0.05,
+               epsilon: float = 1e-3, min_iter_before_converge: int = 50, check_every: int = 5,
+               check_rows: int = 1024, semi_relaxed: bool = False, rho: float = 1.0,
+               sinkhorn_iterations: int = 10, sinkhorn_tolerance: float = 1e-3,
+               mixed_precision: bool = True, restarts: int = 1,
+               seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
+               check_inputs: Optional[bool] = None, kernel: str = "automatic") -> GwResult:
+    """Sampled Gromov–Wasserstein between a source (N points) and a target
+    (K points), as TorchGW's ``sampled_gw`` with the same argument names
+    (softwave/gw.hpp has the algorithm; the plan is kept as the factors of
+    the recent solves, never N×K unless ``plan`` asks for it).
+
+    distance_mode: "dijkstra" (shortest paths on each side's symmetrised
+    k-NN graph of X_source / X_target, from each iteration's anchors),
+    "landmark" (the graphs' shortest paths to n_landmarks farthest-point
+    landmarks as coordinates), "precomputed" (dist_source (N, N) and
+    dist_target (K, K)) or "euclidean" (Euclidean distances of X_source and
+    X_target). p, q: the marginals (None: uniform). M anchor pairs an
+    iteration, momentum alpha, ε annealed from epsilon to max(ε/10,
+    min(5e-4, ε)) over max_iter; each solve at most sinkhorn_iterations
+    (stopping at an L1 marginal error of sinkhorn_tolerance); stops once the
+    relative change of the plan
+    is at most tol (checked every check_every iterations from
+    min_iter_before_converge on, over check_rows rows). semi_relaxed: the
+    target marginal is a KL penalty of weight rho. restarts: seeds seed,
+    seed + 1, ...; the lowest GW objective is kept. mixed_precision: TF32
+    products in the CUDA low-rank solves. plan / matching / objective: which
+    outputs to compute (the objective needs an N×K plan, made for the call
+    when plan is False). NumPy arrays run on the host; torch tensors where
+    they are (CUDA in a CUDA build, on the current stream).
+    """
+    if distance_mode not in _GW_MODES:
+        raise ValueError(f"softwave: distance_mode must be one of {', '.join(_GW_MODES)} "
+                         f"(got {distance_mode!r})")
+    if distance_mode == "precomputed":
+        if dist_source is None or dist_target is None:
+            raise ValueError("softwave: distance_mode 'precomputed' needs dist_source and dist_target")
+        source, target, names = dist_source, dist_target, ("dist_source", "dist_target")
+    else:
+        if X_source is None or X_target is None:
+            raise ValueError(f"softwave: distance_mode {distance_mode!r} needs X_source and X_target")
+        source, target, names = X_source, X_target, ("X_source", "X_target")
+    frame = _Frame(source)
+    source = frame.array(names[0], source)
+    target = frame.array(names[1], target)
+    for name, a in zip(names, (source, target)):
+        if a.ndim != 2:
+            raise ValueError(f"softwave: {name} must have 2 dimensions (got shape {tuple(a.shape)})")
+        if distance_mode == "precomputed" and a.shape[0] != a.shape[1]:
+            raise ValueError(f"softwave: {name} must be a square distance matrix (got shape {tuple(a.shape)})")
+    n, m = source.shape[0], target.shape[0]
+    weights = []
+    for name, w, count in (("p", p, n), ("q", q, m)):
+        w = frame.array(name, w)
+        if w is not None and tuple(w.shape) != (count,):
+            raise ValueError(f"softwave: {name} must have shape ({count},), one weight per point "
+                             f"(got {tuple(w.shape)})")
+        weights.append(w)
+    settings = {
+        "distance_mode": distance_mode,
+        "k": _count("k", k, 1),
+        "n_landmarks": _count("n_landmarks", n_landmarks, 1),
+        "anchors": _count("M", M, 1),
+        "alpha": float(alpha),
+        "max_iterations": _count("max_iter", max_iter, 1),
+        "min_iterations": _count("min_iter_before_converge", min_iter_before_converge, 0),
+        "tolerance": float(tol),
+        "check_every": _count("check_every", check_every, 1),
+        "check_rows": _count("check_rows", check_rows, 0),
+        "epsilon": _positive("epsilon", epsilon),
+        "rho_b": _positive("rho", rho, allow_inf=True) if semi_relaxed else math.inf,
+        "sinkhorn_iterations": _count("sinkhorn_iterations", sinkhorn_iterations, 1),
+        "sinkhorn_tolerance": float(sinkhorn_tolerance),
+        "mixed_precision": bool(mixed_precision),
+        "seed": _count("seed", seed, 0),
+        "restarts": _count("restarts", restarts, 1),
+        "objective": bool(objective),
+        "kernel": str(kernel),
+        "check": frame.default_check() if check_inputs is None else bool(check_inputs),
+        "stream": frame.stream(),
+    }
+    arrays = {
+        "source": source, "target": target,
+        "a": weights[0], "b": weights[1],
+        "plan": frame.empty((n, m)) if plan else None,
+        "matching": frame.empty((n,), integer=True) if matching else None,
+    }
+    report = _core.gromov_wasserstein(arrays, settings)
+    return GwResult(plan=arrays["plan"], matching=arrays["matching"], **report)

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <softwave/barycenter.hpp>
 #include <softwave/errors.hpp>
+#include <softwave/gw.hpp>
 #include <softwave/kokkos_compat.hpp>
 #include <softwave/sinkhorn.hpp>
 #include <softwave/softdtw.hpp>
@@ -647,6 +648,107 @@ void optimal_transport(const std::string& operation, const OTSettings& settings,
                      run_optimal_transport<Space, T>(space, operation, settings,
                                                      options, arrays);
                    });
+}
+
+namespace {
+
+GwOptions gw_options_of(const GwSettings& s) {
+  GwOptions o;
+  o.anchors = s.anchors;
+  o.alpha = s.alpha;
+  o.max_iterations = s.max_iterations;
+  o.min_iterations = s.min_iterations;
+  o.tolerance = s.tolerance;
+  o.check_every = s.check_every;
+  o.check_rows = s.check_rows;
+  o.epsilon = s.epsilon;
+  o.rho_b = s.rho_b;
+  o.sinkhorn_iterations = s.sinkhorn_iterations;
+  o.sinkhorn_tolerance = s.sinkhorn_tolerance;
+  o.mixed_precision = s.mixed_precision;
+  o.seed = s.seed;
+  o.restarts = s.restarts;
+  o.check_values = s.check_values;
+  o.kernel = kernel_of(s.kernel);
+  return o;
+}
+
+template <class Space, class T>
+GwReport run_gw(const Space& space, const GwSettings& s,
+                const OTArrays& arrays) {
+  using Mode = GwDistanceMode;
+  Mode const mode = choice<Mode>("distance_mode", s.distance_mode,
+                                 {{"precomputed", Mode::precomputed},
+                                  {"euclidean", Mode::euclidean},
+                                  {"landmark", Mode::landmark},
+                                  {"dijkstra", Mode::dijkstra}});
+  auto const &source = array(arrays, "source"),
+             &target = array(arrays, "target");
+  char const* shape = mode == Mode::precomputed ? "(N, N)" : "(N, d)";
+  check_rank(source, 2, shape);
+  check_rank(target, 2, shape);
+  check_rank(array(arrays, "a"), 1, "(N,)");
+  check_rank(array(arrays, "b"), 1, "(K,)");
+  check_rank(array(arrays, "plan"), 2, "(N, K)");
+  check_rank(array(arrays, "matching"), 1, "(N,)");
+  if (!source.given() || !target.given())
+    throw_invalid_argument("give both the source and the target");
+  GwSide<T, Space> const x(space, view2<const T, Space>(source), mode, s.k,
+                           s.n_landmarks),
+      y(space, view2<const T, Space>(target), mode, s.k, s.n_landmarks);
+  GwMarginals<T, Space> const marginals{
+      view1<const T, Space>(array(arrays, "a")),
+      view1<const T, Space>(array(arrays, "b"))};
+  GwResult<T, Space> result;
+  result.plan = view2<T, Space>(array(arrays, "plan"));
+  result.matching = view1<int, Space>(array(arrays, "matching"));
+  result.compute_objective = s.compute_objective;
+  softwave::sampled_gw(space, x.distances(), y.distances(), marginals, result,
+                       gw_options_of(s));
+  GwReport r;
+  r.iterations = result.iterations;
+  r.converged = result.converged;
+  r.seed = result.seed;
+  r.objective = result.objective;
+  r.last_change = result.last_change;
+  r.source_scale = result.source_scale;
+  r.target_scale = result.target_scale;
+  r.final_epsilon = result.final_epsilon;
+  r.changes = result.changes;
+  r.source_anchors = result.source_anchors;
+  r.target_anchors = result.target_anchors;
+  r.joined_components = x.joined_components() + y.joined_components();
+  return r;
+}
+
+}  // namespace
+
+GwReport gromov_wasserstein(const GwSettings& settings,
+                            const OTArrays& arrays) {
+  auto const& first = array(arrays, "source");
+  if (!first.given())
+    throw_invalid_argument("give both the source and the target");
+  Settings space_settings;
+  space_settings.stream = settings.stream;
+  std::vector<const Borrowed*> floats;
+  for (const auto& [name, a] : arrays) {
+    if (&a == &first || !a.given()) continue;
+    check_same_device(first, {&a});
+    if (name == "matching")
+      check_dtype(a, DType::int32);
+    else
+      floats.push_back(&a);
+  }
+  GwReport report;
+  with_float_space(space_settings, first, {},
+                   [&](const auto& space, auto zero) {
+                     using Space = std::decay_t<decltype(space)>;
+                     using T = decltype(zero);
+                     for (const Borrowed* a : floats)
+                       check_float<T>(first, {a});
+                     report = run_gw<Space, T>(space, settings, arrays);
+                   });
+  return report;
 }
 
 void initialize() {

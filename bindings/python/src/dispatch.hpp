@@ -119,6 +119,52 @@ using OTArrays = std::map<std::string, Borrowed>;
 void optimal_transport(const std::string& operation, const OTSettings& settings,
                        const OTArrays& arrays);
 
+// Sampled Gromov–Wasserstein (softwave/gw.hpp) with TorchGW's distance
+// modes: "precomputed" (source and target are (N, N), (K, K) distance
+// matrices), "euclidean" (they are points; Euclidean distances),
+// "landmark" (points: a k-NN graph each, then n_landmarks farthest-point
+// landmarks' shortest paths as coordinates) and "dijkstra" (points: a
+// k-NN graph each, shortest paths from each iteration's anchors).
+struct GwSettings {
+  std::string distance_mode = "dijkstra";
+  int k = 30;
+  int n_landmarks = 50;
+  int anchors = 50;
+  double alpha = 0.9;
+  int max_iterations = 500;
+  int min_iterations = 50;
+  double tolerance = 0.05;
+  int check_every = 5;
+  int check_rows = 1024;
+  double epsilon = 1e-3;
+  double rho_b = 1.0 / 0.0;
+  int sinkhorn_iterations = 10;
+  double sinkhorn_tolerance = 1e-3;
+  bool mixed_precision = true;
+  std::uint64_t seed = 0;
+  int restarts = 1;
+  bool check_values = true;
+  bool compute_objective = true;
+  std::string kernel = "automatic";
+  std::uintptr_t stream = 0;
+};
+
+// What GwResult reports beside the plan and matching.
+struct GwReport {
+  int iterations = 0;
+  bool converged = false;
+  std::uint64_t seed = 0;
+  double objective = 0, last_change = 0, source_scale = 0, target_scale = 0,
+         final_epsilon = 0;
+  std::vector<double> changes;
+  std::vector<int> source_anchors, target_anchors;
+  int joined_components = 0;  // edges the k-NN graphs needed, both sides
+};
+
+// arrays: source, target (as the mode says), a (N,), b (K,) (absent:
+// uniform), plan (N, K) and matching int32 (N,) (absent: not computed).
+GwReport gromov_wasserstein(const GwSettings& settings, const OTArrays& arrays);
+
 // Kokkos' lifetime: initialize() on import (a no-op when the host program
 // already did it), finalize() at interpreter exit.
 void initialize();

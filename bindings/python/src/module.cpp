@@ -76,6 +76,20 @@ Borrowed borrow(const char* name, const Optional& array) {
   return b;
 }
 
+// Every array of a call's dict (None: absent) by its name. Each
+// Borrowed::name points into its map key, which a move of the map keeps
+// in place.
+OTArrays borrow_all(const nb::dict& arrays) {
+  OTArrays borrowed;
+  for (auto [key, value] : arrays) {
+    if (value.is_none()) continue;
+    std::string const name = nb::cast<std::string>(key);
+    auto const at = borrowed.emplace(name, Borrowed{}).first;
+    at->second = borrow(at->first.c_str(), nb::cast<AnyArray>(value));
+  }
+  return borrowed;
+}
+
 Settings settings_of(double gamma, const std::string& dist, std::int64_t band,
                      const std::string& kernel, std::uintptr_t stream,
                      bool check = true) {
@@ -251,18 +265,90 @@ NB_MODULE(_core, m) {
             throw std::invalid_argument("softwave: unknown setting '" + name +
                                         "'");
         }
-        OTArrays borrowed;
-        for (auto [key, value] : arrays) {
-          if (value.is_none()) continue;
-          std::string const name = nb::cast<std::string>(key);
-          auto const at = borrowed.emplace(name, Borrowed{}).first;
-          // The map's key outlives the call: Borrowed::name points into it.
-          at->second = borrow(at->first.c_str(), nb::cast<AnyArray>(value));
-        }
+        OTArrays const borrowed = borrow_all(arrays);
         nb::gil_scoped_release release;
         optimal_transport(operation, s, borrowed);
       },
       "operation"_a, "arrays"_a, "settings"_a);
+
+  m.def(
+      "gromov_wasserstein",
+      [](nb::dict arrays, nb::dict settings) {
+        GwSettings s;
+        for (auto [key, value] : settings) {
+          std::string const name = nb::cast<std::string>(key);
+          if (name == "distance_mode")
+            s.distance_mode = nb::cast<std::string>(value);
+          else if (name == "k")
+            s.k = nb::cast<int>(value);
+          else if (name == "n_landmarks")
+            s.n_landmarks = nb::cast<int>(value);
+          else if (name == "anchors")
+            s.anchors = nb::cast<int>(value);
+          else if (name == "alpha")
+            s.alpha = nb::cast<double>(value);
+          else if (name == "max_iterations")
+            s.max_iterations = nb::cast<int>(value);
+          else if (name == "min_iterations")
+            s.min_iterations = nb::cast<int>(value);
+          else if (name == "tolerance")
+            s.tolerance = nb::cast<double>(value);
+          else if (name == "check_every")
+            s.check_every = nb::cast<int>(value);
+          else if (name == "check_rows")
+            s.check_rows = nb::cast<int>(value);
+          else if (name == "epsilon")
+            s.epsilon = nb::cast<double>(value);
+          else if (name == "rho_b")
+            s.rho_b = nb::cast<double>(value);
+          else if (name == "sinkhorn_iterations")
+            s.sinkhorn_iterations = nb::cast<int>(value);
+          else if (name == "sinkhorn_tolerance")
+            s.sinkhorn_tolerance = nb::cast<double>(value);
+          else if (name == "mixed_precision")
+            s.mixed_precision = nb::cast<bool>(value);
+          else if (name == "seed")
+            s.seed = nb::cast<std::uint64_t>(value);
+          else if (name == "restarts")
+            s.restarts = nb::cast<int>(value);
+          else if (name == "check")
+            s.check_values = nb::cast<bool>(value);
+          else if (name == "objective")
+            s.compute_objective = nb::cast<bool>(value);
+          else if (name == "kernel")
+            s.kernel = nb::cast<std::string>(value);
+          else if (name == "stream")
+            s.stream = nb::cast<std::uintptr_t>(value);
+          else
+            throw std::invalid_argument("softwave: unknown setting '" + name +
+                                        "'");
+        }
+        OTArrays const borrowed = borrow_all(arrays);
+        GwReport r;
+        {
+          nb::gil_scoped_release release;
+          r = gromov_wasserstein(s, borrowed);
+        }
+        nb::list changes, source_anchors, target_anchors;
+        for (double c : r.changes) changes.append(c);
+        for (int i : r.source_anchors) source_anchors.append(i);
+        for (int i : r.target_anchors) target_anchors.append(i);
+        nb::dict report;
+        report["iterations"] = r.iterations;
+        report["converged"] = r.converged;
+        report["seed"] = r.seed;
+        report["objective"] = r.objective;
+        report["last_change"] = r.last_change;
+        report["changes"] = changes;
+        report["source_scale"] = r.source_scale;
+        report["target_scale"] = r.target_scale;
+        report["final_epsilon"] = r.final_epsilon;
+        report["source_anchors"] = source_anchors;
+        report["target_anchors"] = target_anchors;
+        report["joined_components"] = r.joined_components;
+        return report;
+      },
+      "arrays"_a, "settings"_a);
 
   m.def("jax_ffi_targets", []() {
     nb::list targets;

@@ -41,6 +41,9 @@
 // Randomness is counter-based (seed, restart, iteration, anchor): the same
 // seed gives the same anchors on every backend and thread count.
 //
+// GwSide (below) builds one side's distances from a single array in any
+// of TorchGW's distance modes, as the Python and CLI front ends take them.
+//
 // Every kernel and allocation runs on the execution-space instance given
 // first and is labelled softwave::gw::*. Calls fence it for the convergence
 // checks and inside each solve's residual checks; with a graph side also
@@ -53,6 +56,7 @@
 #include <softwave/graph.hpp>
 #include <softwave/kernel_choice.hpp>
 #include <softwave/sinkhorn.hpp>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -121,6 +125,56 @@ struct GwOptions {
   bool check_values = true;
   // The kernels of the Sinkhorn solves (softwave/kernel_choice.hpp).
   Kernel kernel = Kernel::automatic;
+};
+
+// TorchGW's distance modes, for front ends that take each side's data as
+// one array: precomputed (an (N, N) distance matrix), euclidean (points,
+// their Euclidean distances), landmark (points: a k-NN graph, then each
+// point's shortest paths to farthest-point landmarks as coordinates) and
+// dijkstra (points: a k-NN graph, shortest paths from each iteration's
+// anchors).
+enum class GwDistanceMode { precomputed, euclidean, landmark, dijkstra };
+
+// One side's distances made from its data as `mode` says, and what they
+// are made of (graph, embedding), kept while the side lives: pass
+// distances() to sampled_gw. Not copyable (the distances may point at the
+// graph).
+template <class T, class Space>
+class GwSide {
+ public:
+  GwSide(const Space& space, const OTView2<const T, Space>& data,
+         GwDistanceMode mode, int k = 30, int landmarks = 50) {
+    if (mode == GwDistanceMode::precomputed) {
+      distances_.matrix = data;
+      return;
+    }
+    if (mode == GwDistanceMode::euclidean) {
+      distances_.coordinates = data;
+      return;
+    }
+    graph_ = softwave::knn_graph(space, data, k);
+    if (mode == GwDistanceMode::dijkstra) {
+      distances_.graph = &graph_;
+      return;
+    }
+    embedding_ = OTView2<T, Space>(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                           std::string("softwave::gw::landmark_embedding")),
+        data.extent(0), landmarks);
+    softwave::landmark_embedding(space, graph_, embedding_);
+    distances_.coordinates = embedding_;
+  }
+  GwSide(const GwSide&) = delete;
+  GwSide& operator=(const GwSide&) = delete;
+
+  const GwDistances<T, Space>& distances() const { return distances_; }
+  // Edges added to join the k-NN graph's components (0 without a graph).
+  int joined_components() const { return graph_.joined_components; }
+
+ private:
+  Graph graph_;
+  OTView2<T, Space> embedding_;
+  GwDistances<T, Space> distances_;
 };
 
 // Outputs. Every view is optional (empty: not computed); the scalars are

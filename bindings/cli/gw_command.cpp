@@ -1,0 +1,266 @@
+// softwave gw: sampled Gromov–Wasserstein between two point sets or two
+// distance matrices (softwave/gw.hpp), with a JSON summary on stdout and the
+// plan and the row-wise matching written atomically on request.
+
+#include <Kokkos_Core.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <softwave/gw.hpp>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "distance_settings.hpp"
+#include "json_line.hpp"
+#include "output_file.hpp"
+#include "point_input.hpp"
+
+namespace softwave::cli {
+namespace {
+
+struct GwOutcome {
+  std::vector<double> plan;
+  std::vector<std::int64_t> matching;
+  double objective = NAN, last_change = NAN;
+  int iterations = 0, joined_components = 0;
+  bool converged = false;
+  std::uint64_t seed = 0;
+};
+
+// A (rows, cols) array of the values on the space (cols 0: a vector).
+template <class T, class Space>
+Kokkos::View<T**, Kokkos::LayoutRight, typename Space::memory_space> on_space(
+    const std::vector<double>& v, std::size_t rows, std::size_t cols,
+    const char* label) {
+  Kokkos::View<T**, Kokkos::LayoutRight, typename Space::memory_space> out(
+      std::string("softwave::cli::") + label, rows, cols);
+  auto host = Kokkos::create_mirror_view(out);
+  for (std::size_t i = 0; i < rows * cols; ++i) host.data()[i] = T(v[i]);
+  Kokkos::deep_copy(out, host);
+  return out;
+}
+
+template <class T>
+GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
+                const std::optional<std::vector<double>>& a,
+                const std::optional<std::vector<double>>& b,
+                GwDistanceMode mode, int k, int landmarks,
+                const GwOptions& options, bool plan, bool matching,
+                bool objective) {
+  using Space = Kokkos::DefaultExecutionSpace;
+  Space const space;
+  std::size_t const N = x.count, K = y.count;
+  GwSide<T, Space> const source(
+      space, on_space<T, Space>(x.values, N, x.length, "source"), mode, k,
+      landmarks);
+  GwSide<T, Space> const target(
+      space, on_space<T, Space>(y.values, K, y.length, "target"), mode, k,
+      landmarks);
+  // The weights as vectors over arrays this scope keeps.
+  using Array = decltype(on_space<T, Space>({}, 0, 0, ""));
+  Array const a2 = a ? on_space<T, Space>(*a, N, 1, "a") : Array();
+  Array const b2 = b ? on_space<T, Space>(*b, K, 1, "b") : Array();
+  GwMarginals<T, Space> marginals;
+  if (a) marginals.a = OTView1<const T, Space>(a2.data(), N);
+  if (b) marginals.b = OTView1<const T, Space>(b2.data(), K);
+  GwResult<T, Space> r;
+  r.compute_objective = objective;
+  if (plan) r.plan = OTView2<T, Space>("softwave::cli::plan", N, K);
+  if (matching) r.matching = OTView1<int, Space>("softwave::cli::matching", N);
+  sampled_gw(space, source.distances(), target.distances(), marginals, r,
+             options);
+  GwOutcome out;
+  if (plan) {
+    auto const p =
+        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.plan);
+    out.plan.assign(p.data(), p.data() + N * K);
+  }
+  if (matching) {
+    auto const m =
+        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), r.matching);
+    out.matching.assign(m.data(), m.data() + N);
+  }
+  out.objective = r.objective;
+  out.last_change = r.last_change;
+  out.iterations = r.iterations;
+  out.converged = r.converged;
+  out.seed = r.seed;
+  out.joined_components =
+      source.joined_components() + target.joined_components();
+  return out;
+}
+
+}  // namespace
+
+std::string gw_help() {
+  return "usage: softwave gw --source A --target B [options]\n"
+         "\n"
+         "Sampled Gromov-Wasserstein between two point sets (rows of a text "
+         "file of\n"
+         "numbers or a 2-D .npy), or two distance matrices with --mode "
+         "precomputed.\n"
+         "Prints one JSON line: n_source, n_target, mode, iterations, "
+         "converged,\n"
+         "last_change, objective (the exact GW objective of the plan; null "
+         "with\n"
+         "--no-objective), seed and seconds.\n"
+         "\n"
+         "options:\n"
+         "  --source FILE          source points or (N, N) distances "
+         "(required)\n"
+         "  --target FILE          target points or (K, K) distances "
+         "(required)\n"
+         "  --mode NAME            dijkstra (default): shortest paths on k-NN "
+         "graphs;\n"
+         "                         landmark: graph distances to landmarks as "
+         "coordinates;\n"
+         "                         euclidean; precomputed\n"
+         "  --k K                  neighbours of the k-NN graphs (default "
+         "30)\n"
+         "  --landmarks L          landmarks in landmark mode (default 50)\n"
+         "  --source-weights FILE  weights, one per source point (default "
+         "uniform)\n"
+         "  --target-weights FILE  weights, one per target point (default "
+         "uniform)\n"
+         "  --anchors M            anchor pairs an iteration (default 50)\n"
+         "  --alpha A              momentum in (0, 1] (default 0.9)\n"
+         "  --epsilon E            first iteration's epsilon > 0 (default "
+         "0.001)\n"
+         "  --max-iterations N     (default 500)\n"
+         "  --min-iterations N     no stop before (default 50)\n"
+         "  --tolerance T          relative change of the plan to stop at "
+         "(default 0.05)\n"
+         "  --semi-relaxed RHO     KL penalty of the target marginal "
+         "(default balanced)\n"
+         "  --restarts R           seeds tried, the lowest objective kept "
+         "(default 1)\n"
+         "  --seed S               (default 0)\n"
+         "  --no-objective         skip the objective (it needs an N x K "
+         "plan)\n"
+         "  --dtype NAME           float32 (default) or float64\n"
+         "  --threads N            OpenMP threads (default: Kokkos')\n"
+         "  -o, --output FILE      the plan, N x K (.npy or .csv)\n"
+         "  --matching FILE        argmax_k of each plan row (.npy or .csv)\n"
+         "  -h, --help             this help\n"
+         "\n"
+         "Exit status: 0 when converged or not (see 'converged'); 2 for bad "
+         "usage or\n"
+         "input. Files are written whole or not at all.\n";
+}
+
+int run_gw(const std::vector<std::string>& arguments) {
+  const ParsedOptions parsed(arguments, {{"--source"},
+                                         {"--target"},
+                                         {"--mode"},
+                                         {"--k"},
+                                         {"--landmarks"},
+                                         {"--source-weights"},
+                                         {"--target-weights"},
+                                         {"--anchors"},
+                                         {"--alpha"},
+                                         {"--epsilon"},
+                                         {"--max-iterations"},
+                                         {"--min-iterations"},
+                                         {"--tolerance"},
+                                         {"--semi-relaxed"},
+                                         {"--restarts"},
+                                         {"--seed"},
+                                         {"--no-objective", false},
+                                         {"--dtype"},
+                                         {"--threads"},
+                                         {"--output", true, "-o"},
+                                         {"--matching"}});
+  const std::string source = parsed.required("--source");
+  const std::string target = parsed.required("--target");
+  const std::string mode_name =
+      parsed
+          .choice("--mode",
+                  {"dijkstra", "landmark", "euclidean", "precomputed"})
+          .value_or("dijkstra");
+  const GwDistanceMode mode =
+      mode_name == "dijkstra"    ? GwDistanceMode::dijkstra
+      : mode_name == "landmark"  ? GwDistanceMode::landmark
+      : mode_name == "euclidean" ? GwDistanceMode::euclidean
+                                 : GwDistanceMode::precomputed;
+  const int k = int(parsed.integer_at_least("--k", 1).value_or(30));
+  const int landmarks =
+      int(parsed.integer_at_least("--landmarks", 1).value_or(50));
+  GwOptions options;
+  options.anchors = int(parsed.integer_at_least("--anchors", 1).value_or(50));
+  options.alpha = parsed.positive_number("--alpha").value_or(0.9);
+  if (options.alpha > 1) throw usage_error("--alpha must be in (0, 1]");
+  options.epsilon = parsed.positive_number("--epsilon").value_or(1e-3);
+  options.max_iterations =
+      int(parsed.integer_at_least("--max-iterations", 1).value_or(500));
+  options.min_iterations =
+      int(parsed.integer_at_least("--min-iterations", 0).value_or(50));
+  options.tolerance = parsed.number("--tolerance").value_or(0.05);
+  if (auto rho = parsed.positive_number("--semi-relaxed")) options.rho_b = *rho;
+  options.restarts = int(parsed.integer_at_least("--restarts", 1).value_or(1));
+  options.seed =
+      std::uint64_t(parsed.integer_at_least("--seed", 0).value_or(0));
+  const bool objective = !parsed.has("--no-objective");
+  const std::string dtype =
+      parsed.choice("--dtype", {"float32", "float64"}).value_or("float32");
+  const int threads = int(parsed.integer_at_least("--threads", 1).value_or(0));
+  // Outputs are checked (extension, directory) before any work is done.
+  std::unique_ptr<OutputFile> plan_file, matching_file;
+  if (auto p = parsed.text("--output"))
+    plan_file = std::make_unique<OutputFile>("--output", *p);
+  if (auto p = parsed.text("--matching"))
+    matching_file = std::make_unique<OutputFile>("--matching", *p);
+
+  const SeriesSet x = read_points("--source", source);
+  const SeriesSet y = read_points("--target", target);
+  std::optional<std::vector<double>> a, b;
+  if (auto p = parsed.text("--source-weights"))
+    a = read_weights("--source-weights", *p, x.count);
+  if (auto p = parsed.text("--target-weights"))
+    b = read_weights("--target-weights", *p, y.count);
+
+  GwOutcome out;
+  double seconds = 0;
+  {
+    const KokkosScope kokkos(threads);
+    auto const start = std::chrono::steady_clock::now();
+    bool const plan = bool(plan_file), matching = bool(matching_file);
+    out = dtype == "float32"
+              ? solve<float>(x, y, a, b, mode, k, landmarks, options, plan,
+                             matching, objective)
+              : solve<double>(x, y, a, b, mode, k, landmarks, options, plan,
+                              matching, objective);
+    seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+  }
+  if (plan_file) {
+    plan_file->write_values(out.plan, dtype == "float32", x.count, y.count);
+    plan_file->close();
+  }
+  if (matching_file) {
+    matching_file->write(out.matching.data(), out.matching.size(), 1,
+                         {out.matching.size()});
+    matching_file->close();
+  }
+  JsonLine json;
+  json.add("command", std::string("gw"))
+      .add("n_source", x.count)
+      .add("n_target", y.count)
+      .add("mode", mode_name)
+      .add("dtype", dtype)
+      .add("iterations", out.iterations)
+      .add("converged", out.converged)
+      .add("last_change", out.last_change)
+      .add("objective", objective ? std::optional<double>(out.objective)
+                                  : std::optional<double>())
+      .add("seed", std::int64_t(out.seed))
+      .add("joined_components", out.joined_components)
+      .add("seconds", seconds, "%.6g");
+  std::fputs(json.str().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace softwave::cli

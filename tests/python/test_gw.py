@@ -1,0 +1,134 @@
+"""softwave.ot.sampled_gw: TorchGW's spiral → Swiss roll task in every
+distance mode, the objective, marginals and matching of the returned plan
+against float64 NumPy, torch against NumPy, restarts and seeds, and errors
+naming the argument."""
+
+import math
+
+import numpy as np
+import pytest
+
+import softwave.ot as ot
+
+
+def spiral(n, seed, roll):
+    """TorchGW's benchmark data: a noisy spiral, or a Swiss roll (x, z, y)."""
+    rng = np.random.default_rng(seed)
+    theta, r = np.linspace(0, 9, n), np.linspace(0.3, 1, n)
+    x = (r + rng.normal(0, 0.05, n)) * np.cos(theta)
+    y = (r + rng.normal(0, 0.05, n)) * np.sin(theta)
+    if roll:
+        return np.stack([x, rng.uniform(0, 1, n), y], axis=1)
+    return np.stack([x, y], axis=1)
+
+
+def signed_spearman(matching):
+    ranks = np.argsort(np.argsort(matching, kind="stable"), kind="stable").astype(float)
+    order = np.arange(len(matching), dtype=float)
+    return float(np.corrcoef(ranks, order)[0, 1])
+
+
+def euclidean(x):
+    return np.sqrt(((x[:, None, :] - x[None, :, :]) ** 2).sum(-1))
+
+
+def gw_objective(dx, dy, plan):
+    """Σ_ijkl (D_X(i,j) − D_Y(k,l))² T_ik T_jl in float64."""
+    p, q = plan.sum(1), plan.sum(0)
+    return float(p @ (dx ** 2) @ p + q @ (dy ** 2) @ q - 2 * np.sum(dx @ plan @ dy * plan))
+
+
+@pytest.mark.parametrize("mode", ["landmark", "dijkstra"])
+def test_spiral_to_swiss_roll(mode):
+    x, y = spiral(300, 0, False), spiral(360, 1, True)
+    r = ot.sampled_gw(x, y, distance_mode=mode, k=5, n_landmarks=20, M=80, alpha=0.8,
+                      epsilon=0.005, max_iter=40, restarts=2, seed=3)
+    assert r.matching.shape == (300,) and r.plan.shape == (300, 360)
+    assert signed_spearman(r.matching) >= 0.99, (r.seed, r.objective)
+    assert np.array_equal(r.matching, r.plan.argmax(1))
+    assert r.iterations == 40 and len(r.source_anchors) == 80
+    assert math.isfinite(r.objective) and r.objective > 0
+
+
+def small_problem(rng, n, k):
+    x, y = rng.uniform(-1, 1, (n, 2)), rng.uniform(-1, 1, (k, 3))
+    p, q = rng.uniform(0.2, 1, n), rng.uniform(0.2, 1, k)
+    return euclidean(x), euclidean(y), p / p.sum(), q / q.sum()
+
+
+def test_objective_marginals_and_matching_match_float64():
+    rng = np.random.default_rng(11)
+    dx, dy, p, q = small_problem(rng, 7, 9)
+    r = ot.sampled_gw(dist_source=dx, dist_target=dy, p=p, q=q, distance_mode="precomputed",
+                      M=5, max_iter=4, min_iter_before_converge=0, epsilon=0.5,
+                      sinkhorn_iterations=2000, sinkhorn_tolerance=1e-12, seed=5)
+    assert r.plan.dtype == np.float64
+    np.testing.assert_allclose(r.plan.sum(1), p, rtol=1e-8)
+    np.testing.assert_allclose(r.plan.sum(0), q, rtol=1e-8)
+    assert r.objective == pytest.approx(gw_objective(dx, dy, r.plan), rel=1e-9)
+    assert np.array_equal(r.matching, r.plan.argmax(1))
+
+
+def test_euclidean_mode_is_the_precomputed_one():
+    rng = np.random.default_rng(12)
+    x, y = rng.uniform(-1, 1, (20, 2)), rng.uniform(-1, 1, (25, 3))
+    kw = dict(M=6, max_iter=5, epsilon=0.05, seed=9)
+    a = ot.sampled_gw(x, y, distance_mode="euclidean", **kw)
+    b = ot.sampled_gw(dist_source=euclidean(x), dist_target=euclidean(y),
+                      distance_mode="precomputed", **kw)
+    np.testing.assert_allclose(a.plan, b.plan, rtol=1e-9, atol=1e-15)
+
+
+def test_restarts_keep_the_lowest_objective_and_seeds_repeat():
+    rng = np.random.default_rng(13)
+    dx, dy, _, _ = small_problem(rng, 12, 10)
+    kw = dict(dist_source=dx, dist_target=dy, distance_mode="precomputed", M=4, max_iter=6,
+              epsilon=0.02)
+    best = ot.sampled_gw(restarts=4, seed=20, **kw)
+    singles = [ot.sampled_gw(seed=20 + s, **kw) for s in range(4)]
+    lowest = min(singles, key=lambda r: r.objective)
+    assert best.objective == lowest.objective and best.seed == lowest.seed
+    np.testing.assert_array_equal(best.plan, lowest.plan)
+    np.testing.assert_array_equal(ot.sampled_gw(seed=21, **kw).plan, singles[1].plan)
+
+
+def test_torch_tensors_match_numpy():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(14)
+    dx, dy, p, q = small_problem(rng, 10, 11)
+    kw = dict(distance_mode="precomputed", M=5, max_iter=5, epsilon=0.05, seed=2)
+    want = ot.sampled_gw(dist_source=dx, dist_target=dy, p=p, q=q, **kw)
+    got = ot.sampled_gw(dist_source=torch.tensor(dx), dist_target=torch.tensor(dy),
+                        p=torch.tensor(p), q=torch.tensor(q), **kw)
+    assert isinstance(got.plan, torch.Tensor) and got.matching.dtype == torch.int32
+    np.testing.assert_allclose(got.plan.numpy(), want.plan, rtol=1e-12, atol=1e-18)
+    assert got.objective == want.objective
+
+
+@pytest.mark.parametrize(
+    "change, name",
+    [
+        (dict(distance_mode="geodesic"), "distance_mode"),
+        (dict(dist_source=None), "dist_source"),
+        (dict(dist_source=np.ones((3, 4))), "dist_source"),
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(M=0), "M"),
+        (dict(p=np.ones(4)), "p"),
+        (dict(max_iter=0), "max_iter"),
+    ],
+)
+def test_bad_input_names_the_argument(change, name):
+    rng = np.random.default_rng(15)
+    dx, dy, _, _ = small_problem(rng, 5, 6)
+    kw = dict(dist_source=dx, dist_target=dy, distance_mode="precomputed", max_iter=3)
+    kw.update(change)
+    with pytest.raises((ValueError, TypeError), match=name):
+        ot.sampled_gw(**kw)
+
+
+def test_non_finite_distances_are_refused():
+    rng = np.random.default_rng(16)
+    dx, dy, _, _ = small_problem(rng, 5, 6)
+    dx[1, 2] = math.nan
+    with pytest.raises(ValueError, match="non-finite"):
+        ot.sampled_gw(dist_source=dx, dist_target=dy, distance_mode="precomputed", max_iter=3)
