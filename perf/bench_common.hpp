@@ -1,7 +1,8 @@
 #pragma once
 // What the softwave_bench sources share: the execution space, normal random
 // inputs, the allocation peak of one call, and the Sinkhorn benchmarks'
-// registration (bench_sinkhorn.cpp) for the main in bench_softdtw.cpp.
+// registrations (bench_sinkhorn.cpp, bench_gw.cpp, bench_deer.cpp) for the
+// main in bench_softdtw.cpp.
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Random.hpp>
@@ -86,5 +87,8 @@ void register_sinkhorn(bool gpu, bool checks);
 
 // Registers BM_SampledGw (bench_gw.cpp) for the CPU or the GPU grid.
 void register_sampled_gw(bool gpu);
+
+// Registers BM_DeerGru (bench_deer.cpp) for the CPU or the GPU grid.
+void register_deer(bool gpu);
 
 }  // namespace softwave_bench

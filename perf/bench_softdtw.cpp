@@ -585,6 +585,7 @@ int main(int argc, char** argv) {
       register_grid(g_grid);
       softwave_bench::register_sinkhorn(g_grid == Grid::gpu, g_checks);
       softwave_bench::register_sampled_gw(g_grid == Grid::gpu);
+      softwave_bench::register_deer(g_grid == Grid::gpu);
       benchmark::RunSpecifiedBenchmarks();
       if (!AllocationTracker::other_labels().empty()) {
         std::cerr << "softwave_bench: allocations outside \"softwave::*\" seen "

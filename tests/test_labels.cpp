@@ -9,6 +9,7 @@
 
 #include <mutex>
 #include <softwave/barycenter.hpp>
+#include <softwave/deer.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -367,6 +368,58 @@ TYPED_TEST(Labels, Barycenter) {
   const TypeParam space;
   barycenter_on<double>(space, softwave::BarycenterMethod::lbfgs);
   barycenter_on<float>(space, softwave::BarycenterMethod::adam);
+}
+
+// DEER: a GRU forward (every path: Newton with both Jacobian modes, the
+// sequential loop, and the guard's fallback) and its gradients.
+template <class Space>
+void deer_on(const Space& space, softwave::DeerMethod method,
+             softwave::DeerJacobian jacobian, int max_iterations) {
+  using T = float;
+  int const B = 2, steps = 300, H = 3, rows = 3 * H;
+  Rng rng;
+  std::vector<double> w(rows * H), x(B * steps * H);
+  for (double& e : w) e = rng.uniform(-0.5, 0.5);
+  for (double& e : x) e = rng.uniform(-1, 1);
+  softwave::RnnWeights<T, Space> weights;
+  weights.cell = softwave::RnnCell::gru;
+  weights.weight_ih = to_device2<T, Space>(w, rows, H);
+  weights.weight_hh = to_device2<T, Space>(w, rows, H);
+  Batch xb(B, steps, H);
+  xb.v = x;
+  softwave::DeerInputs<T, Space> inputs;
+  inputs.x = to_device<T>(space, xb);
+  softwave::DeerResult<T, Space> result;
+  result.y = Dev3<T, Space>("swt::y", B, steps, H);
+  result.path = Dev1<int, Space>("swt::path", B);
+  softwave::DeerOptions options;
+  options.method = method;
+  options.jacobian = jacobian;
+  options.max_iterations = max_iterations;
+  options.chunk = 4;
+  softwave::DeerGradients<T, Space> grads;
+  grads.grad_y = to_device<T>(space, xb);
+  grads.grad_x = Dev3<T, Space>("swt::grad_x", B, steps, H);
+  grads.grad_y0 = Dev2<T, Space>("swt::grad_y0", B, H);
+  softwave::RnnWeightGradients<T, Space> wg;
+  wg.weight_hh = Dev2<T, Space>("swt::gw_hh", rows, H);
+  wg.bias_ih = Dev1<T, Space>("swt::gb_ih", rows);
+  EXPECT_TRUE(labelled([&] {
+    softwave::deer_rnn(space, weights, inputs, result, options);
+    softwave::deer_rnn_gradients(space, weights, inputs,
+                                 Dev3<const T, Space>(result.y), grads, wg,
+                                 options);
+  }));
+}
+
+TYPED_TEST(Labels, Deer) {
+  const TypeParam space;
+  using softwave::DeerJacobian;
+  using softwave::DeerMethod;
+  deer_on(space, DeerMethod::deer, DeerJacobian::full, 100);
+  deer_on(space, DeerMethod::deer, DeerJacobian::diagonal, 100);
+  deer_on(space, DeerMethod::deer, DeerJacobian::full, 1);  // the fallback
+  deer_on(space, DeerMethod::sequential, DeerJacobian::full, 100);
 }
 
 }  // namespace

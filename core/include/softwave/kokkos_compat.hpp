@@ -28,6 +28,7 @@ using SOFTWAVE_KOKKOS_MATH::isfinite;
 using SOFTWAVE_KOKKOS_MATH::log;
 using SOFTWAVE_KOKKOS_MATH::log2;
 using SOFTWAVE_KOKKOS_MATH::sqrt;
+using SOFTWAVE_KOKKOS_MATH::tanh;
 
 // Kokkos::Experimental::infinity is missing in 3.4, and
 // std::numeric_limits is not device code without --expt-relaxed-constexpr:

@@ -47,6 +47,19 @@ void check_extent(const View& v, const char* name,
                          meaning);
 }
 
+// Element (q / e1, q % e1, k) of a view of rank 1 to 3, read as a double
+// (a function: CUDA's device lambdas cannot capture inside `if constexpr`).
+template <class View>
+KOKKOS_INLINE_FUNCTION double element(const View& v, std::int64_t q,
+                                      std::int64_t e1, std::int64_t k) {
+  if constexpr (View::rank == 1)
+    return v(q);
+  else if constexpr (View::rank == 2)
+    return v(q / e1, q % e1);
+  else
+    return v(q / e1, q % e1, k);
+}
+
 // Counters of DataChecks: column 0 counts violations, column 1 starts at
 // the largest key (see DataChecks::lengths).
 template <class Space, class Counters>
@@ -177,6 +190,23 @@ class DataChecks {
         KOKKOS_LAMBDA(std::int64_t i) {
           std::int64_t const bad = count_bad(i);
           if (bad) Kokkos::atomic_add(&counters(e, 0), bad);
+        });
+  }
+
+  // Every value of v (rank 1 to 3) finite.
+  template <class View>
+  void finite_values(const View& v, const char* name) {
+    if (v.size() == 0) return;
+    auto const data = v;
+    std::int64_t const e1 = View::rank > 1 ? v.extent(1) : 1;
+    std::int64_t const e2 = View::rank > 2 ? v.extent(2) : 1;
+    count(
+        name, " non-finite value(s) (NaN or inf)", v.extent(0) * e1,
+        label_prefix_ + "check_finite", KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t bad = 0;
+          for (std::int64_t k = 0; k < e2; ++k)
+            if (!compat::isfinite(element(data, q, e1, k))) ++bad;
+          return bad;
         });
   }
 

@@ -67,34 +67,10 @@ void check_options(const SinkhornOptions& o) {
         "specialised");
 }
 
-// Element (q / e1, q % e1, k) of a view of rank 1 to 3, read as a double.
-template <class View>
-KOKKOS_INLINE_FUNCTION double element(const View& v, std::int64_t q,
-                                      std::int64_t e1, std::int64_t k) {
-  if constexpr (View::rank == 1)
-    return v(q);
-  else if constexpr (View::rank == 2)
-    return v(q / e1, q % e1);
-  else
-    return v(q / e1, q % e1, k);
-}
-
 // Every value of v finite.
 template <class Space, class View>
 void check_finite(DataChecks<Space>& checks, const View& v, const char* name) {
-  if (v.size() == 0) return;
-  auto const data = v;
-  std::int64_t const e1 = View::rank > 1 ? v.extent(1) : 1;
-  std::int64_t const e2 = View::rank > 2 ? v.extent(2) : 1;
-  checks.count(
-      name, " non-finite value(s) (NaN or inf)", v.extent(0) * e1,
-      std::string("softwave::sinkhorn::check_finite"),
-      KOKKOS_LAMBDA(std::int64_t q) {
-        std::int64_t bad = 0;
-        for (std::int64_t k = 0; k < e2; ++k)
-          if (!compat::isfinite(element(data, q, e1, k))) ++bad;
-        return bad;
-      });
+  checks.finite_values(v, name);
 }
 
 template <class T, class Space>

@@ -1,0 +1,227 @@
+#pragma once
+// Nonlinear recurrences y_t = f(y_{t−1}, x_t) evaluated for all t at once
+// (DEER, Lim et al. 2023), batched, on any Kokkos execution space, with
+// gradients by implicit differentiation.
+//
+// Sequence b has length L_b <= T, state size n, inputs x_t (m values a
+// step) and an initial state y_0. Newton's method on the whole trajectory:
+// around the current guess y^k, each step is linearised,
+//   y_t ≈ f(y^k_{t−1}, x_t) + J_t (y_{t−1} − y^k_{t−1}),
+//   J_t = ∂f/∂y (y^k_{t−1}, x_t),
+// and the linear recurrence for the update δ_t = y^{k+1}_t − y^k_t,
+//   δ_t = r_t + J_t δ_{t−1},  δ_0 = 0,  r_t = f(y^k_{t−1}, x_t) − y^k_t
+// (the residual, zero at the solution), is solved by a chunked parallel
+// scan: each chunk of `chunk` steps composes its steps' affine maps
+// (A₂,b₂)∘(A₁,b₁) = (A₂A₁, A₂b₁ + b₂) into one, the chunks' maps are
+// scanned the same way (recursively), and each chunk then replays its steps
+// from its carried-in δ. Jacobians are recomputed in the replay instead of
+// stored: memory is two trajectories (B·T·n) plus one composed map per
+// chunk, never T·n². Work is O(T·n³) an iteration with full Jacobians,
+// O(T·n) with their diagonal (quasi-DEER: the same fixed point, reached in
+// more iterations). A sequence stops once max_t,i |δ_t,i| <= atol +
+// rtol·|y_t,i|; a converged sequence costs nothing in later iterations.
+//
+// Guard: a sequence whose update is not finite (an overflowing Jacobian
+// product, a cell that makes Newton diverge) or that has not converged
+// within max_iterations is evaluated sequentially instead (path =
+// fallback); finite inputs never give a NaN that the sequential
+// evaluation would not.
+//
+// Gradients (implicit differentiation; nothing is differentiated through
+// the iterations): for a loss with dL/dy_t = ḡ_t, the adjoint
+//   λ_t = ḡ_t + J_{t+1}ᵀ λ_{t+1},  λ_{L} = ḡ_L (J at the solution)
+// is the same kind of linear recurrence backwards in time, solved by the
+// same scan (exactly, in one pass, with full Jacobians; by quasi-Newton
+// iterations with their diagonal); then dL/dx_t = (∂f/∂x_t)ᵀ λ_t,
+// dL/dy_0 = J_1ᵀ λ_1, and a cell's weights get Σ_t (∂f/∂θ)ᵀ λ_t.
+//
+// Every entry point takes the execution-space instance first; every kernel
+// and allocation runs on it and is labelled softwave::deer::*. A call
+// fences the instance once per Newton iteration (to read how many
+// sequences are still iterating) and once for the data checks.
+
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <optional>
+#include <softwave/errors.hpp>
+#include <type_traits>
+
+namespace softwave {
+
+enum class DeerMethod {
+  automatic,   // DEER where it is expected to beat the sequential loop
+               // (see DeerOptions), else sequential
+  deer,        // Newton iterations with parallel scans
+  sequential,  // the loop over t, one sequence per thread, in one kernel
+};
+
+// The Jacobians the Newton steps use.
+enum class DeerJacobian {
+  full,      // ∂f/∂y (n×n): Newton, quadratic convergence
+  diagonal,  // its diagonal (quasi-DEER): O(n) a step, linear convergence
+};
+
+// How each sequence's result was obtained (DeerResult::path).
+enum class DeerPath : int {
+  deer = 0,        // converged Newton iterations
+  fallback = 1,    // not finite or not converged: evaluated sequentially
+  sequential = 2,  // evaluated sequentially, as chosen up front
+};
+
+struct DeerOptions {
+  DeerMethod method = DeerMethod::automatic;
+  DeerJacobian jacobian = DeerJacobian::full;
+  // Convergence: max |δ_t,i| <= atol + rtol·|y_t,i| for every step and
+  // state of the sequence. Both > 0 and finite; unset: the DEER paper's
+  // float32 defaults 1e-4 / 1e-3 for float, 1e-10 / 1e-8 for double.
+  std::optional<double> atol, rtol;
+  // >= 1. Newton on a recurrence of length L is exact after L iterations,
+  // but a sequence still iterating here is evaluated sequentially.
+  int max_iterations = 100;
+  // Start from the trajectory in DeerResult::y (read) instead of zeros:
+  // a warm start from the previous training step's states.
+  bool warm_start = false;
+  // Steps per chunk of the scan (>= 1), and chunks per group at each level
+  // of the scan over chunks where above 1; 0 chooses from the batch, the
+  // length and the space's concurrency.
+  int chunk = 0;
+  // Data checks (finite inputs, initial states and weights; lengths in
+  // [1, T]), read back with one fence per call.
+  bool check_values = true;
+};
+
+template <class T, class Space>
+using DeerView3 =
+    Kokkos::View<T***, Kokkos::LayoutRight, typename Space::memory_space>;
+template <class T, class Space>
+using DeerView2 =
+    Kokkos::View<T**, Kokkos::LayoutRight, typename Space::memory_space>;
+template <class T, class Space>
+using DeerView1 = Kokkos::View<T*, typename Space::memory_space>;
+
+// The sequences. Views are row-major in the space's memory.
+template <class T, class Space>
+struct DeerInputs {
+  DeerView3<const T, Space> x;          // (B, T, m)
+  DeerView2<const T, Space> y0;         // (B, n), or empty for zeros
+  DeerView1<const int, Space> lengths;  // (B), 1 <= L_b <= T; empty: all T
+};
+
+// Outputs. y is required; the others are optional.
+template <class T, class Space>
+struct DeerResult {
+  // (B, T, n): y_1 .. y_T (entry t holds y_{t+1}); zero from L_b on. Read as
+  // the starting trajectory with warm_start.
+  DeerView3<T, Space> y;
+  DeerView1<int, Space> iterations;  // (B) Newton iterations run
+  DeerView1<int, Space> path;        // (B) DeerPath
+};
+
+// Gradients of a loss L given dL/dy (grad_y, (B, T, n); entries from L_b on
+// are ignored). Every output is optional (empty: not computed) and
+// overwritten.
+template <class T, class Space>
+struct DeerGradients {
+  DeerView3<const T, Space> grad_y;  // (B, T, n)
+  DeerView3<T, Space> grad_x;        // (B, T, m)
+  DeerView2<T, Space> grad_y0;       // (B, n)
+  // (B, T, n): λ_t = dL/dy_t including every later step's dependence on
+  // y_t — what a user cell's own parameter gradients are summed from:
+  // dL/dθ = Σ_t (∂f/∂θ (y_{t−1}, x_t))ᵀ λ_t.
+  DeerView3<T, Space> adjoint;
+};
+
+// ---------------------------------------------------------------------------
+// Recurrent cells as PyTorch defines them (torch.nn.RNN with tanh,
+// torch.nn.GRU, torch.nn.LSTM; one layer, batch_first), with PyTorch's
+// weight layouts, so a module's state dict is used as it is:
+//   elman  h' = tanh(W_ih x + b_ih + W_hh h + b_hh)          G = 1
+//   gru    r = σ(W_ir x + b_ir + W_hr h + b_hr)               G = 3
+//          z = σ(W_iz x + b_iz + W_hz h + b_hz)
+//          n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))
+//          h' = (1 − z) ⊙ n + z ⊙ h
+//   lstm   i, f, g, o = σ, σ, tanh, σ of (W_ih x + b_ih + W_hh h + b_hh)
+//          c' = f ⊙ c + i ⊙ g,  h' = o ⊙ tanh(c')              G = 4
+// with hidden size H. The state is h (n = H), for lstm (h, c) (n = 2H: h in
+// the first H entries of y and y0, c in the last H).
+// The input projections W_ih x_t + b_ih of all steps are formed once,
+// before the iterations (as cuDNN does); the recurrence then carries only
+// W_hh.
+enum class RnnCell { elman, gru, lstm };
+
+template <class T, class Space>
+struct RnnWeights {
+  RnnCell cell = RnnCell::gru;
+  DeerView2<const T, Space> weight_ih;  // (G·H, m)
+  DeerView2<const T, Space> weight_hh;  // (G·H, H)
+  DeerView1<const T, Space> bias_ih;    // (G·H), or empty for zeros
+  DeerView1<const T, Space> bias_hh;    // (G·H), or empty for zeros
+};
+
+// Gradients of the weights (each optional, overwritten), beside
+// DeerGradients' grad_y, grad_x, grad_y0 and adjoint.
+template <class T, class Space>
+struct RnnWeightGradients {
+  DeerView2<T, Space> weight_ih;
+  DeerView2<T, Space> weight_hh;
+  DeerView1<T, Space> bias_ih;
+  DeerView1<T, Space> bias_hh;
+};
+
+// Evaluates the recurrence for every sequence of the batch. float or double.
+template <class Space, class T>
+void deer_rnn(const Space& space, const RnnWeights<T, Space>& weights,
+              const DeerInputs<T, Space>& inputs,
+              const DeerResult<T, Space>& result,
+              const DeerOptions& options = {});
+
+// Gradients at the states y that deer_rnn returned for the same weights and
+// inputs. options.jacobian chooses how the adjoint recurrence is solved
+// (full: one exact scan; diagonal: quasi-Newton iterations to atol/rtol);
+// options.method = sequential solves it by the plain reverse loop.
+template <class Space, class T>
+void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
+                        const DeerInputs<T, Space>& inputs,
+                        DeerView3<const T, Space> y,
+                        const DeerGradients<T, Space>& gradients,
+                        const RnnWeightGradients<T, Space>& weight_gradients,
+                        const DeerOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// Any cell: a copyable functor callable on the space's device, with
+//   using value_type = float or double;
+//   KOKKOS_FUNCTION int state_size() const;  // n
+//   KOKKOS_FUNCTION int input_size() const;  // m
+//   KOKKOS_FUNCTION int work_size() const;   // scratch values a call may use
+//   // y = f(y_prev, x); with jacobian non-null also ∂f/∂y_prev: n×n
+//   // row-major (jacobian[i*n + j] = ∂y_i/∂y_prev_j) for DeerJacobian::full,
+//   // its n diagonal entries for DeerJacobian::diagonal.
+//   KOKKOS_FUNCTION void step(const T* y_prev, const T* x, T* y, T* jacobian,
+//                             DeerJacobian kind, T* work) const;
+//   // grad_y_prev = (∂f/∂y_prev)ᵀ λ and grad_x = (∂f/∂x)ᵀ λ; either pointer
+//   // may be null (not wanted).
+//   KOKKOS_FUNCTION void vector_jacobian(const T* y_prev, const T* x,
+//                                        const T* lambda, T* grad_y_prev,
+//                                        T* grad_x, T* work) const;
+// Pointers address n, m or n·n contiguous values; work has work_size()
+// values of its own for the duration of the call. An example is
+// tests/test_deer.cpp's LogisticMap. deer() and deer_gradients() are
+// templates (softwave/deer_engine.hpp): a cell's kernels are compiled in
+// the caller's translation unit.
+template <class Space, class Cell>
+void deer(const Space& space, const Cell& cell,
+          const DeerInputs<typename Cell::value_type, Space>& inputs,
+          const DeerResult<typename Cell::value_type, Space>& result,
+          const DeerOptions& options = {});
+
+template <class Space, class Cell>
+void deer_gradients(
+    const Space& space, const Cell& cell,
+    const DeerInputs<typename Cell::value_type, Space>& inputs,
+    DeerView3<const typename Cell::value_type, Space> y,
+    const DeerGradients<typename Cell::value_type, Space>& gradients,
+    const DeerOptions& options = {});
+
+}  // namespace softwave
+
+#include <softwave/deer_engine.hpp>

@@ -1,0 +1,898 @@
+#pragma once
+// The DEER solver behind softwave/deer.hpp: templates over the recurrence,
+// so that a user's cell is compiled where it is defined. Include
+// softwave/deer.hpp, not this header.
+//
+// A recurrence (internal concept) is z_s = F_b,s(z_{s−1}) for s < L_b,
+// z_{−1} = initial(b), with z stored at slot t(s) = s (forward in time) or
+// L_b − 1 − s (the adjoint, backward in time). It provides state_size(),
+// work_size(), length(b), initial(b, z) and step(b, t, z_prev, z, jacobian,
+// kind, work) as the cells of deer.hpp do, indexed by the slot t of z.
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <softwave/deer.hpp>
+#include <softwave/errors.hpp>
+#include <softwave/kokkos_compat.hpp>
+#include <string>
+#include <type_traits>
+
+namespace softwave::impl::deer {
+
+// What a step linearises: nothing, the full Jacobian or its diagonal.
+enum class Linearise : int { none, full, diagonal };
+
+inline Linearise linearise(DeerJacobian kind) {
+  return kind == DeerJacobian::full ? Linearise::full : Linearise::diagonal;
+}
+
+// Per-sequence state of the iterations (Solver::status).
+enum Status : int {
+  active = 0,
+  converged_even = 1,  // converged; the result is in the first buffer
+  converged_odd = 2,   // in the second
+  diverged = 3,        // to be evaluated sequentially
+};
+
+// Resolved settings of one solve.
+struct Settings {
+  double atol = 0, rtol = 0;
+  int max_iterations = 1;
+  int chunk = 0;  // 0: choose
+  bool warm_start = false;
+  DeerMethod method = DeerMethod::automatic;
+  DeerJacobian jacobian = DeerJacobian::full;
+  // A linear recurrence (the adjoint): with full Jacobians one pass is the
+  // exact solution, and no second pass is run to confirm it.
+  bool linear = false;
+};
+
+// Checks a call's arguments (softwave/src/deer/deer.cpp, for float and
+// double on each space the library is built for): shapes against n and m,
+// lengths in [1, T], finite inputs and initial states, the options. Throws
+// softwave::invalid_argument naming the argument. Returns the settings.
+template <class Space, class T>
+Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
+                    int n, int m, const DeerOptions& options,
+                    const char* y_name, std::size_t y_extent0,
+                    std::size_t y_extent1, std::size_t y_extent2);
+
+// --- small dense algebra on a thread's own arrays ---------------------------
+
+// out = A v; A is n×n row-major (full) or a diagonal (n values).
+template <class T>
+KOKKOS_INLINE_FUNCTION void apply(const T* A, bool full, int n, const T* v,
+                                  T* out) {
+  if (full) {
+    for (int i = 0; i < n; ++i) {
+      T sum = 0;
+      for (int k = 0; k < n; ++k) sum += A[i * n + k] * v[k];
+      out[i] = sum;
+    }
+  } else {
+    for (int i = 0; i < n; ++i) out[i] = A[i] * v[i];
+  }
+}
+
+// P ← A P (tmp: n values).
+template <class T>
+KOKKOS_INLINE_FUNCTION void compose(const T* A, bool full, int n, T* P,
+                                    T* tmp) {
+  if (full) {
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < n; ++i) {
+        T sum = 0;
+        for (int k = 0; k < n; ++k) sum += A[i * n + k] * P[k * n + j];
+        tmp[i] = sum;
+      }
+      for (int i = 0; i < n; ++i) P[i * n + j] = tmp[i];
+    }
+  } else {
+    for (int i = 0; i < n; ++i) P[i] *= A[i];
+  }
+}
+
+template <class T>
+KOKKOS_INLINE_FUNCTION void set_identity(T* P, bool full, int n) {
+  if (full)
+    for (int i = 0; i < n * n; ++i) P[i] = (i % (n + 1) == 0) ? T(1) : T(0);
+  else
+    for (int i = 0; i < n; ++i) P[i] = T(1);
+}
+
+// --- per-thread scratch -----------------------------------------------------
+
+// A team policy whose threads each run one work item with `values` values
+// of T of their own: in fast team memory where they fit, else in the
+// global scratch Kokkos keeps for resident teams. One thread a team on the
+// host (a team per OpenMP thread), 64 on a device.
+template <class Space>
+struct ThreadItems {
+  static constexpr bool host =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                 typename Space::memory_space>::accessible;
+  using Policy = Kokkos::TeamPolicy<Space>;
+  using Member = typename Policy::member_type;
+  int team_size = host ? 1 : 64;
+  int level = 0;
+  std::size_t bytes = 0;
+  std::int64_t items = 0;
+
+  template <class T>
+  ThreadItems(std::int64_t item_count, std::int64_t values, T) {
+    items = item_count;
+    bytes = (std::size_t(std::max<std::int64_t>(values, 1)) * sizeof(T) + 15) /
+            16 * 16;
+    std::size_t const fast = Policy::scratch_size_max(0);
+    level = bytes * team_size <= fast / 2 ? 0 : 1;
+  }
+  Policy policy(const Space& space) const {
+    std::int64_t const league = (items + team_size - 1) / team_size;
+    return Policy(space, std::max<std::int64_t>(league, 1), team_size)
+        .set_scratch_size(level, Kokkos::PerThread(bytes));
+  }
+};
+
+template <class T, class Member>
+KOKKOS_INLINE_FUNCTION T* thread_values(const Member& member, int level,
+                                        std::size_t bytes) {
+  return static_cast<T*>(member.thread_scratch(level).get_shmem(bytes));
+}
+
+// --- the solver ------------------------------------------------------------
+
+inline std::string label(const char* what) {
+  return std::string("softwave::deer::") + what;
+}
+
+// Steps per chunk: enough chunks to fill the space (a few per thread on the
+// host, about one per thread a device keeps resident), at least n with full
+// Jacobians so that the chunks' composed maps (n² each) take no more memory
+// than the trajectory.
+inline int choose_chunk(std::int64_t batch, std::int64_t length, int n,
+                        bool full, std::int64_t concurrency, bool host) {
+  std::int64_t const target = host ? 4 * concurrency : concurrency;
+  std::int64_t chunk =
+      (batch * length + target - 1) / std::max<std::int64_t>(target, 1);
+  chunk = std::max<std::int64_t>(chunk, host ? 16 : 8);
+  if (full) chunk = std::max<std::int64_t>(chunk, n);
+  return int(std::min<std::int64_t>(chunk, std::max<std::int64_t>(length, 1)));
+}
+
+// Whether DEER is expected to beat the sequential loop (DeerMethod::automatic).
+// A cost model in steps of the sequential loop: that loop runs the B
+// sequences side by side, ceil(B / P) rounds of T steps, P the space's
+// concurrency; an iteration of DEER runs each thread's chunk twice (compose,
+// replay), each step costing 1 + n more with full Jacobians (an n×n product
+// beside the cell's n² work), plus launches and a read-back worth `latency`
+// steps on a device. DEER is taken when it is expected to cost less than
+// 0.9 of the loop at the assumed iteration count (full: 6, diagonal: 20).
+inline bool deer_expected_faster(std::int64_t batch, std::int64_t length, int n,
+                                 DeerJacobian jacobian,
+                                 std::int64_t concurrency, bool host) {
+  bool const full = jacobian == DeerJacobian::full;
+  std::int64_t const chunk =
+      choose_chunk(batch, length, n, full, concurrency, host);
+  double const chunks = double(batch) * double((length + chunk - 1) / chunk);
+  double const rounds =
+      std::ceil(chunks / double(std::max<std::int64_t>(concurrency, 1)));
+  double const step = full ? 1.0 + n : 1.0;
+  double const iterations = full ? 6 : 20;
+  double const latency = host ? 0 : 200;
+  double const deer = iterations * (2 * rounds * chunk * step + latency);
+  double const sequential =
+      std::ceil(double(batch) /
+                double(std::max<std::int64_t>(concurrency, 1))) *
+      double(length);
+  return deer < 0.9 * sequential;
+}
+
+// One level of the scan over chunks' composed maps (Solver::solve_chunks):
+// the maps and offsets of count(b) chunks, grouped `chunk` to a group.
+template <class Space, class T>
+struct ChunkLevel {
+  using Memory = typename Space::memory_space;
+  using Member = typename ThreadItems<Space>::Member;
+  DeerView3<T, Space> maps, offsets;
+  Kokkos::View<int*, Memory> count;
+  DeerView3<T, Space> group_maps, group_offsets;
+  Kokkos::View<int*, Memory> group_count;
+  std::int64_t chunk, groups;
+  int n;
+  bool full;
+
+  // replay = false: composes each group into group_maps / group_offsets;
+  // true: replays each group from its carried-in value (group_offsets
+  // solved), leaving w_c in offsets.
+  void pass(const Space& space, const ThreadItems<Space>& items,
+            bool replay) const {
+    auto const d = *this;
+    int const level = items.level;
+    std::size_t const bytes = items.bytes;
+    int const ts = items.team_size;
+    std::int64_t const total = items.items;
+    Kokkos::parallel_for(
+        label(replay ? "replay_chunks" : "compose_chunks"),
+        compat::light_weight(items.policy(space)),
+        KOKKOS_LAMBDA(const Member& member) {
+          T* const Q = thread_values<T>(member, level, bytes);
+          std::int64_t const item =
+              std::int64_t(member.league_rank()) * ts + member.team_rank();
+          if (item >= total) return;
+          d.run_group(item / d.groups, item % d.groups, Q, replay);
+        });
+  }
+
+  KOKKOS_INLINE_FUNCTION void run_group(std::int64_t b, std::int64_t g, T* Q,
+                                        bool replay) const {
+    if (g >= group_count(b)) return;
+    int const na = full ? n * n : n;
+    T* const w = Q + na;
+    T* const tmp = w + n;
+    std::int64_t const c0 = g * chunk;
+    std::int64_t const c1 =
+        c0 + chunk < count(b) ? c0 + chunk : std::int64_t(count(b));
+    for (int i = 0; i < n; ++i)
+      w[i] = replay && g > 0 ? group_offsets(b, g - 1, i) : T(0);
+    bool const composing = !replay && g > 0;
+    if (composing) set_identity(Q, full, n);
+    for (std::int64_t c = c0; c < c1; ++c) {
+      bool const first = c == 0;
+      if (!first) apply(&maps(b, c, 0), full, n, w, tmp);
+      for (int i = 0; i < n; ++i)
+        w[i] = offsets(b, c, i) + (first ? T(0) : tmp[i]);
+      if (replay)
+        for (int i = 0; i < n; ++i) offsets(b, c, i) = w[i];
+      else if (composing)
+        compose(&maps(b, c, 0), full, n, Q, tmp);
+    }
+    if (!replay) {
+      for (int i = 0; i < n; ++i) group_offsets(b, g, i) = w[i];
+      if (composing)
+        for (int i = 0; i < na; ++i) group_maps(b, g, i) = Q[i];
+    }
+  }
+};
+
+// Every member is public: CUDA's device lambdas may not be defined in
+// private member functions.
+template <class Space, class Recurrence>
+struct Solver {
+  using T = typename Recurrence::value_type;
+  using Memory = typename Space::memory_space;
+  using Buffer = DeerView3<T, Space>;
+  using Items = ThreadItems<Space>;
+  using Member = typename Items::Member;
+
+  Solver(const Space& space, const Recurrence& recurrence, Buffer z,
+         std::int64_t batch, std::int64_t length, bool reversed,
+         const Settings& settings)
+      : space_(space),
+        rec_(recurrence),
+        z_(z),
+        batch_(batch),
+        length_(length),
+        reversed_(reversed),
+        settings_(settings) {}
+
+  // Solves every sequence into z (its contents are the starting trajectory
+  // with warm_start). iterations and path (optional, (B)) report each
+  // sequence.
+  void run(DeerView1<int, Space> iterations, DeerView1<int, Space> path) {
+    if (batch_ == 0) return;
+    int const n = rec_.state_size();
+    bool const host = Items::host;
+    std::int64_t const concurrency = space_.concurrency();
+    bool use_deer = settings_.method == DeerMethod::deer;
+    if (settings_.method == DeerMethod::automatic)
+      use_deer = deer_expected_faster(batch_, length_, n, settings_.jacobian,
+                                      concurrency, host);
+    Kokkos::View<int*, Memory> status(
+        Kokkos::view_alloc(space_, label("status")), batch_);
+    Kokkos::View<int*, Memory> count(
+        Kokkos::view_alloc(space_, label("iterations")), batch_);
+    if (!use_deer) {
+      Kokkos::deep_copy(space_, status, int(diverged));
+      sequential(status);
+      finish(status, count, iterations, path, DeerPath::sequential);
+      return;
+    }
+    iterate(status, count, concurrency, host);
+    sequential(status);
+    finish(status, count, iterations, path, DeerPath::fallback);
+  }
+
+  // What every kernel of an iteration reads, copied into each.
+  struct Data {
+    Recurrence rec;
+    Buffer old_z, new_z;
+    DeerView3<T, Space> maps;     // (B, chunks, n² or n) composed Jacobians
+    DeerView3<T, Space> offsets;  // (B, chunks, n) composed offsets
+    Kokkos::View<int*, Memory> chunk_count;  // (B) chunks still iterating
+    Kokkos::View<double*, Memory> error;     // (B) worst |δ| / tolerance
+    std::int64_t length, chunk, chunks;
+    int n, na;
+    bool full, reversed;
+    T atol, rtol;
+
+    // Every chunk of every iterating sequence: compose (replay = false) or
+    // replay (true), a thread each.
+    void pass(const Space& space, const Items& items, bool replay) const {
+      auto const d = *this;
+      int const level = items.level;
+      std::size_t const bytes = items.bytes;
+      int const ts = items.team_size;
+      std::int64_t const total = items.items;
+      Kokkos::parallel_for(
+          label(replay ? "replay" : "linearise"),
+          compat::light_weight(items.policy(space)),
+          KOKKOS_LAMBDA(const Member& member) {
+            T* const s = thread_values<T>(member, level, bytes);
+            std::int64_t const item =
+                std::int64_t(member.league_rank()) * ts + member.team_rank();
+            if (item >= total) return;
+            std::int64_t const b = item / d.chunks, c = item % d.chunks;
+            if (c >= d.chunk_count(b)) return;
+            d.run_chunk(int(b), c, s, replay);
+          });
+    }
+
+    KOKKOS_INLINE_FUNCTION int slot(int L, int s) const {
+      return reversed ? L - 1 - s : s;
+    }
+
+    // Chunk c of sequence b: composes its steps' affine maps (replay =
+    // false) or replays them from the carried-in δ, writing new_z and the
+    // worst tolerance ratio (replay = true).
+    KOKKOS_INLINE_FUNCTION void run_chunk(int b, std::int64_t c, T* s,
+                                          bool replay) const {
+      int const L = rec.length(b);
+      std::int64_t const s0 = c * chunk;
+      std::int64_t const s1 = s0 + chunk < L ? s0 + chunk : L;
+      T* const init = s;
+      T* const f = init + n;
+      T* const J = f + n;
+      T* const P = J + na;
+      T* const delta = P + na;
+      T* const tmp = delta + n;
+      T* const work = tmp + n;
+      Linearise const kind = full ? Linearise::full : Linearise::diagonal;
+      if (replay && c > 0)
+        for (int i = 0; i < n; ++i) delta[i] = offsets(b, c - 1, i);
+      else
+        for (int i = 0; i < n; ++i) delta[i] = 0;
+      bool const composing = !replay && c > 0;
+      if (composing) set_identity(P, full, n);
+      double worst = 0;
+      for (std::int64_t q = s0; q < s1; ++q) {
+        int const t = slot(L, int(q));
+        T const* z_prev;
+        if (q == 0) {
+          rec.initial(b, init);
+          z_prev = init;
+        } else {
+          z_prev = &old_z(b, slot(L, int(q - 1)), 0);
+        }
+        rec.step(b, t, z_prev, f, J, kind, work);
+        apply(J, full, n, delta, tmp);
+        for (int i = 0; i < n; ++i) delta[i] = f[i] - old_z(b, t, i) + tmp[i];
+        if (replay) {
+          for (int i = 0; i < n; ++i) {
+            T const y = old_z(b, t, i) + delta[i];
+            new_z(b, t, i) = y;
+            double const ratio =
+                compat::fabs(double(delta[i])) /
+                (double(atol) + double(rtol) * compat::fabs(double(y)));
+            if (!(ratio <= worst))
+              worst = ratio == ratio ? ratio : compat::infinity<double>();
+          }
+        } else if (composing) {
+          compose(J, full, n, P, tmp);
+        }
+      }
+      if (replay) {
+        Kokkos::atomic_fetch_max(&error(b), worst);
+      } else {
+        for (int i = 0; i < n; ++i) offsets(b, c, i) = delta[i];
+        if (composing)
+          for (int i = 0; i < na; ++i) maps(b, c, i) = P[i];
+      }
+    }
+  };
+
+  // The linear recurrence w_c = A_c w_{c−1} + e_c, w_{−1} = 0, over the
+  // composed maps of each sequence's first count(b) chunks, solved in place
+  // (offsets(b, c) becomes w_c): sequentially where there are few, else by
+  // the same chunked scheme one level up.
+  void solve_chunks(DeerView3<T, Space> maps, DeerView3<T, Space> offsets,
+                    Kokkos::View<int*, Memory> count, int n, bool full,
+                    std::int64_t concurrency, bool host) {
+    std::int64_t const M = offsets.extent(1);
+    int const na = full ? n * n : n;
+    if (M <= 32) {
+      Items items(batch_, 2 * n, T());
+      int const level = items.level;
+      std::size_t const bytes = items.bytes;
+      int const ts = items.team_size;
+      std::int64_t const B = batch_;
+      Kokkos::parallel_for(
+          label("carry_chunks"), compat::light_weight(items.policy(space_)),
+          KOKKOS_LAMBDA(const Member& member) {
+            T* const w = thread_values<T>(member, level, bytes);
+            std::int64_t const b =
+                std::int64_t(member.league_rank()) * ts + member.team_rank();
+            if (b >= B) return;
+            T* const tmp = w + n;
+            for (int i = 0; i < n; ++i) w[i] = 0;
+            for (int c = 0; c < count(b); ++c) {
+              if (c > 0) apply(&maps(b, c, 0), full, n, w, tmp);
+              for (int i = 0; i < n; ++i)
+                w[i] = offsets(b, c, i) + (c > 0 ? tmp[i] : T(0));
+              for (int i = 0; i < n; ++i) offsets(b, c, i) = w[i];
+            }
+          });
+      return;
+    }
+    int const chunk =
+        settings_.chunk > 1
+            ? settings_.chunk
+            : std::max(8, choose_chunk(batch_, M, n, full, concurrency, host));
+    std::int64_t const chunks = (M + chunk - 1) / chunk;
+    auto maps2 = DeerView3<T, Space>(
+        Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                           label("chunk_maps")),
+        batch_, chunks, na);
+    auto offsets2 = DeerView3<T, Space>(
+        Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                           label("chunk_offsets")),
+        batch_, chunks, n);
+    Kokkos::View<int*, Memory> count2(
+        Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                           label("chunk_count")),
+        batch_);
+    Kokkos::parallel_for(
+        label("count_chunks"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
+        KOKKOS_LAMBDA(std::int64_t b) {
+          count2(b) = int((count(b) + chunk - 1) / chunk);
+        });
+    Items const items(batch_ * chunks, 2 * na + 2 * n, T());
+    ChunkLevel<Space, T> const next{maps,   offsets, count,  maps2, offsets2,
+                                    count2, chunk,   chunks, n,     full};
+    next.pass(space_, items, /*replay=*/false);
+    solve_chunks(maps2, offsets2, count2, n, full, concurrency, host);
+    next.pass(space_, items, /*replay=*/true);
+  }
+
+  void iterate(Kokkos::View<int*, Memory> status,
+               Kokkos::View<int*, Memory> count, std::int64_t concurrency,
+               bool host) {
+    int const n = rec_.state_size();
+    bool const full = settings_.jacobian == DeerJacobian::full;
+    int const na = full ? n * n : n;
+    int const chunk =
+        settings_.chunk > 0
+            ? int(std::min<std::int64_t>(settings_.chunk, length_))
+            : choose_chunk(batch_, length_, n, full, concurrency, host);
+    std::int64_t const chunks = (length_ + chunk - 1) / chunk;
+    Buffer other(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                                    label("trajectory")),
+                 batch_, length_, n);
+    if (!settings_.warm_start) Kokkos::deep_copy(space_, z_, T(0));
+    Data data{rec_,
+              z_,
+              other,
+              DeerView3<T, Space>(
+                  Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                                     label("chunk_maps")),
+                  batch_, chunks, na),
+              DeerView3<T, Space>(
+                  Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                                     label("chunk_offsets")),
+                  batch_, chunks, n),
+              Kokkos::View<int*, Memory>(
+                  Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                                     label("chunk_count")),
+                  batch_),
+              Kokkos::View<double*, Memory>(
+                  Kokkos::view_alloc(space_, label("error")), batch_),
+              length_,
+              chunk,
+              chunks,
+              n,
+              na,
+              full,
+              reversed_,
+              T(settings_.atol),
+              T(settings_.rtol)};
+    Items const items(batch_ * chunks, 5 * n + 2 * na + rec_.work_size(), T());
+    Kokkos::View<int, Memory> still(
+        Kokkos::view_alloc(space_, label("active")));
+    auto still_host = Kokkos::create_mirror_view(still);
+    bool const linear_exact = settings_.linear && full;
+    int const max_iterations = linear_exact ? 1 : settings_.max_iterations;
+    for (int k = 1; k <= max_iterations; ++k) {
+      bool const odd = k % 2 == 1;
+      if (k > 1) std::swap(data.old_z, data.new_z);
+      auto const d = data;
+      Kokkos::parallel_for(
+          label("count_chunks"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
+          KOKKOS_LAMBDA(std::int64_t b) {
+            d.chunk_count(b) =
+                status(b) == active
+                    ? int((d.rec.length(int(b)) + d.chunk - 1) / d.chunk)
+                    : 0;
+          });
+      d.pass(space_, items, /*replay=*/false);
+      solve_chunks(d.maps, d.offsets, d.chunk_count, n, full, concurrency,
+                   host);
+      d.pass(space_, items, /*replay=*/true);
+      Kokkos::deep_copy(space_, still, 0);
+      Kokkos::parallel_for(
+          label("judge"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
+          KOKKOS_LAMBDA(std::int64_t b) {
+            if (status(b) != active) return;
+            double const e = d.error(b);
+            d.error(b) = 0;
+            count(b) = k;
+            if (linear_exact || e <= 1)
+              status(b) = odd ? converged_odd : converged_even;
+            else if (!(e < 1e300) || k == max_iterations)
+              status(b) = diverged;
+            else
+              Kokkos::atomic_add(&still(), 1);
+          });
+      Kokkos::deep_copy(space_, still_host, still);
+      space_.fence();
+      if (still_host() == 0) break;
+    }
+    // Results that ended in the second buffer come home.
+    Buffer const home = z_, away = other;
+    Recurrence const rec = rec_;
+    std::int64_t const T_ = length_;
+    Kokkos::parallel_for(
+        label("gather"),
+        Kokkos::RangePolicy<Space>(space_, 0, batch_ * length_),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const b = q / T_, t = q % T_;
+          if (status(b) != converged_odd || t >= rec.length(int(b))) return;
+          for (int i = 0; i < n; ++i) home(b, t, i) = away(b, t, i);
+        });
+  }
+
+  // The sequences marked diverged, by the loop over t (one thread each).
+  void sequential(Kokkos::View<int*, Memory> status) {
+    int const n = rec_.state_size();
+    Items items(batch_, n + rec_.work_size(), T());
+    int const level = items.level;
+    std::size_t const bytes = items.bytes;
+    int const ts = items.team_size;
+    std::int64_t const B = batch_;
+    Recurrence const rec = rec_;
+    Buffer const z = z_;
+    bool const reversed = reversed_;
+    Kokkos::parallel_for(
+        label("sequential"), compat::light_weight(items.policy(space_)),
+        KOKKOS_LAMBDA(const Member& member) {
+          T* const init = thread_values<T>(member, level, bytes);
+          std::int64_t const b =
+              std::int64_t(member.league_rank()) * ts + member.team_rank();
+          if (b >= B || status(b) != diverged) return;
+          T* const work = init + n;
+          int const L = rec.length(int(b));
+          rec.initial(int(b), init);
+          T const* z_prev = init;
+          for (int q = 0; q < L; ++q) {
+            int const t = reversed ? L - 1 - q : q;
+            rec.step(int(b), t, z_prev, &z(b, t, 0), static_cast<T*>(nullptr),
+                     Linearise::none, work);
+            z_prev = &z(b, t, 0);
+          }
+        });
+  }
+
+  // Zeros past each length; the report.
+  void finish(Kokkos::View<int*, Memory> status,
+              Kokkos::View<int*, Memory> count,
+              DeerView1<int, Space> iterations, DeerView1<int, Space> path,
+              DeerPath sequential_path) {
+    int const n = rec_.state_size();
+    Recurrence const rec = rec_;
+    Buffer const z = z_;
+    std::int64_t const T_ = length_;
+    Kokkos::parallel_for(
+        label("clear_tail"),
+        Kokkos::RangePolicy<Space>(space_, 0, batch_ * length_),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const b = q / T_, t = q % T_;
+          if (t < rec.length(int(b))) return;
+          for (int i = 0; i < n; ++i) z(b, t, i) = 0;
+        });
+    int const fallback = int(sequential_path);
+    bool const want_iterations = iterations.extent(0) > 0;
+    bool const want_path = path.extent(0) > 0;
+    Kokkos::parallel_for(
+        label("report"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
+        KOKKOS_LAMBDA(std::int64_t b) {
+          if (want_iterations) iterations(b) = count(b);
+          if (want_path)
+            path(b) = status(b) == diverged ? fallback : int(DeerPath::deer);
+        });
+  }
+
+  Space space_;
+  Recurrence rec_;
+  Buffer z_;
+  std::int64_t batch_, length_;
+  bool reversed_;
+  Settings settings_;
+};
+
+// --- recurrences from cells -------------------------------------------------
+
+// Lengths as the kernels use them: within [1, T] whatever was passed (the
+// data checks report a bad one; with them off, it is clamped).
+template <class Space>
+struct Lengths {
+  Kokkos::View<const int*, typename Space::memory_space> lengths;
+  int steps = 0;
+  KOKKOS_INLINE_FUNCTION int operator()(int b) const {
+    if (lengths.extent(0) == 0) return steps;
+    int const l = lengths(b);
+    return l < 1 ? 1 : (l > steps ? steps : l);
+  }
+};
+
+// y_t = f(y_{t−1}, x_t).
+template <class Space, class Cell>
+struct Forward {
+  using value_type = typename Cell::value_type;
+  using T = value_type;
+  Cell cell;
+  DeerView3<const T, Space> x;
+  DeerView2<const T, Space> y0;
+  Lengths<Space> lengths;
+
+  KOKKOS_INLINE_FUNCTION int state_size() const { return cell.state_size(); }
+  KOKKOS_INLINE_FUNCTION int work_size() const { return cell.work_size(); }
+  KOKKOS_INLINE_FUNCTION int length(int b) const { return lengths(b); }
+  KOKKOS_INLINE_FUNCTION void initial(int b, T* z) const {
+    int const n = cell.state_size();
+    for (int i = 0; i < n; ++i) z[i] = y0.extent(0) ? y0(b, i) : T(0);
+  }
+  KOKKOS_INLINE_FUNCTION void step(int b, int t, const T* z_prev, T* z,
+                                   T* jacobian, Linearise kind, T* work) const {
+    cell.step(z_prev, &x(b, t, 0), z, jacobian,
+              kind == Linearise::diagonal ? DeerJacobian::diagonal
+                                          : DeerJacobian::full,
+              work);
+  }
+};
+
+// λ_t = ḡ_t + J_{t+1}ᵀ λ_{t+1} backwards from λ_{L−1} = ḡ_{L−1}, J_{t+1} at
+// (y_t, x_{t+1}); its Jacobian in λ_{t+1} is J_{t+1}ᵀ.
+template <class Space, class Cell>
+struct Adjoint {
+  using value_type = typename Cell::value_type;
+  using T = value_type;
+  Cell cell;
+  DeerView3<const T, Space> x;
+  DeerView3<const T, Space> y;
+  DeerView3<const T, Space> grad_y;
+  Lengths<Space> lengths;
+
+  KOKKOS_INLINE_FUNCTION int state_size() const { return cell.state_size(); }
+  KOKKOS_INLINE_FUNCTION int work_size() const {
+    int const n = cell.state_size();
+    return cell.work_size() + n + n * n;
+  }
+  KOKKOS_INLINE_FUNCTION int length(int b) const { return lengths(b); }
+  KOKKOS_INLINE_FUNCTION void initial(int, T* z) const {
+    for (int i = 0; i < cell.state_size(); ++i) z[i] = 0;
+  }
+  KOKKOS_INLINE_FUNCTION void step(int b, int t, const T* next, T* z,
+                                   T* jacobian, Linearise kind, T* work) const {
+    int const n = cell.state_size();
+    T* const value = work;
+    T* const J = value + n;
+    T* const cell_work = J + n * n;
+    bool const last = t + 1 >= lengths(b);
+    for (int i = 0; i < n; ++i) z[i] = grad_y(b, t, i);
+    if (last) {
+      if (jacobian)
+        for (int i = 0; i < (kind == Linearise::full ? n * n : n); ++i)
+          jacobian[i] = 0;
+      return;
+    }
+    T const* const y_t = &y(b, t, 0);
+    T const* const x_next = &x(b, t + 1, 0);
+    if (kind == Linearise::full) {
+      cell.step(y_t, x_next, value, J, DeerJacobian::full, cell_work);
+      for (int i = 0; i < n; ++i) {
+        T sum = 0;
+        for (int k = 0; k < n; ++k) sum += J[k * n + i] * next[k];
+        z[i] += sum;
+      }
+      for (int i = 0; i < n; ++i)
+        for (int k = 0; k < n; ++k) jacobian[i * n + k] = J[k * n + i];
+      return;
+    }
+    cell.vector_jacobian(y_t, x_next, next, value, static_cast<T*>(nullptr),
+                         cell_work);
+    for (int i = 0; i < n; ++i) z[i] += value[i];
+    if (kind == Linearise::diagonal)
+      cell.step(y_t, x_next, value, jacobian, DeerJacobian::diagonal,
+                cell_work);
+  }
+};
+
+template <class T, class Space>
+void check_report(const DeerResult<T, Space>& result, std::size_t B) {
+  if (result.iterations.extent(0) != 0 && result.iterations.extent(0) != B)
+    throw_invalid_argument("iterations has ", result.iterations.extent(0),
+                           " entries, expected ", B, " (one per sequence)");
+  if (result.path.extent(0) != 0 && result.path.extent(0) != B)
+    throw_invalid_argument("path has ", result.path.extent(0),
+                           " entries, expected ", B, " (one per sequence)");
+}
+
+template <class T, class Space>
+void check_gradients(const DeerGradients<T, Space>& g, std::size_t B,
+                     std::size_t steps, std::size_t n, std::size_t m) {
+  auto const shape = [&](auto const& v, const char* name, std::size_t e2,
+                         bool required) {
+    if (!required && v.size() == 0) return;
+    if (v.extent(0) != B || v.extent(1) != steps || v.extent(2) != e2)
+      throw_invalid_argument(name, " has shape (", v.extent(0), ", ",
+                             v.extent(1), ", ", v.extent(2), "), expected (", B,
+                             ", ", steps, ", ", e2, ")");
+  };
+  shape(g.grad_y, "grad_y", n, true);
+  shape(g.grad_x, "grad_x", m, false);
+  shape(g.adjoint, "adjoint", n, false);
+  if (g.grad_y0.size() &&
+      (g.grad_y0.extent(0) != B || g.grad_y0.extent(1) != n))
+    throw_invalid_argument("grad_y0 has shape (", g.grad_y0.extent(0), ", ",
+                           g.grad_y0.extent(1), "), expected (", B, ", ", n,
+                           ")");
+}
+
+template <class Space, class Cell>
+void solve_forward(const Space& space, const Cell& cell,
+                   const DeerInputs<typename Cell::value_type, Space>& inputs,
+                   const DeerResult<typename Cell::value_type, Space>& result,
+                   const Settings& settings) {
+  std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
+  Forward<Space, Cell> const forward{
+      cell, inputs.x, inputs.y0, Lengths<Space>{inputs.lengths, int(steps)}};
+  Solver<Space, Forward<Space, Cell>>(space, forward, result.y, B, steps,
+                                      /*reversed=*/false, settings)
+      .run(result.iterations, result.path);
+}
+
+// λ (B, T, n): into gradients.adjoint where given, else a new array.
+template <class Space, class Cell>
+DeerView3<typename Cell::value_type, Space> solve_adjoint(
+    const Space& space, const Cell& cell,
+    const DeerInputs<typename Cell::value_type, Space>& inputs,
+    DeerView3<const typename Cell::value_type, Space> y,
+    const DeerGradients<typename Cell::value_type, Space>& gradients,
+    Settings settings) {
+  using T = typename Cell::value_type;
+  std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
+  DeerView3<T, Space> adjoint = gradients.adjoint;
+  if (adjoint.size() == 0)
+    adjoint = DeerView3<T, Space>(
+        Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                           label("adjoint")),
+        B, steps, cell.state_size());
+  Adjoint<Space, Cell> const backward{
+      cell, inputs.x, y, gradients.grad_y,
+      Lengths<Space>{inputs.lengths, int(steps)}};
+  settings.linear = true;
+  settings.warm_start = false;
+  Solver<Space, Adjoint<Space, Cell>>(space, backward, adjoint, B, steps,
+                                      /*reversed=*/true, settings)
+      .run({}, {});
+  return adjoint;
+}
+
+// dL/dx_t = (∂f/∂x_t)ᵀ λ_t and dL/dy_0 = J_1ᵀ λ_1, a thread per step.
+template <class Space, class Cell>
+void input_gradients(
+    const Space& space, const Cell& cell,
+    const DeerInputs<typename Cell::value_type, Space>& inputs,
+    DeerView3<const typename Cell::value_type, Space> y,
+    DeerView3<const typename Cell::value_type, Space> adjoint,
+    const DeerGradients<typename Cell::value_type, Space>& gradients) {
+  using T = typename Cell::value_type;
+  using Member = typename ThreadItems<Space>::Member;
+  auto const grad_x = gradients.grad_x;
+  auto const grad_y0 = gradients.grad_y0;
+  if (grad_x.size() == 0 && grad_y0.size() == 0) return;
+  std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
+  int const n = cell.state_size(), m = cell.input_size();
+  auto const x = inputs.x;
+  auto const y0 = inputs.y0;
+  Lengths<Space> const lengths{inputs.lengths, int(steps)};
+  std::int64_t const total = B * steps;
+  ThreadItems<Space> const items(total, n + cell.work_size(), T());
+  int const level = items.level;
+  std::size_t const bytes = items.bytes;
+  int const ts = items.team_size;
+  Kokkos::parallel_for(
+      label("input_gradients"), compat::light_weight(items.policy(space)),
+      KOKKOS_LAMBDA(const Member& member) {
+        T* const init = thread_values<T>(member, level, bytes);
+        std::int64_t const q =
+            std::int64_t(member.league_rank()) * ts + member.team_rank();
+        if (q >= total) return;
+        int const b = int(q / steps), t = int(q % steps);
+        bool const first = t == 0;
+        if (t >= lengths(b)) {
+          if (grad_x.size())
+            for (int j = 0; j < m; ++j) grad_x(b, t, j) = 0;
+          return;
+        }
+        if (!first && grad_x.size() == 0) return;
+        T const* y_prev;
+        if (first) {
+          for (int i = 0; i < n; ++i) init[i] = y0.extent(0) ? y0(b, i) : T(0);
+          y_prev = init;
+        } else {
+          y_prev = &y(b, t - 1, 0);
+        }
+        cell.vector_jacobian(
+            y_prev, &x(b, t, 0), &adjoint(b, t, 0),
+            first && grad_y0.size() ? &grad_y0(b, 0) : static_cast<T*>(nullptr),
+            grad_x.size() ? &grad_x(b, t, 0) : static_cast<T*>(nullptr),
+            init + n);
+      });
+}
+
+}  // namespace softwave::impl::deer
+
+namespace softwave {
+
+template <class Space, class Cell>
+void deer(const Space& space, const Cell& cell,
+          const DeerInputs<typename Cell::value_type, Space>& inputs,
+          const DeerResult<typename Cell::value_type, Space>& result,
+          const DeerOptions& options) {
+  using T = typename Cell::value_type;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "softwave::deer: cells of float or double");
+  namespace d = impl::deer;
+  std::size_t const B = inputs.x.extent(0);
+  d::Settings const settings = d::check_call<Space, T>(
+      space, inputs, cell.state_size(), cell.input_size(), options, "y",
+      result.y.extent(0), result.y.extent(1), result.y.extent(2));
+  d::check_report(result, B);
+  if (B == 0) return;
+  d::solve_forward(space, cell, inputs, result, settings);
+}
+
+template <class Space, class Cell>
+void deer_gradients(
+    const Space& space, const Cell& cell,
+    const DeerInputs<typename Cell::value_type, Space>& inputs,
+    DeerView3<const typename Cell::value_type, Space> y,
+    const DeerGradients<typename Cell::value_type, Space>& gradients,
+    const DeerOptions& options) {
+  using T = typename Cell::value_type;
+  namespace d = impl::deer;
+  std::size_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
+  d::Settings const settings = d::check_call<Space, T>(
+      space, inputs, cell.state_size(), cell.input_size(), options, "y",
+      y.extent(0), y.extent(1), y.extent(2));
+  d::check_gradients(gradients, B, steps, cell.state_size(), cell.input_size());
+  if (B == 0) return;
+  auto const adjoint =
+      d::solve_adjoint(space, cell, inputs, y, gradients, settings);
+  d::input_gradients(space, cell, inputs, y, DeerView3<const T, Space>(adjoint),
+                     gradients);
+}
+
+}  // namespace softwave

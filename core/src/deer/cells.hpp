@@ -1,0 +1,272 @@
+#pragma once
+// PyTorch's recurrent cells (softwave/deer.hpp, RnnCell) as DEER cells over
+// projected inputs: step t reads p_t = W_ih x_t + b_ih (G·H values, formed
+// once for all steps), so that a step's work is the hidden-side product
+// W_hh h alone. Besides the cell interface of deer.hpp, each gives the
+// gradients of its gates' pre-activations, from which the weights'
+// gradients are summed:
+//   gate_gradients(h_prev, p, λ, g_in, g_h, grad_y_prev, work)
+// with g_in = dL/d(W_ih x + b_ih) and g_h = dL/d(W_hh h + b_hh) (they
+// differ only in GRU's candidate gate, which multiplies the hidden side by
+// r).
+
+#include <Kokkos_Core.hpp>
+#include <softwave/deer.hpp>
+#include <softwave/kokkos_compat.hpp>
+
+namespace softwave::impl::deer {
+
+template <class T>
+KOKKOS_INLINE_FUNCTION T sigmoid(T a) {
+  return T(1) / (T(1) + compat::exp(-a));
+}
+template <class T>
+KOKKOS_INLINE_FUNCTION T tanh_of(T a) {
+  // tanh from one exp, finite for every finite a.
+  T const e = compat::exp(-2 * compat::fabs(a));
+  T const t = (T(1) - e) / (T(1) + e);
+  return a < 0 ? -t : t;
+}
+
+// The hidden-side pre-activations W_hh h + b_hh (rows G·H).
+template <class T, class Space>
+struct HiddenWeights {
+  DeerView2<const T, Space> weight;  // (G·H, H)
+  DeerView1<const T, Space> bias;    // (G·H), zeros if none were given
+  int H = 0;
+
+  KOKKOS_INLINE_FUNCTION void project(const T* h, int rows, T* out) const {
+    for (int k = 0; k < rows; ++k) {
+      T sum = bias(k);
+      for (int j = 0; j < H; ++j) sum += weight(k, j) * h[j];
+      out[k] = sum;
+    }
+  }
+  // grad_h = W_hhᵀ g (+ what grad_h already holds when accumulate).
+  KOKKOS_INLINE_FUNCTION void project_back(const T* g, int rows, T* grad_h,
+                                           bool accumulate) const {
+    for (int j = 0; j < H; ++j) {
+      T sum = accumulate ? grad_h[j] : T(0);
+      for (int k = 0; k < rows; ++k) sum += weight(k, j) * g[k];
+      grad_h[j] = sum;
+    }
+  }
+};
+
+// h' = tanh(p + W_hh h + b_hh).
+template <class T, class Space>
+struct ElmanCell {
+  using value_type = T;
+  HiddenWeights<T, Space> w;
+  static constexpr int gates = 1;
+
+  KOKKOS_INLINE_FUNCTION int state_size() const { return w.H; }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return w.H; }
+  KOKKOS_INLINE_FUNCTION int work_size() const { return 2 * w.H; }
+
+  KOKKOS_INLINE_FUNCTION void step(const T* h, const T* p, T* y, T* jacobian,
+                                   DeerJacobian kind, T* work) const {
+    int const H = w.H;
+    w.project(h, H, work);
+    for (int i = 0; i < H; ++i) {
+      T const out = tanh_of(p[i] + work[i]);
+      y[i] = out;
+      if (!jacobian) continue;
+      T const slope = T(1) - out * out;
+      if (kind == DeerJacobian::diagonal)
+        jacobian[i] = slope * w.weight(i, i);
+      else
+        for (int j = 0; j < H; ++j)
+          jacobian[i * H + j] = slope * w.weight(i, j);
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void gate_gradients(const T* h, const T* p,
+                                             const T* lambda, T* g_in, T* g_h,
+                                             T* grad_h, T* work) const {
+    int const H = w.H;
+    w.project(h, H, work);
+    for (int i = 0; i < H; ++i) {
+      T const out = tanh_of(p[i] + work[i]);
+      g_in[i] = lambda[i] * (T(1) - out * out);
+      if (g_h) g_h[i] = g_in[i];
+    }
+    if (grad_h) w.project_back(g_in, H, grad_h, false);
+  }
+
+  KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* h, const T* p,
+                                              const T* lambda, T* grad_h,
+                                              T* grad_p, T* work) const {
+    T* const g = grad_p ? grad_p : work + w.H;
+    gate_gradients(h, p, lambda, g, static_cast<T*>(nullptr), grad_h, work);
+  }
+};
+
+// PyTorch's GRU: gates r, z, n in that order.
+template <class T, class Space>
+struct GruCell {
+  using value_type = T;
+  HiddenWeights<T, Space> w;
+  static constexpr int gates = 3;
+
+  KOKKOS_INLINE_FUNCTION int state_size() const { return w.H; }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return 3 * w.H; }
+  KOKKOS_INLINE_FUNCTION int work_size() const { return 9 * w.H; }
+
+  KOKKOS_INLINE_FUNCTION void step(const T* h, const T* p, T* y, T* jacobian,
+                                   DeerJacobian kind, T* work) const {
+    int const H = w.H;
+    T* const hp = work;  // W_hh h + b_hh
+    w.project(h, 3 * H, hp);
+    for (int i = 0; i < H; ++i) {
+      T const r = sigmoid(p[i] + hp[i]);
+      T const z = sigmoid(p[H + i] + hp[H + i]);
+      T const n = tanh_of(p[2 * H + i] + r * hp[2 * H + i]);
+      y[i] = (T(1) - z) * n + z * h[i];
+      if (!jacobian) continue;
+      // ∂h'_i/∂h_j = a W_n(i,j) + c W_r(i,j) + e W_z(i,j) + z δ_ij
+      T const dn = (T(1) - z) * (T(1) - n * n);
+      T const a = dn * r;
+      T const c = dn * hp[2 * H + i] * r * (T(1) - r);
+      T const e = (h[i] - n) * z * (T(1) - z);
+      auto entry = [&](int j) {
+        return a * w.weight(2 * H + i, j) + c * w.weight(i, j) +
+               e * w.weight(H + i, j) + (i == j ? z : T(0));
+      };
+      if (kind == DeerJacobian::diagonal)
+        jacobian[i] = entry(i);
+      else
+        for (int j = 0; j < H; ++j) jacobian[i * H + j] = entry(j);
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void gate_gradients(const T* h, const T* p,
+                                             const T* lambda, T* g_in, T* g_h,
+                                             T* grad_h, T* work) const {
+    int const H = w.H;
+    T* const hp = work;
+    T* const gh = g_h ? g_h : work + 3 * H;
+    w.project(h, 3 * H, hp);
+    for (int i = 0; i < H; ++i) {
+      T const r = sigmoid(p[i] + hp[i]);
+      T const z = sigmoid(p[H + i] + hp[H + i]);
+      T const n = tanh_of(p[2 * H + i] + r * hp[2 * H + i]);
+      T const an = lambda[i] * (T(1) - z) * (T(1) - n * n);
+      T const gr = an * hp[2 * H + i] * r * (T(1) - r);
+      T const gz = lambda[i] * (h[i] - n) * z * (T(1) - z);
+      g_in[i] = gr;
+      g_in[H + i] = gz;
+      g_in[2 * H + i] = an;
+      gh[i] = gr;
+      gh[H + i] = gz;
+      gh[2 * H + i] = an * r;
+    }
+    if (grad_h) {
+      w.project_back(gh, 3 * H, grad_h, false);
+      for (int i = 0; i < H; ++i) {
+        T const z = sigmoid(p[H + i] + hp[H + i]);
+        grad_h[i] += lambda[i] * z;
+      }
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* h, const T* p,
+                                              const T* lambda, T* grad_h,
+                                              T* grad_p, T* work) const {
+    T* const g = grad_p ? grad_p : work + 6 * w.H;
+    gate_gradients(h, p, lambda, g, static_cast<T*>(nullptr), grad_h, work);
+  }
+};
+
+// PyTorch's LSTM: gates i, f, g, o in that order; state (h, c).
+template <class T, class Space>
+struct LstmCell {
+  using value_type = T;
+  HiddenWeights<T, Space> w;
+  static constexpr int gates = 4;
+
+  KOKKOS_INLINE_FUNCTION int state_size() const { return 2 * w.H; }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return 4 * w.H; }
+  KOKKOS_INLINE_FUNCTION int work_size() const { return 12 * w.H; }
+
+  struct Gates {
+    T i, f, g, o, c, tc;  // gates, new cell state, tanh of it
+  };
+  KOKKOS_INLINE_FUNCTION Gates gates_of(const T* state, const T* p, const T* a,
+                                        int k) const {
+    int const H = w.H;
+    Gates q;
+    q.i = sigmoid(p[k] + a[k]);
+    q.f = sigmoid(p[H + k] + a[H + k]);
+    q.g = tanh_of(p[2 * H + k] + a[2 * H + k]);
+    q.o = sigmoid(p[3 * H + k] + a[3 * H + k]);
+    q.c = q.f * state[H + k] + q.i * q.g;
+    q.tc = tanh_of(q.c);
+    return q;
+  }
+
+  KOKKOS_INLINE_FUNCTION void step(const T* state, const T* p, T* y,
+                                   T* jacobian, DeerJacobian kind,
+                                   T* work) const {
+    int const H = w.H, n = 2 * H;
+    T* const a = work;
+    w.project(state, 4 * H, a);
+    for (int k = 0; k < H; ++k) {
+      Gates const q = gates_of(state, p, a, k);
+      y[k] = q.o * q.tc;
+      y[H + k] = q.c;
+      if (!jacobian) continue;
+      T const ci = q.g * q.i * (T(1) - q.i);
+      T const cf = state[H + k] * q.f * (T(1) - q.f);
+      T const cg = q.i * (T(1) - q.g * q.g);
+      T const dh_dc = q.o * (T(1) - q.tc * q.tc);
+      T const ho = q.o * (T(1) - q.o) * q.tc;
+      auto dc_dh = [&](int j) {
+        return ci * w.weight(k, j) + cf * w.weight(H + k, j) +
+               cg * w.weight(2 * H + k, j);
+      };
+      if (kind == DeerJacobian::diagonal) {
+        jacobian[k] = ho * w.weight(3 * H + k, k) + dh_dc * dc_dh(k);
+        jacobian[H + k] = q.f;
+        continue;
+      }
+      for (int j = 0; j < H; ++j) {
+        T const c_h = dc_dh(j);
+        jacobian[(H + k) * n + j] = c_h;
+        jacobian[k * n + j] = ho * w.weight(3 * H + k, j) + dh_dc * c_h;
+        jacobian[(H + k) * n + H + j] = j == k ? q.f : T(0);
+        jacobian[k * n + H + j] = j == k ? dh_dc * q.f : T(0);
+      }
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void gate_gradients(const T* state, const T* p,
+                                             const T* lambda, T* g_in, T* g_h,
+                                             T* grad_state, T* work) const {
+    int const H = w.H;
+    T* const a = work;
+    w.project(state, 4 * H, a);
+    for (int k = 0; k < H; ++k) {
+      Gates const q = gates_of(state, p, a, k);
+      T const dc = lambda[H + k] + lambda[k] * q.o * (T(1) - q.tc * q.tc);
+      g_in[k] = dc * q.g * q.i * (T(1) - q.i);
+      g_in[H + k] = dc * state[H + k] * q.f * (T(1) - q.f);
+      g_in[2 * H + k] = dc * q.i * (T(1) - q.g * q.g);
+      g_in[3 * H + k] = lambda[k] * q.tc * q.o * (T(1) - q.o);
+      if (grad_state) grad_state[H + k] = dc * q.f;
+    }
+    if (g_h)
+      for (int k = 0; k < 4 * H; ++k) g_h[k] = g_in[k];
+    if (grad_state) w.project_back(g_in, 4 * H, grad_state, false);
+  }
+
+  KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* state, const T* p,
+                                              const T* lambda, T* grad_state,
+                                              T* grad_p, T* work) const {
+    T* const g = grad_p ? grad_p : work + 8 * w.H;
+    gate_gradients(state, p, lambda, g, static_cast<T*>(nullptr), grad_state,
+                   work);
+  }
+};
+
+}  // namespace softwave::impl::deer

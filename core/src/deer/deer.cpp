@@ -1,0 +1,406 @@
+// softwave/deer.hpp: argument checks, PyTorch's cells through the DEER
+// solver, and their weights' gradients.
+
+#include <softwave/deer.hpp>
+
+#include "../common/call_memory.hpp"
+#include "../common/data_checks.hpp"
+#include "cells.hpp"
+
+namespace softwave::impl::deer {
+
+template <class Space, class T>
+Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
+                    int n, int m, const DeerOptions& options,
+                    const char* y_name, std::size_t y0_, std::size_t y1,
+                    std::size_t y2) {
+  Settings s;
+  bool const single = std::is_same_v<T, float>;
+  s.atol = options.atol.value_or(single ? 1e-4 : 1e-10);
+  s.rtol = options.rtol.value_or(single ? 1e-3 : 1e-8);
+  if (!(s.atol > 0) || !std::isfinite(s.atol))
+    throw_invalid_argument("atol must be finite and > 0 (got ", s.atol, ")");
+  if (!(s.rtol > 0) || !std::isfinite(s.rtol))
+    throw_invalid_argument("rtol must be finite and > 0 (got ", s.rtol, ")");
+  if (options.max_iterations < 1)
+    throw_invalid_argument("max_iterations must be >= 1 (got ",
+                           options.max_iterations, ")");
+  if (options.chunk < 0)
+    throw_invalid_argument("chunk must be >= 0 (got ", options.chunk, ")");
+  s.max_iterations = options.max_iterations;
+  s.chunk = options.chunk;
+  s.warm_start = options.warm_start;
+  s.method = options.method;
+  s.jacobian = options.jacobian;
+
+  auto const& x = inputs.x;
+  std::size_t const B = x.extent(0), steps = x.extent(1);
+  if (B > 0 && steps == 0)
+    throw_invalid_argument("x has no steps (x.extent(1) = 0)");
+  if (B > 0 && x.extent(2) != std::size_t(m))
+    throw_invalid_argument("x has ", x.extent(2),
+                           " values a step (x.extent(2)), expected ", m,
+                           " (the cell's input size)");
+  if (inputs.y0.size())
+    check_extent(inputs.y0, "y0", {B, std::size_t(n)},
+                 "(one initial state per sequence)");
+  if (y0_ != B || y1 != steps || y2 != std::size_t(n))
+    throw_invalid_argument(y_name, " has shape (", y0_, ", ", y1, ", ", y2,
+                           "), expected (", B, ", ", steps, ", ", n,
+                           ") (x's batch and steps, the state size)");
+  DataChecks<Space> checks(space, options.check_values, "deer");
+  auto const lengths =
+      checks.lengths(inputs.lengths, "lengths", B, std::int64_t(steps));
+  checks.finite_series(x, lengths, "x");
+  checks.finite_values(inputs.y0, "y0");
+  checks.finish();
+  return s;
+}
+
+namespace {
+
+template <class T, class Space>
+using V1 = DeerView1<T, Space>;
+template <class T, class Space>
+using V2 = DeerView2<T, Space>;
+template <class T, class Space>
+using V3 = DeerView3<T, Space>;
+
+int gates_of(RnnCell cell) {
+  return cell == RnnCell::elman ? 1 : (cell == RnnCell::gru ? 3 : 4);
+}
+int state_of(RnnCell cell, int H) { return cell == RnnCell::lstm ? 2 * H : H; }
+
+// The weights' shapes (and values, with the data checks); returns H.
+template <class Space, class T>
+int check_weights(const Space& space, const RnnWeights<T, Space>& w,
+                  std::size_t m, bool check_values) {
+  std::size_t const G = gates_of(w.cell);
+  std::size_t const rows = w.weight_hh.extent(0);
+  if (rows == 0 || rows % G != 0)
+    throw_invalid_argument("weight_hh has ", rows, " rows, expected ", G,
+                           "·hidden size (", G, " gates) and at least one");
+  std::size_t const H = rows / G;
+  check_extent(w.weight_hh, "weight_hh", {G * H, H},
+               "(gates·hidden size, hidden size)");
+  check_extent(w.weight_ih, "weight_ih", {G * H, m},
+               "(gates·hidden size, x's input size)");
+  if (w.bias_ih.size())
+    check_extent(w.bias_ih, "bias_ih", {G * H}, "(gates·hidden size)");
+  if (w.bias_hh.size())
+    check_extent(w.bias_hh, "bias_hh", {G * H}, "(gates·hidden size)");
+  DataChecks<Space> checks(space, check_values, "deer");
+  checks.finite_values(w.weight_ih, "weight_ih");
+  checks.finite_values(w.weight_hh, "weight_hh");
+  checks.finite_values(w.bias_ih, "bias_ih");
+  checks.finite_values(w.bias_hh, "bias_hh");
+  checks.finish();
+  return int(H);
+}
+
+// p_t = W_ih x_t + b_ih for every step, (B, T, G·H).
+template <class Space, class T>
+CallArray<V3<T, Space>> project_inputs(const Space& space,
+                                       const RnnWeights<T, Space>& w,
+                                       V3<const T, Space> x) {
+  std::int64_t const B = x.extent(0), steps = x.extent(1), m = x.extent(2);
+  std::int64_t const rows = w.weight_ih.extent(0);
+  auto out = call_array<V3<T, Space>>(space, "softwave::deer::projected", false,
+                                      B, steps, rows);
+  auto const p = out.view;
+  auto const weight = w.weight_ih;
+  auto const bias = w.bias_ih;
+  bool const has_bias = bias.size() > 0;
+  Kokkos::parallel_for(
+      "softwave::deer::project_inputs",
+      Kokkos::RangePolicy<Space>(space, 0, B * steps * rows),
+      KOKKOS_LAMBDA(std::int64_t q) {
+        std::int64_t const k = q % rows, bt = q / rows;
+        std::int64_t const b = bt / steps, t = bt % steps;
+        T sum = has_bias ? bias(k) : T(0);
+        for (std::int64_t j = 0; j < m; ++j) sum += weight(k, j) * x(b, t, j);
+        p(b, t, k) = sum;
+      });
+  return out;
+}
+
+// The hidden-side weights, with zeros for a missing bias.
+template <class Space, class T>
+struct Hidden {
+  HiddenWeights<T, Space> weights;
+  CallArray<V1<T, Space>> zeros;
+};
+template <class Space, class T>
+Hidden<Space, T> hidden_weights(const Space& space,
+                                const RnnWeights<T, Space>& w, int H) {
+  Hidden<Space, T> out;
+  out.weights.weight = w.weight_hh;
+  out.weights.H = H;
+  if (w.bias_hh.size()) {
+    out.weights.bias = w.bias_hh;
+  } else {
+    out.zeros = call_array<V1<T, Space>>(space, "softwave::deer::zero_bias",
+                                         true, w.weight_hh.extent(0));
+    out.weights.bias = out.zeros.view;
+  }
+  return out;
+}
+
+// Calls body(cell) with the cell object of w.cell.
+template <class Space, class T, class Body>
+void with_cell(RnnCell kind, const HiddenWeights<T, Space>& w,
+               const Body& body) {
+  switch (kind) {
+    case RnnCell::elman:
+      return body(ElmanCell<T, Space>{w});
+    case RnnCell::gru:
+      return body(GruCell<T, Space>{w});
+    case RnnCell::lstm:
+      return body(LstmCell<T, Space>{w});
+  }
+}
+
+// Sums of outer products over every step of every sequence:
+//   out(k, j) = Σ_{b,t} g(b, t, k) · rows(b, t, j)  (j < J),
+//   bias(k)   = Σ_{b,t} g(b, t, k),
+// over parts of the steps (a team per part and k, a thread per j), then
+// over the parts, so that the sums are the same on every run.
+template <class Space, class T, class Rows>
+void sum_outer_products(const Space& space, V3<const T, Space> g,
+                        const Rows& rows, std::int64_t J, V2<T, Space> out,
+                        V1<T, Space> bias, const char* label) {
+  if (out.size() == 0 && bias.size() == 0) return;
+  std::int64_t const B = g.extent(0), steps = g.extent(1), K = g.extent(2);
+  std::int64_t const R = B * steps;
+  std::int64_t const parts = std::min<std::int64_t>((R + 255) / 256, 256);
+  std::int64_t const per_part = (R + parts - 1) / parts;
+  auto partial = call_array<V3<T, Space>>(space, "softwave::deer::partial_sums",
+                                          false, parts, K, J + 1);
+  auto const sums = partial.view;
+  using Policy = Kokkos::TeamPolicy<Space>;
+  using Member = typename Policy::member_type;
+  Kokkos::parallel_for(
+      std::string("softwave::deer::") + label,
+      Policy(space, parts * K, Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& member) {
+        std::int64_t const part = member.league_rank() / K;
+        std::int64_t const k = member.league_rank() % K;
+        std::int64_t const r0 = part * per_part;
+        std::int64_t const r1 = r0 + per_part < R ? r0 + per_part : R;
+        Kokkos::parallel_for(
+            Kokkos::TeamThreadRange(member, J + 1), [&](std::int64_t j) {
+              T sum = 0;
+              for (std::int64_t r = r0; r < r1; ++r) {
+                std::int64_t const b = r / steps, t = r % steps;
+                T const gk = g(b, t, k);
+                sum += j < J ? gk * rows(b, t, j) : gk;
+              }
+              sums(part, k, j) = sum;
+            });
+      });
+  Kokkos::parallel_for(
+      std::string("softwave::deer::") + label + "_total",
+      Kokkos::RangePolicy<Space>(space, 0, K * (J + 1)),
+      KOKKOS_LAMBDA(std::int64_t q) {
+        std::int64_t const k = q / (J + 1), j = q % (J + 1);
+        T sum = 0;
+        for (std::int64_t p = 0; p < parts; ++p) sum += sums(p, k, j);
+        if (j < J) {
+          if (out.size()) out(k, j) = sum;
+        } else if (bias.size()) {
+          bias(k) = sum;
+        }
+      });
+}
+
+template <class Space, class T>
+struct InputRows {
+  V3<const T, Space> x;
+  KOKKOS_INLINE_FUNCTION T operator()(std::int64_t b, std::int64_t t,
+                                      std::int64_t j) const {
+    return x(b, t, j);
+  }
+};
+
+// h_{t−1}: the first H entries of the previous state (h of LSTM's (h, c)).
+template <class Space, class T>
+struct PreviousHidden {
+  V3<const T, Space> y;
+  V2<const T, Space> y0;
+  KOKKOS_INLINE_FUNCTION T operator()(std::int64_t b, std::int64_t t,
+                                      std::int64_t j) const {
+    if (t > 0) return y(b, t - 1, j);
+    return y0.extent(0) ? y0(b, j) : T(0);
+  }
+};
+
+// The gates' pre-activation gradients of every step (zero past each
+// length) and dL/dy_0, a thread per step.
+template <class Space, class Cell>
+void gate_gradients(const Space& space, const Cell& cell,
+                    const DeerInputs<typename Cell::value_type, Space>& inputs,
+                    V3<const typename Cell::value_type, Space> y,
+                    V3<const typename Cell::value_type, Space> adjoint,
+                    V3<typename Cell::value_type, Space> g_in,
+                    V3<typename Cell::value_type, Space> g_h,
+                    V2<typename Cell::value_type, Space> grad_y0) {
+  using T = typename Cell::value_type;
+  using Member = typename ThreadItems<Space>::Member;
+  std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
+  int const n = cell.state_size(), rows = g_in.extent(2);
+  auto const p = inputs.x;
+  auto const y0 = inputs.y0;
+  Lengths<Space> const lengths{inputs.lengths, int(steps)};
+  std::int64_t const total = B * steps;
+  ThreadItems<Space> const items(total, n + cell.work_size(), T());
+  int const level = items.level;
+  std::size_t const bytes = items.bytes;
+  int const ts = items.team_size;
+  Kokkos::parallel_for(
+      "softwave::deer::gate_gradients",
+      compat::light_weight(items.policy(space)),
+      KOKKOS_LAMBDA(const Member& member) {
+        T* const init = thread_values<T>(member, level, bytes);
+        std::int64_t const q =
+            std::int64_t(member.league_rank()) * ts + member.team_rank();
+        if (q >= total) return;
+        int const b = int(q / steps), t = int(q % steps);
+        if (t >= lengths(b)) {
+          for (int k = 0; k < rows; ++k) g_in(b, t, k) = g_h(b, t, k) = 0;
+          return;
+        }
+        bool const first = t == 0;
+        T const* y_prev;
+        if (first) {
+          for (int i = 0; i < n; ++i) init[i] = y0.extent(0) ? y0(b, i) : T(0);
+          y_prev = init;
+        } else {
+          y_prev = &y(b, t - 1, 0);
+        }
+        cell.gate_gradients(
+            y_prev, &p(b, t, 0), &adjoint(b, t, 0), &g_in(b, t, 0),
+            &g_h(b, t, 0),
+            first && grad_y0.size() ? &grad_y0(b, 0) : static_cast<T*>(nullptr),
+            init + n);
+      });
+}
+
+}  // namespace
+
+}  // namespace softwave::impl::deer
+
+namespace softwave {
+
+template <class Space, class T>
+void deer_rnn(const Space& space, const RnnWeights<T, Space>& weights,
+              const DeerInputs<T, Space>& inputs,
+              const DeerResult<T, Space>& result, const DeerOptions& options) {
+  namespace d = impl::deer;
+  std::size_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
+  int const H = d::check_weights(space, weights, inputs.x.extent(2),
+                                 options.check_values);
+  int const n = d::state_of(weights.cell, H);
+  d::Settings const settings =
+      d::check_call(space, inputs, n, int(inputs.x.extent(2)), options, "y",
+                    result.y.extent(0), result.y.extent(1), result.y.extent(2));
+  d::check_report(result, B);
+  if (B == 0) return;
+  auto const projected = d::project_inputs(space, weights, inputs.x);
+  auto const hidden = d::hidden_weights(space, weights, H);
+  DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
+                                         inputs.lengths};
+  d::with_cell(weights.cell, hidden.weights, [&](auto const& cell) {
+    d::solve_forward(space, cell, cell_inputs, result, settings);
+  });
+}
+
+template <class Space, class T>
+void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
+                        const DeerInputs<T, Space>& inputs,
+                        DeerView3<const T, Space> y,
+                        const DeerGradients<T, Space>& gradients,
+                        const RnnWeightGradients<T, Space>& weight_gradients,
+                        const DeerOptions& options) {
+  namespace d = impl::deer;
+  std::size_t const B = inputs.x.extent(0), steps = inputs.x.extent(1),
+                    m = inputs.x.extent(2);
+  int const H = d::check_weights(space, weights, m, options.check_values);
+  int const n = d::state_of(weights.cell, H);
+  std::size_t const rows = weights.weight_hh.extent(0);
+  d::Settings settings = d::check_call(space, inputs, n, int(m), options, "y",
+                                       y.extent(0), y.extent(1), y.extent(2));
+  d::check_gradients(gradients, B, steps, n, m);
+  auto const& wg = weight_gradients;
+  if (wg.weight_ih.size())
+    impl::check_extent(wg.weight_ih, "grad weight_ih", {rows, m},
+                       "(weight_ih's shape)");
+  if (wg.weight_hh.size())
+    impl::check_extent(wg.weight_hh, "grad weight_hh", {rows, std::size_t(H)},
+                       "(weight_hh's shape)");
+  if (wg.bias_ih.size())
+    impl::check_extent(wg.bias_ih, "grad bias_ih", {rows}, "(bias_ih's shape)");
+  if (wg.bias_hh.size())
+    impl::check_extent(wg.bias_hh, "grad bias_hh", {rows}, "(bias_hh's shape)");
+  if (B == 0) return;
+  auto const projected = d::project_inputs(space, weights, inputs.x);
+  auto const hidden = d::hidden_weights(space, weights, H);
+  DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
+                                         inputs.lengths};
+  auto const g_in = impl::call_array<DeerView3<T, Space>>(
+      space, "softwave::deer::input_gate_gradients", false, B, steps, rows);
+  auto const g_h = impl::call_array<DeerView3<T, Space>>(
+      space, "softwave::deer::hidden_gate_gradients", false, B, steps, rows);
+  d::with_cell(weights.cell, hidden.weights, [&](auto const& cell) {
+    auto const adjoint =
+        d::solve_adjoint(space, cell, cell_inputs, y, gradients, settings);
+    d::gate_gradients(space, cell, cell_inputs, y,
+                      DeerView3<const T, Space>(adjoint), g_in.view, g_h.view,
+                      gradients.grad_y0);
+  });
+  // dL/dx_t = W_ihᵀ g_in(t); the weights' sums.
+  if (gradients.grad_x.size()) {
+    auto const grad_x = gradients.grad_x;
+    auto const gin = g_in.view;
+    auto const weight = weights.weight_ih;
+    std::int64_t const R = rows, M = m, S = steps;
+    Kokkos::parallel_for(
+        "softwave::deer::input_gradients",
+        Kokkos::RangePolicy<Space>(space, 0, std::int64_t(B) * S * M),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const j = q % M, bt = q / M;
+          std::int64_t const b = bt / S, t = bt % S;
+          T sum = 0;
+          for (std::int64_t k = 0; k < R; ++k)
+            sum += gin(b, t, k) * weight(k, j);
+          grad_x(b, t, j) = sum;
+        });
+  }
+  d::sum_outer_products<Space, T>(space, g_in.view,
+                                  d::InputRows<Space, T>{inputs.x}, m,
+                                  wg.weight_ih, wg.bias_ih, "weight_ih_sums");
+  d::sum_outer_products<Space, T>(space, g_h.view,
+                                  d::PreviousHidden<Space, T>{y, inputs.y0}, H,
+                                  wg.weight_hh, wg.bias_hh, "weight_hh_sums");
+}
+
+#define SOFTWAVE_INSTANTIATE_DEER(SPACE, T)                                    \
+  template void deer_rnn<SPACE, T>(                                            \
+      const SPACE&, const RnnWeights<T, SPACE>&, const DeerInputs<T, SPACE>&,  \
+      const DeerResult<T, SPACE>&, const DeerOptions&);                        \
+  template void deer_rnn_gradients<SPACE, T>(                                  \
+      const SPACE&, const RnnWeights<T, SPACE>&, const DeerInputs<T, SPACE>&,  \
+      DeerView3<const T, SPACE>, const DeerGradients<T, SPACE>&,               \
+      const RnnWeightGradients<T, SPACE>&, const DeerOptions&);                \
+  template impl::deer::Settings impl::deer::check_call<SPACE, T>(              \
+      const SPACE&, const DeerInputs<T, SPACE>&, int, int, const DeerOptions&, \
+      const char*, std::size_t, std::size_t, std::size_t);
+
+SOFTWAVE_INSTANTIATE_DEER(Kokkos::DefaultExecutionSpace, float)
+SOFTWAVE_INSTANTIATE_DEER(Kokkos::DefaultExecutionSpace, double)
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || \
+    defined(KOKKOS_ENABLE_SYCL)
+SOFTWAVE_INSTANTIATE_DEER(Kokkos::DefaultHostExecutionSpace, float)
+SOFTWAVE_INSTANTIATE_DEER(Kokkos::DefaultHostExecutionSpace, double)
+#endif
+
+}  // namespace softwave

@@ -1,0 +1,193 @@
+// The DEER benchmarks of softwave_bench (registered by its main in
+// bench_softdtw.cpp, on the same grid flags): the GRU task, input
+// size = hidden size n, B = 16, inputs N(0, 1), PyTorch's initialisation
+// (weights and biases U(−1/√n, 1/√n)), zero initial state, float32.
+//
+//   BM_DeerGru/<variant>/n/T/gradient
+//     variant   deer_full       Newton with full Jacobians
+//               deer_diagonal   quasi-DEER (diagonal Jacobians)
+//               sequential      the loop over t, a thread per sequence
+//   (deer_full only where n³·T <= 1e8: beyond, its portable kernels take
+//   minutes.)
+//     gradient  0: forward (deer_rnn); 1: forward and every gradient
+//               (deer_rnn_gradients with dL/dy = 1: x, y0, the weights),
+//               the adjoint solved the variant's way.
+//
+// Counters: ms; iterations (the largest over the batch); max_dy, the
+// largest |y − y_sequential| (0 for the sequential variant itself);
+// fallbacks (sequences the guard evaluated sequentially); floor_MB, one pass
+// reading x and writing y (B·T·2n·4 bytes: the memory floor of any method);
+// peak_workspace_MB.
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <softwave/deer.hpp>
+#include <softwave/kokkos_compat.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace softwave_bench {
+namespace {
+
+constexpr int kBatch = 16;
+
+struct Variant {
+  const char* name;
+  softwave::DeerMethod method;
+  softwave::DeerJacobian jacobian;
+};
+constexpr Variant kVariants[] = {
+    {"deer_full", softwave::DeerMethod::deer, softwave::DeerJacobian::full},
+    {"deer_diagonal", softwave::DeerMethod::deer,
+     softwave::DeerJacobian::diagonal},
+    {"sequential", softwave::DeerMethod::sequential,
+     softwave::DeerJacobian::full},
+};
+
+template <class T>
+using V3 = softwave::DeerView3<T, Space>;
+template <class T>
+using V2 = softwave::DeerView2<T, Space>;
+template <class T>
+using V1 = softwave::DeerView1<T, Space>;
+
+// U(−a, a) from N(0, 1) draws would not be PyTorch's; scale uniform ones.
+template <class View>
+void fill_uniform(const View& v, double a, std::uint64_t seed) {
+  Kokkos::Random_XorShift64_Pool<Space> pool(seed);
+  Kokkos::fill_random(v, pool, float(-a), float(a));
+  Kokkos::fence();
+}
+
+void run_deer(benchmark::State& state, Variant variant) {
+  Space space;
+  int const n = int(state.range(0));
+  std::int64_t const steps = state.range(1);
+  bool const gradient = state.range(2) != 0;
+  int const rows = 3 * n;
+  double const a = 1 / std::sqrt(double(n));
+  V3<float> x("softwave_bench::x", kBatch, steps, n);
+  fill_normal(x, 1);
+  V2<float> w_ih("softwave_bench::w_ih", rows, n),
+      w_hh("softwave_bench::w_hh", rows, n);
+  V1<float> b_ih("softwave_bench::b_ih", rows),
+      b_hh("softwave_bench::b_hh", rows);
+  fill_uniform(w_ih, a, 2);
+  fill_uniform(w_hh, a, 3);
+  fill_uniform(b_ih, a, 4);
+  fill_uniform(b_hh, a, 5);
+  softwave::RnnWeights<float, Space> weights{softwave::RnnCell::gru, w_ih, w_hh,
+                                             b_ih, b_hh};
+  softwave::DeerInputs<float, Space> inputs;
+  inputs.x = x;
+  softwave::DeerResult<float, Space> result;
+  result.y = V3<float>("softwave_bench::y", kBatch, steps, n);
+  result.iterations = V1<int>("softwave_bench::iterations", kBatch);
+  result.path = V1<int>("softwave_bench::path", kBatch);
+  softwave::DeerOptions options;
+  options.method = variant.method;
+  options.jacobian = variant.jacobian;
+  options.check_values = false;
+  softwave::DeerGradients<float, Space> grads;
+  softwave::RnnWeightGradients<float, Space> weight_grads;
+  if (gradient) {
+    V3<float> ones("softwave_bench::grad_y", kBatch, steps, n);
+    Kokkos::deep_copy(ones, 1.0f);
+    grads.grad_y = ones;
+    grads.grad_x = V3<float>("softwave_bench::grad_x", kBatch, steps, n);
+    grads.grad_y0 = V2<float>("softwave_bench::grad_y0", kBatch, n);
+    weight_grads.weight_ih = V2<float>("softwave_bench::gw_ih", rows, n);
+    weight_grads.weight_hh = V2<float>("softwave_bench::gw_hh", rows, n);
+    weight_grads.bias_ih = V1<float>("softwave_bench::gb_ih", rows);
+    weight_grads.bias_hh = V1<float>("softwave_bench::gb_hh", rows);
+  }
+  auto const call = [&] {
+    softwave::deer_rnn(space, weights, inputs, result, options);
+    if (gradient)
+      softwave::deer_rnn_gradients(space, weights, inputs,
+                                   V3<const float>(result.y), grads,
+                                   weight_grads, options);
+  };
+  softwave_tools::AllocationTracker::Peaks peaks;
+  try {
+    peaks = measured_call(space, call);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  double const total_s = timed_calls(state, space, call);
+
+  // Agreement with the sequential loop, iterations and fallbacks.
+  softwave::DeerResult<float, Space> reference;
+  reference.y = V3<float>("softwave_bench::y_sequential", kBatch, steps, n);
+  softwave::DeerOptions sequential = options;
+  sequential.method = softwave::DeerMethod::sequential;
+  softwave::deer_rnn(space, weights, inputs, reference, sequential);
+  double max_dy = 0;
+  auto const y = result.y;
+  auto const ys = reference.y;
+  Kokkos::parallel_reduce(
+      "softwave_bench::max_dy",
+      Kokkos::RangePolicy<Space>(space, 0, std::int64_t(y.size())),
+      KOKKOS_LAMBDA(std::int64_t i, double& worst) {
+        double const e =
+            softwave::compat::fabs(double(y.data()[i]) - double(ys.data()[i]));
+        if (!(e <= worst)) worst = e == e ? e : 1e300;
+      },
+      Kokkos::Max<double>(max_dy));
+  auto const its = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(),
+                                                       result.iterations);
+  auto const path =
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), result.path);
+  int most = 0, fallbacks = 0;
+  for (int b = 0; b < kBatch; ++b) {
+    most = std::max(most, its(b));
+    fallbacks += path(b) == int(softwave::DeerPath::fallback);
+  }
+  using benchmark::Counter;
+  state.counters["ms"] = Counter(
+      state.iterations() ? 1e3 * total_s / double(state.iterations()) : 0);
+  state.counters["iterations"] = Counter(most);
+  state.counters["max_dy"] = Counter(max_dy);
+  state.counters["fallbacks"] = Counter(fallbacks);
+  state.counters["floor_MB"] =
+      Counter(double(kBatch) * double(steps) * 2 * n * 4 / 1e6);
+  state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
+}
+
+}  // namespace
+
+void register_deer(bool gpu) {
+  // (n, T) pairs: where the sequential loop of one thread per sequence
+  // would take minutes, the larger T are left out.
+  std::vector<std::pair<int, std::int64_t>> shapes;
+  if (gpu)
+    shapes = {{1, 1000},    {1, 10000},  {1, 100000},  {1, 1000000},
+              {4, 1000},    {4, 100000}, {4, 1000000}, {16, 1000},
+              {16, 100000}, {64, 1000},  {64, 10000}};
+  else
+    shapes = {{1, 1000}, {1, 100000}, {16, 1000}, {16, 10000}};
+  for (Variant const& v : kVariants)
+    for (int gradient : {0, 1})
+      for (auto const& s : shapes) {
+        // Full Jacobians cost n³ a step on a thread of the portable
+        // kernels: minutes from n = 16, T = 100k on.
+        bool const full = v.jacobian == softwave::DeerJacobian::full &&
+                          v.method == softwave::DeerMethod::deer;
+        if (full && double(s.first) * s.first * s.first * s.second > 1e8)
+          continue;
+        benchmark::RegisterBenchmark(
+            (std::string("BM_DeerGru/") + v.name).c_str(),
+            [v](benchmark::State& state) { run_deer(state, v); })
+            ->Args({s.first, s.second, gradient})
+            ->UseManualTime()
+            ->Iterations(s.second >= 1000000 ? 2 : 5)
+            ->Unit(benchmark::kMillisecond);
+      }
+}
+
+}  // namespace softwave_bench

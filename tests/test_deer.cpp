@@ -1,0 +1,648 @@
+// softwave/deer.hpp: DEER against the float64 step-by-step cells of
+// reference/deer_reference.hpp and against the library's own sequential
+// evaluation, for every PyTorch cell and Jacobian mode over many shapes
+// (T = 1, n = 1, variable lengths, several scan levels); gradients against
+// central differences of the float64 reference; a user cell (with its
+// gradients); the guard that ends a diverging Newton run sequentially; warm
+// starts; and bad input.
+
+#include <softwave/deer.hpp>
+
+#include "reference/deer_reference.hpp"
+#include "test_helpers.hpp"
+
+namespace {
+
+namespace ref = softwave_ref;
+using swt::Rng;
+
+template <class T, class Space>
+using V3 = softwave::DeerView3<T, Space>;
+template <class T, class Space>
+using V2 = softwave::DeerView2<T, Space>;
+template <class T, class Space>
+using V1 = softwave::DeerView1<T, Space>;
+
+ref::Rnn to_ref(softwave::RnnCell c) {
+  return c == softwave::RnnCell::elman
+             ? ref::Rnn::elman
+             : (c == softwave::RnnCell::gru ? ref::Rnn::gru : ref::Rnn::lstm);
+}
+
+// A random problem, its values rounded to T so that the library and the
+// reference see the same numbers.
+template <class T>
+struct Problem {
+  int B = 1, steps = 1, m = 1;
+  ref::RnnParams params;
+  softwave::RnnCell cell = softwave::RnnCell::gru;
+  std::vector<double> x, y0;  // (B, T, m), (B, n)
+  std::vector<int> lengths;   // empty: all T
+
+  Problem(Rng& rng, softwave::RnnCell c, int B_, int T_, int H, int m_,
+          bool variable, double weight_scale = 1.0)
+      : B(B_), steps(T_), m(m_), cell(c) {
+    params.cell = to_ref(c);
+    params.H = H;
+    params.m = m;
+    int const G = ref::rnn_gates(params.cell);
+    double const s = weight_scale / std::sqrt(double(H));
+    auto fill = [&](std::vector<double>& v, std::size_t count, double scale) {
+      v.resize(count);
+      for (double& e : v) e = double(T(rng.uniform(-scale, scale)));
+    };
+    fill(params.w_ih, std::size_t(G) * H * m, s);
+    fill(params.w_hh, std::size_t(G) * H * H, s);
+    fill(params.b_ih, std::size_t(G) * H, s);
+    fill(params.b_hh, std::size_t(G) * H, s);
+    fill(x, std::size_t(B) * steps * m, 1.0);
+    fill(y0, std::size_t(B) * params.state(), 0.5);
+    if (variable) {
+      lengths.resize(B);
+      for (int& l : lengths) l = rng.integer(1, steps);
+      lengths[0] = steps;
+    }
+  }
+  int n() const { return params.state(); }
+  int length(int b) const { return lengths.empty() ? steps : lengths[b]; }
+
+  // The reference states, (B, T, n), zero past each length.
+  std::vector<double> reference() const {
+    std::vector<double> out(std::size_t(B) * steps * n(), 0.0);
+    for (int b = 0; b < B; ++b) {
+      std::vector<double> start(y0.begin() + std::size_t(b) * n(),
+                                y0.begin() + std::size_t(b + 1) * n());
+      auto const seq = ref::rnn_sequence(
+          params, start, x.data() + std::size_t(b) * steps * m, length(b));
+      std::copy(seq.begin(), seq.end(),
+                out.begin() + std::size_t(b) * steps * n());
+    }
+    return out;
+  }
+
+  template <class Space>
+  struct OnDevice {
+    softwave::RnnWeights<T, Space> weights;
+    softwave::DeerInputs<T, Space> inputs;
+  };
+  template <class Space>
+  OnDevice<Space> device(const Space& space) const {
+    int const rows = ref::rnn_gates(params.cell) * params.H;
+    OnDevice<Space> d;
+    d.weights.cell = cell;
+    d.weights.weight_ih = swt::to_device2<T, Space>(params.w_ih, rows, m);
+    d.weights.weight_hh =
+        swt::to_device2<T, Space>(params.w_hh, rows, params.H);
+    d.weights.bias_ih = swt::to_device<T>(space, params.b_ih);
+    d.weights.bias_hh = swt::to_device<T>(space, params.b_hh);
+    swt::Batch xb(B, steps, m);
+    xb.v = x;
+    d.inputs.x = swt::to_device<T>(space, xb);
+    d.inputs.y0 = swt::to_device2<T, Space>(y0, B, n());
+    if (!lengths.empty())
+      d.inputs.lengths = swt::to_device_int(space, lengths, "swt::lengths");
+    return d;
+  }
+
+  template <class Space>
+  std::vector<double> run(const Space& space, const softwave::DeerOptions& o,
+                          std::vector<int>* iterations = nullptr,
+                          std::vector<int>* path = nullptr) const {
+    auto const d = device(space);
+    softwave::DeerResult<T, Space> r;
+    r.y = swt::output3<T>(space, "swt::y", B, steps, n());
+    r.iterations = V1<int, Space>("swt::iterations", B);
+    r.path = V1<int, Space>("swt::path", B);
+    softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+    if (iterations) {
+      auto const it = swt::to_host(r.iterations);
+      iterations->assign(it.begin(), it.end());
+    }
+    if (path) {
+      auto const p = swt::to_host(r.path);
+      path->assign(p.begin(), p.end());
+    }
+    return swt::to_host(r.y);
+  }
+};
+
+double worst_difference(const std::vector<double>& a,
+                        const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double const e = std::fabs(a[i] - b[i]);
+    if (!(e <= worst)) worst = e == e ? e : INFINITY;
+  }
+  return worst;
+}
+
+template <class SV>
+class DeerRnn : public ::testing::Test {};
+TYPED_TEST_SUITE(DeerRnn, swt::ExecutionSpacesDoubleFloat);
+
+constexpr softwave::RnnCell kCells[] = {
+    softwave::RnnCell::elman, softwave::RnnCell::gru, softwave::RnnCell::lstm};
+
+struct Shape {
+  int B, T, H, m, chunk;
+};
+// T = 1, n = 1, single chunks, and chunks small enough for two and three
+// levels of the scan over chunks.
+constexpr Shape kShapes[] = {{1, 1, 1, 1, 0},    {3, 17, 2, 3, 0},
+                             {2, 300, 4, 2, 0},  {4, 1000, 1, 1, 4},
+                             {2, 3000, 2, 1, 2}, {2, 129, 8, 5, 3}};
+
+// DEER (both Jacobian modes) equals the sequential evaluation and the
+// float64 reference.
+TYPED_TEST(DeerRnn, MatchesSequentialAndReference) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  constexpr bool single = std::is_same_v<T, float>;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (auto cell : kCells)
+    for (Shape const& s : kShapes) {
+      bool const variable = rng.coin();
+      Problem<T> const problem(rng, cell, s.B, s.T, s.H, s.m, variable);
+      auto const expected = problem.reference();
+      softwave::DeerOptions seq;
+      seq.method = softwave::DeerMethod::sequential;
+      std::vector<int> path;
+      auto const sequential = problem.run(space, seq, nullptr, &path);
+      for (int p : path) EXPECT_EQ(p, int(softwave::DeerPath::sequential));
+      // Float sequential evaluation against float64: rounding only.
+      EXPECT_LE(worst_difference(sequential, expected), single ? 2e-5 : 1e-12)
+          << "cell " << int(cell) << " B=" << s.B << " T=" << s.T;
+      for (auto jac :
+           {softwave::DeerJacobian::full, softwave::DeerJacobian::diagonal}) {
+        softwave::DeerOptions o;
+        o.method = softwave::DeerMethod::deer;
+        o.jacobian = jac;
+        o.chunk = s.chunk;
+        o.max_iterations = 10000;
+        // Quasi-Newton converges linearly: its last step is no bound on
+        // the error left, so the tolerance sits below the bound tested.
+        if (jac == softwave::DeerJacobian::diagonal) {
+          o.atol = single ? 1e-6 : 1e-13;
+          o.rtol = single ? 1e-6 : 1e-12;
+        }
+        std::vector<int> iterations;
+        auto const y = problem.run(space, o, &iterations, &path);
+        SCOPED_TRACE(::testing::Message()
+                     << "cell " << int(cell) << " B=" << s.B << " T=" << s.T
+                     << " H=" << s.H << " chunk=" << s.chunk << " jacobian "
+                     << int(jac) << (variable ? " variable lengths" : ""));
+        for (int b = 0; b < s.B; ++b) {
+          EXPECT_EQ(path[b], int(softwave::DeerPath::deer)) << "sequence " << b;
+          EXPECT_GE(iterations[b], 1);
+        }
+        EXPECT_LE(worst_difference(y, sequential), single ? 1e-5 : 1e-10);
+        EXPECT_LE(worst_difference(y, expected), single ? 3e-5 : 1e-10);
+      }
+    }
+}
+
+// Long sequences (a million steps on a device): several levels of the scan
+// over chunks, and a second call on the same outputs starting afresh (not
+// from the first call's states) takes as many iterations.
+TYPED_TEST(DeerRnn, LongSequences) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const steps = swt::on_host<Space> ? 20000 : 1000000;
+  Problem<T> const problem(rng, softwave::RnnCell::gru, 3, steps, 1, 1, false);
+  auto const d = problem.device(space);
+  softwave::DeerResult<T, Space> r;
+  r.y = swt::output3<T>(space, "swt::y", 3, steps, 1);
+  r.iterations = V1<int, Space>("swt::iterations", 3);
+  r.path = V1<int, Space>("swt::path", 3);
+  softwave::DeerOptions o;
+  o.method = softwave::DeerMethod::deer;
+  softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+  auto const first = swt::to_host(r.iterations);
+  auto const y = swt::to_host(r.y);
+  softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+  auto const second = swt::to_host(r.iterations);
+  auto const path = swt::to_host(r.path);
+  softwave::DeerOptions seq;
+  seq.method = softwave::DeerMethod::sequential;
+  auto const sequential = problem.run(space, seq);
+  EXPECT_LE(worst_difference(y, sequential),
+            (std::is_same_v<T, float> ? 1e-5 : 1e-10));
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_GT(first[b], 1) << "sequence " << b;
+    EXPECT_EQ(second[b], first[b]) << "sequence " << b;
+    EXPECT_EQ(path[b], int(softwave::DeerPath::deer)) << "sequence " << b;
+  }
+}
+
+// The automatic choice gives the same states whichever path it takes.
+TYPED_TEST(DeerRnn, AutomaticAgrees) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  Problem<T> const problem(rng, softwave::RnnCell::gru, 3, 2000, 2, 2, true);
+  softwave::DeerOptions o;
+  std::vector<int> path;
+  auto const y = problem.run(space, o, nullptr, &path);
+  EXPECT_LE(worst_difference(y, problem.reference()),
+            (std::is_same_v<T, float> ? 3e-5 : 1e-10));
+  for (int p : path) EXPECT_NE(p, int(softwave::DeerPath::fallback));
+}
+
+// Starting from the answer, Newton stops after its first check.
+TYPED_TEST(DeerRnn, WarmStartFromTheSolutionTakesOneIteration) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  Problem<T> const problem(rng, softwave::RnnCell::lstm, 2, 500, 3, 2, false);
+  auto const d = problem.device(space);
+  softwave::DeerResult<T, Space> r;
+  r.y = V3<T, Space>("swt::y", 2, 500, problem.n());
+  r.iterations = V1<int, Space>("swt::iterations", 2);
+  softwave::DeerOptions o;
+  o.method = softwave::DeerMethod::deer;
+  softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+  auto const cold = swt::to_host(r.iterations);
+  o.warm_start = true;
+  softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+  auto const warm = swt::to_host(r.iterations);
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_GT(cold[b], 1);
+    EXPECT_EQ(warm[b], 1);
+  }
+  EXPECT_LE(worst_difference(swt::to_host(r.y), problem.reference()),
+            (std::is_same_v<T, float> ? 3e-5 : 1e-10));
+}
+
+// Weights × 100 saturate every gate; max_iterations = 1 stops Newton
+// before it can confirm convergence: the guard evaluates those sequences
+// sequentially, reports it, and the states are still right (no NaN).
+TYPED_TEST(DeerRnn, GuardFallsBackToSequential) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  Problem<T> const problem(rng, softwave::RnnCell::gru, 2, 2000, 4, 2, false,
+                           100.0);
+  softwave::DeerOptions o;
+  o.method = softwave::DeerMethod::deer;
+  o.jacobian = softwave::DeerJacobian::diagonal;
+  o.max_iterations = 1;
+  std::vector<int> path, iterations;
+  auto const y = problem.run(space, o, &iterations, &path);
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_EQ(path[b], int(softwave::DeerPath::fallback));
+    EXPECT_EQ(iterations[b], 1);
+  }
+  // The fallback is the sequential kernel itself; in float64 it also
+  // matches the reference (float rounding near the saturated gates' switch
+  // points is amplified too much for a float64 comparison in float32).
+  softwave::DeerOptions seq;
+  seq.method = softwave::DeerMethod::sequential;
+  EXPECT_EQ(worst_difference(y, problem.run(space, seq)), 0.0);
+  if (!std::is_same_v<T, float>)
+    EXPECT_LE(worst_difference(y, problem.reference()), 1e-10);
+}
+
+// Gradients of L = Σ w ⊙ y (random w) against central differences of the
+// float64 reference, for every input, weight and Jacobian mode / method.
+template <class Space>
+void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
+                     int m) {
+  using T = double;
+  Space space;
+  Problem<T> problem(rng, cell, B, steps, H, m, true);
+  int const n = problem.n(), rows = ref::rnn_gates(problem.params.cell) * H;
+  std::vector<double> w(std::size_t(B) * steps * n);
+  for (double& e : w) e = rng.uniform(-1, 1);
+  auto loss = [&](const Problem<T>& p) {
+    auto const y = p.reference();
+    double sum = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) sum += w[i] * y[i];
+    return sum;
+  };
+  auto numeric = [&](auto member) {
+    std::vector<double>& v = member(problem);
+    std::vector<double> g(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      double const keep = v[i], h = 1e-6;
+      v[i] = keep + h;
+      double const up = loss(problem);
+      v[i] = keep - h;
+      double const down = loss(problem);
+      v[i] = keep;
+      g[i] = (up - down) / (2 * h);
+    }
+    return g;
+  };
+  auto const g_x = numeric([](Problem<T> & p) -> auto& { return p.x; });
+  auto const g_y0 = numeric([](Problem<T> & p) -> auto& { return p.y0; });
+  auto const g_wih =
+      numeric([](Problem<T> & p) -> auto& { return p.params.w_ih; });
+  auto const g_whh =
+      numeric([](Problem<T> & p) -> auto& { return p.params.w_hh; });
+  auto const g_bih =
+      numeric([](Problem<T> & p) -> auto& { return p.params.b_ih; });
+  auto const g_bhh =
+      numeric([](Problem<T> & p) -> auto& { return p.params.b_hh; });
+
+  auto const d = problem.device(space);
+  swt::Batch wb(B, steps, n);
+  wb.v = w;
+  auto const grad_y = swt::to_device<T>(space, wb);
+  struct Mode {
+    softwave::DeerMethod method;
+    softwave::DeerJacobian jacobian;
+  };
+  for (Mode mode :
+       {Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::full},
+        Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::diagonal},
+        Mode{softwave::DeerMethod::sequential, softwave::DeerJacobian::full}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "cell " << int(cell) << " method " << int(mode.method)
+                 << " jacobian " << int(mode.jacobian) << " B=" << B
+                 << " T=" << steps);
+    softwave::DeerOptions o;
+    o.method = mode.method;
+    o.jacobian = mode.jacobian;
+    o.max_iterations = 10000;
+    o.atol = 1e-13;
+    o.rtol = 1e-12;
+    o.chunk = 2;
+    softwave::DeerResult<T, Space> r;
+    r.y = V3<T, Space>("swt::y", B, steps, n);
+    softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+    softwave::DeerGradients<T, Space> g;
+    g.grad_y = grad_y;
+    g.grad_x = swt::output3<T>(space, "swt::grad_x", B, steps, m);
+    g.grad_y0 = V2<T, Space>("swt::grad_y0", B, n);
+    softwave::RnnWeightGradients<T, Space> wg;
+    wg.weight_ih = V2<T, Space>("swt::gw_ih", rows, m);
+    wg.weight_hh = V2<T, Space>("swt::gw_hh", rows, H);
+    wg.bias_ih = V1<T, Space>("swt::gb_ih", rows);
+    wg.bias_hh = V1<T, Space>("swt::gb_hh", rows);
+    softwave::deer_rnn_gradients(space, d.weights, d.inputs,
+                                 V3<const T, Space>(r.y), g, wg, o);
+    auto close = [](const std::vector<double>& got,
+                    const std::vector<double>& want, const char* what) {
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-6 * (1 + std::fabs(want[i])))
+            << what << "[" << i << "]";
+    };
+    close(swt::to_host(g.grad_x), g_x, "grad_x");
+    close(swt::to_host(g.grad_y0), g_y0, "grad_y0");
+    close(swt::to_host(wg.weight_ih), g_wih, "grad weight_ih");
+    close(swt::to_host(wg.weight_hh), g_whh, "grad weight_hh");
+    close(swt::to_host(wg.bias_ih), g_bih, "grad bias_ih");
+    close(swt::to_host(wg.bias_hh), g_bhh, "grad bias_hh");
+  }
+}
+
+template <class Space>
+class DeerRnnGradients : public ::testing::Test {};
+TYPED_TEST_SUITE(DeerRnnGradients, swt::ExecutionSpaces);
+
+TYPED_TEST(DeerRnnGradients, MatchFiniteDifferences) {
+  SWT_SEEDED_RNG(rng);
+  for (auto cell : kCells) {
+    check_gradients<TypeParam>(cell, rng, 1, 1, 1, 1);
+    check_gradients<TypeParam>(cell, rng, 2, 9, 3, 2);
+    check_gradients<TypeParam>(cell, rng, 3, 23, 2, 3);
+  }
+}
+
+// A user cell: the logistic map (chaotic at r = 3.8) driven by x and coupled
+// through A,
+//   y_t = r y_{t−1} (1 − y_{t−1}) + 0.01 + s (1 + x_t)/2 + c tanh(A y_{t−1}),
+// which stays in [0, 1] for y_0 in [0, 1] and x in [−1, 1].
+struct LogisticMap {
+  using value_type = double;
+  double r = 3.8, s = 0.01, c = 0.01;
+  int n = 2;
+  KOKKOS_INLINE_FUNCTION int state_size() const { return n; }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return n; }
+  KOKKOS_INLINE_FUNCTION int work_size() const { return n; }
+  KOKKOS_INLINE_FUNCTION double coupling(int i, int j) const {
+    return i == j ? 0.0 : (i < j ? 1.0 : -1.0);
+  }
+  KOKKOS_INLINE_FUNCTION void step(const double* y, const double* x,
+                                   double* out, double* jacobian,
+                                   softwave::DeerJacobian kind,
+                                   double* work) const {
+    for (int i = 0; i < n; ++i) {
+      double a = 0;
+      for (int j = 0; j < n; ++j) a += coupling(i, j) * y[j];
+      work[i] = softwave::compat::tanh(a);
+      out[i] = r * y[i] * (1 - y[i]) + 0.01 + s * (1 + x[i]) / 2 + c * work[i];
+    }
+    if (!jacobian) return;
+    for (int i = 0; i < n; ++i) {
+      double const sech2 = 1 - work[i] * work[i];
+      for (int j = 0; j < n; ++j) {
+        double const e =
+            (i == j ? r * (1 - 2 * y[i]) : 0.0) + c * sech2 * coupling(i, j);
+        if (kind == softwave::DeerJacobian::full)
+          jacobian[i * n + j] = e;
+        else if (i == j)
+          jacobian[i] = e;
+      }
+    }
+  }
+  KOKKOS_INLINE_FUNCTION void vector_jacobian(const double* y, const double*,
+                                              const double* lambda,
+                                              double* grad_y, double* grad_x,
+                                              double* work) const {
+    for (int i = 0; i < n; ++i) {
+      double a = 0;
+      for (int j = 0; j < n; ++j) a += coupling(i, j) * y[j];
+      work[i] = 1 - softwave::compat::tanh(a) * softwave::compat::tanh(a);
+    }
+    if (grad_x)
+      for (int i = 0; i < n; ++i) grad_x[i] = s / 2 * lambda[i];
+    if (grad_y)
+      for (int j = 0; j < n; ++j) {
+        double sum = r * (1 - 2 * y[j]) * lambda[j];
+        for (int i = 0; i < n; ++i)
+          sum += lambda[i] * c * work[i] * coupling(i, j);
+        grad_y[j] = sum;
+      }
+  }
+};
+
+std::vector<double> logistic_reference(const LogisticMap& cell,
+                                       const std::vector<double>& x,
+                                       const std::vector<double>& y0, int B,
+                                       int steps) {
+  int const n = cell.n;
+  std::vector<double> out(std::size_t(B) * steps * n), work(n), y(n);
+  for (int b = 0; b < B; ++b) {
+    std::vector<double> prev(y0.begin() + b * n, y0.begin() + (b + 1) * n);
+    for (int t = 0; t < steps; ++t) {
+      cell.step(prev.data(), &x[(std::size_t(b) * steps + t) * n], y.data(),
+                nullptr, softwave::DeerJacobian::full, work.data());
+      for (int i = 0; i < n; ++i)
+        out[(std::size_t(b) * steps + t) * n + i] = y[i];
+      prev = y;
+    }
+  }
+  return out;
+}
+
+template <class Space>
+class DeerUserCell : public ::testing::Test {};
+TYPED_TEST_SUITE(DeerUserCell, swt::ExecutionSpaces);
+
+// Short sequences of the chaotic map converge (the report says DEER) and
+// give the reference states; on 3,000 steps Newton does not converge within
+// 60 iterations, and the guard evaluates them sequentially. Gradients against
+// central differences.
+TYPED_TEST(DeerUserCell, ChaoticMapValuesAndGradients) {
+  using Space = TypeParam;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  LogisticMap const cell;
+  int const n = cell.n;
+  for (int steps : {5, 12, 3000}) {
+    int const B = 2;
+    swt::Batch xb = swt::random_batch(rng, B, steps, n, -1, 1);
+    std::vector<double> y0(B * n);
+    for (double& e : y0) e = rng.uniform(0.2, 0.8);
+    auto const expected = logistic_reference(cell, xb.v, y0, B, steps);
+    softwave::DeerInputs<double, Space> in;
+    in.x = swt::to_device<double>(space, xb);
+    in.y0 = swt::to_device2<double, Space>(y0, B, n);
+    softwave::DeerResult<double, Space> r;
+    r.y = V3<double, Space>("swt::y", B, steps, n);
+    r.path = V1<int, Space>("swt::path", B);
+    softwave::DeerOptions o;
+    o.method = softwave::DeerMethod::deer;
+    o.max_iterations = 60;
+    softwave::deer(space, cell, in, r, o);
+    auto const y = swt::to_host(r.y);
+    auto const path = swt::to_host(r.path);
+    SCOPED_TRACE(::testing::Message() << "T=" << steps);
+    // Newton's iterates of a chaotic map may overflow before they settle
+    // (the guard then takes over): five steps converge, 3,000 do not.
+    for (int b = 0; b < B; ++b) {
+      if (steps == 5) EXPECT_EQ(path[b], int(softwave::DeerPath::deer));
+      if (steps == 3000) EXPECT_EQ(path[b], int(softwave::DeerPath::fallback));
+    }
+    if (steps > 12) {
+      // Chaos amplifies any difference in rounding (a fused multiply-add)
+      // over 3,000 steps: the fallback is checked against the sequential
+      // evaluation by the same kernel.
+      softwave::DeerOptions seq = o;
+      seq.method = softwave::DeerMethod::sequential;
+      auto ys = r;
+      ys.y = V3<double, Space>("swt::ys", B, steps, n);
+      softwave::deer(space, cell, in, ys, seq);
+      EXPECT_EQ(worst_difference(y, swt::to_host(ys.y)), 0.0);
+      continue;
+    }
+    EXPECT_LE(worst_difference(y, expected), 1e-9);
+    std::vector<double> w(expected.size());
+    for (double& e : w) e = rng.uniform(-1, 1);
+    auto loss = [&](const std::vector<double>& x,
+                    const std::vector<double>& s) {
+      auto const yy = logistic_reference(cell, x, s, B, steps);
+      double sum = 0;
+      for (std::size_t i = 0; i < yy.size(); ++i) sum += w[i] * yy[i];
+      return sum;
+    };
+    swt::Batch wb(B, steps, n);
+    wb.v = w;
+    softwave::DeerGradients<double, Space> g;
+    g.grad_y = swt::to_device<double>(space, wb);
+    g.grad_x = V3<double, Space>("swt::grad_x", B, steps, n);
+    g.grad_y0 = V2<double, Space>("swt::grad_y0", B, n);
+    g.adjoint = V3<double, Space>("swt::adjoint", B, steps, n);
+    softwave::deer_gradients(space, cell, in, V3<const double, Space>(r.y), g,
+                             o);
+    auto const gx = swt::to_host(g.grad_x);
+    auto const gy0 = swt::to_host(g.grad_y0);
+    double const h = 1e-7;
+    std::vector<double> x = xb.v, s = y0;
+    for (std::size_t i = 0; i < x.size(); i += 7) {
+      double const keep = x[i];
+      x[i] = keep + h;
+      double const up = loss(x, s);
+      x[i] = keep - h;
+      double const down = loss(x, s);
+      x[i] = keep;
+      double const want = (up - down) / (2 * h);
+      EXPECT_NEAR(gx[i], want, 1e-5 * (1 + std::fabs(want))) << "grad_x " << i;
+    }
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      double const keep = s[i];
+      s[i] = keep + h;
+      double const up = loss(x, s);
+      s[i] = keep - h;
+      double const down = loss(x, s);
+      s[i] = keep;
+      double const want = (up - down) / (2 * h);
+      EXPECT_NEAR(gy0[i], want, 1e-5 * (1 + std::fabs(want)))
+          << "grad_y0 " << i;
+    }
+  }
+}
+
+TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
+  using Space = TypeParam;
+  using T = double;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  Problem<T> const problem(rng, softwave::RnnCell::gru, 2, 10, 3, 2, false);
+  auto const d = problem.device(space);
+  softwave::DeerResult<T, Space> r;
+  r.y = V3<T, Space>("swt::y", 2, 10, 3);
+  auto call =
+      [&](softwave::RnnWeights<T, Space> w, softwave::DeerInputs<T, Space> in,
+          softwave::DeerResult<T, Space> out, softwave::DeerOptions o = {}) {
+        return [=]() { softwave::deer_rnn(space, w, in, out, o); };
+      };
+  softwave::DeerOptions o;
+  o.atol = 0;
+  EXPECT_TRUE(swt::throws_naming("atol", call(d.weights, d.inputs, r, o)));
+  o = {};
+  o.rtol = -1;
+  EXPECT_TRUE(swt::throws_naming("rtol", call(d.weights, d.inputs, r, o)));
+  o = {};
+  o.max_iterations = 0;
+  EXPECT_TRUE(
+      swt::throws_naming("max_iterations", call(d.weights, d.inputs, r, o)));
+  auto bad_y = r;
+  bad_y.y = V3<T, Space>("swt::y", 2, 9, 3);
+  EXPECT_TRUE(swt::throws_naming("y", call(d.weights, d.inputs, bad_y)));
+  auto bad_w = d.weights;
+  bad_w.weight_hh = V2<const T, Space>(V2<T, Space>("swt::w", 8, 3));
+  EXPECT_TRUE(swt::throws_naming("weight_hh", call(bad_w, d.inputs, r)));
+  bad_w = d.weights;
+  bad_w.weight_ih = V2<const T, Space>(V2<T, Space>("swt::w", 9, 5));
+  EXPECT_TRUE(swt::throws_naming("weight_ih", call(bad_w, d.inputs, r)));
+  auto bad_in = d.inputs;
+  bad_in.y0 = V2<const T, Space>(V2<T, Space>("swt::y0", 2, 4));
+  EXPECT_TRUE(swt::throws_naming("y0", call(d.weights, bad_in, r)));
+  bad_in = d.inputs;
+  bad_in.lengths = swt::to_device_int(space, {3, 11}, "swt::lengths");
+  EXPECT_TRUE(swt::throws_naming("lengths", call(d.weights, bad_in, r)));
+  bad_in = d.inputs;
+  swt::Batch xb(2, 10, 2);
+  xb.v = problem.x;
+  xb.v[7] = NAN;
+  bad_in.x = swt::to_device<T>(space, xb);
+  EXPECT_TRUE(swt::throws_naming("x", call(d.weights, bad_in, r)));
+  // Gradients: grad_y's shape.
+  softwave::DeerGradients<T, Space> g;
+  g.grad_y = V3<const T, Space>(V3<T, Space>("swt::gy", 2, 10, 4));
+  EXPECT_TRUE(swt::throws_naming("grad_y", [&] {
+    softwave::deer_rnn_gradients(space, d.weights, d.inputs,
+                                 V3<const T, Space>(r.y), g, {});
+  }));
+}
+
+}  // namespace
