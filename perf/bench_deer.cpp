@@ -96,7 +96,7 @@ void run_deer(benchmark::State& state, Variant variant) {
   softwave::RnnWeightGradients<float, Space> weight_grads;
   if (gradient) {
     V3<float> ones("softwave_bench::grad_y", kBatch, steps, n);
-    Kokkos::deep_copy(ones, 1.0f);
+    softwave::compat::fill(space, ones, 1.0f);
     grads.grad_y = ones;
     grads.grad_x = V3<float>("softwave_bench::grad_x", kBatch, steps, n);
     grads.grad_y0 = V2<float>("softwave_bench::grad_y0", kBatch, n);

@@ -162,32 +162,25 @@ inline int choose_chunk(std::int64_t batch, std::int64_t length, int n,
   return int(std::min<std::int64_t>(chunk, std::max<std::int64_t>(length, 1)));
 }
 
-// Whether DEER is expected to beat the sequential loop (DeerMethod::automatic).
-// A cost model in steps of the sequential loop: that loop runs the B
-// sequences side by side, ceil(B / P) rounds of T steps, P the space's
-// concurrency; an iteration of DEER runs each thread's chunk twice (compose,
-// replay), each step costing 1 + n more with full Jacobians (an n×n product
-// beside the cell's n² work), plus launches and a read-back worth `latency`
-// steps on a device. DEER is taken when it is expected to cost less than
-// 0.9 of the loop at the assumed iteration count (full: 6, diagonal: 20).
-inline bool deer_expected_faster(std::int64_t batch, std::int64_t length, int n,
-                                 DeerJacobian jacobian,
+// Whether DEER is expected to beat the sequential loop (DeerMethod::automatic),
+// a rule read off the GRU benchmark (perf/RESULTS.md, BM_DeerGru):
+//  - on a device the loop runs a thread per sequence, T dependent steps of
+//    about (1 + n²/8) µs on an H200; an iteration of the portable DEER
+//    kernels costs a few launches plus a throughput-bound pass whose cost
+//    grows like n³ with full Jacobians. DEER won from T ≥ 2000 at n = 1 and
+//    T ≥ 1000 at n = 4 to 64 (diagonal), and lost with full Jacobians from
+//    n = 16 on: taken where T·n ≥ 2000, with full Jacobians only for n <= 8;
+//  - on the host the loop already runs the sequences side by side, and
+//    DEER's extra work (a few iterations of two passes each) pays only
+//    where most threads would otherwise idle: B <= concurrency / 4 and
+//    T >= 10,000.
+inline bool deer_expected_faster(std::int64_t batch, std::int64_t length,
+                                 int n, DeerJacobian jacobian,
                                  std::int64_t concurrency, bool host) {
   bool const full = jacobian == DeerJacobian::full;
-  std::int64_t const chunk =
-      choose_chunk(batch, length, n, full, concurrency, host);
-  double const chunks = double(batch) * double((length + chunk - 1) / chunk);
-  double const rounds =
-      std::ceil(chunks / double(std::max<std::int64_t>(concurrency, 1)));
-  double const step = full ? 1.0 + n : 1.0;
-  double const iterations = full ? 6 : 20;
-  double const latency = host ? 0 : 200;
-  double const deer = iterations * (2 * rounds * chunk * step + latency);
-  double const sequential =
-      std::ceil(double(batch) /
-                double(std::max<std::int64_t>(concurrency, 1))) *
-      double(length);
-  return deer < 0.9 * sequential;
+  if (host)
+    return 4 * batch <= concurrency && length >= 10000 && (!full || n <= 8);
+  return length * n >= 2000 && (!full || n <= 8);
 }
 
 // One level of the scan over chunks' composed maps (Solver::solve_chunks):
@@ -480,7 +473,7 @@ struct Solver {
     Buffer other(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
                                     label("trajectory")),
                  batch_, length_, n);
-    if (!settings_.warm_start) Kokkos::deep_copy(space_, z_, T(0));
+    if (!settings_.warm_start) compat::fill(space_, z_, T(0));
     Data data{rec_,
               z_,
               other,

@@ -100,6 +100,22 @@ class ScopedRegion {
   ScopedRegion& operator=(const ScopedRegion&) = delete;
 };
 
+// Every entry of a contiguous view set to `value`, on `space`. Kokkos 3.4's
+// deep_copy of a value into a view of rank 2 or more runs an MDRange
+// kernel that, on CUDA, leaves entries unwritten once an extent other than
+// the first needs more than 65,535 blocks (a 16 × 1,000,000 × 1 view was
+// left holding its old contents): fill the span as one rank-1 range
+// instead (a strided view keeps deep_copy).
+template <class Space, class View>
+void fill(const Space& space, const View& view,
+          typename View::const_value_type& value) {
+  if (!view.span_is_contiguous()) return Kokkos::deep_copy(space, view, value);
+  Kokkos::View<typename View::non_const_value_type*,
+               typename View::memory_space, Kokkos::MemoryUnmanaged>
+      span(view.data(), view.span());
+  Kokkos::deep_copy(space, span, value);
+}
+
 // Kokkos 3.x has no Kokkos::printf; kernels here never print, so nothing to
 // wrap. Scan/reduce join operators with `volatile` arguments (3.x) are avoided
 // by using only built-in reducers (Kokkos::Sum, Kokkos::Max, ...).

@@ -2,6 +2,7 @@
 // Memory for one call's intermediate arrays, shared by every family.
 
 #include <Kokkos_Core.hpp>
+#include <softwave/kokkos_compat.hpp>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -41,7 +42,7 @@ CallArray<View> call_array(const Space& space, const char* label, bool zero,
     // Arrays of structs (partial states) are never zero-filled: they are
     // written before they are read.
     if constexpr (std::is_arithmetic_v<typename View::non_const_value_type>)
-      if (zero) Kokkos::deep_copy(space, out.view, 0);
+      if (zero) compat::fill(space, out.view, 0);
     return out;
   } else {
     if (zero)

@@ -60,7 +60,7 @@ CallArray<ArrayView3<value_t<T>, Space>> gradient_accumulator(
   CallArray<ArrayView3<value_t<T>, Space>> sum;
   if (out.extent(0) == 0 && out.data() == nullptr) return sum;
   if constexpr (std::is_same_v<value_t<T>, T>) {
-    Kokkos::deep_copy(space, out, T(0));
+    compat::fill(space, out, T(0));
     sum.view = out;
   } else {
     sum = call_array<ArrayView3<value_t<T>, Space>>(
