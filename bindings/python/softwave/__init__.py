@@ -10,7 +10,11 @@ Front ends (imported on demand, so ``import softwave`` needs only NumPy):
 - ``softwave.barycenter``: Soft-DTW barycenters of NumPy, torch or JAX data.
 - ``softwave.plot``: alignment and barycenter figures (needs matplotlib).
 - ``softwave.ot``: entropic optimal transport (log-domain Sinkhorn, the
-  Sinkhorn divergence, GeomLoss's ``SamplesLoss``) for NumPy and torch.
+  Sinkhorn divergence, GeomLoss's ``SamplesLoss``, sampled Gromov–Wasserstein)
+  for NumPy and torch.
+- ``softwave.deer``: recurrent networks (Elman, GRU, LSTM as PyTorch defines
+  them) evaluated in parallel over time by DEER, with autograd; drop-in
+  ``GRU`` / ``LSTM`` modules.
 
 The compiled core runs on Kokkos: OpenMP on CPUs, plus CUDA in a CUDA build
 (``softwave.default_space()`` says which).
@@ -48,7 +52,7 @@ def has_cuda() -> bool:
 
 def __getattr__(name):
     # Front ends load on first use: softwave.torch imports torch, and so on.
-    if name in ("torch", "jax", "numpy", "plot", "ot"):
+    if name in ("torch", "jax", "numpy", "plot", "ot", "deer"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <softwave/barycenter.hpp>
+#include <softwave/deer.hpp>
 #include <softwave/errors.hpp>
 #include <softwave/gw.hpp>
 #include <softwave/kokkos_compat.hpp>
@@ -673,6 +674,34 @@ GwOptions gw_options_of(const GwSettings& s) {
   return o;
 }
 
+// A call's named arrays on first's device: the int32 ones by name, every
+// other one of first's float type; then run(space, T()) on the space of
+// first's device and type, on `stream`.
+template <class Run>
+void with_named_arrays(const Borrowed& first, const OTArrays& arrays,
+                       std::initializer_list<const char*> int32_names,
+                       std::uintptr_t stream, const Run& run) {
+  Settings space_settings;
+  space_settings.stream = stream;
+  std::vector<const Borrowed*> floats;
+  for (const auto& [name, a] : arrays) {
+    if (&a == &first || !a.given()) continue;
+    check_same_device(first, {&a});
+    bool integer = false;
+    for (const char* n : int32_names) integer = integer || name == n;
+    if (integer)
+      check_dtype(a, DType::int32);
+    else
+      floats.push_back(&a);
+  }
+  with_float_space(space_settings, first, {},
+                   [&](const auto& space, auto zero) {
+                     for (const Borrowed* a : floats)
+                       check_float<decltype(zero)>(first, {a});
+                     run(space, zero);
+                   });
+}
+
 template <class Space, class T>
 GwReport run_gw(const Space& space, const GwSettings& s,
                 const OTArrays& arrays) {
@@ -728,27 +757,90 @@ GwReport gromov_wasserstein(const GwSettings& settings,
   auto const& first = array(arrays, "source");
   if (!first.given())
     throw_invalid_argument("give both the source and the target");
-  Settings space_settings;
-  space_settings.stream = settings.stream;
-  std::vector<const Borrowed*> floats;
-  for (const auto& [name, a] : arrays) {
-    if (&a == &first || !a.given()) continue;
-    check_same_device(first, {&a});
-    if (name == "matching")
-      check_dtype(a, DType::int32);
-    else
-      floats.push_back(&a);
-  }
   GwReport report;
-  with_float_space(space_settings, first, {},
-                   [&](const auto& space, auto zero) {
-                     using Space = std::decay_t<decltype(space)>;
-                     using T = decltype(zero);
-                     for (const Borrowed* a : floats)
-                       check_float<T>(first, {a});
-                     report = run_gw<Space, T>(space, settings, arrays);
-                   });
+  with_named_arrays(first, arrays, {"matching"}, settings.stream,
+                    [&](const auto& space, auto zero) {
+                      using Space = std::decay_t<decltype(space)>;
+                      report = run_gw<Space, decltype(zero)>(space, settings,
+                                                             arrays);
+                    });
   return report;
+}
+
+namespace {
+
+template <class Space, class T>
+void run_deer(const Space& space, const std::string& operation,
+              const DeerSettings& s, const OTArrays& arrays) {
+  auto const& x = array(arrays, "x");
+  check_rank(x, 3, "(B, T, m)");
+  check_rank(array(arrays, "y0"), 2, "(B, n)");
+  check_rank(array(arrays, "y"), 3, "(B, T, n)");
+  check_rank(array(arrays, "weight_ih"), 2, "(G*H, m)");
+  check_rank(array(arrays, "weight_hh"), 2, "(G*H, H)");
+  RnnWeights<T, Space> weights;
+  weights.cell = choice<RnnCell>("cell", s.cell,
+                                 {{"elman", RnnCell::elman},
+                                  {"gru", RnnCell::gru},
+                                  {"lstm", RnnCell::lstm}});
+  weights.weight_ih = view2<const T, Space>(array(arrays, "weight_ih"));
+  weights.weight_hh = view2<const T, Space>(array(arrays, "weight_hh"));
+  weights.bias_ih = view1<const T, Space>(array(arrays, "bias_ih"));
+  weights.bias_hh = view1<const T, Space>(array(arrays, "bias_hh"));
+  DeerInputs<T, Space> inputs;
+  inputs.x = view3<const T, Space>(x);
+  inputs.y0 = view2<const T, Space>(array(arrays, "y0"));
+  inputs.lengths = view1<const int, Space>(array(arrays, "lengths"));
+  DeerOptions options;
+  options.method = choice<DeerMethod>("method", s.method,
+                                      {{"auto", DeerMethod::automatic},
+                                       {"deer", DeerMethod::deer},
+                                       {"sequential", DeerMethod::sequential}});
+  options.jacobian = choice<DeerJacobian>(
+      "jacobian", s.jacobian,
+      {{"full", DeerJacobian::full}, {"diagonal", DeerJacobian::diagonal}});
+  if (s.atol_given) options.atol = s.atol;
+  if (s.rtol_given) options.rtol = s.rtol;
+  options.max_iterations = s.max_iterations;
+  options.chunk = s.chunk;
+  options.warm_start = s.warm_start;
+  options.check_values = s.check_values;
+  if (operation == "forward") {
+    DeerResult<T, Space> result;
+    result.y = view3<T, Space>(array(arrays, "y"));
+    result.iterations = view1<int, Space>(array(arrays, "iterations"));
+    result.path = view1<int, Space>(array(arrays, "path"));
+    softwave::deer_rnn(space, weights, inputs, result, options);
+    return;
+  }
+  if (operation != "gradients")
+    throw_invalid_argument("unknown DEER operation '", operation, "'");
+  DeerGradients<T, Space> g;
+  g.grad_y = view3<const T, Space>(array(arrays, "grad_y"));
+  g.grad_x = view3<T, Space>(array(arrays, "grad_x"));
+  g.grad_y0 = view2<T, Space>(array(arrays, "grad_y0"));
+  RnnWeightGradients<T, Space> wg;
+  wg.weight_ih = view2<T, Space>(array(arrays, "grad_weight_ih"));
+  wg.weight_hh = view2<T, Space>(array(arrays, "grad_weight_hh"));
+  wg.bias_ih = view1<T, Space>(array(arrays, "grad_bias_ih"));
+  wg.bias_hh = view1<T, Space>(array(arrays, "grad_bias_hh"));
+  softwave::deer_rnn_gradients(space, weights, inputs,
+                               view3<const T, Space>(array(arrays, "y")), g, wg,
+                               options);
+}
+
+}  // namespace
+
+void deer_rnn(const std::string& operation, const DeerSettings& settings,
+              const OTArrays& arrays) {
+  auto const& first = array(arrays, "x");
+  if (!first.given()) throw_invalid_argument("x is required");
+  with_named_arrays(first, arrays, {"lengths", "iterations", "path"},
+                    settings.stream, [&](const auto& space, auto zero) {
+                      using Space = std::decay_t<decltype(space)>;
+                      run_deer<Space, decltype(zero)>(space, operation,
+                                                      settings, arrays);
+                    });
 }
 
 void initialize() {

@@ -165,6 +165,27 @@ struct GwReport {
 // uniform), plan (N, K) and matching int32 (N,) (absent: not computed).
 GwReport gromov_wasserstein(const GwSettings& settings, const OTArrays& arrays);
 
+// DEER (softwave/deer.hpp) for PyTorch's cells. operation "forward":
+// arrays x (B, T, m), y0 (B, n), lengths int32 (B,), weight_ih, weight_hh,
+// bias_ih, bias_hh, y (B, T, n; read as the start with warm_start),
+// iterations and path int32 (B,). "gradients": the same inputs, y (the
+// states), grad_y, and the outputs grad_x, grad_y0, grad_weight_ih,
+// grad_weight_hh, grad_bias_ih, grad_bias_hh (each optional).
+struct DeerSettings {
+  std::string cell = "gru";       // elman, gru or lstm
+  std::string method = "auto";    // auto, deer or sequential
+  std::string jacobian = "full";  // full or diagonal
+  double atol = 0, rtol = 0;      // <= 0 or NaN: the type's default
+  bool atol_given = false, rtol_given = false;
+  int max_iterations = 100;
+  int chunk = 0;
+  bool warm_start = false;
+  bool check_values = true;
+  std::uintptr_t stream = 0;
+};
+void deer_rnn(const std::string& operation, const DeerSettings& settings,
+              const OTArrays& arrays);
+
 // Kokkos' lifetime: initialize() on import (a no-op when the host program
 // already did it), finalize() at interpreter exit.
 void initialize();

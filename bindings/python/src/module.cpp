@@ -350,6 +350,42 @@ NB_MODULE(_core, m) {
       },
       "arrays"_a, "settings"_a);
 
+  m.def(
+      "deer_rnn",
+      [](const std::string& operation, nb::dict arrays, nb::dict settings) {
+        DeerSettings s;
+        for (auto [key, value] : settings) {
+          std::string const name = nb::cast<std::string>(key);
+          if (name == "cell")
+            s.cell = nb::cast<std::string>(value);
+          else if (name == "method")
+            s.method = nb::cast<std::string>(value);
+          else if (name == "jacobian")
+            s.jacobian = nb::cast<std::string>(value);
+          else if (name == "atol")
+            s.atol = nb::cast<double>(value), s.atol_given = true;
+          else if (name == "rtol")
+            s.rtol = nb::cast<double>(value), s.rtol_given = true;
+          else if (name == "max_iterations")
+            s.max_iterations = nb::cast<int>(value);
+          else if (name == "chunk")
+            s.chunk = nb::cast<int>(value);
+          else if (name == "warm_start")
+            s.warm_start = nb::cast<bool>(value);
+          else if (name == "check")
+            s.check_values = nb::cast<bool>(value);
+          else if (name == "stream")
+            s.stream = nb::cast<std::uintptr_t>(value);
+          else
+            throw std::invalid_argument("softwave: unknown setting '" + name +
+                                        "'");
+        }
+        OTArrays const borrowed = borrow_all(arrays);
+        nb::gil_scoped_release release;
+        deer_rnn(operation, s, borrowed);
+      },
+      "operation"_a, "arrays"_a, "settings"_a);
+
   m.def("jax_ffi_targets", []() {
     nb::list targets;
 #ifdef SOFTWAVE_JAX_FFI

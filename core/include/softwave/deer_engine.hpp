@@ -134,13 +134,27 @@ struct ThreadItems {
     return Policy(space, std::max<std::int64_t>(league, 1), team_size)
         .set_scratch_size(level, Kokkos::PerThread(bytes));
   }
-};
 
-template <class T, class Member>
-KOKKOS_INLINE_FUNCTION T* thread_values(const Member& member, int level,
-                                        std::size_t bytes) {
-  return static_cast<T*>(member.thread_scratch(level).get_shmem(bytes));
-}
+  // body(item, values) for every item in [0, items), each on a thread with
+  // its own `values`.
+  template <class T, class Body>
+  void for_each(const Space& space, const std::string& label,
+                const Body& body) const {
+    int const scratch_level = level;
+    std::size_t const scratch_bytes = bytes;
+    int const ts = team_size;
+    std::int64_t const total = items;
+    Kokkos::parallel_for(
+        label, compat::light_weight(policy(space)),
+        KOKKOS_LAMBDA(const Member& member) {
+          T* const values = static_cast<T*>(
+              member.thread_scratch(scratch_level).get_shmem(scratch_bytes));
+          std::int64_t const item =
+              std::int64_t(member.league_rank()) * ts + member.team_rank();
+          if (item < total) body(item, values);
+        });
+  }
+};
 
 // --- the solver ------------------------------------------------------------
 
@@ -174,8 +188,8 @@ inline int choose_chunk(std::int64_t batch, std::int64_t length, int n,
 //    DEER's extra work (a few iterations of two passes each) pays only
 //    where most threads would otherwise idle: B <= concurrency / 4 and
 //    T >= 10,000.
-inline bool deer_expected_faster(std::int64_t batch, std::int64_t length,
-                                 int n, DeerJacobian jacobian,
+inline bool deer_expected_faster(std::int64_t batch, std::int64_t length, int n,
+                                 DeerJacobian jacobian,
                                  std::int64_t concurrency, bool host) {
   bool const full = jacobian == DeerJacobian::full;
   if (host)
@@ -203,18 +217,9 @@ struct ChunkLevel {
   void pass(const Space& space, const ThreadItems<Space>& items,
             bool replay) const {
     auto const d = *this;
-    int const level = items.level;
-    std::size_t const bytes = items.bytes;
-    int const ts = items.team_size;
-    std::int64_t const total = items.items;
-    Kokkos::parallel_for(
-        label(replay ? "replay_chunks" : "compose_chunks"),
-        compat::light_weight(items.policy(space)),
-        KOKKOS_LAMBDA(const Member& member) {
-          T* const Q = thread_values<T>(member, level, bytes);
-          std::int64_t const item =
-              std::int64_t(member.league_rank()) * ts + member.team_rank();
-          if (item >= total) return;
+    items.template for_each<T>(
+        space, label(replay ? "replay_chunks" : "compose_chunks"),
+        KOKKOS_LAMBDA(std::int64_t item, T * Q) {
           d.run_group(item / d.groups, item % d.groups, Q, replay);
         });
   }
@@ -315,21 +320,11 @@ struct Solver {
     // replay (true), a thread each.
     void pass(const Space& space, const Items& items, bool replay) const {
       auto const d = *this;
-      int const level = items.level;
-      std::size_t const bytes = items.bytes;
-      int const ts = items.team_size;
-      std::int64_t const total = items.items;
-      Kokkos::parallel_for(
-          label(replay ? "replay" : "linearise"),
-          compat::light_weight(items.policy(space)),
-          KOKKOS_LAMBDA(const Member& member) {
-            T* const s = thread_values<T>(member, level, bytes);
-            std::int64_t const item =
-                std::int64_t(member.league_rank()) * ts + member.team_rank();
-            if (item >= total) return;
+      items.template for_each<T>(
+          space, label(replay ? "replay" : "linearise"),
+          KOKKOS_LAMBDA(std::int64_t item, T * s) {
             std::int64_t const b = item / d.chunks, c = item % d.chunks;
-            if (c >= d.chunk_count(b)) return;
-            d.run_chunk(int(b), c, s, replay);
+            if (c < d.chunk_count(b)) d.run_chunk(int(b), c, s, replay);
           });
     }
 
@@ -406,18 +401,9 @@ struct Solver {
     std::int64_t const M = offsets.extent(1);
     int const na = full ? n * n : n;
     if (M <= 32) {
-      Items items(batch_, 2 * n, T());
-      int const level = items.level;
-      std::size_t const bytes = items.bytes;
-      int const ts = items.team_size;
-      std::int64_t const B = batch_;
-      Kokkos::parallel_for(
-          label("carry_chunks"), compat::light_weight(items.policy(space_)),
-          KOKKOS_LAMBDA(const Member& member) {
-            T* const w = thread_values<T>(member, level, bytes);
-            std::int64_t const b =
-                std::int64_t(member.league_rank()) * ts + member.team_rank();
-            if (b >= B) return;
+      Items const items(batch_, 2 * n, T());
+      items.template for_each<T>(
+          space_, label("carry_chunks"), KOKKOS_LAMBDA(std::int64_t b, T * w) {
             T* const tmp = w + n;
             for (int i = 0; i < n; ++i) w[i] = 0;
             for (int c = 0; c < count(b); ++c) {
@@ -558,21 +544,13 @@ struct Solver {
   // The sequences marked diverged, by the loop over t (one thread each).
   void sequential(Kokkos::View<int*, Memory> status) {
     int const n = rec_.state_size();
-    Items items(batch_, n + rec_.work_size(), T());
-    int const level = items.level;
-    std::size_t const bytes = items.bytes;
-    int const ts = items.team_size;
-    std::int64_t const B = batch_;
+    Items const items(batch_, n + rec_.work_size(), T());
     Recurrence const rec = rec_;
     Buffer const z = z_;
     bool const reversed = reversed_;
-    Kokkos::parallel_for(
-        label("sequential"), compat::light_weight(items.policy(space_)),
-        KOKKOS_LAMBDA(const Member& member) {
-          T* const init = thread_values<T>(member, level, bytes);
-          std::int64_t const b =
-              std::int64_t(member.league_rank()) * ts + member.team_rank();
-          if (b >= B || status(b) != diverged) return;
+    items.template for_each<T>(
+        space_, label("sequential"), KOKKOS_LAMBDA(std::int64_t b, T * init) {
+          if (status(b) != diverged) return;
           T* const work = init + n;
           int const L = rec.length(int(b));
           rec.initial(int(b), init);
@@ -801,7 +779,6 @@ void input_gradients(
     DeerView3<const typename Cell::value_type, Space> adjoint,
     const DeerGradients<typename Cell::value_type, Space>& gradients) {
   using T = typename Cell::value_type;
-  using Member = typename ThreadItems<Space>::Member;
   auto const grad_x = gradients.grad_x;
   auto const grad_y0 = gradients.grad_y0;
   if (grad_x.size() == 0 && grad_y0.size() == 0) return;
@@ -812,16 +789,8 @@ void input_gradients(
   Lengths<Space> const lengths{inputs.lengths, int(steps)};
   std::int64_t const total = B * steps;
   ThreadItems<Space> const items(total, n + cell.work_size(), T());
-  int const level = items.level;
-  std::size_t const bytes = items.bytes;
-  int const ts = items.team_size;
-  Kokkos::parallel_for(
-      label("input_gradients"), compat::light_weight(items.policy(space)),
-      KOKKOS_LAMBDA(const Member& member) {
-        T* const init = thread_values<T>(member, level, bytes);
-        std::int64_t const q =
-            std::int64_t(member.league_rank()) * ts + member.team_rank();
-        if (q >= total) return;
+  items.template for_each<T>(
+      space, label("input_gradients"), KOKKOS_LAMBDA(std::int64_t q, T * init) {
         int const b = int(q / steps), t = int(q % steps);
         bool const first = t == 0;
         if (t >= lengths(b)) {

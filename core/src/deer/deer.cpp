@@ -245,7 +245,6 @@ void gate_gradients(const Space& space, const Cell& cell,
                     V3<typename Cell::value_type, Space> g_h,
                     V2<typename Cell::value_type, Space> grad_y0) {
   using T = typename Cell::value_type;
-  using Member = typename ThreadItems<Space>::Member;
   std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
   int const n = cell.state_size(), rows = g_in.extent(2);
   auto const p = inputs.x;
@@ -253,17 +252,9 @@ void gate_gradients(const Space& space, const Cell& cell,
   Lengths<Space> const lengths{inputs.lengths, int(steps)};
   std::int64_t const total = B * steps;
   ThreadItems<Space> const items(total, n + cell.work_size(), T());
-  int const level = items.level;
-  std::size_t const bytes = items.bytes;
-  int const ts = items.team_size;
-  Kokkos::parallel_for(
-      "softwave::deer::gate_gradients",
-      compat::light_weight(items.policy(space)),
-      KOKKOS_LAMBDA(const Member& member) {
-        T* const init = thread_values<T>(member, level, bytes);
-        std::int64_t const q =
-            std::int64_t(member.league_rank()) * ts + member.team_rank();
-        if (q >= total) return;
+  items.template for_each<T>(
+      space, "softwave::deer::gate_gradients",
+      KOKKOS_LAMBDA(std::int64_t q, T * init) {
         int const b = int(q / steps), t = int(q % steps);
         if (t >= lengths(b)) {
           for (int k = 0; k < rows; ++k) g_in(b, t, k) = g_h(b, t, k) = 0;

@@ -1,0 +1,137 @@
+"""softwave.deer against torch.nn.RNN / GRU / LSTM with the same weights:
+outputs and gradients (x, h0, every weight) in float64, every method and
+Jacobian mode, variable lengths, the drop-in modules loading torch's state
+dicts, NumPy = torch, and errors naming the argument."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import softwave.deer as deer  # noqa: E402
+
+TORCH_CELLS = {"elman": torch.nn.RNN, "gru": torch.nn.GRU, "lstm": torch.nn.LSTM}
+MODES = [("deer", "full"), ("deer", "diagonal"), ("sequential", "full"), ("auto", "full")]
+
+
+def torch_module(cell, m, H, seed):
+    torch.manual_seed(seed)
+    return TORCH_CELLS[cell](m, H, batch_first=True).double()
+
+
+def weights(module):
+    return (module.weight_ih_l0, module.weight_hh_l0, module.bias_ih_l0, module.bias_hh_l0)
+
+
+@pytest.mark.parametrize("cell", ["elman", "gru", "lstm"])
+@pytest.mark.parametrize("method,jacobian", MODES)
+@pytest.mark.parametrize("B,T,m,H", [(1, 1, 1, 1), (3, 40, 2, 4), (2, 300, 3, 8)])
+def test_matches_torch_values_and_gradients(cell, method, jacobian, B, T, m, H):
+    module = torch_module(cell, m, H, B * 1000 + T)
+    g = torch.Generator().manual_seed(T)
+    x = torch.randn(B, T, m, dtype=torch.float64, generator=g, requires_grad=True)
+    h = torch.randn(B, H, dtype=torch.float64, generator=g, requires_grad=True)
+    c = torch.randn(B, H, dtype=torch.float64, generator=g, requires_grad=True)
+    w = torch.randn(B, T, H, dtype=torch.float64, generator=g)
+    if cell == "lstm":
+        expected, _ = module(x, (h[None], c[None]))
+        got, _, report = deer.lstm(x, (h, c), *weights(module), method=method, jacobian=jacobian,
+                                   atol=1e-12, rtol=1e-12, max_iter=1000)
+    else:
+        expected, _ = module(x, h[None])
+        got, report = deer.rnn(x, h, *weights(module), cell=cell, method=method, jacobian=jacobian,
+                               atol=1e-12, rtol=1e-12, max_iter=1000)
+    assert torch.allclose(got, expected, atol=1e-10, rtol=0)
+    if method == "deer":
+        assert report.path == ["deer"] * B
+    if method == "sequential":
+        assert report.path == ["sequential"] * B
+    inputs = [x, h] + ([c] if cell == "lstm" else []) + list(weights(module))
+    want = torch.autograd.grad((expected * w).sum(), inputs)
+    have = torch.autograd.grad((got * w).sum(), inputs)
+    for a, b in zip(have, want):
+        assert torch.allclose(a, b, atol=1e-9, rtol=1e-7)
+
+
+def test_lengths_match_separate_runs():
+    module = torch_module("gru", 2, 3, 7)
+    x = torch.randn(3, 50, 2, dtype=torch.float64)
+    lengths = [50, 17, 1]
+    y, report = deer.gru(x, None, *weights(module), lengths=lengths, method="deer")
+    for b, L in enumerate(lengths):
+        expected, _ = module(x[b:b + 1, :L])
+        assert torch.allclose(y[b, :L], expected[0], atol=1e-10)
+        assert torch.all(y[b, L:] == 0)
+    assert report.path == ["deer"] * 3
+
+
+@pytest.mark.parametrize("Module,cell", [("GRU", "gru"), ("LSTM", "lstm")])
+def test_modules_load_torch_state_dicts(Module, cell):
+    reference = torch_module(cell, 3, 5, 11)
+    ours = getattr(deer, Module)(3, 5, method="deer", dtype=torch.float64)
+    ours.load_state_dict(reference.state_dict())
+    x = torch.randn(4, 60, 3, dtype=torch.float64, requires_grad=True)
+    want, want_last = reference(x)
+    got, got_last = ours(x)
+    assert torch.allclose(got, want, atol=1e-10)
+    if cell == "lstm":
+        assert torch.allclose(got_last[0], want_last[0], atol=1e-10)
+        assert torch.allclose(got_last[1], want_last[1], atol=1e-10)
+    else:
+        assert torch.allclose(got_last, want_last, atol=1e-10)
+    got.sum().backward()
+    want.sum().backward()
+    for (name, p), q in zip(ours.named_parameters(), reference.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-9), name
+    assert ours.last_report.path == ["deer"] * 4
+
+
+def test_float32_and_numpy_agree_with_torch():
+    module = torch_module("gru", 2, 4, 3).float()
+    x = torch.randn(2, 500, 2)
+    expected, _ = module(x)
+    got, report = deer.gru(x, None, *weights(module), method="deer")
+    assert torch.allclose(got, expected, atol=2e-5)
+    assert max(report.iterations) > 1
+    w = [p.detach().numpy() for p in weights(module)]
+    y_np, report_np = deer.gru(x.numpy(), None, *w, method="deer")
+    assert isinstance(y_np, np.ndarray) and y_np.dtype == np.float32
+    assert np.allclose(y_np, got.detach().numpy(), atol=1e-6)
+    assert report_np.iterations == report.iterations
+
+
+def test_errors_name_the_argument():
+    module = torch_module("gru", 2, 3, 5)
+    x = torch.randn(2, 10, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="cell"):
+        deer.rnn(x, None, *weights(module), cell="transformer")
+    with pytest.raises(ValueError, match="atol"):
+        deer.gru(x, None, *weights(module), atol=0)
+    with pytest.raises(ValueError, match="y0"):
+        deer.gru(x, torch.zeros(2, 4, dtype=torch.float64), *weights(module))
+    with pytest.raises(ValueError, match="weight_ih"):
+        deer.gru(torch.randn(2, 10, 3, dtype=torch.float64), None, *weights(module))
+    with pytest.raises(ValueError, match="lengths"):
+        deer.gru(x, None, *weights(module), lengths=[3, 11])
+    with pytest.raises(ValueError, match="method"):
+        deer.gru(x, None, *weights(module), method="fast")
+    bad = x.clone()
+    bad[0, 3, 1] = float("nan")
+    with pytest.raises(ValueError, match="x"):
+        deer.gru(bad, None, *weights(module))
+
+
+def test_training_script_runs_both_models(tmp_path):
+    """perf/train_gru_long.py on a short task: both models train from the same
+    weights, and their first losses agree (same initial model, same batch)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "perf" / "train_gru_long.py"
+    spec = importlib.util.spec_from_file_location("train_gru_long", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    results = script.main(["--out", str(tmp_path / "train.json"), "--steps", "300", "--train", "32",
+                           "--test", "16", "--epochs", "1", "--hidden", "8", "--device", "cpu"])
+    first = [results[name]["losses"][0] for name in ("torch.nn.GRU", "softwave.deer.GRU")]
+    assert abs(first[0] - first[1]) < 1e-4
+    assert len(results["softwave.deer.GRU"]["losses"]) == 2
