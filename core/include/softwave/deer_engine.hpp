@@ -19,6 +19,7 @@
 #include <softwave/kokkos_compat.hpp>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace softwave::impl::deer {
 
@@ -136,23 +137,28 @@ struct ThreadItems {
   }
 
   // body(item, values) for every item in [0, items), each on a thread with
-  // its own `values`.
+  // its own `values`. (A functor, not a lambda: CUDA's device lambdas may
+  // not be defined in a function template instantiated with a lambda type.)
+  template <class T, class Body>
+  struct Kernel {
+    Body body;
+    int level;
+    std::size_t bytes;
+    int team_size;
+    std::int64_t items;
+    KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+      T* const values =
+          static_cast<T*>(member.thread_scratch(level).get_shmem(bytes));
+      std::int64_t const item =
+          std::int64_t(member.league_rank()) * team_size + member.team_rank();
+      if (item < items) body(item, values);
+    }
+  };
   template <class T, class Body>
   void for_each(const Space& space, const std::string& label,
                 const Body& body) const {
-    int const scratch_level = level;
-    std::size_t const scratch_bytes = bytes;
-    int const ts = team_size;
-    std::int64_t const total = items;
-    Kokkos::parallel_for(
-        label, compat::light_weight(policy(space)),
-        KOKKOS_LAMBDA(const Member& member) {
-          T* const values = static_cast<T*>(
-              member.thread_scratch(scratch_level).get_shmem(scratch_bytes));
-          std::int64_t const item =
-              std::int64_t(member.league_rank()) * ts + member.team_rank();
-          if (item < total) body(item, values);
-        });
+    Kokkos::parallel_for(label, compat::light_weight(policy(space)),
+                         Kernel<T, Body>{body, level, bytes, team_size, items});
   }
 };
 
@@ -397,7 +403,7 @@ struct Solver {
   // the same chunked scheme one level up.
   void solve_chunks(DeerView3<T, Space> maps, DeerView3<T, Space> offsets,
                     Kokkos::View<int*, Memory> count, int n, bool full,
-                    std::int64_t concurrency, bool host) {
+                    std::int64_t concurrency, bool host, int depth = 0) {
     std::int64_t const M = offsets.extent(1);
     int const na = full ? n * n : n;
     if (M <= 32) {
@@ -420,18 +426,25 @@ struct Solver {
             ? settings_.chunk
             : std::max(8, choose_chunk(batch_, M, n, full, concurrency, host));
     std::int64_t const chunks = (M + chunk - 1) / chunk;
-    auto maps2 = DeerView3<T, Space>(
-        Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                           label("chunk_maps")),
-        batch_, chunks, na);
-    auto offsets2 = DeerView3<T, Space>(
-        Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                           label("chunk_offsets")),
-        batch_, chunks, n);
-    Kokkos::View<int*, Memory> count2(
-        Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                           label("chunk_count")),
-        batch_);
+    // Each level's arrays are made on the first iteration and kept: the
+    // levels' sizes do not change between iterations.
+    if (levels_.size() <= std::size_t(depth))
+      levels_.push_back(
+          Level{DeerView3<T, Space>(
+                    Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                                       label("chunk_maps")),
+                    batch_, chunks, na),
+                DeerView3<T, Space>(
+                    Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                                       label("chunk_offsets")),
+                    batch_, chunks, n),
+                Kokkos::View<int*, Memory>(
+                    Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                                       label("chunk_count")),
+                    batch_)});
+    auto const maps2 = levels_[depth].maps;
+    auto const offsets2 = levels_[depth].offsets;
+    auto const count2 = levels_[depth].count;
     Kokkos::parallel_for(
         label("count_chunks"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
         KOKKOS_LAMBDA(std::int64_t b) {
@@ -441,7 +454,8 @@ struct Solver {
     ChunkLevel<Space, T> const next{maps,   offsets, count,  maps2, offsets2,
                                     count2, chunk,   chunks, n,     full};
     next.pass(space_, items, /*replay=*/false);
-    solve_chunks(maps2, offsets2, count2, n, full, concurrency, host);
+    solve_chunks(maps2, offsets2, count2, n, full, concurrency, host,
+                 depth + 1);
     next.pass(space_, items, /*replay=*/true);
   }
 
@@ -592,6 +606,13 @@ struct Solver {
             path(b) = status(b) == diverged ? fallback : int(DeerPath::deer);
         });
   }
+
+  // The arrays of the scan's levels above the first (solve_chunks).
+  struct Level {
+    DeerView3<T, Space> maps, offsets;
+    Kokkos::View<int*, Memory> count;
+  };
+  std::vector<Level> levels_;
 
   Space space_;
   Recurrence rec_;
