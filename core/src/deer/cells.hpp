@@ -58,7 +58,6 @@ template <class T, class Space>
 struct ElmanCell {
   using value_type = T;
   HiddenWeights<T, Space> w;
-  static constexpr int gates = 1;
 
   KOKKOS_INLINE_FUNCTION int state_size() const { return w.H; }
   KOKKOS_INLINE_FUNCTION int input_size() const { return w.H; }
@@ -107,7 +106,6 @@ template <class T, class Space>
 struct GruCell {
   using value_type = T;
   HiddenWeights<T, Space> w;
-  static constexpr int gates = 3;
 
   KOKKOS_INLINE_FUNCTION int state_size() const { return w.H; }
   KOKKOS_INLINE_FUNCTION int input_size() const { return 3 * w.H; }
@@ -183,7 +181,6 @@ template <class T, class Space>
 struct LstmCell {
   using value_type = T;
   HiddenWeights<T, Space> w;
-  static constexpr int gates = 4;
 
   KOKKOS_INLINE_FUNCTION int state_size() const { return 2 * w.H; }
   KOKKOS_INLINE_FUNCTION int input_size() const { return 4 * w.H; }
@@ -266,6 +263,64 @@ struct LstmCell {
     T* const g = grad_p ? grad_p : work + 8 * w.H;
     gate_gradients(state, p, lambda, g, static_cast<T*>(nullptr), grad_state,
                    work);
+  }
+};
+
+// Any of the three, chosen at run time: one type for the solver's kernels
+// instead of three (a third of the code to compile, for a branch per step
+// that every thread takes the same way).
+template <class T, class Space>
+struct TorchCell {
+  using value_type = T;
+  RnnCell kind;
+  HiddenWeights<T, Space> w;
+
+  // body(cell) with the cell of `kind`.
+  template <class Body>
+  KOKKOS_INLINE_FUNCTION auto visit(const Body& body) const {
+    switch (kind) {
+      case RnnCell::elman:
+        return body(ElmanCell<T, Space>{w});
+      case RnnCell::gru:
+        return body(GruCell<T, Space>{w});
+      default:
+        return body(LstmCell<T, Space>{w});
+    }
+  }
+  KOKKOS_INLINE_FUNCTION int gates() const {
+    return kind == RnnCell::elman ? 1 : (kind == RnnCell::gru ? 3 : 4);
+  }
+  KOKKOS_INLINE_FUNCTION int state_size() const {
+    return kind == RnnCell::lstm ? 2 * w.H : w.H;
+  }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return gates() * w.H; }
+  KOKKOS_INLINE_FUNCTION int work_size() const {
+    return kind == RnnCell::elman ? 2 * w.H
+                                  : (kind == RnnCell::gru ? 9 * w.H : 12 * w.H);
+  }
+  KOKKOS_INLINE_FUNCTION void step(const T* y_prev, const T* p, T* y,
+                                   T* jacobian, DeerJacobian mode,
+                                   T* work) const {
+    visit([&](const auto& cell) {
+      cell.step(y_prev, p, y, jacobian, mode, work);
+      return 0;
+    });
+  }
+  KOKKOS_INLINE_FUNCTION void gate_gradients(const T* y_prev, const T* p,
+                                             const T* lambda, T* g_in, T* g_h,
+                                             T* grad_y_prev, T* work) const {
+    visit([&](const auto& cell) {
+      cell.gate_gradients(y_prev, p, lambda, g_in, g_h, grad_y_prev, work);
+      return 0;
+    });
+  }
+  KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* y_prev, const T* p,
+                                              const T* lambda, T* grad_y_prev,
+                                              T* grad_p, T* work) const {
+    visit([&](const auto& cell) {
+      cell.vector_jacobian(y_prev, p, lambda, grad_y_prev, grad_p, work);
+      return 0;
+    });
   }
 };
 

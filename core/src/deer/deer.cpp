@@ -146,20 +146,6 @@ Hidden<Space, T> hidden_weights(const Space& space,
   return out;
 }
 
-// Calls body(cell) with the cell object of w.cell.
-template <class Space, class T, class Body>
-void with_cell(RnnCell kind, const HiddenWeights<T, Space>& w,
-               const Body& body) {
-  switch (kind) {
-    case RnnCell::elman:
-      return body(ElmanCell<T, Space>{w});
-    case RnnCell::gru:
-      return body(GruCell<T, Space>{w});
-    case RnnCell::lstm:
-      return body(LstmCell<T, Space>{w});
-  }
-}
-
 // Sums of outer products over every step of every sequence:
 //   out(k, j) = Σ_{b,t} g(b, t, k) · rows(b, t, j)  (j < J),
 //   bias(k)   = Σ_{b,t} g(b, t, k),
@@ -300,9 +286,8 @@ void deer_rnn(const Space& space, const RnnWeights<T, Space>& weights,
   auto const hidden = d::hidden_weights(space, weights, H);
   DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
                                          inputs.lengths};
-  d::with_cell(weights.cell, hidden.weights, [&](auto const& cell) {
-    d::solve_forward(space, cell, cell_inputs, result, settings);
-  });
+  d::solve_forward(space, d::TorchCell<T, Space>{weights.cell, hidden.weights},
+                   cell_inputs, result, settings);
 }
 
 template <class Space, class T>
@@ -341,13 +326,12 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
       space, "softwave::deer::input_gate_gradients", false, B, steps, rows);
   auto const g_h = impl::call_array<DeerView3<T, Space>>(
       space, "softwave::deer::hidden_gate_gradients", false, B, steps, rows);
-  d::with_cell(weights.cell, hidden.weights, [&](auto const& cell) {
-    auto const adjoint =
-        d::solve_adjoint(space, cell, cell_inputs, y, gradients, settings);
-    d::gate_gradients(space, cell, cell_inputs, y,
-                      DeerView3<const T, Space>(adjoint), g_in.view, g_h.view,
-                      gradients.grad_y0);
-  });
+  d::TorchCell<T, Space> const cell{weights.cell, hidden.weights};
+  auto const adjoint =
+      d::solve_adjoint(space, cell, cell_inputs, y, gradients, settings);
+  d::gate_gradients(space, cell, cell_inputs, y,
+                    DeerView3<const T, Space>(adjoint), g_in.view, g_h.view,
+                    gradients.grad_y0);
   // dL/dx_t = W_ihᵀ g_in(t); the weights' sums.
   if (gradients.grad_x.size()) {
     auto const grad_x = gradients.grad_x;
