@@ -429,19 +429,7 @@ struct Solver {
     // Each level's arrays are made on the first iteration and kept: the
     // levels' sizes do not change between iterations.
     if (levels_.size() <= std::size_t(depth))
-      levels_.push_back(
-          Level{DeerView3<T, Space>(
-                    Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                                       label("chunk_maps")),
-                    batch_, chunks, na),
-                DeerView3<T, Space>(
-                    Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                                       label("chunk_offsets")),
-                    batch_, chunks, n),
-                Kokkos::View<int*, Memory>(
-                    Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                                       label("chunk_count")),
-                    batch_)});
+      levels_.push_back(make_level(chunks, na, n));
     auto const maps2 = levels_[depth].maps;
     auto const offsets2 = levels_[depth].offsets;
     auto const count2 = levels_[depth].count;
@@ -474,21 +462,13 @@ struct Solver {
                                     label("trajectory")),
                  batch_, length_, n);
     if (!settings_.warm_start) compat::fill(space_, z_, T(0));
+    Level const first = make_level(chunks, na, n);
     Data data{rec_,
               z_,
               other,
-              DeerView3<T, Space>(
-                  Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                                     label("chunk_maps")),
-                  batch_, chunks, na),
-              DeerView3<T, Space>(
-                  Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                                     label("chunk_offsets")),
-                  batch_, chunks, n),
-              Kokkos::View<int*, Memory>(
-                  Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                                     label("chunk_count")),
-                  batch_),
+              first.maps,
+              first.offsets,
+              first.count,
               Kokkos::View<double*, Memory>(
                   Kokkos::view_alloc(space_, label("error")), batch_),
               length_,
@@ -613,6 +593,20 @@ struct Solver {
     Kokkos::View<int*, Memory> count;
   };
   std::vector<Level> levels_;
+
+  // One level's arrays for `chunks` chunks of every sequence.
+  Level make_level(std::int64_t chunks, int na, int n) const {
+    auto const array = [&](const char* what, std::int64_t width) {
+      return DeerView3<T, Space>(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, label(what)),
+          batch_, chunks, width);
+    };
+    return Level{array("chunk_maps", na), array("chunk_offsets", n),
+                 Kokkos::View<int*, Memory>(
+                     Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                                        label("chunk_count")),
+                     batch_)};
+  }
 
   Space space_;
   Recurrence rec_;
