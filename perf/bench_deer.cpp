@@ -7,6 +7,10 @@
 //     variant   deer_full       Newton with full Jacobians
 //               deer_diagonal   quasi-DEER (diagonal Jacobians)
 //               sequential      the loop over t, a thread per sequence
+//               deer_full_portable, deer_diagonal_portable (GPU only):
+//                               the same with Kernel::portable, beside the
+//                               CUDA build's fused iteration that the
+//                               first two take where it applies
 //   (deer_full only where n³·T <= 1e8: beyond, its portable kernels take
 //   minutes.)
 //     gradient  0: forward (deer_rnn); 1: forward and every gradient
@@ -39,6 +43,8 @@ struct Variant {
   const char* name;
   softwave::DeerMethod method;
   softwave::DeerJacobian jacobian;
+  softwave::Kernel kernel = softwave::Kernel::automatic;
+  bool gpu_only = false;
 };
 constexpr Variant kVariants[] = {
     {"deer_full", softwave::DeerMethod::deer, softwave::DeerJacobian::full},
@@ -46,6 +52,10 @@ constexpr Variant kVariants[] = {
      softwave::DeerJacobian::diagonal},
     {"sequential", softwave::DeerMethod::sequential,
      softwave::DeerJacobian::full},
+    {"deer_full_portable", softwave::DeerMethod::deer,
+     softwave::DeerJacobian::full, softwave::Kernel::portable, true},
+    {"deer_diagonal_portable", softwave::DeerMethod::deer,
+     softwave::DeerJacobian::diagonal, softwave::Kernel::portable, true},
 };
 
 template <class T>
@@ -91,6 +101,7 @@ void run_deer(benchmark::State& state, Variant variant) {
   softwave::DeerOptions options;
   options.method = variant.method;
   options.jacobian = variant.jacobian;
+  options.kernel = variant.kernel;
   options.check_values = false;
   softwave::DeerGradients<float, Space> grads;
   softwave::RnnWeightGradients<float, Space> weight_grads;
@@ -172,7 +183,8 @@ void register_deer(bool gpu) {
   else
     shapes = {{1, 1000}, {1, 100000}, {16, 1000}, {16, 10000}};
   for (Variant const& v : kVariants)
-    for (int gradient : {0, 1})
+    for (int gradient : {0, 1}) {
+      if (v.gpu_only && !gpu) continue;
       for (auto const& s : shapes) {
         // Full Jacobians cost n³ a step on a thread of the portable
         // kernels: minutes from n = 16, T = 100k on.
@@ -188,6 +200,7 @@ void register_deer(bool gpu) {
             ->Iterations(s.second >= 1000000 ? 2 : 5)
             ->Unit(benchmark::kMillisecond);
       }
+    }
 }
 
 }  // namespace softwave_bench

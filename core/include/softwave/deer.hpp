@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <optional>
 #include <softwave/errors.hpp>
+#include <softwave/kernel_choice.hpp>
 #include <type_traits>
 
 namespace softwave {
@@ -88,6 +89,13 @@ struct DeerOptions {
   // Data checks (finite inputs, initial states and weights; lengths in
   // [1, T]), read back with one fence per call.
   bool check_values = true;
+  // The Newton iterations' kernels (kernel_choice.hpp). On Kokkos::Cuda the
+  // library's cells (deer_rnn, deer_rnn_gradients) have a fused iteration:
+  // linearisation, scan and update in one kernel that reads each step
+  // once, for diagonal Jacobians (and full ones at n = 1, where they are
+  // the same) with n <= 16; `automatic` takes it there. A user's cell runs
+  // the portable kernels.
+  Kernel kernel = Kernel::automatic;
 };
 
 template <class T, class Space>

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <softwave/deer.hpp>
 #include <softwave/errors.hpp>
 #include <softwave/kokkos_compat.hpp>
@@ -46,6 +47,7 @@ struct Settings {
   bool warm_start = false;
   DeerMethod method = DeerMethod::automatic;
   DeerJacobian jacobian = DeerJacobian::full;
+  Kernel kernel = Kernel::automatic;
   // A linear recurrence (the adjoint): with full Jacobians one pass is the
   // exact solution, and no second pass is run to confirm it.
   bool linear = false;
@@ -102,6 +104,18 @@ KOKKOS_INLINE_FUNCTION void set_identity(T* P, bool full, int n) {
     for (int i = 0; i < n * n; ++i) P[i] = (i % (n + 1) == 0) ? T(1) : T(0);
   else
     for (int i = 0; i < n; ++i) P[i] = T(1);
+}
+
+// The tolerance ratio of a step's update δ to its new value y.
+KOKKOS_INLINE_FUNCTION double tolerance_ratio(double delta, double y,
+                                              double atol, double rtol) {
+  return compat::fabs(delta) / (atol + rtol * compat::fabs(y));
+}
+
+// The larger of worst and ratio, a NaN ratio counting as +∞.
+KOKKOS_INLINE_FUNCTION double worse(double worst, double ratio) {
+  if (ratio <= worst) return worst;
+  return ratio == ratio ? ratio : compat::infinity<double>();
 }
 
 // --- per-thread scratch -----------------------------------------------------
@@ -261,6 +275,41 @@ struct ChunkLevel {
   }
 };
 
+// What one Newton iteration reads and writes: old_z → new_z for every
+// sequence whose status is active, each sequence's worst tolerance ratio
+// folded into error(b) (worse). zero_start: old_z is all zeros (the first
+// iteration of a cold start) and is not read.
+template <class Space, class Recurrence>
+struct IterationArrays {
+  using T = typename Recurrence::value_type;
+  using Memory = typename Space::memory_space;
+  Recurrence rec;
+  DeerView3<T, Space> old_z, new_z;
+  Kokkos::View<int*, Memory> status;
+  Kokkos::View<double*, Memory> error;
+  T atol, rtol;
+  bool reversed;
+  bool zero_start;
+};
+
+// A vendor's fused Newton iteration (linearise, scan and update in one
+// kernel, diagonal linearisations), where a backend provides one:
+// backends/<vendor>/deer/vendor_fused_iteration.hpp specialises this for
+// its execution space, and core/src/deer/deer.cpp brings it in for the
+// library's cells. The primary template is the portable answer: none.
+// unavailable() says why it cannot run (empty when it can); an instance,
+// made once per solve, holds its workspace; run() is one iteration.
+template <class Space, class Recurrence>
+struct FusedIteration {
+  static std::string unavailable(const Recurrence&, bool /*full*/) {
+    return "the fused Newton iteration runs on Kokkos::Cuda, for the "
+           "library's cells (deer_rnn, deer_rnn_gradients)";
+  }
+  FusedIteration(const Space&, const Recurrence&, std::int64_t /*batch*/,
+                 std::int64_t /*length*/) {}
+  void run(const Space&, const IterationArrays<Space, Recurrence>&) const {}
+};
+
 // Every member is public: CUDA's device lambdas may not be defined in
 // private member functions.
 template <class Space, class Recurrence>
@@ -294,6 +343,15 @@ struct Solver {
     if (settings_.method == DeerMethod::automatic)
       use_deer = deer_expected_faster(batch_, length_, n, settings_.jacobian,
                                       concurrency, host);
+    bool fused = false;
+    if (use_deer) {
+      std::string const why_not =
+          FusedIteration<Space, Recurrence>::unavailable(
+              rec_, settings_.jacobian == DeerJacobian::full);
+      if (settings_.kernel == Kernel::specialised && !why_not.empty())
+        throw_invalid_argument("kernel = specialised: ", why_not);
+      fused = why_not.empty() && settings_.kernel != Kernel::portable;
+    }
     Kokkos::View<int*, Memory> status(
         Kokkos::view_alloc(space_, label("status")), batch_);
     Kokkos::View<int*, Memory> count(
@@ -304,7 +362,7 @@ struct Solver {
       finish(status, count, iterations, path, DeerPath::sequential);
       return;
     }
-    iterate(status, count, concurrency, host);
+    iterate(status, count, concurrency, host, fused);
     sequential(status);
     finish(status, count, iterations, path, DeerPath::fallback);
   }
@@ -377,11 +435,8 @@ struct Solver {
           for (int i = 0; i < n; ++i) {
             T const y = old_z(b, t, i) + delta[i];
             new_z(b, t, i) = y;
-            double const ratio =
-                compat::fabs(double(delta[i])) /
-                (double(atol) + double(rtol) * compat::fabs(double(y)));
-            if (!(ratio <= worst))
-              worst = ratio == ratio ? ratio : compat::infinity<double>();
+            worst = worse(worst, tolerance_ratio(double(delta[i]), double(y),
+                                                 double(atol), double(rtol)));
           }
         } else if (composing) {
           compose(J, full, n, P, tmp);
@@ -447,9 +502,11 @@ struct Solver {
     next.pass(space_, items, /*replay=*/true);
   }
 
+  // The Newton iterations, by the fused kernel of FusedIteration where
+  // `fused`, else by the portable passes.
   void iterate(Kokkos::View<int*, Memory> status,
                Kokkos::View<int*, Memory> count, std::int64_t concurrency,
-               bool host) {
+               bool host, bool fused) {
     int const n = rec_.state_size();
     bool const full = settings_.jacobian == DeerJacobian::full;
     int const na = full ? n * n : n;
@@ -461,8 +518,11 @@ struct Solver {
     Buffer other(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
                                     label("trajectory")),
                  batch_, length_, n);
-    if (!settings_.warm_start) compat::fill(space_, z_, T(0));
-    Level const first = make_level(chunks, na, n);
+    // The fused iteration starts from zeros without reading them.
+    if (!settings_.warm_start && !fused) compat::fill(space_, z_, T(0));
+    std::optional<FusedIteration<Space, Recurrence>> fused_iteration;
+    if (fused) fused_iteration.emplace(space_, rec_, batch_, length_);
+    Level const first = fused ? Level{} : make_level(chunks, na, n);
     Data data{rec_,
               z_,
               other,
@@ -490,18 +550,26 @@ struct Solver {
       bool const odd = k % 2 == 1;
       if (k > 1) std::swap(data.old_z, data.new_z);
       auto const d = data;
-      Kokkos::parallel_for(
-          label("count_chunks"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
-          KOKKOS_LAMBDA(std::int64_t b) {
-            d.chunk_count(b) =
-                status(b) == active
-                    ? int((d.rec.length(int(b)) + d.chunk - 1) / d.chunk)
-                    : 0;
-          });
-      d.pass(space_, items, /*replay=*/false);
-      solve_chunks(d.maps, d.offsets, d.chunk_count, n, full, concurrency,
-                   host);
-      d.pass(space_, items, /*replay=*/true);
+      if (fused) {
+        fused_iteration->run(
+            space_, IterationArrays<Space, Recurrence>{
+                        d.rec, d.old_z, d.new_z, status, d.error, d.atol,
+                        d.rtol, d.reversed, k == 1 && !settings_.warm_start});
+      } else {
+        Kokkos::parallel_for(
+            label("count_chunks"),
+            Kokkos::RangePolicy<Space>(space_, 0, batch_),
+            KOKKOS_LAMBDA(std::int64_t b) {
+              d.chunk_count(b) =
+                  status(b) == active
+                      ? int((d.rec.length(int(b)) + d.chunk - 1) / d.chunk)
+                      : 0;
+            });
+        d.pass(space_, items, /*replay=*/false);
+        solve_chunks(d.maps, d.offsets, d.chunk_count, n, full, concurrency,
+                     host);
+        d.pass(space_, items, /*replay=*/true);
+      }
       Kokkos::deep_copy(space_, still, 0);
       Kokkos::parallel_for(
           label("judge"), Kokkos::RangePolicy<Space>(space_, 0, batch_),

@@ -7,6 +7,12 @@
 #include "../common/data_checks.hpp"
 #include "cells.hpp"
 
+// The CUDA backend's fused Newton iteration, for these cells (its folder is
+// on the include path in a CUDA build only).
+#if __has_include(<deer/vendor_fused_iteration.hpp>)
+#include <deer/vendor_fused_iteration.hpp>
+#endif
+
 namespace softwave::impl::deer {
 
 template <class Space, class T>
@@ -32,6 +38,11 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   s.warm_start = options.warm_start;
   s.method = options.method;
   s.jacobian = options.jacobian;
+  s.kernel = options.kernel;
+  if (options.kernel == Kernel::pairs)
+    throw_invalid_argument(
+        "kernel = pairs is Soft-DTW's; DEER takes automatic, portable or "
+        "specialised");
 
   auto const& x = inputs.x;
   std::size_t const B = x.extent(0), steps = x.extent(1);
@@ -98,7 +109,8 @@ int check_weights(const Space& space, const RnnWeights<T, Space>& w,
   return int(H);
 }
 
-// p_t = W_ih x_t + b_ih for every step, (B, T, G·H).
+// p_t = W_ih x_t + b_ih for every step, (B, T, G·H): a thread per step
+// (the step's index split once, the weights' reads shared by the warp).
 template <class Space, class T>
 CallArray<V3<T, Space>> project_inputs(const Space& space,
                                        const RnnWeights<T, Space>& w,
@@ -113,13 +125,14 @@ CallArray<V3<T, Space>> project_inputs(const Space& space,
   bool const has_bias = bias.size() > 0;
   Kokkos::parallel_for(
       "softwave::deer::project_inputs",
-      Kokkos::RangePolicy<Space>(space, 0, B * steps * rows),
+      Kokkos::RangePolicy<Space>(space, 0, B * steps),
       KOKKOS_LAMBDA(std::int64_t q) {
-        std::int64_t const k = q % rows, bt = q / rows;
-        std::int64_t const b = bt / steps, t = bt % steps;
-        T sum = has_bias ? bias(k) : T(0);
-        for (std::int64_t j = 0; j < m; ++j) sum += weight(k, j) * x(b, t, j);
-        p(b, t, k) = sum;
+        std::int64_t const b = q / steps, t = q - b * steps;
+        for (std::int64_t k = 0; k < rows; ++k) {
+          T sum = has_bias ? bias(k) : T(0);
+          for (std::int64_t j = 0; j < m; ++j) sum += weight(k, j) * x(b, t, j);
+          p(b, t, k) = sum;
+        }
       });
   return out;
 }
@@ -149,8 +162,12 @@ Hidden<Space, T> hidden_weights(const Space& space,
 // Sums of outer products over every step of every sequence:
 //   out(k, j) = Σ_{b,t} g(b, t, k) · rows(b, t, j)  (j < J),
 //   bias(k)   = Σ_{b,t} g(b, t, k),
-// over parts of the steps (a team per part and k, a thread per j), then
-// over the parts, so that the sums are the same on every run.
+// over parts of the steps, then over the parts, so that the sums are the
+// same on every run. A team per part and k: its threads form groups of
+// `columns` (a thread per j of a block of columns), each group summing
+// every groups-th step of the part, and the groups' sums are added in team
+// memory. (A thread per j alone would leave a GRU with n = 1 two threads a
+// team, each summing a long run of steps one after another.)
 template <class Space, class T, class Rows>
 void sum_outer_products(const Space& space, V3<const T, Space> g,
                         const Rows& rows, std::int64_t J, V2<T, Space> out,
@@ -165,24 +182,42 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
   auto const sums = partial.view;
   using Policy = Kokkos::TeamPolicy<Space>;
   using Member = typename Policy::member_type;
+  int const team_size = ThreadItems<Space>::host ? 1 : 256;
+  std::int64_t const width = J + 1;
+  int const columns = int(std::min<std::int64_t>(width, team_size));
+  int const groups = team_size / columns;
   Kokkos::parallel_for(
       std::string("softwave::deer::") + label,
-      Policy(space, parts * K, Kokkos::AUTO),
+      Policy(space, parts * K, team_size)
+          .set_scratch_size(0, Kokkos::PerTeam(team_size * sizeof(T))),
       KOKKOS_LAMBDA(const Member& member) {
         std::int64_t const part = member.league_rank() / K;
         std::int64_t const k = member.league_rank() % K;
         std::int64_t const r0 = part * per_part;
         std::int64_t const r1 = r0 + per_part < R ? r0 + per_part : R;
-        Kokkos::parallel_for(
-            Kokkos::TeamThreadRange(member, J + 1), [&](std::int64_t j) {
-              T sum = 0;
-              for (std::int64_t r = r0; r < r1; ++r) {
-                std::int64_t const b = r / steps, t = r % steps;
-                T const gk = g(b, t, k);
-                sum += j < J ? gk * rows(b, t, j) : gk;
-              }
-              sums(part, k, j) = sum;
-            });
+        T* const shared = static_cast<T*>(
+            member.team_scratch(0).get_shmem(team_size * sizeof(T)));
+        int const group = member.team_rank() / columns;
+        int const column = member.team_rank() % columns;
+        for (std::int64_t j0 = 0; j0 < width; j0 += columns) {
+          std::int64_t const j = j0 + column;
+          T sum = 0;
+          if (group < groups && j < width)
+            for (std::int64_t r = r0 + group; r < r1; r += groups) {
+              std::int64_t const b = r / steps, t = r % steps;
+              T const gk = g(b, t, k);
+              sum += j < J ? gk * rows(b, t, j) : gk;
+            }
+          shared[member.team_rank()] = sum;
+          member.team_barrier();
+          if (member.team_rank() < columns && j < width) {
+            T total = 0;
+            for (int q = 0; q < groups; ++q)
+              total += shared[q * columns + column];
+            sums(part, k, j) = total;
+          }
+          member.team_barrier();
+        }
       });
   Kokkos::parallel_for(
       std::string("softwave::deer::") + label + "_total",

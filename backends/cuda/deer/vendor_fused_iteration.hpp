@@ -1,0 +1,359 @@
+#pragma once
+// The CUDA specialisation of core's FusedIteration (softwave/deer_engine.hpp;
+// core/src/deer/deer.cpp includes this file in CUDA builds): one Newton
+// iteration of DEER with diagonal Jacobians as one kernel, a single pass
+// over the trajectory that reads each step's inputs and old state once and
+// writes its new state.
+//
+// The portable iteration is three passes of a thread per chunk (compose the
+// chunk's maps, scan the chunks' maps level by level, replay the chunk),
+// each evaluating the cell again and reading a chunk's steps with a stride
+// of the chunk across a warp. Here, instead, a chained scan with decoupled
+// look-back (Merrill & Garland, 2016):
+//  - a block of kThreads threads takes the next tile of kThreads·K
+//    consecutive steps of one sequence (tiles are handed out by an atomic
+//    ticket in sequence order, so that a block only ever waits for tiles
+//    that blocks already running hold); each thread linearises its K
+//    steps, keeping each step's diagonal a_t and residual e_t =
+//    f(z_{t−1}) − z_t in registers, and composes them into one affine map
+//    per state component, δ ↦ A δ + E;
+//  - the block scans its threads' maps (warp shuffles, then the warps'
+//    totals), and publishes the tile's composed map (flag kAggregate);
+//  - its first warp walks back over the preceding tiles' descriptors, 32
+//    at a time (a lane each), composing aggregates until it meets a tile
+//    whose δ at its last step (its inclusive prefix: the update before a
+//    sequence's first step is 0) is published (flag kPrefix), and
+//    publishes its own;
+//  - every thread replays its K steps from its carried-in δ: z'_t = z_t +
+//    δ_t, δ_t = a_t δ_{t−1} + e_t, folding the tolerance ratio into the
+//    sequence's error.
+// Memory traffic is the inputs and the old trajectory read once and the
+// new one written once: the floor of an iteration.
+//
+// Applies to state sizes n <= kMaxState with a cell workspace of at most
+// kMaxWork values; n <= kSmallState takes K = kSmallSteps steps a thread,
+// larger n one step a thread.
+
+#include <cuda_runtime.h>
+
+#include <Kokkos_Core.hpp>
+#include <common/call_memory.hpp>
+#include <cstdint>
+#include <softwave/deer.hpp>
+#include <string>
+
+#include "../common/check.hpp"
+
+namespace softwave::impl::deer {
+
+namespace cuda_deer {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kSmallState = 1, kSmallSteps = 8, kSmallWork = 32;
+constexpr int kMaxState = 16, kMaxWork = 512;
+constexpr unsigned kAllLanes = 0xffffffffu;
+
+// A tile descriptor's flag.
+enum : int { kEmpty = 0, kAggregate = 1, kPrefix = 2 };
+
+// What the kernel reads besides the iteration's arrays: the tiles'
+// descriptors, (B·tiles) each, n values an entry, and the ticket counter.
+template <class T>
+struct Descriptors {
+  int* flags;      // [0] is the ticket counter, then B·tiles flags
+  T* aggregate_a;  // the tile's composed map δ ↦ A δ + E
+  T* aggregate_e;
+  T* prefix;           // δ at the tile's last step
+  std::int64_t tiles;  // per sequence
+};
+
+template <class T>
+__device__ inline T load_volatile(const T* p) {
+  return *static_cast<const volatile T*>(p);
+}
+
+// (a, e) ← the composition of lanes 0..lane's maps δ ↦ a δ + e, in lane
+// order (an inclusive scan over the warp).
+template <class T>
+__device__ inline void compose_over_warp(T& a, T& e, int lane) {
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    T const earlier_a = __shfl_up_sync(kAllLanes, a, offset);
+    T const earlier_e = __shfl_up_sync(kAllLanes, e, offset);
+    if (lane >= offset) {
+      e = a * earlier_e + e;
+      a = a * earlier_a;
+    }
+  }
+}
+
+template <class Recurrence, int K, int MaxState, int MaxWork, int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks)
+    fused_iteration(const IterationArrays<Kokkos::Cuda, Recurrence> it,
+                    const Descriptors<typename Recurrence::value_type> d) {
+  using T = typename Recurrence::value_type;
+  __shared__ std::int64_t ticket;
+  __shared__ T warp_a[kWarps][MaxState], warp_e[kWarps][MaxState];
+  __shared__ T carried[MaxState];
+  __shared__ double warp_worst[kWarps];
+
+  if (threadIdx.x == 0) ticket = atomicAdd(d.flags, 1);
+  __syncthreads();
+  int const b = int(ticket / d.tiles);
+  std::int64_t const tile = ticket % d.tiles;
+  if (it.status(b) != active) return;
+  Recurrence const& rec = it.rec;
+  int const L = rec.length(b);
+  std::int64_t const tile_first = tile * kThreads * K;
+  if (tile_first >= L) return;
+  int const n = rec.state_size();
+  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  std::int64_t const first = tile_first + std::int64_t(threadIdx.x) * K;
+  auto const slot = [&](std::int64_t s) {
+    return int(it.reversed ? L - 1 - s : s);
+  };
+
+  // Linearise this thread's steps and compose them.
+  T a[K][MaxState], e[K][MaxState], A[MaxState], E[MaxState];
+  T f[MaxState], J[MaxState], init[MaxState], zeros[MaxState], work[MaxWork];
+  auto const old = [&](int t, int i) {
+    return it.zero_start ? T(0) : it.old_z(b, t, i);
+  };
+#pragma unroll
+  for (int i = 0; i < MaxState; ++i) {
+    A[i] = 1;
+    E[i] = 0;
+    zeros[i] = 0;
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    std::int64_t const s = first + k;
+    if (s >= L) break;
+    int const t = slot(s);
+    T const* z_prev;
+    if (s == 0) {
+      rec.initial(b, init);
+      z_prev = init;
+    } else {
+      z_prev = it.zero_start ? zeros : &it.old_z(b, slot(s - 1), 0);
+    }
+    rec.step(b, t, z_prev, f, J, Linearise::diagonal, work);
+#pragma unroll
+    for (int i = 0; i < MaxState; ++i) {
+      if (i >= n) break;
+      a[k][i] = J[i];
+      e[k][i] = f[i] - old(t, i);
+      E[i] = J[i] * E[i] + e[k][i];
+      A[i] *= J[i];
+    }
+  }
+
+  // Scan the block's maps: each lane's inclusive map over its warp, the
+  // map before it (exclusive), and each warp's total.
+  T lane_a[MaxState], lane_e[MaxState];
+#pragma unroll
+  for (int i = 0; i < MaxState; ++i) {
+    if (i >= n) break;
+    T ai = A[i], ei = E[i];
+    compose_over_warp(ai, ei, lane);
+    if (lane == 31) {
+      warp_a[warp][i] = ai;
+      warp_e[warp][i] = ei;
+    }
+    T const ax = __shfl_up_sync(kAllLanes, ai, 1);
+    T const ex = __shfl_up_sync(kAllLanes, ei, 1);
+    lane_a[i] = lane == 0 ? T(1) : ax;
+    lane_e[i] = lane == 0 ? T(0) : ex;
+  }
+  __syncthreads();
+
+  // The first warp: the tile's map, the look-back, the tile's prefix.
+  if (warp == 0) {
+    bool const mine = lane < n;  // lane i carries state component i
+    T total_a = 1, total_e = 0;
+    if (mine)
+      for (int w = 0; w < kWarps; ++w) {
+        total_e = warp_a[w][lane] * total_e + warp_e[w][lane];
+        total_a *= warp_a[w][lane];
+      }
+    std::int64_t const self = std::int64_t(b) * d.tiles + tile;
+    T carry = 0;  // δ before the tile's first step
+    if (tile > 0) {
+      if (mine) {
+        d.aggregate_a[self * n + lane] = total_a;
+        d.aggregate_e[self * n + lane] = total_e;
+      }
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) atomicExch(&d.flags[1 + self], kAggregate);
+      // The look-back, 32 tiles at a time: lane j looks at tile
+      // `nearest` − 31 + j. acc maps δ at the end of the window's nearest
+      // tile to δ before this tile (for component `lane`). Tiles before the
+      // sequence's first count as published prefixes of 0.
+      std::int64_t const sequence_first = std::int64_t(b) * d.tiles;
+      T acc_a = 1, acc_e = 0;
+      for (std::int64_t nearest = self - 1;; nearest -= 32) {
+        std::int64_t const seen = nearest - 31 + lane;
+        bool const outside = seen < sequence_first;
+        int flag = outside ? int(kPrefix) : load_volatile(&d.flags[1 + seen]);
+        while (__any_sync(kAllLanes, flag == kEmpty))
+          if (flag == kEmpty) flag = load_volatile(&d.flags[1 + seen]);
+        __threadfence();
+        unsigned const prefixes = __ballot_sync(kAllLanes, flag == kPrefix);
+        // The window's map: the nearest prefix (δ ↦ prefix, A = 0), then
+        // the aggregates after it; lanes before it are the identity.
+        int const stop = prefixes ? 31 - __clz(prefixes) : -1;
+        for (int i = 0; i < n; ++i) {
+          T wa = 1, we = 0;
+          if (lane == stop) {
+            wa = 0;
+            we = outside ? T(0) : load_volatile(&d.prefix[seen * n + i]);
+          } else if (lane > stop) {
+            wa = load_volatile(&d.aggregate_a[seen * n + i]);
+            we = load_volatile(&d.aggregate_e[seen * n + i]);
+          }
+          compose_over_warp(wa, we, lane);
+          T const window_a = __shfl_sync(kAllLanes, wa, 31);
+          T const window_e = __shfl_sync(kAllLanes, we, 31);
+          if (lane == i) {
+            acc_e = acc_a * window_e + acc_e;
+            acc_a *= window_a;
+          }
+        }
+        if (prefixes) break;
+      }
+      carry = acc_e;  // acc_a is 0: the window with the prefix
+    }
+    if (mine) d.prefix[self * n + lane] = total_a * carry + total_e;
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) atomicExch(&d.flags[1 + self], kPrefix);
+    if (mine) carried[lane] = carry;
+  }
+  __syncthreads();
+
+  // Replay this thread's steps from the δ carried into it.
+  T delta[MaxState];
+#pragma unroll
+  for (int i = 0; i < MaxState; ++i) {
+    if (i >= n) break;
+    T v = carried[i];
+    for (int w = 0; w < warp; ++w) v = warp_a[w][i] * v + warp_e[w][i];
+    delta[i] = lane_a[i] * v + lane_e[i];
+  }
+  double worst = 0;
+  double const atol = double(it.atol), rtol = double(it.rtol);
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    std::int64_t const s = first + k;
+    if (s >= L) break;
+    int const t = slot(s);
+#pragma unroll
+    for (int i = 0; i < MaxState; ++i) {
+      if (i >= n) break;
+      delta[i] = a[k][i] * delta[i] + e[k][i];
+      T const y = old(t, i) + delta[i];
+      it.new_z(b, t, i) = y;
+      worst = worse(worst,
+                    tolerance_ratio(double(delta[i]), double(y), atol, rtol));
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    double const other = __shfl_down_sync(kAllLanes, worst, offset);
+    worst = worse(worst, other);
+  }
+  if (lane == 0) warp_worst[warp] = worst;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kWarps; ++w) worst = worse(worst, warp_worst[w]);
+    Kokkos::atomic_fetch_max(&it.error(b), worst);
+  }
+}
+
+}  // namespace cuda_deer
+
+template <class Recurrence>
+struct FusedIteration<Kokkos::Cuda, Recurrence> {
+  using T = typename Recurrence::value_type;
+
+  static std::string unavailable(const Recurrence& rec, bool full) {
+    int const n = rec.state_size();
+    if (full && n > 1)
+      return "the fused Newton iteration takes diagonal Jacobians (full "
+             "ones only at n = 1), got full ones at n = " +
+             std::to_string(n);
+    if (n > cuda_deer::kMaxState)
+      return "the fused Newton iteration takes state sizes up to " +
+             std::to_string(cuda_deer::kMaxState) + ", got " +
+             std::to_string(n);
+    int const limit = n <= cuda_deer::kSmallState ? cuda_deer::kSmallWork
+                                                  : cuda_deer::kMaxWork;
+    if (rec.work_size() > limit)
+      return "the fused Newton iteration takes cells with workspaces up to " +
+             std::to_string(limit) + " values at n = " + std::to_string(n) +
+             ", got " + std::to_string(rec.work_size());
+    return "";
+  }
+
+  FusedIteration(const Kokkos::Cuda& space, const Recurrence& rec,
+                 std::int64_t batch, std::int64_t length)
+      : n_(rec.state_size()) {
+    steps_ = n_ <= cuda_deer::kSmallState ? cuda_deer::kSmallSteps : 1;
+    // The kernel's loads of a thread's consecutive steps and the cell's
+    // per-thread arrays live in L1: all of it for L1, none for shared
+    // memory beyond the kernel's few hundred bytes (the driver's choice
+    // left L1 a tenth of the SM's memory, and the loads went to L2).
+    SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
+        small_kernel(), cudaFuncAttributePreferredSharedMemoryCarveout,
+        int(cudaSharedmemCarveoutMaxL1)));
+    SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
+        large_kernel(), cudaFuncAttributePreferredSharedMemoryCarveout,
+        int(cudaSharedmemCarveoutMaxL1)));
+    std::int64_t const tile = std::int64_t(cuda_deer::kThreads) * steps_;
+    tiles_ = (length + tile - 1) / tile;
+    std::int64_t const entries = batch * tiles_;
+    flags_ = call_array<Kokkos::View<int*, Kokkos::CudaSpace>>(
+        space, "softwave::deer::tile_flags", false, 1 + entries);
+    values_ = call_array<Kokkos::View<T*, Kokkos::CudaSpace>>(
+        space, "softwave::deer::tile_maps", false, 3 * entries * n_);
+  }
+
+  void run(const Kokkos::Cuda& space,
+           const IterationArrays<Kokkos::Cuda, Recurrence>& it) const {
+    std::int64_t const entries = flags_.view.extent(0);
+    cudaStream_t const stream = space.cuda_stream();
+    SOFTWAVE_CUDA_CHECK(
+        cudaMemsetAsync(flags_.view.data(), 0, entries * sizeof(int), stream));
+    T* const values = values_.view.data();
+    std::int64_t const per_array = (entries - 1) * n_;
+    cuda_deer::Descriptors<T> const d{flags_.view.data(), values,
+                                      values + per_array,
+                                      values + 2 * per_array, tiles_};
+    unsigned const blocks = unsigned(entries - 1);
+    auto const kernel = steps_ > 1 ? small_kernel() : large_kernel();
+    kernel<<<blocks, cuda_deer::kThreads, 0, stream>>>(it, d);
+    SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+  }
+
+  using Kernel = void (*)(const IterationArrays<Kokkos::Cuda, Recurrence>,
+                          const cuda_deer::Descriptors<T>);
+  static Kernel small_kernel() {
+    return cuda_deer::fused_iteration<Recurrence, cuda_deer::kSmallSteps,
+                                      cuda_deer::kSmallState,
+                                      cuda_deer::kSmallWork, 4>;
+  }
+  static Kernel large_kernel() {
+    return cuda_deer::fused_iteration<Recurrence, 1, cuda_deer::kMaxState,
+                                      cuda_deer::kMaxWork, 1>;
+  }
+
+  int n_;
+  int steps_ = 1;
+  std::int64_t tiles_ = 0;
+  CallArray<Kokkos::View<int*, Kokkos::CudaSpace>> flags_;
+  CallArray<Kokkos::View<T*, Kokkos::CudaSpace>> values_;
+};
+
+}  // namespace softwave::impl::deer
