@@ -118,6 +118,22 @@ def test_errors_name_the_argument():
     bad[0, 3, 1] = float("nan")
     with pytest.raises(ValueError, match="x"):
         deer.gru(bad, None, *weights(module))
+    with pytest.raises(ValueError, match="kernel"):
+        deer.gru(x, None, *weights(module), kernel="fast")
+
+
+def test_kernel_choice_on_the_host():
+    # The portable kernels are the host's: "portable" gives what "automatic"
+    # gives, and insisting on the fused CUDA iteration is an error naming
+    # the kernel.
+    module = torch_module("gru", 2, 3, 6)
+    x = torch.randn(2, 200, 2, dtype=torch.float64)
+    y, _ = deer.gru(x, None, *weights(module), method="deer", jacobian="diagonal")
+    y_portable, _ = deer.gru(x, None, *weights(module), method="deer", jacobian="diagonal",
+                             kernel="portable")
+    assert torch.equal(y, y_portable)
+    with pytest.raises(ValueError, match="kernel"):
+        deer.gru(x, None, *weights(module), method="deer", jacobian="diagonal", kernel="specialised")
 
 
 def test_training_script_runs_both_models(tmp_path):

@@ -242,8 +242,9 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     for (int w = 0; w < warp; ++w) v = warp_a[w][i] * v + warp_e[w][i];
     delta[i] = lane_a[i] * v + lane_e[i];
   }
-  double worst = 0;
-  double const atol = double(it.atol), rtol = double(it.rtol);
+  // The tolerance ratio in T: a double division a step would cost more
+  // than the cell.
+  T worst_step = 0;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     std::int64_t const s = first + k;
@@ -255,10 +256,12 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       delta[i] = a[k][i] * delta[i] + e[k][i];
       T const y = old(t, i) + delta[i];
       it.new_z(b, t, i) = y;
-      worst = worse(worst,
-                    tolerance_ratio(double(delta[i]), double(y), atol, rtol));
+      T const ratio = fabs(delta[i]) / (it.atol + it.rtol * fabs(y));
+      if (!(ratio <= worst_step))
+        worst_step = ratio == ratio ? ratio : T(INFINITY);
     }
   }
+  double worst = double(worst_step);
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) {
     double const other = __shfl_down_sync(kAllLanes, worst, offset);

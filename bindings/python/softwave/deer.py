@@ -18,7 +18,10 @@ Example::
 else that loop), "deer" or "sequential". ``jacobian``: "full" (Newton) or
 "diagonal" (quasi-DEER: cheaper iterations, more of them). A sequence whose
 iterations do not converge (or overflow) is evaluated sequentially; the
-report's ``path`` says so ("deer", "fallback" or "sequential").
+report's ``path`` says so ("deer", "fallback" or "sequential"). ``kernel``:
+"automatic" (on CUDA, one fused kernel per Newton iteration for diagonal
+Jacobians, and full ones at n = 1, with n <= 16), "portable" or
+"specialised" (the fused kernel, or an error saying why it cannot run).
 """
 
 from __future__ import annotations
@@ -48,10 +51,10 @@ def _is_torch(a) -> bool:
     return type(a).__module__.startswith("torch")
 
 
-def _settings(cell, method, jacobian, atol, rtol, max_iter, chunk, check_inputs, stream, on_cuda):
+def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, stream, on_cuda):
     if cell not in _GATES:
         raise ValueError(f"softwave: cell must be one of {', '.join(_GATES)} (got {cell!r})")
-    s = {"cell": cell, "method": str(method), "jacobian": str(jacobian),
+    s = {"cell": cell, "method": str(method), "jacobian": str(jacobian), "kernel": str(kernel),
          "max_iterations": int(max_iter), "chunk": int(chunk), "stream": stream,
          "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
     if atol is not None:
@@ -135,7 +138,8 @@ _DEER_FUNCTION = None
 
 
 def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, *, cell: str = "gru",
-        lengths=None, method: str = "auto", jacobian: str = "full", atol: Optional[float] = None,
+        lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic",
+        atol: Optional[float] = None,
         rtol: Optional[float] = None, max_iter: int = 100, chunk: int = 0,
         check_inputs: Optional[bool] = None):
     """The states of a one-layer recurrent cell over every step.
@@ -166,15 +170,16 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
             _DEER_FUNCTION = _torch_function()
         on_cuda = x.device.type == "cuda"
         stream = int(torch.cuda.current_stream(x.device).cuda_stream) if on_cuda else 0
-        settings = _settings(cell, method, jacobian, atol, rtol, max_iter, chunk, check_inputs, stream,
-                             on_cuda)
+        settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs,
+                             stream, on_cuda)
         if lengths is not None:
             lengths = torch.as_tensor(lengths, dtype=torch.int32, device=x.device).contiguous()
         y, iterations, path = _DEER_FUNCTION.apply(settings, lengths, n, x, h0, weight_ih, weight_hh,
                                                    bias_ih, bias_hh)
         report = _report(iterations.cpu().numpy(), path.cpu().numpy())
     else:
-        settings = _settings(cell, method, jacobian, atol, rtol, max_iter, chunk, check_inputs, 0, False)
+        settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, 0,
+                             False)
         out = _forward_numpy(x, h0, (weight_ih, weight_hh, bias_ih, bias_hh), lengths, settings)
         y = out["y"]
         report = _report(out["iterations"], out["path"])
@@ -209,7 +214,7 @@ def _module_classes():
         cell = "gru"
 
         def __init__(self, input_size, hidden_size, bias=True, *, method="auto", jacobian="full",
-                     atol=None, rtol=None, max_iter=100, device=None, dtype=None):
+                     kernel="automatic", atol=None, rtol=None, max_iter=100, device=None, dtype=None):
             super().__init__()
             rows = _GATES[self.cell] * hidden_size
             kw = {"device": device, "dtype": dtype}
@@ -222,7 +227,7 @@ def _module_classes():
             else:
                 self.register_parameter("bias_ih_l0", None)
                 self.register_parameter("bias_hh_l0", None)
-            self.options = {"method": method, "jacobian": jacobian, "atol": atol, "rtol": rtol,
+            self.options = {"method": method, "jacobian": jacobian, "kernel": kernel, "atol": atol, "rtol": rtol,
                             "max_iter": max_iter}
             self.last_report = None
             bound = 1.0 / hidden_size ** 0.5

@@ -801,6 +801,7 @@ void run_deer(const Space& space, const std::string& operation,
       {{"full", DeerJacobian::full}, {"diagonal", DeerJacobian::diagonal}});
   if (s.atol_given) options.atol = s.atol;
   if (s.rtol_given) options.rtol = s.rtol;
+  options.kernel = kernel_of(s.kernel);
   options.max_iterations = s.max_iterations;
   options.chunk = s.chunk;
   options.warm_start = s.warm_start;

@@ -175,7 +175,8 @@ struct DeerSettings {
   std::string cell = "gru";       // elman, gru or lstm
   std::string method = "auto";    // auto, deer or sequential
   std::string jacobian = "full";  // full or diagonal
-  double atol = 0, rtol = 0;      // <= 0 or NaN: the type's default
+  std::string kernel = "automatic";
+  double atol = 0, rtol = 0;  // <= 0 or NaN: the type's default
   bool atol_given = false, rtol_given = false;
   int max_iterations = 100;
   int chunk = 0;

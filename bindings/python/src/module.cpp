@@ -362,6 +362,8 @@ NB_MODULE(_core, m) {
             s.method = nb::cast<std::string>(value);
           else if (name == "jacobian")
             s.jacobian = nb::cast<std::string>(value);
+          else if (name == "kernel")
+            s.kernel = nb::cast<std::string>(value);
           else if (name == "atol")
             s.atol = nb::cast<double>(value), s.atol_given = true;
           else if (name == "rtol")

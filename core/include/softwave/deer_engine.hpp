@@ -203,18 +203,22 @@ inline int choose_chunk(std::int64_t batch, std::int64_t length, int n,
 //    kernels costs a few launches plus a throughput-bound pass whose cost
 //    grows like n³ with full Jacobians. DEER won from T ≥ 2000 at n = 1 and
 //    T ≥ 1000 at n = 4 to 64 (diagonal), and lost with full Jacobians from
-//    n = 16 on: taken where T·n ≥ 2000, with full Jacobians only for n <= 8;
+//    n = 16 on: taken where T·n ≥ 2000, with full Jacobians only for n <= 8.
+//    The fused iteration (FusedIteration, `fused`) costs a launch an
+//    iteration: at n = 1, T = 1000 it took a third of the loop's time, and
+//    it is taken where T·n ≥ 1000;
 //  - on the host the loop already runs the sequences side by side, and
 //    DEER's extra work (a few iterations of two passes each) pays only
 //    where most threads would otherwise idle: B <= concurrency / 4 and
 //    T >= 10,000.
 inline bool deer_expected_faster(std::int64_t batch, std::int64_t length, int n,
                                  DeerJacobian jacobian,
-                                 std::int64_t concurrency, bool host) {
+                                 std::int64_t concurrency, bool host,
+                                 bool fused) {
   bool const full = jacobian == DeerJacobian::full;
   if (host)
     return 4 * batch <= concurrency && length >= 10000 && (!full || n <= 8);
-  return length * n >= 2000 && (!full || n <= 8);
+  return length * n >= (fused ? 1000 : 2000) && (!full || n <= 8);
 }
 
 // One level of the scan over chunks' composed maps (Solver::solve_chunks):
@@ -339,19 +343,15 @@ struct Solver {
     int const n = rec_.state_size();
     bool const host = Items::host;
     std::int64_t const concurrency = space_.concurrency();
+    std::string const why_not = FusedIteration<Space, Recurrence>::unavailable(
+        rec_, settings_.jacobian == DeerJacobian::full);
+    bool const fused = why_not.empty() && settings_.kernel != Kernel::portable;
     bool use_deer = settings_.method == DeerMethod::deer;
     if (settings_.method == DeerMethod::automatic)
       use_deer = deer_expected_faster(batch_, length_, n, settings_.jacobian,
-                                      concurrency, host);
-    bool fused = false;
-    if (use_deer) {
-      std::string const why_not =
-          FusedIteration<Space, Recurrence>::unavailable(
-              rec_, settings_.jacobian == DeerJacobian::full);
-      if (settings_.kernel == Kernel::specialised && !why_not.empty())
-        throw_invalid_argument("kernel = specialised: ", why_not);
-      fused = why_not.empty() && settings_.kernel != Kernel::portable;
-    }
+                                      concurrency, host, fused);
+    if (use_deer && settings_.kernel == Kernel::specialised && !why_not.empty())
+      throw_invalid_argument("kernel = specialised: ", why_not);
     Kokkos::View<int*, Memory> status(
         Kokkos::view_alloc(space_, label("status")), batch_);
     Kokkos::View<int*, Memory> count(
