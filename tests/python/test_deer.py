@@ -151,3 +151,30 @@ def test_training_script_runs_both_models(tmp_path):
     first = [results[name]["losses"][0] for name in ("torch.nn.GRU", "softwave.deer.GRU")]
     assert abs(first[0] - first[1]) < 1e-4
     assert len(results["softwave.deer.GRU"]["losses"]) == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("kernel", ["automatic", "portable"])
+@pytest.mark.parametrize("cell,jacobian", [("gru", "full"), ("gru", "diagonal"), ("lstm", "diagonal")])
+def test_cuda_tensors_match_torch(cell, jacobian, kernel):
+    # CUDA tensors through the library's CUDA backend (the fused iteration
+    # under "automatic" where it applies), in float64 against torch's module
+    # on the same device: values and every gradient.
+    import softwave
+
+    if not softwave.has_cuda():
+        pytest.skip("softwave was built without CUDA")
+    module = torch_module(cell, 3, 4, 21).cuda()
+    x = torch.randn(3, 700, 3, dtype=torch.float64, device="cuda", requires_grad=True)
+    w = torch.randn(3, 700, 4, dtype=torch.float64, device="cuda")
+    expected, _ = module(x)
+    got, report = deer.rnn(x, None, *weights(module), cell=cell, method="deer", jacobian=jacobian,
+                           kernel=kernel, atol=1e-12, rtol=1e-12, max_iter=1000)
+    got = got[..., :4]  # an LSTM's states are (h, c): h is torch's output
+    assert torch.allclose(got, expected, atol=1e-10, rtol=0)
+    assert report.path == ["deer"] * 3
+    inputs = [x] + list(weights(module))
+    want = torch.autograd.grad((expected * w).sum(), inputs)
+    have = torch.autograd.grad((got * w).sum(), inputs)
+    for a, b in zip(have, want):
+        assert torch.allclose(a, b, atol=1e-9, rtol=1e-7)
