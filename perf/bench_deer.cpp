@@ -1,9 +1,10 @@
 // The DEER benchmarks of softwave_bench (registered by its main in
 // bench_softdtw.cpp, on the same grid flags): the GRU task, input
-// size = hidden size n, B = 16, inputs N(0, 1), PyTorch's initialisation
-// (weights and biases U(−1/√n, 1/√n)), zero initial state, float32.
+// size = hidden size n, B = 16 (and B = 1 at n = 1 on a GPU), inputs
+// N(0, 1), PyTorch's initialisation (weights and biases U(−1/√n, 1/√n)),
+// zero initial state, float32.
 //
-//   BM_DeerGru/<variant>/n/T/gradient
+//   BM_DeerGru/<variant>/n/T/gradient/B
 //     variant   deer_full       Newton with full Jacobians
 //               deer_diagonal   quasi-DEER (diagonal Jacobians)
 //               sequential      the loop over t, a thread per sequence
@@ -36,8 +37,6 @@
 
 namespace softwave_bench {
 namespace {
-
-constexpr int kBatch = 16;
 
 struct Variant {
   const char* name;
@@ -78,9 +77,10 @@ void run_deer(benchmark::State& state, Variant variant) {
   int const n = int(state.range(0));
   std::int64_t const steps = state.range(1);
   bool const gradient = state.range(2) != 0;
+  int const batch = int(state.range(3));
   int const rows = 3 * n;
   double const a = 1 / std::sqrt(double(n));
-  V3<float> x("softwave_bench::x", kBatch, steps, n);
+  V3<float> x("softwave_bench::x", batch, steps, n);
   fill_normal(x, 1);
   V2<float> w_ih("softwave_bench::w_ih", rows, n),
       w_hh("softwave_bench::w_hh", rows, n);
@@ -95,9 +95,9 @@ void run_deer(benchmark::State& state, Variant variant) {
   softwave::DeerInputs<float, Space> inputs;
   inputs.x = x;
   softwave::DeerResult<float, Space> result;
-  result.y = V3<float>("softwave_bench::y", kBatch, steps, n);
-  result.iterations = V1<int>("softwave_bench::iterations", kBatch);
-  result.path = V1<int>("softwave_bench::path", kBatch);
+  result.y = V3<float>("softwave_bench::y", batch, steps, n);
+  result.iterations = V1<int>("softwave_bench::iterations", batch);
+  result.path = V1<int>("softwave_bench::path", batch);
   softwave::DeerOptions options;
   options.method = variant.method;
   options.jacobian = variant.jacobian;
@@ -106,11 +106,11 @@ void run_deer(benchmark::State& state, Variant variant) {
   softwave::DeerGradients<float, Space> grads;
   softwave::RnnWeightGradients<float, Space> weight_grads;
   if (gradient) {
-    V3<float> ones("softwave_bench::grad_y", kBatch, steps, n);
+    V3<float> ones("softwave_bench::grad_y", batch, steps, n);
     softwave::compat::fill(space, ones, 1.0f);
     grads.grad_y = ones;
-    grads.grad_x = V3<float>("softwave_bench::grad_x", kBatch, steps, n);
-    grads.grad_y0 = V2<float>("softwave_bench::grad_y0", kBatch, n);
+    grads.grad_x = V3<float>("softwave_bench::grad_x", batch, steps, n);
+    grads.grad_y0 = V2<float>("softwave_bench::grad_y0", batch, n);
     weight_grads.weight_ih = V2<float>("softwave_bench::gw_ih", rows, n);
     weight_grads.weight_hh = V2<float>("softwave_bench::gw_hh", rows, n);
     weight_grads.bias_ih = V1<float>("softwave_bench::gb_ih", rows);
@@ -134,7 +134,7 @@ void run_deer(benchmark::State& state, Variant variant) {
 
   // Agreement with the sequential loop, iterations and fallbacks.
   softwave::DeerResult<float, Space> reference;
-  reference.y = V3<float>("softwave_bench::y_sequential", kBatch, steps, n);
+  reference.y = V3<float>("softwave_bench::y_sequential", batch, steps, n);
   softwave::DeerOptions sequential = options;
   sequential.method = softwave::DeerMethod::sequential;
   softwave::deer_rnn(space, weights, inputs, reference, sequential);
@@ -155,7 +155,7 @@ void run_deer(benchmark::State& state, Variant variant) {
   auto const path =
       Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), result.path);
   int most = 0, fallbacks = 0;
-  for (int b = 0; b < kBatch; ++b) {
+  for (int b = 0; b < batch; ++b) {
     most = std::max(most, its(b));
     fallbacks += path(b) == int(softwave::DeerPath::fallback);
   }
@@ -166,22 +166,29 @@ void run_deer(benchmark::State& state, Variant variant) {
   state.counters["max_dy"] = Counter(max_dy);
   state.counters["fallbacks"] = Counter(fallbacks);
   state.counters["floor_MB"] =
-      Counter(double(kBatch) * double(steps) * 2 * n * 4 / 1e6);
+      Counter(double(batch) * double(steps) * 2 * n * 4 / 1e6);
   state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
 }
 
 }  // namespace
 
 void register_deer(bool gpu) {
-  // (n, T) pairs: where the sequential loop of one thread per sequence
-  // would take minutes, the larger T are left out.
-  std::vector<std::pair<int, std::int64_t>> shapes;
+  // (n, T, B): where the sequential loop of one thread per sequence would
+  // take minutes, the larger T are left out.
+  struct Shape {
+    int n;
+    std::int64_t steps;
+    int batch;
+  };
+  std::vector<Shape> shapes;
   if (gpu)
-    shapes = {{1, 1000},    {1, 10000},  {1, 100000},  {1, 1000000},
-              {4, 1000},    {4, 100000}, {4, 1000000}, {16, 1000},
-              {16, 100000}, {64, 1000},  {64, 10000}};
+    shapes = {{1, 1000, 16},    {1, 10000, 16},  {1, 100000, 16},
+              {1, 1000000, 16}, {4, 1000, 16},   {4, 100000, 16},
+              {4, 1000000, 16}, {16, 1000, 16},  {16, 100000, 16},
+              {64, 1000, 16},   {64, 10000, 16}, {1, 100000, 1},
+              {1, 1000000, 1}};
   else
-    shapes = {{1, 1000}, {1, 100000}, {16, 1000}, {16, 10000}};
+    shapes = {{1, 1000, 16}, {1, 100000, 16}, {16, 1000, 16}, {16, 10000, 16}};
   for (Variant const& v : kVariants)
     for (int gradient : {0, 1}) {
       if (v.gpu_only && !gpu) continue;
@@ -190,14 +197,13 @@ void register_deer(bool gpu) {
         // kernels: minutes from n = 16, T = 100k on.
         bool const full = v.jacobian == softwave::DeerJacobian::full &&
                           v.method == softwave::DeerMethod::deer;
-        if (full && double(s.first) * s.first * s.first * s.second > 1e8)
-          continue;
+        if (full && double(s.n) * s.n * s.n * double(s.steps) > 1e8) continue;
         benchmark::RegisterBenchmark(
             (std::string("BM_DeerGru/") + v.name).c_str(),
             [v](benchmark::State& state) { run_deer(state, v); })
-            ->Args({s.first, s.second, gradient})
+            ->Args({s.n, s.steps, gradient, s.batch})
             ->UseManualTime()
-            ->Iterations(s.second >= 1000000 ? 2 : 5)
+            ->Iterations(s.steps >= 1000000 ? 2 : 5)
             ->Unit(benchmark::kMillisecond);
       }
     }
