@@ -28,7 +28,10 @@
 //    δ_t, δ_t = a_t δ_{t−1} + e_t, folding the tolerance ratio into the
 //    sequence's error.
 // Memory traffic is the inputs and the old trajectory read once and the
-// new one written once: the floor of an iteration.
+// new one written once: the floor of an iteration. What bounds it now is
+// instructions, not bytes (perf/RESULTS.md: about 400 a step at n = 1,
+// from the generic cell interface's per-thread arrays and view indexing,
+// at 0.63 TB/s); a step specialised to the cell would lift it.
 //
 // Applies to state sizes n <= kMaxState with a cell workspace of at most
 // kMaxWork values; n <= kSmallState takes K = kSmallSteps steps a thread,
