@@ -259,9 +259,8 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       delta[i] = a[k][i] * delta[i] + e[k][i];
       T const y = old(t, i) + delta[i];
       it.new_z(b, t, i) = y;
-      T const ratio = fabs(delta[i]) / (it.atol + it.rtol * fabs(y));
-      if (!(ratio <= worst_step))
-        worst_step = ratio == ratio ? ratio : T(INFINITY);
+      worst_step =
+          worse(worst_step, tolerance_ratio(delta[i], y, it.atol, it.rtol));
     }
   }
   double worst = double(worst_step);

@@ -145,7 +145,7 @@ struct GwSettings {
   int restarts = 1;
   bool check_values = true;
   bool compute_objective = true;
-  std::string kernel = "automatic";
+  std::string kernel = "automatic";  // automatic, portable or specialised
   std::uintptr_t stream = 0;
 };
 
@@ -172,11 +172,11 @@ GwReport gromov_wasserstein(const GwSettings& settings, const OTArrays& arrays);
 // states), grad_y, and the outputs grad_x, grad_y0, grad_weight_ih,
 // grad_weight_hh, grad_bias_ih, grad_bias_hh (each optional).
 struct DeerSettings {
-  std::string cell = "gru";       // elman, gru or lstm
-  std::string method = "auto";    // auto, deer or sequential
-  std::string jacobian = "full";  // full or diagonal
-  std::string kernel = "automatic";
-  double atol = 0, rtol = 0;  // <= 0 or NaN: the type's default
+  std::string cell = "gru";          // elman, gru or lstm
+  std::string method = "auto";       // auto, deer or sequential
+  std::string jacobian = "full";     // full or diagonal
+  std::string kernel = "automatic";  // automatic, portable or specialised
+  double atol = 0, rtol = 0;         // <= 0 or NaN: the type's default
   bool atol_given = false, rtol_given = false;
   int max_iterations = 100;
   int chunk = 0;

@@ -107,15 +107,16 @@ KOKKOS_INLINE_FUNCTION void set_identity(T* P, bool full, int n) {
 }
 
 // The tolerance ratio of a step's update δ to its new value y.
-KOKKOS_INLINE_FUNCTION double tolerance_ratio(double delta, double y,
-                                              double atol, double rtol) {
+template <class R>
+KOKKOS_INLINE_FUNCTION R tolerance_ratio(R delta, R y, R atol, R rtol) {
   return compat::fabs(delta) / (atol + rtol * compat::fabs(y));
 }
 
 // The larger of worst and ratio, a NaN ratio counting as +∞.
-KOKKOS_INLINE_FUNCTION double worse(double worst, double ratio) {
+template <class R>
+KOKKOS_INLINE_FUNCTION R worse(R worst, R ratio) {
   if (ratio <= worst) return worst;
-  return ratio == ratio ? ratio : compat::infinity<double>();
+  return ratio == ratio ? ratio : compat::infinity<R>();
 }
 
 // --- per-thread scratch -----------------------------------------------------
