@@ -325,6 +325,28 @@ TYPED_TEST(Labels, DivergencePairwiseAndPath) {
   }));
 }
 
+TYPED_TEST(Labels, NearestNeighbours) {
+  const TypeParam space;
+  SWT_SEEDED_RNG(rng);
+  Config s = padded();
+  s.gamma = 0;
+  const auto x = to_device<float>(space, random_batch(rng, B, N, D));
+  const auto y = to_device<float>(space, random_batch(rng, B, M, D));
+  Dev2<std::int64_t, TypeParam> indices("swt::indices", B, 2);
+  Dev2<float, TypeParam> distances("swt::distances", B, 2);
+  const auto lengths = s.lengths(space);
+  for (const std::optional<std::int64_t> band :
+       {std::optional<std::int64_t>{}, std::optional<std::int64_t>{3}}) {
+    s.band = band;
+    const auto options = s.options();
+    softwave::SearchStatistics statistics;
+    EXPECT_TRUE(labelled([&] {
+      softwave::nearest_neighbours(space, x, y, indices, distances, options,
+                                   lengths, &statistics);
+    }));
+  }
+}
+
 // A call refused by its data checks runs (and labels) them before it throws.
 TYPED_TEST(Labels, RefusedCall) {
   const TypeParam space;

@@ -314,3 +314,200 @@ TYPED_TEST(DtwPath, IgnoresGammaAndValuesMayBeEmpty) {
 }
 
 }  // namespace
+
+// ------------------------------------------------ nearest-neighbour search
+
+namespace {
+
+using namespace swt;
+
+template <class Space>
+class NearestNeighbours : public ::testing::Test {};
+TYPED_TEST_SUITE(NearestNeighbours, ExecutionSpaces);
+
+// Random walks: series with shape, so the lower bounds cut pairs as they
+// do on real data (uniform noise is nearly equidistant).
+Batch random_walks(Rng& rng, int B, int n, int d) {
+  Batch out(B, n, d);
+  for (int b = 0; b < B; ++b)
+    for (int k = 0; k < d; ++k) {
+      double level = rng.uniform(-1, 1);
+      for (int i = 0; i < n; ++i) out(b, i, k) = level += rng.uniform(-1, 1);
+    }
+  return out;
+}
+
+struct Search {
+  std::vector<double> indices, distances;
+  softwave::SearchStatistics statistics;
+};
+
+template <class T, class Space>
+Search search(const Space& space, const Batch& x, const Batch& y,
+              const Config& s, int k) {
+  const auto dx = to_device<T>(space, x, "swt::queries"),
+             dy = to_device<T>(space, y, "swt::references");
+  Dev2<std::int64_t, Space> indices("swt::indices", x.B, k);
+  Dev2<softwave::value_t<T>, Space> distances("swt::distances", x.B, k);
+  Search out;
+  softwave::nearest_neighbours(space, dx, dy, indices, distances, s.options(),
+                               s.lengths(space), &out.statistics);
+  out.indices = to_host(indices);
+  out.distances = to_host(distances);
+  return out;
+}
+
+// The search against each row of pairwise() (γ = 0, the pair-parallel
+// kernel) sorted by value, ties to the lower index: the same indices and
+// bit-for-bit the same distances; in double also the float64 reference.
+template <class T, class Space>
+void check_search(const Space& space, const Batch& x, const Batch& y,
+                  const Config& s, int k) {
+  SCOPED_TRACE("B1=" + std::to_string(x.B) + " B2=" + std::to_string(y.B) +
+               " N=" + std::to_string(x.n) + " M=" + std::to_string(y.n) +
+               " d=" + std::to_string(x.d) + " k=" + std::to_string(k) + " " +
+               s.str());
+  const Search got = search<T>(space, x, y, s, k);
+  const softwave::SearchStatistics& st = got.statistics;
+  EXPECT_EQ(st.pairs, std::int64_t(x.B) * y.B);
+  EXPECT_EQ(st.pruned + st.pruned_reverse + st.abandoned + st.completed,
+            st.pairs);
+
+  Config brute = s;
+  brute.kernel = softwave::Kernel::pairs;
+  const auto dx = to_device<T>(space, x, "swt::x"),
+             dy = to_device<T>(space, y, "swt::y");
+  Dev2<softwave::value_t<T>, Space> matrix("swt::matrix", x.B, y.B);
+  softwave::pairwise(space, dx, dy, matrix, brute.options(),
+                     softwave::PairwiseValue::soft_dtw, s.lengths(space));
+  const std::vector<double> all = to_host(matrix);
+  for (int q = 0; q < x.B; ++q) {
+    std::vector<int> order(y.B);
+    for (int c = 0; c < y.B; ++c) order[c] = c;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return all[std::size_t(q) * y.B + a] < all[std::size_t(q) * y.B + b];
+    });
+    for (int r = 0; r < k; ++r) {
+      const std::size_t at = std::size_t(q) * k + r;
+      ASSERT_EQ(got.indices[at], order[r]) << "query " << q << " rank " << r;
+      ASSERT_EQ(got.distances[at], all[std::size_t(q) * y.B + order[r]])
+          << "query " << q << " rank " << r;
+      if (std::is_same_v<T, double>) {
+        const int n = s.nx(q, x.n), m = s.ny(order[r], y.n);
+        const double want = ref::forward(
+            ref::cost_table(x.series(q, n), y.series(order[r], m), s.cost), 0.0,
+            s.band)(n, m);
+        EXPECT_NEAR(got.distances[at], want, 1e-12 * (1 + std::abs(want)));
+      }
+    }
+  }
+}
+
+template <class T, class Space>
+void search_sweep(const Space& space) {
+  SWT_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 24; ++trial) {
+    const int B1 = rng.integer(1, 9), B2 = rng.integer(1, 40);
+    const int N = rng.integer(1, 40), M = rng.coin() ? N : rng.integer(1, 40);
+    const int d = rng.integer(1, 3);
+    Batch x =
+        rng.coin() ? random_walks(rng, B1, N, d) : random_batch(rng, B1, N, d);
+    Batch y =
+        rng.coin() ? random_walks(rng, B2, M, d) : random_batch(rng, B2, M, d);
+    round_to<T>(x);
+    round_to<T>(y);
+    Config s;
+    s.gamma = 0;
+    s.cost = rng.coin() ? ref::Cost::sqeuclidean : ref::Cost::l1;
+    if (rng.coin()) s.band = rng.integer(0, 6);
+    if (trial % 4 == 3) {
+      s.len_x = random_lengths(rng, B1, N);
+      s.len_y = random_lengths(rng, B2, M);
+    }
+    check_search<T>(space, x, y, s, rng.integer(1, std::min(B2, 5)));
+  }
+}
+
+TYPED_TEST(NearestNeighbours, MatchesSortedPairwiseDouble) {
+  search_sweep<double>(TypeParam());
+}
+TYPED_TEST(NearestNeighbours, MatchesSortedPairwiseFloat) {
+  search_sweep<float>(TypeParam());
+}
+
+// Equal distances everywhere: references repeated, small integer values (exact
+// costs), so every rank is decided by the tie-break to the lower index.
+TYPED_TEST(NearestNeighbours, TiesGoToTheLowerIndex) {
+  SWT_SEEDED_RNG(rng);
+  const Batch x = integer_batch(rng, 6, 12, 2, 3);
+  const Batch distinct = integer_batch(rng, 4, 12, 2, 3);
+  Batch y(20, 12, 2);
+  for (int c = 0; c < y.B; ++c)
+    for (int i = 0; i < y.n; ++i)
+      for (int k = 0; k < y.d; ++k) y(c, i, k) = distinct(c % 4, i, k);
+  for (const std::optional<std::int64_t> band :
+       {std::optional<std::int64_t>{}, std::optional<std::int64_t>{2}}) {
+    Config s;
+    s.gamma = 0;
+    s.band = band;
+    check_search<float>(TypeParam(), x, y, s, 7);
+    check_search<double>(TypeParam(), x, y, s, 20);
+  }
+}
+
+// On series with shape the cascade cuts most pairs before or during their
+// walk (about 85 % for these random walks with a 10 % band).
+TYPED_TEST(NearestNeighbours, BoundsCutMostPairs) {
+  SWT_SEEDED_RNG(rng);
+  const Batch x = random_walks(rng, 16, 64, 1),
+              y = random_walks(rng, 200, 64, 1);
+  Config s;
+  s.gamma = 0;
+  s.band = 6;
+  const Search got = search<double>(TypeParam(), x, y, s, 1);
+  const softwave::SearchStatistics& st = got.statistics;
+  EXPECT_LT(st.completed, st.pairs / 2)
+      << "pruned " << st.pruned << ", reverse " << st.pruned_reverse
+      << ", abandoned " << st.abandoned;
+  check_search<double>(TypeParam(), x, y, s, 3);
+}
+
+TYPED_TEST(NearestNeighbours, BadArgumentsNameTheArgument) {
+  using Space = TypeParam;
+  const Space space;
+  SWT_SEEDED_RNG(rng);
+  const auto x = to_device<double>(space, random_batch(rng, 3, 5, 1), "swt::x");
+  const auto y = to_device<double>(space, random_batch(rng, 4, 6, 1), "swt::y");
+  Dev2<std::int64_t, Space> indices("swt::indices", 3, 2);
+  Dev2<double, Space> distances("swt::distances", 3, 2);
+  softwave::SoftDTWOptions hard;
+  hard.gamma = 0;
+  auto call = [&](const softwave::SoftDTWOptions& o, const auto& i,
+                  const auto& d) {
+    return [&, o, i, d] { softwave::nearest_neighbours(space, x, y, i, d, o); };
+  };
+  softwave::SoftDTWOptions soft = hard;
+  soft.gamma = 0.1;
+  EXPECT_TRUE(throws_naming("gamma", call(soft, indices, distances)));
+  softwave::SoftDTWOptions cosine = hard;
+  cosine.cost = softwave::Cost::cosine;
+  EXPECT_TRUE(throws_naming("cost", call(cosine, indices, distances)));
+  softwave::SoftDTWOptions negative = hard;
+  negative.band = -1;
+  EXPECT_TRUE(throws_naming("band", call(negative, indices, distances)));
+  Dev2<std::int64_t, Space> none("swt::indices", 3, 0),
+      five("swt::indices", 3, 5), short_rows("swt::indices", 2, 2);
+  EXPECT_TRUE(throws_naming("indices", call(hard, none, distances)));
+  EXPECT_TRUE(throws_naming("indices", call(hard, five, distances)));
+  EXPECT_TRUE(throws_naming("indices", call(hard, short_rows, distances)));
+  Dev2<double, Space> wrong("swt::distances", 3, 3);
+  EXPECT_TRUE(throws_naming("distances", call(hard, indices, wrong)));
+  softwave::Lengths<Space> lengths;
+  lengths.x = to_device_int(space, std::vector<int>{5, 6, 1}, "swt::lengths.x");
+  EXPECT_TRUE(throws_naming("lengths.x", [&] {
+    softwave::nearest_neighbours(space, x, y, indices, distances, hard,
+                                 lengths);
+  }));
+}
+
+}  // namespace

@@ -25,25 +25,27 @@ std::string short_number(double value) {
   return text;
 }
 
-// input_error for the first value of a block that is not finite.
+}  // namespace
+
 template <class T>
-void check_block(const T* values, std::size_t first, std::size_t rows,
-                 std::size_t columns, const SoftDTWOptions& options,
-                 const std::string& x_name, const std::string& y_name) {
+void check_finite_block(const T* values, std::size_t first, std::size_t rows,
+                        std::size_t columns, const SoftDTWOptions& options,
+                        const std::string& x_name, const std::string& y_name,
+                        const std::int64_t* column_of) {
   for (std::size_t q = 0; q < rows * columns; ++q) {
     if (std::isfinite(values[q])) continue;
     const bool float32 = sizeof(T) == sizeof(float);
+    const std::size_t column =
+        column_of ? std::size_t(column_of[q]) : q % columns;
     throw input_error(
         "series " + std::to_string(first + q / columns + 1) + " of " + x_name +
-        " and series " + std::to_string(q % columns + 1) + " of " + y_name +
+        " and series " + std::to_string(column + 1) + " of " + y_name +
         ": the Soft-DTW value overflows " + (float32 ? "float32" : "float64") +
         " at --gamma " + short_number(options.gamma) + " (" +
         (float32 ? "use --dtype float64, " : "") +
         "rescale the data or lower --gamma)");
   }
 }
-
-}  // namespace
 
 template <class T>
 std::vector<MemoryPart> pairwise_memory(const SeriesSet& x, const SeriesSet& y,
@@ -98,12 +100,21 @@ void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
     Kokkos::deep_copy(space, Kokkos::subview(matrix_host, used, Kokkos::ALL),
                       matrix_block);
     space.fence();
-    check_block(matrix_host.data(), first, rows, y.count, options, x_name,
-                y_name);
+    check_finite_block(matrix_host.data(), first, rows, y.count, options,
+                       x_name, y_name);
     on_block(first, rows, matrix_host.data());
   }
 }
 
+template void check_finite_block<float>(const float*, std::size_t, std::size_t,
+                                        std::size_t, const SoftDTWOptions&,
+                                        const std::string&, const std::string&,
+                                        const std::int64_t*);
+template void check_finite_block<double>(const double*, std::size_t,
+                                         std::size_t, std::size_t,
+                                         const SoftDTWOptions&,
+                                         const std::string&, const std::string&,
+                                         const std::int64_t*);
 template std::vector<MemoryPart> pairwise_memory<float>(const SeriesSet&,
                                                         const SeriesSet&,
                                                         const SoftDTWOptions&);

@@ -4,6 +4,7 @@
 // caller can stream results and show progress.
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <softwave/softdtw.hpp>
 #include <string>
@@ -23,6 +24,16 @@ using BlockHandler =
 // Rows per block: enough pairs per call to keep the device busy, at most 256
 // rows so progress still moves on large inputs.
 std::size_t rows_per_block(std::size_t y_count);
+
+// input_error for the first value that is not finite (a Soft-DTW value
+// that overflowed T): value q of the block belongs to series first +
+// q / columns of x and to series column_of[q] of y (q % columns without
+// column_of), which the message names by x_name and y_name.
+template <class T>
+void check_finite_block(const T* values, std::size_t first, std::size_t rows,
+                        std::size_t columns, const SoftDTWOptions& options,
+                        const std::string& x_name, const std::string& y_name,
+                        const std::int64_t* column_of = nullptr);
 
 // What pairwise_in_blocks<T> holds and allocates for x against y, the
 // series read included (Kokkos initialised).

@@ -28,20 +28,15 @@ std::optional<MatrixFormat> matrix_format_from_path(const std::string& path) {
   return std::nullopt;
 }
 
-template <class T>
-std::string npy_header(const std::vector<std::size_t>& shape) {
-  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
-  const char* type = std::is_integral_v<T> ? "i8"
-                     : sizeof(T) == 4      ? "f4"
-                                           : "f8";
-  const std::string descr = std::string(little_endian() ? "<" : ">") + type;
+std::string npy_header(const std::string& descr,
+                       const std::vector<std::size_t>& shape) {
   std::string dims;
   for (std::size_t r = 0; r < shape.size(); ++r) {
     dims += (r ? ", " : "") + std::to_string(shape[r]);
   }
   if (shape.size() == 1) dims += ",";  // a Python 1-tuple
-  std::string dict = "{'descr': '" + descr +
-                     "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  std::string dict = "{'descr': " + descr +
+                     ", 'fortran_order': False, 'shape': (" + dims + "), }";
   // magic (6) + version (2) + little-endian uint16 dict length (2) + dict,
   // the dict padded with spaces and ended by '\n'.
   constexpr std::size_t prefix = 10;
@@ -53,6 +48,61 @@ std::string npy_header(const std::vector<std::size_t>& shape) {
   header.push_back(static_cast<char>(length & 0xff));
   header.push_back(static_cast<char>((length >> 8) & 0xff));
   return header + dict;
+}
+
+template <class T>
+std::string npy_type() {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  const char* type = std::is_integral_v<T> ? "i8"
+                     : sizeof(T) == 4      ? "f4"
+                                           : "f8";
+  return std::string(little_endian() ? "<" : ">") + type;
+}
+
+template <class T>
+std::string npy_header(const std::vector<std::size_t>& shape) {
+  return npy_header("'" + npy_type<T>() + "'", shape);
+}
+
+template <class T>
+void write_neighbours(std::FILE* out, const std::string& name,
+                      MatrixFormat format, std::size_t rows, std::size_t k,
+                      const std::int64_t* indices, const T* distances) {
+  if (format == MatrixFormat::npy) {
+    const std::string header =
+        npy_header("[('index', '" + npy_type<std::int64_t>() +
+                       "'), ('distance', '" + npy_type<T>() + "')]",
+                   {rows, k});
+    std::fwrite(header.data(), 1, header.size(), out);
+    // numpy packs the fields of a record: no padding between or after them.
+    constexpr std::size_t record = sizeof(std::int64_t) + sizeof(T);
+    std::vector<char> row(k * record);
+    for (std::size_t q = 0; q < rows; ++q) {
+      for (std::size_t r = 0; r < k; ++r) {
+        std::memcpy(&row[r * record], &indices[q * k + r],
+                    sizeof(std::int64_t));
+        std::memcpy(&row[r * record + sizeof(std::int64_t)],
+                    &distances[q * k + r], sizeof(T));
+      }
+      std::fwrite(row.data(), 1, row.size(), out);
+    }
+  } else {
+    const char* number = sizeof(T) == sizeof(float) ? "%.9g" : "%.17g";
+    for (std::size_t q = 0; q < rows; ++q) {
+      for (std::size_t r = 0; r < k; ++r)
+        std::fprintf(out, "%s%lld", r ? "," : "",
+                     static_cast<long long>(indices[q * k + r]));
+      for (std::size_t r = 0; r < k; ++r) {
+        std::fputc(',', out);
+        std::fprintf(out, number, static_cast<double>(distances[q * k + r]));
+      }
+      std::fputc('\n', out);
+    }
+  }
+  std::fflush(out);
+  if (std::ferror(out)) {
+    throw output_error(name + ": write failed: " + std::strerror(errno));
+  }
 }
 
 template <class T>
@@ -116,6 +166,12 @@ void MatrixWriter<T>::check() const {
 template std::string npy_header<float>(const std::vector<std::size_t>&);
 template std::string npy_header<double>(const std::vector<std::size_t>&);
 template std::string npy_header<std::int64_t>(const std::vector<std::size_t>&);
+template void write_neighbours<float>(std::FILE*, const std::string&,
+                                      MatrixFormat, std::size_t, std::size_t,
+                                      const std::int64_t*, const float*);
+template void write_neighbours<double>(std::FILE*, const std::string&,
+                                       MatrixFormat, std::size_t, std::size_t,
+                                       const std::int64_t*, const double*);
 template class MatrixWriter<float>;
 template class MatrixWriter<double>;
 template class MatrixWriter<std::int64_t>;

@@ -33,6 +33,14 @@ std::string npy_header(std::size_t rows, std::size_t cols) {
   return npy_header<T>(std::vector<std::size_t>{rows, cols});
 }
 
+// The neighbours of `rows` queries, k each (row-major, nearest first): a
+// .npy of records (index int64, distance T), shape (rows, k), or CSV lines
+// of the k indices then the k distances. output_error if writing fails.
+template <class T>
+void write_neighbours(std::FILE* out, const std::string& name,
+                      MatrixFormat format, std::size_t rows, std::size_t k,
+                      const std::int64_t* indices, const T* distances);
+
 template <class T>
 class MatrixWriter {
  public:

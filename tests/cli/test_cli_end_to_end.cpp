@@ -311,6 +311,173 @@ TEST(CliKnn, Float32HardDtw) {
   EXPECT_EQ(json_number(result.out, "errors"), 51);
 }
 
+// --- knn: the pruned search, k neighbours, -o --------------------------------
+
+// The pruned search (UCR Suite bounds, early abandoning) and every distance
+// give the same neighbour files, byte for byte, on every shipped set; the
+// report's counts add up.
+class UcrSearch : public ::testing::TestWithParam<UcrCase> {};
+
+TEST_P(UcrSearch, PrunedEqualsBruteWithBand) {
+  const UcrCase& c = GetParam();
+  const fs::path dir = scratch();
+  std::string files[2];
+  for (const char* search : {"pruned", "brute"}) {
+    const fs::path out = dir / (std::string(search) + ".npy");
+    const Result result =
+        softwave({"knn", "--train", ucr(c.name, "TRAIN"), "--test",
+                  ucr(c.name, "TEST"), "--gamma", "0", "--band-pct", "10",
+                  "--k", "3", "--search", search, "-o", out.string()});
+    ASSERT_EQ(result.status, 0) << result.err;
+    EXPECT_EQ(json_field(result.out, "search"),
+              "\"" + std::string(search) + "\"");
+    EXPECT_EQ(json_number(result.out, "k"), 3);
+    files[search[0] == 'b'] = read_file(out);
+    if (search[0] == 'p') {
+      const std::string& json = result.out;
+      const double pairs = json_number(json, "pairs");
+      EXPECT_EQ(pairs, double(c.n_test) * json_number(json, "n_train"));
+      EXPECT_EQ(json_number(json, "lb_pruned") +
+                    json_number(json, "lb_pruned_reverse") +
+                    json_number(json, "abandoned") +
+                    json_number(json, "completed"),
+                pairs);
+      EXPECT_NEAR(json_number(json, "pruning_rate"),
+                  (json_number(json, "lb_pruned") +
+                   json_number(json, "lb_pruned_reverse")) /
+                      pairs,
+                  1e-6);
+    }
+  }
+  EXPECT_FALSE(files[0].empty());
+  EXPECT_TRUE(files[0] == files[1]) << "the neighbour files differ";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ucr, UcrSearch, ::testing::ValuesIn(ucr_cases),
+                         case_name);
+
+// Full window, the l1 cost, float32 and CSV: the same neighbours again, and
+// the CSV holds k indices then k distances per test series, the distances
+// those of the plain float64 recursion.
+TEST(CliKnn, PrunedEqualsBruteFullWindowL1AndCsv) {
+  const fs::path dir = scratch();
+  for (const char* cost : {"sqeuclidean", "l1"})
+    for (const char* dtype : {"float32", "float64"}) {
+      SCOPED_TRACE(std::string(cost) + " " + dtype);
+      std::string files[2];
+      for (const char* search : {"pruned", "brute"}) {
+        const fs::path out = dir / (std::string(search) + ".csv");
+        const Result result = softwave(
+            {"knn", "--train", ucr("ECG200", "TRAIN"), "--test",
+             ucr("ECG200", "TEST"), "--gamma", "0", "--k", "4", "--cost", cost,
+             "--dtype", dtype, "--search", search, "-o", out.string()});
+        ASSERT_EQ(result.status, 0) << result.err;
+        files[search[0] == 'b'] = read_file(out);
+      }
+      EXPECT_TRUE(files[0] == files[1]) << "the neighbour files differ";
+      const Matrix rows = parse_csv(files[0]);
+      expect_shape(rows, 100, 8);
+      if (std::string(cost) != "sqeuclidean" || std::string(dtype) != "float64")
+        continue;
+      using softwave::cli::Labels;
+      using softwave::cli::SeriesSet;
+      const SeriesSet train = softwave::cli::read_series_file(
+                          ucr("ECG200", "TRAIN"), Labels::first_column),
+                      test = softwave::cli::read_series_file(
+                          ucr("ECG200", "TEST"), Labels::first_column);
+      auto series = [](const SeriesSet& set, std::size_t s) {
+        return std::vector<double>(set.series(s),
+                                   set.series(s) + set.series_size());
+      };
+      for (std::size_t q : {std::size_t{0}, std::size_t{57}, std::size_t{99}})
+        for (int r = 0; r < 4; ++r) {
+          const double index = rows[q][r];
+          EXPECT_EQ(index, std::floor(index));
+          ASSERT_LT(index, double(train.count));
+          expect_close(rows[q][4 + r],
+                       reference_sdtw(series(test, q),
+                                      series(train, std::size_t(index)), 0.0),
+                       1e-12);
+          if (r > 0) EXPECT_LE(rows[q][3 + r], rows[q][4 + r]);
+        }
+    }
+}
+
+// The .npy holds records (index int64, distance float64), shape (n_test, k).
+TEST(CliKnn, NeighbourNpyIsRecords) {
+  const fs::path out = scratch() / "n.npy";
+  const Result result = softwave({"knn", "--train", ucr("Coffee", "TRAIN"),
+                                  "--test", ucr("Coffee", "TEST"), "--gamma",
+                                  "0", "--k", "2", "-o", out.string()});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(json_field(result.out, "output"), "\"" + out.string() + "\"");
+  const std::string bytes = read_file(out);
+  EXPECT_NE(bytes.find("'descr': [('index', '<i8'), ('distance', '<f8')]"),
+            std::string::npos);
+  EXPECT_NE(bytes.find("'shape': (28, 2)"), std::string::npos);
+  const std::size_t data = bytes.size() - 28 * 2 * 16;
+  EXPECT_EQ(data % 64, 0u);
+  for (std::size_t q = 0; q < 28; ++q) {
+    std::int64_t index[2];
+    double distance[2];
+    for (int r = 0; r < 2; ++r) {
+      std::memcpy(&index[r], &bytes[data + (q * 2 + r) * 16], 8);
+      std::memcpy(&distance[r], &bytes[data + (q * 2 + r) * 16 + 8], 8);
+      EXPECT_GE(index[r], 0);
+      EXPECT_LT(index[r], 28);
+    }
+    EXPECT_NE(index[0], index[1]);
+    EXPECT_LE(distance[0], distance[1]);
+  }
+}
+
+// k = 2 with one neighbour of each label: the vote is a tie, which goes to
+// the smallest label; k = 1 takes the nearest.
+TEST(CliKnn, VoteTieGoesToTheSmallestLabel) {
+  const fs::path dir = scratch();
+  write_file(dir / "train.tsv", "5\t0\t0\t0\n3\t2\t2\t2\n9\t9\t9\t9\n");
+  write_file(dir / "test.tsv", "3\t0.5\t0.5\t0.5\n5\t0.5\t0.5\t0.5\n");
+  auto errors = [&](const char* k) {
+    const Result result =
+        softwave({"knn", "--train", (dir / "train.tsv").string(), "--test",
+                  (dir / "test.tsv").string(), "--gamma", "0", "--k", k});
+    EXPECT_EQ(result.status, 0) << result.err;
+    return json_number(result.out, "errors");
+  };
+  EXPECT_EQ(errors("1"), 1);  // both nearest to label 5
+  EXPECT_EQ(errors("2"), 1);  // 5 and 3 tie: 3
+  EXPECT_EQ(errors("3"), 1);  // 5, 3 and 9 tie: 3
+}
+
+TEST(CliKnn, SearchAndKErrors) {
+  const fs::path dir = scratch();
+  const std::vector<std::string> knn = {"knn", "--train",
+                                        ucr("Coffee", "TRAIN"), "--test",
+                                        ucr("Coffee", "TEST")};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> arguments = knn;
+    arguments.insert(arguments.end(), extra.begin(), extra.end());
+    return softwave(arguments);
+  };
+  expect_error_containing(with({"--k", "0"}), "--k");
+  expect_error(with({"--k", "29"}),
+               "option --k: expected at most the 28 training series, got 29");
+  expect_error_containing(with({"--search", "fast"}), "--search");
+  expect_error_containing(with({"--search", "pruned"}), "--search pruned");
+  expect_error_containing(
+      with({"--search", "pruned", "--gamma", "0", "--cost", "cosine"}),
+      "--search pruned");
+  const fs::path out = dir / "n.txt";
+  expect_error_containing(with({"--gamma", "0", "-o", out.string()}),
+                          "--output");
+  EXPECT_FALSE(fs::exists(out));
+  const fs::path kept = dir / "n.npy";
+  write_file(kept, "previous");
+  expect_error_containing(
+      with({"--gamma", "0", "--k", "40", "-o", kept.string()}), "--k");
+  EXPECT_EQ(read_file(kept), "previous");
+}
+
 // --- pairwise ---------------------------------------------------------------
 
 TEST(CliPairwise, CsvSymmetricForOneSet) {

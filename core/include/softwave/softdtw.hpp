@@ -131,6 +131,21 @@ struct SoftDTWOptions {
 // What pairwise() returns.
 enum class PairwiseValue { soft_dtw, divergence };
 
+// What nearest_neighbours() did with its query × reference pairs; every
+// pair is counted once: pairs = pruned + pruned_reverse + abandoned +
+// completed.
+struct SearchStatistics {
+  std::int64_t pairs = 0;
+  // Cut, before any walk, by the larger of LB_Kim (the first and last
+  // cells) and LB_Keogh (the query against the reference's envelope).
+  std::int64_t pruned = 0;
+  // Cut by LB_Keogh the other way (the reference against the query's
+  // envelope).
+  std::int64_t pruned_reverse = 0;
+  std::int64_t abandoned = 0;  // walks stopped early against the k-th best
+  std::int64_t completed = 0;  // walks that ran to the end
+};
+
 // Row-major views in the execution space's memory.
 template <class T, class Space>
 using ConstSeriesView =  // (B, N, d) series or (B, N, M) cost tensor
@@ -207,6 +222,14 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
               ConstSeriesView<T, Space> y, ArrayView2<value_t<T>, Space> matrix,
               PairwiseValue what, const SoftDTWOptions& options,
               const Lengths<Space>& lengths);
+template <class Space, class T>
+void nearest_neighbours(const Space& space, ConstSeriesView<T, Space> queries,
+                        ConstSeriesView<T, Space> references,
+                        ArrayView2<std::int64_t, Space> indices,
+                        ArrayView2<value_t<T>, Space> distances,
+                        const SoftDTWOptions& options,
+                        const Lengths<Space>& lengths,
+                        SearchStatistics* statistics);
 template <class Space, class T>
 void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
               ConstSeriesView<T, Space> y, ArrayView1<value_t<T>, Space> values,
@@ -413,6 +436,69 @@ void pairwise(const Space& space, const XView& x, const YView& y,
                 "(float for float and 16-bit inputs, double for double), not "
                 "const, LayoutRight, in the execution space's memory space");
   impl::pairwise<Space, T>(space, x, y, matrix, what, options, lengths);
+}
+
+// Exact k-nearest-neighbour search under hard DTW: for every query X_q (B1,
+// N, d) the k references Y_c (B2, M, d) with the least DTW distances,
+// nearest first: indices(q, r) is c (0-based) and distances(q, r) its
+// distance, (B1, k) each, k = indices.extent(1) in [1, B2]. The answer is
+// exactly that of sorting each row of pairwise() (same options, γ = 0) by
+// value, ties to the lower index: distances are bit for bit those values
+// (value_t<T>), and candidates are compared after rounding to it.
+//
+// options.gamma must be 0 and options.cost sqeuclidean or l1 (the lower
+// bounds below hold for these); options.band, lengths and check_values act
+// as in pairwise(); options.tile and options.kernel are not used. The search
+// is the lower-bound cascade of the UCR Suite (Rakthanmanon et al., KDD
+// 2012), one thread per query: every reference gets the larger of LB_Kim
+// and LB_Keogh (the query against the reference's envelope, computed once
+// per reference), references are visited in the order of that bound until
+// it passes the k-th best so far, each visited one must pass LB_Keogh the
+// other way (against the query's envelope), and its walk (one rolling row
+// over the band's cells) stops as soon as its least cell plus the bound of
+// the rows left passes the k-th best. The bounds are compared with a margin
+// of (N + M)·2⁻⁵⁰ relative, which covers the rounding of the sums, so
+// nothing that could enter the answer is cut. With lengths, LB_Keogh
+// applies where the other side has its full (padded) length; LB_Kim and
+// early abandoning apply to every pair. `statistics`, when given, receives
+// the counts (one fence).
+//
+// Memory: the references' envelopes, 2·B2·N·d values of the work type
+// (double on host backends), and per query in flight 12·B2 + 8·(N + M + 2)
+// + 2·M·d·(work type) + 4·max(N, M) bytes, queries streamed so that this
+// stays under 256 MiB.
+template <class Space, class QueryView, class ReferenceView, class IndexView,
+          class DistanceView>
+void nearest_neighbours(const Space& space, const QueryView& queries,
+                        const ReferenceView& references,
+                        const IndexView& indices, const DistanceView& distances,
+                        const SoftDTWOptions& options = {},
+                        const Lengths<Space>& lengths = {},
+                        SearchStatistics* statistics = nullptr) {
+  using T = impl::input_t<QueryView>;
+  static_assert(impl::view_for<QueryView, Space, 3> &&
+                    (std::is_same_v<T, float> || std::is_same_v<T, double>),
+                "softwave::nearest_neighbours: queries must be a rank-3 "
+                "Kokkos::View (B1, N, d) of float or double, LayoutRight, in "
+                "the execution space's memory space");
+  static_assert(
+      impl::view_for<ReferenceView, Space, 3> &&
+          std::is_same_v<impl::input_t<ReferenceView>, T>,
+      "softwave::nearest_neighbours: references must be a rank-3 "
+      "Kokkos::View (B2, M, d) of the queries' value type, LayoutRight, in "
+      "the execution space's memory space");
+  static_assert(impl::view_for<IndexView, Space, 2> &&
+                    std::is_same_v<impl::output_t<IndexView>, std::int64_t>,
+                "softwave::nearest_neighbours: indices must be a rank-2 "
+                "Kokkos::View (B1, k) of std::int64_t, not const, "
+                "LayoutRight, in the execution space's memory space");
+  static_assert(impl::view_for<DistanceView, Space, 2> &&
+                    std::is_same_v<impl::output_t<DistanceView>, value_t<T>>,
+                "softwave::nearest_neighbours: distances must be a rank-2 "
+                "Kokkos::View (B1, k) of the queries' value type, not const, "
+                "LayoutRight, in the execution space's memory space");
+  impl::nearest_neighbours<Space, T>(space, queries, references, indices,
+                                     distances, options, lengths, statistics);
 }
 
 // Hard DTW (options.gamma is ignored and taken as 0) with the optimal warping

@@ -14,6 +14,7 @@
 
 #include "costs.hpp"
 #include "geometry.hpp"
+#include "pair_walk.hpp"
 #include "specialised.hpp"
 #include "sweep.hpp"
 
@@ -111,13 +112,12 @@ std::pair<std::int64_t, std::int64_t> boundary_cells(
   return {std::min(row, m_max + 1), std::min(col, n_max + 1)};
 }
 
-// The pair-parallel forward: each thread runs whole pairs, row by row, in
+// The pair-parallel forward: each thread runs whole pairs (walk_pair), in
 // one rolling row of R (rows(p, 0, ·), M + 1 cells) and only over the
-// band's cells, so a pair costs O(N·w) with a band. For many short pairs
-// (the CPU main job: thousands of series of 60 to 2,000 points) it beats
-// the tiled wavefront, whose per-tile work (scratch, boundaries, a launch
-// per anti-diagonal) dominates there; one long pair keeps the wavefront,
-// which spreads a pair over many threads.
+// band's cells. For many short pairs (the CPU main job: thousands of series
+// of 60 to 2,000 points) it beats the tiled wavefront, whose per-tile work
+// (scratch, boundaries, a launch per anti-diagonal) dominates there; one
+// long pair keeps the wavefront, which spreads a pair over many threads.
 template <class Space, class CostProvider>
 void pair_forward(const Space& space, const CostProvider& cost, Band band,
                   acc_t gamma, std::int64_t pairs,
@@ -129,44 +129,7 @@ void pair_forward(const Space& space, const CostProvider& cost, Band band,
       "softwave::softdtw::pair_forward",
       Kokkos::RangePolicy<Space>(space, 0, pairs),
       KOKKOS_LAMBDA(std::int64_t p) {
-        std::int64_t const n = cost.n(p), m = cost.m(p);
-        acc_t const inf = compat::infinity<acc_t>();
-        acc_t* const r = &rows(p, 0, 0);  // R(i − 1, ·), then R(i, ·)
-        r[0] = 0;
-        for (std::int64_t j = 1; j <= m; ++j) r[j] = inf;
-        Weights<W> unused;
-        for (std::int64_t i = 1; i <= n; ++i) {
-          // Row i's in-band columns [lo, hi] (1-based). They never move
-          // left, so r[lo − 1] is the last cell the next row can read on
-          // the left: it becomes R(i, lo − 1) = +∞ once read as `diag`, and
-          // r[j > hi] still holds +∞ from the start.
-          std::int64_t const lo =
-              band.width < 0 ? 1 : band.first(i - 1, n, m) + 1;
-          std::int64_t const hi =
-              band.width < 0 ? m : band.last(i - 1, n, m) + 1;
-          acc_t diag = r[lo - 1], left = inf;
-          r[lo - 1] = inf;
-          if (hard) {
-            // cost + min3 is relax's value for finite costs; a non-finite
-            // input (unchecked) makes the pair's value unspecified anyway.
-            for (std::int64_t j = lo; j <= hi; ++j) {
-              acc_t const up = r[j];
-              acc_t const value =
-                  cost.cell(p, i - 1, j - 1) + min3(diag, up, left);
-              diag = up;
-              r[j] = left = value;
-            }
-          } else {
-            for (std::int64_t j = lo; j <= hi; ++j) {
-              acc_t const up = r[j];
-              acc_t const value = relax<false>(cost.cell(p, i - 1, j - 1), diag,
-                                               up, left, soft, unused);
-              diag = up;
-              r[j] = left = value;
-            }
-          }
-        }
-        values(p) = r[m];
+        values(p) = walk_pair(cost, band, soft, hard, p, &rows(p, 0, 0));
       });
 }
 

@@ -1,0 +1,400 @@
+// Exact k-nearest-neighbour search under hard DTW with the UCR Suite's
+// lower-bound cascade (softwave::nearest_neighbours in softdtw.hpp).
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <softwave/softdtw.hpp>
+
+#include "call_arrays.hpp"
+#include "pair_walk.hpp"
+
+namespace softwave::impl {
+namespace {
+
+// Counters of SearchStatistics, in this order.
+enum Outcome { kPruned, kPrunedReverse, kAbandoned, kCompleted, kOutcomes };
+
+// The least V above `value` (a V, >= 0 or +∞), as acc_t: a candidate whose
+// distance reaches it rounds (to V) above `value`, so it can neither beat
+// nor tie the k-th best.
+template <class V>
+KOKKOS_INLINE_FUNCTION acc_t next_above(acc_t value) {
+  V v = V(value);
+  if (!(v < compat::infinity<V>())) return value;
+  using Bits = std::conditional_t<sizeof(V) == 4, std::uint32_t, std::uint64_t>;
+  Bits bits;
+  std::memcpy(&bits, &v, sizeof v);
+  ++bits;
+  std::memcpy(&v, &bits, sizeof v);
+  return acc_t(v);
+}
+
+// The band's window along one side of a pair: for step t of the side with
+// `steps` steps, the other side's indices [first(t), last(t)] (both never
+// decrease in t). Symmetric: the rows of column j are window (m, n) at j.
+struct BandWindow {
+  Band band;
+  std::int64_t steps, other;
+  KOKKOS_INLINE_FUNCTION std::int64_t first(std::int64_t t) const {
+    return band.width < 0 ? 0 : band.first(t, steps, other);
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t last(std::int64_t t) const {
+    return band.width < 0 ? other - 1 : band.last(t, steps, other);
+  }
+};
+
+template <class W, class Space>
+using EnvelopeView =
+    Kokkos::View<W***, Kokkos::LayoutRight, typename Space::memory_space>;
+
+// upper(e, t, k) and lower(e, t, k) for t < window.steps: the greatest and
+// least of series s(b, ·, k) over the window's indices at t. A monotone
+// deque (`deque`, room for window.other indices) makes it O(steps + other).
+template <class W, class Series, class Envelope>
+KOKKOS_INLINE_FUNCTION void envelope(const Series& s, std::int64_t b,
+                                     const BandWindow& window,
+                                     const Envelope& upper,
+                                     const Envelope& lower, std::int64_t e,
+                                     int* deque) {
+  int const d = int(s.extent(2));
+  for (int k = 0; k < d; ++k)
+    for (int greatest = 1; greatest >= 0; --greatest) {
+      auto const& out = greatest ? upper : lower;
+      int head = 0, tail = 0;
+      std::int64_t next = 0;
+      for (std::int64_t t = 0; t < window.steps; ++t) {
+        for (std::int64_t const last = window.last(t); next <= last; ++next) {
+          W const v = W(s(b, next, k));
+          while (tail > head) {
+            W const back = W(s(b, deque[tail - 1], k));
+            if (greatest ? back > v : back < v) break;
+            --tail;
+          }
+          deque[tail++] = int(next);
+        }
+        while (deque[head] < window.first(t)) ++head;
+        out(e, t, k) = W(s(b, deque[head], k));
+      }
+    }
+}
+
+// Σ_k term(x_k, the nearest point of [lower_k, upper_k]): termwise at most
+// the cost of x against any point inside, summed in the same order as the
+// cost, so it is at most every in-window cell's cost bit for bit.
+template <Cost metric, class W, class Series, class Envelope>
+KOKKOS_INLINE_FUNCTION acc_t gap(const Series& s, std::int64_t b,
+                                 std::int64_t t, const Envelope& upper,
+                                 const Envelope& lower, std::int64_t e,
+                                 std::int64_t u) {
+  W sum = 0;
+  for (int k = 0; k < int(s.extent(2)); ++k) {
+    W const v = W(s(b, t, k)), hi = upper(e, u, k), lo = lower(e, u, k);
+    sum += Metric<metric>::term(v, v > hi ? hi : (v < lo ? lo : v));
+  }
+  return acc_t(sum);
+}
+
+// Stops a walk once its least cell plus the bound of the rows left reaches
+// `threshold` (with the rounding margin `keep`).
+struct AbandonAbove {
+  static constexpr bool kWatchesRows = true;
+  const acc_t* rest;  // rest[i]: bound of rows i.. (0-based), rest[n] = 0
+  acc_t threshold, keep;
+  KOKKOS_INLINE_FUNCTION bool operator()(std::int64_t i, acc_t least) const {
+    return (least + rest[i]) * keep < threshold;
+  }
+};
+
+// The search of one chunk of queries, one thread each (see softdtw.hpp).
+template <class T, class Space, Cost metric>
+struct Search {
+  using W = work_t<T, Space>;
+  using V = value_t<T>;
+  using Provider = SeriesCost<T, Space, metric>;
+  using Memory = typename Space::memory_space;
+  template <class U>
+  using Array2 = Kokkos::View<U**, Kokkos::LayoutRight, Memory>;
+
+  Provider cost;  // pair p = q·B2 + c
+  Band band;
+  std::int64_t N, M, references, begin;  // begin: the chunk's first query
+  EnvelopeView<W, Space> reference_upper, reference_lower;  // (B2, N, d)
+  EnvelopeView<W, Space> query_upper, query_lower;          // (chunk, M, d)
+  Array2<acc_t> bound, row, rest;                           // per query
+  Array2<int> order, deque;
+  ArrayView2<std::int64_t, Space> indices;
+  ArrayView2<V, Space> distances;
+  Kokkos::View<std::int64_t[kOutcomes], Memory> outcomes;
+
+  // (bound, index) order, for the heap of candidates.
+  KOKKOS_INLINE_FUNCTION bool before(std::int64_t l, int a, int b) const {
+    acc_t const x = bound(l, a), y = bound(l, b);
+    return x < y || (x == y && a < b);
+  }
+
+  KOKKOS_INLINE_FUNCTION void sift_down(std::int64_t l, int top,
+                                        int size) const {
+    for (;;) {
+      int child = 2 * top + 1;
+      if (child >= size) return;
+      if (child + 1 < size && before(l, order(l, child + 1), order(l, child)))
+        ++child;
+      if (!before(l, order(l, child), order(l, top))) return;
+      int const swap = order(l, child);
+      order(l, child) = order(l, top);
+      order(l, top) = swap;
+      top = child;
+    }
+  }
+
+  // Puts (value, c) into query q's sorted list if it goes before the last.
+  KOKKOS_INLINE_FUNCTION void insert(std::int64_t q, V value,
+                                     std::int64_t c) const {
+    int r = int(indices.extent(1)) - 1;
+    auto const after = [&](int s) {
+      return value < distances(q, s) ||
+             (value == distances(q, s) && c < indices(q, s));
+    };
+    if (!after(r)) return;
+    for (; r > 0 && after(r - 1); --r) {
+      distances(q, r) = distances(q, r - 1);
+      indices(q, r) = indices(q, r - 1);
+    }
+    distances(q, r) = value;
+    indices(q, r) = c;
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t l) const {
+    std::int64_t const q = begin + l, B2 = references;
+    int const k = int(indices.extent(1));
+    for (int r = 0; r < k; ++r) {
+      distances(q, r) = compat::infinity<V>();
+      indices(q, r) = B2;  // after every reference
+    }
+    std::int64_t const n = cost.n(q * B2);
+    // The query's envelope along the references' columns, for the
+    // references of full length M.
+    envelope<W>(cost.x, q, BandWindow{band, M, n}, query_upper, query_lower, l,
+                &deque(l, 0));
+    SoftMin<W> const unused_soft(0);
+
+    // Every reference's first bound.
+    for (std::int64_t c = 0; c < B2; ++c) {
+      std::int64_t const p = q * B2 + c, m = cost.m(p);
+      acc_t kim = cost.cell(p, 0, 0);
+      if (n > 1 || m > 1) kim += cost.cell(p, n - 1, m - 1);
+      acc_t keogh = 0;
+      if (n == N)
+        for (std::int64_t i = 0; i < n; ++i)
+          keogh += gap<metric, W>(cost.x, q, i, reference_upper,
+                                  reference_lower, c, i);
+      bound(l, c) = kim > keogh ? kim : keogh;
+      order(l, c) = int(c);
+    }
+    int size = int(B2);
+    for (int top = size / 2 - 1; top >= 0; --top) sift_down(l, top, size);
+
+    std::int64_t counts[kOutcomes] = {};
+    while (size > 0) {
+      int const c = order(l, 0);
+      order(l, 0) = order(l, --size);
+      sift_down(l, 0, size);
+      std::int64_t const p = q * B2 + c, m = cost.m(p);
+      acc_t const keep = 1 - acc_t(n + m) * 0x1p-50;
+      acc_t const threshold = next_above<V>(acc_t(distances(q, k - 1)));
+      if (bound(l, c) * keep >= threshold) {
+        counts[kPruned] += size + 1;  // the rest have bounds at least this
+        break;
+      }
+      if (m == M) {
+        acc_t reverse = 0;
+        for (std::int64_t j = 0; j < m; ++j)
+          reverse +=
+              gap<metric, W>(cost.y, c, j, query_upper, query_lower, l, j);
+        if (reverse * keep >= threshold) {
+          ++counts[kPrunedReverse];
+          continue;
+        }
+      }
+      acc_t* const tail = &rest(l, 0);
+      tail[n] = 0;
+      for (std::int64_t i = n - 1; i >= 0; --i)
+        tail[i] = tail[i + 1] +
+                  (n == N ? gap<metric, W>(cost.x, q, i, reference_upper,
+                                           reference_lower, c, i)
+                          : acc_t(0));
+      acc_t const value =
+          walk_pair(cost, band, unused_soft, /*hard=*/true, p, &row(l, 0),
+                    AbandonAbove{tail, threshold, keep});
+      if (value == compat::infinity<acc_t>()) {
+        ++counts[kAbandoned];
+        continue;
+      }
+      ++counts[kCompleted];
+      insert(q, V(value), c);
+    }
+    for (int o = 0; o < kOutcomes; ++o)
+      if (counts[o]) Kokkos::atomic_add(&outcomes(o), counts[o]);
+  }
+};
+
+template <class T, class Space, Cost metric>
+void search(const Space& space, ConstSeriesView<T, Space> queries,
+            ConstSeriesView<T, Space> references, const Lengths<Space>& used,
+            ArrayView2<std::int64_t, Space> indices,
+            ArrayView2<value_t<T>, Space> distances, Band band,
+            SearchStatistics* statistics) {
+  using S = Search<T, Space, metric>;
+  using W = typename S::W;
+  std::int64_t const B1 = queries.extent(0), B2 = references.extent(0);
+  std::int64_t const N = queries.extent(1), M = references.extent(1);
+  std::int64_t const d = queries.extent(2);
+  S s;
+  s.cost = typename S::Provider{
+      queries,
+      references,
+      PairLengths<Space>{used.x, used.y, N, M, PairMap{0, B2}},
+      {},
+      {}};
+  s.band = band;
+  s.N = N;
+  s.M = M;
+  s.references = B2;
+  s.indices = indices;
+  s.distances = distances;
+  auto const outcomes_memory =
+      call_array<decltype(s.outcomes)>(space, "softwave::nearest::outcomes",
+                                       /*zero=*/true);
+  s.outcomes = outcomes_memory.view;
+
+  // The references' envelopes along the queries' rows, for queries of full
+  // length N.
+  auto const upper_memory = call_array<EnvelopeView<W, Space>>(
+      space, "softwave::nearest::reference_upper", false, B2, N, d);
+  auto const lower_memory = call_array<EnvelopeView<W, Space>>(
+      space, "softwave::nearest::reference_lower", false, B2, N, d);
+  s.reference_upper = upper_memory.view;
+  s.reference_lower = lower_memory.view;
+  {
+    auto const deque_memory = call_array<typename S::template Array2<int>>(
+        space, "softwave::nearest::reference_deque", false, B2, M);
+    auto const deque = deque_memory.view;
+    auto const y = references;
+    auto const lengths = s.cost.lengths;
+    auto const upper = s.reference_upper, lower = s.reference_lower;
+    Kokkos::parallel_for(
+        "softwave::nearest::reference_envelopes",
+        Kokkos::RangePolicy<Space>(space, 0, B2),
+        KOKKOS_LAMBDA(std::int64_t c) {
+          envelope<W>(y, c, BandWindow{band, N, lengths.m(c)}, upper, lower, c,
+                      &deque(c, 0));
+        });
+  }
+
+  // Queries in chunks whose per-query arrays stay under 256 MiB.
+  double const per_query = 12.0 * double(B2) + 8.0 * double(N + M + 2) +
+                           2.0 * double(M * d) * sizeof(W) +
+                           4.0 * double(std::max(N, M));
+  std::int64_t const chunk = std::clamp<std::int64_t>(
+      std::int64_t(double(256ll << 20) / per_query), 1, B1);
+  auto const array2 = [&](auto type, const char* label, std::int64_t cols) {
+    using U = decltype(type);
+    return call_array<typename S::template Array2<U>>(space, label, false,
+                                                      chunk, cols);
+  };
+  auto const bound_memory = array2(acc_t{}, "softwave::nearest::bound", B2);
+  auto const row_memory = array2(acc_t{}, "softwave::nearest::row", M + 1);
+  auto const rest_memory = array2(acc_t{}, "softwave::nearest::rest", N + 1);
+  auto const order_memory = array2(int{}, "softwave::nearest::order", B2);
+  auto const deque_memory = array2(int{}, "softwave::nearest::query_deque", N);
+  auto const query_upper_memory = call_array<EnvelopeView<W, Space>>(
+      space, "softwave::nearest::query_upper", false, chunk, M, d);
+  auto const query_lower_memory = call_array<EnvelopeView<W, Space>>(
+      space, "softwave::nearest::query_lower", false, chunk, M, d);
+  s.bound = bound_memory.view;
+  s.row = row_memory.view;
+  s.rest = rest_memory.view;
+  s.order = order_memory.view;
+  s.deque = deque_memory.view;
+  s.query_upper = query_upper_memory.view;
+  s.query_lower = query_lower_memory.view;
+  for (std::int64_t begin = 0; begin < B1; begin += chunk) {
+    s.begin = begin;
+    Kokkos::parallel_for(
+        "softwave::nearest::search",
+        Kokkos::RangePolicy<Space, Kokkos::Schedule<Kokkos::Dynamic>>(
+            space, 0, std::min(chunk, B1 - begin)),
+        s);
+  }
+  if (statistics) {
+    auto const host = Kokkos::create_mirror_view(s.outcomes);
+    Kokkos::deep_copy(space, host, s.outcomes);
+    space.fence();
+    *statistics = SearchStatistics{B1 * B2, host(kPruned), host(kPrunedReverse),
+                                   host(kAbandoned), host(kCompleted)};
+  }
+}
+
+}  // namespace
+
+template <class Space, class T>
+void nearest_neighbours(const Space& space, ConstSeriesView<T, Space> queries,
+                        ConstSeriesView<T, Space> references,
+                        ArrayView2<std::int64_t, Space> indices,
+                        ArrayView2<value_t<T>, Space> distances,
+                        const SoftDTWOptions& options,
+                        const Lengths<Space>& lengths,
+                        SearchStatistics* statistics) {
+  check_options(options);
+  if (options.gamma != 0)
+    throw_invalid_argument(
+        "gamma must be 0 for nearest_neighbours (got ", options.gamma,
+        "): its lower bounds hold for hard DTW; use pairwise() for Soft-DTW");
+  if (options.cost == Cost::cosine)
+    throw_invalid_argument(
+        "cost must be sqeuclidean or l1 for nearest_neighbours (got cosine): "
+        "LB_Keogh does not bound the cosine cost; use pairwise()");
+  DataChecks<Space> checks(space, options.check_values, "softdtw");
+  auto const used = check_series_pair(checks, queries, references, lengths,
+                                      /*same_batch=*/false);
+  std::size_t const B1 = queries.extent(0), B2 = references.extent(0);
+  std::size_t const k = indices.extent(1);
+  if (k < 1 || k > B2)
+    throw_invalid_argument("indices must have k columns with 1 <= k <= ", B2,
+                           " (the number of references); got k = ", k);
+  if (B2 > std::size_t(INT_MAX))
+    throw_invalid_argument("references holds ", B2,
+                           " series; nearest_neighbours takes at most ",
+                           INT_MAX);
+  check_extent(indices, "indices", {B1, k}, "(queries, k)");
+  check_extent(distances, "distances", {B1, k}, "(queries, k)");
+  checks.finish();
+  if (B1 == 0) {
+    if (statistics) *statistics = SearchStatistics{};
+    return;
+  }
+  if (options.cost == Cost::sqeuclidean)
+    search<T, Space, Cost::sqeuclidean>(space, queries, references, used,
+                                        indices, distances, band_of(options),
+                                        statistics);
+  else
+    search<T, Space, Cost::l1>(space, queries, references, used, indices,
+                               distances, band_of(options), statistics);
+}
+
+#define SOFTWAVE_INSTANTIATE_NEAREST(SPACE, T)                            \
+  template void nearest_neighbours<SPACE, T>(                             \
+      const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>, \
+      ArrayView2<std::int64_t, SPACE>, ArrayView2<value_t<T>, SPACE>,     \
+      const SoftDTWOptions&, const Lengths<SPACE>&, SearchStatistics*);
+
+SOFTWAVE_INSTANTIATE_NEAREST(Kokkos::DefaultExecutionSpace, float)
+SOFTWAVE_INSTANTIATE_NEAREST(Kokkos::DefaultExecutionSpace, double)
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || \
+    defined(KOKKOS_ENABLE_SYCL)
+SOFTWAVE_INSTANTIATE_NEAREST(Kokkos::DefaultHostExecutionSpace, float)
+SOFTWAVE_INSTANTIATE_NEAREST(Kokkos::DefaultHostExecutionSpace, double)
+#endif
+
+}  // namespace softwave::impl
