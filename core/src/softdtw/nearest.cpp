@@ -177,7 +177,7 @@ struct Search {
     // references of full length M.
     envelope<W>(cost.x, q, BandWindow{band, M, n}, query_upper, query_lower, l,
                 &deque(l, 0));
-    SoftMin<W> const unused_soft(0);
+    SoftMin<W> const unused_soft{};  // hard DTW: never used
 
     // Every reference's first bound.
     for (std::int64_t c = 0; c < B2; ++c) {
