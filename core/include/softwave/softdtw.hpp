@@ -450,18 +450,21 @@ void pairwise(const Space& space, const XView& x, const YView& y,
 // bounds below hold for these); options.band, lengths and check_values act
 // as in pairwise(); options.tile and options.kernel are not used. The search
 // is the lower-bound cascade of the UCR Suite (Rakthanmanon et al., KDD
-// 2012), one thread per query: every reference gets the larger of LB_Kim
-// and LB_Keogh (the query against the reference's envelope, computed once
-// per reference), references are visited in the order of that bound until
-// it passes the k-th best so far, each visited one must pass LB_Keogh the
-// other way (against the query's envelope), and its walk (one rolling row
-// over the band's cells) stops as soon as its least cell plus the bound of
-// the rows left passes the k-th best. The bounds are compared with a margin
-// of (N + M)·2⁻⁵⁰ relative, which covers the rounding of the sums, so
-// nothing that could enter the answer is cut. With lengths, LB_Keogh
-// applies where the other side has its full (padded) length; LB_Kim and
-// early abandoning apply to every pair. `statistics`, when given, receives
-// the counts (one fence).
+// 2012) with pruned, early-abandoned walks, one thread per query: LB_Kim
+// (the first and last cells) of every reference; the k references with the
+// least LB_Kim are walked first; every other reference gets the larger of
+// LB_Kim and LB_Keogh (the query against the reference's envelope, computed
+// once per reference), summed only until it passes the k-th best; the
+// survivors are visited in the order of that bound until it passes the k-th
+// best; each visited one must pass LB_Keogh the other way (against the
+// query's envelope), and its walk (one rolling row, the band's cells) skips
+// every cell whose value plus LB_Keogh of the rows after it passes the k-th
+// best, and stops at a row without other cells (pruned DTW with early
+// abandoning). The bounds are compared with a margin of (N + M)·2⁻⁵⁰
+// relative, which covers the rounding of the sums, so nothing that could
+// enter the answer is cut. With lengths, LB_Keogh applies where the other
+// side has its full (padded) length; LB_Kim and the pruned walks apply to
+// every pair. `statistics`, when given, receives the counts (one fence).
 //
 // Memory: the references' envelopes, 2·B2·N·d values of the work type
 // (double on host backends), and per query in flight 12·B2 + 8·(N + M + 2)

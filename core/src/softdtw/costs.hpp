@@ -43,28 +43,44 @@ struct SeriesCost {
     return int(x.extent(2)) < kFeatureChunk ? int(x.extent(2)) : kFeatureChunk;
   }
 
-  // C(i, j) of pair p on its own (0-based cells), for the pair-parallel
-  // forward: its terms summed in W as the tiles sum them.
-  KOKKOS_INLINE_FUNCTION acc_t cell(std::int64_t p, std::int64_t i,
-                                    std::int64_t j) const {
-    std::int64_t const a = lengths.pairs.x(p), b = lengths.pairs.y(p);
-    int const d = int(x.extent(2));
-    if constexpr (metric == Cost::cosine) {
-      acc_t dot = 0, xx = 0, yy = 0;
-      for (int k = 0; k < d; ++k) {
-        acc_t const u = acc_t(W(x(a, i, k))), v = acc_t(W(y(b, j, k)));
-        dot += u * v;
-        xx += u * u;
-        yy += v * v;
+  // Pair p's cells C(i, j) (0-based), for a thread that walks the pair on
+  // its own (pair_walk.hpp): its terms summed in W as the tiles sum them.
+  // The pair's series are found once, not per cell.
+  struct PairCells {
+    const T* x;
+    const T* y;
+    std::int64_t x_step, y_step;  // between consecutive points
+    int d;
+    KOKKOS_INLINE_FUNCTION acc_t operator()(std::int64_t i,
+                                            std::int64_t j) const {
+      const T* const u = x + i * x_step;
+      const T* const v = y + j * y_step;
+      if constexpr (metric == Cost::cosine) {
+        acc_t dot = 0, uu = 0, vv = 0;
+        for (int k = 0; k < d; ++k) {
+          acc_t const a = acc_t(W(u[k])), b = acc_t(W(v[k]));
+          dot += a * b;
+          uu += a * a;
+          vv += b * b;
+        }
+        return 1 - dot * Metric<metric>::inverse_norm(uu) *
+                       Metric<metric>::inverse_norm(vv);
+      } else {
+        // Univariate series are the common case; the test is the same for
+        // every cell, so a walk's loop is unswitched on it.
+        if (d == 1) return acc_t(Metric<metric>::term(W(u[0]), W(v[0])));
+        W sum = 0;
+        for (int k = 0; k < d; ++k)
+          sum += Metric<metric>::term(W(u[k]), W(v[k]));
+        return acc_t(sum);
       }
-      return 1 - dot * Metric<metric>::inverse_norm(xx) *
-                     Metric<metric>::inverse_norm(yy);
-    } else {
-      W sum = 0;
-      for (int k = 0; k < d; ++k)
-        sum += Metric<metric>::term(W(x(a, i, k)), W(y(b, j, k)));
-      return acc_t(sum);
     }
+  };
+  KOKKOS_INLINE_FUNCTION PairCells pair_cells(std::int64_t p) const {
+    return {x.data() + lengths.pairs.x(p) * std::int64_t(x.stride(0)),
+            y.data() + lengths.pairs.y(p) * std::int64_t(y.stride(0)),
+            std::int64_t(x.stride(1)), std::int64_t(y.stride(1)),
+            int(x.extent(2))};
   }
 
   // R(r, c) = C(i0 + r − 1, j0 + c − 1) for the tile's h × w cells (band
@@ -398,10 +414,19 @@ struct TensorCost {
     return lengths.m(p);
   }
   int feature_chunk() const { return 0; }  // nothing is staged
-  // C(i, j) of pair p (0-based cells), for the pair-parallel forward.
-  KOKKOS_INLINE_FUNCTION acc_t cell(std::int64_t p, std::int64_t i,
-                                    std::int64_t j) const {
-    return acc_t(c(lengths.pairs.x(p), i, j));
+  // Pair p's cells C(i, j) (0-based), for a thread that walks the pair on
+  // its own (pair_walk.hpp).
+  struct PairCells {
+    const T* c;
+    std::int64_t row_step, column_step;
+    KOKKOS_INLINE_FUNCTION acc_t operator()(std::int64_t i,
+                                            std::int64_t j) const {
+      return acc_t(c[i * row_step + j * column_step]);
+    }
+  };
+  KOKKOS_INLINE_FUNCTION PairCells pair_cells(std::int64_t p) const {
+    return {c.data() + lengths.pairs.x(p) * std::int64_t(c.stride(0)),
+            std::int64_t(c.stride(1)), std::int64_t(c.stride(2))};
   }
   // Threads take columns, so each row of the tile is read contiguously.
   KOKKOS_FUNCTION void tile_costs(const member_type& team, std::int64_t p,

@@ -79,30 +79,36 @@ KOKKOS_INLINE_FUNCTION void envelope(const Series& s, std::int64_t b,
     }
 }
 
-// Σ_k term(x_k, the nearest point of [lower_k, upper_k]): termwise at most
-// the cost of x against any point inside, summed in the same order as the
-// cost, so it is at most every in-window cell's cost bit for bit.
-template <Cost metric, class W, class Series, class Envelope>
-KOKKOS_INLINE_FUNCTION acc_t gap(const Series& s, std::int64_t b,
-                                 std::int64_t t, const Envelope& upper,
-                                 const Envelope& lower, std::int64_t e,
-                                 std::int64_t u) {
+// Σ_k term(v_k, the nearest point of [lower_k, upper_k]) over the d
+// features of one point: termwise at most the cost of v against any point
+// inside, summed in the same order as the cost, so it is at most every
+// in-window cell's cost bit for bit.
+template <Cost metric, class W, class T>
+KOKKOS_INLINE_FUNCTION acc_t gap(const T* v, const W* upper, const W* lower,
+                                 int d) {
+  auto const term = [](W a, W hi, W lo) {
+    return Metric<metric>::term(a, a > hi ? hi : (a < lo ? lo : a));
+  };
+  if (d == 1) return acc_t(term(W(v[0]), upper[0], lower[0]));  // as cells
   W sum = 0;
-  for (int k = 0; k < int(s.extent(2)); ++k) {
-    W const v = W(s(b, t, k)), hi = upper(e, u, k), lo = lower(e, u, k);
-    sum += Metric<metric>::term(v, v > hi ? hi : (v < lo ? lo : v));
+  for (int k = 0; k < d; ++k) {
+    W const a = W(v[k]), hi = upper[k], lo = lower[k];
+    sum += term(a, hi, lo);
   }
   return acc_t(sum);
 }
 
-// Stops a walk once its least cell plus the bound of the rows left reaches
-// `threshold` (with the rounding margin `keep`).
-struct AbandonAbove {
-  static constexpr bool kWatchesRows = true;
+// The limits of a walk's rows (walk_pair_below): a cell of row i (1-based)
+// whose value v reaches threshold / keep − rest[i] cannot be on a path whose
+// distance rounds to no more than the k-th best, since v plus the bound of
+// the rows after it reaches the threshold (`keep` is the rounding margin,
+// which covers both sums and the limit's own rounding). rest[i − 1] − rest[i]
+// is row i's bound, at most its least in-band cost, as the walk requires.
+struct RowLimits {
   const acc_t* rest;  // rest[i]: bound of rows i.. (0-based), rest[n] = 0
-  acc_t threshold, keep;
-  KOKKOS_INLINE_FUNCTION bool operator()(std::int64_t i, acc_t least) const {
-    return (least + rest[i]) * keep < threshold;
+  acc_t widened;      // threshold / keep
+  KOKKOS_INLINE_FUNCTION acc_t row(std::int64_t i) const {
+    return widened - rest[i];
   }
 };
 
@@ -165,6 +171,65 @@ struct Search {
     indices(q, r) = c;
   }
 
+  // The lower bound of the pair's rows from `first` on: LB_Keogh of the
+  // query against the reference's envelope (queries of full length N).
+  // Summing stops once the bound passes `threshold` (with the margin).
+  KOKKOS_INLINE_FUNCTION acc_t keogh(const typename Provider::PairCells& cells,
+                                     std::int64_t c, std::int64_t n,
+                                     acc_t threshold, acc_t keep) const {
+    int const d = cells.d;
+    const W* const upper = &reference_upper(c, 0, 0);
+    const W* const lower = &reference_lower(c, 0, 0);
+    acc_t sum = 0;
+    for (std::int64_t i = 0; i < n && sum * keep < threshold; ++i)
+      sum += gap<metric>(cells.x + i * cells.x_step, upper + i * d,
+                         lower + i * d, d);
+    return sum;
+  }
+
+  // Walks reference c for query q (local l) unless LB_Keogh of the reference
+  // against the query's envelope cuts it, and files the distance.
+  KOKKOS_INLINE_FUNCTION void visit(std::int64_t l, std::int64_t q,
+                                    std::int64_t c, std::int64_t n,
+                                    std::int64_t counts[]) const {
+    int const k = int(indices.extent(1));
+    std::int64_t const p = q * references + c, m = cost.m(p);
+    auto const cells = cost.pair_cells(p);
+    int const d = cells.d;
+    acc_t const keep = 1 - acc_t(n + m) * 0x1p-50;
+    acc_t const threshold = next_above<V>(acc_t(distances(q, k - 1)));
+    if (m == M && threshold < compat::infinity<acc_t>()) {
+      const W* const upper = &query_upper(l, 0, 0);
+      const W* const lower = &query_lower(l, 0, 0);
+      acc_t reverse = 0;
+      for (std::int64_t j = 0; j < m && reverse * keep < threshold; ++j)
+        reverse += gap<metric>(cells.y + j * cells.y_step, upper + j * d,
+                               lower + j * d, d);
+      if (reverse * keep >= threshold) {
+        ++counts[kPrunedReverse];
+        return;
+      }
+    }
+    // rest[i]: the bound of rows i.. for the walk's row limits.
+    acc_t* const tail = &rest(l, 0);
+    tail[n] = 0;
+    const W* const upper = &reference_upper(c, 0, 0);
+    const W* const lower = &reference_lower(c, 0, 0);
+    for (std::int64_t i = n - 1; i >= 0; --i)
+      tail[i] =
+          tail[i + 1] + (n == N ? gap<metric>(cells.x + i * cells.x_step,
+                                              upper + i * d, lower + i * d, d)
+                                : acc_t(0));
+    acc_t const value = walk_pair_below(cost, band, p, &row(l, 0),
+                                        RowLimits{tail, threshold / keep});
+    if (value == compat::infinity<acc_t>()) {
+      ++counts[kAbandoned];
+      return;
+    }
+    ++counts[kCompleted];
+    insert(q, V(value), c);
+  }
+
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t l) const {
     std::int64_t const q = begin + l, B2 = references;
     int const k = int(indices.extent(1));
@@ -177,62 +242,62 @@ struct Search {
     // references of full length M.
     envelope<W>(cost.x, q, BandWindow{band, M, n}, query_upper, query_lower, l,
                 &deque(l, 0));
-    SoftMin<W> const unused_soft{};  // hard DTW: never used
+    std::int64_t counts[kOutcomes] = {};
 
-    // Every reference's first bound.
+    // LB_Kim of every reference; the k least are walked first, so that the
+    // k-th best is finite and every other bound can stop early against it.
+    acc_t const done = -1;  // a bound no reference has
     for (std::int64_t c = 0; c < B2; ++c) {
-      std::int64_t const p = q * B2 + c, m = cost.m(p);
-      acc_t kim = cost.cell(p, 0, 0);
-      if (n > 1 || m > 1) kim += cost.cell(p, n - 1, m - 1);
-      acc_t keogh = 0;
-      if (n == N)
-        for (std::int64_t i = 0; i < n; ++i)
-          keogh += gap<metric, W>(cost.x, q, i, reference_upper,
-                                  reference_lower, c, i);
-      bound(l, c) = kim > keogh ? kim : keogh;
-      order(l, c) = int(c);
+      std::int64_t const m = cost.m(q * B2 + c);
+      auto const cells = cost.pair_cells(q * B2 + c);
+      acc_t kim = cells(0, 0);
+      if (n > 1 || m > 1) kim += cells(n - 1, m - 1);
+      bound(l, c) = kim;
     }
-    int size = int(B2);
+    for (int r = 0; r < k; ++r) {
+      std::int64_t least = -1;
+      for (std::int64_t c = 0; c < B2; ++c)
+        if (bound(l, c) != done && (least < 0 || bound(l, c) < bound(l, least)))
+          least = c;
+      bound(l, least) = done;
+      visit(l, q, least, n, counts);
+    }
+
+    // The others' bounds, the larger of LB_Kim and LB_Keogh; those that
+    // reach the k-th best are cut here, the rest go on a heap.
+    acc_t const threshold = next_above<V>(acc_t(distances(q, k - 1)));
+    int size = 0;
+    for (std::int64_t c = 0; c < B2; ++c) {
+      acc_t const kim = bound(l, c);
+      if (kim == done) continue;
+      std::int64_t const p = q * B2 + c, m = cost.m(p);
+      acc_t const keep = 1 - acc_t(n + m) * 0x1p-50;
+      acc_t lb = kim;
+      if (n == N && kim * keep < threshold) {
+        acc_t const keogh_bound =
+            keogh(cost.pair_cells(p), c, n, threshold, keep);
+        lb = keogh_bound > kim ? keogh_bound : kim;
+      }
+      if (lb * keep >= threshold) {
+        ++counts[kPruned];
+        continue;
+      }
+      bound(l, c) = lb;
+      order(l, size++) = int(c);
+    }
     for (int top = size / 2 - 1; top >= 0; --top) sift_down(l, top, size);
 
-    std::int64_t counts[kOutcomes] = {};
+    // In the order of the bounds, until they reach the k-th best.
     while (size > 0) {
       int const c = order(l, 0);
       order(l, 0) = order(l, --size);
       sift_down(l, 0, size);
-      std::int64_t const p = q * B2 + c, m = cost.m(p);
-      acc_t const keep = 1 - acc_t(n + m) * 0x1p-50;
-      acc_t const threshold = next_above<V>(acc_t(distances(q, k - 1)));
-      if (bound(l, c) * keep >= threshold) {
+      acc_t const keep = 1 - acc_t(n + cost.m(q * B2 + c)) * 0x1p-50;
+      if (bound(l, c) * keep >= next_above<V>(acc_t(distances(q, k - 1)))) {
         counts[kPruned] += size + 1;  // the rest have bounds at least this
         break;
       }
-      if (m == M) {
-        acc_t reverse = 0;
-        for (std::int64_t j = 0; j < m; ++j)
-          reverse +=
-              gap<metric, W>(cost.y, c, j, query_upper, query_lower, l, j);
-        if (reverse * keep >= threshold) {
-          ++counts[kPrunedReverse];
-          continue;
-        }
-      }
-      acc_t* const tail = &rest(l, 0);
-      tail[n] = 0;
-      for (std::int64_t i = n - 1; i >= 0; --i)
-        tail[i] = tail[i + 1] +
-                  (n == N ? gap<metric, W>(cost.x, q, i, reference_upper,
-                                           reference_lower, c, i)
-                          : acc_t(0));
-      acc_t const value =
-          walk_pair(cost, band, unused_soft, /*hard=*/true, p, &row(l, 0),
-                    AbandonAbove{tail, threshold, keep});
-      if (value == compat::infinity<acc_t>()) {
-        ++counts[kAbandoned];
-        continue;
-      }
-      ++counts[kCompleted];
-      insert(q, V(value), c);
+      visit(l, q, c, n, counts);
     }
     for (int o = 0; o < kOutcomes; ++o)
       if (counts[o]) Kokkos::atomic_add(&outcomes(o), counts[o]);

@@ -9,63 +9,112 @@
 
 namespace softwave::impl {
 
-// A walk that runs to the end.
-struct EveryRow {
-  static constexpr bool kWatchesRows = false;
-  KOKKOS_INLINE_FUNCTION bool operator()(std::int64_t, acc_t) const {
-    return true;
-  }
-};
+// Row i's in-band columns [lo, hi] (1-based, i 1-based).
+KOKKOS_INLINE_FUNCTION void row_columns(const Band& band, std::int64_t i,
+                                        std::int64_t n, std::int64_t m,
+                                        std::int64_t& lo, std::int64_t& hi) {
+  lo = band.width < 0 ? 1 : band.first(i - 1, n, m) + 1;
+  hi = band.width < 0 ? m : band.last(i - 1, n, m) + 1;
+}
 
 // R(n, m) of pair p (n = cost.n(p), m = cost.m(p)), walked row by row in
 // r[0..m] (R(i − 1, ·), then R(i, ·)) over the band's cells only, so a pair
 // costs O(n·w) with a band of half-width w. Hard DTW (γ = 0) takes
-// cost + min3 directly. A RowCheck with kWatchesRows (hard DTW only) is
-// asked after each row i (1-based) with the row's least value whether to
-// go on; a walk it stops returns +∞.
-template <class CostProvider, class RowCheck = EveryRow>
+// cost + min3 directly.
+template <class CostProvider>
 KOKKOS_INLINE_FUNCTION acc_t
 walk_pair(const CostProvider& cost, const Band& band,
           const SoftMin<typename CostProvider::work_type>& soft, bool hard,
-          std::int64_t p, acc_t* r, const RowCheck& go_on = {}) {
+          std::int64_t p, acc_t* r) {
   using W = typename CostProvider::work_type;
   std::int64_t const n = cost.n(p), m = cost.m(p);
+  auto const cell = cost.pair_cells(p);
   acc_t const inf = compat::infinity<acc_t>();
   r[0] = 0;
   for (std::int64_t j = 1; j <= m; ++j) r[j] = inf;
   Weights<W> unused;
   for (std::int64_t i = 1; i <= n; ++i) {
-    // Row i's in-band columns [lo, hi] (1-based). They never move left, so
-    // r[lo − 1] is the last cell the next row can read on the left: it
-    // becomes R(i, lo − 1) = +∞ once read as `diag`, and r[j > hi] still
-    // holds +∞ from the start.
-    std::int64_t const lo = band.width < 0 ? 1 : band.first(i - 1, n, m) + 1;
-    std::int64_t const hi = band.width < 0 ? m : band.last(i - 1, n, m) + 1;
+    // The columns never move left, so r[lo − 1] is the last cell the next
+    // row can read on the left: it becomes R(i, lo − 1) = +∞ once read as
+    // `diag`, and r[j > hi] still holds +∞ from the start.
+    std::int64_t lo, hi;
+    row_columns(band, i, n, m, lo, hi);
     acc_t diag = r[lo - 1], left = inf;
     r[lo - 1] = inf;
     if (hard) {
       // cost + min3 is relax's value for finite costs; a non-finite input
       // (unchecked) makes the pair's value unspecified anyway.
-      acc_t least = inf;
       for (std::int64_t j = lo; j <= hi; ++j) {
         acc_t const up = r[j];
-        acc_t const value = cost.cell(p, i - 1, j - 1) + min3(diag, up, left);
+        acc_t const value = cell(i - 1, j - 1) + min3(diag, up, left);
         diag = up;
         r[j] = left = value;
-        if constexpr (RowCheck::kWatchesRows)
-          least = value < least ? value : least;
       }
-      if constexpr (RowCheck::kWatchesRows)
-        if (!go_on(i, least)) return inf;
     } else {
       for (std::int64_t j = lo; j <= hi; ++j) {
         acc_t const up = r[j];
-        acc_t const value = relax<false>(cost.cell(p, i - 1, j - 1), diag, up,
-                                         left, soft, unused);
+        acc_t const value =
+            relax<false>(cell(i - 1, j - 1), diag, up, left, soft, unused);
         diag = up;
         r[j] = left = value;
       }
     }
+  }
+  return r[m];
+}
+
+// Hard DTW's R(n, m) of pair p as walk_pair gives it, bit for bit, where it
+// stays below the limits, else +∞ (pruned DTW with early abandoning).
+// limits.row(i) is the limit of row i's cells (1-based): a cell at or above
+// it must be one no path whose distance counts passes. The walk drops such
+// cells (they read as +∞ to their successors), starts each row at the first
+// column a live cell of the row above reaches, stops it at the first dead
+// cell past them, and gives up on a row without live cells. The limits must
+// satisfy row(i − 1) >= row(i) − (row i's least in-band cost); then a live
+// cell's least predecessor is live, so its value is walk_pair's. The cells
+// the walk skips hold +∞ in r.
+template <class CostProvider, class Limits>
+KOKKOS_INLINE_FUNCTION acc_t walk_pair_below(const CostProvider& cost,
+                                             const Band& band, std::int64_t p,
+                                             acc_t* r, const Limits& limits) {
+  std::int64_t const n = cost.n(p), m = cost.m(p);
+  auto const cell = cost.pair_cells(p);
+  acc_t const inf = compat::infinity<acc_t>();
+  r[0] = 0;
+  for (std::int64_t j = 1; j <= m; ++j) r[j] = inf;
+  // Row i − 1's live cells lie in columns [live_first, live_last]; the cells
+  // it computed, [done_first, done_last], are the only finite ones in r.
+  std::int64_t live_first = 0, live_last = 0, done_first = 0, done_last = 0;
+  for (std::int64_t i = 1; i <= n; ++i) {
+    std::int64_t lo, hi;
+    row_columns(band, i, n, m, lo, hi);
+    acc_t const limit = limits.row(i);
+    std::int64_t const first = lo > live_first ? lo : live_first;
+    std::int64_t const reached = hi < live_last + 1 ? hi : live_last + 1;
+    if (first > hi) return inf;
+    acc_t diag = r[first - 1], left = inf;
+    std::int64_t j = first;
+    // Up to the column after the row above's last live cell, then for as
+    // long as `left` is live (only `left` can be, past them).
+    for (; j <= reached; ++j) {
+      acc_t const up = r[j];
+      acc_t const value = cell(i - 1, j - 1) + min3(diag, up, left);
+      diag = up;
+      r[j] = left = value;
+    }
+    for (; j <= hi && left < limit; ++j)
+      r[j] = left = cell(i - 1, j - 1) + left;
+    // Row i − 1's values outside [first, j − 1] would read as row i's.
+    for (std::int64_t q = done_first; q < first; ++q) r[q] = inf;
+    for (std::int64_t q = j; q <= done_last; ++q) r[q] = inf;
+    done_first = first;
+    done_last = j - 1;
+    // The live cells' span: dead cells at its ends are few, and the next
+    // row skips them.
+    for (live_first = first; live_first < j && !(r[live_first] < limit);)
+      ++live_first;
+    if (live_first == j) return inf;
+    for (live_last = j - 1; !(r[live_last] < limit);) --live_last;
   }
   return r[m];
 }
