@@ -8,8 +8,9 @@
 #   build            the presets: compilers, CMake, Ninja, GoogleTest, Google
 #                    Benchmark (Kokkos itself is bootstrapped by configure)
 #   test             build + what tests/python/run.sh needs: Debian's python3
-#                    with venv, headers, NumPy, PyTorch (a CPU build), pytest
-#                    and Matplotlib (pip then brings the extension's build tools)
+#                    with venv, headers, NumPy, PyTorch (a CPU build), pytest,
+#                    Matplotlib and scikit-learn (pip then brings the
+#                    extension's build tools)
 #   hip              build + ROCm's hipcc and HIP runtime for the `hip` preset,
 #                    and pip with python3's headers for its Python extension
 #   kokkos-versions  test + clang++ with its OpenMP runtime, for
@@ -18,7 +19,7 @@ set -euo pipefail
 
 build=(cmake ninja-build g++ patch xz-utils libgtest-dev libbenchmark-dev)
 python=(python3-dev python3-venv python3-pip python3-numpy python3-torch
-        python3-pytest python3-matplotlib)
+        python3-pytest python3-matplotlib python3-sklearn)
 hip=(hipcc libamdhip64-dev rocm-device-libs)
 clang=(clang libomp-dev)
 

@@ -128,3 +128,49 @@ def test_hard_dtw_path_is_optimal(rng):
         assert set(map(tuple, steps)) <= {(1, 1), (1, 0), (0, 1)}
         assert C[p[:, 0], p[:, 1]].sum() == pytest.approx(values[b])
         assert values[b] == pytest.approx(ref.sdtw(x[b], y[b], 0.0))
+
+
+def _walks(rng, shape):
+    """Random walks: series with shape, as the pruned search meets them."""
+    return np.cumsum(rng.uniform(-1, 1, shape), axis=1)
+
+
+@pytest.mark.parametrize("B1,B2,N,M,d", [(1, 1, 1, 1, 1), (5, 30, 20, 20, 1), (4, 25, 12, 17, 2), (3, 40, 33, 9, 3)])
+@pytest.mark.parametrize("dist", ["sqeuclidean", "l1"])
+@pytest.mark.parametrize("band", [None, 2])
+def test_nearest_neighbours_match_sorted_pairwise(rng, B1, B2, N, M, d, dist, band):
+    x, y = _walks(rng, (B1, N, d)), _walks(rng, (B2, M, d))
+    k = min(B2, 4)
+    indices, distances, counts = swn.nearest_neighbours(x, y, k, bandwidth=band, dist=dist, return_counts=True)
+    matrix = swn.pairwise(x, y, 0.0, bandwidth=band, dist=dist)
+    order = np.argsort(matrix, axis=1, kind="stable")[:, :k]
+    assert indices.dtype == np.int64 and indices.shape == (B1, k)
+    np.testing.assert_array_equal(indices, order)
+    np.testing.assert_array_equal(distances, np.take_along_axis(matrix, order, axis=1))
+    assert counts["pairs"] == B1 * B2
+    assert counts["pruned"] + counts["pruned_reverse"] + counts["abandoned"] + counts["completed"] == B1 * B2
+
+
+def test_nearest_neighbours_lengths_float32_and_ties(rng):
+    x = _walks(rng, (6, 15, 1)).astype(np.float32)
+    base = _walks(rng, (3, 18, 1)).astype(np.float32)
+    y = np.concatenate([base, base, base])  # every distance three times
+    lx, ly = rng.integers(1, 16, 6), np.tile(rng.integers(1, 19, 3), 3)
+    indices, distances = swn.nearest_neighbours(x, y, 5, lengths_x=lx, lengths_y=ly)
+    matrix = swn.pairwise(x, y, 0.0, lengths_x=lx, lengths_y=ly)
+    order = np.argsort(matrix, axis=1, kind="stable")[:, :5]
+    assert distances.dtype == np.float32
+    np.testing.assert_array_equal(indices, order)
+    np.testing.assert_array_equal(distances, np.take_along_axis(matrix, order, axis=1))
+
+
+def test_nearest_neighbours_errors(rng):
+    x, y = rng.standard_normal((2, 5, 1)), rng.standard_normal((3, 5, 1))
+    with pytest.raises(ValueError, match="k must be in"):
+        swn.nearest_neighbours(x, y, 4)
+    with pytest.raises(ValueError, match="k must be in"):
+        swn.nearest_neighbours(x, y, 0)
+    with pytest.raises(TypeError, match="k must be an integer"):
+        swn.nearest_neighbours(x, y, 1.5)
+    with pytest.raises(ValueError, match="cost"):
+        swn.nearest_neighbours(x, y, 1, dist="cosine")

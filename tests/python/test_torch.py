@@ -429,3 +429,23 @@ def test_softdtw_barycenter_is_softwave_barycenter(rng, capsys):
         swt.softdtw_barycenter(Xn)
     with pytest.raises(ValueError, match="init"):
         swt.softdtw_barycenter(X, init=torch.zeros(20, 3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_nearest_neighbours_match_sorted_pairwise(rng, device, dtype):
+    """The exact search on the tensors' device: the neighbours and distances
+    of sorting pairwise(γ = 0, the pair kernel) rows on the same device, bit
+    for bit; int64 indices; no gradient."""
+    x = np.cumsum(rng.uniform(-1, 1, (7, 19, 2)), axis=1)
+    y = np.cumsum(rng.uniform(-1, 1, (30, 23, 2)), axis=1)
+    tx = torch.tensor(x, dtype=dtype, device=device, requires_grad=True)
+    ty = torch.tensor(y, dtype=dtype, device=device)
+    indices, distances, counts = swt.nearest_neighbours(tx, ty, 3, bandwidth=4.5, return_counts=True)
+    matrix = swt.pairwise(tx.detach(), ty, 0.0, bandwidth=4.5, kernel="pairs").cpu().numpy()
+    order = np.argsort(matrix, axis=1, kind="stable")[:, :3]
+    assert indices.dtype == torch.int64 and indices.device.type == device
+    assert not distances.requires_grad
+    np.testing.assert_array_equal(indices.cpu().numpy(), order)
+    np.testing.assert_array_equal(distances.cpu().numpy(), np.take_along_axis(matrix, order, axis=1))
+    assert counts["pairs"] == 7 * 30

@@ -34,6 +34,9 @@ class Adapter:
     def int32_dtype(self) -> Any:  # pragma: no cover
         raise NotImplementedError
 
+    def int64_dtype(self) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
     def value_dtype(self, like: Any) -> Any:
         """The dtype of values and matrices for inputs like `like` (None: its own)."""
         return None
@@ -120,6 +123,26 @@ def pairwise(adapter: Adapter, x, y, opts: Options, *, divergence: bool = False,
         check_of(adapter, opts, x),
     )
     return matrix
+
+
+def nearest_neighbours(adapter: Adapter, x, y, k: int, opts: Options, *, lengths_x=None, lengths_y=None):
+    """The k nearest y_c of every x_q under hard DTW: indices (B1, k) int64,
+    distances (B1, k), nearest first (ties to the lower index), and the
+    search's counts (a dict: pairs, pruned, pruned_reverse, abandoned,
+    completed)."""
+    check_extents("x", x.shape, ("N", "d"))
+    check_extents("y", y.shape, ("M", "d"))
+    indices = adapter.empty((x.shape[0], k), x, adapter.int64_dtype())
+    distances = adapter.empty((x.shape[0], k), x, adapter.value_dtype(x))
+    if x.shape[0] == 0:
+        counts = dict.fromkeys(("pairs", "pruned", "pruned_reverse", "abandoned", "completed"), 0)
+        return indices, distances, counts
+    counts = _core.nearest_neighbours(
+        x, y, indices, distances,
+        lengths_of(adapter, lengths_x, x), lengths_of(adapter, lengths_y, x),
+        opts.dist, opts.band, adapter.stream(x), check_of(adapter, opts, x),
+    )
+    return indices, distances, dict(counts)
 
 
 def dtw_path(adapter: Adapter, x, y, opts: Options, *, lengths_x=None, lengths_y=None):

@@ -66,6 +66,9 @@ class TorchAdapter(_engine.Adapter):
     def int32_dtype(self):
         return torch.int32
 
+    def int64_dtype(self):
+        return torch.int64
+
     def value_dtype(self, like):
         return value_dtype(like.dtype)
 

@@ -32,6 +32,7 @@ __all__ = [
     "soft_dtw_cost_value_and_grad",
     "pairwise",
     "dtw",
+    "nearest_neighbours",
 ]
 
 
@@ -47,6 +48,9 @@ class _NumpyAdapter(_engine.Adapter):
 
     def int32_dtype(self):
         return np.int32
+
+    def int64_dtype(self):
+        return np.int64
 
 
 _adapter = _NumpyAdapter()
@@ -216,3 +220,34 @@ def dtw(x, y, *, bandwidth=None, dist: str = "sqeuclidean", lengths_x=None, leng
         return values
     return (values, paths[0]) if single else (values, paths)
 
+
+
+def _series_set(name, a, dtype=None):
+    """A set of series as a contiguous (B, N, d) array; (B, N) is univariate."""
+    a = _float_array(name, a, dtype)
+    if a.ndim not in (2, 3):
+        raise ValueError(f"softwave: {name} must be (B, N, d) or (B, N) (got {a.ndim} dimensions)")
+    return np.ascontiguousarray(a[..., None] if a.ndim == 2 else a)
+
+
+def nearest_neighbours(x, y, k: int = 1, *, bandwidth=None, dist: str = "sqeuclidean", lengths_x=None,
+                       lengths_y=None, return_counts: bool = False):
+    """Exact k-nearest neighbours under hard DTW: for every series x_q of
+    x (B1, N, d) the k series of y (B2, M, d) with the least DTW distances
+    (sqeuclidean or l1 cost; (B, N) means univariate series). Returns
+    indices (B1, k) int64 and distances (B1, k), nearest first, ties to the
+    lower index: exactly what sorting each row of pairwise(x, y, gamma=0)
+    gives, found with the UCR Suite's lower bounds and pruned, early
+    abandoned walks, so most pairs are never computed in full. With
+    return_counts, also a dict of what the search did with the B1·B2 pairs
+    (pruned, pruned_reverse, abandoned, completed)."""
+    opts = options(0.0, bandwidth, dist)
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TypeError(f"softwave: k must be an integer (got {type(k).__name__})")
+    x3 = _series_set("x", x)
+    y3 = _series_set("y", y, x3.dtype)
+    if not 1 <= k <= y3.shape[0]:
+        raise ValueError(f"softwave: k must be in [1, {y3.shape[0]}] (the number of series in y; got {k})")
+    indices, distances, counts = _engine.nearest_neighbours(
+        _adapter, x3, y3, int(k), opts, lengths_x=lengths_x, lengths_y=lengths_y)
+    return (indices, distances, counts) if return_counts else (indices, distances)

@@ -52,6 +52,7 @@ __all__ = [
     "soft_dtw_cost",
     "pairwise",
     "dtw",
+    "nearest_neighbours",
 ]
 
 def _tensor(name: str, t) -> torch.Tensor:
@@ -258,6 +259,36 @@ def dtw(x: torch.Tensor, y: torch.Tensor, *, bandwidth=None, dist: str = "sqeucl
     counts = length.tolist()
     paths = [path[b, : counts[b]].long() for b in range(path.shape[0])]
     return (values[0], paths[0]) if single else (values, paths)
+
+
+def nearest_neighbours(x: torch.Tensor, y: torch.Tensor, k: int = 1, *, bandwidth=None, dist: str = "sqeuclidean",
+                       lengths_x=None, lengths_y=None, check_inputs: Optional[bool] = None,
+                       return_counts: bool = False):
+    """Exact k-nearest neighbours under hard DTW (softwave.numpy's, on the
+    tensors' device): indices (B1, k) int64 and distances (B1, k), nearest
+    first, ties to the lower index, for x (B1, N, d) against y (B2, M, d);
+    (B, N) means univariate series. Not differentiable (the distances are
+    detached); with return_counts also the search's counts (a dict)."""
+    opts = options(0.0, bandwidth, dist, check_inputs=check_inputs)
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"softwave: k must be an integer (got {type(k).__name__})")
+    for name, t in (("x", x), ("y", y)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"softwave: {name} must be a torch.Tensor (got {type(t).__name__})")
+        if t.ndim not in (2, 3):
+            raise ValueError(f"softwave: {name} must be (B, N, d) or (B, N) (got {t.ndim} dimensions)")
+    x3 = x.detach().unsqueeze(-1) if x.ndim == 2 else x.detach()
+    y3 = y.detach().unsqueeze(-1) if y.ndim == 2 else y.detach()
+    dtype = _compute_dtype(x3, y3)
+    if dtype not in (torch.float32, torch.float64):
+        dtype = torch.float32  # the search takes float32 or float64
+    _check_device(x3)
+    if not 1 <= k <= y3.shape[0]:
+        raise ValueError(f"softwave: k must be in [1, {y3.shape[0]}] (the number of series in y; got {k})")
+    indices, distances, counts = _engine.nearest_neighbours(
+        ops.adapter, x3.to(dtype).contiguous(), y3.to(dtype).contiguous(), k, opts,
+        lengths_x=ops.lengths_of(lengths_x, x3), lengths_y=ops.lengths_of(lengths_y, x3))
+    return (indices, distances, counts) if return_counts else (indices, distances)
 
 
 class SoftDTW(torch.nn.Module):

@@ -37,6 +37,8 @@ const char* dtype_name(DType dtype) {
       return "float16";
     case DType::int32:
       return "int32";
+    case DType::int64:
+      return "int64";
     default:
       return "an unsupported dtype";
   }
@@ -412,6 +414,39 @@ void pairwise(const Settings& settings, const Borrowed& x, const Borrowed& y,
             divergence ? PairwiseValue::divergence : PairwiseValue::soft_dtw,
             options, lengths_of<Space>(lengths_x, lengths_y));
       });
+}
+
+std::map<std::string, std::int64_t> nearest_neighbours(
+    const Settings& settings, const Borrowed& queries,
+    const Borrowed& references, const Borrowed& indices,
+    const Borrowed& distances, const Borrowed& lengths_x,
+    const Borrowed& lengths_y) {
+  const SoftDTWOptions options = options_of(settings);
+  check_rank(queries, 3, "(B1, N, d)");
+  check_rank(references, 3, "(B2, M, d)");
+  check_rank(indices, 2, "(B1, k)");
+  check_rank(distances, 2, "(B1, k)");
+  check_dtype(indices, DType::int64);
+  SearchStatistics counts;
+  with_float_space(
+      settings, queries,
+      {&references, &indices, &distances, &lengths_x, &lengths_y},
+      [&](const auto& space, auto zero) {
+        using Space = std::decay_t<decltype(space)>;
+        using T = decltype(zero);
+        check_float<T>(queries, {&references}, {&distances});
+        impl::nearest_neighbours<Space, T>(
+            space, view3<const T, Space>(queries),
+            view3<const T, Space>(references),
+            view2<std::int64_t, Space>(indices),
+            view2<value_t<T>, Space>(distances), options,
+            lengths_of<Space>(lengths_x, lengths_y), &counts);
+      });
+  return {{"pairs", counts.pairs},
+          {"pruned", counts.pruned},
+          {"pruned_reverse", counts.pruned_reverse},
+          {"abandoned", counts.abandoned},
+          {"completed", counts.completed}};
 }
 
 void dtw_path(const Settings& settings, const Borrowed& x, const Borrowed& y,

@@ -13,7 +13,7 @@
 
 namespace softwave::python {
 
-enum class DType { float32, float64, bfloat16, float16, int32, other };
+enum class DType { float32, float64, bfloat16, float16, int32, int64, other };
 enum class Device { cpu, cuda, other };
 
 // A C-contiguous array owned by Python (numpy, torch, jax); `data` is null
@@ -66,6 +66,16 @@ void dtw_path(const Settings& settings, const Borrowed& x, const Borrowed& y,
               const Borrowed& values, const Borrowed& path,
               const Borrowed& path_length, const Borrowed& lengths_x,
               const Borrowed& lengths_y);
+
+// The k nearest references (hard DTW, sqeuclidean or l1) of every query:
+// indices int64 (B1, k) and distances (B1, k) of the value type,
+// softwave::nearest_neighbours; returns its counts by name (pairs, pruned,
+// pruned_reverse, abandoned, completed).
+std::map<std::string, std::int64_t> nearest_neighbours(
+    const Settings& settings, const Borrowed& queries,
+    const Borrowed& references, const Borrowed& indices,
+    const Borrowed& distances, const Borrowed& lengths_x,
+    const Borrowed& lengths_y);
 
 struct BarycenterSettings {
   std::string method = "lbfgs";  // lbfgs or adam

@@ -7,6 +7,7 @@
 // nanobind raises as ValueError with the same message.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -34,6 +35,7 @@ DType dtype_of(const nb::dlpack::dtype& dtype) {
   if (dtype == nb::dtype<float>()) return DType::float32;
   if (dtype == nb::dtype<double>()) return DType::float64;
   if (dtype == nb::dtype<std::int32_t>()) return DType::int32;
+  if (dtype == nb::dtype<std::int64_t>()) return DType::int64;
   if (dtype.bits == 16 && dtype.lanes == 1) {
     if (dtype.code == std::uint8_t(nb::dlpack::dtype_code::Bfloat))
       return DType::bfloat16;
@@ -173,6 +175,25 @@ NB_MODULE(_core, m) {
       "x"_a, "y"_a, "matrix"_a, "lengths_x"_a.none(), "lengths_y"_a.none(),
       "gamma"_a, "dist"_a, "band"_a, "kernel"_a, "divergence"_a, "stream"_a,
       "check"_a = true);
+
+  m.def(
+      "nearest_neighbours",
+      [](AnyArray queries, AnyArray references, AnyArray indices,
+         AnyArray distances, Optional lengths_x, Optional lengths_y,
+         const std::string& dist, std::int64_t band, std::uintptr_t stream,
+         bool check) {
+        const auto bq = borrow("x", queries), br = borrow("y", references),
+                   bi = borrow("indices", indices),
+                   bd = borrow("distances", distances),
+                   lx = borrow("lengths_x", lengths_x),
+                   ly = borrow("lengths_y", lengths_y);
+        nb::gil_scoped_release release;
+        return nearest_neighbours(
+            settings_of(0.0, dist, band, "automatic", stream, check), bq, br,
+            bi, bd, lx, ly);
+      },
+      "x"_a, "y"_a, "indices"_a, "distances"_a, "lengths_x"_a.none(),
+      "lengths_y"_a.none(), "dist"_a, "band"_a, "stream"_a, "check"_a = true);
 
   m.def(
       "dtw_path",

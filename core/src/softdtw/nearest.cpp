@@ -98,6 +98,19 @@ KOKKOS_INLINE_FUNCTION acc_t gap(const T* v, const W* upper, const W* lower,
   return acc_t(sum);
 }
 
+// LB_Keogh of `count` points of a series (`step` apart) against an
+// envelope (d values a point): their gaps summed in order, only until the
+// sum reaches `limit` (it is then a bound that cuts all the same).
+template <Cost metric, class W, class T>
+KOKKOS_INLINE_FUNCTION acc_t keogh_bound(const T* series, std::int64_t step,
+                                         const W* upper, const W* lower, int d,
+                                         std::int64_t count, acc_t limit) {
+  acc_t sum = 0;
+  for (std::int64_t t = 0; t < count && sum < limit; ++t)
+    sum += gap<metric>(series + t * step, upper + t * d, lower + t * d, d);
+  return sum;
+}
+
 // The limits of a walk's rows (walk_pair_below): a cell of row i (1-based)
 // whose value v reaches threshold / keep − rest[i] cannot be on a path whose
 // distance rounds to no more than the k-th best, since v plus the bound of
@@ -171,22 +184,6 @@ struct Search {
     indices(q, r) = c;
   }
 
-  // The lower bound of the pair's rows from `first` on: LB_Keogh of the
-  // query against the reference's envelope (queries of full length N).
-  // Summing stops once the bound passes `threshold` (with the margin).
-  KOKKOS_INLINE_FUNCTION acc_t keogh(const typename Provider::PairCells& cells,
-                                     std::int64_t c, std::int64_t n,
-                                     acc_t threshold, acc_t keep) const {
-    int const d = cells.d;
-    const W* const upper = &reference_upper(c, 0, 0);
-    const W* const lower = &reference_lower(c, 0, 0);
-    acc_t sum = 0;
-    for (std::int64_t i = 0; i < n && sum * keep < threshold; ++i)
-      sum += gap<metric>(cells.x + i * cells.x_step, upper + i * d,
-                         lower + i * d, d);
-    return sum;
-  }
-
   // Walks reference c for query q (local l) unless LB_Keogh of the reference
   // against the query's envelope cuts it, and files the distance.
   KOKKOS_INLINE_FUNCTION void visit(std::int64_t l, std::int64_t q,
@@ -199,12 +196,9 @@ struct Search {
     acc_t const keep = 1 - acc_t(n + m) * 0x1p-50;
     acc_t const threshold = next_above<V>(acc_t(distances(q, k - 1)));
     if (m == M && threshold < compat::infinity<acc_t>()) {
-      const W* const upper = &query_upper(l, 0, 0);
-      const W* const lower = &query_lower(l, 0, 0);
-      acc_t reverse = 0;
-      for (std::int64_t j = 0; j < m && reverse * keep < threshold; ++j)
-        reverse += gap<metric>(cells.y + j * cells.y_step, upper + j * d,
-                               lower + j * d, d);
+      acc_t const reverse =
+          keogh_bound<metric>(cells.y, cells.y_step, &query_upper(l, 0, 0),
+                              &query_lower(l, 0, 0), d, m, threshold / keep);
       if (reverse * keep >= threshold) {
         ++counts[kPrunedReverse];
         return;
@@ -274,9 +268,11 @@ struct Search {
       acc_t const keep = 1 - acc_t(n + m) * 0x1p-50;
       acc_t lb = kim;
       if (n == N && kim * keep < threshold) {
-        acc_t const keogh_bound =
-            keogh(cost.pair_cells(p), c, n, threshold, keep);
-        lb = keogh_bound > kim ? keogh_bound : kim;
+        auto const cells = cost.pair_cells(p);
+        acc_t const keogh = keogh_bound<metric>(
+            cells.x, cells.x_step, &reference_upper(c, 0, 0),
+            &reference_lower(c, 0, 0), cells.d, n, threshold / keep);
+        lb = keogh > kim ? keogh : kim;
       }
       if (lb * keep >= threshold) {
         ++counts[kPruned];

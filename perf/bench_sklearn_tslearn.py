@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""softwave.sklearn's KNeighborsTimeSeriesClassifier beside tslearn's, in one
+process, on the shipped UCR sets: fit + predict of the test split, best of
+--repeats after a warm-up call (tslearn compiles its numba kernels on the
+first), the error counts side by side (hard DTW must agree exactly).
+
+tslearn is a peer, never a dependency: install it into a throwaway virtual
+environment with softwave built for the same interpreter, e.g.
+    python3 -m venv /tmp/peers && /tmp/peers/bin/pip install tslearn==0.10.0
+    PYTHONPATH=<dir holding the built softwave package> /tmp/peers/bin/python perf/bench_sklearn_tslearn.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = [  # set, n_neighbors, Sakoe-Chiba radius (None: full window), metric
+    ("GunPoint", 1, None, "dtw"),
+    ("GunPoint", 1, 15, "dtw"),
+    ("ECG200", 3, None, "dtw"),
+    ("ECG200", 5, 10, "dtw"),
+    ("ItalyPowerDemand", 3, 3, "dtw"),
+    ("Beef", 1, None, "euclidean"),
+    ("Coffee", 1, None, "softdtw"),
+]
+
+
+def load(data, name, split):
+    table = np.loadtxt(data / name / f"{name}_{split}.tsv")
+    return table[:, 1:, None], table[:, 0]
+
+
+def timed(make, X_train, y_train, X_test, repeats):
+    make().fit(X_train, y_train).predict(X_test)  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        predicted = make().fit(X_train, y_train).predict(X_test)
+        best = min(best, time.perf_counter() - start)
+    return best, predicted
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "ucr"))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    from softwave.sklearn import KNeighborsTimeSeriesClassifier as Ours
+    from tslearn.neighbors import KNeighborsTimeSeriesClassifier as Theirs
+
+    records = []
+    print(f"{'set':18s} {'k':>2s} {'radius':>6s} {'metric':>9s} {'softwave s':>11s} {'tslearn s':>10s} "
+          f"{'ratio':>8s} {'errors':>9s}")
+    for name, k, radius, metric in CASES:
+        X_train, y_train = load(Path(args.data), name, "TRAIN")
+        X_test, y_test = load(Path(args.data), name, "TEST")
+        params = {"gamma": 1.0} if metric == "softdtw" else (
+            None if radius is None else {"sakoe_chiba_radius": radius})
+        ours, ours_pred = timed(lambda: Ours(n_neighbors=k, metric=metric, metric_params=params),
+                                X_train, y_train, X_test, args.repeats)
+        theirs, theirs_pred = timed(lambda: Theirs(n_neighbors=k, metric=metric, metric_params=params),
+                                    X_train, y_train, X_test, args.repeats)
+        errors = (int((ours_pred != y_test).sum()), int((theirs_pred != y_test).sum()))
+        records.append(dict(set=name, k=k, radius=radius, metric=metric, softwave_s=ours, tslearn_s=theirs,
+                            ratio=theirs / ours, softwave_errors=errors[0], tslearn_errors=errors[1],
+                            same_predictions=bool((ours_pred == theirs_pred).all())))
+        print(f"{name:18s} {k:2d} {str(radius):>6s} {metric:>9s} {ours:11.4f} {theirs:10.4f} "
+              f"{theirs / ours:8.1f} {errors[0]:>4d}/{errors[1]:<4d}", flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(records, indent=1))
+
+
+if __name__ == "__main__":
+    main()

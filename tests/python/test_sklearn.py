@@ -1,0 +1,129 @@
+"""softwave.sklearn: the scikit-learn estimator contract, tslearn's results
+on the shipped UCR sets, and the tslearn-style functions against the
+float64 reference."""
+
+import numpy as np
+import pytest
+import reference as ref
+from conftest import ucr
+
+sklearn = pytest.importorskip("sklearn", reason="scikit-learn is not installed")
+
+from sklearn.model_selection import GridSearchCV  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import FunctionTransformer  # noqa: E402
+from sklearn.utils.estimator_checks import check_estimator  # noqa: E402
+
+from softwave.sklearn import KNeighborsTimeSeriesClassifier, cdist_dtw, cdist_soft_dtw, lb_keogh  # noqa: E402
+
+
+def test_passes_scikit_learns_estimator_checks():
+    check_estimator(KNeighborsTimeSeriesClassifier())
+    check_estimator(KNeighborsTimeSeriesClassifier(n_neighbors=3, weights="distance",
+                                                   metric_params={"sakoe_chiba_radius": 1}))
+
+
+# tslearn 0.10.0's KNeighborsTimeSeriesClassifier (scikit-learn 1.9.1) on the
+# same splits, computed for this test: its error count and Σ_i label_i · i
+# over its test predictions. Hard DTW must agree exactly.
+TSLEARN = [
+    ("GunPoint", 1, None, "dtw", 14, 17040),
+    ("GunPoint", 1, 15, "dtw", 9, 17068),
+    ("ECG200", 3, None, "dtw", 20, 2066),
+    ("ECG200", 5, 10, "dtw", 18, 1934),
+    ("ItalyPowerDemand", 3, 3, "dtw", 58, 785925),
+    ("Beef", 1, None, "euclidean", 10, 1411),
+    ("Coffee", 1, None, "softdtw", 0, 273),
+]
+
+
+@pytest.mark.parametrize("name,k,radius,metric,errors,weighted", TSLEARN)
+def test_predictions_match_tslearn(name, k, radius, metric, errors, weighted):
+    y_train, X_train = ucr(name, "TRAIN")
+    y_test, X_test = ucr(name, "TEST")
+    params = {"gamma": 1.0} if metric == "softdtw" else (None if radius is None else {"sakoe_chiba_radius": radius})
+    model = KNeighborsTimeSeriesClassifier(n_neighbors=k, metric=metric, metric_params=params)
+    predicted = model.fit(X_train[:, :, None], y_train).predict(X_test[:, :, None])
+    assert int((predicted != y_test).sum()) == errors
+    assert int(np.sum(predicted * np.arange(len(predicted)))) == weighted
+
+
+def test_kneighbors_distances_are_dtw_roots(rng):
+    X = np.cumsum(rng.uniform(-1, 1, (12, 20, 2)), axis=1)
+    y = rng.integers(0, 3, 12)
+    model = KNeighborsTimeSeriesClassifier(n_neighbors=3).fit(X, y)
+    distances, indices = model.kneighbors(X[:4])
+    for q in range(4):
+        expected = sorted((ref.sdtw(X[q], X[c], 0.0), c) for c in range(12))[:3]
+        np.testing.assert_array_equal(indices[q], [c for _, c in expected])
+        np.testing.assert_allclose(distances[q], [np.sqrt(v) for v, _ in expected], rtol=1e-12)
+    # Without X: each series' neighbours among the others.
+    own = model.kneighbors(return_distance=False)
+    assert own.shape == (12, 3)
+    assert not (own == np.arange(12)[:, None]).any()
+
+
+def test_variable_lengths_padded_with_nan(rng):
+    X = np.cumsum(rng.uniform(-1, 1, (8, 16, 1)), axis=1)
+    lengths = rng.integers(5, 17, 8)
+    padded = X.copy()
+    for s, n in enumerate(lengths):
+        padded[s, n:] = np.nan
+    matrix = cdist_dtw(padded)
+    for a in range(8):
+        for b in range(8):
+            expected = np.sqrt(ref.sdtw(X[a, : lengths[a]], X[b, : lengths[b]], 0.0))
+            assert matrix[a, b] == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    model = KNeighborsTimeSeriesClassifier(n_neighbors=2).fit(padded, np.arange(8) % 2)
+    distances, indices = model.kneighbors(padded)
+    np.testing.assert_array_equal(indices, np.argsort(matrix, axis=1, kind="stable")[:, :2])
+    bad = padded.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        cdist_dtw(bad)
+
+
+def test_functions_match_reference(rng):
+    A = np.cumsum(rng.uniform(-1, 1, (4, 11, 1)), axis=1)
+    B = np.cumsum(rng.uniform(-1, 1, (3, 11, 1)), axis=1)
+    for radius in (None, 2):
+        got = cdist_dtw(A, B, sakoe_chiba_radius=radius, global_constraint=None if radius is None else "sakoe_chiba")
+        expected = [[np.sqrt(ref.sdtw(a, b, 0.0, band=radius)) for b in B] for a in A]
+        np.testing.assert_allclose(got, expected, rtol=1e-12)
+    soft = cdist_soft_dtw(A, B, gamma=0.5)
+    np.testing.assert_allclose(soft, [[ref.sdtw(a, b, 0.5) for b in B] for a in A], rtol=1e-10)
+    for radius in (0, 1, 3):
+        bound = lb_keogh(A[0], B[1], radius=radius)
+        lower = [min(B[1, max(0, i - radius): i + radius + 1, 0]) for i in range(11)]
+        upper = [max(B[1, max(0, i - radius): i + radius + 1, 0]) for i in range(11)]
+        gap = [max(a - u, l - a, 0.0) for a, l, u in zip(A[0, :, 0], lower, upper)]
+        assert bound == pytest.approx(np.sqrt(np.sum(np.square(gap))), rel=1e-12)
+        assert bound <= cdist_dtw(A[:1], B[1:2], sakoe_chiba_radius=radius)[0, 0] + 1e-12
+    with pytest.raises(ValueError, match="itakura"):
+        cdist_dtw(A, itakura_max_slope=2.0)
+
+
+def test_in_a_pipeline_and_a_grid_search():
+    y_train, X_train = ucr("Coffee", "TRAIN")
+    y_test, X_test = ucr("Coffee", "TEST")
+    pipeline = make_pipeline(FunctionTransformer(lambda X: (X - X.mean(1, keepdims=True)) / X.std(1, keepdims=True)),
+                             KNeighborsTimeSeriesClassifier(n_neighbors=1))
+    grid = GridSearchCV(pipeline, {"kneighborstimeseriesclassifier__metric_params":
+                                   [{"sakoe_chiba_radius": r} for r in (0, 5, 30)]}, cv=3)
+    grid.fit(X_train, y_train)
+    assert grid.best_params_["kneighborstimeseriesclassifier__metric_params"]["sakoe_chiba_radius"] in (0, 5, 30)
+    assert grid.score(X_test, y_test) >= 0.9
+
+
+def test_bad_parameters_name_themselves():
+    X, y = np.zeros((4, 6)), np.array([0, 1, 0, 1])
+    for params, word in [({"metric": "cosine"}, "metric"), ({"weights": "max"}, "weights"),
+                         ({"n_neighbors": 0}, "n_neighbors"),
+                         ({"metric_params": {"sakoe_chiba_radius": -1}}, "sakoe_chiba_radius"),
+                         ({"metric_params": {"window": 3}}, "window"),
+                         ({"metric": "softdtw", "metric_params": {"gamma": 0}}, "gamma")]:
+        with pytest.raises(ValueError, match=word):
+            KNeighborsTimeSeriesClassifier(**params).fit(X, y)
+    model = KNeighborsTimeSeriesClassifier(n_neighbors=5).fit(X, y)
+    with pytest.raises(ValueError, match="n_neighbors"):
+        model.predict(X)
