@@ -9,18 +9,28 @@ from conftest import ucr
 
 sklearn = pytest.importorskip("sklearn", reason="scikit-learn is not installed")
 
+from sklearn.metrics import adjusted_rand_score  # noqa: E402
 from sklearn.model_selection import GridSearchCV  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import FunctionTransformer  # noqa: E402
 from sklearn.utils.estimator_checks import check_estimator  # noqa: E402
 
-from softwave.sklearn import KNeighborsTimeSeriesClassifier, cdist_dtw, cdist_soft_dtw, lb_keogh  # noqa: E402
+from softwave.sklearn import (  # noqa: E402
+    KNeighborsTimeSeriesClassifier,
+    TimeSeriesKMeans,
+    cdist_dtw,
+    cdist_soft_dtw,
+    dtw_barycenter_averaging,
+    lb_keogh,
+)
 
 
 def test_passes_scikit_learns_estimator_checks():
     check_estimator(KNeighborsTimeSeriesClassifier())
     check_estimator(KNeighborsTimeSeriesClassifier(n_neighbors=3, weights="distance",
                                                    metric_params={"sakoe_chiba_radius": 1}))
+    check_estimator(TimeSeriesKMeans(random_state=0))
+    check_estimator(TimeSeriesKMeans(metric="dtw", max_iter=5, random_state=0))
 
 
 # tslearn 0.10.0's KNeighborsTimeSeriesClassifier (scikit-learn 1.9.1) on the
@@ -127,3 +137,73 @@ def test_bad_parameters_name_themselves():
     model = KNeighborsTimeSeriesClassifier(n_neighbors=5).fit(X, y)
     with pytest.raises(ValueError, match="n_neighbors"):
         model.predict(X)
+
+
+# tslearn 0.10.0's TimeSeriesKMeans on the same data with the same initial
+# centres (every step-th training series; the centres are the series at
+# linspace(0, n - 1, k)), computed for this test: its labels and inertia.
+# There the algorithms coincide (means; DBA with 30 iterations), so the
+# labels must be equal and the inertia equal to rounding.
+TSLEARN_KMEANS = [
+    ("SyntheticControl", 6, 5, "euclidean", None, 10,
+     "000010150011100010002222222222333333535344244424225535355355", 27.39541677214136),
+    ("SyntheticControl", 6, 5, "dtw", {"sakoe_chiba_radius": 3}, 4,
+     "000000000011100011102222222222333333333344224424425335355355", 10.998590372079653),
+    ("GunPoint", 2, 1, "dtw", {"sakoe_chiba_radius": 5}, 3,
+     "00000011110111010011011101111101100010110111100001", 9.75430321254363),
+]
+
+
+@pytest.mark.parametrize("name,k,step,metric,params,max_iter,labels,inertia", TSLEARN_KMEANS)
+def test_kmeans_matches_tslearn_from_the_same_centres(name, k, step, metric, params, max_iter, labels, inertia):
+    _, X = ucr(name, "TRAIN")
+    X = X[::step, :, None]
+    init = X[np.linspace(0, len(X) - 1, k).astype(int)]
+    model = TimeSeriesKMeans(n_clusters=k, metric=metric, metric_params=params, init=init, max_iter=max_iter).fit(X)
+    assert "".join(map(str, model.labels_)) == labels
+    assert model.inertia_ == pytest.approx(inertia, rel=1e-12)
+    np.testing.assert_array_equal(model.predict(X), model.labels_)
+    assert model.cluster_centers_.shape == (k, X.shape[1], 1)
+
+
+def test_kmeans_plus_plus_and_softdtw_find_the_classes():
+    classes, X = ucr("SyntheticControl", "TRAIN")
+    X, classes = X[::5], classes[::5]
+    dtw = TimeSeriesKMeans(n_clusters=6, metric="dtw", metric_params={"sakoe_chiba_radius": 3}, n_init=2,
+                           max_iter=6, random_state=1).fit(X)
+    assert adjusted_rand_score(classes, dtw.labels_) > 0.5
+    soft = TimeSeriesKMeans(n_clusters=6, metric="softdtw", metric_params={"gamma": 0.5}, init=dtw.cluster_centers_,
+                            max_iter=2, max_iter_barycenter=10).fit(X)
+    assert adjusted_rand_score(classes, soft.labels_) > 0.5
+    assert soft.transform(X).shape == (len(X), 6)
+    again = TimeSeriesKMeans(n_clusters=6, metric="dtw", metric_params={"sakoe_chiba_radius": 3}, n_init=2,
+                             max_iter=6, random_state=1).fit(X)
+    np.testing.assert_array_equal(again.labels_, dtw.labels_)  # a fixed seed, the same clusters
+
+
+def test_dba_matches_tslearns_examples():
+    """tslearn's documented results of dtw_barycenter_averaging_petitjean."""
+    nan = np.nan
+    np.testing.assert_allclose(dtw_barycenter_averaging([[1, 2, 3, 4], [1, 2, 4, 5]], max_iter=5).ravel(),
+                               [1, 2, 3.5, 4.5])
+    ragged = [[1, 2, 3, 4, nan], [1, 2, 3, 4, 5]]
+    np.testing.assert_allclose(dtw_barycenter_averaging(ragged, max_iter=5).ravel(), [1, 2, 3, 4, 4.5])
+    np.testing.assert_allclose(dtw_barycenter_averaging(ragged, max_iter=5, barycenter_size=3).ravel(),
+                               [1.5, 3, 13 / 3])
+    np.testing.assert_allclose(dtw_barycenter_averaging([[0, 0, 0], [10, 10, 10]],
+                                                        weights=np.array([0.75, 0.25])).ravel(), [2.5] * 3)
+
+
+def test_kmeans_variable_lengths_and_errors(rng):
+    X = np.cumsum(rng.uniform(-1, 1, (12, 20, 1)), axis=1)
+    for s in range(0, 12, 3):
+        X[s, 15:] = np.nan
+    model = TimeSeriesKMeans(n_clusters=2, metric="dtw", random_state=0, max_iter=3).fit(X)
+    assert model.labels_.shape == (12,) and np.isfinite(model.cluster_centers_).all()
+    with pytest.raises(ValueError, match="euclidean"):
+        TimeSeriesKMeans(n_clusters=2).fit(X)
+    for params, word in [({"metric": "cosine"}, "metric"), ({"n_clusters": 20}, "n_clusters"),
+                         ({"init": "first"}, "init"), ({"init": np.zeros((3, 20, 1))}, "init"),
+                         ({"metric": "dtw", "metric_params": {"itakura_max_slope": 2.0}}, "itakura")]:
+        with pytest.raises(ValueError, match=word):
+            TimeSeriesKMeans(**{"n_clusters": 2, **params}).fit(np.nan_to_num(X))

@@ -28,8 +28,9 @@ import numbers
 import numpy as np
 
 try:
-    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.base import BaseEstimator, ClassifierMixin, ClusterMixin, TransformerMixin
     from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.utils import check_random_state
     from sklearn.utils.validation import check_array, check_consistent_length, check_is_fitted, column_or_1d
 except ImportError as error:  # pragma: no cover
     raise ImportError("softwave.sklearn needs scikit-learn") from error
@@ -43,10 +44,13 @@ except ImportError:  # pragma: no cover - older scikit-learn
 
 
 from . import numpy as _swn
+from ._barycenter import barycenter as _soft_barycenter
 from ._common import bandwidth_of
 
 __all__ = [
     "KNeighborsTimeSeriesClassifier",
+    "TimeSeriesKMeans",
+    "dtw_barycenter_averaging",
     "cdist_dtw",
     "cdist_soft_dtw",
     "lb_keogh",
@@ -308,3 +312,237 @@ class KNeighborsTimeSeriesClassifier(ClassifierMixin, BaseEstimator):
     def predict(self, X):
         proba = self.predict_proba(X)  # checks that the model is fitted
         return self.classes_[np.argmax(proba, axis=1)]
+
+
+def dtw_barycenter_averaging(X, barycenter_size=None, init_barycenter=None, max_iter=30, tol=1e-5, weights=None,
+                             metric_params=None, verbose=False, n_jobs=None):
+    """DTW Barycenter Averaging (Petitjean et al., Pattern Recognition 2011):
+    each iteration aligns every series to the barycenter along its optimal
+    hard-DTW path (softwave's, ties diagonal, then up, then left) and moves
+    each barycenter point to the weighted mean of the points aligned to it;
+    it stops when the mean squared DTW changes by less than tol, or grows.
+    As tslearn's dtw_barycenter_averaging_petitjean (the one its
+    TimeSeriesKMeans calls); barycenter_size applies without init_barycenter
+    (the initial barycenter is then the point-wise mean of the series,
+    resampled linearly to that size). Returns (barycenter_size, d)."""
+    X, lengths = _dataset("X", X)
+    n, sz, d = X.shape
+    weights = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64).reshape(n)
+    radius = _radius(metric_params)
+    if init_barycenter is None:
+        # The point-wise mean of the series (padding left out), resampled
+        # linearly to barycenter_size, as tslearn starts.
+        size = sz if barycenter_size is None else int(barycenter_size)
+        present = np.ones((n, sz)) if lengths is None else \
+            (np.arange(sz)[None, :] < lengths[:, None]).astype(np.float64)
+        mean = np.einsum("nt,ntd->td", present, X) / present.sum(axis=0)[:, None]
+        grid = np.linspace(0, 1, size)
+        barycenter = np.stack([np.interp(grid, np.linspace(0, 1, sz), mean[:, k]) for k in range(d)], axis=1)
+    else:
+        barycenter = np.array(init_barycenter, dtype=np.float64).reshape(-1, d)
+    size = barycenter.shape[0]
+    cost_prev = np.inf
+    for _ in range(max_iter):
+        centers = np.ascontiguousarray(np.broadcast_to(barycenter, (n, size, d)))
+        values, paths = _swn.dtw(X, centers, bandwidth=_bandwidth(radius), lengths_x=lengths)
+        cost = float(np.sum(values * weights) / weights.sum())
+        # The points aligned to each barycenter point, in series order and
+        # along each path (a stable sort keeps that order).
+        series = np.repeat(np.arange(n), [len(path) for path in paths])
+        steps = np.concatenate(paths)
+        order = np.argsort(steps[:, 1], kind="stable")
+        series, points = series[order], steps[order, 0]
+        starts = np.searchsorted(steps[order, 1], np.arange(size))
+        w = weights[series]
+        barycenter = np.add.reduceat(X[series, points] * w[:, None], starts, axis=0) / \
+            np.add.reduceat(w, starts)[:, None]
+        if verbose:
+            print(f"[DBA] cost {cost:.6g}")
+        if abs(cost_prev - cost) < tol or cost_prev < cost:
+            break
+        cost_prev = cost
+    return barycenter
+
+
+class TimeSeriesKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
+    """k-means for time series, as tslearn's.
+
+    metric "euclidean" (series of one length, centres are means), "dtw"
+    (centres by DTW Barycenter Averaging, as tslearn: dtw_barycenter_averaging
+    with 30 iterations), or "softdtw" (centres are softwave's Soft-DTW
+    barycenters, max_iter_barycenter L-BFGS iterations; gamma from
+    metric_params, default 1). metric_params: sakoe_chiba_radius,
+    global_constraint, gamma. init "k-means++" (with the metric's distances),
+    "random" (n_clusters distinct series) or an (n_clusters, sz, d) array.
+    Each of n_init initialisations alternates assignment and centre updates
+    until the inertia (mean squared distance to the assigned centre; the
+    DTW of the distance for dtw_inertia) changes by less than tol or
+    max_iter is reached; one that leaves a cluster empty is replaced by a
+    fresh one (at most max(n_init, 10) tries), and the lowest inertia wins.
+    Attributes: cluster_centers_, labels_, inertia_, n_iter_.
+    """
+
+    def __init__(self, n_clusters=3, max_iter=50, tol=1e-6, n_init=1, metric="euclidean", max_iter_barycenter=100,
+                 metric_params=None, n_jobs=None, dtw_inertia=False, verbose=0, random_state=None, init="k-means++"):
+        self.n_clusters = n_clusters
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_init = n_init
+        self.metric = metric
+        self.max_iter_barycenter = max_iter_barycenter
+        self.metric_params = metric_params
+        self.n_jobs = n_jobs
+        self.dtw_inertia = dtw_inertia
+        self.verbose = verbose
+        self.random_state = random_state
+        self.init = init
+
+    def _check_params(self, n_samples=None):
+        if self.metric not in ("euclidean", "dtw", "softdtw"):
+            raise ValueError(f"softwave: metric must be 'euclidean', 'dtw' or 'softdtw' (got {self.metric!r})")
+        for name in ("n_clusters", "max_iter", "n_init", "max_iter_barycenter"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ValueError(f"softwave: {name} must be an integer >= 1 (got {value!r})")
+        if n_samples is not None and self.n_clusters > n_samples:
+            raise ValueError(f"softwave: n_samples={n_samples} should be >= n_clusters={self.n_clusters}")
+        if isinstance(self.init, str) and self.init not in ("k-means++", "random"):
+            raise ValueError(f"softwave: init must be 'k-means++', 'random' or an array (got {self.init!r})")
+        if self.metric == "softdtw":
+            return None, _gamma(self.metric_params)
+        return (_radius(self.metric_params) if self.metric == "dtw" else None), None
+
+    def _input(self, X, *, reset):
+        """(n_ts, sz, d) float64 and its lengths. 2-D input is scikit-learn's
+        (n_samples, n_features), checked as scikit-learn checks it (the same
+        n_features after fit); 3-D input may be NaN-padded, and DTW takes
+        other lengths after fit."""
+        if np.asarray(X).ndim == 3:
+            X, lengths = _dataset("X", X)
+            if reset:
+                self.n_features_in_ = X.shape[1]
+        else:
+            X = _validate_data(self, X, dtype=np.float64, reset=reset)
+            X, lengths = np.ascontiguousarray(X[:, :, None]), None
+        if self.metric == "euclidean" and lengths is not None:
+            raise ValueError("softwave: metric='euclidean' needs series of one length (X is NaN-padded)")
+        return X, lengths
+
+    def _raw(self, X, lengths, centers):
+        """Squared distances (Soft-DTW values for softdtw), (n, n_clusters)."""
+        radius, gamma = self._check_params()
+        if self.metric == "euclidean":
+            if centers.shape[1:] != X.shape[1:]:
+                raise ValueError(f"softwave: metric='euclidean' needs series of the centres' shape "
+                                 f"{centers.shape[1:]} (got {X.shape[1:]})")
+            diff = X[:, None] - centers[None]
+            return np.einsum("nktd,nktd->nk", diff, diff)
+        if self.metric == "dtw":
+            return _swn.pairwise(X, centers, 0.0, bandwidth=_bandwidth(radius), lengths_x=lengths)
+        return _swn.pairwise(X, centers, gamma, lengths_x=lengths)
+
+    def _distances(self, raw):
+        return raw if self.metric == "softdtw" else np.sqrt(np.maximum(raw, 0.0))
+
+    def _initial_centers(self, X, lengths, random):
+        n = X.shape[0]
+        if not isinstance(self.init, str):
+            centers = np.array(self.init, dtype=np.float64)
+            centers = centers[:, :, None] if centers.ndim == 2 else centers
+            if centers.ndim != 3 or centers.shape[0] != self.n_clusters or centers.shape[2] != X.shape[2]:
+                raise ValueError(f"softwave: init must be (n_clusters, sz, d) = ({self.n_clusters}, sz, "
+                                 f"{X.shape[2]}) (got {centers.shape})")
+            return centers
+        if self.init == "random":
+            return X[random.choice(n, self.n_clusters, replace=False)].copy()
+        # k-means++ (Arthur and Vassilvitskii, 2007) with 2 + log(k) local
+        # trials a centre, on the metric's squared distances.
+        chosen = [random.randint(n)]
+        closest = self._distances(self._raw(X, lengths, X[chosen]))[:, 0] ** 2
+        trials = 2 + int(np.log(self.n_clusters))
+        for _ in range(1, self.n_clusters):
+            total = closest.sum()
+            if not total > 0:  # every series is a centre already
+                candidates = random.choice(n, trials)
+            else:
+                candidates = np.searchsorted(np.cumsum(closest), random.uniform(size=trials) * total)
+                candidates = np.minimum(candidates, n - 1)
+            candidate_distances = self._distances(self._raw(X, lengths, X[candidates])) ** 2
+            potentials = np.minimum(closest[:, None], candidate_distances).sum(axis=0)
+            best = int(np.argmin(potentials))
+            chosen.append(int(candidates[best]))
+            closest = np.minimum(closest, candidate_distances[:, best])
+        return X[chosen].copy()
+
+    def _update(self, X, lengths, labels, centers):
+        radius, gamma = self._check_params()
+        for c in range(self.n_clusters):
+            members = labels == c
+            if self.metric == "euclidean":
+                centers[c] = X[members].mean(axis=0)
+            elif self.metric == "dtw":
+                part = X[members]
+                if lengths is not None:  # NaN padding, as _dataset reads it
+                    part = part.copy()
+                    for b, n in enumerate(lengths[members]):
+                        part[b, n:] = np.nan
+                centers[c] = dtw_barycenter_averaging(part, init_barycenter=centers[c], metric_params=(
+                    None if radius is None else {"sakoe_chiba_radius": radius}))
+            else:
+                centers[c] = _soft_barycenter(X[members], gamma, lengths=None if lengths is None else
+                                              lengths[members], init=centers[c],
+                                              max_iter=self.max_iter_barycenter)
+        return centers
+
+    def _inertia(self, X, lengths, raw, labels, centers):
+        if self.dtw_inertia and self.metric != "dtw":
+            raw = _swn.pairwise(X, centers, 0.0, lengths_x=lengths)
+        else:
+            raw = self._distances(raw) ** 2
+        return float(np.mean(raw[np.arange(X.shape[0]), labels]))
+
+    def fit(self, X, y=None):
+        X, lengths = self._input(X, reset=True)
+        self._check_params(X.shape[0])
+        random = check_random_state(self.random_state)
+        best = None
+        successes = attempts = 0
+        while successes < self.n_init and attempts < max(self.n_init, 10):
+            attempts += 1
+            centers = self._initial_centers(X, lengths, random)
+            previous = np.inf
+            for iteration in range(1, self.max_iter + 1):
+                raw = self._raw(X, lengths, centers)
+                labels = np.argmin(self._distances(raw), axis=1)
+                if np.unique(labels).size < self.n_clusters:
+                    break
+                inertia = self._inertia(X, lengths, raw, labels, centers)
+                if self.verbose:
+                    print(f"{inertia:.3f}", end=" --> ")
+                centers = self._update(X, lengths, labels, centers)
+                if abs(previous - inertia) < self.tol:
+                    break
+                previous = inertia
+            else:
+                iteration = self.max_iter
+            if np.unique(labels).size < self.n_clusters:
+                continue  # an empty cluster: a fresh initialisation
+            successes += 1
+            if best is None or inertia < best[0]:
+                best = (inertia, centers.copy(), iteration)
+        if best is None:
+            raise RuntimeError(f"softwave: every one of {attempts} initialisations left a cluster empty")
+        self.inertia_, self.cluster_centers_, self.n_iter_ = best
+        raw = self._raw(X, lengths, self.cluster_centers_)
+        self.labels_ = np.argmin(self._distances(raw), axis=1)
+        return self
+
+    def transform(self, X):
+        """Distances of every series to every centre (Soft-DTW values for
+        softdtw), (n_ts, n_clusters)."""
+        check_is_fitted(self, "cluster_centers_")
+        X, lengths = self._input(X, reset=False)
+        return self._distances(self._raw(X, lengths, self.cluster_centers_))
+
+    def predict(self, X):
+        return np.argmin(self.transform(X), axis=1)

@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstring>
 #include <softwave/softdtw.hpp>
+#include <string>
 
 #include "call_arrays.hpp"
 #include "pair_walk.hpp"
@@ -389,7 +390,11 @@ void search(const Space& space, ConstSeriesView<T, Space> queries,
         s);
   }
   if (statistics) {
-    auto const host = Kokkos::create_mirror_view(s.outcomes);
+    // A labelled host copy: a mirror of the stream-ordered counters
+    // (Kokkos::Cuda) would be an unlabelled allocation.
+    Kokkos::View<std::int64_t[kOutcomes], Kokkos::HostSpace> host(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing,
+                           std::string("softwave::nearest::outcomes_host")));
     Kokkos::deep_copy(space, host, s.outcomes);
     space.fence();
     *statistics = SearchStatistics{B1 * B2, host(kPruned), host(kPrunedReverse),
