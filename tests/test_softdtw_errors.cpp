@@ -170,13 +170,17 @@ TYPED_TEST(Errors, UnknownKernel) {
       softwave::soft_dtw(this->space, this->x, this->y, this->values, o));
 }
 
-// kernel = pairs computes values only: they run, and a call that asks for
-// gradients is refused by name.
+// kernel = pairs computes values and hard-DTW paths only: they run, and a
+// call that asks for gradients is refused by name.
 TYPED_TEST(Errors, PairKernelComputesValuesOnly) {
   softwave::SoftDTWOptions o;
   o.kernel = softwave::Kernel::pairs;
   EXPECT_NO_THROW(
       softwave::soft_dtw(this->space, this->x, this->y, this->values, o));
+  Dev3<int, TypeParam> path("swt::path", B, N + M - 1, 2);
+  Dev1<int, TypeParam> path_length("swt::path_length", B);
+  EXPECT_NO_THROW(softwave::dtw_path(this->space, this->x, this->y,
+                                     this->values, path, path_length, o));
   softwave::SeriesGradients<double, TypeParam> grads;
   grads.grad_x = this->filled("gx", B, N, D);
   EXPECT_TRUE(throws_naming("kernel", [&] {

@@ -178,7 +178,10 @@ void path_sweep(const Space& space) {
           s.len_y = random_lengths(rng, B, m);
         }
         s.tile = std::vector<int>{0, 4, 7, 32}[c % 4];
+        // Every other case takes the pair-parallel walk (with its Steps).
+        if (c % 2) s.kernel = softwave::Kernel::pairs;
         SCOPED_TRACE(s.str() + " N=" + std::to_string(n) +
+                     " kernel=" + (c % 2 ? "pairs" : "automatic") +
                      " M=" + std::to_string(m) + " d=" + std::to_string(d) +
                      " B=" + std::to_string(B));
         Batch x = random_batch(rng, B, n, d, -1.0, 1.0),

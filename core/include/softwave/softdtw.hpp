@@ -96,14 +96,16 @@ enum class Cost { sqeuclidean, l1, cosine };
 // ∇y is accumulated with atomic adds, so it can differ in the last bits
 // from run to run.
 //
-// Kernel::pairs is the portable pair-parallel forward, for values only
-// (soft_dtw, soft_dtw_cost, divergences, pairwise; asking it for gradients,
-// alignments or paths is an argument error naming `kernel`): each thread
-// runs whole pairs in one rolling row of M + 1 doubles per pair, visiting
-// only the band's cells, so a pair costs O(N·w) with a band of half-width w.
-// `automatic` takes it on host backends for calls of at least four pairs a
-// thread (the CPU main job: many short series); `portable` is the tiled
-// wavefront, which spreads one pair over many threads.
+// Kernel::pairs is the portable pair-parallel forward, for values and
+// hard-DTW paths only (soft_dtw, soft_dtw_cost, divergences, pairwise,
+// dtw_path; asking it for gradients or alignments is an argument error
+// naming `kernel`): each thread runs whole pairs in one rolling row of M + 1
+// doubles per pair, visiting only the band's cells, so a pair costs O(N·w)
+// with a band of half-width w (dtw_path adds N·M bytes a pair in flight for
+// the steps it follows back, in chunks of at most 256 MiB). `automatic`
+// takes it on host backends for calls of at least four pairs a thread (the
+// CPU main job: many short series); `portable` is the tiled wavefront, which
+// spreads one pair over many threads.
 
 struct SoftDTWOptions {
   double gamma = 1.0;             // γ ≥ 0 and finite; 0 is hard DTW

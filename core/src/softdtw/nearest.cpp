@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cstring>
 #include <softwave/softdtw.hpp>
 #include <string>
 
@@ -16,19 +15,18 @@ namespace {
 // Counters of SearchStatistics, in this order.
 enum Outcome { kPruned, kPrunedReverse, kAbandoned, kCompleted, kOutcomes };
 
-// The least V above `value` (a V, >= 0 or +∞), as acc_t: a candidate whose
-// distance reaches it rounds (to V) above `value`, so it can neither beat
-// nor tie the k-th best.
+// A limit at or above the least V above `value` (a V, >= 0 or +∞), as
+// acc_t: a candidate whose distance reaches it rounds (to V) above `value`,
+// so it can neither beat nor tie the k-th best. value·(1 + 2^-21) passes the
+// next float for normal floats (an ulp is at most 2^-23 of the value), and
+// value·(1 + 2^-50) the next double; the added term covers subnormals and
+// zero. (Arithmetic, not bit patterns: device compilers refuse memcpy.)
 template <class V>
 KOKKOS_INLINE_FUNCTION acc_t next_above(acc_t value) {
-  V v = V(value);
-  if (!(v < compat::infinity<V>())) return value;
-  using Bits = std::conditional_t<sizeof(V) == 4, std::uint32_t, std::uint64_t>;
-  Bits bits;
-  std::memcpy(&bits, &v, sizeof v);
-  ++bits;
-  std::memcpy(&v, &bits, sizeof v);
-  return acc_t(v);
+  constexpr bool single = sizeof(V) == sizeof(float);
+  acc_t const relative = single ? 0x1p-21 : 0x1p-50;
+  acc_t const smallest = single ? 0x1p-148 : 0x1p-1073;
+  return value * (1 + relative) + smallest;
 }
 
 // The band's window along one side of a pair: for step t of the side with

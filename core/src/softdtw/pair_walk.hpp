@@ -17,15 +17,21 @@ KOKKOS_INLINE_FUNCTION void row_columns(const Band& band, std::int64_t i,
   hi = band.width < 0 ? m : band.last(i - 1, n, m) + 1;
 }
 
+// Where a hard-DTW cell's value came from: its least predecessor, ties to
+// the diagonal, then up (i − 1, j), then left (i, j − 1), as everywhere.
+enum Step : unsigned char { kDiagonal, kUp, kLeft };
+
 // R(n, m) of pair p (n = cost.n(p), m = cost.m(p)), walked row by row in
 // r[0..m] (R(i − 1, ·), then R(i, ·)) over the band's cells only, so a pair
 // costs O(n·w) with a band of half-width w. Hard DTW (γ = 0) takes
-// cost + min3 directly.
-template <class CostProvider>
+// cost + min3 directly; with kSteps it also writes each in-band cell's Step
+// to steps[i·m + j] (0-based cells; hard DTW only), from which
+// trace_path() follows the optimal path back.
+template <bool kSteps = false, class CostProvider>
 KOKKOS_INLINE_FUNCTION acc_t
 walk_pair(const CostProvider& cost, const Band& band,
           const SoftMin<typename CostProvider::work_type>& soft, bool hard,
-          std::int64_t p, acc_t* r) {
+          std::int64_t p, acc_t* r, unsigned char* steps = nullptr) {
   using W = typename CostProvider::work_type;
   std::int64_t const n = cost.n(p), m = cost.m(p);
   auto const cell = cost.pair_cells(p);
@@ -47,6 +53,10 @@ walk_pair(const CostProvider& cost, const Band& band,
       for (std::int64_t j = lo; j <= hi; ++j) {
         acc_t const up = r[j];
         acc_t const value = cell(i - 1, j - 1) + min3(diag, up, left);
+        if constexpr (kSteps)
+          steps[(i - 1) * m + (j - 1)] = diag <= up && diag <= left
+                                             ? kDiagonal
+                                             : (up <= left ? kUp : kLeft);
         diag = up;
         r[j] = left = value;
       }
@@ -61,6 +71,26 @@ walk_pair(const CostProvider& cost, const Band& band,
     }
   }
   return r[m];
+}
+
+// The optimal path of an n × m pair from the Steps walk_pair<true> wrote:
+// followed back from (n − 1, m − 1) to (0, 0), each row's first and last
+// column on it go to first[i] and last[i] (kept where they are already
+// further out). At most n + m − 1 steps, whatever the Steps hold.
+template <class Columns>
+KOKKOS_INLINE_FUNCTION void trace_path(const unsigned char* steps,
+                                       std::int64_t n, std::int64_t m,
+                                       const Columns& first,
+                                       const Columns& last) {
+  std::int64_t i = n - 1, j = m - 1;
+  for (std::int64_t k = 0; k < n + m - 1; ++k) {
+    if (j < first(i)) first(i) = int(j);
+    if (j > last(i)) last(i) = int(j);
+    if (i == 0 && j == 0) return;
+    unsigned char const step = i == 0 ? kLeft : j == 0 ? kUp : steps[i * m + j];
+    i -= step != kLeft;
+    j -= step != kUp;
+  }
 }
 
 // Hard DTW's R(n, m) of pair p as walk_pair gives it, bit for bit, where it

@@ -133,6 +133,34 @@ void pair_forward(const Space& space, const CostProvider& cost, Band band,
       });
 }
 
+// Hard DTW's optimal paths by the pair-parallel walk: each thread walks a
+// pair (walk_pair<true>) keeping every cell's Step (steps(p, ·), N·M
+// bytes), then follows the path back (trace_path) into path_first and
+// path_last. On host backends for many short pairs this is what the
+// forward-backward tile sweeps cost several times over.
+template <class Space, class CostProvider, class T>
+void pair_paths(const Space& space, const CostProvider& cost, Band band,
+                std::int64_t begin, std::int64_t pairs,
+                const AccValues<Space>& values, const Array3<Space>& rows,
+                const Kokkos::View<unsigned char**, Kokkos::LayoutRight,
+                                   typename Space::memory_space>& steps,
+                const BackwardOutputs<T, Space>& outputs) {
+  using W = typename CostProvider::work_type;
+  SoftMin<W> const unused;
+  auto const first = outputs.path_first, last = outputs.path_last;
+  Kokkos::parallel_for(
+      "softwave::softdtw::pair_paths",
+      Kokkos::RangePolicy<Space>(space, 0, pairs),
+      KOKKOS_LAMBDA(std::int64_t q) {
+        std::int64_t const p = begin + q;
+        values(p) = walk_pair<true>(cost, band, unused, true, p, &rows(q, 0, 0),
+                                    &steps(q, 0));
+        trace_path(&steps(q, 0), cost.n(p), cost.m(p),
+                   Kokkos::subview(first, p, Kokkos::ALL),
+                   Kokkos::subview(last, p, Kokkos::ALL));
+      });
+}
+
 // Runs the sweeps for `pairs` pairs of one cost provider.
 template <class Space, class CostProvider>
 class Sweeper {
@@ -180,10 +208,16 @@ class Sweeper {
   // for in `outputs` and in the cost provider (gradients are added to).
   void forward_backward(std::int64_t pairs, const AccValues<Space>& values,
                         const BackwardOutputs<T, Space>& outputs) {
-    if (options_.kernel == Kernel::pairs)
+    // Hard-DTW paths alone (dtw_path) may take the pair-parallel walk.
+    bool const paths_only = outputs.path_first.extent(0) > 0 &&
+                            outputs.alignment.extent(0) == 0 && gamma_ == 0;
+    if (options_.kernel == Kernel::pairs && !paths_only)
       throw_invalid_argument(
-          "kernel = pairs computes values only; gradients, alignments and "
-          "paths take kernel = automatic, portable or specialised");
+          "kernel = pairs computes values and hard-DTW paths only; "
+          "gradients and alignments take kernel = automatic, portable or "
+          "specialised");
+    if (paths_only && pair_parallel(pairs))
+      return walk_paths(pairs, values, outputs);
     if (specialised_)
       return Specialised::run(space_, cost_, options_, pairs, values.data(),
                               &outputs);
@@ -212,6 +246,23 @@ class Sweeper {
     if (options.kernel == Kernel::specialised)
       throw_invalid_argument("kernel = specialised does not apply: ", why);
     return false;
+  }
+
+  // pair_paths in chunks whose Steps (N·M bytes a pair) stay under 256 MiB.
+  void walk_paths(std::int64_t pairs, const AccValues<Space>& values,
+                  const BackwardOutputs<T, Space>& outputs) {
+    using Steps = Kokkos::View<unsigned char**, Kokkos::LayoutRight,
+                               typename Space::memory_space>;
+    std::int64_t const cells = std::max<std::int64_t>(1, n_max_ * m_max_);
+    std::int64_t const chunk =
+        std::clamp<std::int64_t>((256ll << 20) / cells, 1, pairs);
+    auto const steps = call_array<Steps>(space_, "softwave::softdtw::steps",
+                                         false, chunk, cells);
+    auto const rows = call_array<Array3<Space>>(
+        space_, "softwave::softdtw::pair_rows", false, chunk, 1, m_max_ + 1);
+    for (std::int64_t begin = 0; begin < pairs; begin += chunk)
+      pair_paths(space_, cost_, band_, begin, std::min(chunk, pairs - begin),
+                 values, rows.view, steps.view, outputs);
   }
 
   // Whether `pairs` pairs take the pair-parallel forward: when asked for,
