@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
-"""softwave.sklearn's KNeighborsTimeSeriesClassifier beside tslearn's, in one
-process, on the shipped UCR sets: fit + predict of the test split, best of
---repeats after a warm-up call (tslearn compiles its numba kernels on the
-first), the error counts side by side (hard DTW must agree exactly).
+"""softwave.sklearn's KNeighborsTimeSeriesClassifier and TimeSeriesKMeans
+beside tslearn's, in one process, on the shipped UCR sets. The classifier:
+fit + predict of the test split, best of --repeats after a warm-up call
+(tslearn compiles its numba kernels on the first), the error counts side by
+side (hard DTW must agree exactly). k-means: fit on the training split from
+the same initial centres (n_clusters series drawn with RandomState(0)), at
+most 10 iterations, the labels compared (they must agree for euclidean and
+DBA).
 
 tslearn is a peer, never a dependency: install it into a throwaway virtual
 environment with softwave built for the same interpreter, e.g.
@@ -28,6 +32,13 @@ CASES = [  # set, n_neighbors, Sakoe-Chiba radius (None: full window), metric
     ("ItalyPowerDemand", 3, 3, "dtw"),
     ("Beef", 1, None, "euclidean"),
     ("Coffee", 1, None, "softdtw"),
+]
+
+
+KMEANS = [  # set, n_clusters, metric, metric_params
+    ("GunPoint", 2, "dtw", None),
+    ("SyntheticControl", 6, "dtw", {"sakoe_chiba_radius": 6}),
+    ("Trace", 4, "euclidean", None),
 ]
 
 
@@ -73,6 +84,30 @@ def main():
                             same_predictions=bool((ours_pred == theirs_pred).all())))
         print(f"{name:18s} {k:2d} {str(radius):>6s} {metric:>9s} {ours:11.4f} {theirs:10.4f} "
               f"{theirs / ours:8.1f} {errors[0]:>4d}/{errors[1]:<4d}", flush=True)
+    from softwave.sklearn import TimeSeriesKMeans as OursKMeans
+    from tslearn.clustering import TimeSeriesKMeans as TheirsKMeans
+
+    print(f"\n{'k-means set':18s} {'k':>2s} {'metric':>9s} {'softwave s':>11s} {'tslearn s':>10s} {'ratio':>8s} same")
+    for name, k, metric, params in KMEANS:
+        X, _ = load(Path(args.data), name, "TRAIN")
+        init = X[np.random.RandomState(0).choice(len(X), k, replace=False)]
+        runs = {}
+        for who, Model in (("softwave", OursKMeans), ("tslearn", TheirsKMeans)):
+            Model(n_clusters=k, metric=metric, metric_params=params, init=init.copy(), max_iter=1).fit(X[:2 * k])
+            best = float("inf")
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                model = Model(n_clusters=k, metric=metric, metric_params=params, init=init.copy(),
+                              max_iter=10).fit(X)
+                best = min(best, time.perf_counter() - start)
+            runs[who] = (best, model.labels_, float(model.inertia_))
+        same = bool((runs["softwave"][1] == runs["tslearn"][1]).all())
+        records.append(dict(kmeans_set=name, n_clusters=k, metric=metric, params=params,
+                            softwave_s=runs["softwave"][0], tslearn_s=runs["tslearn"][0],
+                            ratio=runs["tslearn"][0] / runs["softwave"][0], same_labels=same,
+                            softwave_inertia=runs["softwave"][2], tslearn_inertia=runs["tslearn"][2]))
+        print(f"{name:18s} {k:2d} {metric:>9s} {runs['softwave'][0]:11.4f} {runs['tslearn'][0]:10.4f} "
+              f"{runs['tslearn'][0] / runs['softwave'][0]:8.1f} {same}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(records, indent=1))
 
