@@ -90,6 +90,14 @@ def _dataset(name, X):
     return np.ascontiguousarray(X), lengths
 
 
+def _integer(name, value, least):
+    """value as an int, or a ValueError naming `name` unless it is an
+    integer (not a bool) >= least."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+        raise ValueError(f"softwave: {name} must be an integer >= {least} (got {value!r})")
+    return int(value)
+
+
 def _radius(metric_params, global_constraint=None, sakoe_chiba_radius=None, itakura_max_slope=None):
     """The Sakoe-Chiba radius (None: no band) from tslearn's arguments."""
     params = dict(metric_params or {})
@@ -106,10 +114,7 @@ def _radius(metric_params, global_constraint=None, sakoe_chiba_radius=None, itak
         raise ValueError(f"softwave: global_constraint must be None or 'sakoe_chiba' (got {global_constraint!r})")
     if sakoe_chiba_radius is None:
         return 1 if global_constraint == "sakoe_chiba" else None  # tslearn's default radius
-    if isinstance(sakoe_chiba_radius, bool) or not isinstance(sakoe_chiba_radius, numbers.Integral) \
-            or sakoe_chiba_radius < 0:
-        raise ValueError(f"softwave: sakoe_chiba_radius must be an integer >= 0 (got {sakoe_chiba_radius!r})")
-    return int(sakoe_chiba_radius)
+    return _integer("sakoe_chiba_radius", sakoe_chiba_radius, 0)
 
 
 def _bandwidth(radius):
@@ -166,9 +171,8 @@ def lb_keogh(ts_query, ts_candidate=None, radius=1, envelope_candidate=None):
         if candidate.shape != query.shape:
             raise ValueError(f"softwave: ts_query and ts_candidate must have one length "
                              f"(got {query.size} and {candidate.size})")
-        if isinstance(radius, bool) or not isinstance(radius, numbers.Integral) or radius < 0:
-            raise ValueError(f"softwave: radius must be an integer >= 0 (got {radius!r})")
-        padded = np.pad(candidate, int(radius), mode="edge")
+        radius = _integer("radius", radius, 0)
+        padded = np.pad(candidate, radius, mode="edge")
         windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * int(radius) + 1)
         lower, upper = windows.min(axis=1), windows.max(axis=1)
     else:
@@ -214,9 +218,7 @@ class KNeighborsTimeSeriesClassifier(ClassifierMixin, BaseEstimator):
         if self.metric == "softdtw" and self.weights == "distance":
             raise ValueError("softwave: weights='distance' needs a metric whose values are distances "
                              "(Soft-DTW values can be negative)")
-        if isinstance(self.n_neighbors, bool) or not isinstance(self.n_neighbors, numbers.Integral) \
-                or self.n_neighbors < 1:
-            raise ValueError(f"softwave: n_neighbors must be an integer >= 1 (got {self.n_neighbors!r})")
+        _integer("n_neighbors", self.n_neighbors, 1)
         if self.metric == "softdtw":
             _gamma(self.metric_params)
             return None
@@ -274,9 +276,7 @@ class KNeighborsTimeSeriesClassifier(ClassifierMixin, BaseEstimator):
         nearest first: (distances, indices), or indices alone. Without X,
         those of every training series, itself left out (as scikit-learn)."""
         check_is_fitted(self)
-        k = self.n_neighbors if n_neighbors is None else n_neighbors
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise ValueError(f"softwave: n_neighbors must be an integer >= 1 (got {k!r})")
+        k = _integer("n_neighbors", self.n_neighbors if n_neighbors is None else n_neighbors, 1)
         own = X is None
         n_fit = self.n_samples_fit_
         if own:
@@ -401,9 +401,7 @@ class TimeSeriesKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         if self.metric not in ("euclidean", "dtw", "softdtw"):
             raise ValueError(f"softwave: metric must be 'euclidean', 'dtw' or 'softdtw' (got {self.metric!r})")
         for name in ("n_clusters", "max_iter", "n_init", "max_iter_barycenter"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise ValueError(f"softwave: {name} must be an integer >= 1 (got {value!r})")
+            _integer(name, getattr(self, name), 1)
         if n_samples is not None and self.n_clusters > n_samples:
             raise ValueError(f"softwave: n_samples={n_samples} should be >= n_clusters={self.n_clusters}")
         if isinstance(self.init, str) and self.init not in ("k-means++", "random"):
