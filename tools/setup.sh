@@ -6,7 +6,8 @@
 #   usage: tools/setup.sh [build] [test] [hip] [kokkos-versions]   (default: build)
 #
 #   build            the presets: compilers, CMake, Ninja, GoogleTest, Google
-#                    Benchmark (Kokkos itself is bootstrapped by configure)
+#                    Benchmark, Open MPI (the openmp preset's MPI path;
+#                    Kokkos itself is bootstrapped by configure)
 #   test             build + what tests/python/run.sh needs: Debian's python3
 #                    with venv, headers, NumPy, PyTorch (a CPU build), pytest,
 #                    Matplotlib and scikit-learn (pip then brings the
@@ -17,7 +18,8 @@
 #                    tests/kokkos_versions/run.sh
 set -euo pipefail
 
-build=(cmake ninja-build g++ patch xz-utils libgtest-dev libbenchmark-dev)
+build=(cmake ninja-build g++ patch xz-utils libgtest-dev libbenchmark-dev
+       libopenmpi-dev openmpi-bin)
 python=(python3-dev python3-venv python3-pip python3-numpy python3-torch
         python3-pytest python3-matplotlib python3-sklearn)
 hip=(hipcc libamdhip64-dev rocm-device-libs)

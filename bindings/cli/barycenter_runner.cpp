@@ -64,7 +64,7 @@ std::vector<double> medoid_of(const SeriesSet& set, std::size_t L,
                               const std::string& name) {
   std::vector<double> sums(set.count, 0.0);
   pairwise_in_blocks<T>(
-      set, set, options, PairwiseValue::soft_dtw, name, name,
+      set, set, options, PairwiseValue::soft_dtw, name, name, {0, set.count},
       [&](std::size_t first, std::size_t rows, const T* values) {
         for (std::size_t r = 0; r < rows; ++r) {
           for (std::size_t j = 0; j < set.count; ++j) {

@@ -18,6 +18,7 @@
 #include "distance_settings.hpp"
 #include "json_line.hpp"
 #include "output_file.hpp"
+#include "ranks.hpp"
 #include "series_input.hpp"
 #include "series_tools.hpp"
 
@@ -44,7 +45,10 @@ template <class T>
 class KMeans {
  public:
   KMeans(const SeriesSet& set, const KMeansSettings& settings, std::string name)
-      : set_(set), settings_(settings), name_(std::move(name)) {}
+      : set_(set),
+        settings_(settings),
+        name_(std::move(name)),
+        ranges_(ranks().split(set.count, {})) {}
 
   Clustering run(std::uint64_t seed) const {
     Clustering result;
@@ -68,16 +72,22 @@ class KMeans {
   }
 
  private:
-  // n × centroids.count matrix, row-major.
+  // n × centroids.count matrix, row-major, on every rank: each computes
+  // its rows.
   std::vector<double> distances(const SeriesSet& centroids,
                                 PairwiseValue what) const {
+    const Ranks& job = ranks();
     std::vector<double> matrix(set_.count * centroids.count);
     pairwise_in_blocks<T>(
         set_, centroids, settings_.softdtw, what, name_, "the centroids",
+        job.mine(ranges_),
         [&](std::size_t first, std::size_t rows, const T* values) {
           std::copy(values, values + rows * centroids.count,
                     matrix.begin() + first * centroids.count);
         });
+    job.checkpoint();
+    const Ranks::Exchange exchange(job);
+    job.gather_to_all(ranges_, matrix.data(), centroids.count);
     return matrix;
   }
 
@@ -164,19 +174,30 @@ class KMeans {
       std::copy(set_.series(farthest), set_.series(farthest) + size,
                 centroid(j));
     }
+    // Centroid j is computed by rank j % ranks, and sent to the others:
+    // every rank then holds the same bits.
+    const Ranks& job = ranks();
+    auto owner = [&](std::size_t j) {
+      return int(j % std::size_t(job.size()));
+    };
     for (std::size_t j = 0; j < settings_.k; ++j) {
-      if (members[j].empty()) continue;
+      if (members[j].empty() || owner(j) != job.rank()) continue;
       const std::vector<double> start(centroid(j), centroid(j) + size);
       const BarycenterRun run = barycenter_of<T>(
           subset(set_, members[j]), start, set_.length, settings_.barycenter,
           "cluster " + std::to_string(j) + " of " + name_);
       std::copy(run.z.begin(), run.z.end(), centroid(j));
     }
+    job.checkpoint();
+    const Ranks::Exchange exchange(job);
+    for (std::size_t j = 0; j < settings_.k; ++j)
+      if (!members[j].empty()) job.broadcast(centroid(j), size, owner(j));
   }
 
   const SeriesSet& set_;
   KMeansSettings settings_;
-  std::string name_;  // "--x 'FILE'", for messages
+  std::string name_;              // "--x 'FILE'", for messages
+  std::vector<RowRange> ranges_;  // each rank's series in the assignments
 };
 
 template <class T>
@@ -292,9 +313,13 @@ int run_cluster(const std::vector<std::string>& arguments) {
   }
   settings.softdtw = distance.options(set.length, set.length);
   settings.barycenter.softdtw = settings.softdtw;
-  OutputFile labels_file("--output", output);
+  // Only rank 0 writes.
+  const bool writes = ranks().root();
+  std::optional<OutputFile> labels_file;
+  if (writes) labels_file.emplace("--output", output);
   std::optional<OutputFile> centroids_file;
-  if (centroids_path) centroids_file.emplace("--centroids", *centroids_path);
+  if (centroids_path && writes)
+    centroids_file.emplace("--centroids", *centroids_path);
 
   const KokkosScope kokkos(distance.threads);
   {
@@ -324,8 +349,10 @@ int run_cluster(const std::vector<std::string>& arguments) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
 
-  labels_file.write(result.labels.data(), set.count, 1, {set.count});
-  labels_file.close();
+  if (labels_file) {
+    labels_file->write(result.labels.data(), set.count, 1, {set.count});
+    labels_file->close();
+  }
   if (centroids_file) {
     const SeriesSet& c = result.centroids;
     std::vector<std::size_t> shape = {c.count, c.length};

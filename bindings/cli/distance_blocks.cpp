@@ -76,7 +76,7 @@ template <class T>
 void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
                         const SoftDTWOptions& checked_options,
                         PairwiseValue what, const std::string& x_name,
-                        const std::string& y_name,
+                        const std::string& y_name, const RowRange& rows,
                         const BlockHandler<T>& on_block) {
   SoftDTWOptions options = checked_options;
   options.check_values = false;
@@ -89,10 +89,11 @@ void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
                          std::string("softwave::cli::matrix")),
       block, y.count);
   auto matrix_host = Kokkos::create_mirror_view(matrix);
-  for (std::size_t first = 0; first < x.count; first += block) {
-    const std::size_t rows = std::min(block, x.count - first);
-    const auto row_range = std::make_pair(first, first + rows);
-    const auto used = std::make_pair(std::size_t{0}, rows);
+  const std::size_t end = rows.first + rows.count;
+  for (std::size_t first = rows.first; first < end; first += block) {
+    const std::size_t count = std::min(block, end - first);
+    const auto row_range = std::make_pair(first, first + count);
+    const auto used = std::make_pair(std::size_t{0}, count);
     const auto x_block =
         Kokkos::subview(x_device, row_range, Kokkos::ALL, Kokkos::ALL);
     const auto matrix_block = Kokkos::subview(matrix, used, Kokkos::ALL);
@@ -100,9 +101,9 @@ void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
     Kokkos::deep_copy(space, Kokkos::subview(matrix_host, used, Kokkos::ALL),
                       matrix_block);
     space.fence();
-    check_finite_block(matrix_host.data(), first, rows, y.count, options,
+    check_finite_block(matrix_host.data(), first, count, y.count, options,
                        x_name, y_name);
-    on_block(first, rows, matrix_host.data());
+    on_block(first, count, matrix_host.data());
   }
 }
 
@@ -124,10 +125,12 @@ template std::vector<MemoryPart> pairwise_memory<double>(const SeriesSet&,
 template void pairwise_in_blocks<float>(const SeriesSet&, const SeriesSet&,
                                         const SoftDTWOptions&, PairwiseValue,
                                         const std::string&, const std::string&,
+                                        const RowRange&,
                                         const BlockHandler<float>&);
 template void pairwise_in_blocks<double>(const SeriesSet&, const SeriesSet&,
                                          const SoftDTWOptions&, PairwiseValue,
                                          const std::string&, const std::string&,
+                                         const RowRange&,
                                          const BlockHandler<double>&);
 
 }  // namespace softwave::cli

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "memory_limit.hpp"
+#include "ranks.hpp"
 #include "ucr_reader.hpp"
 
 namespace softwave::cli {
@@ -41,6 +42,7 @@ template <class T>
 std::vector<MemoryPart> pairwise_memory(const SeriesSet& x, const SeriesSet& y,
                                         const SoftDTWOptions& options);
 
+// Rows `rows` of x (a rank's share; {0, x.count} for all) against y.
 // Needs Kokkos initialised. T (float or double) is the type of the inputs
 // handed to the library and of the values. The inputs were checked when
 // read (finite, and within T's range: check_fits_dtype), so the library
@@ -51,6 +53,6 @@ template <class T>
 void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
                         const SoftDTWOptions& options, PairwiseValue what,
                         const std::string& x_name, const std::string& y_name,
-                        const BlockHandler<T>& on_block);
+                        const RowRange& rows, const BlockHandler<T>& on_block);
 
 }  // namespace softwave::cli

@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <limits>
 #include <softwave/kokkos_compat.hpp>
+#include <thread>
 
+#include "ranks.hpp"
 #include "series_input.hpp"
 
 namespace softwave::cli {
@@ -130,12 +132,20 @@ JsonLine& add_execution_space(JsonLine& json) {
       .add("execution_space",
            std::string(Kokkos::DefaultExecutionSpace::name()))
       .add("concurrency",
-           static_cast<int>(Kokkos::DefaultExecutionSpace().concurrency()));
+           static_cast<int>(Kokkos::DefaultExecutionSpace().concurrency()))
+      .add("ranks", ranks().size());
 }
 
 KokkosScope::KokkosScope(int threads) {
+  const Ranks& job = ranks();
+  // Ranks that share a node share its cores (where neither --threads nor
+  // OMP_NUM_THREADS says otherwise) and take its GPUs in turn.
+  if (job.node_size() > 1 && threads == 0 && !std::getenv("OMP_NUM_THREADS"))
+    threads =
+        std::max(1, int(std::thread::hardware_concurrency()) / job.node_size());
   // Quiet: Kokkos' start-up warnings would land in the JSON/CSV on stdout.
-  compat::initialize(threads, /*quiet=*/true);
+  compat::initialize(threads, /*quiet=*/true,
+                     job.size() > 1 ? job.node_rank() : -1);
 }
 
 KokkosScope::~KokkosScope() { Kokkos::finalize(); }

@@ -20,6 +20,7 @@
 #include "matrix_writer.hpp"
 #include "output_file.hpp"
 #include "progress_bar.hpp"
+#include "ranks.hpp"
 #include "series_input.hpp"
 
 namespace softwave::cli {
@@ -64,8 +65,10 @@ std::vector<MemoryPart> search_memory(const SeriesSet& train,
           {"neighbours", 2.0 * 16.0 * double(test.count * k)}};
 }
 
+// The neighbours of the test series in `queries`, appended to `out`.
 template <class T>
 void search_pruned(const SeriesSet& train, const SeriesSet& test,
+                   const RowRange& queries_range,
                    const SoftDTWOptions& checked_options,
                    const std::string& train_name, const std::string& test_name,
                    Neighbours<T>& out, ProgressBar& progress) {
@@ -85,8 +88,9 @@ void search_pruned(const SeriesSet& train, const SeriesSet& test,
       block, k);
   auto indices_host = Kokkos::create_mirror_view(indices);
   auto distances_host = Kokkos::create_mirror_view(distances);
-  for (std::size_t first = 0; first < test.count; first += block) {
-    const std::size_t rows = std::min(block, test.count - first);
+  const std::size_t end = queries_range.first + queries_range.count;
+  for (std::size_t first = queries_range.first; first < end; first += block) {
+    const std::size_t rows = std::min(block, end - first);
     const auto used = std::make_pair(std::size_t{0}, rows);
     const auto queries =
         Kokkos::subview(test_device, std::make_pair(first, first + rows),
@@ -110,19 +114,20 @@ void search_pruned(const SeriesSet& train, const SeriesSet& test,
     out.statistics.pruned_reverse += part.pruned_reverse;
     out.statistics.abandoned += part.abandoned;
     out.statistics.completed += part.completed;
-    progress.update(first + rows);
+    progress.update(first + rows - queries_range.first);
   }
 }
 
 template <class T>
 void search_brute(const SeriesSet& train, const SeriesSet& test,
-                  const SoftDTWOptions& options, const std::string& train_name,
-                  const std::string& test_name, Neighbours<T>& out,
-                  ProgressBar& progress) {
+                  const RowRange& queries_range, const SoftDTWOptions& options,
+                  const std::string& train_name, const std::string& test_name,
+                  Neighbours<T>& out, ProgressBar& progress) {
   const std::size_t k = out.k;
   std::vector<std::int64_t> order(train.count);
   pairwise_in_blocks<T>(
       test, train, options, PairwiseValue::soft_dtw, test_name, train_name,
+      queries_range,
       [&](std::size_t first, std::size_t rows, const T* distances) {
         for (std::size_t r = 0; r < rows; ++r) {
           const T* row = distances + r * train.count;
@@ -137,7 +142,7 @@ void search_brute(const SeriesSet& train, const SeriesSet& test,
             out.distances.push_back(row[order[n]]);
           }
         }
-        progress.update(first + rows);
+        progress.update(first + rows - queries_range.first);
       });
 }
 
@@ -163,31 +168,56 @@ struct KnnResult {
   SearchStatistics statistics;
 };
 
+// Every rank searches for its share of the test series; rank 0 gathers
+// the neighbours, votes and writes them (the other ranks return no errors).
 template <class T>
 KnnResult classify(const SeriesSet& train, const SeriesSet& test,
                    const SoftDTWOptions& options, Search search, std::size_t k,
                    const std::string& train_name, const std::string& test_name,
                    OutputFile* file) {
+  const Ranks& job = ranks();
+  const std::vector<RowRange> ranges = job.split(test.count, {});
+  const RowRange mine = job.mine(ranges);
   Neighbours<T> neighbours;
   neighbours.k = k;
-  neighbours.indices.reserve(test.count * k);
-  neighbours.distances.reserve(test.count * k);
-  ProgressBar progress("knn", test.count);
+  neighbours.indices.reserve((job.root() ? test.count : mine.count) * k);
+  neighbours.distances.reserve((job.root() ? test.count : mine.count) * k);
+  ProgressBar progress("knn", mine.count, job.root());
   const auto start = std::chrono::steady_clock::now();
   if (search == Search::pruned)
-    search_pruned<T>(train, test, options, train_name, test_name, neighbours,
-                     progress);
+    search_pruned<T>(train, test, mine, options, train_name, test_name,
+                     neighbours, progress);
   else
-    search_brute<T>(train, test, options, train_name, test_name, neighbours,
-                    progress);
+    search_brute<T>(train, test, mine, options, train_name, test_name,
+                    neighbours, progress);
+  job.checkpoint();
+  {
+    const Ranks::Exchange exchange(job);
+    job.send_to_root(ranges, neighbours.indices.data(), k,
+                     [&](std::size_t, std::size_t rows, const std::int64_t* v) {
+                       neighbours.indices.insert(neighbours.indices.end(), v,
+                                                 v + rows * k);
+                     });
+    job.send_to_root(ranges, neighbours.distances.data(), k,
+                     [&](std::size_t, std::size_t rows, const T* v) {
+                       neighbours.distances.insert(neighbours.distances.end(),
+                                                   v, v + rows * k);
+                     });
+    SearchStatistics& st = neighbours.statistics;
+    std::int64_t counts[5] = {st.pairs, st.pruned, st.pruned_reverse,
+                              st.abandoned, st.completed};
+    job.sum(counts, 5);
+    st = {counts[0], counts[1], counts[2], counts[3], counts[4]};
+  }
   KnnResult result;
+  result.statistics = neighbours.statistics;
+  if (!job.root()) return result;
   for (std::size_t q = 0; q < test.count; ++q)
     if (vote(train, &neighbours.indices[q * k], k) != test.labels[q])
       ++result.errors;
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  result.statistics = neighbours.statistics;
   if (file)
     write_neighbours(file->get(), file->path(), file->format(), test.count, k,
                      neighbours.indices.data(), neighbours.distances.data());
@@ -298,8 +328,11 @@ int run_knn(const std::vector<std::string>& arguments) {
   const SoftDTWOptions options = settings.options(test.length, train.length);
   const bool float32 = settings.dtype == Dtype::float32;
 
+  // Only rank 0 writes.
   const std::unique_ptr<OutputFile> file =
-      output ? std::make_unique<OutputFile>("--output", *output) : nullptr;
+      output && ranks().root()
+          ? std::make_unique<OutputFile>("--output", *output)
+          : nullptr;
   const KokkosScope kokkos(settings.threads);
   std::vector<MemoryPart> memory =
       search == Search::pruned

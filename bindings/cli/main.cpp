@@ -4,6 +4,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdio>
+#include <exception>
 #include <new>
 #include <softwave/errors.hpp>
 #include <string>
@@ -12,6 +13,7 @@
 #include "command_line.hpp"
 #include "commands.hpp"
 #include "matrix_writer.hpp"
+#include "ranks.hpp"
 #include "ucr_reader.hpp"
 
 #ifndef SOFTWAVE_VERSION
@@ -129,25 +131,58 @@ void report(std::string message) {
 }  // namespace
 }  // namespace softwave::cli
 
+namespace {
+
+// The exit code of an error, and its report.
+int exit_code_of(const std::exception_ptr& error, std::string& message) {
+  namespace cli = softwave::cli;
+  try {
+    std::rethrow_exception(error);
+  } catch (const cli::usage_error& e) {
+    message = e.what();
+    return 2;
+  } catch (const cli::input_error& e) {
+    message = e.what();
+    return 2;
+  } catch (const softwave::invalid_argument& e) {
+    message = e.what();
+    return 2;
+  } catch (const std::bad_alloc&) {
+    message = "out of memory";
+    return 1;
+  } catch (const std::exception& e) {
+    message = e.what();
+    return 1;
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   namespace cli = softwave::cli;
   const std::vector<std::string> arguments(argv + 1, argv + argc);
+  cli::Ranks::start(&argc, &argv);
+  const cli::Ranks& ranks = cli::ranks();
+  // Only rank 0 prints; the others' stdout would repeat it.
+  if (!ranks.root()) std::freopen("/dev/null", "w", stdout);
   try {
-    return cli::run(arguments);
-  } catch (const cli::usage_error& error) {
-    cli::report(error.what());
-    return 2;
-  } catch (const cli::input_error& error) {
-    cli::report(error.what());
-    return 2;
-  } catch (const softwave::invalid_argument& error) {
-    cli::report(error.what());
-    return 2;
-  } catch (const std::bad_alloc&) {
-    cli::report("out of memory");
-    return 1;
-  } catch (const std::exception& error) {
-    cli::report(error.what());
-    return 1;
+    const int code = cli::run(arguments);
+    // A rank that failed after the command's last exchange is heard here.
+    ranks.checkpoint();
+    return cli::Ranks::finish(code);
+  } catch (const cli::peer_failure& failure) {
+    if (ranks.root()) cli::report(failure.what());
+    return cli::Ranks::finish(failure.code());
+  } catch (...) {
+    std::string message;
+    const int code = exit_code_of(std::current_exception(), message);
+    if (ranks.failed_in_exchange()) {
+      // The other ranks wait on this one's messages and cannot be told.
+      cli::report("rank " + std::to_string(ranks.rank()) + ": " + message);
+      ranks.abort(code);
+    }
+    const auto [first_code, first_message] = ranks.first_failure(code, message);
+    if (ranks.root()) cli::report(first_message);
+    return cli::Ranks::finish(first_code);
   }
 }

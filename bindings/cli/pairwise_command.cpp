@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "distance_blocks.hpp"
@@ -14,28 +15,47 @@
 #include "matrix_writer.hpp"
 #include "output_file.hpp"
 #include "progress_bar.hpp"
+#include "ranks.hpp"
 #include "series_input.hpp"
 
 namespace softwave::cli {
 namespace {
 
+// Every rank computes its rows; rank 0 writes its own as they come and then
+// the others' (each held by its rank until then), in row order.
 template <class T>
 void write_pairwise(const SeriesSet& x, const SeriesSet& y,
                     const SoftDTWOptions& options, PairwiseValue what,
                     const std::string& x_name, const std::string& y_name,
-                    std::FILE* out, const std::string& out_name,
-                    MatrixFormat format) {
-  MatrixWriter<T> writer(out, out_name, format, x.count, y.count);
+                    const std::vector<RowRange>& ranges, std::FILE* out,
+                    const std::string& out_name, MatrixFormat format) {
+  const Ranks& job = ranks();
+  const RowRange mine = job.mine(ranges);
+  std::optional<MatrixWriter<T>> writer;
+  if (job.root()) writer.emplace(out, out_name, format, x.count, y.count);
+  std::vector<T> held;
   // A matrix printed on the terminal would be torn by the bar's redraws.
   const bool matrix_on_terminal = out == stdout && ::isatty(STDOUT_FILENO) == 1;
-  ProgressBar progress("pairwise", x.count, !matrix_on_terminal);
+  ProgressBar progress("pairwise", mine.count,
+                       job.root() && !matrix_on_terminal);
   pairwise_in_blocks<T>(
-      x, y, options, what, x_name, y_name,
+      x, y, options, what, x_name, y_name, mine,
       [&](std::size_t first, std::size_t rows, const T* values) {
-        writer.write_rows(values, rows);
-        progress.update(first + rows);
+        if (writer)
+          writer->write_rows(values, rows);
+        else
+          held.insert(held.end(), values, values + rows * y.count);
+        progress.update(first - mine.first + rows);
       });
-  writer.finish();
+  job.checkpoint();
+  {
+    const Ranks::Exchange exchange(job);
+    job.send_to_root(ranges, held.data(), y.count,
+                     [&](std::size_t, std::size_t rows, const T* values) {
+                       writer->write_rows(values, rows);
+                     });
+  }
+  if (writer) writer->finish();
 }
 
 }  // namespace
@@ -98,23 +118,32 @@ int run_pairwise(const std::vector<std::string>& arguments) {
                                  ? PairwiseValue::divergence
                                  : PairwiseValue::soft_dtw;
 
+  const Ranks& job = ranks();
+  const std::vector<RowRange> ranges = job.split(x.count, {});
+  // Only rank 0 writes.
   const std::unique_ptr<OutputFile> file =
-      output ? std::make_unique<OutputFile>("--output", *output) : nullptr;
+      output && job.root() ? std::make_unique<OutputFile>("--output", *output)
+                           : nullptr;
   std::FILE* const out = file ? file->get() : stdout;
   const std::string out_name = output ? *output : std::string("stdout");
   const MatrixFormat format = file ? file->format() : MatrixFormat::csv;
   {
     const KokkosScope kokkos(settings.threads);
-    check_memory(settings.memory, "pairwise",
-                 settings.dtype == Dtype::float32
-                     ? pairwise_memory<float>(x, y, options)
-                     : pairwise_memory<double>(x, y, options));
-    if (settings.dtype == Dtype::float32) {
-      write_pairwise<float>(x, y, options, what, x_name, y_name, out, out_name,
-                            format);
+    const bool float32 = settings.dtype == Dtype::float32;
+    std::vector<MemoryPart> memory =
+        float32 ? pairwise_memory<float>(x, y, options)
+                : pairwise_memory<double>(x, y, options);
+    if (!job.root())
+      memory.push_back(
+          {"rows held for rank 0",
+           (float32 ? 4.0 : 8.0) * double(job.mine(ranges).count * y.count)});
+    check_memory(settings.memory, "pairwise", memory);
+    if (float32) {
+      write_pairwise<float>(x, y, options, what, x_name, y_name, ranges, out,
+                            out_name, format);
     } else {
-      write_pairwise<double>(x, y, options, what, x_name, y_name, out, out_name,
-                             format);
+      write_pairwise<double>(x, y, options, what, x_name, y_name, ranges, out,
+                             out_name, format);
     }
   }
   if (file) file->close();

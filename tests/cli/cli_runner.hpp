@@ -93,6 +93,16 @@ inline std::string ucr(const std::string& name, const std::string& split) {
          ".tsv";
 }
 
+// The value after "key": in a flat JSON object, as text.
+std::string json_field(const std::string& json, const std::string& key) {
+  const std::string tag = "\"" + key + "\": ";
+  const std::size_t at = json.find(tag);
+  if (at == std::string::npos) return "(missing " + key + ")";
+  const std::size_t begin = at + tag.size();
+  const std::size_t end = json.find_first_of(",}", begin);
+  return json.substr(begin, end - begin);
+}
+
 // Exit code 2, nothing on stdout, exactly the line `softwave: error: <what>`.
 inline void expect_error(const Result& result, const std::string& what) {
   EXPECT_EQ(result.status, 2);

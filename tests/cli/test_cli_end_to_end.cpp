@@ -28,16 +28,6 @@ namespace {
 using namespace cli_test;
 using cli_test::softwave;  // not the namespace softwave
 
-// The value after "key": in a flat JSON object, as text.
-std::string json_field(const std::string& json, const std::string& key) {
-  const std::string tag = "\"" + key + "\": ";
-  const std::size_t at = json.find(tag);
-  if (at == std::string::npos) return "(missing " + key + ")";
-  const std::size_t begin = at + tag.size();
-  const std::size_t end = json.find_first_of(",}", begin);
-  return json.substr(begin, end - begin);
-}
-
 double json_number(const std::string& json, const std::string& key) {
   const std::string text = json_field(json, key);
   char* end = nullptr;

@@ -10,7 +10,8 @@
 #    with only CMAKE_PREFIX_PATH=<prefix>: Kokkos must come through
 #    softwave's config, so Kokkos_ROOT / Kokkos_DIR / CMAKE_PREFIX_PATH are
 #    cleared from the environment
-# 4. builds and runs it (Soft-DTW against a float64 reference)
+# 4. builds and runs it (Soft-DTW against a float64 reference), and, where
+#    softwave was built with MPI, softwave::mpi under mpirun with 2 ranks
 # 5. runs the installed <prefix>/bin/softwave --help
 #
 # Prints what failed and exits non-zero on any problem. <scratch-dir> is
@@ -48,8 +49,10 @@ cmake --install "$build" --prefix "$prefix" >"$scratch/install.log" 2>&1 ||
   { cat "$scratch/install.log" >&2; fail "cmake --install $build (was it built?)"; }
 
 step "checking the install tree"
+with_mpi="$(cache_value SOFTWAVE_ENABLE_MPI)"
 for header in "$source_dir"/core/include/softwave/*.hpp; do
   name="include/softwave/$(basename "$header")"
+  [[ "$name" == */mpi.hpp && "$with_mpi" != ON ]] && continue
   [[ -f "$prefix/$name" ]] || fail "$name was not installed"
 done
 libs="$(find "$prefix" -name 'libsoftwave.a' -o -name 'libsoftwave.so*')"
@@ -81,6 +84,13 @@ step "running it"
 # machine.
 OMP_NUM_THREADS=2 OMP_PROC_BIND=false "$consumer/softwave_install_test" ||
   fail "the consumer program (softwave::soft_dtw against the reference)"
+if [[ "$with_mpi" == ON ]]; then
+  [[ -x "$consumer/softwave_install_mpi_test" ]] ||
+    fail "softwave::mpi: no consumer program (softwave_HAS_MPI not set?)"
+  OMP_NUM_THREADS=1 OMP_PROC_BIND=false OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    mpirun -q --oversubscribe -n 2 "$consumer/softwave_install_mpi_test" ||
+    fail "the consumer program of softwave::mpi under mpirun -n 2"
+fi
 
 step "$prefix/bin/softwave --help"
 help="$("$prefix/bin/softwave" --help 2>&1)" ||

@@ -60,7 +60,11 @@ auto light_weight(const Policy& policy) {
 // on stderr; front ends refuse an explicit larger request before this.
 inline constexpr int max_openmp_threads = 512;
 
-inline void initialize(int num_threads, bool quiet = false) {
+// node_rank >= 0 (an MPI rank's place among those on its node) picks the
+// GPU node_rank % (visible GPUs), so that the ranks of a node share its GPUs
+// out (Kokkos::num_devices from 4.1, the backend's device count before).
+inline void initialize(int num_threads, bool quiet = false,
+                       int node_rank = -1) {
 #ifdef KOKKOS_ENABLE_OPENMP
   int const asked = num_threads > 0 ? num_threads : omp_get_max_threads();
   if (asked > max_openmp_threads) {
@@ -78,11 +82,25 @@ inline void initialize(int num_threads, bool quiet = false) {
   Kokkos::InitializationSettings settings;
   if (num_threads > 0) settings.set_num_threads(num_threads);
   if (quiet) settings.set_disable_warnings(true);
+#if KOKKOS_VERSION >= 40100
+  if (node_rank >= 0 && Kokkos::num_devices() > 0)
+    settings.set_device_id(node_rank % Kokkos::num_devices());
+#endif
   Kokkos::initialize(settings);
 #else
   Kokkos::InitArguments arguments;
   arguments.num_threads = num_threads > 0 ? num_threads : -1;
   arguments.disable_warnings = quiet;
+#if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP)
+#if defined(KOKKOS_ENABLE_CUDA)
+  int const devices = int(Kokkos::Cuda::detect_device_count());
+#else
+  int const devices = int(Kokkos::Experimental::HIP::detect_device_count());
+#endif
+  if (node_rank >= 0 && devices > 0) arguments.device_id = node_rank % devices;
+#else
+  (void)node_rank;
+#endif
   Kokkos::initialize(arguments);
 #endif
 }
