@@ -166,6 +166,38 @@ def test_kmeans_matches_tslearn_from_the_same_centres(name, k, step, metric, par
     assert model.cluster_centers_.shape == (k, X.shape[1], 1)
 
 
+# tslearn 0.10.0's TimeSeriesKMeans with its k-means++ from a fixed seed
+# (max_iter 5), computed for this test: softwave draws the same centres from
+# the same seed, so the clusters are the same.
+TSLEARN_KMEANS_PLUS_PLUS = [
+    ("SyntheticControl", 6, 5, {"sakoe_chiba_radius": 3}, 0,
+     "333333333322255525554444444444111111111100400040041111111111", 10.053601981855717),
+    ("GunPoint", 2, 1, {"sakoe_chiba_radius": 5}, 3,
+     "11111100000000101100100010000000011101001000011110", 9.628700608468012),
+    ("Trace", 4, 2, None, 7, "20232000303020120122030330101133310110202233103012", 0.49210551160717086),
+]
+
+
+@pytest.mark.parametrize("name,k,step,params,seed,labels,inertia", TSLEARN_KMEANS_PLUS_PLUS)
+def test_kmeans_plus_plus_draws_tslearns_centres(name, k, step, params, seed, labels, inertia):
+    _, X = ucr(name, "TRAIN")
+    X = X[::step, :, None]
+    model = TimeSeriesKMeans(n_clusters=k, metric="dtw", metric_params=params, random_state=seed, max_iter=5).fit(X)
+    assert "".join(map(str, model.labels_)) == labels
+    assert model.inertia_ == pytest.approx(inertia, rel=1e-12)
+
+
+def test_euclidean_kmeans_plus_plus_is_scikit_learns():
+    from sklearn.cluster import kmeans_plusplus
+    _, X = ucr("SyntheticControl", "TRAIN")
+    X = X[::5, :, None]
+    _, expected = kmeans_plusplus(X.reshape(len(X), -1), 6, random_state=4)
+    model = TimeSeriesKMeans(n_clusters=6, random_state=4, max_iter=1).fit(X)
+    start = TimeSeriesKMeans(n_clusters=6, init=X[expected], max_iter=1).fit(X)
+    np.testing.assert_array_equal(model.labels_, start.labels_)
+    np.testing.assert_allclose(model.cluster_centers_, start.cluster_centers_)
+
+
 def test_kmeans_plus_plus_and_softdtw_find_the_classes():
     classes, X = ucr("SyntheticControl", "TRAIN")
     X, classes = X[::5], classes[::5]

@@ -372,7 +372,8 @@ class TimeSeriesKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     with 30 iterations), or "softdtw" (centres are softwave's Soft-DTW
     barycenters, max_iter_barycenter L-BFGS iterations; gamma from
     metric_params, default 1). metric_params: sakoe_chiba_radius,
-    global_constraint, gamma. init "k-means++" (with the metric's distances),
+    global_constraint, gamma. init "k-means++" (greedy, with the metric's
+    distances; it draws the centres tslearn draws from the same random_state),
     "random" (n_clusters distinct series) or an (n_clusters, sz, d) array.
     Each of n_init initialisations alternates assignment and centre updates
     until the inertia (mean squared distance to the assigned centre; the
@@ -453,8 +454,15 @@ class TimeSeriesKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             return centers
         if self.init == "random":
             return X[random.choice(n, self.n_clusters, replace=False)].copy()
+        if self.metric == "euclidean" and lengths is None:
+            # scikit-learn's own k-means++, as tslearn takes it for this
+            # metric: the same centres from the same seed.
+            from sklearn.cluster import kmeans_plusplus
+            _, chosen = kmeans_plusplus(X.reshape(n, -1), self.n_clusters, random_state=random)
+            return X[chosen].copy()
         # k-means++ (Arthur and Vassilvitskii, 2007) with 2 + log(k) local
-        # trials a centre, on the metric's squared distances.
+        # trials a centre, on the metric's squared distances, drawn as
+        # tslearn draws them for dtw and softdtw.
         chosen = [random.randint(n)]
         closest = self._distances(self._raw(X, lengths, X[chosen]))[:, 0] ** 2
         trials = 2 + int(np.log(self.n_clusters))
