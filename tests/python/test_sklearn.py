@@ -239,3 +239,46 @@ def test_kmeans_variable_lengths_and_errors(rng):
                          ({"metric": "dtw", "metric_params": {"itakura_max_slope": 2.0}}, "itakura")]:
         with pytest.raises(ValueError, match=word):
             TimeSeriesKMeans(**{"n_clusters": 2, **params}).fit(np.nan_to_num(X))
+
+
+def _cuda_available():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+def test_a_device_that_is_not_there_is_named():
+    _, X = ucr("GunPoint", "TRAIN")
+    with pytest.raises(ValueError, match="device"):
+        cdist_dtw(X[:3], device="nonsense")
+    if not _cuda_available():
+        model = KNeighborsTimeSeriesClassifier(n_neighbors=1, device="cuda")
+        with pytest.raises(ValueError, match="no CUDA device"):
+            model.fit(X[:4, :, None], np.arange(4)).predict(X[:2, :, None])
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not _cuda_available(), reason="no CUDA device"))])
+def test_estimators_and_functions_on_a_device_give_the_cpu_answers(device):
+    """The same kernels on the device: hard DTW bit for bit, Soft-DTW to
+    rounding, hence the same predictions and clusters."""
+    classes, X = ucr("GunPoint", "TRAIN")
+    _, T = ucr("GunPoint", "TEST")
+    X, T = X[:, :, None], T[:40, :, None]
+    np.testing.assert_array_equal(cdist_dtw(T, X, sakoe_chiba_radius=5, device=device),
+                                  cdist_dtw(T, X, sakoe_chiba_radius=5))
+    np.testing.assert_allclose(cdist_soft_dtw(T, X, gamma=0.5, device=device),
+                               cdist_soft_dtw(T, X, gamma=0.5), rtol=1e-10)
+    for metric in ("dtw", "softdtw"):
+        here = KNeighborsTimeSeriesClassifier(n_neighbors=3, metric=metric).fit(X, classes)
+        there = KNeighborsTimeSeriesClassifier(n_neighbors=3, metric=metric, device=device).fit(X, classes)
+        np.testing.assert_array_equal(there.kneighbors(T, return_distance=False),
+                                      here.kneighbors(T, return_distance=False))
+    params = {"sakoe_chiba_radius": 5}
+    here = TimeSeriesKMeans(n_clusters=2, metric="dtw", metric_params=params, random_state=3, max_iter=3).fit(X)
+    there = TimeSeriesKMeans(n_clusters=2, metric="dtw", metric_params=params, random_state=3, max_iter=3,
+                             device=device).fit(X)
+    np.testing.assert_array_equal(there.labels_, here.labels_)
+    assert there.inertia_ == here.inertia_

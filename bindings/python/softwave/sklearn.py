@@ -47,6 +47,53 @@ from . import numpy as _swn
 from ._barycenter import barycenter as _soft_barycenter
 from ._common import bandwidth_of
 
+class _Kernels:
+    """Where the distances are computed: softwave.numpy on the CPU (device
+    None or "cpu"), or softwave.torch on a PyTorch device ("cuda",
+    "cuda:1"), with the inputs copied there and the results brought back as
+    NumPy arrays. The same kernels either way, so the same answers (bit for
+    bit for hard DTW)."""
+
+    def __init__(self, device):
+        self.torch = None
+        if device is None or (isinstance(device, str) and device == "cpu"):
+            return
+        try:
+            import torch
+            from . import torch as swt
+        except ImportError as error:
+            raise ValueError(f"softwave: device={device!r} needs PyTorch (device None or 'cpu' does not)") from error
+        try:
+            self.device = torch.device(device)
+        except (RuntimeError, TypeError) as error:
+            raise ValueError(f"softwave: device must be None, 'cpu' or a PyTorch device such as 'cuda' "
+                             f"(got {device!r})") from error
+        if self.device.type == "cpu":
+            return
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"softwave: device={device!r}, but PyTorch sees no CUDA device")
+        self.torch, self.swt = torch, swt
+
+    def _to(self, a):
+        return None if a is None else self.torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+
+    def pairwise(self, X, Y, gamma, bandwidth=None, lengths_x=None, lengths_y=None):
+        if self.torch is None:
+            return _swn.pairwise(X, Y, gamma=gamma, bandwidth=bandwidth, lengths_x=lengths_x, lengths_y=lengths_y)
+        with self.torch.no_grad():
+            matrix = self.swt.pairwise(self._to(X), self._to(Y), gamma, bandwidth=bandwidth,
+                                       lengths_x=self._to(lengths_x), lengths_y=self._to(lengths_y))
+        return matrix.cpu().numpy()
+
+    def nearest_neighbours(self, X, Y, k, bandwidth=None, lengths_x=None, lengths_y=None):
+        if self.torch is None:
+            return _swn.nearest_neighbours(X, Y, k, bandwidth=bandwidth, lengths_x=lengths_x, lengths_y=lengths_y)
+        indices, distances = self.swt.nearest_neighbours(self._to(X), self._to(Y), k, bandwidth=bandwidth,
+                                                         lengths_x=self._to(lengths_x),
+                                                         lengths_y=self._to(lengths_y))
+        return indices.cpu().numpy(), distances.cpu().numpy()
+
+
 __all__ = [
     "KNeighborsTimeSeriesClassifier",
     "TimeSeriesKMeans",
@@ -131,30 +178,32 @@ def _gamma(metric_params, gamma=1.0):
 # ---------------------------------------------------------------- functions
 
 def cdist_dtw(dataset1, dataset2=None, global_constraint=None, sakoe_chiba_radius=None, itakura_max_slope=None,
-              n_jobs=None, verbose=0, be=None):
+              n_jobs=None, verbose=0, be=None, device=None):
     """DTW between every series of dataset1 and every series of dataset2
     (default: dataset1), as tslearn.metrics.cdist_dtw: (n_ts1, n_ts2) of
     square roots of the summed squared costs. n_jobs and verbose are
     accepted for compatibility (the kernels use the OpenMP threads); be must
-    be None or "numpy"."""
+    be None or "numpy". device: None or "cpu", or a PyTorch device ("cuda")
+    to compute there."""
     if be not in (None, "numpy"):
         raise ValueError(f"softwave: be must be None or 'numpy' (got {be!r})")
     radius = _radius(None, global_constraint, sakoe_chiba_radius, itakura_max_slope)
     X, lx = _dataset("dataset1", dataset1)
     Y, ly = (X, lx) if dataset2 is None else _dataset("dataset2", dataset2)
-    matrix = _swn.pairwise(X, Y, gamma=0.0, bandwidth=_bandwidth(radius), lengths_x=lx, lengths_y=ly)
+    matrix = _Kernels(device).pairwise(X, Y, 0.0, bandwidth=_bandwidth(radius), lengths_x=lx, lengths_y=ly)
     return np.sqrt(np.maximum(matrix, 0.0))
 
 
-def cdist_soft_dtw(dataset1, dataset2=None, gamma=1.0, be=None):
+def cdist_soft_dtw(dataset1, dataset2=None, gamma=1.0, be=None, device=None):
     """Soft-DTW between every series of dataset1 and every series of
-    dataset2 (default: dataset1), as tslearn.metrics.cdist_soft_dtw."""
+    dataset2 (default: dataset1), as tslearn.metrics.cdist_soft_dtw; device
+    as in cdist_dtw."""
     if be not in (None, "numpy"):
         raise ValueError(f"softwave: be must be None or 'numpy' (got {be!r})")
     gamma = _gamma(None, gamma)
     X, lx = _dataset("dataset1", dataset1)
     Y, ly = (X, lx) if dataset2 is None else _dataset("dataset2", dataset2)
-    return _swn.pairwise(X, Y, gamma=gamma, lengths_x=lx, lengths_y=ly)
+    return _Kernels(device).pairwise(X, Y, gamma, lengths_x=lx, lengths_y=ly)
 
 
 def lb_keogh(ts_query, ts_candidate=None, radius=1, envelope_candidate=None):
@@ -198,16 +247,20 @@ class KNeighborsTimeSeriesClassifier(ClassifierMixin, BaseEstimator):
     "distance" (inverse distance; a zero distance takes all the weight).
     A tie between classes goes to the smallest label, as in scikit-learn.
     n_jobs and verbose are accepted for compatibility (the kernels use the
-    OpenMP threads).
+    OpenMP threads). device: None or "cpu", or a PyTorch device ("cuda") on
+    which the distances and the search run (the data are copied there at
+    each call; softwave must be built for it).
     """
 
-    def __init__(self, n_neighbors=5, weights="uniform", metric="dtw", metric_params=None, n_jobs=None, verbose=0):
+    def __init__(self, n_neighbors=5, weights="uniform", metric="dtw", metric_params=None, n_jobs=None, verbose=0,
+                 device=None):
         self.n_neighbors = n_neighbors
         self.weights = weights
         self.metric = metric
         self.metric_params = metric_params
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.device = device
 
     # -- validation
     def _check_params(self):
@@ -262,13 +315,14 @@ class KNeighborsTimeSeriesClassifier(ClassifierMixin, BaseEstimator):
     def _neighbours(self, X, lengths, k):
         """Indices (n, k) into the training series and distances (n, k)."""
         radius = self._check_params()
+        kernels = _Kernels(self.device)
         if self.metric == "softdtw":
-            matrix = _swn.pairwise(X, self._X_fit, gamma=_gamma(self.metric_params), lengths_x=lengths,
-                                   lengths_y=self._lengths_fit)
+            matrix = kernels.pairwise(X, self._X_fit, _gamma(self.metric_params), lengths_x=lengths,
+                                      lengths_y=self._lengths_fit)
             indices = np.argsort(matrix, axis=1, kind="stable")[:, :k]
             return indices, np.take_along_axis(matrix, indices, axis=1)
-        indices, distances = _swn.nearest_neighbours(X, self._X_fit, k, bandwidth=_bandwidth(radius),
-                                                     lengths_x=lengths, lengths_y=self._lengths_fit)
+        indices, distances = kernels.nearest_neighbours(X, self._X_fit, k, bandwidth=_bandwidth(radius),
+                                                        lengths_x=lengths, lengths_y=self._lengths_fit)
         return indices, np.sqrt(np.maximum(distances, 0.0))
 
     def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
@@ -380,11 +434,14 @@ class TimeSeriesKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
     DTW of the distance for dtw_inertia) changes by less than tol or
     max_iter is reached; one that leaves a cluster empty is replaced by a
     fresh one (at most max(n_init, 10) tries), and the lowest inertia wins.
+    device: None or "cpu", or a PyTorch device ("cuda") on which the
+    assignments' distances run (the centres' updates stay on the CPU).
     Attributes: cluster_centers_, labels_, inertia_, n_iter_.
     """
 
     def __init__(self, n_clusters=3, max_iter=50, tol=1e-6, n_init=1, metric="euclidean", max_iter_barycenter=100,
-                 metric_params=None, n_jobs=None, dtw_inertia=False, verbose=0, random_state=None, init="k-means++"):
+                 metric_params=None, n_jobs=None, dtw_inertia=False, verbose=0, random_state=None, init="k-means++",
+                 device=None):
         self.n_clusters = n_clusters
         self.max_iter = max_iter
         self.tol = tol
@@ -397,6 +454,7 @@ class TimeSeriesKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
         self.verbose = verbose
         self.random_state = random_state
         self.init = init
+        self.device = device
 
     def _check_params(self, n_samples=None):
         if self.metric not in ("euclidean", "dtw", "softdtw"):
@@ -437,8 +495,8 @@ class TimeSeriesKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
             diff = X[:, None] - centers[None]
             return np.einsum("nktd,nktd->nk", diff, diff)
         if self.metric == "dtw":
-            return _swn.pairwise(X, centers, 0.0, bandwidth=_bandwidth(radius), lengths_x=lengths)
-        return _swn.pairwise(X, centers, gamma, lengths_x=lengths)
+            return _Kernels(self.device).pairwise(X, centers, 0.0, bandwidth=_bandwidth(radius), lengths_x=lengths)
+        return _Kernels(self.device).pairwise(X, centers, gamma, lengths_x=lengths)
 
     def _distances(self, raw):
         return raw if self.metric == "softdtw" else np.sqrt(np.maximum(raw, 0.0))
@@ -502,7 +560,7 @@ class TimeSeriesKMeans(TransformerMixin, ClusterMixin, BaseEstimator):
 
     def _inertia(self, X, lengths, raw, labels, centers):
         if self.dtw_inertia and self.metric != "dtw":
-            raw = _swn.pairwise(X, centers, 0.0, lengths_x=lengths)
+            raw = _Kernels(self.device).pairwise(X, centers, 0.0, lengths_x=lengths)
         else:
             raw = self._distances(raw) ** 2
         return float(np.mean(raw[np.arange(X.shape[0]), labels]))
