@@ -143,7 +143,7 @@ void check_distinct_outputs(const std::string& option_a,
   }
 }
 
-OutputFile::OutputFile(const std::string& option, std::string path)
+OutputFile::OutputFile(const std::string& option, std::string path, bool shared)
     : path_(std::move(path)),
       target_(resolved(path_)),
       format_(output_format(option, path_)) {
@@ -156,7 +156,7 @@ OutputFile::OutputFile(const std::string& option, std::string path)
   // An anonymous file (O_TMPFILE) leaves nothing behind even when the
   // process is killed; other file systems get a hidden named one.
 #ifdef O_TMPFILE
-  if (can_name_anonymous_files()) {
+  if (!shared && can_name_anonymous_files()) {
     descriptor_ =
         ::open(directory.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
   }

@@ -20,14 +20,17 @@ namespace softwave::cli {
 class OutputFile {
  public:
   // usage_error naming `option` when the extension is not .csv or .npy or
-  // the file's directory cannot take a new file.
-  OutputFile(const std::string& option, std::string path);
+  // the file's directory cannot take a new file. `shared`: the temporary
+  // file has a name (temporary_path()) from the start, so that other
+  // processes (the ranks of an MPI job) can open it and write their parts.
+  OutputFile(const std::string& option, std::string path, bool shared = false);
   ~OutputFile();  // discards the contents unless close() succeeded
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
 
   std::FILE* get() const { return file_; }
   const std::string& path() const { return path_; }
+  const std::string& temporary_path() const { return temporary_; }
   MatrixFormat format() const { return format_; }
 
   // The whole rows×cols matrix (see MatrixWriter for npy_shape).

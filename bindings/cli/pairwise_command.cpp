@@ -1,12 +1,16 @@
 // softwave pairwise: the all-pairs Soft-DTW (or divergence) matrix between
 // two series sets, as CSV on stdout or as a .csv / .npy file.
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.hpp"
@@ -56,6 +60,95 @@ void write_pairwise(const SeriesSet& x, const SeriesSet& y,
                      });
   }
   if (writer) writer->finish();
+}
+
+// One rank's handle on the shared temporary .npy file: its rows written
+// in place (pwrite at the header plus the rows before them), so no rank
+// holds or sends rows. output_error names the user's path.
+class RowFile {
+ public:
+  RowFile(const std::string& temporary, std::string name, std::size_t header,
+          std::size_t row_bytes)
+      : name_(std::move(name)), header_(header), row_bytes_(row_bytes) {
+    descriptor_ = ::open(temporary.c_str(), O_WRONLY | O_CLOEXEC);
+    if (descriptor_ < 0)
+      fail(
+          "cannot open the file rank 0 started (is its directory on a file "
+          "system every rank sees?)");
+  }
+  ~RowFile() {
+    if (descriptor_ >= 0) ::close(descriptor_);
+  }
+  RowFile(const RowFile&) = delete;
+  RowFile& operator=(const RowFile&) = delete;
+
+  void write_rows(std::size_t first, const void* values, std::size_t rows) {
+    const char* bytes = static_cast<const char*>(values);
+    std::size_t left = rows * row_bytes_;
+    off_t at = off_t(header_ + first * row_bytes_);
+    while (left > 0) {
+      const ssize_t written = ::pwrite(descriptor_, bytes, left, at);
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) fail("write failed");
+      bytes += written;
+      at += written;
+      left -= std::size_t(written);
+    }
+  }
+  // The rows on disk before rank 0 renames the file.
+  void close() {
+    if (::fsync(descriptor_) != 0) fail("fsync failed");
+    const int descriptor = std::exchange(descriptor_, -1);
+    if (::close(descriptor) != 0) fail("close failed");
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    throw output_error(name_ + ": " + what + ": " + std::strerror(errno) +
+                       " (the previous file, if any, is unchanged)");
+  }
+
+  std::string name_;
+  std::size_t header_, row_bytes_;
+  int descriptor_ = -1;
+};
+
+// .npy across ranks: rank 0 writes the header into its shared temporary
+// file, every rank writes its rows in place, and rank 0 puts the file in
+// place once every rank has closed its part.
+template <class T>
+void write_pairwise_npy(const SeriesSet& x, const SeriesSet& y,
+                        const SoftDTWOptions& options, PairwiseValue what,
+                        const std::string& x_name, const std::string& y_name,
+                        const std::vector<RowRange>& ranges, OutputFile* file,
+                        const std::string& out_name) {
+  const Ranks& job = ranks();
+  const std::string header = npy_header<T>(x.count, y.count);
+  std::string temporary;
+  if (job.root()) {
+    temporary = file->temporary_path();
+    if (std::fwrite(header.data(), 1, header.size(), file->get()) !=
+            header.size() ||
+        std::fflush(file->get()) != 0)
+      throw output_error(out_name + ": write failed: " + std::strerror(errno) +
+                         " (the previous file, if any, is unchanged)");
+  }
+  job.checkpoint();
+  {
+    const Ranks::Exchange exchange(job);
+    job.broadcast(temporary, 0);
+  }
+  RowFile rows_file(temporary, out_name, header.size(), sizeof(T) * y.count);
+  const RowRange mine = job.mine(ranges);
+  ProgressBar progress("pairwise", mine.count, job.root());
+  pairwise_in_blocks<T>(
+      x, y, options, what, x_name, y_name, mine,
+      [&](std::size_t first, std::size_t rows, const T* values) {
+        rows_file.write_rows(first, values, rows);
+        progress.update(first - mine.first + rows);
+      });
+  rows_file.close();
+  job.checkpoint();
 }
 
 }  // namespace
@@ -120,10 +213,14 @@ int run_pairwise(const std::vector<std::string>& arguments) {
 
   const Ranks& job = ranks();
   const std::vector<RowRange> ranges = job.split(x.count, {});
-  // Only rank 0 writes.
+  // Across ranks, a .npy file is written by all of them in place; anything
+  // else by rank 0, which receives the others' rows.
+  const bool in_place = job.size() > 1 && output &&
+                        output_format("--output", *output) == MatrixFormat::npy;
   const std::unique_ptr<OutputFile> file =
-      output && job.root() ? std::make_unique<OutputFile>("--output", *output)
-                           : nullptr;
+      output && job.root()
+          ? std::make_unique<OutputFile>("--output", *output, in_place)
+          : nullptr;
   std::FILE* const out = file ? file->get() : stdout;
   const std::string out_name = output ? *output : std::string("stdout");
   const MatrixFormat format = file ? file->format() : MatrixFormat::csv;
@@ -133,12 +230,19 @@ int run_pairwise(const std::vector<std::string>& arguments) {
     std::vector<MemoryPart> memory =
         float32 ? pairwise_memory<float>(x, y, options)
                 : pairwise_memory<double>(x, y, options);
-    if (!job.root())
+    if (!job.root() && !in_place)
       memory.push_back(
           {"rows held for rank 0",
            (float32 ? 4.0 : 8.0) * double(job.mine(ranges).count * y.count)});
     check_memory(settings.memory, "pairwise", memory);
-    if (float32) {
+    if (in_place) {
+      if (float32)
+        write_pairwise_npy<float>(x, y, options, what, x_name, y_name, ranges,
+                                  file.get(), *output);
+      else
+        write_pairwise_npy<double>(x, y, options, what, x_name, y_name, ranges,
+                                   file.get(), *output);
+    } else if (float32) {
       write_pairwise<float>(x, y, options, what, x_name, y_name, ranges, out,
                             out_name, format);
     } else {

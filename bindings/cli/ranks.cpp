@@ -111,6 +111,14 @@ void Ranks::broadcast(double* values, std::size_t count, int from) const {
   }
 }
 
+void Ranks::broadcast(std::string& text, int from) const {
+  if (size_ == 1) return;
+  std::int64_t size = std::int64_t(text.size());
+  MPI_Bcast(&size, 1, MPI_INT64_T, from, MPI_COMM_WORLD);
+  text.resize(std::size_t(size));
+  MPI_Bcast(text.data(), int(size), MPI_CHAR, from, MPI_COMM_WORLD);
+}
+
 void Ranks::sum(std::int64_t* values, int count) const {
   if (size_ == 1) return;
   MPI_Allreduce(MPI_IN_PLACE, values, count, MPI_INT64_T, MPI_SUM,
@@ -134,6 +142,7 @@ void Ranks::abort(int code) const { std::exit(code); }
 void Ranks::gather_to_all(const std::vector<RowRange>&, double*,
                           std::size_t) const {}
 void Ranks::broadcast(double*, std::size_t, int) const {}
+void Ranks::broadcast(std::string&, int) const {}
 void Ranks::sum(std::int64_t*, int) const {}
 
 #endif

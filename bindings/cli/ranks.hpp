@@ -91,6 +91,7 @@ class Ranks {
                      std::size_t row_size) const;
   // `values` of rank `from` onto every rank. Inside an Exchange.
   void broadcast(double* values, std::size_t count, int from) const;
+  void broadcast(std::string& text, int from) const;
   // The sums over the ranks, on every rank. Inside an Exchange.
   void sum(std::int64_t* values, int count) const;
 

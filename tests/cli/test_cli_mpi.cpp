@@ -74,6 +74,10 @@ TEST(CliMpi, PairwiseHardDtwIsBitForBitOnTwoAndThreeRanks) {
           << ranks << " ranks, " << extension;
     }
   }
+  // The ranks wrote the .npy in place into rank 0's temporary file, which
+  // is gone once renamed.
+  for (const auto& entry : fs::directory_iterator(dir))
+    EXPECT_NE(entry.path().filename().string().front(), '.') << entry.path();
 }
 
 TEST(CliMpi, PairwiseSoftDtwAgreesToRounding) {
@@ -147,9 +151,10 @@ TEST(CliMpi, BadInputStopsEveryRankWithOneLine) {
   EXPECT_FALSE(fs::exists(dir / "out.npy"));
 }
 
-// Only rank 1 fails: it holds its rows for rank 0, which the memory limit
-// does not allow, while rank 0 (which writes as it goes) passes. Rank 0
-// reports rank 1's error and leaves no file.
+// Only rank 1 fails: writing CSV, it holds its rows for rank 0, which the
+// memory limit does not allow, while rank 0 (which writes as it goes)
+// passes. Rank 0 reports rank 1's error and leaves no file. (A .npy is
+// written by every rank in place, and nobody holds rows.)
 TEST(CliMpi, AFailureOnOneRankStopsEveryRankAndLeavesNoFile) {
   const fs::path dir = scratch();
   std::mt19937 random(7);
@@ -164,13 +169,15 @@ TEST(CliMpi, AFailureOnOneRankStopsEveryRankAndLeavesNoFile) {
   const std::vector<std::string> arguments = {
       "pairwise", "--x", (dir / "short.tsv").string(),
       "--gamma",  "0",   "--max-memory",
-      "8M",       "-o",  (dir / "out.npy").string()};
+      "8M",       "-o",  (dir / "out.csv").string()};
   ASSERT_EQ(softwave(arguments).status, 0) << "one process fits in 8M";
-  fs::remove(dir / "out.npy");
+  fs::remove(dir / "out.csv");
   const Result result = softwave(arguments, mpirun(2));
   expect_error_containing(result, "rows held for rank 0");
   for (const auto& entry : fs::directory_iterator(dir))
-    EXPECT_NE(entry.path().extension(), ".npy") << entry.path();
+    EXPECT_EQ(entry.path().filename().string().find("out.csv"),
+              std::string::npos)
+        << entry.path();
 }
 
 }  // namespace
