@@ -179,7 +179,8 @@ void gather_to_all(MPI_Comm comm, const std::vector<RowRange>& ranges, V* all,
                    std::int64_t row_size) {
   if (row_size == 0) return;
   // One row is one element of a contiguous type, so the counts and offsets,
-  // in rows, fit MPI's int for any set of fewer than 2^31 series.
+  // in rows, fit MPI's int for any set of fewer than 2^31 series; the call
+  // refuses a row of more values than such a type can describe.
   impl::rows_per_message(row_size, sizeof(V), 0);
   MPI_Datatype row;
   MPI_Type_contiguous(int(row_size), impl::datatype<V>(), &row);
