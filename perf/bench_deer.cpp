@@ -12,6 +12,7 @@
 //                               the same with Kernel::portable, beside the
 //                               CUDA build's fused iteration that the
 //                               first two take where it applies
+//               deer_damped     damped (quasi-ELK) iterations from λ = 1
 //   (deer_full only where n³·T <= 1e8: beyond, its portable kernels take
 //   minutes.)
 //     gradient  0: forward (deer_rnn); 1: forward and every gradient
@@ -44,6 +45,7 @@ struct Variant {
   softwave::DeerJacobian jacobian;
   softwave::Kernel kernel = softwave::Kernel::automatic;
   bool gpu_only = false;
+  double damping = 0;  // > 0: damped (quasi-ELK) iterations from this λ
 };
 constexpr Variant kVariants[] = {
     {"deer_full", softwave::DeerMethod::deer, softwave::DeerJacobian::full},
@@ -55,6 +57,8 @@ constexpr Variant kVariants[] = {
      softwave::DeerJacobian::full, softwave::Kernel::portable, true},
     {"deer_diagonal_portable", softwave::DeerMethod::deer,
      softwave::DeerJacobian::diagonal, softwave::Kernel::portable, true},
+    {"deer_damped", softwave::DeerMethod::deer,
+     softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 1.0},
 };
 
 template <class T>
@@ -102,6 +106,7 @@ void run_deer(benchmark::State& state, Variant variant) {
   options.method = variant.method;
   options.jacobian = variant.jacobian;
   options.kernel = variant.kernel;
+  options.damping = variant.damping;
   options.check_values = false;
   softwave::DeerGradients<float, Space> grads;
   softwave::RnnWeightGradients<float, Space> weight_grads;

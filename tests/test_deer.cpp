@@ -104,6 +104,16 @@ struct Problem {
     return d;
   }
 
+  // Outputs for deer_rnn: states, iterations and paths.
+  template <class Space>
+  softwave::DeerResult<T, Space> outputs() const {
+    softwave::DeerResult<T, Space> r;
+    r.y = V3<T, Space>("swt::y", B, steps, n());
+    r.iterations = V1<int, Space>("swt::iterations", B);
+    r.path = V1<int, Space>("swt::path", B);
+    return r;
+  }
+
   template <class Space>
   std::vector<double> run(const Space& space, const softwave::DeerOptions& o,
                           std::vector<int>* iterations = nullptr,
@@ -273,9 +283,7 @@ TYPED_TEST(DeerRnn, WarmStartFromTheSolutionTakesOneIteration) {
   Space space;
   Problem<T> const problem(rng, softwave::RnnCell::lstm, 2, 500, 3, 2, false);
   auto const d = problem.device(space);
-  softwave::DeerResult<T, Space> r;
-  r.y = V3<T, Space>("swt::y", 2, 500, problem.n());
-  r.iterations = V1<int, Space>("swt::iterations", 2);
+  auto const r = problem.template outputs<Space>();
   softwave::DeerOptions o;
   o.method = softwave::DeerMethod::deer;
   softwave::deer_rnn(space, d.weights, d.inputs, r, o);
@@ -289,6 +297,87 @@ TYPED_TEST(DeerRnn, WarmStartFromTheSolutionTakesOneIteration) {
   }
   EXPECT_LE(worst_difference(swt::to_host(r.y), problem.reference()),
             (std::is_same_v<T, float> ? 3e-5 : 1e-10));
+}
+
+// Damped (quasi-ELK) iterations, every cell, λ from light to heavy, over
+// shapes with one to three scan levels: the states of the sequential
+// evaluation and the float64 reference.
+TYPED_TEST(DeerRnn, DampedIterationsMatchSequential) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  constexpr bool single = std::is_same_v<T, float>;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (auto cell : kCells)
+    for (Shape const& s : kShapes)
+      for (double lambda : {0.01, 0.3, 2.0}) {
+        // Heavy damping converges slowly: the long shapes take the lighter.
+        if (lambda > 1 && s.T > 300) continue;
+        bool const variable = rng.coin();
+        Problem<T> const problem(rng, cell, s.B, s.T, s.H, s.m, variable);
+        softwave::DeerOptions seq;
+        seq.method = softwave::DeerMethod::sequential;
+        auto const sequential = problem.run(space, seq);
+        softwave::DeerOptions o;
+        o.method = softwave::DeerMethod::deer;
+        o.jacobian = softwave::DeerJacobian::diagonal;
+        o.damping = lambda;
+        o.chunk = s.chunk;
+        o.max_iterations = 5000;
+        // The residual bounds the error left by about 1 / (1 − |J|), so
+        // the tolerance sits below the bound tested.
+        o.atol = single ? 1e-6 : 1e-13;
+        o.rtol = single ? 1e-6 : 1e-12;
+        std::vector<int> iterations, path;
+        auto const y = problem.run(space, o, &iterations, &path);
+        SCOPED_TRACE(::testing::Message()
+                     << "cell " << int(cell) << " B=" << s.B << " T=" << s.T
+                     << " H=" << s.H << " chunk=" << s.chunk << " lambda "
+                     << lambda << (variable ? " variable lengths" : ""));
+        for (int b = 0; b < s.B; ++b) {
+          EXPECT_EQ(path[b], int(softwave::DeerPath::damped))
+              << "sequence " << b;
+          EXPECT_GE(iterations[b], 1);
+        }
+        EXPECT_LE(worst_difference(y, sequential), single ? 2e-5 : 1e-10);
+        EXPECT_LE(worst_difference(y, problem.reference()),
+                  single ? 4e-5 : 1e-10);
+      }
+}
+
+// A damped start from the solution stops at its first check, without an
+// update; heavier damping takes more iterations to the same states.
+TYPED_TEST(DeerRnn, DampedWarmStartAndIterationCounts) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  Problem<T> const problem(rng, softwave::RnnCell::gru, 2, 400, 3, 2, false);
+  auto const d = problem.device(space);
+  auto const r = problem.template outputs<Space>();
+  softwave::DeerOptions o;
+  o.method = softwave::DeerMethod::deer;
+  o.jacobian = softwave::DeerJacobian::diagonal;
+  o.max_iterations = 10000;
+  o.atol = o.rtol = std::is_same_v<T, float> ? 1e-6 : 1e-12;
+  std::vector<int> light, heavy;
+  for (double lambda : {0.1, 10.0}) {
+    o.damping = lambda;
+    softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+    auto const it = swt::to_host(r.iterations);
+    (lambda < 1 ? light : heavy).assign(it.begin(), it.end());
+    EXPECT_LE(worst_difference(swt::to_host(r.y), problem.reference()),
+              (std::is_same_v<T, float> ? 1e-4 : 1e-8));
+  }
+  o.warm_start = true;
+  softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+  auto const warm = swt::to_host(r.iterations);
+  auto const path = swt::to_host(r.path);
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_GT(heavy[b], light[b]) << "sequence " << b;
+    EXPECT_EQ(warm[b], 0) << "sequence " << b;
+    EXPECT_EQ(path[b], int(softwave::DeerPath::damped));
+  }
 }
 
 // Weights × 100 saturate every gate; max_iterations = 1 stops Newton
@@ -630,6 +719,15 @@ TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
   o.max_iterations = 0;
   EXPECT_TRUE(
       swt::throws_naming("max_iterations", call(d.weights, d.inputs, r, o)));
+  for (double damping : {-1.0, double(NAN), double(INFINITY)}) {
+    o = {};
+    o.jacobian = softwave::DeerJacobian::diagonal;
+    o.damping = damping;
+    EXPECT_TRUE(swt::throws_naming("damping", call(d.weights, d.inputs, r, o)));
+  }
+  o = {};
+  o.damping = 1;  // with full Jacobians
+  EXPECT_TRUE(swt::throws_naming("jacobian", call(d.weights, d.inputs, r, o)));
   auto bad_y = r;
   bad_y.y = V3<T, Space>("swt::y", 2, 9, 3);
   EXPECT_TRUE(swt::throws_naming("y", call(d.weights, d.inputs, bad_y)));
@@ -676,6 +774,34 @@ TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
     softwave::deer_rnn_gradients(space, d.weights, d.inputs,
                                  V3<const T, Space>(r.y), g, {});
   }));
+}
+
+// h' = tanh(3h + x) has two stable states; damped iterations do not
+// settle on it within the budget: the guard ends those sequences
+// sequentially, with the sequential evaluation's states (no NaN).
+TYPED_TEST(DeerRnn, DampedGuardFallsBackOnABistableCell) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  Problem<T> problem(rng, softwave::RnnCell::elman, 2, 300, 1, 1, false);
+  problem.params.w_hh = {3.0};
+  problem.params.w_ih = {1.0};
+  problem.params.b_ih = problem.params.b_hh = {0.0};
+  softwave::DeerOptions o;
+  o.method = softwave::DeerMethod::deer;
+  o.jacobian = softwave::DeerJacobian::diagonal;
+  o.damping = 1;
+  o.max_iterations = 50;
+  std::vector<int> iterations, path;
+  auto const y = problem.run(space, o, &iterations, &path);
+  softwave::DeerOptions seq;
+  seq.method = softwave::DeerMethod::sequential;
+  for (int b = 0; b < 2; ++b) {
+    EXPECT_EQ(path[b], int(softwave::DeerPath::fallback)) << "sequence " << b;
+    EXPECT_EQ(iterations[b], 50) << "sequence " << b;
+  }
+  EXPECT_EQ(worst_difference(y, problem.run(space, seq)), 0.0);
 }
 
 }  // namespace

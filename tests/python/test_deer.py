@@ -120,6 +120,40 @@ def test_errors_name_the_argument():
         deer.gru(bad, None, *weights(module))
     with pytest.raises(ValueError, match="kernel"):
         deer.gru(x, None, *weights(module), kernel="fast")
+    with pytest.raises(ValueError, match="damping"):
+        deer.gru(x, None, *weights(module), jacobian="diagonal", damping=-1)
+    with pytest.raises(ValueError, match="jacobian"):
+        deer.gru(x, None, *weights(module), damping=1)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_damped_matches_torch(cell):
+    # Levenberg-Marquardt (quasi-ELK) steps: torch's states and gradients,
+    # the report says "damped", the drop-in module takes damping too.
+    m, H, B, T = 3, 5, 2, 200
+    module = torch_module(cell, m, H, 11)
+    x = torch.randn(B, T, m, dtype=torch.float64, requires_grad=True)
+    options = dict(method="deer", jacobian="diagonal", damping=0.5, atol=1e-13, rtol=1e-12,
+                   max_iter=5000)
+    if cell == "lstm":
+        expected, _ = module(x)
+        got, _, report = deer.lstm(x, None, *weights(module), **options)
+    else:
+        expected, _ = module(x)
+        got, report = deer.gru(x, None, *weights(module), **options)
+    assert report.path == ["damped"] * B
+    assert min(report.iterations) >= 1
+    assert torch.allclose(got, expected, atol=1e-10, rtol=0)
+    w = torch.randn_like(expected)
+    want = torch.autograd.grad((expected * w).sum(), [x] + list(weights(module)))
+    have = torch.autograd.grad((got * w).sum(), [x] + list(weights(module)))
+    for a, b in zip(have, want):
+        assert torch.allclose(a, b, atol=1e-9, rtol=1e-7)
+    drop_in = getattr(deer, cell.upper())(m, H, **options).double()
+    drop_in.load_state_dict(module.state_dict())
+    y, _ = drop_in(x.detach())
+    assert torch.allclose(y, expected.detach(), atol=1e-10, rtol=0)
+    assert drop_in.last_report.path == ["damped"] * B
 
 
 def test_kernel_choice_on_the_host():

@@ -16,9 +16,16 @@ Example::
 
 ``method``: "auto" (DEER where it is expected to beat the sequential loop,
 else that loop), "deer" or "sequential". ``jacobian``: "full" (Newton) or
-"diagonal" (quasi-DEER: cheaper iterations, more of them). A sequence whose
-iterations do not converge (or overflow) is evaluated sequentially; the
-report's ``path`` says so ("deer", "fallback" or "sequential"). ``kernel``:
+"diagonal" (quasi-DEER: cheaper iterations, more of them). ``damping``: 0
+(plain Newton) or the starting λ of Levenberg–Marquardt steps (quasi-ELK,
+Gonzalez et al. 2024; with jacobian="diagonal"): each update is the
+smoothed mean of a Kalman smoother, so Jacobian products that make Newton
+overflow stay finite; λ then halves after an update that lowered the
+residual and quadruples after one that did not. Damped runs stop on the
+residual: their default atol / rtol are a hundredth of Newton's. A
+sequence whose iterations do not converge (or overflow) is evaluated
+sequentially; the report's ``path`` says so ("deer", "damped", "fallback"
+or "sequential"). ``kernel``:
 "automatic" (on CUDA, one fused kernel per Newton iteration for diagonal
 Jacobians, and full ones at n = 1, with n <= 16), "portable" or
 "specialised" (the fused kernel, or an error saying why it cannot run).
@@ -36,7 +43,7 @@ from . import _core
 __all__ = ["rnn", "gru", "lstm", "GRU", "LSTM", "DeerReport"]
 
 _GATES = {"elman": 1, "gru": 3, "lstm": 4}
-_PATHS = ("deer", "fallback", "sequential")
+_PATHS = ("deer", "fallback", "sequential", "damped")
 
 
 @dataclass
@@ -51,11 +58,12 @@ def _is_torch(a) -> bool:
     return type(a).__module__.startswith("torch")
 
 
-def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, stream, on_cuda):
+def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, stream, on_cuda,
+              damping=0.0):
     if cell not in _GATES:
         raise ValueError(f"softwave: cell must be one of {', '.join(_GATES)} (got {cell!r})")
     s = {"cell": cell, "method": str(method), "jacobian": str(jacobian), "kernel": str(kernel),
-         "max_iterations": int(max_iter), "chunk": int(chunk), "stream": stream,
+         "max_iterations": int(max_iter), "chunk": int(chunk), "damping": float(damping), "stream": stream,
          "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
     if atol is not None:
         s["atol"] = float(atol)
@@ -140,7 +148,7 @@ _DEER_FUNCTION = None
 def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, *, cell: str = "gru",
         lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic",
         atol: Optional[float] = None,
-        rtol: Optional[float] = None, max_iter: int = 100, chunk: int = 0,
+        rtol: Optional[float] = None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
         check_inputs: Optional[bool] = None):
     """The states of a one-layer recurrent cell over every step.
 
@@ -149,7 +157,8 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
     (weight_ih (G·H, m), weight_hh (G·H, H), biases (G·H,) or None; G = 1, 3,
     4 for elman, gru, lstm). lengths: (B,) steps of each sequence (states
     past a length are zero). atol / rtol: Newton's stopping tolerances
-    (defaults 1e-4 / 1e-3 in float32, 1e-10 / 1e-8 in float64). Returns
+    (defaults 1e-4 / 1e-3 in float32, 1e-10 / 1e-8 in float64). damping:
+    the starting λ of damped (quasi-ELK) steps, 0 for Newton's. Returns
     (y, report): y (B, T, n) with autograd for torch tensors.
     """
     if weight_ih is None or weight_hh is None:
@@ -171,7 +180,7 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         on_cuda = x.device.type == "cuda"
         stream = int(torch.cuda.current_stream(x.device).cuda_stream) if on_cuda else 0
         settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs,
-                             stream, on_cuda)
+                             stream, on_cuda, damping)
         if lengths is not None:
             lengths = torch.as_tensor(lengths, dtype=torch.int32, device=x.device).contiguous()
         y, iterations, path = _DEER_FUNCTION.apply(settings, lengths, n, x, h0, weight_ih, weight_hh,
@@ -179,7 +188,7 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         report = _report(iterations.cpu().numpy(), path.cpu().numpy())
     else:
         settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, 0,
-                             False)
+                             False, damping)
         out = _forward_numpy(x, h0, (weight_ih, weight_hh, bias_ih, bias_hh), lengths, settings)
         y = out["y"]
         report = _report(out["iterations"], out["path"])
@@ -214,7 +223,8 @@ def _module_classes():
         cell = "gru"
 
         def __init__(self, input_size, hidden_size, bias=True, *, method="auto", jacobian="full",
-                     kernel="automatic", atol=None, rtol=None, max_iter=100, device=None, dtype=None):
+                     kernel="automatic", atol=None, rtol=None, max_iter=100, damping=0.0, device=None,
+                     dtype=None):
             super().__init__()
             rows = _GATES[self.cell] * hidden_size
             kw = {"device": device, "dtype": dtype}
@@ -228,7 +238,7 @@ def _module_classes():
                 self.register_parameter("bias_ih_l0", None)
                 self.register_parameter("bias_hh_l0", None)
             self.options = {"method": method, "jacobian": jacobian, "kernel": kernel, "atol": atol, "rtol": rtol,
-                            "max_iter": max_iter}
+                            "max_iter": max_iter, "damping": damping}
             self.last_report = None
             bound = 1.0 / hidden_size ** 0.5
             with torch.no_grad():

@@ -428,20 +428,19 @@ std::map<std::string, std::int64_t> nearest_neighbours(
   check_rank(distances, 2, "(B1, k)");
   check_dtype(indices, DType::int64);
   SearchStatistics counts;
-  with_float_space(
-      settings, queries,
-      {&references, &indices, &distances, &lengths_x, &lengths_y},
-      [&](const auto& space, auto zero) {
-        using Space = std::decay_t<decltype(space)>;
-        using T = decltype(zero);
-        check_float<T>(queries, {&references}, {&distances});
-        impl::nearest_neighbours<Space, T>(
-            space, view3<const T, Space>(queries),
-            view3<const T, Space>(references),
-            view2<std::int64_t, Space>(indices),
-            view2<value_t<T>, Space>(distances), options,
-            lengths_of<Space>(lengths_x, lengths_y), &counts);
-      });
+  with_float_space(settings, queries,
+                   {&references, &indices, &distances, &lengths_x, &lengths_y},
+                   [&](const auto& space, auto zero) {
+                     using Space = std::decay_t<decltype(space)>;
+                     using T = decltype(zero);
+                     check_float<T>(queries, {&references}, {&distances});
+                     impl::nearest_neighbours<Space, T>(
+                         space, view3<const T, Space>(queries),
+                         view3<const T, Space>(references),
+                         view2<std::int64_t, Space>(indices),
+                         view2<value_t<T>, Space>(distances), options,
+                         lengths_of<Space>(lengths_x, lengths_y), &counts);
+                   });
   return {{"pairs", counts.pairs},
           {"pruned", counts.pruned},
           {"pruned_reverse", counts.pruned_reverse},
@@ -839,6 +838,7 @@ void run_deer(const Space& space, const std::string& operation,
   options.kernel = kernel_of(s.kernel);
   options.max_iterations = s.max_iterations;
   options.chunk = s.chunk;
+  options.damping = s.damping;
   options.warm_start = s.warm_start;
   options.check_values = s.check_values;
   if (operation == "forward") {

@@ -190,6 +190,7 @@ struct DeerSettings {
   bool atol_given = false, rtol_given = false;
   int max_iterations = 100;
   int chunk = 0;
+  double damping = 0;  // DeerOptions::damping
   bool warm_start = false;
   bool check_values = true;
   std::uintptr_t stream = 0;

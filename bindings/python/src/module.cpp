@@ -393,6 +393,8 @@ NB_MODULE(_core, m) {
             s.max_iterations = nb::cast<int>(value);
           else if (name == "chunk")
             s.chunk = nb::cast<int>(value);
+          else if (name == "damping")
+            s.damping = nb::cast<double>(value);
           else if (name == "warm_start")
             s.warm_start = nb::cast<bool>(value);
           else if (name == "check")

@@ -34,9 +34,10 @@ inline Linearise linearise(DeerJacobian kind) {
 // Per-sequence state of the iterations (Solver::status).
 enum Status : int {
   active = 0,
-  converged_even = 1,  // converged; the result is in the first buffer
-  converged_odd = 2,   // in the second
-  diverged = 3,        // to be evaluated sequentially
+  converged_even = 1,    // converged; the result is in the first buffer
+  converged_odd = 2,     // in the second
+  diverged = 3,          // to be evaluated sequentially
+  converged_damped = 4,  // converged damped iterations; in the first buffer
 };
 
 // Resolved settings of one solve.
@@ -48,6 +49,7 @@ struct Settings {
   DeerMethod method = DeerMethod::automatic;
   DeerJacobian jacobian = DeerJacobian::full;
   Kernel kernel = Kernel::automatic;
+  double damping = 0;
   // A linear recurrence (the adjoint): with full Jacobians one pass is the
   // exact solution, and no second pass is run to confirm it.
   bool linear = false;
@@ -222,6 +224,322 @@ inline bool deer_expected_faster(std::int64_t batch, std::int64_t length, int n,
   return length * n >= (fused ? 1000 : 2000) && (!full || n <= 8);
 }
 
+// --- scalar scans of the damped iterations ----------------------------------
+
+// A step's map of one value, v ← map(v), and composition, for the damped
+// iterations' scans (map entries e[0..size)).
+// Affine: v ← a v + b, e = {a, b}.
+struct AffineMap {
+  static constexpr int size = 2;
+  template <class T>
+  KOKKOS_INLINE_FUNCTION static void identity(T* e) {
+    e[0] = 1;
+    e[1] = 0;
+  }
+  // e ← next ∘ e
+  template <class T>
+  KOKKOS_INLINE_FUNCTION static void then(T* e, const T* next) {
+    e[1] = next[0] * e[1] + next[1];
+    e[0] = next[0] * e[0];
+  }
+  template <class T>
+  KOKKOS_INLINE_FUNCTION static T apply(const T* e, T v) {
+    return e[0] * v + e[1];
+  }
+};
+
+// Möbius: v ← (a v + b) / (c v + d), e = {a, b, c, d}, composed as 2×2
+// matrices and rescaled to their largest entry: the Riccati maps' entries
+// are >= 0, so the products keep their direction and never overflow, and a
+// map is applied to the value itself (bounded), never to homogeneous
+// coordinates.
+struct MobiusMap {
+  static constexpr int size = 4;
+  template <class T>
+  KOKKOS_INLINE_FUNCTION static void identity(T* e) {
+    e[0] = e[3] = 1;
+    e[1] = e[2] = 0;
+  }
+  template <class T>
+  KOKKOS_INLINE_FUNCTION static void then(T* e, const T* next) {
+    T const a = next[0] * e[0] + next[1] * e[2];
+    T const b = next[0] * e[1] + next[1] * e[3];
+    T const c = next[2] * e[0] + next[3] * e[2];
+    T const d = next[2] * e[1] + next[3] * e[3];
+    T const ab =
+        compat::fabs(a) > compat::fabs(b) ? compat::fabs(a) : compat::fabs(b);
+    T const cd =
+        compat::fabs(c) > compat::fabs(d) ? compat::fabs(c) : compat::fabs(d);
+    T const scale = ab > cd ? ab : cd;
+    T const k = scale > 0 ? T(1) / scale : T(1);
+    e[0] = a * k;
+    e[1] = b * k;
+    e[2] = c * k;
+    e[3] = d * k;
+  }
+  template <class T>
+  KOKKOS_INLINE_FUNCTION static T apply(const T* e, T v) {
+    return (e[0] * v + e[1]) / (e[2] * v + e[3]);
+  }
+};
+
+// Item q of a scalar scan's (b, c, i) grid (c < chunks, i < width), and the
+// positions [first, last) of its chunk of `per` out of `total`.
+struct GridItem {
+  int b, i;
+  std::int64_t c;
+  KOKKOS_INLINE_FUNCTION GridItem(std::int64_t q, int width,
+                                  std::int64_t chunks)
+      : b(int(q / width / chunks)), i(int(q % width)), c(q / width % chunks) {}
+  KOKKOS_INLINE_FUNCTION std::int64_t first(int per) const { return c * per; }
+  KOKKOS_INLINE_FUNCTION std::int64_t last(int per, std::int64_t total) const {
+    return (c + 1) * per < total ? (c + 1) * per : total;
+  }
+};
+
+// v_p = map_p(v_{p−1}), v_{−1} = 0, for p < steps.count(b), independently
+// for each sequence b and entry i < n, by the chunked scan of the solver
+// below (compose each chunk's maps, solve the chunks' composed maps one
+// level up, replay each chunk from its carried-in value). Steps gives
+// count(b), map(b, p, i, e) and store(b, p, i, v). The levels' arrays are
+// made on first use and kept between calls (the iterations' scans all have
+// the same sizes).
+template <class Space, class T>
+struct ScalarScan {
+  using Memory = typename Space::memory_space;
+  static constexpr int kMaxSize = 4;
+  struct Level {
+    DeerView3<T, Space> maps;    // (B, chunks, n·kMaxSize)
+    DeerView3<T, Space> values;  // (B, chunks, n): v after each chunk
+    Kokkos::View<int*, Memory> count;
+    std::int64_t chunks = 0;
+    int chunk = 1;
+  };
+  Space space;
+  std::int64_t batch = 0;
+  int n = 1;
+  std::int64_t concurrency = 1;
+  bool host = true;
+  int chunk_setting = 0;  // DeerOptions::chunk: > 1 fixes every level's
+  std::vector<Level> levels;
+
+  const Level& level(std::size_t depth, std::int64_t length) {
+    if (levels.size() <= depth) {
+      Level l;
+      l.chunk = chunk_setting > 1
+                    ? chunk_setting
+                    : std::max(8, choose_chunk(batch * n, length, 1, false,
+                                               concurrency, host));
+      l.chunks = (length + l.chunk - 1) / l.chunk;
+      auto const alloc = [&](const char* what, std::int64_t width) {
+        return DeerView3<T, Space>(
+            Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                               std::string("softwave::deer::") + what),
+            batch, l.chunks, width);
+      };
+      l.maps = alloc("damped_maps", n * kMaxSize);
+      l.values = alloc("damped_values", n);
+      l.count = Kokkos::View<int*, Memory>(
+          Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                             "softwave::deer::damped_count"),
+          batch);
+      levels.push_back(l);
+    }
+    return levels[depth];
+  }
+
+  template <class Map, class Steps>
+  void run(const Steps& steps, std::int64_t length) {
+    Level const l = level(0, length);
+    int const chunk = l.chunk, width = n;
+    std::int64_t const chunks = l.chunks;
+    auto const maps = l.maps;
+    auto const values = l.values;
+    auto const count = l.count;
+    Kokkos::parallel_for(
+        "softwave::deer::damped_count_chunks",
+        Kokkos::RangePolicy<Space>(space, 0, batch),
+        KOKKOS_LAMBDA(std::int64_t b) {
+          count(b) = (steps.count(int(b)) + chunk - 1) / chunk;
+        });
+    Kokkos::parallel_for(
+        "softwave::deer::damped_compose",
+        Kokkos::RangePolicy<Space>(space, 0, batch * chunks * width),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          GridItem const it(q, width, chunks);
+          if (it.c >= count(it.b)) return;
+          T e[kMaxSize], step[kMaxSize];
+          Map::identity(e);
+          for (std::int64_t p = it.first(chunk),
+                            end = it.last(chunk, steps.count(it.b));
+               p < end; ++p) {
+            steps.map(it.b, int(p), it.i, step);
+            Map::then(e, step);
+          }
+          for (int k = 0; k < Map::size; ++k)
+            maps(it.b, it.c, it.i * kMaxSize + k) = e[k];
+        });
+    solve<Map>(0);
+    Kokkos::parallel_for(
+        "softwave::deer::damped_replay",
+        Kokkos::RangePolicy<Space>(space, 0, batch * chunks * width),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          GridItem const it(q, width, chunks);
+          if (it.c >= count(it.b)) return;
+          T v = it.c > 0 ? values(it.b, it.c - 1, it.i) : T(0);
+          T step[kMaxSize];
+          for (std::int64_t p = it.first(chunk),
+                            end = it.last(chunk, steps.count(it.b));
+               p < end; ++p) {
+            steps.map(it.b, int(p), it.i, step);
+            v = Map::apply(step, v);
+            steps.store(it.b, int(p), it.i, v);
+          }
+        });
+  }
+
+  // levels[depth].values from levels[depth].maps: one after another where
+  // there are few chunks, else by grouping them one level up.
+  template <class Map>
+  void solve(std::size_t depth) {
+    Level const l = levels[depth];
+    auto const maps = l.maps;
+    auto const values = l.values;
+    auto const count = l.count;
+    int const width = n;
+    if (l.chunks <= 32) {
+      Kokkos::parallel_for(
+          "softwave::deer::damped_carry",
+          Kokkos::RangePolicy<Space>(space, 0, batch * width),
+          KOKKOS_LAMBDA(std::int64_t q) {
+            int const b = int(q / width), i = int(q % width);
+            T v = 0;
+            for (int c = 0; c < count(b); ++c) {
+              v = Map::apply(&maps(b, c, i * kMaxSize), v);
+              values(b, c, i) = v;
+            }
+          });
+      return;
+    }
+    Level const up = level(depth + 1, l.chunks);
+    int const group = up.chunk;
+    std::int64_t const groups = up.chunks;
+    auto const up_maps = up.maps;
+    auto const up_values = up.values;
+    auto const up_count = up.count;
+    Kokkos::parallel_for(
+        "softwave::deer::damped_count_groups",
+        Kokkos::RangePolicy<Space>(space, 0, batch),
+        KOKKOS_LAMBDA(std::int64_t b) {
+          up_count(b) = (count(b) + group - 1) / group;
+        });
+    Kokkos::parallel_for(
+        "softwave::deer::damped_compose_groups",
+        Kokkos::RangePolicy<Space>(space, 0, batch * groups * width),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          GridItem const it(q, width, groups);
+          if (it.c >= up_count(it.b)) return;
+          T e[kMaxSize];
+          Map::identity(e);
+          for (std::int64_t c = it.first(group),
+                            end = it.last(group, count(it.b));
+               c < end; ++c)
+            Map::then(e, &maps(it.b, c, it.i * kMaxSize));
+          for (int k = 0; k < Map::size; ++k)
+            up_maps(it.b, it.c, it.i * kMaxSize + k) = e[k];
+        });
+    solve<Map>(depth + 1);
+    Kokkos::parallel_for(
+        "softwave::deer::damped_replay_groups",
+        Kokkos::RangePolicy<Space>(space, 0, batch * groups * width),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          GridItem const it(q, width, groups);
+          if (it.c >= up_count(it.b)) return;
+          T v = it.c > 0 ? up_values(it.b, it.c - 1, it.i) : T(0);
+          for (std::int64_t c = it.first(group),
+                            end = it.last(group, count(it.b));
+               c < end; ++c) {
+            v = Map::apply(&maps(it.b, c, it.i * kMaxSize), v);
+            values(it.b, c, it.i) = v;
+          }
+        });
+  }
+};
+
+// The damped (quasi-ELK) update of one iteration, per sequence b with
+// steps(b) > 0 (its length while it iterates, else 0) and entry i, from the
+// Jacobians' diagonal J and residuals r = f(z_{s−1}) − z_s at solve
+// position s (arrays (B, T, n) indexed by s), λ = lambda:
+//   variance  P_s = P⁻_s / (λ P⁻_s + 1),  P⁻_s = J_s² P_{s−1} + 1,  P_{−1} = 0
+//   filter    m_s = (J_s m_{s−1} + r_s) / (λ P⁻_s + 1)
+//   smoother  δ_s = m_s + G_s (δ_{s+1} − J_{s+1} m_s − r_{s+1}),
+//             G_s = P_s J_{s+1} / P⁻_{s+1},  δ_{L−1} = m_{L−1}
+// (the Kalman filter and Rauch–Tung–Striebel smoother of DeerOptions'
+// state-space model), and z_{slot(s)} += δ_s.
+template <class Space, class T>
+struct DampedStep {
+  DeerView3<T, Space> J, r, P, m, z;
+  Kokkos::View<int*, typename Space::memory_space> steps;
+  DeerView1<T, Space> lambda;  // (B) each sequence's λ
+  bool reversed;
+
+  KOKKOS_INLINE_FUNCTION int count(int b) const { return steps(b); }
+  KOKKOS_INLINE_FUNCTION T prior(int b, int s, int i) const {
+    T const j = J(b, s, i);
+    return j * j * (s > 0 ? P(b, s - 1, i) : T(0)) + 1;
+  }
+
+  struct Variance {
+    DampedStep d;
+    KOKKOS_INLINE_FUNCTION int count(int b) const { return d.steps(b); }
+    KOKKOS_INLINE_FUNCTION void map(int b, int s, int i, T* e) const {
+      T const j2 = d.J(b, s, i) * d.J(b, s, i);
+      e[0] = j2;
+      e[1] = 1;
+      T const lambda = d.lambda(b);
+      e[2] = lambda * j2;
+      e[3] = lambda + 1;
+    }
+    KOKKOS_INLINE_FUNCTION void store(int b, int s, int i, T v) const {
+      d.P(b, s, i) = v;
+    }
+  };
+  struct Filter {
+    DampedStep d;
+    KOKKOS_INLINE_FUNCTION int count(int b) const { return d.steps(b); }
+    KOKKOS_INLINE_FUNCTION void map(int b, int s, int i, T* e) const {
+      T const k = T(1) / (d.lambda(b) * d.prior(b, s, i) + 1);
+      e[0] = d.J(b, s, i) * k;
+      e[1] = d.r(b, s, i) * k;
+    }
+    KOKKOS_INLINE_FUNCTION void store(int b, int s, int i, T v) const {
+      d.m(b, s, i) = v;
+    }
+  };
+  // Backwards: position p is s = L − 1 − p.
+  struct Smoother {
+    DampedStep d;
+    KOKKOS_INLINE_FUNCTION int count(int b) const { return d.steps(b); }
+    KOKKOS_INLINE_FUNCTION void map(int b, int p, int i, T* e) const {
+      int const L = d.steps(b), s = L - 1 - p;
+      T const mean = d.m(b, s, i);
+      if (s == L - 1) {
+        e[0] = 0;
+        e[1] = mean;
+        return;
+      }
+      T const j = d.J(b, s + 1, i);
+      T const gain = d.P(b, s, i) * j / d.prior(b, s + 1, i);
+      e[0] = gain;
+      e[1] = mean - gain * (j * mean + d.r(b, s + 1, i));
+    }
+    KOKKOS_INLINE_FUNCTION void store(int b, int p, int i, T v) const {
+      int const L = d.steps(b), s = L - 1 - p;
+      d.z(b, d.reversed ? L - 1 - s : s, i) += v;
+    }
+  };
+};
+
 // One level of the scan over chunks' composed maps (Solver::solve_chunks):
 // the maps and offsets of count(b) chunks, grouped `chunk` to a group.
 template <class Space, class T>
@@ -363,7 +681,10 @@ struct Solver {
       finish(status, count, iterations, path, DeerPath::sequential);
       return;
     }
-    iterate(status, count, concurrency, host, fused);
+    if (settings_.damping > 0)
+      damped(status, count, concurrency, host);
+    else
+      iterate(status, count, concurrency, host, fused);
     sequential(status);
     finish(status, count, iterations, path, DeerPath::fallback);
   }
@@ -604,6 +925,139 @@ struct Solver {
         });
   }
 
+  // Damped (Levenberg–Marquardt, quasi-ELK) iterations of every sequence,
+  // in place in z (from its contents with warm_start, else from zeros).
+  // Each iteration linearises every iterating sequence (Jacobians'
+  // diagonal, residuals, the residual's tolerance ratio), judges it, then
+  // runs DampedStep's three scans; a sequence whose residual is within
+  // tolerance ends converged_damped, one that overflows or runs out of
+  // iterations diverged. λ starts at settings.damping and follows a
+  // trust-region schedule per sequence: halved after an update that
+  // lowered the worst residual ratio, quadrupled after one that did not.
+  void damped(Kokkos::View<int*, Memory> status,
+              Kokkos::View<int*, Memory> count, std::int64_t concurrency,
+              bool host) {
+    double const lambda = settings_.damping;
+    int const n = rec_.state_size();
+    auto const array = [&](const char* what) {
+      return DeerView3<T, Space>(
+          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, label(what)),
+          batch_, length_, n);
+    };
+    DampedStep<Space, T> const d{
+        array("damped_jacobians"),
+        array("damped_residuals"),
+        array("damped_variances"),
+        array("damped_means"),
+        z_,
+        Kokkos::View<int*, Memory>(
+            Kokkos::view_alloc(space_, label("damped_steps")), batch_),
+        DeerView1<T, Space>(
+            Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                               label("damped_lambda")),
+            batch_),
+        reversed_};
+    Kokkos::View<double*, Memory> previous(
+        Kokkos::view_alloc(space_, label("damped_previous")), batch_);
+    Kokkos::View<double*, Memory> error(
+        Kokkos::view_alloc(space_, label("damped_error")), batch_);
+    Kokkos::View<int, Memory> still(
+        Kokkos::view_alloc(space_, label("damped_active")));
+    auto still_host = Kokkos::create_mirror_view(still);
+    Recurrence const rec = rec_;
+    Buffer const z = z_;
+    if (!settings_.warm_start) compat::fill(space_, z_, T(0));
+    Kokkos::parallel_for(
+        label("damped_start"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
+        KOKKOS_LAMBDA(std::int64_t b) {
+          status(b) = active;
+          d.steps(b) = rec.length(int(b));
+          d.lambda(b) = T(lambda);
+          previous(b) = compat::infinity<double>();
+        });
+    int const chunk =
+        choose_chunk(batch_, length_, n, false, concurrency, host);
+    std::int64_t const chunks = (length_ + chunk - 1) / chunk;
+    Items const items(batch_ * chunks, 3 * n + rec_.work_size(), T());
+    ScalarScan<Space, T> scan;
+    scan.space = space_;
+    scan.batch = batch_;
+    scan.n = n;
+    scan.concurrency = concurrency;
+    scan.host = host;
+    scan.chunk_setting = settings_.chunk;
+    T const atol = T(settings_.atol), rtol = T(settings_.rtol);
+    bool const reversed = reversed_;
+    int const max_iterations = settings_.max_iterations;
+    for (int k = 0;; ++k) {
+      items.template for_each<T>(
+          space_, label("damped_linearise"),
+          KOKKOS_LAMBDA(std::int64_t item, T * init) {
+            int const b = int(item / chunks);
+            int const L = d.steps(b);
+            std::int64_t const s0 = (item % chunks) * chunk;
+            if (s0 >= L) return;
+            std::int64_t const s1 = s0 + chunk < L ? s0 + chunk : L;
+            T* const f = init + n;
+            T* const J = f + n;
+            T* const work = J + n;
+            double worst = 0;
+            for (std::int64_t s = s0; s < s1; ++s) {
+              int const t = reversed ? L - 1 - int(s) : int(s);
+              T const* z_prev;
+              if (s == 0) {
+                rec.initial(b, init);
+                z_prev = init;
+              } else {
+                z_prev = &z(b, reversed ? L - int(s) : int(s) - 1, 0);
+              }
+              rec.step(b, t, z_prev, f, J, Linearise::diagonal, work);
+              for (int i = 0; i < n; ++i) {
+                T const residual = f[i] - z(b, t, i);
+                d.J(b, s, i) = J[i];
+                d.r(b, s, i) = residual;
+                worst = worse(
+                    worst, tolerance_ratio(double(residual), double(z(b, t, i)),
+                                           double(atol), double(rtol)));
+              }
+            }
+            Kokkos::atomic_fetch_max(&error(b), worst);
+          });
+      Kokkos::deep_copy(space_, still, 0);
+      Kokkos::parallel_for(
+          label("damped_judge"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
+          KOKKOS_LAMBDA(std::int64_t b) {
+            if (d.steps(b) == 0) return;
+            double const e = error(b);
+            error(b) = 0;
+            if (e <= 1) {
+              status(b) = converged_damped;
+              d.steps(b) = 0;
+            } else if (!(e < 1e300) || k == max_iterations) {
+              status(b) = diverged;
+              d.steps(b) = 0;
+            } else {
+              // Trust-region schedule: less damping after a step that
+              // lowered the residual, more after one that did not.
+              T const l = d.lambda(b) * (e < previous(b) ? T(0.5) : T(4));
+              d.lambda(b) = l < T(1e-6) ? T(1e-6) : (l > T(1e6) ? T(1e6) : l);
+              previous(b) = e;
+              count(b) += 1;
+              Kokkos::atomic_add(&still(), 1);
+            }
+          });
+      Kokkos::deep_copy(space_, still_host, still);
+      space_.fence();
+      if (still_host() == 0) break;
+      scan.template run<MobiusMap>(typename DampedStep<Space, T>::Variance{d},
+                                   length_);
+      scan.template run<AffineMap>(typename DampedStep<Space, T>::Filter{d},
+                                   length_);
+      scan.template run<AffineMap>(typename DampedStep<Space, T>::Smoother{d},
+                                   length_);
+    }
+  }
+
   // The sequences marked diverged, by the loop over t (one thread each).
   void sequential(Kokkos::View<int*, Memory> status) {
     int const n = rec_.state_size();
@@ -652,7 +1106,10 @@ struct Solver {
         KOKKOS_LAMBDA(std::int64_t b) {
           if (want_iterations) iterations(b) = count(b);
           if (want_path)
-            path(b) = status(b) == diverged ? fallback : int(DeerPath::deer);
+            path(b) = status(b) == diverged
+                          ? fallback
+                          : int(status(b) == converged_damped ? DeerPath::damped
+                                                              : DeerPath::deer);
         });
   }
 
@@ -848,6 +1305,9 @@ DeerView3<typename Cell::value_type, Space> solve_adjoint(
       Lengths<Space>{inputs.lengths, int(steps)}};
   settings.linear = true;
   settings.warm_start = false;
+  // The adjoint is linear: plain steps (exact in one pass with full
+  // Jacobians).
+  settings.damping = 0;
   Solver<Space, Adjoint<Space, Cell>>(space, backward, adjoint, B, steps,
                                       /*reversed=*/true, settings)
       .run({}, {});

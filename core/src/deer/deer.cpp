@@ -22,8 +22,11 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
                     std::size_t y2) {
   Settings s;
   bool const single = std::is_same_v<T, float>;
-  s.atol = options.atol.value_or(single ? 1e-4 : 1e-10);
-  s.rtol = options.rtol.value_or(single ? 1e-3 : 1e-8);
+  // Damped runs stop on the residual, which bounds the error left only up
+  // to 1 / (1 − |J|): their defaults are a hundredth of Newton's.
+  double const scale = options.damping > 0 ? 0.01 : 1.0;
+  s.atol = options.atol.value_or(scale * (single ? 1e-4 : 1e-10));
+  s.rtol = options.rtol.value_or(scale * (single ? 1e-3 : 1e-8));
   if (!(s.atol > 0) || !std::isfinite(s.atol))
     throw_invalid_argument("atol must be finite and > 0 (got ", s.atol, ")");
   if (!(s.rtol > 0) || !std::isfinite(s.rtol))
@@ -33,6 +36,14 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
                            options.max_iterations, ")");
   if (options.chunk < 0)
     throw_invalid_argument("chunk must be >= 0 (got ", options.chunk, ")");
+  if (!(options.damping >= 0) || !std::isfinite(options.damping))
+    throw_invalid_argument("damping must be finite and >= 0 (got ",
+                           options.damping, ")");
+  if (options.damping > 0 && options.jacobian == DeerJacobian::full)
+    throw_invalid_argument(
+        "damping > 0 takes jacobian = diagonal: the damped steps are "
+        "quasi-ELK's, with the Jacobians' diagonal");
+  s.damping = options.damping;
   s.max_iterations = options.max_iterations;
   s.chunk = options.chunk;
   s.warm_start = options.warm_start;
