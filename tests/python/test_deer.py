@@ -126,6 +126,23 @@ def test_errors_name_the_argument():
         deer.gru(x, None, *weights(module), damping=1)
 
 
+def run_against_torch(cell, module, x, **options):
+    """softwave.deer's cell against torch's module with the same weights:
+    states and every gradient (x and the weights) in float64; the report."""
+    expected, _ = module(x)
+    if cell == "lstm":
+        got, _, report = deer.lstm(x, None, *weights(module), **options)
+    else:
+        got, report = deer.rnn(x, None, *weights(module), cell=cell, **options)
+    assert torch.allclose(got, expected, atol=1e-10, rtol=0)
+    w = torch.randn_like(expected)
+    want = torch.autograd.grad((expected * w).sum(), [x] + list(weights(module)))
+    have = torch.autograd.grad((got * w).sum(), [x] + list(weights(module)))
+    for a, b in zip(have, want):
+        assert torch.allclose(a, b, atol=1e-9, rtol=1e-7)
+    return expected.detach(), report
+
+
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_damped_matches_torch(cell):
     # Levenberg-Marquardt (quasi-ELK) steps: torch's states and gradients,
@@ -135,25 +152,28 @@ def test_damped_matches_torch(cell):
     x = torch.randn(B, T, m, dtype=torch.float64, requires_grad=True)
     options = dict(method="deer", jacobian="diagonal", damping=0.5, atol=1e-13, rtol=1e-12,
                    max_iter=5000)
-    if cell == "lstm":
-        expected, _ = module(x)
-        got, _, report = deer.lstm(x, None, *weights(module), **options)
-    else:
-        expected, _ = module(x)
-        got, report = deer.gru(x, None, *weights(module), **options)
+    expected, report = run_against_torch(cell, module, x, **options)
     assert report.path == ["damped"] * B
     assert min(report.iterations) >= 1
-    assert torch.allclose(got, expected, atol=1e-10, rtol=0)
-    w = torch.randn_like(expected)
-    want = torch.autograd.grad((expected * w).sum(), [x] + list(weights(module)))
-    have = torch.autograd.grad((got * w).sum(), [x] + list(weights(module)))
-    for a, b in zip(have, want):
-        assert torch.allclose(a, b, atol=1e-9, rtol=1e-7)
     drop_in = getattr(deer, cell.upper())(m, H, **options).double()
     drop_in.load_state_dict(module.state_dict())
     y, _ = drop_in(x.detach())
-    assert torch.allclose(y, expected.detach(), atol=1e-10, rtol=0)
+    assert torch.allclose(y, expected, atol=1e-10, rtol=0)
     assert drop_in.last_report.path == ["damped"] * B
+
+
+@pytest.mark.parametrize("cell,H,block", [("gru", 4, 2), ("lstm", 3, 3), ("elman", 6, 3)])
+def test_block_jacobians_match_torch(cell, H, block):
+    # The Jacobians' diagonal blocks (ParaRNN's 2x2 / 3x3): torch's states
+    # and gradients.
+    m, B, T = 2, 2, 150
+    module = torch_module(cell, m, H, 13)
+    x = torch.randn(B, T, m, dtype=torch.float64, requires_grad=True)
+    _, report = run_against_torch(cell, module, x, method="deer", jacobian="block", block_size=block,
+                                  atol=1e-13, rtol=1e-12, max_iter=5000)
+    assert report.path == ["deer"] * B
+    with pytest.raises(ValueError, match="block_size"):
+        deer.rnn(x.detach(), None, *weights(module), cell=cell, jacobian="block", block_size=5)
 
 
 def test_kernel_choice_on_the_host():

@@ -15,13 +15,15 @@ Example::
     print(gru.last_report.iterations, gru.last_report.path)
 
 ``method``: "auto" (DEER where it is expected to beat the sequential loop,
-else that loop), "deer" or "sequential". ``jacobian``: "full" (Newton) or
-"diagonal" (quasi-DEER: cheaper iterations, more of them). ``damping``: 0
+else that loop), "deer" or "sequential". ``jacobian``: "full" (Newton),
+"diagonal" (quasi-DEER: cheaper iterations, more of them) or "block" (the
+Jacobian's diagonal blocks of ``block_size``, which divides the state size:
+heads, or ParaRNN's 2×2 / 3×3). ``damping``: 0
 (plain Newton) or the starting λ of Levenberg–Marquardt steps (quasi-ELK,
 Gonzalez et al. 2024; with jacobian="diagonal"): each update is the
 smoothed mean of a Kalman smoother, so Jacobian products that make Newton
 overflow stay finite; λ then halves after an update that lowered the
-residual and quadruples after one that did not. Damped runs stop on the
+residual and returns to its start after one that did not. Damped runs stop on the
 residual: their default atol / rtol are a hundredth of Newton's. A
 sequence whose iterations do not converge (or overflow) is evaluated
 sequentially; the report's ``path`` says so ("deer", "damped", "fallback"
@@ -59,11 +61,12 @@ def _is_torch(a) -> bool:
 
 
 def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, stream, on_cuda,
-              damping=0.0):
+              damping=0.0, block_size=2):
     if cell not in _GATES:
         raise ValueError(f"softwave: cell must be one of {', '.join(_GATES)} (got {cell!r})")
     s = {"cell": cell, "method": str(method), "jacobian": str(jacobian), "kernel": str(kernel),
-         "max_iterations": int(max_iter), "chunk": int(chunk), "damping": float(damping), "stream": stream,
+         "max_iterations": int(max_iter), "chunk": int(chunk), "damping": float(damping),
+         "block_size": int(block_size), "stream": stream,
          "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
     if atol is not None:
         s["atol"] = float(atol)
@@ -149,7 +152,7 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic",
         atol: Optional[float] = None,
         rtol: Optional[float] = None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
-        check_inputs: Optional[bool] = None):
+        block_size: int = 2, check_inputs: Optional[bool] = None):
     """The states of a one-layer recurrent cell over every step.
 
     x: (B, T, m) (or (T, m)); h0: (B, n) initial state (n = H, or 2H for
@@ -158,7 +161,8 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
     4 for elman, gru, lstm). lengths: (B,) steps of each sequence (states
     past a length are zero). atol / rtol: Newton's stopping tolerances
     (defaults 1e-4 / 1e-3 in float32, 1e-10 / 1e-8 in float64). damping:
-    the starting λ of damped (quasi-ELK) steps, 0 for Newton's. Returns
+    the starting λ of damped (quasi-ELK) steps, 0 for Newton's.
+    block_size: the blocks' side with jacobian="block". Returns
     (y, report): y (B, T, n) with autograd for torch tensors.
     """
     if weight_ih is None or weight_hh is None:
@@ -180,7 +184,7 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         on_cuda = x.device.type == "cuda"
         stream = int(torch.cuda.current_stream(x.device).cuda_stream) if on_cuda else 0
         settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs,
-                             stream, on_cuda, damping)
+                             stream, on_cuda, damping, block_size)
         if lengths is not None:
             lengths = torch.as_tensor(lengths, dtype=torch.int32, device=x.device).contiguous()
         y, iterations, path = _DEER_FUNCTION.apply(settings, lengths, n, x, h0, weight_ih, weight_hh,
@@ -188,7 +192,7 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         report = _report(iterations.cpu().numpy(), path.cpu().numpy())
     else:
         settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, 0,
-                             False, damping)
+                             False, damping, block_size)
         out = _forward_numpy(x, h0, (weight_ih, weight_hh, bias_ih, bias_hh), lengths, settings)
         y = out["y"]
         report = _report(out["iterations"], out["path"])
@@ -223,8 +227,8 @@ def _module_classes():
         cell = "gru"
 
         def __init__(self, input_size, hidden_size, bias=True, *, method="auto", jacobian="full",
-                     kernel="automatic", atol=None, rtol=None, max_iter=100, damping=0.0, device=None,
-                     dtype=None):
+                     kernel="automatic", atol=None, rtol=None, max_iter=100, damping=0.0, block_size=2,
+                     device=None, dtype=None):
             super().__init__()
             rows = _GATES[self.cell] * hidden_size
             kw = {"device": device, "dtype": dtype}
@@ -238,7 +242,7 @@ def _module_classes():
                 self.register_parameter("bias_ih_l0", None)
                 self.register_parameter("bias_hh_l0", None)
             self.options = {"method": method, "jacobian": jacobian, "kernel": kernel, "atol": atol, "rtol": rtol,
-                            "max_iter": max_iter, "damping": damping}
+                            "max_iter": max_iter, "damping": damping, "block_size": block_size}
             self.last_report = None
             bound = 1.0 / hidden_size ** 0.5
             with torch.no_grad():

@@ -830,15 +830,17 @@ void run_deer(const Space& space, const std::string& operation,
                                       {{"auto", DeerMethod::automatic},
                                        {"deer", DeerMethod::deer},
                                        {"sequential", DeerMethod::sequential}});
-  options.jacobian = choice<DeerJacobian>(
-      "jacobian", s.jacobian,
-      {{"full", DeerJacobian::full}, {"diagonal", DeerJacobian::diagonal}});
+  options.jacobian = choice<DeerJacobian>("jacobian", s.jacobian,
+                                          {{"full", DeerJacobian::full},
+                                           {"diagonal", DeerJacobian::diagonal},
+                                           {"block", DeerJacobian::block}});
   if (s.atol_given) options.atol = s.atol;
   if (s.rtol_given) options.rtol = s.rtol;
   options.kernel = kernel_of(s.kernel);
   options.max_iterations = s.max_iterations;
   options.chunk = s.chunk;
   options.damping = s.damping;
+  options.block_size = s.block_size;
   options.warm_start = s.warm_start;
   options.check_values = s.check_values;
   if (operation == "forward") {

@@ -191,6 +191,7 @@ struct DeerSettings {
   int max_iterations = 100;
   int chunk = 0;
   double damping = 0;  // DeerOptions::damping
+  int block_size = 2;  // DeerOptions::block_size
   bool warm_start = false;
   bool check_values = true;
   std::uintptr_t stream = 0;

@@ -395,6 +395,8 @@ NB_MODULE(_core, m) {
             s.chunk = nb::cast<int>(value);
           else if (name == "damping")
             s.damping = nb::cast<double>(value);
+          else if (name == "block_size")
+            s.block_size = nb::cast<int>(value);
           else if (name == "warm_start")
             s.warm_start = nb::cast<bool>(value);
           else if (name == "check")

@@ -18,7 +18,9 @@
 // stored: memory is two trajectories (B·T·n) plus one composed map per
 // chunk, never T·n². Work is O(T·n³) an iteration with full Jacobians,
 // O(T·n) with their diagonal (quasi-DEER: the same fixed point, reached in
-// more iterations). A sequence stops once max_t,i |δ_t,i| <= atol +
+// more iterations), O(T·n·k²) with their diagonal blocks of k×k (the cell
+// gives its full Jacobian, the solver keeps the blocks; the composed maps
+// take n·k values). A sequence stops once max_t,i |δ_t,i| <= atol +
 // rtol·|y_t,i|; a converged sequence costs nothing in later iterations.
 //
 // Damping (ELK, Gonzalez et al. 2024): with λ = DeerOptions::damping > 0
@@ -82,6 +84,8 @@ enum class DeerMethod {
 enum class DeerJacobian {
   full,      // ∂f/∂y (n×n): Newton, quadratic convergence
   diagonal,  // its diagonal (quasi-DEER): O(n) a step, linear convergence
+  block,     // its diagonal blocks of DeerOptions::block_size (heads, or
+             // ParaRNN's 2×2 / 3×3): O(n·k²) a step, linear convergence
 };
 
 // How each sequence's result was obtained (DeerResult::path).
@@ -95,6 +99,10 @@ enum class DeerPath : int {
 struct DeerOptions {
   DeerMethod method = DeerMethod::automatic;
   DeerJacobian jacobian = DeerJacobian::full;
+  // The blocks' side k with jacobian = block: >= 1 and dividing the state
+  // size n (k = 1 is the diagonal, k = n the full Jacobian). The cell gives
+  // its full Jacobian and the solver keeps the blocks.
+  int block_size = 2;
   // Convergence: max |δ_t,i| <= atol + rtol·|y_t,i| for every step and
   // state of the sequence. Both > 0 and finite; unset: the DEER paper's
   // float32 defaults 1e-4 / 1e-3 for float, 1e-10 / 1e-8 for double; with
@@ -107,7 +115,7 @@ struct DeerOptions {
   // >= 0 and finite: 0 takes plain Newton steps; above 0 every update is
   // damped, which needs jacobian = diagonal. Each sequence's λ then follows
   // a trust-region schedule (halved after an update that lowered its worst
-  // residual ratio, quadrupled after one that did not).
+  // residual ratio, back to this value after one that did not).
   double damping = 0;
   // Start from the trajectory in DeerResult::y (read) instead of zeros:
   // a warm start from the previous training step's states.

@@ -24,11 +24,15 @@
 
 namespace softwave::impl::deer {
 
-// What a step linearises: nothing, the full Jacobian or its diagonal.
-enum class Linearise : int { none, full, diagonal };
+// What a step linearises: nothing, the full Jacobian, its diagonal, or its
+// diagonal blocks (of the recurrence's block size).
+enum class Linearise : int { none, full, diagonal, block };
 
-inline Linearise linearise(DeerJacobian kind) {
-  return kind == DeerJacobian::full ? Linearise::full : Linearise::diagonal;
+// The linearisation of Jacobians kept in diagonal blocks of `block` values
+// a side: blocks of 1 are the diagonal, one block of n the full matrix.
+KOKKOS_INLINE_FUNCTION Linearise linearise(int block, int n) {
+  return block == n ? Linearise::full
+                    : (block == 1 ? Linearise::diagonal : Linearise::block);
 }
 
 // Per-sequence state of the iterations (Solver::status).
@@ -48,6 +52,7 @@ struct Settings {
   bool warm_start = false;
   DeerMethod method = DeerMethod::automatic;
   DeerJacobian jacobian = DeerJacobian::full;
+  int block = 1;  // the Jacobians' diagonal blocks: n full, 1 diagonal
   Kernel kernel = Kernel::automatic;
   double damping = 0;
   // A linear recurrence (the adjoint): with full Jacobians one pass is the
@@ -67,45 +72,56 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
 
 // --- small dense algebra on a thread's own arrays ---------------------------
 
-// out = A v; A is n×n row-major (full) or a diagonal (n values).
+// Jacobians in diagonal blocks of k×k (n/k blocks, each row-major, one
+// after another: k = n is the full matrix, k = 1 its diagonal).
+// out = A v.
 template <class T>
-KOKKOS_INLINE_FUNCTION void apply(const T* A, bool full, int n, const T* v,
+KOKKOS_INLINE_FUNCTION void apply(const T* A, int k, int n, const T* v,
                                   T* out) {
-  if (full) {
-    for (int i = 0; i < n; ++i) {
+  for (int g = 0; g < n; g += k) {
+    T const* const a = A + g * k;
+    for (int i = 0; i < k; ++i) {
       T sum = 0;
-      for (int k = 0; k < n; ++k) sum += A[i * n + k] * v[k];
-      out[i] = sum;
+      for (int j = 0; j < k; ++j) sum += a[i * k + j] * v[g + j];
+      out[g + i] = sum;
     }
-  } else {
-    for (int i = 0; i < n; ++i) out[i] = A[i] * v[i];
   }
 }
 
-// P ← A P (tmp: n values).
+// P ← A P (tmp: k values).
 template <class T>
-KOKKOS_INLINE_FUNCTION void compose(const T* A, bool full, int n, T* P,
-                                    T* tmp) {
-  if (full) {
-    for (int j = 0; j < n; ++j) {
-      for (int i = 0; i < n; ++i) {
+KOKKOS_INLINE_FUNCTION void compose(const T* A, int k, int n, T* P, T* tmp) {
+  for (int g = 0; g < n; g += k) {
+    T const* const a = A + g * k;
+    T* const p = P + g * k;
+    for (int j = 0; j < k; ++j) {
+      for (int i = 0; i < k; ++i) {
         T sum = 0;
-        for (int k = 0; k < n; ++k) sum += A[i * n + k] * P[k * n + j];
+        for (int q = 0; q < k; ++q) sum += a[i * k + q] * p[q * k + j];
         tmp[i] = sum;
       }
-      for (int i = 0; i < n; ++i) P[i * n + j] = tmp[i];
+      for (int i = 0; i < k; ++i) p[i * k + j] = tmp[i];
     }
-  } else {
-    for (int i = 0; i < n; ++i) P[i] *= A[i];
   }
 }
 
 template <class T>
-KOKKOS_INLINE_FUNCTION void set_identity(T* P, bool full, int n) {
-  if (full)
-    for (int i = 0; i < n * n; ++i) P[i] = (i % (n + 1) == 0) ? T(1) : T(0);
-  else
-    for (int i = 0; i < n; ++i) P[i] = T(1);
+KOKKOS_INLINE_FUNCTION void set_identity(T* P, int k, int n) {
+  for (int g = 0; g < n; g += k)
+    for (int i = 0; i < k * k; ++i)
+      P[g * k + i] = (i % (k + 1) == 0) ? T(1) : T(0);
+}
+
+// The diagonal blocks (k×k) of J (n×n row-major) into blocks; transposed
+// blocks where `transposed`.
+template <class T>
+KOKKOS_INLINE_FUNCTION void diagonal_blocks(const T* J, int k, int n,
+                                            bool transposed, T* blocks) {
+  for (int g = 0; g < n; g += k)
+    for (int i = 0; i < k; ++i)
+      for (int j = 0; j < k; ++j)
+        blocks[g * k + i * k + j] =
+            transposed ? J[(g + j) * n + g + i] : J[(g + i) * n + g + j];
 }
 
 // The tolerance ratio of a step's update δ to its new value y.
@@ -186,16 +202,16 @@ inline std::string label(const char* what) {
 }
 
 // Steps per chunk: enough chunks to fill the space (a few per thread on the
-// host, about one per thread a device keeps resident), at least n with full
-// Jacobians so that the chunks' composed maps (n² each) take no more memory
+// host, about one per thread a device keeps resident), at least the block
+// size k so that the chunks' composed maps (n·k each) take no more memory
 // than the trajectory.
-inline int choose_chunk(std::int64_t batch, std::int64_t length, int n,
-                        bool full, std::int64_t concurrency, bool host) {
+inline int choose_chunk(std::int64_t batch, std::int64_t length, int block,
+                        std::int64_t concurrency, bool host) {
   std::int64_t const target = host ? 4 * concurrency : concurrency;
   std::int64_t chunk =
       (batch * length + target - 1) / std::max<std::int64_t>(target, 1);
   chunk = std::max<std::int64_t>(chunk, host ? 16 : 8);
-  if (full) chunk = std::max<std::int64_t>(chunk, n);
+  chunk = std::max<std::int64_t>(chunk, block);
   return int(std::min<std::int64_t>(chunk, std::max<std::int64_t>(length, 1)));
 }
 
@@ -328,7 +344,7 @@ struct ScalarScan {
       Level l;
       l.chunk = chunk_setting > 1
                     ? chunk_setting
-                    : std::max(8, choose_chunk(batch * n, length, 1, false,
+                    : std::max(8, choose_chunk(batch * n, length, 1,
                                                concurrency, host));
       l.chunks = (length + l.chunk - 1) / l.chunk;
       auto const alloc = [&](const char* what, std::int64_t width) {
@@ -552,7 +568,7 @@ struct ChunkLevel {
   Kokkos::View<int*, Memory> group_count;
   std::int64_t chunk, groups;
   int n;
-  bool full;
+  int block;  // the maps' diagonal blocks (k)
 
   // replay = false: composes each group into group_maps / group_offsets;
   // true: replays each group from its carried-in value (group_offsets
@@ -570,7 +586,7 @@ struct ChunkLevel {
   KOKKOS_INLINE_FUNCTION void run_group(std::int64_t b, std::int64_t g, T* Q,
                                         bool replay) const {
     if (g >= group_count(b)) return;
-    int const na = full ? n * n : n;
+    int const na = n * block;
     T* const w = Q + na;
     T* const tmp = w + n;
     std::int64_t const c0 = g * chunk;
@@ -579,16 +595,16 @@ struct ChunkLevel {
     for (int i = 0; i < n; ++i)
       w[i] = replay && g > 0 ? group_offsets(b, g - 1, i) : T(0);
     bool const composing = !replay && g > 0;
-    if (composing) set_identity(Q, full, n);
+    if (composing) set_identity(Q, block, n);
     for (std::int64_t c = c0; c < c1; ++c) {
       bool const first = c == 0;
-      if (!first) apply(&maps(b, c, 0), full, n, w, tmp);
+      if (!first) apply(&maps(b, c, 0), block, n, w, tmp);
       for (int i = 0; i < n; ++i)
         w[i] = offsets(b, c, i) + (first ? T(0) : tmp[i]);
       if (replay)
         for (int i = 0; i < n; ++i) offsets(b, c, i) = w[i];
       else if (composing)
-        compose(&maps(b, c, 0), full, n, Q, tmp);
+        compose(&maps(b, c, 0), block, n, Q, tmp);
     }
     if (!replay) {
       for (int i = 0; i < n; ++i) group_offsets(b, g, i) = w[i];
@@ -662,8 +678,13 @@ struct Solver {
     int const n = rec_.state_size();
     bool const host = Items::host;
     std::int64_t const concurrency = space_.concurrency();
-    std::string const why_not = FusedIteration<Space, Recurrence>::unavailable(
-        rec_, settings_.jacobian == DeerJacobian::full);
+    bool const blocks = settings_.block != 1 && settings_.block != n;
+    std::string const why_not =
+        blocks ? std::string(
+                     "the fused Newton iteration takes full or "
+                     "diagonal Jacobians, not blocks")
+               : FusedIteration<Space, Recurrence>::unavailable(
+                     rec_, settings_.block == n);
     bool const fused = why_not.empty() && settings_.kernel != Kernel::portable;
     bool use_deer = settings_.method == DeerMethod::deer;
     if (settings_.method == DeerMethod::automatic)
@@ -699,7 +720,8 @@ struct Solver {
     Kokkos::View<double*, Memory> error;     // (B) worst |δ| / tolerance
     std::int64_t length, chunk, chunks;
     int n, na;
-    bool full, reversed;
+    int block;  // the Jacobians' diagonal blocks (k)
+    bool reversed;
     T atol, rtol;
 
     // Every chunk of every iterating sequence: compose (replay = false) or
@@ -733,13 +755,13 @@ struct Solver {
       T* const delta = P + na;
       T* const tmp = delta + n;
       T* const work = tmp + n;
-      Linearise const kind = full ? Linearise::full : Linearise::diagonal;
+      Linearise const kind = linearise(block, n);
       if (replay && c > 0)
         for (int i = 0; i < n; ++i) delta[i] = offsets(b, c - 1, i);
       else
         for (int i = 0; i < n; ++i) delta[i] = 0;
       bool const composing = !replay && c > 0;
-      if (composing) set_identity(P, full, n);
+      if (composing) set_identity(P, block, n);
       double worst = 0;
       for (std::int64_t q = s0; q < s1; ++q) {
         int const t = slot(L, int(q));
@@ -751,7 +773,7 @@ struct Solver {
           z_prev = &old_z(b, slot(L, int(q - 1)), 0);
         }
         rec.step(b, t, z_prev, f, J, kind, work);
-        apply(J, full, n, delta, tmp);
+        apply(J, block, n, delta, tmp);
         for (int i = 0; i < n; ++i) delta[i] = f[i] - old_z(b, t, i) + tmp[i];
         if (replay) {
           for (int i = 0; i < n; ++i) {
@@ -761,7 +783,7 @@ struct Solver {
                                                  double(atol), double(rtol)));
           }
         } else if (composing) {
-          compose(J, full, n, P, tmp);
+          compose(J, block, n, P, tmp);
         }
       }
       if (replay) {
@@ -779,10 +801,10 @@ struct Solver {
   // (offsets(b, c) becomes w_c): sequentially where there are few, else by
   // the same chunked scheme one level up.
   void solve_chunks(DeerView3<T, Space> maps, DeerView3<T, Space> offsets,
-                    Kokkos::View<int*, Memory> count, int n, bool full,
+                    Kokkos::View<int*, Memory> count, int n, int block,
                     std::int64_t concurrency, bool host, int depth = 0) {
     std::int64_t const M = offsets.extent(1);
-    int const na = full ? n * n : n;
+    int const na = n * block;
     if (M <= 32) {
       Items const items(batch_, 2 * n, T());
       items.template for_each<T>(
@@ -790,7 +812,7 @@ struct Solver {
             T* const tmp = w + n;
             for (int i = 0; i < n; ++i) w[i] = 0;
             for (int c = 0; c < count(b); ++c) {
-              if (c > 0) apply(&maps(b, c, 0), full, n, w, tmp);
+              if (c > 0) apply(&maps(b, c, 0), block, n, w, tmp);
               for (int i = 0; i < n; ++i)
                 w[i] = offsets(b, c, i) + (c > 0 ? tmp[i] : T(0));
               for (int i = 0; i < n; ++i) offsets(b, c, i) = w[i];
@@ -801,7 +823,7 @@ struct Solver {
     int const chunk =
         settings_.chunk > 1
             ? settings_.chunk
-            : std::max(8, choose_chunk(batch_, M, n, full, concurrency, host));
+            : std::max(8, choose_chunk(batch_, M, block, concurrency, host));
     std::int64_t const chunks = (M + chunk - 1) / chunk;
     // Each level's arrays are made on the first iteration and kept: the
     // levels' sizes do not change between iterations.
@@ -817,9 +839,9 @@ struct Solver {
         });
     Items const items(batch_ * chunks, 2 * na + 2 * n, T());
     ChunkLevel<Space, T> const next{maps,   offsets, count,  maps2, offsets2,
-                                    count2, chunk,   chunks, n,     full};
+                                    count2, chunk,   chunks, n,     block};
     next.pass(space_, items, /*replay=*/false);
-    solve_chunks(maps2, offsets2, count2, n, full, concurrency, host,
+    solve_chunks(maps2, offsets2, count2, n, block, concurrency, host,
                  depth + 1);
     next.pass(space_, items, /*replay=*/true);
   }
@@ -830,12 +852,12 @@ struct Solver {
                Kokkos::View<int*, Memory> count, std::int64_t concurrency,
                bool host, bool fused) {
     int const n = rec_.state_size();
-    bool const full = settings_.jacobian == DeerJacobian::full;
-    int const na = full ? n * n : n;
+    int const block = settings_.block;
+    int const na = n * block;
     int const chunk =
         settings_.chunk > 0
             ? int(std::min<std::int64_t>(settings_.chunk, length_))
-            : choose_chunk(batch_, length_, n, full, concurrency, host);
+            : choose_chunk(batch_, length_, block, concurrency, host);
     std::int64_t const chunks = (length_ + chunk - 1) / chunk;
     Buffer other(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
                                     label("trajectory")),
@@ -858,7 +880,7 @@ struct Solver {
               chunks,
               n,
               na,
-              full,
+              block,
               reversed_,
               T(settings_.atol),
               T(settings_.rtol)};
@@ -866,7 +888,7 @@ struct Solver {
     Kokkos::View<int, Memory> still(
         Kokkos::view_alloc(space_, label("active")));
     auto still_host = Kokkos::create_mirror_view(still);
-    bool const linear_exact = settings_.linear && full;
+    bool const linear_exact = settings_.linear && block == n;
     int const max_iterations = linear_exact ? 1 : settings_.max_iterations;
     for (int k = 1; k <= max_iterations; ++k) {
       bool const odd = k % 2 == 1;
@@ -888,7 +910,7 @@ struct Solver {
                       : 0;
             });
         d.pass(space_, items, /*replay=*/false);
-        solve_chunks(d.maps, d.offsets, d.chunk_count, n, full, concurrency,
+        solve_chunks(d.maps, d.offsets, d.chunk_count, n, block, concurrency,
                      host);
         d.pass(space_, items, /*replay=*/true);
       }
@@ -933,7 +955,8 @@ struct Solver {
   // tolerance ends converged_damped, one that overflows or runs out of
   // iterations diverged. λ starts at settings.damping and follows a
   // trust-region schedule per sequence: halved after an update that
-  // lowered the worst residual ratio, quadrupled after one that did not.
+  // lowered the worst residual ratio, reset to its start after one that
+  // did not.
   void damped(Kokkos::View<int*, Memory> status,
               Kokkos::View<int*, Memory> count, std::int64_t concurrency,
               bool host) {
@@ -975,8 +998,7 @@ struct Solver {
           d.lambda(b) = T(lambda);
           previous(b) = compat::infinity<double>();
         });
-    int const chunk =
-        choose_chunk(batch_, length_, n, false, concurrency, host);
+    int const chunk = choose_chunk(batch_, length_, 1, concurrency, host);
     std::int64_t const chunks = (length_ + chunk - 1) / chunk;
     Items const items(batch_ * chunks, 3 * n + rec_.work_size(), T());
     ScalarScan<Space, T> scan;
@@ -1037,10 +1059,11 @@ struct Solver {
               status(b) = diverged;
               d.steps(b) = 0;
             } else {
-              // Trust-region schedule: less damping after a step that
-              // lowered the residual, more after one that did not.
-              T const l = d.lambda(b) * (e < previous(b) ? T(0.5) : T(4));
-              d.lambda(b) = l < T(1e-6) ? T(1e-6) : (l > T(1e6) ? T(1e6) : l);
+              // Trust-region schedule: half the damping after a step that
+              // lowered the residual, back to the starting λ after one
+              // that did not (growing it further stalled short runs).
+              T const l = e < previous(b) ? d.lambda(b) / 2 : T(lambda);
+              d.lambda(b) = l < T(1e-6) ? T(1e-6) : l;
               previous(b) = e;
               count(b) += 1;
               Kokkos::atomic_add(&still(), 1);
@@ -1166,9 +1189,14 @@ struct Forward {
   DeerView3<const T, Space> x;
   DeerView2<const T, Space> y0;
   Lengths<Space> lengths;
+  int block = 1;  // Settings::block: above 1 and below n, the full Jacobian
+                  // is formed in the work array and its blocks kept
 
   KOKKOS_INLINE_FUNCTION int state_size() const { return cell.state_size(); }
-  KOKKOS_INLINE_FUNCTION int work_size() const { return cell.work_size(); }
+  KOKKOS_INLINE_FUNCTION int work_size() const {
+    int const n = cell.state_size();
+    return cell.work_size() + (block > 1 && block < n ? n * n : 0);
+  }
   KOKKOS_INLINE_FUNCTION int length(int b) const { return lengths(b); }
   KOKKOS_INLINE_FUNCTION void initial(int b, T* z) const {
     int const n = cell.state_size();
@@ -1176,6 +1204,13 @@ struct Forward {
   }
   KOKKOS_INLINE_FUNCTION void step(int b, int t, const T* z_prev, T* z,
                                    T* jacobian, Linearise kind, T* work) const {
+    if (kind == Linearise::block) {
+      int const n = cell.state_size();
+      T* const full = work + cell.work_size();
+      cell.step(z_prev, &x(b, t, 0), z, full, DeerJacobian::full, work);
+      diagonal_blocks(full, block, n, /*transposed=*/false, jacobian);
+      return;
+    }
     cell.step(z_prev, &x(b, t, 0), z, jacobian,
               kind == Linearise::diagonal ? DeerJacobian::diagonal
                                           : DeerJacobian::full,
@@ -1194,6 +1229,7 @@ struct Adjoint {
   DeerView3<const T, Space> y;
   DeerView3<const T, Space> grad_y;
   Lengths<Space> lengths;
+  int block = 1;  // Settings::block
 
   KOKKOS_INLINE_FUNCTION int state_size() const { return cell.state_size(); }
   KOKKOS_INLINE_FUNCTION int work_size() const {
@@ -1214,21 +1250,21 @@ struct Adjoint {
     for (int i = 0; i < n; ++i) z[i] = grad_y(b, t, i);
     if (last) {
       if (jacobian)
-        for (int i = 0; i < (kind == Linearise::full ? n * n : n); ++i)
-          jacobian[i] = 0;
+        for (int i = 0; i < n * block; ++i) jacobian[i] = 0;
       return;
     }
     T const* const y_t = &y(b, t, 0);
     T const* const x_next = &x(b, t + 1, 0);
-    if (kind == Linearise::full) {
+    if (kind == Linearise::full || kind == Linearise::block) {
       cell.step(y_t, x_next, value, J, DeerJacobian::full, cell_work);
       for (int i = 0; i < n; ++i) {
         T sum = 0;
         for (int k = 0; k < n; ++k) sum += J[k * n + i] * next[k];
         z[i] += sum;
       }
-      for (int i = 0; i < n; ++i)
-        for (int k = 0; k < n; ++k) jacobian[i * n + k] = J[k * n + i];
+      // Jᵀ, or the transposes of J's diagonal blocks.
+      diagonal_blocks(J, kind == Linearise::full ? n : block, n,
+                      /*transposed=*/true, jacobian);
       return;
     }
     cell.vector_jacobian(y_t, x_next, next, value, static_cast<T*>(nullptr),
@@ -1277,8 +1313,9 @@ void solve_forward(const Space& space, const Cell& cell,
                    const DeerResult<typename Cell::value_type, Space>& result,
                    const Settings& settings) {
   std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
-  Forward<Space, Cell> const forward{
-      cell, inputs.x, inputs.y0, Lengths<Space>{inputs.lengths, int(steps)}};
+  Forward<Space, Cell> const forward{cell, inputs.x, inputs.y0,
+                                     Lengths<Space>{inputs.lengths, int(steps)},
+                                     settings.block};
   Solver<Space, Forward<Space, Cell>>(space, forward, result.y, B, steps,
                                       /*reversed=*/false, settings)
       .run(result.iterations, result.path);
@@ -1301,8 +1338,12 @@ DeerView3<typename Cell::value_type, Space> solve_adjoint(
                            label("adjoint")),
         B, steps, cell.state_size());
   Adjoint<Space, Cell> const backward{
-      cell, inputs.x, y, gradients.grad_y,
-      Lengths<Space>{inputs.lengths, int(steps)}};
+      cell,
+      inputs.x,
+      y,
+      gradients.grad_y,
+      Lengths<Space>{inputs.lengths, int(steps)},
+      settings.block};
   settings.linear = true;
   settings.warm_start = false;
   // The adjoint is linear: plain steps (exact in one pass with full

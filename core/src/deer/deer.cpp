@@ -39,10 +39,19 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   if (!(options.damping >= 0) || !std::isfinite(options.damping))
     throw_invalid_argument("damping must be finite and >= 0 (got ",
                            options.damping, ")");
-  if (options.damping > 0 && options.jacobian == DeerJacobian::full)
+  if (options.damping > 0 && options.jacobian != DeerJacobian::diagonal)
     throw_invalid_argument(
         "damping > 0 takes jacobian = diagonal: the damped steps are "
         "quasi-ELK's, with the Jacobians' diagonal");
+  if (options.jacobian == DeerJacobian::block &&
+      (options.block_size < 1 || n % options.block_size != 0))
+    throw_invalid_argument(
+        "block_size must be >= 1 and divide the state "
+        "size ",
+        n, " (got ", options.block_size, ")");
+  s.block = options.jacobian == DeerJacobian::full       ? n
+            : options.jacobian == DeerJacobian::diagonal ? 1
+                                                         : options.block_size;
   s.damping = options.damping;
   s.max_iterations = options.max_iterations;
   s.chunk = options.chunk;
