@@ -314,12 +314,13 @@ struct GridItem {
 };
 
 // v_p = map_p(v_{p−1}), v_{−1} = 0, for p < steps.count(b), independently
-// for each sequence b and entry i < n, by the chunked scan of the solver
-// below (compose each chunk's maps, solve the chunks' composed maps one
-// level up, replay each chunk from its carried-in value). Steps gives
-// count(b), map(b, p, i, e) and store(b, p, i, v). The levels' arrays are
-// made on first use and kept between calls (the iterations' scans all have
-// the same sizes).
+// for each sequence b and entry i < n. Steps gives count(b), map(b, p, i, e)
+// and store(b, p, i, v). Up to 32 positions one after another; beyond, by
+// the chunked scheme of the solver below: compose each chunk's maps, solve
+// the chunks' composed maps the same way one level up (their Steps is
+// Stored), replay each chunk from its carried-in value. The levels' arrays
+// are made on first use and kept between calls (the iterations' scans all
+// have the same sizes).
 template <class Space, class T>
 struct ScalarScan {
   using Memory = typename Space::memory_space;
@@ -330,6 +331,19 @@ struct ScalarScan {
     Kokkos::View<int*, Memory> count;
     std::int64_t chunks = 0;
     int chunk = 1;
+  };
+  // A level's composed maps as the positions of the level above.
+  template <class Map>
+  struct Stored {
+    Level level;
+    KOKKOS_INLINE_FUNCTION int count(int b) const { return level.count(b); }
+    KOKKOS_INLINE_FUNCTION void map(int b, int c, int i, T* e) const {
+      for (int k = 0; k < Map::size; ++k)
+        e[k] = level.maps(b, c, i * kMaxSize + k);
+    }
+    KOKKOS_INLINE_FUNCTION void store(int b, int c, int i, T v) const {
+      level.values(b, c, i) = v;
+    }
   };
   Space space;
   std::int64_t batch = 0;
@@ -364,10 +378,28 @@ struct ScalarScan {
     return levels[depth];
   }
 
+  // length: the largest steps.count(b).
   template <class Map, class Steps>
-  void run(const Steps& steps, std::int64_t length) {
-    Level const l = level(0, length);
-    int const chunk = l.chunk, width = n;
+  void run(const Steps& steps, std::int64_t length, std::size_t depth = 0) {
+    int const width = n;
+    if (length <= 32) {
+      Kokkos::parallel_for(
+          "softwave::deer::damped_carry",
+          Kokkos::RangePolicy<Space>(space, 0, batch * width),
+          KOKKOS_LAMBDA(std::int64_t q) {
+            int const b = int(q / width), i = int(q % width);
+            T v = 0;
+            T step[kMaxSize];
+            for (int p = 0; p < steps.count(b); ++p) {
+              steps.map(b, p, i, step);
+              v = Map::apply(step, v);
+              steps.store(b, p, i, v);
+            }
+          });
+      return;
+    }
+    Level const l = level(depth, length);
+    int const chunk = l.chunk;
     std::int64_t const chunks = l.chunks;
     auto const maps = l.maps;
     auto const values = l.values;
@@ -395,7 +427,7 @@ struct ScalarScan {
           for (int k = 0; k < Map::size; ++k)
             maps(it.b, it.c, it.i * kMaxSize + k) = e[k];
         });
-    solve<Map>(0);
+    run<Map>(Stored<Map>{l}, chunks, depth + 1);
     Kokkos::parallel_for(
         "softwave::deer::damped_replay",
         Kokkos::RangePolicy<Space>(space, 0, batch * chunks * width),
@@ -410,73 +442,6 @@ struct ScalarScan {
             steps.map(it.b, int(p), it.i, step);
             v = Map::apply(step, v);
             steps.store(it.b, int(p), it.i, v);
-          }
-        });
-  }
-
-  // levels[depth].values from levels[depth].maps: one after another where
-  // there are few chunks, else by grouping them one level up.
-  template <class Map>
-  void solve(std::size_t depth) {
-    Level const l = levels[depth];
-    auto const maps = l.maps;
-    auto const values = l.values;
-    auto const count = l.count;
-    int const width = n;
-    if (l.chunks <= 32) {
-      Kokkos::parallel_for(
-          "softwave::deer::damped_carry",
-          Kokkos::RangePolicy<Space>(space, 0, batch * width),
-          KOKKOS_LAMBDA(std::int64_t q) {
-            int const b = int(q / width), i = int(q % width);
-            T v = 0;
-            for (int c = 0; c < count(b); ++c) {
-              v = Map::apply(&maps(b, c, i * kMaxSize), v);
-              values(b, c, i) = v;
-            }
-          });
-      return;
-    }
-    Level const up = level(depth + 1, l.chunks);
-    int const group = up.chunk;
-    std::int64_t const groups = up.chunks;
-    auto const up_maps = up.maps;
-    auto const up_values = up.values;
-    auto const up_count = up.count;
-    Kokkos::parallel_for(
-        "softwave::deer::damped_count_groups",
-        Kokkos::RangePolicy<Space>(space, 0, batch),
-        KOKKOS_LAMBDA(std::int64_t b) {
-          up_count(b) = (count(b) + group - 1) / group;
-        });
-    Kokkos::parallel_for(
-        "softwave::deer::damped_compose_groups",
-        Kokkos::RangePolicy<Space>(space, 0, batch * groups * width),
-        KOKKOS_LAMBDA(std::int64_t q) {
-          GridItem const it(q, width, groups);
-          if (it.c >= up_count(it.b)) return;
-          T e[kMaxSize];
-          Map::identity(e);
-          for (std::int64_t c = it.first(group),
-                            end = it.last(group, count(it.b));
-               c < end; ++c)
-            Map::then(e, &maps(it.b, c, it.i * kMaxSize));
-          for (int k = 0; k < Map::size; ++k)
-            up_maps(it.b, it.c, it.i * kMaxSize + k) = e[k];
-        });
-    solve<Map>(depth + 1);
-    Kokkos::parallel_for(
-        "softwave::deer::damped_replay_groups",
-        Kokkos::RangePolicy<Space>(space, 0, batch * groups * width),
-        KOKKOS_LAMBDA(std::int64_t q) {
-          GridItem const it(q, width, groups);
-          if (it.c >= up_count(it.b)) return;
-          T v = it.c > 0 ? up_values(it.b, it.c - 1, it.i) : T(0);
-          for (std::int64_t c = it.first(group),
-                            end = it.last(group, count(it.b));
-               c < end; ++c) {
-            v = Map::apply(&maps(it.b, c, it.i * kMaxSize), v);
-            values(it.b, c, it.i) = v;
           }
         });
   }
@@ -499,15 +464,18 @@ struct DampedStep {
   DeerView1<T, Space> lambda;  // (B) each sequence's λ
   bool reversed;
 
-  KOKKOS_INLINE_FUNCTION int count(int b) const { return steps(b); }
   KOKKOS_INLINE_FUNCTION T prior(int b, int s, int i) const {
     T const j = J(b, s, i);
     return j * j * (s > 0 ? P(b, s - 1, i) : T(0)) + 1;
   }
 
-  struct Variance {
+  // The scans' steps (ScalarScan's Steps): each iterating sequence's.
+  struct Scan {
     DampedStep d;
     KOKKOS_INLINE_FUNCTION int count(int b) const { return d.steps(b); }
+  };
+  struct Variance : Scan {
+    using Scan::d;
     KOKKOS_INLINE_FUNCTION void map(int b, int s, int i, T* e) const {
       T const j2 = d.J(b, s, i) * d.J(b, s, i);
       e[0] = j2;
@@ -520,9 +488,8 @@ struct DampedStep {
       d.P(b, s, i) = v;
     }
   };
-  struct Filter {
-    DampedStep d;
-    KOKKOS_INLINE_FUNCTION int count(int b) const { return d.steps(b); }
+  struct Filter : Scan {
+    using Scan::d;
     KOKKOS_INLINE_FUNCTION void map(int b, int s, int i, T* e) const {
       T const k = T(1) / (d.lambda(b) * d.prior(b, s, i) + 1);
       e[0] = d.J(b, s, i) * k;
@@ -533,9 +500,8 @@ struct DampedStep {
     }
   };
   // Backwards: position p is s = L − 1 − p.
-  struct Smoother {
-    DampedStep d;
-    KOKKOS_INLINE_FUNCTION int count(int b) const { return d.steps(b); }
+  struct Smoother : Scan {
+    using Scan::d;
     KOKKOS_INLINE_FUNCTION void map(int b, int p, int i, T* e) const {
       int const L = d.steps(b), s = L - 1 - p;
       T const mean = d.m(b, s, i);
@@ -1072,11 +1038,11 @@ struct Solver {
       Kokkos::deep_copy(space_, still_host, still);
       space_.fence();
       if (still_host() == 0) break;
-      scan.template run<MobiusMap>(typename DampedStep<Space, T>::Variance{d},
+      scan.template run<MobiusMap>(typename DampedStep<Space, T>::Variance{{d}},
                                    length_);
-      scan.template run<AffineMap>(typename DampedStep<Space, T>::Filter{d},
+      scan.template run<AffineMap>(typename DampedStep<Space, T>::Filter{{d}},
                                    length_);
-      scan.template run<AffineMap>(typename DampedStep<Space, T>::Smoother{d},
+      scan.template run<AffineMap>(typename DampedStep<Space, T>::Smoother{{d}},
                                    length_);
     }
   }
