@@ -6,8 +6,9 @@
 #include <cstring>
 #include <limits>
 
-#include "softdtw/cell.hpp"      // min3, min3_given
-#include "softdtw/geometry.hpp"  // Band
+#include "softdtw/cell.hpp"       // min3, min3_given
+#include "softdtw/geometry.hpp"   // Band
+#include "softdtw/pair_walk.hpp"  // walk_pair, walk_pair_diagonals
 #include "test_helpers.hpp"
 
 namespace {
@@ -32,6 +33,99 @@ TEST(Walks, MinimumFinishedAfterTheBarrierIsMin3) {
             << "diag " << diag << " up " << up << " left " << left << ": "
             << got << " instead of " << want;
       }
+}
+
+// The host's anti-diagonal lanes (soft_diagonal) give relax()'s cell: the
+// same value to a few ulps, and +∞ or NaN exactly where relax gives them,
+// for every mix of ordinary, far-apart (exponentials that underflow),
+// infinite and NaN inputs.
+TEST(Walks, DiagonalLanesAreRelax) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double values[] = {-1.5, 0.0, 0.25, 1.0, 3.0, 40.0, 900.0, inf, nan};
+  for (double gamma : {1e-3, 0.1, 1.0, 10.0}) {
+    const softwave::impl::SoftMin<double> soft(gamma);
+    softwave::impl::Weights<double> unused;
+    std::vector<double> cost, diag, up, want;
+    for (double c : values)
+      for (double d : values)
+        for (double u : values)
+          for (double l : values) {
+            cost.push_back(c);
+            diag.push_back(d);
+            up.push_back(u);
+            up.push_back(l);  // each cell its own (up, left): see below
+            want.push_back(
+                softwave::impl::relax<false>(c, d, u, l, soft, unused));
+          }
+    // Cell q reads up[q] and up[q + 1]; one call per cell keeps the pairs
+    // apart.
+    for (std::size_t q = 0; q < want.size(); ++q) {
+      double got = 0;
+      softwave::impl::soft_diagonal(&cost[q], &diag[q], &up[2 * q], &got, 1,
+                                    gamma);
+      const double w = want[q];
+      const bool same = std::isnan(w) ? std::isnan(got)
+                        : std::isinf(w)
+                            ? got == w
+                            : std::abs(got - w) <= 1e-14 * (1 + std::abs(w));
+      EXPECT_TRUE(same) << "gamma " << gamma << " cost " << cost[q] << " diag "
+                        << diag[q] << " up " << up[2 * q] << " left "
+                        << up[2 * q + 1] << ": " << got << " instead of " << w;
+    }
+  }
+}
+
+// A pair's costs from a table, as a cost provider gives them to the walks.
+struct TableCost {
+  using work_type = double;
+  const std::vector<double>* table;
+  std::int64_t rows, cols;
+  std::int64_t n(std::int64_t) const { return rows; }
+  std::int64_t m(std::int64_t) const { return cols; }
+  auto pair_cells(std::int64_t) const {
+    return [t = table, c = cols](std::int64_t i, std::int64_t j) {
+      return (*t)[i * c + j];
+    };
+  }
+};
+
+// walk_pair_diagonals, the host's pair-parallel Soft-DTW walk, is
+// walk_pair's value for every shape and band, including bands whose
+// anti-diagonals skip cells (width 0 and unequal lengths), costs whose
+// exponentials underflow, and a NaN cost, which reaches the value.
+TEST(Walks, DiagonalWalkIsTheRowWalk) {
+  SWT_SEEDED_RNG(rng);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int n = 1; n <= 19; n += 3)
+    for (int m = 1; m <= 23; m += 2)
+      for (int width = -1; width <= 3; ++width)
+        for (double gamma : {1e-3, 0.5, 4.0}) {
+          softwave::impl::Band band;
+          band.width = width;
+          std::vector<double> table(std::size_t(n) * m);
+          const double scale = rng.coin() ? 1.0 : 2000.0;
+          for (double& c : table) c = scale * rng.uniform(0.0, 1.0);
+          const bool with_nan = rng.integer(0, 7) == 0;
+          if (with_nan) table[rng.integer(0, n * m - 1)] = nan;
+          const TableCost cost{&table, n, m};
+          std::vector<double> row(m + 1),
+              work(softwave::impl::diagonal_walk_cells(n));
+          const softwave::impl::SoftMin<double> soft(gamma);
+          const double want =
+              softwave::impl::walk_pair(cost, band, soft, false, 0, row.data());
+          const double got = softwave::impl::walk_pair_diagonals(
+              cost, band, gamma, 0, work.data());
+          const bool same =
+              std::isnan(want) ? std::isnan(got)
+              : std::isinf(want)
+                  ? got == want
+                  : std::abs(got - want) <= 1e-12 * (1 + std::abs(want));
+          EXPECT_TRUE(same)
+              << "N=" << n << " M=" << m << " w=" << width << " gamma=" << gamma
+              << " scale=" << scale << (with_nan ? " with NaN" : "") << ": "
+              << got << " instead of " << want;
+        }
 }
 
 // The backward's row walk tests a row's band by the interval

@@ -6,6 +6,7 @@
 #include <softwave/kokkos_compat.hpp>
 
 #include "cell.hpp"
+#include "host_diagonal.hpp"
 
 namespace softwave::impl {
 
@@ -71,6 +72,72 @@ walk_pair(const CostProvider& cost, const Band& band,
     }
   }
   return r[m];
+}
+
+// Cells a host thread's walk_pair_diagonals needs: three anti-diagonals of R
+// and one of costs, n + 2 each for series of up to n points.
+inline std::int64_t diagonal_walk_cells(std::int64_t n_max) {
+  return 4 * (n_max + 2);
+}
+
+// Soft-DTW's R(n, m) of pair p (γ > 0) on a host thread, anti-diagonal by
+// anti-diagonal: the cells of one are independent, so soft_diagonal runs
+// them in SIMD lanes, where walk_pair's row order waits on each cell's
+// exp/log before the next. Over the band's cells only, as walk_pair; the
+// same value to a few ulps. `work` holds diagonal_walk_cells(n) values.
+// Anti-diagonal k holds the cells i + j = k (1-based), R(i, k − i) at index
+// i; the columns' band limits make the rows on it an interval whose ends
+// move by at most one from k to k + 1.
+template <class CostProvider>
+acc_t walk_pair_diagonals(const CostProvider& cost, const Band& band,
+                          acc_t gamma, std::int64_t p, acc_t* work) {
+  std::int64_t const n = cost.n(p), m = cost.m(p);
+  auto const cell = cost.pair_cells(p);
+  acc_t const inf = compat::infinity<acc_t>();
+  acc_t* before_last = work;            // anti-diagonal k − 2
+  acc_t* last = before_last + (n + 2);  // k − 1
+  acc_t* current = last + (n + 2);      // k
+  acc_t* costs = current + (n + 2);
+  // k = 0 holds R(0, 0) = 0, k = 1 R(0, 1) = R(1, 0) = +∞.
+  before_last[0] = 0;
+  before_last[1] = last[0] = last[1] = inf;
+  // Row i's columns [lo, hi] hold the cells of anti-diagonals i + lo to
+  // i + hi, both increasing with i: the rows on k are [first, last_row].
+  auto reaches = [&](std::int64_t i, std::int64_t k) {  // i + hi(i) >= k
+    std::int64_t lo, hi;
+    row_columns(band, i, n, m, lo, hi);
+    return i + hi >= k;
+  };
+  auto starts_by = [&](std::int64_t i, std::int64_t k) {  // i + lo(i) <= k
+    std::int64_t lo, hi;
+    row_columns(band, i, n, m, lo, hi);
+    return i + lo <= k;
+  };
+  std::int64_t first = 1, last_row = 0;
+  for (std::int64_t k = 2; k <= n + m; ++k) {
+    while (first <= n && !reaches(first, k)) ++first;
+    while (last_row < n && starts_by(last_row + 1, k)) ++last_row;
+    for (std::int64_t i = first; i <= last_row; ++i)
+      costs[i] = cell(i - 1, k - i - 1);
+    if (first <= last_row)
+      soft_diagonal(costs + first, before_last + first - 1, last + first - 1,
+                    current + first, last_row - first + 1, gamma);
+    // The next two anti-diagonals read this one's rows first − 1 to
+    // last_row + 1 (the ends move by one at most): the cells around the
+    // computed ones are outside the band (or the border), +∞.
+    // (An anti-diagonal without band cells, first > last_row, gets +∞
+    // across the gap.)
+    current[first - 1] = inf;
+    std::int64_t const upto =
+        last_row + 1 > first - 1 ? last_row + 1 : first - 1;
+    for (std::int64_t i = last_row + 1; i <= upto && i <= n; ++i)
+      current[i] = inf;
+    acc_t* const recycled = before_last;
+    before_last = last;
+    last = current;
+    current = recycled;
+  }
+  return last_row == n && first <= n ? last[n] : inf;
 }
 
 // The optimal path of an n × m pair from the Steps walk_pair<true> wrote:

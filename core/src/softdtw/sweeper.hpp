@@ -133,6 +133,29 @@ void pair_forward(const Space& space, const CostProvider& cost, Band band,
       });
 }
 
+// The pair-parallel Soft-DTW forward on host backends: blocks of pairs, a
+// block at a time per thread (dynamic, for uneven lengths), each pair
+// walked anti-diagonal by anti-diagonal in SIMD lanes
+// (walk_pair_diagonals) in its block's work(b, 0, ·), b < blocks. Host code
+// only: the lanes' loop is compiled for the host's vector units
+// (host_diagonal.cpp).
+template <class Space, class CostProvider>
+void pair_forward_diagonals(const Space& space, const CostProvider& cost,
+                            Band band, acc_t gamma, std::int64_t pairs,
+                            std::int64_t blocks, const AccValues<Space>& values,
+                            const Array3<Space>& work) {
+  std::int64_t const per_block = (pairs + blocks - 1) / blocks;
+  Kokkos::parallel_for(
+      "softwave::softdtw::pair_forward_diagonals",
+      Kokkos::RangePolicy<Space, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0,
+                                                                    blocks),
+      [=](std::int64_t b) {
+        std::int64_t const end = std::min(pairs, (b + 1) * per_block);
+        for (std::int64_t p = b * per_block; p < end; ++p)
+          values(p) = walk_pair_diagonals(cost, band, gamma, p, &work(b, 0, 0));
+      });
+}
+
 // Hard DTW's optimal paths by the pair-parallel walk: each thread walks a
 // pair (walk_pair<true>) keeping every cell's Step (steps(p, ·), N·M
 // bytes), then follows the path back (trace_path) into path_first and
@@ -188,6 +211,9 @@ class Sweeper {
       return Specialised::run(space_, cost_, options_, pairs, values.data(),
                               nullptr);
     if (pair_parallel(pairs)) {
+      if constexpr (runs_on_host<Space>()) {
+        if (gamma_ > 0) return forward_diagonals(pairs, values);
+      }
       if (pair_rows_.view.extent(0) < std::size_t(pairs))
         pair_rows_ =
             call_array<Array3<Space>>(space_, "softwave::softdtw::pair_rows",
@@ -246,6 +272,19 @@ class Sweeper {
     if (options.kernel == Kernel::specialised)
       throw_invalid_argument("kernel = specialised does not apply: ", why);
     return false;
+  }
+
+  // pair_forward_diagonals with up to 16 blocks of pairs a thread.
+  void forward_diagonals(std::int64_t pairs, const AccValues<Space>& values) {
+    std::int64_t const blocks =
+        std::min<std::int64_t>(pairs, 16 * std::int64_t(space_.concurrency()));
+    if (pair_rows_.view.extent(0) < std::size_t(blocks) ||
+        pair_rows_.view.extent(2) < std::size_t(diagonal_walk_cells(n_max_)))
+      pair_rows_ = call_array<Array3<Space>>(
+          space_, "softwave::softdtw::diagonal_work", false, blocks, 1,
+          diagonal_walk_cells(n_max_));
+    pair_forward_diagonals(space_, cost_, band_, gamma_, pairs, blocks, values,
+                           pair_rows_.view);
   }
 
   // pair_paths in chunks whose Steps (N·M bytes a pair) stay under 256 MiB.

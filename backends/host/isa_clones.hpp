@@ -1,0 +1,16 @@
+#pragma once
+// Function multi-versioning for host loops that vectorise: on x86-64 with
+// GCC, a function marked SOFTWAVE_HOST_ISA_CLONES is compiled for AVX-512,
+// AVX2 with FMA and the baseline, and the loader picks the widest the CPU
+// has (an ifunc), so a portable build still runs 8 doubles a vector where
+// the machine can. Elsewhere (other compilers or architectures, and device
+// compilers, which pass host code to theirs) the marker is empty and the
+// function is compiled once for the build's target.
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
+    defined(__linux__) && !defined(__CUDACC__) && !defined(__HIPCC__)
+#define SOFTWAVE_HOST_ISA_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define SOFTWAVE_HOST_ISA_CLONES
+#endif

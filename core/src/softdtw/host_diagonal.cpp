@@ -1,0 +1,114 @@
+#include "host_diagonal.hpp"
+
+#include <cstring>
+#include <isa_clones.hpp>
+#include <limits>
+
+namespace softwave::impl {
+namespace {
+
+inline std::uint64_t bits_of(double v) {
+  std::uint64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+inline double double_of(std::uint64_t b) {
+  double v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+// exp(x) for x <= 0: x = n·ln2 + r with |r| <= ln2/2, e^r by its Taylor
+// series to r^13 (truncation below 5e-18), 2^n added to the exponent bits.
+// Below −708 (where 2^n would leave the normal range) the result is 0, which
+// beside the soft-min's term of exactly 1 changes nothing; NaN stays NaN.
+// Only arithmetic and integer shifts, so the compiler vectorises it.
+inline double exp_nonpositive(double x) {
+  double const shifter = 0x1.8p52;  // adding it rounds to an integer
+  double const t = x * 1.4426950408889634 + shifter;
+  double const n = t - shifter;
+  // ln 2 in two parts; the first has 32 significant bits, so n·ln2_hi is
+  // exact for |n| <= 1022.
+  double const r =
+      (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  double p = 1.0 / 6227020800.0;  // 1/13!
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  // The low bits of t hold n (two's complement); shifted into the exponent
+  // field they add n to p's exponent.
+  double const scaled = double_of(bits_of(p) + (bits_of(t) << 52));
+  return x < -708.0 ? 0.0 : scaled;
+}
+
+// ln(s) for s in [1, 3] (a soft-min's sum: one term is 1, the others at most
+// 1): s = 2^k·z with z in [1/√2, √2] and ln z = 2·atanh(u), u = (z − 1)/(z +
+// 1), |u| <= 0.172, by its series to u^23 (truncation below 1e-18).
+inline double log_one_to_three(double s) {
+  double const ln2 = 0.6931471805599453;
+  bool const over_half = s > 1.4142135623730951;
+  bool const over_one = s > 2.8284271247461903;
+  double const z = over_one ? s * 0.25 : (over_half ? s * 0.5 : s);
+  double const k = over_one ? 2.0 : (over_half ? 1.0 : 0.0);
+  double const u = (z - 1.0) / (z + 1.0);
+  double const u2 = u * u;
+  double q = 1.0 / 23;
+  q = q * u2 + 1.0 / 21;
+  q = q * u2 + 1.0 / 19;
+  q = q * u2 + 1.0 / 17;
+  q = q * u2 + 1.0 / 15;
+  q = q * u2 + 1.0 / 13;
+  q = q * u2 + 1.0 / 11;
+  q = q * u2 + 1.0 / 9;
+  q = q * u2 + 1.0 / 7;
+  q = q * u2 + 1.0 / 5;
+  q = q * u2 + 1.0 / 3;
+  q = q * u2 + 1.0;
+  return k * ln2 + 2.0 * u * q;
+}
+
+}  // namespace
+
+SOFTWAVE_HOST_ISA_CLONES
+void soft_diagonal(const double* __restrict cost, const double* __restrict diag,
+                   const double* __restrict up, double* __restrict out,
+                   std::int64_t count, double gamma) {
+  double const inf = std::numeric_limits<double>::infinity();
+  double const inverse = 1.0 / gamma;
+#if defined(_OPENMP)
+#pragma omp simd
+#endif
+  for (std::int64_t q = 0; q < count; ++q) {
+    double const c = cost[q], d = diag[q], u = up[q], l = up[q + 1];
+    // The minimum exactly as min3() forms it (what a NaN does to it
+    // included); the other two by min/max, whose NaN handling does not
+    // matter: a NaN predecessor is caught below.
+    double const du = d < u ? d : u;
+    double const low = du < l ? du : l;
+    double const du_high = d < u ? u : d;
+    double const high = du_high < l ? l : du_high;
+    double const middle_low = du_high < l ? du_high : l;
+    double const middle = du < middle_low ? middle_low : du;
+    double const sum = 1.0 + exp_nonpositive((low - middle) * inverse) +
+                       exp_nonpositive((low - high) * inverse);
+    double const value = c + low - gamma * log_one_to_three(sum);
+    // Bitwise, not short-circuit: a branch in the loop would stop it from
+    // vectorising.
+    bool const finite = (c < inf) & (low < inf);
+    bool const nan_before = (c != c) | (low != low) | (d != d) | (u != u);
+    double const kept = finite ? value : inf;
+    out[q] = nan_before ? c + low + d + u : kept;
+  }
+}
+
+}  // namespace softwave::impl
