@@ -6,7 +6,8 @@ fit + predict of the test split, best of --repeats after a warm-up call
 side (hard DTW must agree exactly). k-means: fit on the training split from
 the same initial centres (n_clusters series drawn with RandomState(0)), at
 most 10 iterations, the labels compared (they must agree for euclidean and
-DBA).
+DBA). All pairs: cdist_soft_dtw (γ = 1) of each listed set's training and
+test series together, the largest difference relative to the largest value.
 
 tslearn is a peer, never a dependency: install it into a throwaway virtual
 environment with softwave built for the same interpreter, e.g.
@@ -40,6 +41,8 @@ KMEANS = [  # set, n_clusters, metric, metric_params
     ("SyntheticControl", 6, "dtw", {"sakoe_chiba_radius": 6}),
     ("Trace", 4, "euclidean", None),
 ]
+
+CDIST = ["GunPoint", "Coffee"]  # all-pairs Soft-DTW of train + test
 
 
 def load(data, name, split):
@@ -110,6 +113,28 @@ def main():
                             softwave_inertia=runs["softwave"][2], tslearn_inertia=runs["tslearn"][2]))
         print(f"{name:18s} {k:2d} {metric:>9s} {runs['softwave'][0]:11.4f} {runs['tslearn'][0]:10.4f} "
               f"{runs['tslearn'][0] / runs['softwave'][0]:8.1f} {same}", flush=True)
+    from softwave.sklearn import cdist_soft_dtw as ours_cdist
+    from tslearn.metrics import cdist_soft_dtw as theirs_cdist
+
+    print(f"\n{'all pairs set':18s} {'series':>6s} {'softwave s':>11s} {'tslearn s':>10s} {'ratio':>8s} difference")
+    for name in CDIST:
+        X = np.concatenate([load(Path(args.data), name, split)[0] for split in ("TRAIN", "TEST")])
+        runs = {}
+        for who, cdist in (("softwave", ours_cdist), ("tslearn", theirs_cdist)):
+            cdist(X[:2], gamma=1.0)  # warm-up (tslearn compiles its kernels)
+            best = float("inf")
+            for _ in range(args.repeats):
+                start = time.perf_counter()
+                matrix = cdist(X, gamma=1.0)
+                best = min(best, time.perf_counter() - start)
+            runs[who] = (best, matrix)
+        difference = float(np.abs(runs["softwave"][1] - runs["tslearn"][1]).max() /
+                           np.abs(runs["tslearn"][1]).max())
+        records.append(dict(cdist_set=name, series=len(X), softwave_s=runs["softwave"][0],
+                            tslearn_s=runs["tslearn"][0], ratio=runs["tslearn"][0] / runs["softwave"][0],
+                            relative_difference=difference))
+        print(f"{name:18s} {len(X):6d} {runs['softwave'][0]:11.4f} {runs['tslearn'][0]:10.4f} "
+              f"{runs['tslearn'][0] / runs['softwave'][0]:8.1f} {difference:.1e}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(records, indent=1))
 

@@ -342,6 +342,67 @@ TYPED_TEST(Pairwise, SelfMatrixIsSymmetric) {
   }
 }
 
+// One set with itself (the same view, the same lengths view): the host
+// walks only the pairs a <= b and mirrors them. Every entry must still be
+// the reference's, for values and divergences, soft and hard, with a band
+// and lengths, and the halves equal bit for bit.
+TYPED_TEST(Pairwise, OneSetWithItselfIsTheWholeMatrix) {
+  const TypeParam space;
+  SWT_SEEDED_RNG(rng);
+  for (double gamma : {0.0, 0.1, 1.0})
+    for (int B : {1, 2, 7, 23}) {
+      const int n = rng.integer(1, 25), d = rng.integer(1, 3);
+      Config s;
+      s.gamma = gamma;
+      if (rng.coin()) s.band = rng.integer(0, 3);
+      s.len_x = random_lengths(rng, B, n);
+      s.len_y = s.len_x;
+      SCOPED_TRACE(s.str() + " B=" + std::to_string(B) +
+                   " N=" + std::to_string(n) + " d=" + std::to_string(d));
+      const Batch x = random_batch(rng, B, n, d);
+      const auto dx = to_device<double>(space, x, "swt::x");
+      softwave::Lengths<TypeParam> lengths;
+      lengths.x = lengths.y = to_device_int(space, s.len_x, "swt::lengths");
+      for (auto what : {softwave::PairwiseValue::soft_dtw,
+                        softwave::PairwiseValue::divergence}) {
+        Dev2<double, TypeParam> matrix("swt::matrix", B, B);
+        Kokkos::deep_copy(matrix, kSentinel);
+        softwave::pairwise(space, dx, dx, matrix, s.options(), what, lengths);
+        const std::vector<double> got = to_host(matrix);
+        const std::vector<double> want = reference_pairwise(x, x, s, what);
+        EXPECT_TRUE(near_values(got, want, 1e-11, 1.0, "matrix"));
+        for (int a = 0; a < B; ++a)
+          for (int b = 0; b < a; ++b)
+            EXPECT_EQ(got[a * B + b], got[b * B + a]) << a << "," << b;
+      }
+    }
+}
+
+// The triangle's pairs stream in chunks too: 3400 series with themselves
+// (5,781,700 pairs a <= b, at 48 bytes a pair) cross a chunk seam inside a
+// row. Every entry, both halves, is the single cell's cost.
+TYPED_TEST(Pairwise, TriangleStreamsAcrossChunkBoundaries) {
+  const TypeParam space;
+  SWT_SEEDED_RNG(rng);
+  const int B = 3400;
+  Dev3<float, TypeParam> x("x", B, 1, 1);
+  auto hx = Kokkos::create_mirror_view(x);
+  for (int i = 0; i < B; ++i)
+    hx(i, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
+  Kokkos::deep_copy(x, hx);
+  Dev2<float, TypeParam> matrix("matrix", B, B);
+  Kokkos::deep_copy(matrix, -777.0f);
+  softwave::pairwise(space, x, x, matrix);
+  auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), matrix);
+  std::int64_t wrong = 0;
+  for (int i = 0; i < B; ++i)
+    for (int j = 0; j < B; ++j) {
+      const double diff = double(hx(i, 0, 0)) - double(hx(j, 0, 0));
+      if (!(std::fabs(hm(i, j) - diff * diff) <= 1e-6)) ++wrong;
+    }
+  EXPECT_EQ(wrong, 0);
+}
+
 // Padding beyond lengths.x / lengths.y holds NaN and is never read.
 TYPED_TEST(Pairwise, NaNInPaddingIsNeverRead) {
   const TypeParam space;

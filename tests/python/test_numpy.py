@@ -117,6 +117,21 @@ def test_pairwise_matches_pairs(rng, divergence):
     np.testing.assert_allclose(univariate, [[ref.sdtw(a, b, 0.4) for b in x[..., 0]] for a in x[..., 0]], rtol=1e-10)
 
 
+@pytest.mark.parametrize("gamma", [0.0, 0.3])
+@pytest.mark.parametrize("divergence", [False, True])
+def test_pairwise_of_one_set_with_itself(rng, gamma, divergence):
+    """pairwise(x) walks only half the pairs (the same array and lengths on
+    both sides): the whole matrix, symmetric bit for bit, equal to the one
+    against a copy (which walks every pair)."""
+    x = rng.standard_normal((19, 13, 2))[:, ::-1]  # not contiguous
+    lengths = rng.integers(1, 14, 19).astype(np.int32)
+    half = swn.pairwise(x, None, gamma, divergence=divergence, bandwidth=3, lengths_x=lengths)
+    whole = swn.pairwise(x, x.copy(), gamma, divergence=divergence, bandwidth=3, lengths_x=lengths,
+                         lengths_y=lengths.copy())
+    np.testing.assert_array_equal(half, half.T)
+    np.testing.assert_allclose(half, whole, rtol=1e-12, atol=1e-12)
+
+
 def test_hard_dtw_path_is_optimal(rng):
     x, y = rng.standard_normal((2, 9, 2)), rng.standard_normal((2, 6, 2))
     values, paths = swn.dtw(x, y)

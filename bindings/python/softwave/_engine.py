@@ -116,9 +116,12 @@ def pairwise(adapter: Adapter, x, y, opts: Options, *, divergence: bool = False,
     matrix = adapter.empty((x.shape[0], y.shape[0]), x, adapter.value_dtype(x))
     if x.shape[0] == 0 or y.shape[0] == 0:
         return matrix
+    # One set with itself (the same array and lengths) lets the core walk
+    # only half the pairs: keep the lengths one object too.
+    lx = lengths_of(adapter, lengths_x, x)
+    ly = lx if lengths_y is lengths_x else lengths_of(adapter, lengths_y, x)
     _core.pairwise(
-        x, y, matrix,
-        lengths_of(adapter, lengths_x, x), lengths_of(adapter, lengths_y, x),
+        x, y, matrix, lx, ly,
         opts.gamma, opts.dist, opts.band, opts.kernel, divergence, adapter.stream(x),
         check_of(adapter, opts, x),
     )

@@ -194,14 +194,15 @@ def pairwise(x, y=None, gamma: float = 1.0, *, divergence: bool = False, bandwid
     opts = options(gamma, bandwidth, dist, kernel)
     if y is None:
         y, lengths_y = x, lengths_x if lengths_y is None else lengths_y
+    same = y is x  # one set with itself: the core walks half the pairs
     x = _float_array("x", x)
-    y = _float_array("y", y, x.dtype)
+    y = x if same else _float_array("y", y, x.dtype)
     for name, a in (("x", x), ("y", y)):
         if a.ndim not in (2, 3):
             raise ValueError(f"softwave: {name} must be (B, N, d) or (B, N) (got {a.ndim} dimensions)")
-    x3 = x[..., None] if x.ndim == 2 else x
-    y3 = y[..., None] if y.ndim == 2 else y
-    return _engine.pairwise(_adapter, np.ascontiguousarray(x3), np.ascontiguousarray(y3), opts,
+    x3 = np.ascontiguousarray(x[..., None] if x.ndim == 2 else x)
+    y3 = x3 if same else np.ascontiguousarray(y[..., None] if y.ndim == 2 else y)
+    return _engine.pairwise(_adapter, x3, y3, opts,
                             divergence=divergence, lengths_x=lengths_x, lengths_y=lengths_y)
 
 

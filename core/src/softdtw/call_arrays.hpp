@@ -84,23 +84,25 @@ void round_into(const Space& space,
   }
 }
 
-// matrix entries of pairs [begin, begin + count) (numbered row-major); the
-// divergence when the self terms are given.
+// matrix entries of pairs [begin, begin + count) (numbered by `pairs`; both
+// halves of a triangle's); the divergence when the self terms are given.
 template <class Space, class T>
 void store_pairwise(const Space& space, const AccValues<Space>& values,
-                    std::int64_t begin, std::int64_t count, std::int64_t b2,
+                    std::int64_t begin, std::int64_t count, PairMap pairs,
                     const AccValues<Space>& self_x,
                     const AccValues<Space>& self_y,
                     const ArrayView2<T, Space>& matrix) {
   bool const divergence = self_x.extent(0) > 0;
+  pairs.begin = begin;
   Kokkos::parallel_for(
       "softwave::softdtw::store_pairwise",
       Kokkos::RangePolicy<Space>(space, 0, count),
       KOKKOS_LAMBDA(std::int64_t p) {
         acc_t value = values(p);
-        std::int64_t const q = begin + p;
-        if (divergence) value -= (self_x(q / b2) + self_y(q % b2)) / 2;
-        matrix(q / b2, q % b2) = T(value);
+        std::int64_t const a = pairs.x(p), b = pairs.y(p);
+        if (divergence) value -= (self_x(a) + self_y(b)) / 2;
+        matrix(a, b) = T(value);
+        if (pairs.triangle) matrix(b, a) = T(value);
       });
 }
 

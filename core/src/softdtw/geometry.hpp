@@ -139,16 +139,46 @@ struct TileCells {
 };
 
 // Which series a pair reads: batch mode pairs x[b] with y[b]; all-pairs mode
-// numbers the pairs (a, b) of X × Y row-major, starting at `begin`.
+// numbers the pairs (a, b) of X × Y row-major, starting at `begin`; the
+// triangle (all pairs of one set with itself, whose matrix is symmetric)
+// numbers only those with a <= b, row-major: row a starts at pair
+// a·B − a(a − 1)/2 for B = y_count series.
 struct PairMap {
   std::int64_t begin = 0;
   std::int64_t y_count = 0;  // 0: batch mode
+  bool triangle = false;
 
   KOKKOS_INLINE_FUNCTION std::int64_t x(std::int64_t p) const {
+    if (triangle) return triangle_row(begin + p);
     return y_count ? (begin + p) / y_count : begin + p;
   }
   KOKKOS_INLINE_FUNCTION std::int64_t y(std::int64_t p) const {
+    if (triangle) {
+      std::int64_t const a = triangle_row(begin + p);
+      return a + (begin + p - row_start(a));
+    }
     return y_count ? (begin + p) % y_count : begin + p;
+  }
+  // Pairs numbered in all: B1·B2, or B(B + 1)/2 for the triangle.
+  static std::int64_t count(std::int64_t x_count, std::int64_t y_count,
+                            bool triangle) {
+    return triangle ? y_count * (y_count + 1) / 2 : x_count * y_count;
+  }
+
+ private:
+  KOKKOS_INLINE_FUNCTION std::int64_t row_start(std::int64_t a) const {
+    return a * y_count - a * (a - 1) / 2;
+  }
+  // The row a with row_start(a) <= t < row_start(a + 1): the root of the
+  // quadratic, then exact integer steps for its rounding.
+  KOKKOS_INLINE_FUNCTION std::int64_t triangle_row(std::int64_t t) const {
+    double const b = double(2 * y_count + 1);
+    std::int64_t a =
+        std::int64_t((b - compat::sqrt(b * b - 8.0 * double(t))) / 2);
+    a = a < 0 ? 0 : (a >= y_count ? y_count - 1 : a);
+    while (a > 0 && row_start(a) > t) --a;
+    while (a + 1 < y_count && row_start(a + 1) <= t) ++a;
+    return a;
   }
 };
 

@@ -256,6 +256,16 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
   if (B1 == 0 || B2 == 0) return;
 
   std::int64_t const N = x.extent(1), M = y.extent(1);
+  // One set with itself: every built-in cost is symmetric, and so is the
+  // band (that of M×N is the transpose of that of N×M), so D[b][a] is
+  // D[a][b] and the host walks only a <= b (the pair walk's soft-min is
+  // symmetric in its arguments, so the halves agree bit for bit anyway).
+  // Devices number the pairs on their own (the CUDA-specialised path).
+  bool const symmetric =
+      runs_on_host<Space>() && x.data() == y.data() && B1 == B2 && N == M &&
+      x.stride(0) == y.stride(0) && x.stride(1) == y.stride(1) &&
+      x.extent(2) == y.extent(2) && used.x.data() == used.y.data() &&
+      used.x.extent(0) == used.y.extent(0);
   // The self terms of the divergence, one per series of each side.
   CallArray<AccValues<Space>> self_x, self_y;
   if (what == PairwiseValue::divergence) {
@@ -271,7 +281,7 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
       return acc_memory;
     };
     self_x = self(x, used.x);
-    self_y = self(y, used.y);
+    self_y = symmetric ? self_x : self(y, used.y);
   }
 
   // Pairs stream through the forward sweep in chunks whose rolling workspace
@@ -279,7 +289,7 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
   Tiling const tiling(impl::tile_size(space, options), N, M);
   std::int64_t const bytes_per_pair = std::int64_t(
       impl::workspace_bytes(space, 1, N, M, options, /*backward=*/false));
-  std::int64_t const total = B1 * B2;
+  std::int64_t const total = PairMap::count(B1, B2, symmetric);
   std::int64_t chunk =
       std::max<std::int64_t>(1, (256ll << 20) / bytes_per_pair);
   chunk = std::min(
@@ -292,10 +302,11 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
         auto sweeper = make_sweeper(space, cost, options, N, M);
         for (std::int64_t begin = 0; begin < total; begin += chunk) {
           std::int64_t const count = std::min(chunk, total - begin);
-          sweeper.cost().lengths.pairs = PairMap{begin, B2};
+          PairMap const pairs{begin, B2, symmetric};
+          sweeper.cost().lengths.pairs = pairs;
           sweeper.forward(count, acc);
-          store_pairwise(space, acc, begin, count, B2, self_x.view, self_y.view,
-                         matrix);
+          store_pairwise(space, acc, begin, count, pairs, self_x.view,
+                         self_y.view, matrix);
         }
       });
   check_finite_results(space, options.check_values, matrix, "softdtw",
