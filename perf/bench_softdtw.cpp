@@ -106,6 +106,9 @@ constexpr bool kHasSpecialised =
 #else
     false;
 #endif
+constexpr bool kOnHost =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                               typename Space::memory_space>::accessible;
 
 Grid g_grid = Grid::cpu;
 int g_tile = 0;        // --softwave_tile
@@ -440,6 +443,9 @@ void register_grid(Grid grid) {
       {softwave::Kernel::portable, ""}};
   if (kHasSpecialised)
     kernels.push_back({softwave::Kernel::specialised, "_specialised"});
+  // On host backends the pair-parallel walks too (values only: each thread
+  // walks whole pairs, in SIMD lanes along anti-diagonals for γ > 0).
+  if (kOnHost) kernels.push_back({softwave::Kernel::pairs, "_pairs"});
   for (auto const& [kernel, suffix] : kernels) {
     // Structured bindings are captured by init-capture: C++17 does not let
     // a lambda capture them directly (clang and hipcc refuse it).
@@ -452,6 +458,11 @@ void register_grid(Grid grid) {
     };
     auto* forward = add("BM_Forward", Kind::forward);
     for (auto const& s : shapes) forward->Args(s);
+    if (kernel == softwave::Kernel::pairs) {
+      add("BM_Pairwise", Kind::pairwise)
+          ->Args({pairwise_batch, pairwise_batch, 128, 1});
+      continue;
+    }
     auto* backward = add("BM_ForwardBackward", Kind::forward_backward);
     for (auto const& s : shapes) backward->Args(s);
     add("BM_Pairwise", Kind::pairwise)
