@@ -378,31 +378,6 @@ TYPED_TEST(Pairwise, OneSetWithItselfIsTheWholeMatrix) {
     }
 }
 
-// The triangle's pairs stream in chunks too: 3400 series with themselves
-// (5,781,700 pairs a <= b, at 48 bytes a pair) cross a chunk seam inside a
-// row. Every entry, both halves, is the single cell's cost.
-TYPED_TEST(Pairwise, TriangleStreamsAcrossChunkBoundaries) {
-  const TypeParam space;
-  SWT_SEEDED_RNG(rng);
-  const int B = 3400;
-  Dev3<float, TypeParam> x("x", B, 1, 1);
-  auto hx = Kokkos::create_mirror_view(x);
-  for (int i = 0; i < B; ++i)
-    hx(i, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
-  Kokkos::deep_copy(x, hx);
-  Dev2<float, TypeParam> matrix("matrix", B, B);
-  Kokkos::deep_copy(matrix, -777.0f);
-  softwave::pairwise(space, x, x, matrix);
-  auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), matrix);
-  std::int64_t wrong = 0;
-  for (int i = 0; i < B; ++i)
-    for (int j = 0; j < B; ++j) {
-      const double diff = double(hx(i, 0, 0)) - double(hx(j, 0, 0));
-      if (!(std::fabs(hm(i, j) - diff * diff) <= 1e-6)) ++wrong;
-    }
-  EXPECT_EQ(wrong, 0);
-}
-
 // Padding beyond lengths.x / lengths.y holds NaN and is never read.
 TYPED_TEST(Pairwise, NaNInPaddingIsNeverRead) {
   const TypeParam space;
@@ -457,32 +432,58 @@ TYPED_TEST(Pairwise, DiagonalEqualsBatchedSoftDTW) {
   EXPECT_TRUE(near_values(diag, batched, 1e-12, 1.0, "diagonal"));
 }
 
-// More pairs than one streamed chunk holds: with N = M = 1 a pair needs 48
-// bytes of workspace, so 2400 × 2400 pairs span two 256 MiB chunks. Every
-// entry is the single cell's cost (x_i − y_j)², on both sides of the seam.
-TYPED_TEST(Pairwise, StreamsAcrossChunkBoundaries) {
-  const TypeParam space;
-  SWT_SEEDED_RNG(rng);
-  const int B1 = 2400, B2 = 2400;
-  Dev3<float, TypeParam> x("x", B1, 1, 1), y("y", B2, 1, 1);
-  auto hx = Kokkos::create_mirror_view(x), hy = Kokkos::create_mirror_view(y);
-  for (int i = 0; i < B1; ++i)
-    hx(i, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
-  for (int j = 0; j < B2; ++j)
-    hy(j, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
-  Kokkos::deep_copy(x, hx);
-  Kokkos::deep_copy(y, hy);
-  Dev2<float, TypeParam> matrix("matrix", B1, B2);
+// Series of one point each in (−1, 1), as float.
+template <class Space>
+Dev3<float, Space> single_points(swt::Rng& rng, int count,
+                                 const std::string& label) {
+  Dev3<float, Space> s(label, count, 1, 1);
+  auto h = Kokkos::create_mirror_view(s);
+  for (int i = 0; i < count; ++i)
+    h(i, 0, 0) = static_cast<float>(rng.uniform(-1.0, 1.0));
+  Kokkos::deep_copy(s, h);
+  return s;
+}
+
+// The entries of pairwise(x, y) that are not the single cell's cost
+// (x_i − y_j)² (series of one point each).
+template <class Space>
+std::int64_t wrong_single_cells(const Space& space, const Dev3<float, Space>& x,
+                                const Dev3<float, Space>& y) {
+  const int B1 = int(x.extent(0)), B2 = int(y.extent(0));
+  Dev2<float, Space> matrix("matrix", B1, B2);
   Kokkos::deep_copy(matrix, -777.0f);
   softwave::pairwise(space, x, y, matrix);
   auto hm = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), matrix);
+  auto hx = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), x);
+  auto hy = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), y);
   std::int64_t wrong = 0;
   for (int i = 0; i < B1; ++i)
     for (int j = 0; j < B2; ++j) {
       const double diff = double(hx(i, 0, 0)) - double(hy(j, 0, 0));
       if (!(std::fabs(hm(i, j) - diff * diff) <= 1e-6)) ++wrong;
     }
-  EXPECT_EQ(wrong, 0);
+  return wrong;
+}
+
+// More pairs than one streamed chunk holds: with N = M = 1 a pair needs 48
+// bytes of workspace, so 2400 × 2400 pairs span two 256 MiB chunks. Every
+// entry is the single cell's cost (x_i − y_j)², on both sides of the seam.
+TYPED_TEST(Pairwise, StreamsAcrossChunkBoundaries) {
+  const TypeParam space;
+  SWT_SEEDED_RNG(rng);
+  const auto x = single_points<TypeParam>(rng, 2400, "x");
+  const auto y = single_points<TypeParam>(rng, 2400, "y");
+  EXPECT_EQ(wrong_single_cells(space, x, y), 0);
+}
+
+// The triangle's pairs stream in chunks too: 3400 series with themselves
+// (5,781,700 pairs a <= b) cross a chunk seam inside a row. Every entry,
+// both halves, is the single cell's cost.
+TYPED_TEST(Pairwise, TriangleStreamsAcrossChunkBoundaries) {
+  const TypeParam space;
+  SWT_SEEDED_RNG(rng);
+  const auto x = single_points<TypeParam>(rng, 3400, "x");
+  EXPECT_EQ(wrong_single_cells(space, x, x), 0);
 }
 
 }  // namespace
