@@ -110,7 +110,7 @@ TEST(Walks, DiagonalWalkIsTheRowWalk) {
           if (with_nan) table[rng.integer(0, n * m - 1)] = nan;
           const TableCost cost{&table, n, m};
           std::vector<double> row(m + 1),
-              work(softwave::impl::diagonal_walk_cells(n));
+              work(softwave::impl::diagonal_walk_cells(n, m, 0));
           const softwave::impl::SoftMin<double> soft(gamma);
           const double want =
               softwave::impl::walk_pair(cost, band, soft, false, 0, row.data());

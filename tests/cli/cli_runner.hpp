@@ -64,6 +64,9 @@ inline fs::path scratch() {
   const fs::path dir =
       fs::path(::testing::TempDir()) /
       ("softwave_cli_" + name + "_" + std::to_string(::getpid()));
+  // A process id comes round again: start from an empty folder, not one an
+  // earlier run left (its links would make create_symlink fail).
+  fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }

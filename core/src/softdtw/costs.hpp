@@ -47,6 +47,10 @@ struct SeriesCost {
   // its own (pair_walk.hpp): its terms summed in W as the tiles sum them.
   // The pair's series are found once, not per cell.
   struct PairCells {
+    // Costs summed over features term by term (not cosine): a host walk may
+    // sum them along an anti-diagonal instead (walk_pair_diagonals).
+    static constexpr bool kFeatureTerms = metric != Cost::cosine;
+    static constexpr bool kL1 = metric == Cost::l1;
     const T* x;
     const T* y;
     std::int64_t x_step, y_step;  // between consecutive points

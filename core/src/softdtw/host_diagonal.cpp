@@ -111,4 +111,59 @@ void soft_diagonal(const double* __restrict cost, const double* __restrict diag,
   }
 }
 
+namespace {
+
+template <bool kL1>
+inline double feature_term(double u, double v) {
+  double const diff = u - v;
+  if constexpr (kL1) {
+    return diff < 0 ? -diff : diff;
+  } else {
+    return diff * diff;
+  }
+}
+
+// diagonal_feature_costs for one term: blocks of kBlock cells keep their
+// sums in registers across the features (four AVX-512 vectors), so a feature
+// costs two loads and one FMA per lane, not also a load and a store of the
+// running sum; the last cells take the same sums one feature at a time.
+template <bool kL1>
+inline void feature_costs(const double* __restrict a, std::int64_t a_pitch,
+                          const double* __restrict b, std::int64_t b_pitch,
+                          int d, double* __restrict out, std::int64_t count) {
+  constexpr int kBlock = 32;
+  std::int64_t q0 = 0;
+  for (; q0 + kBlock <= count; q0 += kBlock) {
+    double sum[kBlock] = {};
+    for (int f = 0; f < d; ++f) {
+      const double* __restrict const u = a + f * a_pitch + q0;
+      const double* __restrict const v = b + f * b_pitch + q0;
+#if defined(_OPENMP)
+#pragma omp simd
+#endif
+      for (int j = 0; j < kBlock; ++j) sum[j] += feature_term<kL1>(u[j], v[j]);
+    }
+    for (int j = 0; j < kBlock; ++j) out[q0 + j] = sum[j];
+  }
+  for (std::int64_t q = q0; q < count; ++q) out[q] = 0;
+  for (int f = 0; f < d; ++f) {
+    const double* __restrict const u = a + f * a_pitch;
+    const double* __restrict const v = b + f * b_pitch;
+    for (std::int64_t q = q0; q < count; ++q)
+      out[q] += feature_term<kL1>(u[q], v[q]);
+  }
+}
+
+}  // namespace
+
+SOFTWAVE_HOST_ISA_CLONES
+void diagonal_feature_costs(const double* a, std::int64_t a_pitch,
+                            const double* b, std::int64_t b_pitch, int d,
+                            bool l1, double* out, std::int64_t count) {
+  if (l1)
+    feature_costs<true>(a, a_pitch, b, b_pitch, d, out, count);
+  else
+    feature_costs<false>(a, a_pitch, b, b_pitch, d, out, count);
+}
+
 }  // namespace softwave::impl

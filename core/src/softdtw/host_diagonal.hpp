@@ -17,4 +17,14 @@ namespace softwave::impl {
 void soft_diagonal(const double* cost, const double* diag, const double* up,
                    double* out, std::int64_t count, double gamma);
 
+// The costs of an anti-diagonal's cells from features laid out along it:
+// for q in [0, count), out[q] = Σ_f term(a[f·a_pitch + q], b[f·b_pitch + q])
+// with term (a − b)² or, for l1, |a − b|, the features summed in order (as
+// a cell's cost is summed everywhere). In SIMD lanes across the cells; a
+// walk that summed each cell's d terms on its own would wait on a chain of
+// d additions per cell.
+void diagonal_feature_costs(const double* a, std::int64_t a_pitch,
+                            const double* b, std::int64_t b_pitch, int d,
+                            bool l1, double* out, std::int64_t count);
+
 }  // namespace softwave::impl

@@ -4,6 +4,7 @@
 // nearest-neighbour search (nearest.cpp) share it.
 
 #include <softwave/kokkos_compat.hpp>
+#include <type_traits>
 
 #include "cell.hpp"
 #include "host_diagonal.hpp"
@@ -74,17 +75,41 @@ walk_pair(const CostProvider& cost, const Band& band,
   return r[m];
 }
 
-// Cells a host thread's walk_pair_diagonals needs: three anti-diagonals of R
-// and one of costs, n + 2 each for series of up to n points.
-inline std::int64_t diagonal_walk_cells(std::int64_t n_max) {
-  return 4 * (n_max + 2);
+// Whether a pair's cells (CostProvider::pair_cells) are sums of per-feature
+// terms that walk_pair_diagonals may form along an anti-diagonal.
+template <class Cells, class = void>
+struct FeatureTerms : std::false_type {};
+template <class Cells>
+struct FeatureTerms<Cells, std::void_t<decltype(Cells::kFeatureTerms)>>
+    : std::bool_constant<Cells::kFeatureTerms> {};
+
+// The features walk_pair_diagonals lays out per pair: d for multivariate
+// series under a per-feature cost, else none.
+template <class CostProvider>
+int diagonal_features(const CostProvider& cost) {
+  using Cells = decltype(cost.pair_cells(0));
+  if constexpr (FeatureTerms<Cells>::value) {
+    int const d = cost.pair_cells(0).d;
+    return d > 1 ? d : 0;
+  } else {
+    return 0;
+  }
+}
+
+// Cells a host thread's walk_pair_diagonals needs for series of up to n_max
+// and m_max points: three anti-diagonals of R and one of costs, n_max + 2
+// each, and the pair's `features` laid out feature by feature.
+inline std::int64_t diagonal_walk_cells(std::int64_t n_max, std::int64_t m_max,
+                                        int features) {
+  return 4 * (n_max + 2) + std::int64_t(features) * (n_max + m_max);
 }
 
 // Soft-DTW's R(n, m) of pair p (γ > 0) on a host thread, anti-diagonal by
 // anti-diagonal: the cells of one are independent, so soft_diagonal runs
 // them in SIMD lanes, where walk_pair's row order waits on each cell's
 // exp/log before the next. Over the band's cells only, as walk_pair; the
-// same value to a few ulps. `work` holds diagonal_walk_cells(n) values.
+// same value to a few ulps. `work` holds diagonal_walk_cells(n, m,
+// diagonal_features(cost)) values.
 // Anti-diagonal k holds the cells i + j = k (1-based), R(i, k − i) at index
 // i; the columns' band limits make the rows on it an interval whose ends
 // move by at most one from k to k + 1.
@@ -98,6 +123,21 @@ acc_t walk_pair_diagonals(const CostProvider& cost, const Band& band,
   acc_t* last = before_last + (n + 2);  // k − 1
   acc_t* current = last + (n + 2);      // k
   acc_t* costs = current + (n + 2);
+  // Multivariate series: x's features by feature (x_feature[f·n + i]) and
+  // y's reversed (y_feature[f·m + m − 1 − j]), so that the cells (i, k − i)
+  // of an anti-diagonal read both at consecutive addresses.
+  int const features = diagonal_features(cost);
+  acc_t* const x_feature = costs + (n + 2);
+  acc_t* const y_feature = x_feature + features * n;
+  if constexpr (FeatureTerms<decltype(cell)>::value) {
+    using W = typename CostProvider::work_type;
+    for (int f = 0; f < features; ++f) {
+      for (std::int64_t i = 0; i < n; ++i)
+        x_feature[f * n + i] = acc_t(W(cell.x[i * cell.x_step + f]));
+      for (std::int64_t j = 0; j < m; ++j)
+        y_feature[f * m + (m - 1 - j)] = acc_t(W(cell.y[j * cell.y_step + f]));
+    }
+  }
   // k = 0 holds R(0, 0) = 0, k = 1 R(0, 1) = R(1, 0) = +∞.
   before_last[0] = 0;
   before_last[1] = last[0] = last[1] = inf;
@@ -117,8 +157,15 @@ acc_t walk_pair_diagonals(const CostProvider& cost, const Band& band,
   for (std::int64_t k = 2; k <= n + m; ++k) {
     while (first <= n && !reaches(first, k)) ++first;
     while (last_row < n && starts_by(last_row + 1, k)) ++last_row;
-    for (std::int64_t i = first; i <= last_row; ++i)
-      costs[i] = cell(i - 1, k - i - 1);
+    if (features > 0 && first <= last_row) {
+      if constexpr (FeatureTerms<decltype(cell)>::value)
+        diagonal_feature_costs(
+            x_feature + (first - 1), n, y_feature + (m - k + first), m,
+            features, decltype(cell)::kL1, costs + first, last_row - first + 1);
+    } else {
+      for (std::int64_t i = first; i <= last_row; ++i)
+        costs[i] = cell(i - 1, k - i - 1);
+    }
     if (first <= last_row)
       soft_diagonal(costs + first, before_last + first - 1, last + first - 1,
                     current + first, last_row - first + 1, gamma);

@@ -278,11 +278,12 @@ class Sweeper {
   void forward_diagonals(std::int64_t pairs, const AccValues<Space>& values) {
     std::int64_t const blocks =
         std::min<std::int64_t>(pairs, 16 * std::int64_t(space_.concurrency()));
+    std::int64_t const cells =
+        diagonal_walk_cells(n_max_, m_max_, diagonal_features(cost_));
     if (pair_rows_.view.extent(0) < std::size_t(blocks) ||
-        pair_rows_.view.extent(2) < std::size_t(diagonal_walk_cells(n_max_)))
+        pair_rows_.view.extent(2) < std::size_t(cells))
       pair_rows_ = call_array<Array3<Space>>(
-          space_, "softwave::softdtw::diagonal_work", false, blocks, 1,
-          diagonal_walk_cells(n_max_));
+          space_, "softwave::softdtw::diagonal_work", false, blocks, 1, cells);
     pair_forward_diagonals(space_, cost_, band_, gamma_, pairs, blocks, values,
                            pair_rows_.view);
   }
