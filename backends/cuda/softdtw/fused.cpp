@@ -249,11 +249,11 @@ void run(const Kokkos::Cuda& space, Problem problem, double* values,
   Layout const l = layout(chunk, strips, blocks, problem.m_max, backward);
   StreamBuffer buffer(space, l.total);
 
-  std::int64_t const all = problem.pairs, first = problem.begin;
+  std::int64_t const all = problem.pairs, first = problem.map.begin;
   for (std::int64_t done = 0; done < all; done += chunk) {
     Params P;
     P.problem = problem;
-    P.problem.begin = first + done;
+    P.problem.map.begin = first + done;
     P.problem.pairs = std::min(chunk, all - done);
     P.outputs = outputs;
     P.values = values + done;

@@ -48,6 +48,8 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 
+#include "softdtw/geometry.hpp"  // PairMap
+
 namespace softwave::impl::cuda_fused {
 
 // Widest feature count handled with the x row in registers.
@@ -68,9 +70,9 @@ struct Problem {
   std::int64_t n_max = 0, m_max = 0;
   const int* lengths_x = nullptr;  // indexed by the x series, or null
   const int* lengths_y = nullptr;  // indexed by the y series, or null
-  // Pair p reads x[(begin + p) / y_count] and y[(begin + p) % y_count], or
-  // x[begin + p] and y[begin + p] when y_count is 0.
-  std::int64_t begin = 0, y_count = 0;
+  // Which series pair p reads (batch, all pairs or one set's triangle), as
+  // everywhere in the library.
+  PairMap map;
   std::int64_t pairs = 0;
   double gamma = 1;
 };

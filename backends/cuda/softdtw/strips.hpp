@@ -281,9 +281,9 @@ __device__ bool take_strip(const Params& P, int which, bool bottom_up,
   s.p = std::int64_t(ticket) % q.pairs;
   int const k = int(std::int64_t(ticket) / q.pairs);
   s.w = bottom_up ? P.strips - 1 - k : k;
-  s.g = q.begin + s.p;
-  s.x_series = q.y_count ? s.g / q.y_count : s.g;
-  s.y_series = q.y_count ? s.g % q.y_count : s.g;
+  s.g = q.map.begin + s.p;
+  s.x_series = q.map.x(s.p);
+  s.y_series = q.map.y(s.p);
   s.n = q.lengths_x ? q.lengths_x[s.x_series] : int(q.n_max);
   s.m = q.lengths_y ? q.lengths_y[s.y_series] : int(q.m_max);
   if (kLanes * s.w >= s.n) return false;

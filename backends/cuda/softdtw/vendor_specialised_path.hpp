@@ -50,8 +50,7 @@ cuda_fused::Problem problem_of(const CostProvider& cost,
   q.m_max = l.m_max;
   q.lengths_x = l.x.extent(0) ? l.x.data() : nullptr;
   q.lengths_y = l.y.extent(0) ? l.y.data() : nullptr;
-  q.begin = l.pairs.begin;
-  q.y_count = l.pairs.y_count;
+  q.map = l.pairs;
   q.pairs = pairs;
   q.gamma = options.gamma;
   q.storage = storage_of<typename CostProvider::value_type>();

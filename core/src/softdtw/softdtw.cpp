@@ -258,11 +258,9 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
   std::int64_t const N = x.extent(1), M = y.extent(1);
   // One set with itself: every built-in cost is symmetric, and so is the
   // band (that of M×N is the transpose of that of N×M), so D[b][a] is
-  // D[a][b] and the host walks only a <= b (the pair walk's soft-min is
-  // symmetric in its arguments, so the halves agree bit for bit anyway).
-  // Devices number the pairs on their own (the CUDA-specialised path).
+  // D[a][b]: only the pairs a <= b are walked, and mirrored.
   bool const symmetric =
-      runs_on_host<Space>() && x.data() == y.data() && B1 == B2 && N == M &&
+      x.data() == y.data() && B1 == B2 && N == M &&
       x.stride(0) == y.stride(0) && x.stride(1) == y.stride(1) &&
       x.extent(2) == y.extent(2) && used.x.data() == used.y.data() &&
       used.x.extent(0) == used.y.extent(0);
