@@ -18,6 +18,14 @@ inline double double_of(std::uint64_t b) {
   return v;
 }
 
+// c[0]·x^(K−1) + c[1]·x^(K−2) + ... + c[K−1], by Horner's rule.
+template <int K>
+inline double horner(double x, const double (&c)[K]) {
+  double p = c[0];
+  for (int k = 1; k < K; ++k) p = p * x + c[k];
+  return p;
+}
+
 // exp(x) for x <= 0: x = n·ln2 + r with |r| <= ln2/2, e^r by its Taylor
 // series to r^13 (truncation below 5e-18), 2^n added to the exponent bits.
 // Below −708 (where 2^n would leave the normal range) the result is 0, which
@@ -31,20 +39,22 @@ inline double exp_nonpositive(double x) {
   // exact for |n| <= 1022.
   double const r =
       (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
-  double p = 1.0 / 6227020800.0;  // 1/13!
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
+  // 1/13!, 1/12!, ..., 1/2!, 1, 1.
+  constexpr double kTaylor[] = {1.0 / 6227020800.0,
+                                1.0 / 479001600.0,
+                                1.0 / 39916800.0,
+                                1.0 / 3628800.0,
+                                1.0 / 362880.0,
+                                1.0 / 40320.0,
+                                1.0 / 5040.0,
+                                1.0 / 720.0,
+                                1.0 / 120.0,
+                                1.0 / 24.0,
+                                1.0 / 6.0,
+                                0.5,
+                                1.0,
+                                1.0};
+  double const p = horner(r, kTaylor);
   // The low bits of t hold n (two's complement); shifted into the exponent
   // field they add n to p's exponent.
   double const scaled = double_of(bits_of(p) + (bits_of(t) << 52));
@@ -61,19 +71,11 @@ inline double log_one_to_three(double s) {
   double const z = over_one ? s * 0.25 : (over_half ? s * 0.5 : s);
   double const k = over_one ? 2.0 : (over_half ? 1.0 : 0.0);
   double const u = (z - 1.0) / (z + 1.0);
-  double const u2 = u * u;
-  double q = 1.0 / 23;
-  q = q * u2 + 1.0 / 21;
-  q = q * u2 + 1.0 / 19;
-  q = q * u2 + 1.0 / 17;
-  q = q * u2 + 1.0 / 15;
-  q = q * u2 + 1.0 / 13;
-  q = q * u2 + 1.0 / 11;
-  q = q * u2 + 1.0 / 9;
-  q = q * u2 + 1.0 / 7;
-  q = q * u2 + 1.0 / 5;
-  q = q * u2 + 1.0 / 3;
-  q = q * u2 + 1.0;
+  // 1/23, 1/21, ..., 1/3, 1.
+  constexpr double kAtanh[] = {1.0 / 23, 1.0 / 21, 1.0 / 19, 1.0 / 17,
+                               1.0 / 15, 1.0 / 13, 1.0 / 11, 1.0 / 9,
+                               1.0 / 7,  1.0 / 5,  1.0 / 3,  1.0};
+  double const q = horner(u * u, kAtanh);
   return k * ln2 + 2.0 * u * q;
 }
 
