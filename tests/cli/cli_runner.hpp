@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -64,9 +65,11 @@ inline fs::path scratch() {
   const fs::path dir =
       fs::path(::testing::TempDir()) /
       ("softwave_cli_" + name + "_" + std::to_string(::getpid()));
-  // A process id comes round again: start from an empty folder, not one an
-  // earlier run left (its links would make create_symlink fail).
-  fs::remove_all(dir);
+  // A process id comes round again: a test starts from an empty folder,
+  // not one an earlier run left (its links would make create_symlink fail),
+  // and keeps it across its own calls.
+  static std::set<fs::path> emptied;
+  if (emptied.insert(dir).second) fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
