@@ -274,12 +274,17 @@ class Sweeper {
     return false;
   }
 
-  // pair_forward_diagonals with up to 16 blocks of pairs a thread.
+  // pair_forward_diagonals with up to 16 blocks of pairs a thread (for
+  // uneven lengths), as long as their work stays under 64 MiB: a block's
+  // work grows with d·(N + M), and one per thread is always kept.
   void forward_diagonals(std::int64_t pairs, const AccValues<Space>& values) {
-    std::int64_t const blocks =
-        std::min<std::int64_t>(pairs, 16 * std::int64_t(space_.concurrency()));
+    std::int64_t const threads = std::int64_t(space_.concurrency());
     std::int64_t const cells =
         diagonal_walk_cells(n_max_, m_max_, diagonal_features(cost_));
+    std::int64_t const affordable = std::max<std::int64_t>(
+        threads, (64ll << 20) / (cells * std::int64_t(sizeof(acc_t))));
+    std::int64_t const blocks =
+        std::min<std::int64_t>({pairs, 16 * threads, affordable});
     if (pair_rows_.view.extent(0) < std::size_t(blocks) ||
         pair_rows_.view.extent(2) < std::size_t(cells))
       pair_rows_ = call_array<Array3<Space>>(
