@@ -83,14 +83,12 @@ template <class Cells>
 struct FeatureTerms<Cells, std::void_t<decltype(Cells::kFeatureTerms)>>
     : std::bool_constant<Cells::kFeatureTerms> {};
 
-// The features walk_pair_diagonals lays out per pair: d for multivariate
-// series under a per-feature cost, else none.
-template <class CostProvider>
-int diagonal_features(const CostProvider& cost) {
-  using Cells = decltype(cost.pair_cells(0));
+// The features walk_pair_diagonals lays out for a pair's cells: d for
+// multivariate series under a per-feature cost, else none.
+template <class Cells>
+int diagonal_features(const Cells& cell) {
   if constexpr (FeatureTerms<Cells>::value) {
-    int const d = cost.pair_cells(0).d;
-    return d > 1 ? d : 0;
+    return cell.d > 1 ? cell.d : 0;
   } else {
     return 0;
   }
@@ -109,7 +107,7 @@ inline std::int64_t diagonal_walk_cells(std::int64_t n_max, std::int64_t m_max,
 // them in SIMD lanes, where walk_pair's row order waits on each cell's
 // exp/log before the next. Over the band's cells only, as walk_pair; the
 // same value to a few ulps. `work` holds diagonal_walk_cells(n, m,
-// diagonal_features(cost)) values.
+// diagonal_features(cost.pair_cells(p))) values.
 // Anti-diagonal k holds the cells i + j = k (1-based), R(i, k − i) at index
 // i; the columns' band limits make the rows on it an interval whose ends
 // move by at most one from k to k + 1.
@@ -126,7 +124,7 @@ acc_t walk_pair_diagonals(const CostProvider& cost, const Band& band,
   // Multivariate series: x's features by feature (x_feature[f·n + i]) and
   // y's reversed (y_feature[f·m + m − 1 − j]), so that the cells (i, k − i)
   // of an anti-diagonal read both at consecutive addresses.
-  int const features = diagonal_features(cost);
+  int const features = diagonal_features(cell);
   acc_t* const x_feature = costs + (n + 2);
   acc_t* const y_feature = x_feature + features * n;
   if constexpr (FeatureTerms<decltype(cell)>::value) {

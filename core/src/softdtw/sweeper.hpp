@@ -279,8 +279,8 @@ class Sweeper {
   // work grows with d·(N + M), and one per thread is always kept.
   void forward_diagonals(std::int64_t pairs, const AccValues<Space>& values) {
     std::int64_t const threads = std::int64_t(space_.concurrency());
-    std::int64_t const cells =
-        diagonal_walk_cells(n_max_, m_max_, diagonal_features(cost_));
+    std::int64_t const cells = diagonal_walk_cells(
+        n_max_, m_max_, diagonal_features(cost_.pair_cells(0)));
     std::int64_t const affordable = std::max<std::int64_t>(
         threads, (64ll << 20) / (cells * std::int64_t(sizeof(acc_t))));
     std::int64_t const blocks =
