@@ -443,8 +443,8 @@ void register_grid(Grid grid) {
       {softwave::Kernel::portable, ""}};
   if (kHasSpecialised)
     kernels.push_back({softwave::Kernel::specialised, "_specialised"});
-  // On host backends the pair-parallel walks too (values only: each thread
-  // walks whole pairs, in SIMD lanes along anti-diagonals for γ > 0).
+  // On host backends the pair-parallel walks too (each thread walks whole
+  // pairs, in SIMD lanes along anti-diagonals for γ > 0).
   if (kOnHost) kernels.push_back({softwave::Kernel::pairs, "_pairs"});
   for (auto const& [kernel, suffix] : kernels) {
     // Structured bindings are captured by init-capture: C++17 does not let
@@ -458,13 +458,13 @@ void register_grid(Grid grid) {
     };
     auto* forward = add("BM_Forward", Kind::forward);
     for (auto const& s : shapes) forward->Args(s);
+    auto* backward = add("BM_ForwardBackward", Kind::forward_backward);
+    for (auto const& s : shapes) backward->Args(s);
     if (kernel == softwave::Kernel::pairs) {
       add("BM_Pairwise", Kind::pairwise)
           ->Args({pairwise_batch, pairwise_batch, 128, 1});
       continue;
     }
-    auto* backward = add("BM_ForwardBackward", Kind::forward_backward);
-    for (auto const& s : shapes) backward->Args(s);
     add("BM_Pairwise", Kind::pairwise)
         ->Args({pairwise_batch, pairwise_batch, 128, 1});
     auto* cost = add("BM_CostForward", Kind::cost);

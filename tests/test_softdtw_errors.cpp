@@ -170,9 +170,10 @@ TYPED_TEST(Errors, UnknownKernel) {
       softwave::soft_dtw(this->space, this->x, this->y, this->values, o));
 }
 
-// kernel = pairs computes values and hard-DTW paths only: they run, and a
-// call that asks for gradients is refused by name.
-TYPED_TEST(Errors, PairKernelComputesValuesOnly) {
+// kernel = pairs computes values, hard-DTW paths and (on host backends)
+// gradients for γ > 0 with the sqeuclidean or l1 cost: they run, and a
+// gradient it does not form (cosine, hard DTW) is refused by name.
+TYPED_TEST(Errors, PairKernelRefusesWhatItDoesNotCompute) {
   softwave::SoftDTWOptions o;
   o.kernel = softwave::Kernel::pairs;
   EXPECT_NO_THROW(
@@ -183,10 +184,19 @@ TYPED_TEST(Errors, PairKernelComputesValuesOnly) {
                                      this->values, path, path_length, o));
   softwave::SeriesGradients<double, TypeParam> grads;
   grads.grad_x = this->filled("gx", B, N, D);
-  EXPECT_TRUE(throws_naming("kernel", [&] {
+  auto gradients = [&] {
     softwave::soft_dtw_value_and_grad(this->space, this->x, this->y,
                                       this->values, grads, o);
-  }));
+  };
+  if (on_host<TypeParam>)
+    EXPECT_NO_THROW(gradients());
+  else
+    EXPECT_TRUE(throws_naming("kernel", gradients));
+  o.cost = softwave::Cost::cosine;
+  EXPECT_TRUE(throws_naming("kernel", gradients));
+  o.cost = softwave::Cost::l1;
+  o.gamma = 0;
+  EXPECT_TRUE(throws_naming("kernel", gradients));
 }
 
 // ------------------------------------------------------ shapes: batches

@@ -30,6 +30,35 @@ void sweep_gradients(const Space& space) {
 SWT_TYPED_TEST_EACH_INPUT(SoftDTWGradients, SweepMatchesReference,
                           sweep_gradients)
 
+// The pair-parallel backward (kernel = pairs: each host thread walks whole
+// pairs anti-diagonal by anti-diagonal, keeping the band's R and soft-min
+// parts) on the same cases: sqeuclidean and l1, every γ > 0, band, length
+// and grad_output. The cases it does not take (cosine, hard DTW, device
+// backends) are refused by name.
+template <class T, class Space>
+void pair_kernel_gradients(const Space& space) {
+  SWT_SEEDED_RNG(rng);
+  for (Case k : sweep_cases(rng, true)) {
+    k.setup.kernel = softwave::Kernel::pairs;
+    SCOPED_TRACE(k.str());
+    const auto [x, y] = case_inputs<T>(rng, k);
+    if (!on_host<Space> || k.setup.cost == ref::Cost::cosine ||
+        k.setup.gamma == 0.0) {
+      EXPECT_TRUE(throws_naming(
+          "kernel", [&] { library_value_and_grad<T>(space, x, y, k.setup); }));
+      continue;
+    }
+    check_value_and_grad<T>(space, k, x, y);
+    if (k.setup.cost == ref::Cost::sqeuclidean) {
+      SCOPED_TRACE("cost tensor");
+      check_cost_tensor<T>(space, rng, k);
+    }
+  }
+}
+
+SWT_TYPED_TEST_EACH_INPUT(SoftDTWGradients, PairKernelMatchesReference,
+                          pair_kernel_gradients)
+
 // ------------------------------------------------------ finite differences
 
 // Central differences of the library's own values (float64) against its

@@ -94,6 +94,33 @@ TYPED_TEST(Memory, BandKeepsOnlyInBandCheckpoints) {
               expected, 1.0);
 }
 
+// The pair-parallel backward (kernel = pairs, host backends) allocates
+// what workspace_bytes says: blocks of each anti-diagonal's R and soft-min
+// parts over the band's cells, and the features and their gradients.
+TYPED_TEST(Memory, PairBackwardFollowsTheFormula) {
+  const TypeParam space;
+  if constexpr (on_host<TypeParam>) {
+    softwave::SoftDTWOptions options;
+    options.kernel = softwave::Kernel::pairs;
+    for (std::optional<std::int64_t> band :
+         {std::optional<std::int64_t>(), std::optional<std::int64_t>(5)}) {
+      options.band = band;
+      const int B = 3, n = 300, m = 200;
+      const double bytes =
+          static_cast<double>(backward_workspace(space, B, n, m, options));
+      const double expected = static_cast<double>(
+          softwave::workspace_bytes(space, B, n, m, options, true, 1));
+      EXPECT_LE(bytes, expected * 1.001 + 4096);
+      EXPECT_GE(bytes, expected * 0.98);
+      // 16 bytes (R and P) a band cell of every pair walked at once (here
+      // all B), a band cell or more a row, at most 2w + 3.
+      const double most_cells = band ? double(n) * (2 * *band + 3) : n * m;
+      EXPECT_GE(expected, 16.0 * B * (band ? n : n * m));
+      EXPECT_LE(expected, 16.0 * B * most_cells + 8.0 * B * 12 * (n + m));
+    }
+  }
+}
+
 // Band-limited work takes band-limited memory, forward and backward alike:
 // a pair of 60,000 points with a band of 2 needs a few MB (an array of
 // tiles, as there once was, would be (N/T)² doubles: hundreds of MB here;

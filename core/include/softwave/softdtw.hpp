@@ -96,16 +96,26 @@ enum class Cost { sqeuclidean, l1, cosine };
 // ∇y is accumulated with atomic adds, so it can differ in the last bits
 // from run to run.
 //
-// Kernel::pairs is the portable pair-parallel forward, for values and
-// hard-DTW paths only (soft_dtw, soft_dtw_cost, divergences, pairwise,
-// dtw_path; asking it for gradients or alignments is an argument error
-// naming `kernel`): each thread runs whole pairs in one rolling row of M + 1
-// doubles per pair, visiting only the band's cells, so a pair costs O(N·w)
-// with a band of half-width w (dtw_path adds N·M bytes a pair in flight for
-// the steps it follows back, in chunks of at most 256 MiB). `automatic`
-// takes it on host backends for calls of at least four pairs a thread (the
-// CPU main job: many short series); `portable` is the tiled wavefront, which
-// spreads one pair over many threads.
+// Kernel::pairs is the portable pair-parallel path: each thread runs whole
+// pairs, visiting only the band's cells, so a pair costs O(N·w) with a band
+// of half-width w. Values and hard-DTW paths on every backend (soft_dtw,
+// soft_dtw_cost, divergences, pairwise, dtw_path): one rolling row of M + 1
+// doubles per pair (dtw_path adds N·M bytes a pair in flight for the steps
+// it follows back, in chunks of at most 256 MiB); on host backends, γ > 0
+// walks anti-diagonals in SIMD lanes, in blocks of pairs (up to 16 a
+// thread, one at least) of 8·(4·(N + 2) + d·(N + M)) bytes each (d = 0 for
+// d = 1 and cosine) under 64 MiB in all. Gradients and alignments on host
+// backends for γ > 0 with the sqeuclidean or l1 cost or a cost tensor: the
+// forward keeps each anti-diagonal's R and soft-min parts over the band's
+// cells and E runs back along them, blocks of 8·(2·S + (N + 2) + 2·d·(N +
+// M) + 3·(N + M + 2)) bytes (S: the band's cells plus about 2·(N + M);
+// N·M + 2·(N + M) + 4 without a band) under 256 MiB in all. Anything else
+// asked of it (cosine or hard-DTW gradients, gradients on a device) is an
+// argument error naming `kernel`. `automatic` takes it on host backends
+// for calls of at least four pairs a thread (the CPU main job: many short
+// series), for gradients while a block stays under 128 MiB (pairs of up to
+// about 2,900 × 2,900 points without a band); `portable` is the tiled
+// wavefront, which spreads one pair over many threads.
 
 struct SoftDTWOptions {
   double gamma = 1.0;             // γ ≥ 0 and finite; 0 is hard DTW
@@ -242,7 +252,8 @@ int tile_size(const Space& space, const SoftDTWOptions& options);
 template <class Space>
 std::uint64_t workspace_bytes(const Space& space, std::int64_t pairs,
                               std::int64_t n, std::int64_t m,
-                              const SoftDTWOptions& options, bool backward);
+                              const SoftDTWOptions& options, bool backward,
+                              int d);
 
 // Compile-time checks of the entry points' arguments: a wrong argument fails
 // at the call, in a static_assert that names it, instead of deep in a View
@@ -544,18 +555,19 @@ int tile_size(const Space& space, const SoftDTWOptions& options = {}) {
 }
 
 // The workspace in bytes, beyond inputs and outputs, that the portable
-// kernels allocate for `pairs` pairs of lengths n and m: the memory formula
-// above (with per-pair lengths, a band's widths follow each pair's ratio
-// M_b/N_b instead). backward: the calls that
-// return gradients, alignments or paths. Lets a caller refuse work that
-// cannot fit before allocating. (The CUDA-specialised path, where it runs,
-// allocates its own workspace, described with Kernel.)
+// kernels allocate for `pairs` pairs of lengths n and m with d features
+// (0 for a cost tensor): the memory formulas above and with Kernel::pairs
+// (with per-pair lengths, a band's widths follow each pair's ratio M_b/N_b
+// instead). backward: the calls that return gradients, alignments or paths
+// (dtw_path's steps not counted). Lets a caller refuse work that cannot fit
+// before allocating. (The CUDA-specialised path, where it runs, allocates
+// its own workspace, described with Kernel.)
 template <class Space>
 std::uint64_t workspace_bytes(const Space& space, std::int64_t pairs,
                               std::int64_t n, std::int64_t m,
                               const SoftDTWOptions& options = {},
-                              bool backward = false) {
-  return impl::workspace_bytes(space, pairs, n, m, options, backward);
+                              bool backward = false, int d = 1) {
+  return impl::workspace_bytes(space, pairs, n, m, options, backward, d);
 }
 
 }  // namespace softwave

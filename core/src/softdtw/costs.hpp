@@ -27,6 +27,9 @@ struct SeriesCost {
   static constexpr int kGradientFeatures = Blocking<Space>::features;
   static constexpr bool kExpanded =
       metric == Cost::sqeuclidean && Metric<Cost::sqeuclidean>::expanded<W>;
+  // Whether a host thread's walk_pair_gradients forms this cost's gradients
+  // (along anti-diagonals, from the features: per-feature terms only).
+  static constexpr bool kPairGradients = metric != Cost::cosine;
 
   ConstSeriesView<T, Space> x, y;
   PairLengths<Space> lengths;
@@ -85,6 +88,31 @@ struct SeriesCost {
             y.data() + lengths.pairs.y(p) * std::int64_t(y.stride(0)),
             std::int64_t(x.stride(1)), std::int64_t(y.stride(1)),
             int(x.extent(2))};
+  }
+
+  // Adds weight · ∂value/∂x and ∂value/∂y of pair p to its gradients (those
+  // asked for) from walk_pair_gradients' sums Σ_j E_ij ∂term/∂x_i laid out
+  // by feature, x's as x_sums[f·n + i] and y's reversed as y_sums[f·m + m −
+  // 1 − j]; the (x − y)² term's factor 2 is applied here. Host code (one
+  // thread, one pair).
+  void add_pair_gradients(std::int64_t p, acc_t weight, const acc_t* x_sums,
+                          const acc_t* y_sums) const {
+    acc_t const factor = metric == Cost::sqeuclidean ? 2 * weight : weight;
+    int const d = int(x.extent(2));
+    std::int64_t const n = this->n(p), m = this->m(p);
+    if (grad_x.extent(0)) {
+      std::int64_t const a = lengths.pairs.x(p);
+      for (std::int64_t i = 0; i < n; ++i)
+        for (int f = 0; f < d; ++f)
+          grad_x(a, i, f) += gradient_type(factor * x_sums[f * n + i]);
+    }
+    if (grad_y.extent(0)) {
+      std::int64_t const b = lengths.pairs.y(p);
+      for (std::int64_t j = 0; j < m; ++j)
+        for (int f = 0; f < d; ++f)
+          grad_y(b, j, f) +=
+              gradient_type(factor * y_sums[f * m + (m - 1 - j)]);
+    }
   }
 
   // R(r, c) = C(i0 + r − 1, j0 + c − 1) for the tile's h × w cells (band
@@ -418,6 +446,8 @@ struct TensorCost {
     return lengths.m(p);
   }
   int feature_chunk() const { return 0; }  // nothing is staged
+  // walk_pair_gradients applies: the gradient is E, the alignment output.
+  static constexpr bool kPairGradients = true;
   // Pair p's cells C(i, j) (0-based), for a thread that walks the pair on
   // its own (pair_walk.hpp).
   struct PairCells {

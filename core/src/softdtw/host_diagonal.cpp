@@ -79,12 +79,14 @@ inline double log_one_to_three(double s) {
   return k * ln2 + 2.0 * u * q;
 }
 
-}  // namespace
-
-SOFTWAVE_HOST_ISA_CLONES
-void soft_diagonal(const double* __restrict cost, const double* __restrict diag,
-                   const double* __restrict up, double* __restrict out,
-                   std::int64_t count, double gamma) {
+// soft_diagonal's loop; with kParts it also writes each cell's soft-min
+// part (out[q] without the cost), which the backward's weights read.
+template <bool kParts>
+inline void soft_cells(const double* __restrict cost,
+                       const double* __restrict diag,
+                       const double* __restrict up, double* __restrict out,
+                       double* __restrict part, std::int64_t count,
+                       double gamma) {
   double const inf = std::numeric_limits<double>::infinity();
   double const inverse = 1.0 / gamma;
 #if defined(_OPENMP)
@@ -103,13 +105,61 @@ void soft_diagonal(const double* __restrict cost, const double* __restrict diag,
     double const middle = du < middle_low ? middle_low : du;
     double const sum = 1.0 + exp_nonpositive((low - middle) * inverse) +
                        exp_nonpositive((low - high) * inverse);
-    double const value = c + low - gamma * log_one_to_three(sum);
+    double const soft = low - gamma * log_one_to_three(sum);
     // Bitwise, not short-circuit: a branch in the loop would stop it from
     // vectorising.
     bool const finite = (c < inf) & (low < inf);
     bool const nan_before = (c != c) | (low != low) | (d != d) | (u != u);
-    double const kept = finite ? value : inf;
-    out[q] = nan_before ? c + low + d + u : kept;
+    double const kept = finite ? c + soft : inf;
+    double const poisoned = c + low + d + u;
+    out[q] = nan_before ? poisoned : kept;
+    if constexpr (kParts) {
+      double const kept_part = low < inf ? soft : inf;
+      part[q] = nan_before ? poisoned : kept_part;
+    }
+  }
+}
+
+}  // namespace
+
+SOFTWAVE_HOST_ISA_CLONES
+void soft_diagonal(const double* cost, const double* diag, const double* up,
+                   double* out, std::int64_t count, double gamma) {
+  soft_cells<false>(cost, diag, up, out, nullptr, count, gamma);
+}
+
+SOFTWAVE_HOST_ISA_CLONES
+void soft_diagonal_parts(const double* cost, const double* diag,
+                         const double* up, double* out, double* part,
+                         std::int64_t count, double gamma) {
+  soft_cells<true>(cost, diag, up, out, part, count, gamma);
+}
+
+SOFTWAVE_HOST_ISA_CLONES
+void soft_diagonal_backward(double* r_to_e, const double* __restrict next_e,
+                            const double* __restrict next_part,
+                            const double* __restrict after_e,
+                            const double* __restrict after_part,
+                            std::int64_t count, double gamma) {
+  double const inf = std::numeric_limits<double>::infinity();
+  double const inverse = 1.0 / gamma;
+#if defined(_OPENMP)
+#pragma omp simd
+#endif
+  for (std::int64_t q = 0; q < count; ++q) {
+    double const r = r_to_e[q];
+    // A successor's share: E_s times the weight of this cell in its
+    // soft-min, exp((P_s − R)/γ) (P_s <= R, so the argument is <= 0). A
+    // successor outside the band or unreachable has E_s = 0 and contributes
+    // nothing, whatever its P_s (+∞, which would make the weight NaN).
+    auto const share = [&](double e, double p) {
+      double const weighted = e * exp_nonpositive((p - r) * inverse);
+      return e != 0 ? weighted : 0.0;
+    };
+    double const e = share(next_e[q + 1], next_part[q + 1]) +
+                     share(next_e[q], next_part[q]) +
+                     share(after_e[q + 1], after_part[q + 1]);
+    r_to_e[q] = r < inf ? e : 0.0;
   }
 }
 
@@ -166,6 +216,69 @@ void diagonal_feature_costs(const double* a, std::int64_t a_pitch,
     feature_costs<true>(a, a_pitch, b, b_pitch, d, out, count);
   else
     feature_costs<false>(a, a_pitch, b, b_pitch, d, out, count);
+}
+
+namespace {
+
+// ∂term/∂u (u − v for (u − v)², whose factor 2 the caller applies once;
+// sign(u − v) for |u − v|, 0 at u = v); ∂term/∂v is its negative.
+template <bool kL1>
+inline double feature_factor(double u, double v) {
+  if constexpr (kL1) {
+    return double(u > v) - double(u < v);
+  } else {
+    return u - v;
+  }
+}
+
+// diagonal_feature_gradients for one term, in blocks of kBlock cells whose
+// E stays in registers across the features.
+template <bool kL1>
+inline void feature_gradients(const double* __restrict a, std::int64_t a_pitch,
+                              const double* __restrict b, std::int64_t b_pitch,
+                              int d, const double* __restrict e,
+                              double* __restrict a_gradient,
+                              double* __restrict b_gradient,
+                              std::int64_t count) {
+  constexpr int kBlock = 32;
+  std::int64_t q0 = 0;
+  for (; q0 + kBlock <= count; q0 += kBlock) {
+    double weight[kBlock];
+    for (int j = 0; j < kBlock; ++j) weight[j] = e[q0 + j];
+    for (int f = 0; f < d; ++f) {
+      std::int64_t const at = f * a_pitch + q0, bt = f * b_pitch + q0;
+#if defined(_OPENMP)
+#pragma omp simd
+#endif
+      for (int j = 0; j < kBlock; ++j) {
+        double const t = weight[j] * feature_factor<kL1>(a[at + j], b[bt + j]);
+        a_gradient[at + j] += t;
+        b_gradient[bt + j] -= t;
+      }
+    }
+  }
+  for (int f = 0; f < d; ++f)
+    for (std::int64_t q = q0; q < count; ++q) {
+      double const t =
+          e[q] * feature_factor<kL1>(a[f * a_pitch + q], b[f * b_pitch + q]);
+      a_gradient[f * a_pitch + q] += t;
+      b_gradient[f * b_pitch + q] -= t;
+    }
+}
+
+}  // namespace
+
+SOFTWAVE_HOST_ISA_CLONES
+void diagonal_feature_gradients(const double* a, std::int64_t a_pitch,
+                                const double* b, std::int64_t b_pitch, int d,
+                                bool l1, const double* e, double* a_gradient,
+                                double* b_gradient, std::int64_t count) {
+  if (l1)
+    feature_gradients<true>(a, a_pitch, b, b_pitch, d, e, a_gradient,
+                            b_gradient, count);
+  else
+    feature_gradients<false>(a, a_pitch, b, b_pitch, d, e, a_gradient,
+                             b_gradient, count);
 }
 
 }  // namespace softwave::impl

@@ -17,6 +17,26 @@ namespace softwave::impl {
 void soft_diagonal(const double* cost, const double* diag, const double* up,
                    double* out, std::int64_t count, double gamma);
 
+// soft_diagonal that also writes each cell's soft-min part: part[q] =
+// out[q] − cost[q] as computed before the cost is added (+∞ where no
+// predecessor is finite), which the backward's weights read.
+void soft_diagonal_parts(const double* cost, const double* diag,
+                         const double* up, double* out, double* part,
+                         std::int64_t count, double gamma);
+
+// The expected alignment E over one anti-diagonal from the two after it
+// (Cuturi & Blondel's backward recursion, in SIMD lanes as soft_diagonal).
+// For q in [0, count), cell (i, j) at q: r_to_e[q] holds R(i, j) and
+// receives E(i, j) = Σ_s E_s · exp((P_s − R(i, j))/γ) over its successors
+// s: (i + 1, j) at next_*[q + 1], (i, j + 1) at next_*[q] (both on the next
+// anti-diagonal) and (i + 1, j + 1) at after_*[q + 1]; P_s is the
+// successor's soft-min part (soft_diagonal_parts). E is 0 where R(i, j) is
+// +∞; a successor with E_s = 0 (outside the band) adds nothing. γ > 0.
+void soft_diagonal_backward(double* r_to_e, const double* next_e,
+                            const double* next_part, const double* after_e,
+                            const double* after_part, std::int64_t count,
+                            double gamma);
+
 // The costs of an anti-diagonal's cells from features laid out along it:
 // for q in [0, count), out[q] = Σ_f term(a[f·a_pitch + q], b[f·b_pitch + q])
 // with term (a − b)² or, for l1, |a − b|, the features summed in order (as
@@ -26,5 +46,15 @@ void soft_diagonal(const double* cost, const double* diag, const double* up,
 void diagonal_feature_costs(const double* a, std::int64_t a_pitch,
                             const double* b, std::int64_t b_pitch, int d,
                             bool l1, double* out, std::int64_t count);
+
+// The gradients of an anti-diagonal's costs weighted by its E, laid out as
+// diagonal_feature_costs reads the features: for q in [0, count) and each
+// feature f, with t = e[q] · ∂term/∂a (a − b for (a − b)², whose factor 2
+// is the caller's; sign(a − b) for l1), a_gradient[f·a_pitch + q] += t and
+// b_gradient[f·b_pitch + q] −= t.
+void diagonal_feature_gradients(const double* a, std::int64_t a_pitch,
+                                const double* b, std::int64_t b_pitch, int d,
+                                bool l1, const double* e, double* a_gradient,
+                                double* b_gradient, std::int64_t count);
 
 }  // namespace softwave::impl

@@ -76,7 +76,7 @@ walk_pair(const CostProvider& cost, const Band& band,
 }
 
 // Whether a pair's cells (CostProvider::pair_cells) are sums of per-feature
-// terms that walk_pair_diagonals may form along an anti-diagonal.
+// terms that the anti-diagonal walks may form along an anti-diagonal.
 template <class Cells, class = void>
 struct FeatureTerms : std::false_type {};
 template <class Cells>
@@ -94,6 +94,135 @@ int diagonal_features(const Cells& cell) {
   }
 }
 
+// A pair's features laid out for the anti-diagonal walks: x's by feature
+// (x[f·n + i]) and y's reversed (y[f·m + m − 1 − j]), so that the cells
+// (i, k − i) of an anti-diagonal read both at consecutive addresses.
+struct LaidOutFeatures {
+  const acc_t* x = nullptr;
+  const acc_t* y = nullptr;
+  int count = 0;
+};
+
+// The values pass through the work type W, as the cells' terms do.
+template <class W, class Cells>
+LaidOutFeatures lay_out_features(const Cells& cell, int count, std::int64_t n,
+                                 std::int64_t m, acc_t* x, acc_t* y) {
+  if constexpr (FeatureTerms<Cells>::value) {
+    for (int f = 0; f < count; ++f) {
+      for (std::int64_t i = 0; i < n; ++i)
+        x[f * n + i] = acc_t(W(cell.x[i * cell.x_step + f]));
+      for (std::int64_t j = 0; j < m; ++j)
+        y[f * m + (m - 1 - j)] = acc_t(W(cell.y[j * cell.y_step + f]));
+    }
+    return {x, y, count};
+  } else {
+    return {};
+  }
+}
+
+// The rows [first, last] of the band's cells on anti-diagonal k of an n × m
+// pair (the cells i + j = k, 1-based), for k = 2, 3, ..., n + m + 1 in turn:
+// row i's columns [lo, hi] hold the cells of anti-diagonals i + lo to
+// i + hi, both increasing with i, so the ends move by at most one from k to
+// k + 1. Past the grid (k = n + m + 1) the interval is empty.
+class DiagonalRows {
+ public:
+  DiagonalRows(const Band& band, std::int64_t n, std::int64_t m)
+      : band_(band), n_(n), m_(m) {}
+
+  void advance(std::int64_t k) {
+    while (first <= n_ && !reaches(first, k)) ++first;
+    while (last < n_ && starts_by(last + 1, k)) ++last;
+  }
+  // The rows the next two anti-diagonals (and the backward's previous
+  // ones) read of this one: the cells and one row either side, or across a
+  // gap (first > last + 1: no band cells) the rows between. They hold +∞
+  // (R) outside the cells.
+  std::int64_t read_low() const {
+    return first - 1 < last + 1 ? first - 1 : last + 1;
+  }
+  std::int64_t read_high() const {
+    return first - 1 < last + 1 ? last + 1 : first - 1;
+  }
+
+  std::int64_t first = 1, last = 0;
+
+ private:
+  bool reaches(std::int64_t i, std::int64_t k) const {  // i + hi(i) >= k
+    std::int64_t lo, hi;
+    row_columns(band_, i, n_, m_, lo, hi);
+    return i + hi >= k;
+  }
+  bool starts_by(std::int64_t i, std::int64_t k) const {  // i + lo(i) <= k
+    std::int64_t lo, hi;
+    row_columns(band_, i, n_, m_, lo, hi);
+    return i + lo <= k;
+  }
+  Band band_;
+  std::int64_t n_, m_;
+};
+
+// One anti-diagonal's storage, indexed by row: R and, where the backward
+// needs it, the soft-min part (else null).
+struct DiagonalSlots {
+  acc_t* r;
+  acc_t* part;
+};
+
+// The anti-diagonal forward of walk_pair_diagonals and walk_pair_gradients:
+// R(n, m) of pair p (γ > 0) over the band's cells, anti-diagonal by
+// anti-diagonal, each through soft_diagonal in SIMD lanes. slots(k, rows)
+// gives anti-diagonal k's storage, asked once for each k = 0 to n + m in
+// turn (k = 0 and 1, the border, as rows 0 and 1: R(0, 0) = 0, R(0, 1) =
+// R(1, 0) = +∞); `costs` holds n + 2 values; features are the pair's
+// laid-out features, if any.
+template <class Cells, class Slots>
+acc_t diagonal_forward(const Cells& cell, const Band& band, acc_t gamma,
+                       std::int64_t n, std::int64_t m,
+                       const LaidOutFeatures& features, acc_t* costs,
+                       const Slots& slots) {
+  acc_t const inf = compat::infinity<acc_t>();
+  DiagonalRows rows(band, n, m);  // first 1, last 0: rows 0 and 1 kept
+  DiagonalSlots before_last = slots(0, rows), last = slots(1, rows);
+  before_last.r[0] = 0;
+  before_last.r[1] = last.r[0] = last.r[1] = inf;
+  if (last.part) before_last.part[0] = before_last.part[1] = inf;
+  if (last.part) last.part[0] = last.part[1] = inf;
+  for (std::int64_t k = 2; k <= n + m; ++k) {
+    rows.advance(k);
+    std::int64_t const first = rows.first, last_row = rows.last;
+    DiagonalSlots const current = slots(k, rows);
+    if (first <= last_row) {
+      if constexpr (FeatureTerms<Cells>::value) {
+        if (features.count > 0)
+          diagonal_feature_costs(
+              features.x + (first - 1), n, features.y + (m - k + first), m,
+              features.count, Cells::kL1, costs + first, last_row - first + 1);
+      }
+      if (features.count == 0)
+        for (std::int64_t i = first; i <= last_row; ++i)
+          costs[i] = cell(i - 1, k - i - 1);
+      if (current.part)
+        soft_diagonal_parts(costs + first, before_last.r + first - 1,
+                            last.r + first - 1, current.r + first,
+                            current.part + first, last_row - first + 1, gamma);
+      else
+        soft_diagonal(costs + first, before_last.r + first - 1,
+                      last.r + first - 1, current.r + first,
+                      last_row - first + 1, gamma);
+    }
+    // The rows around the cells are outside the band (or the border): +∞.
+    for (std::int64_t i = rows.read_low(); i <= rows.read_high(); ++i)
+      if (i < first || i > last_row) {
+        current.r[i] = inf;
+        if (current.part) current.part[i] = inf;
+      }
+    before_last = last;
+    last = current;
+  }
+  return rows.last == n && rows.first <= n ? last.r[n] : inf;
+}
+
 // Cells a host thread's walk_pair_diagonals needs for series of up to n_max
 // and m_max points: three anti-diagonals of R and one of costs, n_max + 2
 // each, and the pair's `features` laid out feature by feature.
@@ -107,82 +236,169 @@ inline std::int64_t diagonal_walk_cells(std::int64_t n_max, std::int64_t m_max,
 // them in SIMD lanes, where walk_pair's row order waits on each cell's
 // exp/log before the next. Over the band's cells only, as walk_pair; the
 // same value to a few ulps. `work` holds diagonal_walk_cells(n, m,
-// diagonal_features(cost.pair_cells(p))) values.
-// Anti-diagonal k holds the cells i + j = k (1-based), R(i, k − i) at index
-// i; the columns' band limits make the rows on it an interval whose ends
-// move by at most one from k to k + 1.
+// diagonal_features(cost.pair_cells(p))) values: three anti-diagonals in
+// turn, R(i, k − i) at index i.
 template <class CostProvider>
 acc_t walk_pair_diagonals(const CostProvider& cost, const Band& band,
                           acc_t gamma, std::int64_t p, acc_t* work) {
   std::int64_t const n = cost.n(p), m = cost.m(p);
   auto const cell = cost.pair_cells(p);
+  acc_t* const turns[3] = {work, work + (n + 2), work + 2 * (n + 2)};
+  acc_t* const costs = work + 3 * (n + 2);
+  int const count = diagonal_features(cell);
+  LaidOutFeatures const features =
+      lay_out_features<typename CostProvider::work_type>(
+          cell, count, n, m, costs + (n + 2), costs + (n + 2) + count * n);
+  return diagonal_forward(cell, band, gamma, n, m, features, costs,
+                          [&](std::int64_t k, const DiagonalRows&) {
+                            return DiagonalSlots{turns[k % 3], nullptr};
+                          });
+}
+
+// Cells of a pair's stored anti-diagonals (walk_pair_gradients): each
+// anti-diagonal k = 0 to n + m + 1 keeps the rows its neighbours read
+// (DiagonalRows::read_low to read_high; rows 0 and 1 for the border).
+inline std::int64_t stored_diagonal_cells(const Band& band, std::int64_t n,
+                                          std::int64_t m) {
+  DiagonalRows rows(band, n, m);
+  std::int64_t cells = 2 + 2;  // k = 0 and 1
+  for (std::int64_t k = 2; k <= n + m + 1; ++k) {
+    rows.advance(k);
+    cells += rows.read_high() - rows.read_low() + 1;
+  }
+  return cells;
+}
+
+// What a host thread's walk_pair_gradients needs for a pair of up to n_max
+// × m_max points with `features` features: `stored` (>=
+// stored_diagonal_cells) cells twice, for R (then E) and the soft-min
+// parts, a cost anti-diagonal, and the features and their gradients laid
+// out; and three indices an anti-diagonal.
+inline std::int64_t gradient_walk_cells(std::int64_t stored, std::int64_t n_max,
+                                        std::int64_t m_max, int features) {
+  return 2 * stored + (n_max + 2) +
+         2 * std::int64_t(features) * (n_max + m_max);
+}
+inline std::int64_t gradient_walk_indices(std::int64_t n_max,
+                                          std::int64_t m_max) {
+  return 3 * (n_max + m_max + 2);
+}
+
+// Where walk_pair_gradients puts pair p's expected alignment and gradients:
+// alignment(p, i, j) = alignment_scale · E(i, j) over the band's cells (if
+// the view is not empty; the rest is the caller's zero), and weight ·
+// ∂value/∂x (and y) added to the cost provider's gradients of the pair.
+template <class Alignment>
+struct PairBackward {
+  Alignment alignment;
+  acc_t alignment_scale = 1;
+  acc_t weight = 1;
+};
+
+// Soft-DTW's R(n, m) of pair p (γ > 0), its expected alignment and its
+// gradients on a host thread, anti-diagonal by anti-diagonal in SIMD lanes
+// (the cost provider's kPairGradients). The forward keeps every
+// anti-diagonal's R and soft-min parts P (16 bytes a band cell); then E
+// runs back from E(n, m) = 1 anti-diagonal by anti-diagonal
+// (soft_diagonal_backward, E in R's place), and each anti-diagonal's E
+// weights its costs' gradients at once (diagonal_feature_gradients), so the
+// gradient products need no pass of their own over E. `work` holds
+// gradient_walk_cells(stored, n, m, d) values with stored >=
+// stored_diagonal_cells(band, n, m), `index` gradient_walk_indices(n, m).
+template <class CostProvider, class Alignment>
+acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
+                          acc_t gamma, std::int64_t p, std::int64_t stored,
+                          const PairBackward<Alignment>& out, acc_t* work,
+                          std::int64_t* index) {
+  static_assert(CostProvider::kPairGradients);
+  using Cells = typename CostProvider::PairCells;
+  std::int64_t const n = cost.n(p), m = cost.m(p);
+  Cells const cell = cost.pair_cells(p);
   acc_t const inf = compat::infinity<acc_t>();
-  acc_t* before_last = work;            // anti-diagonal k − 2
-  acc_t* last = before_last + (n + 2);  // k − 1
-  acc_t* current = last + (n + 2);      // k
-  acc_t* costs = current + (n + 2);
-  // Multivariate series: x's features by feature (x_feature[f·n + i]) and
-  // y's reversed (y_feature[f·m + m − 1 − j]), so that the cells (i, k − i)
-  // of an anti-diagonal read both at consecutive addresses.
-  int const features = diagonal_features(cell);
-  acc_t* const x_feature = costs + (n + 2);
-  acc_t* const y_feature = x_feature + features * n;
-  if constexpr (FeatureTerms<decltype(cell)>::value) {
-    using W = typename CostProvider::work_type;
-    for (int f = 0; f < features; ++f) {
-      for (std::int64_t i = 0; i < n; ++i)
-        x_feature[f * n + i] = acc_t(W(cell.x[i * cell.x_step + f]));
-      for (std::int64_t j = 0; j < m; ++j)
-        y_feature[f * m + (m - 1 - j)] = acc_t(W(cell.y[j * cell.y_step + f]));
-    }
+  acc_t* const r_store = work;
+  acc_t* const part_store = r_store + stored;
+  acc_t* const costs = part_store + stored;
+  // Series lay out every feature (d = 1 too): the gradients are formed
+  // along the anti-diagonals from them.
+  int count = 0;
+  bool gradients = false;
+  if constexpr (FeatureTerms<Cells>::value) {
+    count = cell.d;
+    gradients = out.weight != 0 &&
+                (cost.grad_x.extent(0) > 0 || cost.grad_y.extent(0) > 0);
   }
-  // k = 0 holds R(0, 0) = 0, k = 1 R(0, 1) = R(1, 0) = +∞.
-  before_last[0] = 0;
-  before_last[1] = last[0] = last[1] = inf;
-  // Row i's columns [lo, hi] hold the cells of anti-diagonals i + lo to
-  // i + hi, both increasing with i: the rows on k are [first, last_row].
-  auto reaches = [&](std::int64_t i, std::int64_t k) {  // i + hi(i) >= k
-    std::int64_t lo, hi;
-    row_columns(band, i, n, m, lo, hi);
-    return i + hi >= k;
+  acc_t* const x_features = costs + (n + 2);
+  acc_t* const y_features = x_features + count * n;
+  acc_t* const x_gradient = y_features + count * m;
+  acc_t* const y_gradient = x_gradient + count * n;  // reversed, as y's
+  LaidOutFeatures const features =
+      lay_out_features<typename CostProvider::work_type>(
+          cell, count, n, m, x_features, y_features);
+  // Anti-diagonal k's cells are rows first[k] to last[k]; its stored rows,
+  // read_low to read_high, start at offset[k].
+  std::int64_t* const offset = index;
+  std::int64_t* const first = offset + (n + m + 2);
+  std::int64_t* const last = first + (n + m + 2);
+  std::int64_t next = 0;
+  auto const low = [&](std::int64_t k) {
+    return first[k] - 1 < last[k] + 1 ? first[k] - 1 : last[k] + 1;
   };
-  auto starts_by = [&](std::int64_t i, std::int64_t k) {  // i + lo(i) <= k
-    std::int64_t lo, hi;
-    row_columns(band, i, n, m, lo, hi);
-    return i + lo <= k;
+  auto const high = [&](std::int64_t k) {
+    return first[k] - 1 < last[k] + 1 ? last[k] + 1 : first[k] - 1;
   };
-  std::int64_t first = 1, last_row = 0;
-  for (std::int64_t k = 2; k <= n + m; ++k) {
-    while (first <= n && !reaches(first, k)) ++first;
-    while (last_row < n && starts_by(last_row + 1, k)) ++last_row;
-    if (features > 0 && first <= last_row) {
-      if constexpr (FeatureTerms<decltype(cell)>::value)
-        diagonal_feature_costs(
-            x_feature + (first - 1), n, y_feature + (m - k + first), m,
-            features, decltype(cell)::kL1, costs + first, last_row - first + 1);
-    } else {
-      for (std::int64_t i = first; i <= last_row; ++i)
-        costs[i] = cell(i - 1, k - i - 1);
-    }
-    if (first <= last_row)
-      soft_diagonal(costs + first, before_last + first - 1, last + first - 1,
-                    current + first, last_row - first + 1, gamma);
-    // The next two anti-diagonals read this one's rows first − 1 to
-    // last_row + 1 (the ends move by one at most): the cells around the
-    // computed ones are outside the band (or the border), +∞.
-    // (An anti-diagonal without band cells, first > last_row, gets +∞
-    // across the gap.)
-    current[first - 1] = inf;
-    std::int64_t const upto =
-        last_row + 1 > first - 1 ? last_row + 1 : first - 1;
-    for (std::int64_t i = last_row + 1; i <= upto && i <= n; ++i)
-      current[i] = inf;
-    acc_t* const recycled = before_last;
-    before_last = last;
-    last = current;
-    current = recycled;
+  auto const r_of = [&](std::int64_t k) {
+    return r_store + offset[k] - low(k);
+  };
+  auto const part_of = [&](std::int64_t k) {
+    return part_store + offset[k] - low(k);
+  };
+  auto const slots = [&](std::int64_t k, const DiagonalRows& rows) {
+    first[k] = rows.first;
+    last[k] = rows.last;
+    offset[k] = next;
+    next += high(k) - low(k) + 1;
+    return DiagonalSlots{r_of(k), part_of(k)};
+  };
+  acc_t const value =
+      diagonal_forward(cell, band, gamma, n, m, features, costs, slots);
+  bool const alignment = out.alignment.extent(0) > 0;
+  if (!(value < inf) || !(gradients || alignment)) return value;
+
+  // Past the grid, anti-diagonal n + m + 1 has no cells, only the rows
+  // n and n + 1 that n + m − 1 reads: E = 0.
+  DiagonalRows past(band, n, m);
+  past.first = n + 1;
+  past.last = n;
+  acc_t* const past_e = slots(n + m + 1, past).r;
+  past_e[n] = past_e[n + 1] = 0;
+  for (std::int64_t q = 0; q < count * (n + m); ++q) x_gradient[q] = 0;
+  for (std::int64_t k = n + m; k >= 2; --k) {
+    acc_t* const e = r_of(k);
+    std::int64_t const i0 = first[k], i1 = last[k];
+    if (k == n + m)
+      e[n] = 1;  // the seed (R(n, m) is finite)
+    else if (i0 <= i1)
+      soft_diagonal_backward(e + i0, r_of(k + 1) + i0, part_of(k + 1) + i0,
+                             r_of(k + 2) + i0, part_of(k + 2) + i0, i1 - i0 + 1,
+                             gamma);
+    for (std::int64_t i = low(k); i <= high(k); ++i)
+      if (i < i0 || i > i1) e[i] = 0;
+    if (i0 > i1) continue;
+    if constexpr (FeatureTerms<Cells>::value)
+      if (gradients)
+        diagonal_feature_gradients(x_features + (i0 - 1), n,
+                                   y_features + (m - k + i0), m, count,
+                                   Cells::kL1, e + i0, x_gradient + (i0 - 1),
+                                   y_gradient + (m - k + i0), i1 - i0 + 1);
+    if (alignment)
+      for (std::int64_t i = i0; i <= i1; ++i)
+        out.alignment(p, i - 1, k - i - 1) =
+            typename Alignment::value_type(out.alignment_scale * e[i]);
   }
-  return last_row == n && first <= n ? last[n] : inf;
+  if constexpr (FeatureTerms<Cells>::value)
+    if (gradients)
+      cost.add_pair_gradients(p, out.weight, x_gradient, y_gradient);
+  return value;
 }
 
 // The optimal path of an n × m pair from the Steps walk_pair<true> wrote:

@@ -16,12 +16,38 @@ int tile_size(const Space&, const SoftDTWOptions& options) {
 template <class Space>
 std::uint64_t workspace_bytes(const Space& space, std::int64_t pairs,
                               std::int64_t n, std::int64_t m,
-                              const SoftDTWOptions& options, bool backward) {
+                              const SoftDTWOptions& options, bool backward,
+                              int d) {
   check_options(options);
-  if (pairs < 0 || n < 0 || m < 0)
-    throw_invalid_argument("workspace_bytes: pairs, n and m must be >= 0 (got ",
-                           pairs, ", ", n, ", ", m, ")");
+  if (pairs < 0 || n < 0 || m < 0 || d < 0)
+    throw_invalid_argument(
+        "workspace_bytes: pairs, n, m and d must be >= 0 (got ", pairs, ", ", n,
+        ", ", m, ", ", d, ")");
   if (pairs == 0 || n == 0 || m == 0) return 0;
+  // The host's pair-parallel walks (sweeper.hpp): blocks of work shared by
+  // the pairs of a thread.
+  if (runs_on_host<Space>() && takes_pair_walks(space, options, pairs)) {
+    std::int64_t const threads = std::int64_t(space.concurrency());
+    bool const per_feature = options.cost != Cost::cosine;
+    if (backward && options.gamma > 0 && per_feature) {
+      std::int64_t const block = gradient_block_bytes(
+          stored_diagonal_cells(band_of(options), n, m), n, m, d);
+      if (options.kernel == Kernel::pairs || block <= kBackwardBlockLimit)
+        return std::uint64_t(block) *
+               std::uint64_t(diagonal_blocks(pairs, threads, block,
+                                             kBackwardDiagonalsBudget));
+    }
+    if (!backward && options.gamma > 0) {
+      std::int64_t const block =
+          diagonal_walk_cells(n, m, per_feature && d > 1 ? d : 0) *
+          std::int64_t(sizeof(acc_t));
+      return std::uint64_t(block) *
+             std::uint64_t(diagonal_blocks(pairs, threads, block,
+                                           kForwardDiagonalsBudget));
+    }
+    if (!backward)  // hard DTW: one rolling row a pair
+      return std::uint64_t(pairs) * std::uint64_t(m + 1) * sizeof(acc_t);
+  }
   // In double: the point is to refuse sizes whose bytes overflow too.
   Tiling const tiling(impl::tile_size(space, options), n, m);
   double const rows = tiling.rows, cols = tiling.cols;
@@ -285,8 +311,8 @@ void pairwise(const Space& space, ConstSeriesView<T, Space> x,
   // Pairs stream through the forward sweep in chunks whose rolling workspace
   // stays under 256 MiB, so memory never grows with B1·B2.
   Tiling const tiling(impl::tile_size(space, options), N, M);
-  std::int64_t const bytes_per_pair = std::int64_t(
-      impl::workspace_bytes(space, 1, N, M, options, /*backward=*/false));
+  std::int64_t const bytes_per_pair = std::int64_t(impl::workspace_bytes(
+      space, 1, N, M, options, /*backward=*/false, int(x.extent(2))));
   std::int64_t const total = PairMap::count(B1, B2, symmetric);
   std::int64_t chunk =
       std::max<std::int64_t>(1, (256ll << 20) / bytes_per_pair);
@@ -395,15 +421,15 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
       ArrayView1<value_t<T>, SPACE>, ArrayView3<int, SPACE>,                  \
       ArrayView1<int, SPACE>, const SoftDTWOptions&, const Lengths<SPACE>&);
 
-#define SOFTWAVE_INSTANTIATE_SPACE(SPACE)                                   \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float)                                \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, double)                               \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, bfloat16)                             \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float16)                              \
-  template int tile_size<SPACE>(const SPACE&, const SoftDTWOptions&);       \
-  template std::uint64_t workspace_bytes<SPACE>(const SPACE&, std::int64_t, \
-                                                std::int64_t, std::int64_t, \
-                                                const SoftDTWOptions&, bool);
+#define SOFTWAVE_INSTANTIATE_SPACE(SPACE)                             \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float)                          \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, double)                         \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, bfloat16)                       \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float16)                        \
+  template int tile_size<SPACE>(const SPACE&, const SoftDTWOptions&); \
+  template std::uint64_t workspace_bytes<SPACE>(                      \
+      const SPACE&, std::int64_t, std::int64_t, std::int64_t,         \
+      const SoftDTWOptions&, bool, int);
 
 SOFTWAVE_INSTANTIATE_SPACE(Kokkos::DefaultExecutionSpace)
 #if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || \

@@ -112,6 +112,43 @@ std::pair<std::int64_t, std::int64_t> boundary_cells(
   return {std::min(row, m_max + 1), std::min(col, n_max + 1)};
 }
 
+// Whether a call of `pairs` pairs takes the pair-parallel walks: when asked
+// for, and by `automatic` on host backends with at least four pairs a
+// thread (fewer leave threads idle that the wavefront would use).
+template <class Space>
+bool takes_pair_walks(const Space& space, const SoftDTWOptions& options,
+                      std::int64_t pairs) {
+  if (options.kernel == Kernel::pairs) return true;
+  return options.kernel == Kernel::automatic && runs_on_host<Space>() &&
+         pairs >= 4 * std::int64_t(space.concurrency());
+}
+
+// Blocks of pairs the host's anti-diagonal walks split `pairs` into: up to
+// 16 a thread (taken dynamically, for uneven lengths) while their work,
+// block_bytes each, stays under `budget`; one a thread always.
+inline std::int64_t diagonal_blocks(std::int64_t pairs, std::int64_t threads,
+                                    std::int64_t block_bytes,
+                                    std::int64_t budget) {
+  return std::min<std::int64_t>(
+      {pairs, 16 * threads,
+       std::max<std::int64_t>(threads, budget / block_bytes)});
+}
+constexpr std::int64_t kForwardDiagonalsBudget = 64ll << 20;
+constexpr std::int64_t kBackwardDiagonalsBudget = 256ll << 20;
+// `automatic` takes the pair-parallel backward while one block's work stays
+// under this (pairs up to about 2,900 × 2,900 points without a band): past
+// it, the tiled sweeps' checkpoints take far less memory.
+constexpr std::int64_t kBackwardBlockLimit = 128ll << 20;
+
+// Bytes of one block's work in the pair-parallel backward: `stored` cells
+// of anti-diagonals (stored_diagonal_cells) for pairs of up to n × m points
+// with d features.
+inline std::int64_t gradient_block_bytes(std::int64_t stored, std::int64_t n,
+                                         std::int64_t m, int d) {
+  return (gradient_walk_cells(stored, n, m, d) + gradient_walk_indices(n, m)) *
+         std::int64_t(sizeof(acc_t));
+}
+
 // The pair-parallel forward: each thread runs whole pairs (walk_pair), in
 // one rolling row of R (rows(p, 0, ·), M + 1 cells) and only over the
 // band's cells. For many short pairs (the CPU main job: thousands of series
@@ -153,6 +190,42 @@ void pair_forward_diagonals(const Space& space, const CostProvider& cost,
         std::int64_t const end = std::min(pairs, (b + 1) * per_block);
         for (std::int64_t p = b * per_block; p < end; ++p)
           values(p) = walk_pair_diagonals(cost, band, gamma, p, &work(b, 0, 0));
+      });
+}
+
+// The pair-parallel Soft-DTW forward and backward on host backends: as
+// pair_forward_diagonals, each pair walked by walk_pair_gradients in its
+// block's work(b, 0, ·) and index(b, ·), which writes the pair's alignment
+// and adds its gradients (pairs write disjoint outputs: gradients are of
+// batched pairs, one series pair each).
+template <class Space, class CostProvider, class T>
+void pair_backward_diagonals(
+    const Space& space, const CostProvider& cost, Band band, acc_t gamma,
+    std::int64_t pairs, std::int64_t blocks, std::int64_t stored,
+    const AccValues<Space>& values, const BackwardOutputs<T, Space>& outputs,
+    const Array3<Space>& work,
+    const Kokkos::View<std::int64_t**, Kokkos::LayoutRight,
+                       typename Space::memory_space>& index) {
+  std::int64_t const per_block = (pairs + blocks - 1) / blocks;
+  Kokkos::parallel_for(
+      "softwave::softdtw::pair_backward_diagonals",
+      Kokkos::RangePolicy<Space, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0,
+                                                                    blocks),
+      [=](std::int64_t b) {
+        std::int64_t const end = std::min(pairs, (b + 1) * per_block);
+        for (std::int64_t p = b * per_block; p < end; ++p) {
+          // E is the pair's own alignment; the incoming gradient weights it
+          // only where gradients are formed (as in BackwardTiles).
+          acc_t const weight =
+              outputs.scale * (outputs.grad_output.extent(0)
+                                   ? acc_t(outputs.grad_output(p))
+                                   : acc_t(1));
+          PairBackward<ArrayView3<T, Space>> const out{
+              outputs.alignment,
+              outputs.alignment_is_gradient ? weight : acc_t(1), weight};
+          values(p) = walk_pair_gradients(cost, band, gamma, p, stored, out,
+                                          &work(b, 0, 0), &index(b, 0));
+        }
       });
 }
 
@@ -237,13 +310,19 @@ class Sweeper {
     // Hard-DTW paths alone (dtw_path) may take the pair-parallel walk.
     bool const paths_only = outputs.path_first.extent(0) > 0 &&
                             outputs.alignment.extent(0) == 0 && gamma_ == 0;
-    if (options_.kernel == Kernel::pairs && !paths_only)
-      throw_invalid_argument(
-          "kernel = pairs computes values and hard-DTW paths only; "
-          "gradients and alignments take kernel = automatic, portable or "
-          "specialised");
     if (paths_only && pair_parallel(pairs))
       return walk_paths(pairs, values, outputs);
+    if constexpr (runs_on_host<Space>() && CostProvider::kPairGradients) {
+      if (gamma_ > 0 && outputs.path_first.extent(0) == 0 &&
+          pair_parallel(pairs) && backward_diagonals(pairs, values, outputs))
+        return;
+    }
+    if (options_.kernel == Kernel::pairs)
+      throw_invalid_argument(
+          "kernel = pairs computes values, hard-DTW paths and, on host "
+          "backends, gradients and alignments for gamma > 0 with the "
+          "sqeuclidean or l1 cost or a cost tensor; the others take kernel "
+          "= automatic, portable or specialised");
     if (specialised_)
       return Specialised::run(space_, cost_, options_, pairs, values.data(),
                               &outputs);
@@ -274,23 +353,61 @@ class Sweeper {
     return false;
   }
 
-  // pair_forward_diagonals with up to 16 blocks of pairs a thread (for
-  // uneven lengths), as long as their work stays under 64 MiB: a block's
-  // work grows with d·(N + M), and one per thread is always kept.
+  // pair_forward_diagonals in diagonal_blocks under kForwardDiagonalsBudget
+  // (a block's work grows with d·(N + M)).
   void forward_diagonals(std::int64_t pairs, const AccValues<Space>& values) {
-    std::int64_t const threads = std::int64_t(space_.concurrency());
     std::int64_t const cells = diagonal_walk_cells(
         n_max_, m_max_, diagonal_features(cost_.pair_cells(0)));
-    std::int64_t const affordable = std::max<std::int64_t>(
-        threads, (64ll << 20) / (cells * std::int64_t(sizeof(acc_t))));
-    std::int64_t const blocks =
-        std::min<std::int64_t>({pairs, 16 * threads, affordable});
+    std::int64_t const blocks = diagonal_blocks(
+        pairs, std::int64_t(space_.concurrency()),
+        cells * std::int64_t(sizeof(acc_t)), kForwardDiagonalsBudget);
     if (pair_rows_.view.extent(0) < std::size_t(blocks) ||
         pair_rows_.view.extent(2) < std::size_t(cells))
       pair_rows_ = call_array<Array3<Space>>(
           space_, "softwave::softdtw::diagonal_work", false, blocks, 1, cells);
     pair_forward_diagonals(space_, cost_, band_, gamma_, pairs, blocks, values,
                            pair_rows_.view);
+  }
+
+  // pair_backward_diagonals in diagonal_blocks under
+  // kBackwardDiagonalsBudget; false, and nothing run, where `automatic`
+  // would give a block more than kBackwardBlockLimit.
+  bool backward_diagonals(std::int64_t pairs, const AccValues<Space>& values,
+                          const BackwardOutputs<T, Space>& outputs) {
+    std::int64_t stored = 0;
+    CostProvider const cost = cost_;
+    Band const band = band_;
+    Kokkos::parallel_reduce(
+        "softwave::softdtw::stored_diagonal_cells",
+        Kokkos::RangePolicy<Space>(space_, 0, pairs),
+        [=](std::int64_t p, std::int64_t& most) {
+          std::int64_t const cells =
+              stored_diagonal_cells(band, cost.n(p), cost.m(p));
+          most = cells > most ? cells : most;
+        },
+        Kokkos::Max<std::int64_t>(stored));
+    int features = 0;
+    if constexpr (FeatureTerms<typename CostProvider::PairCells>::value)
+      features = cost_.pair_cells(0).d;
+    std::int64_t const block_bytes =
+        gradient_block_bytes(stored, n_max_, m_max_, features);
+    if (options_.kernel != Kernel::pairs && block_bytes > kBackwardBlockLimit)
+      return false;
+    std::int64_t const blocks =
+        diagonal_blocks(pairs, std::int64_t(space_.concurrency()), block_bytes,
+                        kBackwardDiagonalsBudget);
+    std::int64_t const cells =
+        gradient_walk_cells(stored, n_max_, m_max_, features);
+    std::int64_t const indices = gradient_walk_indices(n_max_, m_max_);
+    using Index = Kokkos::View<std::int64_t**, Kokkos::LayoutRight,
+                               typename Space::memory_space>;
+    auto const work = call_array<Array3<Space>>(
+        space_, "softwave::softdtw::gradient_work", false, blocks, 1, cells);
+    auto const index = call_array<Index>(
+        space_, "softwave::softdtw::gradient_index", false, blocks, indices);
+    pair_backward_diagonals(space_, cost_, band_, gamma_, pairs, blocks, stored,
+                            values, outputs, work.view, index.view);
+    return true;
   }
 
   // pair_paths in chunks whose Steps (N·M bytes a pair) stay under 256 MiB.
@@ -310,13 +427,8 @@ class Sweeper {
                  values, rows.view, steps.view, outputs);
   }
 
-  // Whether `pairs` pairs take the pair-parallel forward: when asked for,
-  // and by `automatic` on host backends with at least four pairs a thread
-  // (fewer leave threads idle that the wavefront would use).
   bool pair_parallel(std::int64_t pairs) const {
-    if (options_.kernel == Kernel::pairs) return true;
-    return options_.kernel == Kernel::automatic && runs_on_host<Space>() &&
-           pairs >= 4 * std::int64_t(space_.concurrency());
+    return takes_pair_walks(space_, options_, pairs);
   }
 
   // The sweep's arrays come from call_array: stream-ordered on Kokkos::Cuda,
