@@ -460,11 +460,6 @@ void register_grid(Grid grid) {
     for (auto const& s : shapes) forward->Args(s);
     auto* backward = add("BM_ForwardBackward", Kind::forward_backward);
     for (auto const& s : shapes) backward->Args(s);
-    if (kernel == softwave::Kernel::pairs) {
-      add("BM_Pairwise", Kind::pairwise)
-          ->Args({pairwise_batch, pairwise_batch, 128, 1});
-      continue;
-    }
     add("BM_Pairwise", Kind::pairwise)
         ->Args({pairwise_batch, pairwise_batch, 128, 1});
     auto* cost = add("BM_CostForward", Kind::cost);

@@ -112,11 +112,17 @@ TYPED_TEST(Memory, PairBackwardFollowsTheFormula) {
           softwave::workspace_bytes(space, B, n, m, options, true, 1));
       EXPECT_LE(bytes, expected * 1.001 + 4096);
       EXPECT_GE(bytes, expected * 0.98);
-      // 16 bytes (R and P) a band cell of every pair walked at once (here
-      // all B), a band cell or more a row, at most 2w + 3.
+      // Per thread (one block of work each): 16 bytes (R and P) a band
+      // cell, a band cell or more a row, at most 2w + 3; beyond them the
+      // rows around each anti-diagonal's cells, the cost anti-diagonal, the
+      // points laid out, their gradient sums and the indices (about 28·(N +
+      // M) doubles) and a tile.
+      const double threads =
+          Kokkos::Experimental::UniqueToken<TypeParam>(space).size();
       const double most_cells = band ? double(n) * (2 * *band + 3) : n * m;
-      EXPECT_GE(expected, 16.0 * B * (band ? n : n * m));
-      EXPECT_LE(expected, 16.0 * B * most_cells + 8.0 * B * 12 * (n + m));
+      EXPECT_GE(expected / threads, 16.0 * (band ? n : n * m));
+      EXPECT_LE(expected / threads,
+                16.0 * most_cells + 8.0 * (30 * (n + m) + 1100));
     }
   }
 }

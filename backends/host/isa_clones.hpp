@@ -6,11 +6,23 @@
 // the machine can. Elsewhere (other compilers or architectures, and device
 // compilers, which pass host code to theirs) the marker is empty and the
 // function is compiled once for the build's target.
+//
+// Only what is inlined into a clone is compiled for its ISA: a helper the
+// compiler keeps out of line runs the baseline's code from every clone.
+// Helpers of cloned functions are therefore SOFTWAVE_HOST_ISA_INLINE.
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && \
     defined(__linux__) && !defined(__CUDACC__) && !defined(__HIPCC__)
 #define SOFTWAVE_HOST_ISA_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// GCC's vector extensions (vector_size, __builtin_convertvector) there too.
+#define SOFTWAVE_HOST_VECTOR_LANES 1
 #else
 #define SOFTWAVE_HOST_ISA_CLONES
+#endif
+
+#if defined(__GNUC__)
+#define SOFTWAVE_HOST_ISA_INLINE __attribute__((always_inline)) inline
+#else
+#define SOFTWAVE_HOST_ISA_INLINE inline
 #endif

@@ -263,7 +263,7 @@ TEST(CliMemory, EstimatesAreCheckedBeforeAllocating) {
                 "--max-memory", "8G", "-o", (dir / "b.csv").string()}),
       "barycenter needs about");
   expect_error_containing(
-      softwave({"pairwise", "--x", gunpoint, "--max-memory", "1M"}),
+      softwave({"pairwise", "--x", gunpoint, "--max-memory", "200K"}),
       "pairwise needs about");
   expect_error_containing(
       softwave({"cluster", "--x", gunpoint, "-k", "2", "--max-memory", "200K",

@@ -102,20 +102,20 @@ enum class Cost { sqeuclidean, l1, cosine };
 // soft_dtw_cost, divergences, pairwise, dtw_path): one rolling row of M + 1
 // doubles per pair (dtw_path adds N·M bytes a pair in flight for the steps
 // it follows back, in chunks of at most 256 MiB); on host backends, γ > 0
-// walks anti-diagonals in SIMD lanes, in blocks of pairs (up to 16 a
-// thread, one at least) of 8·(4·(N + 2) + d·(N + M)) bytes each (d = 0 for
-// d = 1 and cosine) under 64 MiB in all. Gradients and alignments on host
-// backends for γ > 0 with the sqeuclidean or l1 cost or a cost tensor: the
-// forward keeps each anti-diagonal's R and soft-min parts over the band's
-// cells and E runs back along them, blocks of 8·(2·S + (N + 2) + 2·d·(N +
-// M) + 3·(N + M + 2)) bytes (S: the band's cells plus about 2·(N + M);
-// N·M + 2·(N + M) + 4 without a band) under 256 MiB in all. Anything else
-// asked of it (cosine or hard-DTW gradients, gradients on a device) is an
+// walks anti-diagonals in SIMD lanes, in one block of 8·(4·(N + 2) + d·(N +
+// M)) bytes a thread (d = 0 for d = 1 and cosine). Gradients and
+// alignments on host backends for γ > 0 with the sqeuclidean or l1 cost or
+// a cost tensor: the forward keeps each anti-diagonal's R and soft-min
+// parts over the band's cells and E runs back along them, one block a
+// thread of 8·(2·S + (N + 2) + (d + 2·D + 1)·(N + M) + 1024 + 3·(N + M +
+// 2)) bytes (S: the band's cells plus about 2·(N + M), N·M + 2·(N + M) + 4
+// without a band; D: d rounded up to a multiple of 8). Anything else asked
+// of it (cosine or hard-DTW gradients, gradients on a device) is an
 // argument error naming `kernel`. `automatic` takes it on host backends
 // for calls of at least four pairs a thread (the CPU main job: many short
-// series), for gradients while a block stays under 128 MiB (pairs of up to
-// about 2,900 × 2,900 points without a band); `portable` is the tiled
-// wavefront, which spreads one pair over many threads.
+// series), for gradients while a thread's block stays under 128 MiB (pairs
+// of up to about 2,900 × 2,900 points without a band); `portable` is the
+// tiled wavefront, which spreads one pair over many threads.
 
 struct SoftDTWOptions {
   double gamma = 1.0;             // γ ≥ 0 and finite; 0 is hard DTW

@@ -91,27 +91,25 @@ struct SeriesCost {
   }
 
   // Adds weight · ∂value/∂x and ∂value/∂y of pair p to its gradients (those
-  // asked for) from walk_pair_gradients' sums Σ_j E_ij ∂term/∂x_i laid out
-  // by feature, x's as x_sums[f·n + i] and y's reversed as y_sums[f·m + m −
-  // 1 − j]; the (x − y)² term's factor 2 is applied here. Host code (one
-  // thread, one pair).
-  void add_pair_gradients(std::int64_t p, acc_t weight, const acc_t* x_sums,
-                          const acc_t* y_sums) const {
+  // asked for) from walk_pair_gradients' sums x_sum(i, f) = Σ_j E_ij
+  // ∂term/∂x_if and y_sum(j, f) (0-based points); the (x − y)² term's
+  // factor 2 is applied here. Host code (one thread, one pair).
+  template <class XSum, class YSum>
+  void add_pair_gradients(std::int64_t p, acc_t weight, const XSum& x_sum,
+                          const YSum& y_sum) const {
     acc_t const factor = metric == Cost::sqeuclidean ? 2 * weight : weight;
     int const d = int(x.extent(2));
-    std::int64_t const n = this->n(p), m = this->m(p);
     if (grad_x.extent(0)) {
       std::int64_t const a = lengths.pairs.x(p);
-      for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t i = 0; i < n(p); ++i)
         for (int f = 0; f < d; ++f)
-          grad_x(a, i, f) += gradient_type(factor * x_sums[f * n + i]);
+          grad_x(a, i, f) += gradient_type(factor * x_sum(i, f));
     }
     if (grad_y.extent(0)) {
       std::int64_t const b = lengths.pairs.y(p);
-      for (std::int64_t j = 0; j < m; ++j)
+      for (std::int64_t j = 0; j < m(p); ++j)
         for (int f = 0; f < d; ++f)
-          grad_y(b, j, f) +=
-              gradient_type(factor * y_sums[f * m + (m - 1 - j)]);
+          grad_y(b, j, f) += gradient_type(factor * y_sum(j, f));
     }
   }
 

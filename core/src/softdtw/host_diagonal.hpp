@@ -57,4 +57,16 @@ void diagonal_feature_gradients(const double* a, std::int64_t a_pitch,
                                 bool l1, const double* e, double* a_gradient,
                                 double* b_gradient, std::int64_t count);
 
+// A tile of a pair's expected alignment E (tile[v·tile_pitch + q], rows v
+// of one side against cells q of the other; `transpose` reads it as
+// tile[q·tile_pitch + v], the other side's view) times the other side's
+// points: for each of the `rows` rows v and f in [0, pitch), sums[v·pitch
+// + f] += Σ_q E(v, q) · others[q·pitch + f], or with l1 Σ_q E(v, q) ·
+// sign(self[v·pitch + f] − others[q·pitch + f]). Points lie at a pitch
+// that is a multiple of 8 (zero-padded features); the sums stay in
+// registers across a row's cells, 32 features at a time.
+void tile_products(const double* tile, int tile_pitch, int rows, int cols,
+                   bool transpose, const double* self, const double* others,
+                   int pitch, bool l1, double* sums);
+
 }  // namespace softwave::impl

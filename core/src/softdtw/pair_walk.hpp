@@ -269,6 +269,12 @@ inline std::int64_t stored_diagonal_cells(const Band& band, std::int64_t n,
   return cells;
 }
 
+// Multivariate gradients are formed from tiles of E of this edge
+// (tile_products), and from points at a pitch of d padded to a multiple of
+// 8 (one AVX-512 vector).
+constexpr int kGradientTile = 32;
+inline int gradient_row_pitch(int features) { return (features + 7) / 8 * 8; }
+
 // What a host thread's walk_pair_gradients needs for a pair of up to n_max
 // × m_max points with `features` features: `stored` (>=
 // stored_diagonal_cells) cells twice, for R (then E) and the soft-min
@@ -276,8 +282,10 @@ inline std::int64_t stored_diagonal_cells(const Band& band, std::int64_t n,
 // out; and three indices an anti-diagonal.
 inline std::int64_t gradient_walk_cells(std::int64_t stored, std::int64_t n_max,
                                         std::int64_t m_max, int features) {
+  std::int64_t const pitch = gradient_row_pitch(features);
   return 2 * stored + (n_max + 2) +
-         2 * std::int64_t(features) * (n_max + m_max);
+         (features + 2 * pitch + 1) * (n_max + m_max) +
+         kGradientTile * kGradientTile;
 }
 inline std::int64_t gradient_walk_indices(std::int64_t n_max,
                                           std::int64_t m_max) {
@@ -300,9 +308,13 @@ struct PairBackward {
 // (the cost provider's kPairGradients). The forward keeps every
 // anti-diagonal's R and soft-min parts P (16 bytes a band cell); then E
 // runs back from E(n, m) = 1 anti-diagonal by anti-diagonal
-// (soft_diagonal_backward, E in R's place), and each anti-diagonal's E
-// weights its costs' gradients at once (diagonal_feature_gradients), so the
-// gradient products need no pass of their own over E. `work` holds
+// (soft_diagonal_backward, E in R's place). Univariate series take each
+// anti-diagonal's gradient terms at once (diagonal_feature_gradients);
+// multivariate ones gather E in tiles of kGradientTile² cells and multiply
+// them with the other side's points (tile_products, the sums in registers
+// across a row): for (x − y)², ∂/∂x_i = 2·(x_i·Σ_j E_ij − Σ_j E_ij·y_j) on
+// points centred on x's mean (so the difference keeps its digits), for l1
+// Σ_j E_ij·sign(x_i − y_j). `work` holds
 // gradient_walk_cells(stored, n, m, d) values with stored >=
 // stored_diagonal_cells(band, n, m), `index` gradient_walk_indices(n, m).
 template <class CostProvider, class Alignment>
@@ -329,8 +341,19 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
   }
   acc_t* const x_features = costs + (n + 2);
   acc_t* const y_features = x_features + count * n;
+  // Univariate: the gradient sums laid out as the features.
   acc_t* const x_gradient = y_features + count * m;
   acc_t* const y_gradient = x_gradient + count * n;  // reversed, as y's
+  // Multivariate: the points, their sums by point and E's masses.
+  bool const tiled = count > 1;
+  int const pitch = gradient_row_pitch(count);
+  acc_t* const x_rows = y_features + count * m;
+  acc_t* const y_rows = x_rows + pitch * n;
+  acc_t* const x_sums = y_rows + pitch * m;
+  acc_t* const y_sums = x_sums + pitch * n;
+  acc_t* const x_mass = y_sums + pitch * m;
+  acc_t* const y_mass = x_mass + n;
+  acc_t* const tile = y_mass + m;
   LaidOutFeatures const features =
       lay_out_features<typename CostProvider::work_type>(
           cell, count, n, m, x_features, y_features);
@@ -371,7 +394,10 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
   past.last = n;
   acc_t* const past_e = slots(n + m + 1, past).r;
   past_e[n] = past_e[n + 1] = 0;
-  for (std::int64_t q = 0; q < count * (n + m); ++q) x_gradient[q] = 0;
+  if (tiled)
+    for (std::int64_t q = 0; q < (pitch + 1) * (n + m); ++q) x_sums[q] = 0;
+  else
+    for (std::int64_t q = 0; q < count * (n + m); ++q) x_gradient[q] = 0;
   for (std::int64_t k = n + m; k >= 2; --k) {
     acc_t* const e = r_of(k);
     std::int64_t const i0 = first[k], i1 = last[k];
@@ -384,20 +410,89 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
     for (std::int64_t i = low(k); i <= high(k); ++i)
       if (i < i0 || i > i1) e[i] = 0;
     if (i0 > i1) continue;
-    if constexpr (FeatureTerms<Cells>::value)
+    if (tiled) {
+      for (std::int64_t i = i0; i <= i1; ++i) {
+        x_mass[i - 1] += e[i];
+        y_mass[k - i - 1] += e[i];
+      }
+    } else if constexpr (FeatureTerms<Cells>::value) {
       if (gradients)
         diagonal_feature_gradients(x_features + (i0 - 1), n,
                                    y_features + (m - k + i0), m, count,
                                    Cells::kL1, e + i0, x_gradient + (i0 - 1),
                                    y_gradient + (m - k + i0), i1 - i0 + 1);
+    }
     if (alignment)
       for (std::int64_t i = i0; i <= i1; ++i)
         out.alignment(p, i - 1, k - i - 1) =
             typename Alignment::value_type(out.alignment_scale * e[i]);
   }
-  if constexpr (FeatureTerms<Cells>::value)
-    if (gradients)
-      cost.add_pair_gradients(p, out.weight, x_gradient, y_gradient);
+  if constexpr (FeatureTerms<Cells>::value) {
+    if (!gradients) return value;
+    if (!tiled) {
+      cost.add_pair_gradients(
+          p, out.weight,
+          [&](std::int64_t i, int f) { return x_gradient[f * n + i]; },
+          [&](std::int64_t j, int f) {
+            return y_gradient[f * m + (m - 1 - j)];
+          });
+      return value;
+    }
+    // The points by point, zero-padded to the pitch; for (x − y)² centred on
+    // x's mean (l1's signs are taken of the differences as they are).
+    for (int f = 0; f < pitch; ++f) {
+      acc_t centre = 0;
+      if (f < count && !Cells::kL1) {
+        for (std::int64_t i = 0; i < n; ++i) centre += x_features[f * n + i];
+        centre /= acc_t(n);
+      }
+      for (std::int64_t i = 0; i < n; ++i)
+        x_rows[i * pitch + f] = f < count ? x_features[f * n + i] - centre : 0;
+      for (std::int64_t j = 0; j < m; ++j)
+        y_rows[j * pitch + f] =
+            f < count ? y_features[f * m + (m - 1 - j)] - centre : 0;
+    }
+    int constexpr T = kGradientTile;
+    for (std::int64_t i0 = 1; i0 <= n; i0 += T)
+      for (std::int64_t j0 = 1; j0 <= m; j0 += T) {
+        int const h = int(n - i0 + 1 < T ? n - i0 + 1 : T);
+        int const w = int(m - j0 + 1 < T ? m - j0 + 1 : T);
+        if (!band.touches(i0 - 1, i0 + h - 2, j0 - 1, j0 + w - 2, n, m))
+          continue;
+        // The tile's E, anti-diagonal by anti-diagonal (each a run of
+        // consecutive stored cells); 0 outside the band.
+        for (int q = 0; q < h * T; ++q) tile[q] = 0;
+        for (std::int64_t k = i0 + j0; k <= i0 + j0 + h + w - 2; ++k) {
+          std::int64_t lo = k - (j0 + w - 1), hi = k - j0;
+          lo = lo > i0 ? lo : i0;
+          lo = lo > first[k] ? lo : first[k];
+          hi = hi < i0 + h - 1 ? hi : i0 + h - 1;
+          hi = hi < last[k] ? hi : last[k];
+          const acc_t* const e = r_of(k);
+          for (std::int64_t i = lo; i <= hi; ++i)
+            tile[(i - i0) * T + (k - i - j0)] = e[i];
+        }
+        tile_products(tile, T, h, w, false, x_rows + (i0 - 1) * pitch,
+                      y_rows + (j0 - 1) * pitch, pitch, Cells::kL1,
+                      x_sums + (i0 - 1) * pitch);
+        tile_products(tile, T, w, h, true, y_rows + (j0 - 1) * pitch,
+                      x_rows + (i0 - 1) * pitch, pitch, Cells::kL1,
+                      y_sums + (j0 - 1) * pitch);
+      }
+    auto const sum_of = [&](const acc_t* rows, const acc_t* sums,
+                            const acc_t* mass, std::int64_t v, int f) {
+      std::int64_t const at = v * pitch + f;
+      return Cells::kL1 ? sums[at] : rows[at] * mass[v] - sums[at];
+    };
+    cost.add_pair_gradients(
+        p, out.weight,
+        [&](std::int64_t i, int f) {
+          return sum_of(x_rows, x_sums, x_mass, i, f);
+        },
+        [&](std::int64_t j, int f) {
+          return sum_of(y_rows, y_sums, y_mass, j, f);
+        });
+  }
   return value;
 }
 

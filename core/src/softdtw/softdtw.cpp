@@ -24,27 +24,20 @@ std::uint64_t workspace_bytes(const Space& space, std::int64_t pairs,
         "workspace_bytes: pairs, n, m and d must be >= 0 (got ", pairs, ", ", n,
         ", ", m, ", ", d, ")");
   if (pairs == 0 || n == 0 || m == 0) return 0;
-  // The host's pair-parallel walks (sweeper.hpp): blocks of work shared by
-  // the pairs of a thread.
+  // The host's pair-parallel walks (sweeper.hpp): a block of work a thread.
   if (runs_on_host<Space>() && takes_pair_walks(space, options, pairs)) {
-    std::int64_t const threads = std::int64_t(space.concurrency());
+    std::uint64_t const blocks = diagonal_blocks(space);
     bool const per_feature = options.cost != Cost::cosine;
     if (backward && options.gamma > 0 && per_feature) {
       std::int64_t const block = gradient_block_bytes(
           stored_diagonal_cells(band_of(options), n, m), n, m, d);
       if (options.kernel == Kernel::pairs || block <= kBackwardBlockLimit)
-        return std::uint64_t(block) *
-               std::uint64_t(diagonal_blocks(pairs, threads, block,
-                                             kBackwardDiagonalsBudget));
+        return std::uint64_t(block) * blocks;
     }
-    if (!backward && options.gamma > 0) {
-      std::int64_t const block =
-          diagonal_walk_cells(n, m, per_feature && d > 1 ? d : 0) *
-          std::int64_t(sizeof(acc_t));
-      return std::uint64_t(block) *
-             std::uint64_t(diagonal_blocks(pairs, threads, block,
-                                           kForwardDiagonalsBudget));
-    }
+    if (!backward && options.gamma > 0)
+      return std::uint64_t(
+                 diagonal_walk_cells(n, m, per_feature && d > 1 ? d : 0)) *
+             sizeof(acc_t) * blocks;
     if (!backward)  // hard DTW: one rolling row a pair
       return std::uint64_t(pairs) * std::uint64_t(m + 1) * sizeof(acc_t);
   }

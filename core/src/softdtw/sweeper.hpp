@@ -123,21 +123,16 @@ bool takes_pair_walks(const Space& space, const SoftDTWOptions& options,
          pairs >= 4 * std::int64_t(space.concurrency());
 }
 
-// Blocks of pairs the host's anti-diagonal walks split `pairs` into: up to
-// 16 a thread (taken dynamically, for uneven lengths) while their work,
-// block_bytes each, stays under `budget`; one a thread always.
-inline std::int64_t diagonal_blocks(std::int64_t pairs, std::int64_t threads,
-                                    std::int64_t block_bytes,
-                                    std::int64_t budget) {
-  return std::min<std::int64_t>(
-      {pairs, 16 * threads,
-       std::max<std::int64_t>(threads, budget / block_bytes)});
+// The blocks of work the host's anti-diagonal walks allocate: one for each
+// thread, whose UniqueToken picks it (threads take pairs dynamically, for
+// uneven lengths).
+template <class Space>
+std::int64_t diagonal_blocks(const Space& space) {
+  return Kokkos::Experimental::UniqueToken<Space>(space).size();
 }
-constexpr std::int64_t kForwardDiagonalsBudget = 64ll << 20;
-constexpr std::int64_t kBackwardDiagonalsBudget = 256ll << 20;
-// `automatic` takes the pair-parallel backward while one block's work stays
-// under this (pairs up to about 2,900 × 2,900 points without a band): past
-// it, the tiled sweeps' checkpoints take far less memory.
+// `automatic` takes the pair-parallel backward while a thread's block of
+// work stays under this (pairs up to about 2,900 × 2,900 points without a
+// band): past it, the tiled sweeps' checkpoints take far less memory.
 constexpr std::int64_t kBackwardBlockLimit = 128ll << 20;
 
 // Bytes of one block's work in the pair-parallel backward: `stored` cells
@@ -170,62 +165,59 @@ void pair_forward(const Space& space, const CostProvider& cost, Band band,
       });
 }
 
-// The pair-parallel Soft-DTW forward on host backends: blocks of pairs, a
-// block at a time per thread (dynamic, for uneven lengths), each pair
-// walked anti-diagonal by anti-diagonal in SIMD lanes
-// (walk_pair_diagonals) in its block's work(b, 0, ·), b < blocks. Host code
-// only: the lanes' loop is compiled for the host's vector units
+// The pair-parallel Soft-DTW forward on host backends: each pair walked
+// anti-diagonal by anti-diagonal in SIMD lanes (walk_pair_diagonals) in the
+// work(t, 0, ·) of the thread's token t (diagonal_blocks). Host code only:
+// the lanes' loop is compiled for the host's vector units
 // (host_diagonal.cpp).
 template <class Space, class CostProvider>
 void pair_forward_diagonals(const Space& space, const CostProvider& cost,
                             Band band, acc_t gamma, std::int64_t pairs,
-                            std::int64_t blocks, const AccValues<Space>& values,
+                            const AccValues<Space>& values,
                             const Array3<Space>& work) {
-  std::int64_t const per_block = (pairs + blocks - 1) / blocks;
+  Kokkos::Experimental::UniqueToken<Space> const token(space);
   Kokkos::parallel_for(
       "softwave::softdtw::pair_forward_diagonals",
       Kokkos::RangePolicy<Space, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0,
-                                                                    blocks),
-      [=](std::int64_t b) {
-        std::int64_t const end = std::min(pairs, (b + 1) * per_block);
-        for (std::int64_t p = b * per_block; p < end; ++p)
-          values(p) = walk_pair_diagonals(cost, band, gamma, p, &work(b, 0, 0));
+                                                                    pairs),
+      [=](std::int64_t p) {
+        int const t = token.acquire();
+        values(p) = walk_pair_diagonals(cost, band, gamma, p, &work(t, 0, 0));
+        token.release(t);
       });
 }
 
-// The pair-parallel Soft-DTW forward and backward on host backends: as
-// pair_forward_diagonals, each pair walked by walk_pair_gradients in its
-// block's work(b, 0, ·) and index(b, ·), which writes the pair's alignment
-// and adds its gradients (pairs write disjoint outputs: gradients are of
-// batched pairs, one series pair each).
+// The pair-parallel Soft-DTW forward and backward on host backends: each
+// pair walked by walk_pair_gradients in the work(t, 0, ·) and index(t, ·)
+// of the thread's token t, which writes the pair's alignment and adds its
+// gradients (pairs write disjoint outputs: gradients are of batched pairs,
+// one series pair each).
 template <class Space, class CostProvider, class T>
 void pair_backward_diagonals(
     const Space& space, const CostProvider& cost, Band band, acc_t gamma,
-    std::int64_t pairs, std::int64_t blocks, std::int64_t stored,
-    const AccValues<Space>& values, const BackwardOutputs<T, Space>& outputs,
-    const Array3<Space>& work,
+    std::int64_t pairs, std::int64_t stored, const AccValues<Space>& values,
+    const BackwardOutputs<T, Space>& outputs, const Array3<Space>& work,
     const Kokkos::View<std::int64_t**, Kokkos::LayoutRight,
                        typename Space::memory_space>& index) {
-  std::int64_t const per_block = (pairs + blocks - 1) / blocks;
+  Kokkos::Experimental::UniqueToken<Space> const token(space);
   Kokkos::parallel_for(
       "softwave::softdtw::pair_backward_diagonals",
       Kokkos::RangePolicy<Space, Kokkos::Schedule<Kokkos::Dynamic>>(space, 0,
-                                                                    blocks),
-      [=](std::int64_t b) {
-        std::int64_t const end = std::min(pairs, (b + 1) * per_block);
-        for (std::int64_t p = b * per_block; p < end; ++p) {
-          // E is the pair's own alignment; the incoming gradient weights it
-          // only where gradients are formed (as in BackwardTiles).
-          acc_t const weight =
-              outputs.scale * (outputs.grad_output.extent(0)
-                                   ? acc_t(outputs.grad_output(p))
-                                   : acc_t(1));
-          PairBackward<ArrayView3<T, Space>> const out{
-              outputs.alignment,
-              outputs.alignment_is_gradient ? weight : acc_t(1), weight};
-          values(p) = walk_pair_gradients(cost, band, gamma, p, stored, out,
-                                          &work(b, 0, 0), &index(b, 0));
-        }
+                                                                    pairs),
+      [=](std::int64_t p) {
+        // E is the pair's own alignment; the incoming gradient weights it
+        // only where gradients are formed (as in BackwardTiles).
+        acc_t const weight =
+            outputs.scale * (outputs.grad_output.extent(0)
+                                 ? acc_t(outputs.grad_output(p))
+                                 : acc_t(1));
+        PairBackward<ArrayView3<T, Space>> const out{
+            outputs.alignment,
+            outputs.alignment_is_gradient ? weight : acc_t(1), weight};
+        int const t = token.acquire();
+        values(p) = walk_pair_gradients(cost, band, gamma, p, stored, out,
+                                        &work(t, 0, 0), &index(t, 0));
+        token.release(t);
       });
 }
 
@@ -353,25 +345,23 @@ class Sweeper {
     return false;
   }
 
-  // pair_forward_diagonals in diagonal_blocks under kForwardDiagonalsBudget
-  // (a block's work grows with d·(N + M)).
+  // pair_forward_diagonals, one block of work a thread (a block's work
+  // grows with d·(N + M)).
   void forward_diagonals(std::int64_t pairs, const AccValues<Space>& values) {
     std::int64_t const cells = diagonal_walk_cells(
         n_max_, m_max_, diagonal_features(cost_.pair_cells(0)));
-    std::int64_t const blocks = diagonal_blocks(
-        pairs, std::int64_t(space_.concurrency()),
-        cells * std::int64_t(sizeof(acc_t)), kForwardDiagonalsBudget);
+    std::int64_t const blocks = diagonal_blocks(space_);
     if (pair_rows_.view.extent(0) < std::size_t(blocks) ||
         pair_rows_.view.extent(2) < std::size_t(cells))
       pair_rows_ = call_array<Array3<Space>>(
           space_, "softwave::softdtw::diagonal_work", false, blocks, 1, cells);
-    pair_forward_diagonals(space_, cost_, band_, gamma_, pairs, blocks, values,
+    pair_forward_diagonals(space_, cost_, band_, gamma_, pairs, values,
                            pair_rows_.view);
   }
 
-  // pair_backward_diagonals in diagonal_blocks under
-  // kBackwardDiagonalsBudget; false, and nothing run, where `automatic`
-  // would give a block more than kBackwardBlockLimit.
+  // pair_backward_diagonals, one block of work a thread; false, and
+  // nothing run, where `automatic` would give a block more than
+  // kBackwardBlockLimit.
   bool backward_diagonals(std::int64_t pairs, const AccValues<Space>& values,
                           const BackwardOutputs<T, Space>& outputs) {
     std::int64_t stored = 0;
@@ -393,9 +383,7 @@ class Sweeper {
         gradient_block_bytes(stored, n_max_, m_max_, features);
     if (options_.kernel != Kernel::pairs && block_bytes > kBackwardBlockLimit)
       return false;
-    std::int64_t const blocks =
-        diagonal_blocks(pairs, std::int64_t(space_.concurrency()), block_bytes,
-                        kBackwardDiagonalsBudget);
+    std::int64_t const blocks = diagonal_blocks(space_);
     std::int64_t const cells =
         gradient_walk_cells(stored, n_max_, m_max_, features);
     std::int64_t const indices = gradient_walk_indices(n_max_, m_max_);
@@ -405,8 +393,8 @@ class Sweeper {
         space_, "softwave::softdtw::gradient_work", false, blocks, 1, cells);
     auto const index = call_array<Index>(
         space_, "softwave::softdtw::gradient_index", false, blocks, indices);
-    pair_backward_diagonals(space_, cost_, band_, gamma_, pairs, blocks, stored,
-                            values, outputs, work.view, index.view);
+    pair_backward_diagonals(space_, cost_, band_, gamma_, pairs, stored, values,
+                            outputs, work.view, index.view);
     return true;
   }
 
