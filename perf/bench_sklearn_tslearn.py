@@ -40,6 +40,7 @@ KMEANS = [  # set, n_clusters, metric, metric_params
     ("GunPoint", 2, "dtw", None),
     ("SyntheticControl", 6, "dtw", {"sakoe_chiba_radius": 6}),
     ("Trace", 4, "euclidean", None),
+    ("GunPoint", 2, "softdtw", {"gamma": 1.0}),
 ]
 
 CDIST = ["GunPoint", "Coffee"]  # all-pairs Soft-DTW of train + test
