@@ -292,6 +292,66 @@ inline std::int64_t gradient_walk_indices(std::int64_t n_max,
   return 3 * (n_max + m_max + 2);
 }
 
+// walk_pair_gradients' points by point from its features laid out by
+// feature (x's, and y's reversed), zero-padded to the pitch; `centred` takes
+// x's mean off both (for (x − y)², whose expanded gradient then keeps the
+// digits of the differences).
+inline void lay_out_points(const acc_t* x_features, const acc_t* y_features,
+                           int count, int pitch, std::int64_t n, std::int64_t m,
+                           bool centred, acc_t* x_rows, acc_t* y_rows) {
+  for (int f = 0; f < pitch; ++f) {
+    acc_t centre = 0;
+    if (f < count && centred) {
+      for (std::int64_t i = 0; i < n; ++i) centre += x_features[f * n + i];
+      centre /= acc_t(n);
+    }
+    for (std::int64_t i = 0; i < n; ++i)
+      x_rows[i * pitch + f] = f < count ? x_features[f * n + i] - centre : 0;
+    for (std::int64_t j = 0; j < m; ++j)
+      y_rows[j * pitch + f] =
+          f < count ? y_features[f * m + (m - 1 - j)] - centre : 0;
+  }
+}
+
+// Adds the products of a pair's E with its points, tile by tile of
+// kGradientTile² cells (tile_products): x_sums[(i − 1)·pitch + f] +=
+// Σ_j E(i, j)·y_j[f] and y_sums likewise (or the signs of the differences,
+// with l1). E(i, j) is e_of(i + j)[i], the band's cells of anti-diagonal k
+// being rows first[k] to last[k]; `tile` holds kGradientTile² values.
+template <class EOf>
+void tiled_gradient_sums(const Band& band, std::int64_t n, std::int64_t m,
+                         const std::int64_t* first, const std::int64_t* last,
+                         const EOf& e_of, const acc_t* x_rows,
+                         const acc_t* y_rows, int pitch, bool l1, acc_t* tile,
+                         acc_t* x_sums, acc_t* y_sums) {
+  int constexpr T = kGradientTile;
+  for (std::int64_t i0 = 1; i0 <= n; i0 += T)
+    for (std::int64_t j0 = 1; j0 <= m; j0 += T) {
+      int const h = int(n - i0 + 1 < T ? n - i0 + 1 : T);
+      int const w = int(m - j0 + 1 < T ? m - j0 + 1 : T);
+      if (!band.touches(i0 - 1, i0 + h - 2, j0 - 1, j0 + w - 2, n, m)) continue;
+      // The tile's E, anti-diagonal by anti-diagonal (each a run of
+      // consecutive stored cells); 0 outside the band.
+      for (int q = 0; q < h * T; ++q) tile[q] = 0;
+      for (std::int64_t k = i0 + j0; k <= i0 + j0 + h + w - 2; ++k) {
+        std::int64_t lo = k - (j0 + w - 1), hi = k - j0;
+        lo = lo > i0 ? lo : i0;
+        lo = lo > first[k] ? lo : first[k];
+        hi = hi < i0 + h - 1 ? hi : i0 + h - 1;
+        hi = hi < last[k] ? hi : last[k];
+        const acc_t* const e = e_of(k);
+        for (std::int64_t i = lo; i <= hi; ++i)
+          tile[(i - i0) * T + (k - i - j0)] = e[i];
+      }
+      tile_products(tile, T, h, w, false, x_rows + (i0 - 1) * pitch,
+                    y_rows + (j0 - 1) * pitch, pitch, l1,
+                    x_sums + (i0 - 1) * pitch);
+      tile_products(tile, T, w, h, true, y_rows + (j0 - 1) * pitch,
+                    x_rows + (i0 - 1) * pitch, pitch, l1,
+                    y_sums + (j0 - 1) * pitch);
+    }
+}
+
 // Where walk_pair_gradients puts pair p's expected alignment and gradients:
 // alignment(p, i, j) = alignment_scale · E(i, j) over the band's cells (if
 // the view is not empty; the rest is the caller's zero), and weight ·
@@ -438,47 +498,10 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
           });
       return value;
     }
-    // The points by point, zero-padded to the pitch; for (x − y)² centred on
-    // x's mean (l1's signs are taken of the differences as they are).
-    for (int f = 0; f < pitch; ++f) {
-      acc_t centre = 0;
-      if (f < count && !Cells::kL1) {
-        for (std::int64_t i = 0; i < n; ++i) centre += x_features[f * n + i];
-        centre /= acc_t(n);
-      }
-      for (std::int64_t i = 0; i < n; ++i)
-        x_rows[i * pitch + f] = f < count ? x_features[f * n + i] - centre : 0;
-      for (std::int64_t j = 0; j < m; ++j)
-        y_rows[j * pitch + f] =
-            f < count ? y_features[f * m + (m - 1 - j)] - centre : 0;
-    }
-    int constexpr T = kGradientTile;
-    for (std::int64_t i0 = 1; i0 <= n; i0 += T)
-      for (std::int64_t j0 = 1; j0 <= m; j0 += T) {
-        int const h = int(n - i0 + 1 < T ? n - i0 + 1 : T);
-        int const w = int(m - j0 + 1 < T ? m - j0 + 1 : T);
-        if (!band.touches(i0 - 1, i0 + h - 2, j0 - 1, j0 + w - 2, n, m))
-          continue;
-        // The tile's E, anti-diagonal by anti-diagonal (each a run of
-        // consecutive stored cells); 0 outside the band.
-        for (int q = 0; q < h * T; ++q) tile[q] = 0;
-        for (std::int64_t k = i0 + j0; k <= i0 + j0 + h + w - 2; ++k) {
-          std::int64_t lo = k - (j0 + w - 1), hi = k - j0;
-          lo = lo > i0 ? lo : i0;
-          lo = lo > first[k] ? lo : first[k];
-          hi = hi < i0 + h - 1 ? hi : i0 + h - 1;
-          hi = hi < last[k] ? hi : last[k];
-          const acc_t* const e = r_of(k);
-          for (std::int64_t i = lo; i <= hi; ++i)
-            tile[(i - i0) * T + (k - i - j0)] = e[i];
-        }
-        tile_products(tile, T, h, w, false, x_rows + (i0 - 1) * pitch,
-                      y_rows + (j0 - 1) * pitch, pitch, Cells::kL1,
-                      x_sums + (i0 - 1) * pitch);
-        tile_products(tile, T, w, h, true, y_rows + (j0 - 1) * pitch,
-                      x_rows + (i0 - 1) * pitch, pitch, Cells::kL1,
-                      y_sums + (j0 - 1) * pitch);
-      }
+    lay_out_points(x_features, y_features, count, pitch, n, m,
+                   /*centred=*/!Cells::kL1, x_rows, y_rows);
+    tiled_gradient_sums(band, n, m, first, last, r_of, x_rows, y_rows, pitch,
+                        Cells::kL1, tile, x_sums, y_sums);
     auto const sum_of = [&](const acc_t* rows, const acc_t* sums,
                             const acc_t* mass, std::int64_t v, int f) {
       std::int64_t const at = v * pitch + f;
