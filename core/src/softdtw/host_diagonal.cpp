@@ -80,6 +80,66 @@ inline double log_one_to_three(double s) {
   return k * ln2 + 2.0 * u * q;
 }
 
+#if defined(SOFTWAVE_HOST_VECTOR_LANES)
+// Eight doubles, one AVX-512 vector (two AVX2 ones, four SSE2 ones in the
+// other clones): the sums below are arrays of these, which the compiler
+// keeps in registers, where a plain array it left in memory (2.3 times
+// the time of fwd+bwd 16/512/64).
+typedef double Lanes __attribute__((vector_size(64)));
+SOFTWAVE_HOST_ISA_INLINE void load_lanes(Lanes& to, const double* from) {
+  std::memcpy(&to, from, sizeof to);
+}
+// to = sign(a − b), lane by lane.
+SOFTWAVE_HOST_ISA_INLINE void sign_lanes(Lanes& to, const Lanes& a,
+                                         const Lanes& b) {
+  // Comparisons give −1 (all bits) where true.
+  to = __builtin_convertvector(a < b, Lanes) -
+       __builtin_convertvector(a > b, Lanes);
+}
+#else
+// Elsewhere (device compilers' host passes, other compilers) the same
+// arithmetic on plain arrays.
+struct Lanes {
+  double lane[8];
+  Lanes& operator+=(const Lanes& o) {
+    for (int l = 0; l < 8; ++l) lane[l] += o.lane[l];
+    return *this;
+  }
+  friend Lanes operator*(double w, const Lanes& a) {
+    Lanes out;
+    for (int l = 0; l < 8; ++l) out.lane[l] = w * a.lane[l];
+    return out;
+  }
+};
+inline void load_lanes(Lanes& to, const double* from) {
+  std::memcpy(&to, from, sizeof to);
+}
+inline void sign_lanes(Lanes& to, const Lanes& a, const Lanes& b) {
+  for (int l = 0; l < 8; ++l)
+    to.lane[l] = double(a.lane[l] > b.lane[l]) - double(a.lane[l] < b.lane[l]);
+}
+#endif
+
+// sum += term(u, v) lane by lane: (u − v)², or |u − v| with kL1.
+template <bool kL1>
+SOFTWAVE_HOST_ISA_INLINE void add_term(Lanes& sum, const Lanes& u,
+                                       const Lanes& v) {
+#if defined(SOFTWAVE_HOST_VECTOR_LANES)
+  Lanes const diff = u - v;
+  if constexpr (kL1) {
+    typedef long long Bits __attribute__((vector_size(64)));
+    sum += (Lanes)((Bits)diff & 0x7fffffffffffffffLL);  // the sign cleared
+  } else {
+    sum += diff * diff;
+  }
+#else
+  for (int l = 0; l < 8; ++l) {
+    double const diff = u.lane[l] - v.lane[l];
+    sum.lane[l] += kL1 ? (diff < 0 ? -diff : diff) : diff * diff;
+  }
+#endif
+}
+
 // soft_diagonal's loop; with kParts it also writes each cell's soft-min
 // part (out[q] without the cost), which the backward's weights read.
 template <bool kParts>
@@ -177,38 +237,57 @@ inline double feature_term(double u, double v) {
   }
 }
 
-// diagonal_feature_costs for one term: blocks of kBlock cells keep their
-// sums in registers across the features (four AVX-512 vectors), so a feature
-// costs two loads and one FMA per lane, not also a load and a store of the
-// running sum; the last cells take the same sums one feature at a time.
-template <bool kL1>
-SOFTWAVE_HOST_ISA_INLINE void feature_costs(const double* __restrict a,
-                                            std::int64_t a_pitch,
-                                            const double* __restrict b,
-                                            std::int64_t b_pitch, int d,
-                                            double* __restrict out,
-                                            std::int64_t count) {
-  constexpr int kBlock = 32;
-  std::int64_t q0 = 0;
-  for (; q0 + kBlock <= count; q0 += kBlock) {
-    double sum[kBlock] = {};
-    for (int f = 0; f < d; ++f) {
-      const double* __restrict const u = a + f * a_pitch + q0;
-      const double* __restrict const v = b + f * b_pitch + q0;
-#if defined(_OPENMP)
-#pragma omp simd
-#endif
-      for (int j = 0; j < kBlock; ++j) sum[j] += feature_term<kL1>(u[j], v[j]);
-    }
-    for (int j = 0; j < kBlock; ++j) out[q0 + j] = sum[j];
-  }
-  for (std::int64_t q = q0; q < count; ++q) out[q] = 0;
+// diagonal_feature_costs for one term and kDiagonals anti-diagonals: blocks
+// of 32 rows (then 8) keep their sums in vector registers across the
+// features (with four anti-diagonals, 16 AVX-512 vectors), and a feature's x
+// values are
+// loaded once for all the anti-diagonals, whose y values are the same lines
+// shifted by one: a pass over the features, whose layouts outgrow L1 at a
+// few hundred points, streams them from L2 once per kDiagonals
+// anti-diagonals. The last rows take the same sums one at a time.
+template <bool kL1, int kDiagonals, int kVectors>
+SOFTWAVE_HOST_ISA_INLINE void feature_cost_block(
+    const double* __restrict a, std::int64_t a_pitch,
+    const double* __restrict b, std::int64_t b_pitch, int d,
+    double* __restrict out, std::int64_t out_pitch, std::int64_t q0) {
+  Lanes sum[kDiagonals][kVectors] = {};
   for (int f = 0; f < d; ++f) {
-    const double* __restrict const u = a + f * a_pitch;
-    const double* __restrict const v = b + f * b_pitch;
-    for (std::int64_t q = q0; q < count; ++q)
-      out[q] += feature_term<kL1>(u[q], v[q]);
+    const double* const u = a + f * a_pitch + q0;
+    const double* const v = b + f * b_pitch + q0;
+    Lanes x[kVectors];
+    for (int c = 0; c < kVectors; ++c) load_lanes(x[c], u + 8 * c);
+    for (int s = 0; s < kDiagonals; ++s)
+      for (int c = 0; c < kVectors; ++c) {
+        Lanes y;
+        load_lanes(y, v - s + 8 * c);
+        add_term<kL1>(sum[s][c], x[c], y);
+      }
   }
+  for (int s = 0; s < kDiagonals; ++s)
+    for (int c = 0; c < kVectors; ++c)
+      std::memcpy(out + s * out_pitch + q0 + 8 * c, &sum[s][c], sizeof(Lanes));
+}
+
+template <bool kL1, int kDiagonals>
+SOFTWAVE_HOST_ISA_INLINE void feature_costs(
+    const double* __restrict a, std::int64_t a_pitch,
+    const double* __restrict b, std::int64_t b_pitch, int d,
+    double* __restrict out, std::int64_t out_pitch, std::int64_t count) {
+  std::int64_t q0 = 0;
+  for (; q0 + 32 <= count; q0 += 32)
+    feature_cost_block<kL1, kDiagonals, 4>(a, a_pitch, b, b_pitch, d, out,
+                                           out_pitch, q0);
+  for (; q0 + 8 <= count; q0 += 8)
+    feature_cost_block<kL1, kDiagonals, 1>(a, a_pitch, b, b_pitch, d, out,
+                                           out_pitch, q0);
+  // The last rows, feature by feature (each feature's values adjacent).
+  for (int s = 0; s < kDiagonals; ++s)
+    for (std::int64_t q = q0; q < count; ++q) out[s * out_pitch + q] = 0;
+  for (int f = 0; f < d; ++f)
+    for (int s = 0; s < kDiagonals; ++s)
+      for (std::int64_t q = q0; q < count; ++q)
+        out[s * out_pitch + q] +=
+            feature_term<kL1>(a[f * a_pitch + q], b[f * b_pitch + q - s]);
 }
 
 }  // namespace
@@ -216,11 +295,24 @@ SOFTWAVE_HOST_ISA_INLINE void feature_costs(const double* __restrict a,
 SOFTWAVE_HOST_ISA_CLONES
 void diagonal_feature_costs(const double* a, std::int64_t a_pitch,
                             const double* b, std::int64_t b_pitch, int d,
-                            bool l1, double* out, std::int64_t count) {
-  if (l1)
-    feature_costs<true>(a, a_pitch, b, b_pitch, d, out, count);
+                            bool l1, double* out, std::int64_t out_pitch,
+                            std::int64_t count, int diagonals) {
+  // Direct calls, no lambda: a lambda would be compiled once, for the
+  // baseline, outside this function's clones.
+#define SOFTWAVE_FEATURE_COSTS(kDiagonals)                               \
+  (l1 ? feature_costs<true, kDiagonals>(a, a_pitch, b, b_pitch, d, out,  \
+                                        out_pitch, count)                \
+      : feature_costs<false, kDiagonals>(a, a_pitch, b, b_pitch, d, out, \
+                                         out_pitch, count))
+  if (diagonals >= 4)
+    SOFTWAVE_FEATURE_COSTS(4);
+  else if (diagonals == 3)
+    SOFTWAVE_FEATURE_COSTS(3);
+  else if (diagonals == 2)
+    SOFTWAVE_FEATURE_COSTS(2);
   else
-    feature_costs<false>(a, a_pitch, b, b_pitch, d, out, count);
+    SOFTWAVE_FEATURE_COSTS(1);
+#undef SOFTWAVE_FEATURE_COSTS
 }
 
 namespace {
@@ -287,46 +379,6 @@ void diagonal_feature_gradients(const double* a, std::int64_t a_pitch,
 
 namespace {
 
-#if defined(SOFTWAVE_HOST_VECTOR_LANES)
-// Eight doubles, one AVX-512 vector (two AVX2 ones, four SSE2 ones in the
-// other clones): the sums below are arrays of these, which the compiler
-// keeps in registers, where a plain array it left in memory (2.3 times
-// the time of fwd+bwd 16/512/64).
-typedef double Lanes __attribute__((vector_size(64)));
-SOFTWAVE_HOST_ISA_INLINE void load_lanes(Lanes& to, const double* from) {
-  std::memcpy(&to, from, sizeof to);
-}
-// to = sign(a − b), lane by lane.
-SOFTWAVE_HOST_ISA_INLINE void sign_lanes(Lanes& to, const Lanes& a,
-                                         const Lanes& b) {
-  // Comparisons give −1 (all bits) where true.
-  to = __builtin_convertvector(a < b, Lanes) -
-       __builtin_convertvector(a > b, Lanes);
-}
-#else
-// Elsewhere (device compilers' host passes, other compilers) the same
-// arithmetic on plain arrays.
-struct Lanes {
-  double lane[8];
-  Lanes& operator+=(const Lanes& o) {
-    for (int l = 0; l < 8; ++l) lane[l] += o.lane[l];
-    return *this;
-  }
-  friend Lanes operator*(double w, const Lanes& a) {
-    Lanes out;
-    for (int l = 0; l < 8; ++l) out.lane[l] = w * a.lane[l];
-    return out;
-  }
-};
-inline void load_lanes(Lanes& to, const double* from) {
-  std::memcpy(&to, from, sizeof to);
-}
-inline void sign_lanes(Lanes& to, const Lanes& a, const Lanes& b) {
-  for (int l = 0; l < 8; ++l)
-    to.lane[l] = double(a.lane[l] > b.lane[l]) - double(a.lane[l] < b.lane[l]);
-}
-#endif
-
 // tile_products over the features f0 .. f0 + 8·kVectors − 1 of every row
 // of one side, the sums in registers across the row's cells.
 template <int kVectors, bool kL1, bool kTranspose>
@@ -369,18 +421,19 @@ SOFTWAVE_HOST_ISA_INLINE void tile_products_of(const double* tile,
                                                double* sums) {
   for (int f0 = 0; f0 < pitch; f0 += 32) {
     int const vectors = (pitch - f0 < 32 ? pitch - f0 : 32) / 8;
-    auto const run = [&](auto width) {
-      tile_products_of_width<decltype(width)::value, kL1, kTranspose>(
-          tile, tile_pitch, rows, cols, self, others, pitch, f0, sums);
-    };
+    // Direct calls, no lambda (see diagonal_feature_costs).
+#define SOFTWAVE_TILE_PRODUCTS(kVectors)             \
+  tile_products_of_width<kVectors, kL1, kTranspose>( \
+      tile, tile_pitch, rows, cols, self, others, pitch, f0, sums)
     if (vectors == 1)
-      run(std::integral_constant<int, 1>());
+      SOFTWAVE_TILE_PRODUCTS(1);
     else if (vectors == 2)
-      run(std::integral_constant<int, 2>());
+      SOFTWAVE_TILE_PRODUCTS(2);
     else if (vectors == 3)
-      run(std::integral_constant<int, 3>());
+      SOFTWAVE_TILE_PRODUCTS(3);
     else
-      run(std::integral_constant<int, 4>());
+      SOFTWAVE_TILE_PRODUCTS(4);
+#undef SOFTWAVE_TILE_PRODUCTS
   }
 }
 

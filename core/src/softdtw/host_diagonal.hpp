@@ -37,15 +37,18 @@ void soft_diagonal_backward(double* r_to_e, const double* next_e,
                             const double* after_part, std::int64_t count,
                             double gamma);
 
-// The costs of an anti-diagonal's cells from features laid out along it:
-// for q in [0, count), out[q] = Σ_f term(a[f·a_pitch + q], b[f·b_pitch + q])
-// with term (a − b)² or, for l1, |a − b|, the features summed in order (as
-// a cell's cost is summed everywhere). In SIMD lanes across the cells; a
-// walk that summed each cell's d terms on its own would wait on a chain of
-// d additions per cell.
+// The costs of `diagonals` (1 to 4) consecutive anti-diagonals' cells from
+// features laid out along them: for s < diagonals and q in [0, count),
+// out[s·out_pitch + q] = Σ_f term(a[f·a_pitch + q], b[f·b_pitch + q − s])
+// with term (a − b)² or, for l1, |a − b|, the features summed in order.
+// (With x by feature and y reversed, the cells (i, k + s − i) of
+// anti-diagonal k + s read x at the same addresses for every s and y one
+// further back.) In SIMD lanes across the cells, several anti-diagonals a
+// pass over the features.
 void diagonal_feature_costs(const double* a, std::int64_t a_pitch,
                             const double* b, std::int64_t b_pitch, int d,
-                            bool l1, double* out, std::int64_t count);
+                            bool l1, double* out, std::int64_t out_pitch,
+                            std::int64_t count, int diagonals);
 
 // The gradients of an anti-diagonal's costs weighted by its E, laid out as
 // diagonal_feature_costs reads the features: for q in [0, count) and each

@@ -3,6 +3,7 @@
 // band's cells only: the pair-parallel forward (sweeper.hpp) and the
 // nearest-neighbour search (nearest.cpp) share it.
 
+#include <algorithm>
 #include <softwave/kokkos_compat.hpp>
 #include <type_traits>
 
@@ -94,27 +95,48 @@ int diagonal_features(const Cells& cell) {
   }
 }
 
+// The anti-diagonals whose costs the walks form in one pass over the
+// features (diagonal_feature_costs), and the zeros either side of each of
+// y's laid-out features that the batch's extra cells (outside the grid,
+// never used) read.
+constexpr int kCostBatch = 4;
+constexpr int kFeaturePad = kCostBatch;
+
 // A pair's features laid out for the anti-diagonal walks: x's by feature
-// (x[f·n + i]) and y's reversed (y[f·m + m − 1 − j]), so that the cells
-// (i, k − i) of an anti-diagonal read both at consecutive addresses.
+// (x[f·n + i]) and y's reversed (y[f·y_pitch + m − 1 − j], y_pitch = m +
+// 2·kFeaturePad), so that the cells (i, k − i) of an anti-diagonal read
+// both at consecutive addresses.
 struct LaidOutFeatures {
   const acc_t* x = nullptr;
   const acc_t* y = nullptr;
+  std::int64_t y_pitch = 0;
   int count = 0;
 };
 
-// The values pass through the work type W, as the cells' terms do.
+// Cells lay_out_features fills for `count` features of n and m points.
+inline std::int64_t laid_out_cells(int count, std::int64_t n, std::int64_t m) {
+  return std::int64_t(count) * (n + m + 2 * kFeaturePad);
+}
+
+// Lays out `count` features of the pair's points at `to`
+// (laid_out_cells); the values pass through the work type W, as the cells'
+// terms do.
 template <class W, class Cells>
 LaidOutFeatures lay_out_features(const Cells& cell, int count, std::int64_t n,
-                                 std::int64_t m, acc_t* x, acc_t* y) {
+                                 std::int64_t m, acc_t* to) {
   if constexpr (FeatureTerms<Cells>::value) {
+    acc_t* const x = to;
+    std::int64_t const pitch = m + 2 * kFeaturePad;
+    acc_t* const y = x + count * n + kFeaturePad;
     for (int f = 0; f < count; ++f) {
       for (std::int64_t i = 0; i < n; ++i)
         x[f * n + i] = acc_t(W(cell.x[i * cell.x_step + f]));
+      for (int q = 1; q <= kFeaturePad; ++q)
+        y[f * pitch - q] = y[f * pitch + m - 1 + q] = 0;
       for (std::int64_t j = 0; j < m; ++j)
-        y[f * m + (m - 1 - j)] = acc_t(W(cell.y[j * cell.y_step + f]));
+        y[f * pitch + (m - 1 - j)] = acc_t(W(cell.y[j * cell.y_step + f]));
     }
-    return {x, y, count};
+    return {x, y, pitch, count};
   } else {
     return {};
   }
@@ -174,7 +196,8 @@ struct DiagonalSlots {
 // anti-diagonal, each through soft_diagonal in SIMD lanes. slots(k, rows)
 // gives anti-diagonal k's storage, asked once for each k = 0 to n + m in
 // turn (k = 0 and 1, the border, as rows 0 and 1: R(0, 0) = 0, R(0, 1) =
-// R(1, 0) = +∞); `costs` holds n + 2 values; features are the pair's
+// R(1, 0) = +∞); `costs` holds kCostBatch·(n + 2) values, the costs of
+// kCostBatch anti-diagonals formed at once; features are the pair's
 // laid-out features, if any.
 template <class Cells, class Slots>
 acc_t diagonal_forward(const Cells& cell, const Band& band, acc_t gamma,
@@ -192,22 +215,30 @@ acc_t diagonal_forward(const Cells& cell, const Band& band, acc_t gamma,
     rows.advance(k);
     std::int64_t const first = rows.first, last_row = rows.last;
     DiagonalSlots const current = slots(k, rows);
+    // Anti-diagonal k's costs, by row, at costs + batch·(n + 2): from laid
+    // out features those of k to k + kCostBatch − 1 at once, over rows
+    // first to last_row + kCostBatch − 1 (a superset of each one's cells).
+    int const batch = int((k - 2) % kCostBatch);
+    acc_t* const cost_k = costs + batch * (n + 2);
+    if constexpr (FeatureTerms<Cells>::value) {
+      std::int64_t const high = std::min(n, last_row + kCostBatch - 1);
+      if (features.count > 0 && batch == 0 && first <= high)
+        diagonal_feature_costs(
+            features.x + (first - 1), n, features.y + (m - k + first),
+            features.y_pitch, features.count, Cells::kL1, cost_k + first, n + 2,
+            high - first + 1,
+            int(std::min<std::int64_t>(kCostBatch, n + m - k + 1)));
+    }
     if (first <= last_row) {
-      if constexpr (FeatureTerms<Cells>::value) {
-        if (features.count > 0)
-          diagonal_feature_costs(
-              features.x + (first - 1), n, features.y + (m - k + first), m,
-              features.count, Cells::kL1, costs + first, last_row - first + 1);
-      }
       if (features.count == 0)
         for (std::int64_t i = first; i <= last_row; ++i)
-          costs[i] = cell(i - 1, k - i - 1);
+          cost_k[i] = cell(i - 1, k - i - 1);
       if (current.part)
-        soft_diagonal_parts(costs + first, before_last.r + first - 1,
+        soft_diagonal_parts(cost_k + first, before_last.r + first - 1,
                             last.r + first - 1, current.r + first,
                             current.part + first, last_row - first + 1, gamma);
       else
-        soft_diagonal(costs + first, before_last.r + first - 1,
+        soft_diagonal(cost_k + first, before_last.r + first - 1,
                       last.r + first - 1, current.r + first,
                       last_row - first + 1, gamma);
     }
@@ -224,11 +255,12 @@ acc_t diagonal_forward(const Cells& cell, const Band& band, acc_t gamma,
 }
 
 // Cells a host thread's walk_pair_diagonals needs for series of up to n_max
-// and m_max points: three anti-diagonals of R and one of costs, n_max + 2
-// each, and the pair's `features` laid out feature by feature.
+// and m_max points: three anti-diagonals of R and kCostBatch of costs, n_max
+// + 2 each, and the pair's `features` laid out feature by feature.
 inline std::int64_t diagonal_walk_cells(std::int64_t n_max, std::int64_t m_max,
                                         int features) {
-  return 4 * (n_max + 2) + std::int64_t(features) * (n_max + m_max);
+  return (3 + kCostBatch) * (n_max + 2) +
+         laid_out_cells(features, n_max, m_max);
 }
 
 // Soft-DTW's R(n, m) of pair p (γ > 0) on a host thread, anti-diagonal by
@@ -248,7 +280,7 @@ acc_t walk_pair_diagonals(const CostProvider& cost, const Band& band,
   int const count = diagonal_features(cell);
   LaidOutFeatures const features =
       lay_out_features<typename CostProvider::work_type>(
-          cell, count, n, m, costs + (n + 2), costs + (n + 2) + count * n);
+          cell, count, n, m, costs + kCostBatch * (n + 2));
   return diagonal_forward(cell, band, gamma, n, m, features, costs,
                           [&](std::int64_t k, const DiagonalRows&) {
                             return DiagonalSlots{turns[k % 3], nullptr};
@@ -278,38 +310,43 @@ inline int gradient_row_pitch(int features) { return (features + 7) / 8 * 8; }
 // What a host thread's walk_pair_gradients needs for a pair of up to n_max
 // × m_max points with `features` features: `stored` (>=
 // stored_diagonal_cells) cells twice, for R (then E) and the soft-min
-// parts, a cost anti-diagonal, and the features and their gradients laid
-// out; and three indices an anti-diagonal.
+// parts, kCostBatch cost anti-diagonals, the features laid out, and either
+// their gradient sums laid out the same way (d = 1) or the points, their
+// sums by point, each point's alignment mass and a tile of E (d > 1); and
+// three indices an anti-diagonal.
 inline std::int64_t gradient_walk_cells(std::int64_t stored, std::int64_t n_max,
                                         std::int64_t m_max, int features) {
-  std::int64_t const pitch = gradient_row_pitch(features);
-  return 2 * stored + (n_max + 2) +
-         (features + 2 * pitch + 1) * (n_max + m_max) +
-         kGradientTile * kGradientTile;
+  std::int64_t const laid_out = laid_out_cells(features, n_max, m_max);
+  std::int64_t const by_point =
+      (2 * gradient_row_pitch(features) + 1) * (n_max + m_max) +
+      kGradientTile * kGradientTile;
+  return 2 * stored + kCostBatch * (n_max + 2) + laid_out +
+         (features > 1 ? by_point : laid_out);
 }
 inline std::int64_t gradient_walk_indices(std::int64_t n_max,
                                           std::int64_t m_max) {
   return 3 * (n_max + m_max + 2);
 }
 
-// walk_pair_gradients' points by point from its features laid out by
-// feature (x's, and y's reversed), zero-padded to the pitch; `centred` takes
-// x's mean off both (for (x − y)², whose expanded gradient then keeps the
-// digits of the differences).
-inline void lay_out_points(const acc_t* x_features, const acc_t* y_features,
-                           int count, int pitch, std::int64_t n, std::int64_t m,
-                           bool centred, acc_t* x_rows, acc_t* y_rows) {
+// walk_pair_gradients' points by point from its laid-out features,
+// zero-padded to the pitch; `centred` takes x's mean off both (for (x −
+// y)², whose expanded gradient then keeps the digits of the differences).
+inline void lay_out_points(const LaidOutFeatures& features, int pitch,
+                           std::int64_t n, std::int64_t m, bool centred,
+                           acc_t* x_rows, acc_t* y_rows) {
+  int const count = features.count;
   for (int f = 0; f < pitch; ++f) {
+    const acc_t* const x = features.x + f * n;
+    const acc_t* const y = features.y + f * features.y_pitch;
     acc_t centre = 0;
     if (f < count && centred) {
-      for (std::int64_t i = 0; i < n; ++i) centre += x_features[f * n + i];
+      for (std::int64_t i = 0; i < n; ++i) centre += x[i];
       centre /= acc_t(n);
     }
     for (std::int64_t i = 0; i < n; ++i)
-      x_rows[i * pitch + f] = f < count ? x_features[f * n + i] - centre : 0;
+      x_rows[i * pitch + f] = f < count ? x[i] - centre : 0;
     for (std::int64_t j = 0; j < m; ++j)
-      y_rows[j * pitch + f] =
-          f < count ? y_features[f * m + (m - 1 - j)] - centre : 0;
+      y_rows[j * pitch + f] = f < count ? y[m - 1 - j] - centre : 0;
   }
 }
 
@@ -399,24 +436,24 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
     gradients = out.weight != 0 &&
                 (cost.grad_x.extent(0) > 0 || cost.grad_y.extent(0) > 0);
   }
-  acc_t* const x_features = costs + (n + 2);
-  acc_t* const y_features = x_features + count * n;
+  LaidOutFeatures const features =
+      lay_out_features<typename CostProvider::work_type>(
+          cell, count, n, m, costs + kCostBatch * (n + 2));
+  acc_t* const after_features =
+      costs + kCostBatch * (n + 2) + laid_out_cells(count, n, m);
   // Univariate: the gradient sums laid out as the features.
-  acc_t* const x_gradient = y_features + count * m;
-  acc_t* const y_gradient = x_gradient + count * n;  // reversed, as y's
+  acc_t* const x_gradient = after_features;
+  acc_t* const y_gradient = x_gradient + count * n + kFeaturePad;
   // Multivariate: the points, their sums by point and E's masses.
   bool const tiled = count > 1;
   int const pitch = gradient_row_pitch(count);
-  acc_t* const x_rows = y_features + count * m;
+  acc_t* const x_rows = after_features;
   acc_t* const y_rows = x_rows + pitch * n;
   acc_t* const x_sums = y_rows + pitch * m;
   acc_t* const y_sums = x_sums + pitch * n;
   acc_t* const x_mass = y_sums + pitch * m;
   acc_t* const y_mass = x_mass + n;
   acc_t* const tile = y_mass + m;
-  LaidOutFeatures const features =
-      lay_out_features<typename CostProvider::work_type>(
-          cell, count, n, m, x_features, y_features);
   // Anti-diagonal k's cells are rows first[k] to last[k]; its stored rows,
   // read_low to read_high, start at offset[k].
   std::int64_t* const offset = index;
@@ -457,7 +494,8 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
   if (tiled)
     for (std::int64_t q = 0; q < (pitch + 1) * (n + m); ++q) x_sums[q] = 0;
   else
-    for (std::int64_t q = 0; q < count * (n + m); ++q) x_gradient[q] = 0;
+    for (std::int64_t q = 0; q < laid_out_cells(count, n, m); ++q)
+      x_gradient[q] = 0;
   for (std::int64_t k = n + m; k >= 2; --k) {
     acc_t* const e = r_of(k);
     std::int64_t const i0 = first[k], i1 = last[k];
@@ -477,10 +515,10 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
       }
     } else if constexpr (FeatureTerms<Cells>::value) {
       if (gradients)
-        diagonal_feature_gradients(x_features + (i0 - 1), n,
-                                   y_features + (m - k + i0), m, count,
-                                   Cells::kL1, e + i0, x_gradient + (i0 - 1),
-                                   y_gradient + (m - k + i0), i1 - i0 + 1);
+        diagonal_feature_gradients(
+            features.x + (i0 - 1), n, features.y + (m - k + i0),
+            features.y_pitch, count, Cells::kL1, e + i0, x_gradient + (i0 - 1),
+            y_gradient + (m - k + i0), i1 - i0 + 1);
     }
     if (alignment)
       for (std::int64_t i = i0; i <= i1; ++i)
@@ -494,12 +532,12 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
           p, out.weight,
           [&](std::int64_t i, int f) { return x_gradient[f * n + i]; },
           [&](std::int64_t j, int f) {
-            return y_gradient[f * m + (m - 1 - j)];
+            return y_gradient[f * features.y_pitch + (m - 1 - j)];
           });
       return value;
     }
-    lay_out_points(x_features, y_features, count, pitch, n, m,
-                   /*centred=*/!Cells::kL1, x_rows, y_rows);
+    lay_out_points(features, pitch, n, m, /*centred=*/!Cells::kL1, x_rows,
+                   y_rows);
     tiled_gradient_sums(band, n, m, first, last, r_of, x_rows, y_rows, pitch,
                         Cells::kL1, tile, x_sums, y_sums);
     auto const sum_of = [&](const acc_t* rows, const acc_t* sums,
