@@ -41,7 +41,10 @@ void pair_kernel_gradients(const Space& space) {
   for (Case k : sweep_cases(rng, true)) {
     k.setup.kernel = softwave::Kernel::pairs;
     SCOPED_TRACE(k.str());
-    const auto [x, y] = case_inputs<T>(rng, k);
+    // Named, not a structured binding: C++17 lambdas cannot capture those.
+    const std::pair<Batch, Batch> inputs = case_inputs<T>(rng, k);
+    const Batch& x = inputs.first;
+    const Batch& y = inputs.second;
     if (!on_host<Space> || k.setup.cost == ref::Cost::cosine ||
         k.setup.gamma == 0.0) {
       EXPECT_TRUE(throws_naming(
