@@ -1,7 +1,8 @@
 """softwave's registered PyTorch operators (torch >= 2.4): torch.library's
-opcheck on each, torch.compile(fullgraph=True) of a model that uses SoftDTW
-(no graph break, the same values and gradients as eager), and on the GPU a
-forward and backward captured in a CUDA graph and replayed with new data.
+opcheck on each (Soft-DTW, Sinkhorn, DEER), torch.compile(fullgraph=True) of
+models that use SoftDTW, the Sinkhorn loss and the DEER GRU (no graph
+break, the same values and gradients as eager), and on the GPU forwards and
+backwards captured in a CUDA graph and replayed with new data.
 Debian's torch 1.13 has neither torch.compile nor torch.library.custom_op:
 there these tests skip and the autograd.Function path is what runs."""
 
@@ -11,6 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import softwave  # noqa: E402
+import softwave.deer as deer  # noqa: E402
+import softwave.ot as ot  # noqa: E402
 import softwave.torch as swt  # noqa: E402
 from softwave import _torch_ops  # noqa: E402
 
@@ -34,7 +37,11 @@ def tensors(rng, *shapes, dtype=torch.float32, device="cpu", requires_grad=False
 def test_registered_where_torch_has_custom_ops():
     assert _torch_ops.OPS == hasattr(torch.library, "custom_op")
     if _torch_ops.OPS:
-        for name in ("soft_dtw", "soft_dtw_cost", "pairwise", "dtw_path"):
+        import softwave._torch_deer  # noqa: F401  (softwave.deer and .ot load these on first use)
+        import softwave._torch_ot  # noqa: F401
+
+        for name in ("soft_dtw", "soft_dtw_cost", "pairwise", "dtw_path", "sinkhorn", "sinkhorn_gradients",
+                     "sinkhorn_divergence", "sinkhorn_query", "deer_rnn", "deer_rnn_gradients"):
             assert hasattr(torch.ops.softwave, name), name
 
 
@@ -58,6 +65,59 @@ def test_opcheck_every_operator(rng, device):
     for divergence in (False, True):
         opcheck(torch.ops.softwave.pairwise, (a, b, None, None, 1.0, "l1", -1, "automatic", False, divergence))
     opcheck(torch.ops.softwave.dtw_path, (x.detach(), y.detach(), None, None, "sqeuclidean", -1, False))
+
+
+# Sinkhorn settings in the operators' argument order (softwave._torch_ot.SETTINGS):
+# epsilon, relative, scaling, rho_a, rho_b, iterations, tolerance, check_every, cost, kernel, check.
+SINKHORN = (0.5, False, 0.0, float("inf"), float("inf"), 200, 1e-9, 5, "sqeuclidean", "automatic", False)
+UNBALANCED_ANNEALED = (0.1, True, 0.7, 2.0, 5.0, 50, 0.0, 1, "half_sqeuclidean", "automatic", False)
+
+
+@needs_ops
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_sinkhorn_operators(rng, device):
+    from softwave import _torch_ot
+
+    opcheck = torch.library.opcheck
+    x, y = tensors(rng, (2, 7, 3), (2, 5, 3), dtype=torch.float64, device=device, requires_grad=True)
+    a = torch.tensor(rng.uniform(0.5, 1.5, (2, 7)), dtype=torch.float64, device=device, requires_grad=True)
+    (cost,) = tensors(rng, (2, 7, 5), dtype=torch.float64, device=device)
+    cost = cost.abs().requires_grad_()
+    p, q, u = tensors(rng, (2, 7, 2), (2, 5, 2), (2, 7), dtype=torch.float64, device=device, requires_grad=True)
+    f0, g0 = tensors(rng, (2, 7), (2, 5), dtype=torch.float64, device=device)
+    forms = {"clouds": dict(x=x, y=y, a=a), "matrix": dict(cost=cost), "factors": dict(u=u, p=p, q=q)}
+    for settings in (SINKHORN, UNBALANCED_ANNEALED):
+        for name, form in forms.items():
+            arrays = [form.get(k) for k in _torch_ot.ARRAYS]
+            for warm in ((None, None), (f0, g0)):
+                opcheck(torch.ops.softwave.sinkhorn, (*arrays, *warm, *settings))
+            f, g = (t.detach() for t in torch.ops.softwave.sinkhorn(*arrays, None, None, *settings)[:2])
+            detached = [None if t is None else t.detach() for t in arrays]
+            (z_rows, z_cols) = tensors(rng, (2, 7, 4), (2, 5, 4), dtype=torch.float64, device=device)
+            for kind, z in (("plan", None), ("apply", z_cols), ("apply_transpose", z_rows), ("row_argmax", None),
+                            ("sample_rows", None)):
+                opcheck(torch.ops.softwave.sinkhorn_query, (*detached, f, g, *settings, kind, z, 3, 11))
+    div = (0.5, False, 0.0, float("inf"), float("inf"), 100, 1e-9, 5, "sqeuclidean", "automatic", False)
+    for weights in ((None, None), (a, None)):
+        for want in ((True, True, weights[0] is not None, False), (False, False, False, False)):
+            opcheck(torch.ops.softwave.sinkhorn_divergence, (x, y, *weights, *div, *want))
+
+
+@needs_ops
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_deer_operators(rng, device):
+    opcheck = torch.library.opcheck
+    for cell, gates, n in (("gru", 3, 4), ("lstm", 4, 8), ("elman", 1, 4)):
+        H, m = 4, 2
+        x, h0 = tensors(rng, (2, 9, m), (2, n), dtype=torch.float64, device=device, requires_grad=True)
+        w_ih, w_hh, b = ((0.5 * t).requires_grad_() for t in tensors(
+            rng, (gates * H, m), (gates * H, H), (gates * H,), dtype=torch.float64, device=device))
+        lengths = torch.tensor([9, 4], dtype=torch.int32, device=device)
+        for state, lx, bias_hh, method, jacobian in ((h0, None, b, "deer", "full"), (None, lengths, None, "deer",
+                                                                                     "diagonal"),
+                                                     (h0, lengths, b, "sequential", "full")):
+            settings = (cell, method, jacobian, "automatic", 1e-10, 1e-10, 200, 0, 0.0, 2, False)
+            opcheck(torch.ops.softwave.deer_rnn, (x, state, lx, w_ih, w_hh, b, bias_hh, n, *settings))
 
 
 class _Model(torch.nn.Module):
@@ -120,6 +180,89 @@ def test_compile_functions_without_graph_break(rng):
         torch.testing.assert_close(g, e)
 
 
+class _SinkhornModel(torch.nn.Module):
+    """A point-cloud map trained with the debiased Sinkhorn loss and the
+    plain OT value (GeomLoss's SamplesLoss interface)."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.project = torch.nn.Linear(d, d).double()
+        self.loss = ot.SamplesLoss("sinkhorn", p=2, blur=0.5, scaling=0.0, tolerance=1e-10, max_iterations=400)
+
+    def forward(self, x, y):
+        moved = self.project(x)
+        solved = ot.sinkhorn(moved, y, epsilon=0.5, tolerance=1e-10, max_iterations=400)
+        return self.loss(moved, y).sum() + solved.value.sum() + 0.1 * solved.f.sum()
+
+
+class _DeerModel(torch.nn.Module):
+    def __init__(self, m, hidden):
+        super().__init__()
+        self.gru = deer.GRU(m, hidden, method="deer", atol=1e-12, rtol=1e-12, max_iter=200,
+                            dtype=torch.float64)
+        self.head = torch.nn.Linear(hidden, 1).double()
+
+    def forward(self, x):
+        y, h_n = self.gru(x)
+        return self.head(y).square().mean() + h_n.sum()
+
+
+def _compiled_matches_eager(model, inputs, rtol=1e-7, atol=1e-9):
+    def step(module):
+        module.zero_grad()
+        loss = module(*inputs)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in module.parameters()]
+
+    eager_loss, eager_grads = step(model)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    for _ in range(2):
+        loss, grads = step(compiled)
+        torch.testing.assert_close(loss, eager_loss, rtol=rtol, atol=atol)
+        for g, e in zip(grads, eager_grads):
+            torch.testing.assert_close(g, e, rtol=rtol, atol=atol)
+
+
+@needs_compile
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_sinkhorn_and_deer_fullgraph(rng, device):
+    torch.manual_seed(int(rng.integers(2**31)))
+    x, y = tensors(rng, (2, 30, 3), (2, 24, 3), dtype=torch.float64, device=device)
+    _compiled_matches_eager(_SinkhornModel(3).to(device), (x, y))
+    (sequence,) = tensors(rng, (3, 50, 2), dtype=torch.float64, device=device)
+    _compiled_matches_eager(_DeerModel(2, 5).to(device), (sequence,))
+
+
+@needs_compile
+def test_compile_ot_queries_and_deer_report(rng):
+    """Plan queries and the report (read after the compiled call) trace too."""
+    x, y = tensors(rng, (12, 2), (9, 2), dtype=torch.float64, requires_grad=True)
+    (v,) = tensors(rng, (9, 3), dtype=torch.float64)
+
+    def transported(a, b):
+        r = ot.sinkhorn(a, b, epsilon=0.3, tolerance=1e-10)
+        return r.value, r.apply(v), r.plan(), r.row_argmax(), r.sample_rows(2, seed=5)
+
+    torch._dynamo.reset()
+    expected = transported(x, y)
+    got = torch.compile(transported, fullgraph=True, backend="aot_eager")(x, y)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e)
+    w = [(0.3 * t).requires_grad_() for t in tensors(rng, (6, 1), (6, 6), (6,), (6,), dtype=torch.float64)]
+    sequence = torch.tensor(rng.standard_normal((2, 20, 1)))
+
+    def run(s):
+        out, report = deer.rnn(s, None, *w, cell="elman", method="deer")
+        return out, report
+
+    torch._dynamo.reset()
+    out, report = torch.compile(run, fullgraph=True, backend="aot_eager")(sequence)
+    expected_out, expected_report = run(sequence)
+    torch.testing.assert_close(out, expected_out)
+    assert report == expected_report and report.path == ["deer"] * 2
+
+
 @needs_ops
 def test_second_derivatives_still_refused(rng):
     x, y = tensors(rng, (2, 6, 1), (2, 5, 1), dtype=torch.float64, requires_grad=True)
@@ -168,3 +311,87 @@ def test_cuda_graph_capture_and_replay(rng, kernel):
         torch.testing.assert_close(static_x.grad, expected_x.grad, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(static_y.grad, expected_y.grad, rtol=1e-5, atol=1e-6)
     assert np.isfinite(static_loss.item())
+
+
+@cuda_only
+@needs_ops
+@pytest.mark.parametrize("kernel", ["automatic", "portable"])
+def test_cuda_graph_sinkhorn_capture_and_replay(rng, kernel):
+    """A Sinkhorn training step with a fixed iteration count (no residual
+    checks, no annealing: nothing waits for the host) captured once and
+    replayed on new data: the OT value, the debiased divergence and their
+    gradients, as eager gives them on that data."""
+    shape_x, shape_y = (2, 300, 3), (2, 200, 3)
+    static_x, static_y = tensors(rng, shape_x, shape_y, device="cuda", requires_grad=True)
+    options = dict(epsilon=0.1, tolerance=0.0, max_iterations=60, kernel=kernel)
+
+    def loss_of(x, y):
+        return (ot.sinkhorn(x, y, **options).value.sum()
+                + ot.sinkhorn_divergence(x, y, **options).sum())
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            static_x.grad = static_y.grad = None
+            loss_of(static_x, static_y).backward()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    static_x.grad = static_y.grad = None
+    with torch.cuda.graph(graph):
+        static_loss = loss_of(static_x, static_y)
+        static_loss.backward()
+    for _ in range(3):
+        new_x, new_y = tensors(rng, shape_x, shape_y, device="cuda")
+        with torch.no_grad():
+            static_x.copy_(new_x)
+            static_y.copy_(new_y)
+        graph.replay()
+        expected_x, expected_y = new_x.clone().requires_grad_(), new_y.clone().requires_grad_()
+        expected = loss_of(expected_x, expected_y)
+        expected.backward()
+        torch.testing.assert_close(static_loss, expected, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(static_x.grad, expected_x.grad, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(static_y.grad, expected_y.grad, rtol=1e-4, atol=1e-5)
+    assert np.isfinite(static_loss.item())
+
+
+@cuda_only
+@needs_ops
+def test_deer_capture_is_refused_with_the_reason(rng):
+    """DEER reads each Newton iteration's convergence back to the host, so it
+    cannot be captured in a CUDA graph: the call says so before any work,
+    and the stream is left usable."""
+    w = [(0.3 * t).requires_grad_() for t in tensors(rng, (12, 2), (12, 4), (12,), (12,), device="cuda")]
+    (x,) = tensors(rng, (2, 64, 2), device="cuda")
+    expected, _ = deer.gru(x, None, *w, method="deer")
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="CUDA graph"):
+        with torch.cuda.graph(graph):
+            deer.gru(x, None, *w, method="deer")
+    again, _ = deer.gru(x, None, *w, method="deer")
+    torch.testing.assert_close(again, expected)
+    # The sequential loop waits for nothing: captured with its backward.
+    static_x = x.clone().requires_grad_()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        deer.gru(static_x, None, *w, method="sequential")[0].sum().backward()
+    torch.cuda.current_stream().wait_stream(side)
+    static_x.grad = None
+    for t in w:
+        t.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = deer.gru(static_x, None, *w, method="sequential")[0].square().sum()
+        static_loss.backward()
+    (new_x,) = tensors(rng, (2, 64, 2), device="cuda")
+    with torch.no_grad():
+        static_x.copy_(new_x)
+    graph.replay()
+    expected_x = new_x.clone().requires_grad_()
+    expected = deer.gru(expected_x, None, *[t.detach() for t in w], method="deer", atol=1e-7, rtol=1e-7)[0]
+    expected.square().sum().backward()
+    torch.testing.assert_close(static_loss, expected.square().sum(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(static_x.grad, expected_x.grad, rtol=1e-3, atol=1e-5)

@@ -35,7 +35,6 @@ Jacobians, and full ones at n = 1, with n <= 16), "portable" or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import List, Optional
 
 import numpy as np
@@ -48,36 +47,51 @@ _GATES = {"elman": 1, "gru": 3, "lstm": 4}
 _PATHS = ("deer", "fallback", "sequential", "damped")
 
 
-@dataclass
 class DeerReport:
-    """Per sequence: Newton iterations run and the path its states took."""
+    """Per sequence: Newton iterations run (``iterations``) and the path its
+    states took (``path``). Read when first asked for: reading copies the
+    counts from the device, which waits for it, so a forward whose report
+    nobody reads never waits (and traces under torch.compile)."""
 
-    iterations: List[int]
-    path: List[str]
+    def __init__(self, iterations, path):
+        self._counts = (iterations, path)
+        self._read = None
+
+    def _lists(self):
+        if self._read is None:
+            iterations, path = (np.asarray(a.cpu() if _is_torch(a) else a).reshape(-1) for a in self._counts)
+            self._read = ([int(i) for i in iterations], [_PATHS[int(p)] for p in path])
+        return self._read
+
+    @property
+    def iterations(self) -> List[int]:
+        return self._lists()[0]
+
+    @property
+    def path(self) -> List[str]:
+        return self._lists()[1]
+
+    def __eq__(self, other):
+        return isinstance(other, DeerReport) and self._lists() == other._lists()
+
+    def __repr__(self):
+        return f"DeerReport(iterations={self.iterations}, path={self.path})"
 
 
 def _is_torch(a) -> bool:
     return type(a).__module__.startswith("torch")
 
 
-def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, stream, on_cuda,
+def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, on_cuda,
               damping=0.0, block_size=2):
+    """The core's settings; atol and rtol None: the dtype's defaults.
+    The stream is added where the core is called."""
     if cell not in _GATES:
         raise ValueError(f"softwave: cell must be one of {', '.join(_GATES)} (got {cell!r})")
-    s = {"cell": cell, "method": str(method), "jacobian": str(jacobian), "kernel": str(kernel),
-         "max_iterations": int(max_iter), "chunk": int(chunk), "damping": float(damping),
-         "block_size": int(block_size), "stream": stream,
-         "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
-    if atol is not None:
-        s["atol"] = float(atol)
-    if rtol is not None:
-        s["rtol"] = float(rtol)
-    return s
-
-
-def _report(iterations, path) -> DeerReport:
-    its = [int(i) for i in np.asarray(iterations).reshape(-1)]
-    return DeerReport(iterations=its, path=[_PATHS[int(p)] for p in np.asarray(path).reshape(-1)])
+    return {"cell": cell, "method": str(method), "jacobian": str(jacobian), "kernel": str(kernel),
+            "atol": None if atol is None else float(atol), "rtol": None if rtol is None else float(rtol),
+            "max_iterations": int(max_iter), "chunk": int(chunk), "damping": float(damping),
+            "block_size": int(block_size), "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
 
 
 def _forward_numpy(x, h0, weights, lengths, settings, y=None):
@@ -94,58 +108,8 @@ def _forward_numpy(x, h0, weights, lengths, settings, y=None):
            "weight_ih": w[0], "weight_hh": w[1], "bias_ih": w[2], "bias_hh": w[3],
            "y": np.empty((B, T, n), dtype=dtype) if y is None else y,
            "iterations": np.empty((B,), dtype=np.int32), "path": np.empty((B,), dtype=np.int32)}
-    _core.deer_rnn("forward", out, settings)
+    _core.deer_rnn("forward", out, {k: v for k, v in settings.items() if v is not None})
     return out
-
-
-def _torch_function():
-    import torch
-
-    class _Deer(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, settings, lengths, n, x, h0, w_ih, w_hh, b_ih, b_hh):
-            B, T = x.shape[0], x.shape[1]
-            arrays = {"x": x.detach().contiguous(),
-                      "y0": None if h0 is None else h0.detach().contiguous(),
-                      "lengths": lengths,
-                      "weight_ih": w_ih.detach().contiguous(), "weight_hh": w_hh.detach().contiguous(),
-                      "bias_ih": None if b_ih is None else b_ih.detach().contiguous(),
-                      "bias_hh": None if b_hh is None else b_hh.detach().contiguous(),
-                      "y": x.new_empty((B, T, n)),
-                      "iterations": torch.empty((B,), dtype=torch.int32, device=x.device),
-                      "path": torch.empty((B,), dtype=torch.int32, device=x.device)}
-            _core.deer_rnn("forward", arrays, settings)
-            ctx.arrays = arrays
-            ctx.settings = settings
-            ctx.has = (h0 is not None, b_ih is not None, b_hh is not None)
-            ctx.mark_non_differentiable(arrays["iterations"], arrays["path"])
-            return arrays["y"], arrays["iterations"], arrays["path"]
-
-        @staticmethod
-        def backward(ctx, grad_y, _iterations, _path):
-            a = dict(ctx.arrays)
-            has_h0, has_bih, has_bhh = ctx.has
-            need = ctx.needs_input_grad
-            grads = {"grad_y": grad_y.contiguous(),
-                     "grad_x": torch.empty_like(a["x"]) if need[3] else None,
-                     "grad_y0": a["x"].new_empty((a["x"].shape[0], grad_y.shape[2]))
-                     if has_h0 and need[4] else None,
-                     "grad_weight_ih": torch.empty_like(a["weight_ih"]) if need[5] else None,
-                     "grad_weight_hh": torch.empty_like(a["weight_hh"]) if need[6] else None,
-                     "grad_bias_ih": torch.empty_like(a["bias_ih"]) if has_bih and need[7] else None,
-                     "grad_bias_hh": torch.empty_like(a["bias_hh"]) if has_bhh and need[8] else None}
-            del a["iterations"], a["path"]
-            a.update(grads)
-            settings = dict(ctx.settings)
-            settings["warm_start"] = False
-            _core.deer_rnn("gradients", a, settings)
-            return (None, None, None, grads["grad_x"], grads["grad_y0"], grads["grad_weight_ih"],
-                    grads["grad_weight_hh"], grads["grad_bias_ih"], grads["grad_bias_hh"])
-
-    return _Deer
-
-
-_DEER_FUNCTION = None
 
 
 def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, *, cell: str = "gru",
@@ -178,24 +142,20 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
     if _is_torch(x):
         import torch
 
-        global _DEER_FUNCTION
-        if _DEER_FUNCTION is None:
-            _DEER_FUNCTION = _torch_function()
-        on_cuda = x.device.type == "cuda"
-        stream = int(torch.cuda.current_stream(x.device).cuda_stream) if on_cuda else 0
+        from . import _torch_deer
+
         settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs,
-                             stream, on_cuda, damping, block_size)
+                             x.device.type == "cuda", damping, block_size)
         if lengths is not None:
             lengths = torch.as_tensor(lengths, dtype=torch.int32, device=x.device).contiguous()
-        y, iterations, path = _DEER_FUNCTION.apply(settings, lengths, n, x, h0, weight_ih, weight_hh,
-                                                   bias_ih, bias_hh)
-        report = _report(iterations.cpu().numpy(), path.cpu().numpy())
+        y, iterations, path = _torch_deer.rnn(settings, lengths, n, x, h0, weight_ih, weight_hh, bias_ih, bias_hh)
+        report = DeerReport(iterations, path)
     else:
-        settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, 0,
-                             False, damping, block_size)
+        settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, False,
+                             damping, block_size)
         out = _forward_numpy(x, h0, (weight_ih, weight_hh, bias_ih, bias_hh), lengths, settings)
         y = out["y"]
-        report = _report(out["iterations"], out["path"])
+        report = DeerReport(out["iterations"], out["path"])
     return (y[0] if single else y), report
 
 

@@ -63,7 +63,11 @@ class _Frame:
             a = np.asarray(like)
             self.dtype = a.dtype if a.dtype in (np.float32, np.float64) else np.dtype(np.float64)
 
-    def array(self, name, a):
+    def array(self, name, a, keep_graph=False):
+        """a as a contiguous array of the data's dtype and device; torch
+        tensors detached unless keep_graph (under torch.compile the
+        operators' autograd starts from the arrays; softwave._torch_ot
+        detaches what the core reads)."""
         if a is None:
             return None
         if self.torch:
@@ -74,7 +78,7 @@ class _Frame:
                 raise ValueError(f"softwave: {name} is on {a.device} but the data are on {self.device}")
             if a.dtype != self.dtype:
                 raise TypeError(f"softwave: {name} is {a.dtype} but the data are {self.dtype}")
-            return a.detach().contiguous()
+            return a.contiguous() if keep_graph else a.detach().contiguous()
         a = np.asarray(a)
         if a.dtype.kind not in "fiub":
             raise TypeError(f"softwave: {name} must be a real array (got dtype {a.dtype})")
@@ -131,7 +135,6 @@ def _settings(frame, *, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, 
         "cost": cost,
         "kernel": str(kernel),
         "check": frame.default_check() if check_inputs is None else bool(check_inputs),
-        "stream": frame.stream(),
     }
 
 
@@ -168,20 +171,20 @@ def _problem(x, y, a, b, cost_matrix, factors, settings_kw) -> _Problem:
     frame = _Frame(first)
     arrays = {}
     if x is not None:
-        X, batched = _batched("x", frame.array("x", x), 3)
-        Y, ybatched = _batched("y", frame.array("y", y), 3)
+        X, batched = _batched("x", frame.array("x", x, True), 3)
+        Y, ybatched = _batched("y", frame.array("y", y, True), 3)
         if batched != ybatched:
             raise ValueError("softwave: x and y must both be batched (B, N, d) or both single (N, d)")
         arrays.update(x=X, y=Y)
         sizes = (X.shape[0], X.shape[1], Y.shape[1])
     elif cost_matrix is not None:
-        C, batched = _batched("cost_matrix", frame.array("cost_matrix", cost_matrix), 3)
+        C, batched = _batched("cost_matrix", frame.array("cost_matrix", cost_matrix, True), 3)
         arrays["cost"] = C
         sizes = tuple(C.shape)
     else:
         if len(factors) != 4:
             raise ValueError("softwave: factors must be (u, v, p, q); u and v may be None")
-        u, v, p, q = (frame.array(n, f) for n, f in zip("uvpq", factors))
+        u, v, p, q = (frame.array(n, f, True) for n, f in zip("uvpq", factors))
         P, batched = _batched("p", p, 3)
         Q, _ = _batched("q", q, 3)
         arrays.update(p=P, q=Q)
@@ -191,14 +194,37 @@ def _problem(x, y, a, b, cost_matrix, factors, settings_kw) -> _Problem:
             arrays["v"] = _batched("v", v, 2)[0]
         sizes = (P.shape[0], P.shape[1], Q.shape[1])
     if a is not None:
-        arrays["a"] = _batched("a", frame.array("a", a), 2)[0]
+        arrays["a"] = _batched("a", frame.array("a", a, True), 2)[0]
     if b is not None:
-        arrays["b"] = _batched("b", frame.array("b", b), 2)[0]
+        arrays["b"] = _batched("b", frame.array("b", b, True), 2)[0]
     return _Problem(frame, arrays, _settings(frame, **settings_kw), batched, sizes)
 
 
 def _unbatch(problem, a):
     return a if problem.batched or a is None else a[0]
+
+
+def _solve_outputs(sizes, empty) -> dict:
+    """The solve's outputs, by the core's names; empty(shape, integer)."""
+    B, N, K = sizes
+    return {"f": empty((B, N), False), "g": empty((B, K), False), "value": empty((B,), False),
+            "transport_cost": empty((B,), False), "marginal_error": empty((B, 2), False),
+            "iterations": empty((B,), True), "converged": empty((B,), True)}
+
+
+def _query_layout(kind, sizes, z, draws):
+    """A plan query's output (shape, whether integer) and the core's names of
+    its input z (None: no input) and of its output."""
+    B, N, K = sizes
+    layouts = {"plan": ((B, N, K), False, None, "plan"),
+               "apply": (lambda: (B, N, z.shape[2]), False, "v_apply", "plan_v"),
+               "apply_transpose": (lambda: (B, K, z.shape[2]), False, "u_apply", "plan_t_u"),
+               "row_argmax": ((B, N), True, None, "row_argmax"),
+               "sample_rows": ((B, N, draws), True, None, "row_samples")}
+    if kind not in layouts:
+        raise ValueError(f"softwave: unknown plan query {kind!r}")
+    shape, integer, z_name, out_name = layouts[kind]
+    return (shape() if callable(shape) else shape), integer, z_name, out_name
 
 
 @dataclass
@@ -219,17 +245,23 @@ class SinkhornResult:
     _f: Any = field(default=None, repr=False)  # batched, detached
     _g: Any = field(default=None, repr=False)
 
-    def _queries(self, seed=0, **outputs):
+    def _query(self, kind, z=None, draws=1, seed=0):
         pr = self._problem
-        arrays = dict(pr.arrays, f=self._f, g=self._g, **outputs)
+        if pr.frame.torch:
+            from . import _torch_ot
+
+            return _torch_ot.plan_query(pr.arrays, self._f, self._g, pr.settings, kind, z, draws, seed)
+        shape, integer, z_name, out_name = _query_layout(kind, pr.sizes, z, draws)
+        out = pr.frame.empty(shape, integer=integer)
+        arrays = dict(pr.arrays, f=self._f, g=self._g, **{out_name: out})
+        if z_name is not None:
+            arrays[z_name] = z
         _core.optimal_transport("queries", arrays, dict(pr.settings, seed=int(seed)))
+        return out
 
     def plan(self):
         """The dense plan π (…, N, K): memory N·K, only on request."""
-        B, N, K = self._problem.sizes
-        out = self._problem.frame.empty((B, N, K))
-        self._queries(plan=out)
-        return _unbatch(self._problem, out)
+        return _unbatch(self._problem, self._query("plan"))
 
     def apply(self, v):
         """π V for V (…, K, m) or (…, K): (…, N, m), without forming π."""
@@ -249,89 +281,40 @@ class SinkhornResult:
             z = z.reshape(tuple(z.shape) + (1,))
         if not pr.batched:
             z = z.reshape((1,) + tuple(z.shape))
-        out = pr.frame.empty((B, rows, z.shape[2]))
-        if transpose:
-            self._queries(u_apply=z, plan_t_u=out)
-        else:
-            self._queries(v_apply=z, plan_v=out)
+        out = self._query("apply_transpose" if transpose else "apply", z)
         if vector:
             out = out[..., 0]
         return _unbatch(pr, out)
 
     def row_argmax(self):
         """argmax_j π_ij for every row (…, N), int32."""
-        B, N, _ = self._problem.sizes
-        out = self._problem.frame.empty((B, N), integer=True)
-        self._queries(row_argmax=out)
-        return _unbatch(self._problem, out)
+        return _unbatch(self._problem, self._query("row_argmax"))
 
     def sample_rows(self, draws: int = 1, seed: int = 0):
         """draws columns per row, j ~ π_i· / (π1)_i: (…, N, draws) int32;
         the same seed gives the same samples on every backend."""
-        B, N, _ = self._problem.sizes
-        out = self._problem.frame.empty((B, N, int(draws)), integer=True)
-        self._queries(seed=seed, row_samples=out)
-        return _unbatch(self._problem, out)
+        return _unbatch(self._problem, self._query("sample_rows", draws=int(draws), seed=seed))
 
 
-def _grad_names(problem):
-    names = {"x": "grad_x", "y": "grad_y", "cost": "grad_cost", "u": "grad_u", "v": "grad_v",
-             "p": "grad_p", "q": "grad_q", "a": "grad_a", "b": "grad_b"}
-    return {k: names[k] for k in problem.arrays if k in names}
-
-
-def _solve(problem, potentials):
-    B, N, K = problem.sizes
+def _solve(problem, potentials, originals):
+    """The solve's outputs (_solve_outputs), batched; for torch, value
+    differentiable in the originals that require grad."""
     frame = problem.frame
-    settings = dict(problem.settings)
+    f0 = g0 = None
     if potentials is not None:
-        f0, g0 = potentials
-        f = frame.array("potentials[0]", f0)
-        g = frame.array("potentials[1]", g0)
-        f = _batched("potentials[0]", f, 2)[0].clone() if frame.torch else _batched("f", f, 2)[0].copy()
-        g = _batched("potentials[1]", g, 2)[0].clone() if frame.torch else _batched("g", g, 2)[0].copy()
-        settings["warm_start"] = True
-    else:
-        f, g = frame.empty((B, N)), frame.empty((B, K))
-    out = {
-        "f": f, "g": g, "value": frame.empty((B,)), "transport_cost": frame.empty((B,)),
-        "marginal_error": frame.empty((B, 2)), "iterations": frame.empty((B,), integer=True),
-        "converged": frame.empty((B,), integer=True),
-    }
+        f0 = _batched("potentials[0]", frame.array("potentials[0]", potentials[0]), 2)[0]
+        g0 = _batched("potentials[1]", frame.array("potentials[1]", potentials[1]), 2)[0]
+    if frame.torch:
+        from . import _torch_ot
+
+        return _torch_ot.sinkhorn(problem.arrays, problem.settings, originals, f0, g0)
+    out = _solve_outputs(problem.sizes, lambda shape, integer: frame.empty(shape, integer=integer))
+    settings = problem.settings
+    if potentials is not None:
+        out["f"], out["g"] = f0.copy(), g0.copy()  # the core checks their shapes
+        settings = dict(settings, warm_start=True)
     _core.optimal_transport("solve", dict(problem.arrays, **out), settings)
     return out
-
-
-def _differentiable_value(problem, originals, out):
-    """value with a torch autograd node to the inputs that require grad."""
-    torch = problem.frame.t
-    names = [k for k in problem.arrays if isinstance(originals.get(k), torch.Tensor)]
-    inputs = [originals[k] for k in names]
-
-    class _Value(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *tensors):
-            return out["value"].clone()
-
-        @staticmethod
-        def backward(ctx, grad):
-            grads = {}
-            wanted = _grad_names(problem)
-            for k, t in zip(names, inputs):
-                if t.requires_grad and k in wanted:
-                    grads[wanted[k]] = torch.empty(problem.arrays[k].shape, dtype=problem.frame.dtype,
-                                                   device=problem.frame.device)
-            if grads:
-                arrays = dict(problem.arrays, f=out["f"], g=out["g"],
-                              grad_output=grad.contiguous(), **grads)
-                _core.optimal_transport("gradients", arrays, problem.settings)
-            result = []
-            for k, t in zip(names, inputs):
-                gk = grads.get(wanted.get(k))
-                result.append(None if gk is None else gk.reshape(t.shape))
-            return tuple(result)
-
-    return _Value.apply(*inputs)
 
 
 def sinkhorn(x=None, y=None, a=None, b=None, *, cost_matrix=None, factors=None,
@@ -360,17 +343,11 @@ def sinkhorn(x=None, y=None, a=None, b=None, *, cost_matrix=None, factors=None,
               rho=rho, rho_a=rho_a, rho_b=rho_b, max_iterations=max_iterations, tolerance=tolerance,
               check_every=check_every, cost=cost, check_inputs=check_inputs, kernel=kernel)
     problem = _problem(x, y, a, b, cost_matrix, factors, kw)
-    out = _solve(problem, potentials)
+    originals = {"x": x, "y": y, "cost": cost_matrix, "a": a, "b": b}
+    if factors is not None:
+        originals.update(zip("uvpq", factors))
+    out = _solve(problem, potentials, originals)
     value = out["value"]
-    if problem.frame.torch:
-        originals = {"x": x, "y": y, "cost": cost_matrix, "a": a, "b": b}
-        if factors is not None:
-            originals.update(zip("uvpq", factors))
-        torch = problem.frame.t
-        if torch.is_grad_enabled() and any(
-            isinstance(t, torch.Tensor) and t.requires_grad for t in originals.values()
-        ):
-            value = _differentiable_value(problem, originals, out)
     return SinkhornResult(
         f=_unbatch(problem, out["f"]), g=_unbatch(problem, out["g"]),
         value=_unbatch(problem, value), transport_cost=_unbatch(problem, out["transport_cost"]),
@@ -395,44 +372,18 @@ def sinkhorn_divergence(x, y, a=None, b=None, *, cost: str = "sqeuclidean", epsi
               check_every=check_every, cost=cost, check_inputs=check_inputs, kernel=kernel)
     problem = _problem(x, y, a, b, None, None, kw)
     frame = problem.frame
-    B = problem.sizes[0]
-    values = frame.empty((B,))
-    converged = frame.empty((B,), integer=True)
-    originals = {"x": x, "y": y, "a": a, "b": b}
-    wanted = {}
-    if frame.torch and frame.t.is_grad_enabled():
-        for k, t in originals.items():
-            if isinstance(t, frame.t.Tensor) and t.requires_grad:
-                wanted["grad_" + k] = frame.empty(problem.arrays[k].shape)
-    _core.optimal_transport("divergence", dict(problem.arrays, values=values, converged=converged,
-                                               **wanted), problem.settings)
+    if frame.torch:
+        from . import _torch_ot
 
-    def answer(v):
-        v = _unbatch(problem, v)
-        return (v, _unbatch(problem, converged)) if return_converged else v
-
-    if not wanted:
-        return answer(values)
-    torch = frame.t
-    names = [k for k in originals if "grad_" + k in wanted]
-
-    class _Divergence(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *tensors):
-            return values.clone()
-
-        @staticmethod
-        def backward(ctx, grad):
-            # The gradients of Σ values were formed with the values; scale
-            # them by the incoming gradient per problem.
-            out = []
-            for k in names:
-                gk = wanted["grad_" + k]
-                shape = (grad.shape[0],) + (1,) * (gk.ndim - 1)
-                out.append((gk * grad.reshape(shape)).reshape(originals[k].shape))
-            return tuple(out)
-
-    return answer(_Divergence.apply(*[originals[k] for k in names]))
+        values, converged = _torch_ot.sinkhorn_divergence(problem.arrays, problem.settings,
+                                                          {"x": x, "y": y, "a": a, "b": b})
+    else:
+        B = problem.sizes[0]
+        values, converged = frame.empty((B,)), frame.empty((B,), integer=True)
+        _core.optimal_transport("divergence", dict(problem.arrays, values=values, converged=converged),
+                                problem.settings)
+    values = _unbatch(problem, values)
+    return (values, _unbatch(problem, converged)) if return_converged else values
 
 
 def _samples_loss_class():

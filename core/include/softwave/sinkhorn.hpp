@@ -39,8 +39,12 @@
 // Every entry point takes the execution-space instance first; every kernel,
 // allocation and copy runs on it and is labelled softwave::sinkhorn::*.
 // Calls fence the instance only to read back residuals (every check_every
-// iterations when tolerance > 0) and once for the data checks
-// (check_values). Memory beyond inputs and outputs: O(B·(N + K)).
+// iterations when tolerance > 0), once for the data checks (check_values)
+// and once to count the annealing steps (epsilon_scaling > 0). A solve with
+// none of these (a fixed iteration count, unchecked, no annealing) never
+// waits for the device, so it can be captured in a CUDA graph, as can the
+// gradients and the plan queries. Memory beyond inputs and outputs:
+// O(B·(N + K)).
 
 #include <Kokkos_Core.hpp>
 #include <cmath>

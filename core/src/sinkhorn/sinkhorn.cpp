@@ -719,7 +719,12 @@ void solve(const Space& space, const PublicForm& public_form,
             converged(b) = rows_t(b, 2) <= tol && cols_t(b, 2) <= tol;
         });
   }
-  if (result.iterations.extent(0)) {
+  if (result.iterations.extent(0) && !checking) {
+    // Every problem ran max_iterations. Filled on the device, so that a
+    // solve with a fixed count never waits for the host: it can be captured
+    // in a CUDA graph (nothing above reads the device back without checks).
+    Kokkos::deep_copy(space, result.iterations, options.max_iterations);
+  } else if (result.iterations.extent(0)) {
     auto const host = Kokkos::View<int*, Kokkos::HostSpace,
                                    Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
         iterations.data(), B);

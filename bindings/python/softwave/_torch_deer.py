@@ -1,0 +1,150 @@
+"""softwave.deer's PyTorch side: the recurrence's forward and its gradients
+by implicit differentiation, as a ``torch.autograd.Function`` for eager
+calls and, with torch >= 2.4, as registered operators
+(``torch.ops.softwave.deer_rnn`` and ``deer_rnn_gradients``, with fake
+implementations and registered autograd) that ``torch.compile`` traces
+without a graph break; see _torch_ops for why eager calls bypass them.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+from . import _core
+from ._torch_ops import OPS, _anchors, _first_order, _none, _traced
+
+# The settings an operator takes, in its argument order (softwave.deer._settings
+# makes them; atol and rtol may be None: the dtype's defaults).
+SETTINGS = ("cell", "method", "jacobian", "kernel", "atol", "rtol", "max_iterations", "chunk", "damping",
+            "block_size", "check")
+WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+
+def _stream(like: torch.Tensor) -> int:
+    return int(torch.cuda.current_stream(like.device).cuda_stream) if like.is_cuda else 0
+
+
+def _core_settings(settings: dict, like: torch.Tensor, **extra) -> dict:
+    s = {k: v for k, v in settings.items() if v is not None}
+    return dict(s, stream=_stream(like), **extra)
+
+
+def forward(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh):
+    """(y (B, T, n), iterations (B,), path (B,)) from the core."""
+    if x.is_cuda and settings["method"] != "sequential" and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError(
+            "softwave: DEER cannot be captured in a CUDA graph: each Newton iteration reads its convergence "
+            "back to the host to decide whether to go on. Call it outside the capture, or capture "
+            "method='sequential'")
+    B, T = x.shape[0], x.shape[1]
+    arrays = {"x": x.detach().contiguous(), "y0": None if h0 is None else h0.detach().contiguous(),
+              "lengths": lengths, "weight_ih": w_ih.detach().contiguous(), "weight_hh": w_hh.detach().contiguous(),
+              "bias_ih": None if b_ih is None else b_ih.detach().contiguous(),
+              "bias_hh": None if b_hh is None else b_hh.detach().contiguous(),
+              "y": x.new_empty((B, T, n)),
+              "iterations": torch.empty((B,), dtype=torch.int32, device=x.device),
+              "path": torch.empty((B,), dtype=torch.int32, device=x.device)}
+    _core.deer_rnn("forward", arrays, _core_settings(settings, x))
+    return arrays["y"], arrays["iterations"], arrays["path"]
+
+
+def gradients(settings: dict, lengths, grad_y, y, x, h0, w_ih, w_hh, b_ih, b_hh, need) -> tuple:
+    """∇ of Σ grad_y · y with respect to (x, h0, w_ih, w_hh, b_ih, b_hh),
+    None where need is False or the input is None."""
+    inputs = (x, h0, w_ih, w_hh, b_ih, b_hh)
+    grads = [None] * 6
+    for k, (t, want) in enumerate(zip(inputs, need)):
+        if want and t is not None:
+            # h0's gradient has the state's width, which grad_y has.
+            grads[k] = x.new_empty((x.shape[0], grad_y.shape[2])) if k == 1 else torch.empty_like(t)
+    arrays = {"x": x.detach().contiguous(), "y0": None if h0 is None else h0.detach().contiguous(),
+              "lengths": lengths, "y": y.detach().contiguous(), "grad_y": grad_y.contiguous(),
+              **{k: None if t is None else t.detach().contiguous() for k, t in zip(WEIGHTS, inputs[2:])},
+              **dict(zip(("grad_x", "grad_y0", "grad_weight_ih", "grad_weight_hh", "grad_bias_ih", "grad_bias_hh"),
+                         grads))}
+    _core.deer_rnn("gradients", arrays, _core_settings(settings, x, warm_start=False))
+    return tuple(grads)
+
+
+class _Deer(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, settings, lengths, n, x, h0, w_ih, w_hh, b_ih, b_hh):
+        y, iterations, path = forward(settings, lengths, n, x, h0, w_ih, w_hh, b_ih, b_hh)
+        ctx.settings, ctx.lengths = settings, lengths
+        ctx.inputs = tuple(None if t is None else t.detach() for t in (x, h0, w_ih, w_hh, b_ih, b_hh))
+        ctx.y = y
+        ctx.anchors = _anchors(ctx.needs_input_grad[3:], x, h0, w_ih, w_hh, b_ih, b_hh)
+        ctx.mark_non_differentiable(iterations, path)
+        return y, iterations, path
+
+    @staticmethod
+    def backward(ctx, grad_y, _iterations, _path):
+        with torch.no_grad():
+            grads = gradients(ctx.settings, ctx.lengths, grad_y, ctx.y, *ctx.inputs, ctx.needs_input_grad[3:])
+        return (None, None, None, *_first_order(ctx.anchors, grad_y, *grads))
+
+
+def rnn(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh):
+    """(y, iterations, path), y differentiable in every tensor input."""
+    if not _traced():
+        return _Deer.apply(settings, lengths, n, x, h0, w_ih, w_hh, b_ih, b_hh)
+    return torch.ops.softwave.deer_rnn(x, h0, lengths, w_ih, w_hh, b_ih, b_hh, n, *(settings[k] for k in SETTINGS))
+
+
+if OPS:
+    T = torch.Tensor
+    O = Optional[torch.Tensor]
+
+    @torch.library.custom_op("softwave::deer_rnn", mutates_args=())
+    def _deer_op(x: T, h0: O, lengths: O, weight_ih: T, weight_hh: T, bias_ih: O, bias_hh: O, n: int, cell: str,
+                 method: str, jacobian: str, kernel: str, atol: Optional[float], rtol: Optional[float],
+                 max_iterations: int, chunk: int, damping: float, block_size: int,
+                 check: bool) -> Tuple[T, T, T]:
+        settings = dict(zip(SETTINGS, (cell, method, jacobian, kernel, atol, rtol, max_iterations, chunk, damping,
+                                       block_size, check)))
+        return forward(settings, lengths, n, x, h0, weight_ih, weight_hh, bias_ih, bias_hh)
+
+    @_deer_op.register_fake
+    def _(x, h0, lengths, weight_ih, weight_hh, bias_ih, bias_hh, n, *settings):
+        B = x.shape[0]
+        return (x.new_empty((B, x.shape[1], n)), x.new_empty((B,), dtype=torch.int32),
+                x.new_empty((B,), dtype=torch.int32))
+
+    def _deer_setup(ctx, inputs, output):
+        x, h0, lengths, w_ih, w_hh, b_ih, b_hh = inputs[:7]
+        ctx.save_for_backward(x, h0, lengths, w_ih, w_hh, b_ih, b_hh, output[0])
+        ctx.rest = inputs[7:]
+
+    def _deer_backward(ctx, grad_y, *unused):
+        x, h0, lengths, w_ih, w_hh, b_ih, b_hh, y = ctx.saved_tensors
+        need = tuple(ctx.needs_input_grad[k] for k in (0, 1, 3, 4, 5, 6))
+        with torch.no_grad():
+            grads = torch.ops.softwave.deer_rnn_gradients(grad_y, y, x, h0, lengths, w_ih, w_hh, b_ih, b_hh,
+                                                          *ctx.rest, *need)
+        gx, gh0, gwih, gwhh, gbih, gbhh = (g if w else None for g, w in zip(grads, need))
+        return (gx, gh0, None, gwih, gwhh, gbih, gbhh, *(None,) * (1 + len(SETTINGS)))
+
+    _deer_op.register_autograd(_deer_backward, setup_context=_deer_setup)
+
+    @torch.library.custom_op("softwave::deer_rnn_gradients", mutates_args=())
+    def _deer_gradients_op(grad_y: T, y: T, x: T, h0: O, lengths: O, weight_ih: T, weight_hh: T, bias_ih: O,
+                           bias_hh: O, n: int, cell: str, method: str, jacobian: str, kernel: str,
+                           atol: Optional[float], rtol: Optional[float], max_iterations: int, chunk: int,
+                           damping: float, block_size: int, check: bool, need_x: bool, need_h0: bool,
+                           need_weight_ih: bool, need_weight_hh: bool, need_bias_ih: bool,
+                           need_bias_hh: bool) -> Tuple[T, T, T, T, T, T]:
+        settings = dict(zip(SETTINGS, (cell, method, jacobian, kernel, atol, rtol, max_iterations, chunk, damping,
+                                       block_size, check)))
+        need = (need_x, need_h0, need_weight_ih, need_weight_hh, need_bias_ih, need_bias_hh)
+        grads = gradients(settings, lengths, grad_y, y, x, h0, weight_ih, weight_hh, bias_ih, bias_hh, need)
+        return tuple(_none(x) if g is None else g for g in grads)
+
+    @_deer_gradients_op.register_fake
+    def _(grad_y, y, x, h0, lengths, weight_ih, weight_hh, bias_ih, bias_hh, n, *rest):
+        need = rest[len(SETTINGS):]
+        inputs = (x, h0, weight_ih, weight_hh, bias_ih, bias_hh)
+        shapes = [None if t is None else tuple(t.shape) for t in inputs]
+        shapes[1] = (x.shape[0], n)
+        return tuple(x.new_empty(s) if w and t is not None else _none(x) for t, s, w in zip(inputs, shapes, need))

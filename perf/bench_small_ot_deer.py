@@ -1,0 +1,130 @@
+"""Small Sinkhorn and DEER training steps from PyTorch on the GPU: what a
+call costs eager, under torch.compile (fullgraph, through the registered
+operators) and replayed from a CUDA graph, beside the same work with the
+core called directly (preallocated outputs, no autograd).
+
+    python3 perf/bench_small_ot_deer.py --out small-ot-deer.json
+
+Sinkhorn: the OT value and its gradient, ``ot.sinkhorn(x, y, epsilon=0.1,
+tolerance=0, max_iterations=I).value.sum().backward()`` (a fixed count, so
+nothing waits for the host and the step can be captured), x requiring grad.
+DEER: a GRU layer's forward and backward (``deer.GRU``), method "deer"; its
+Newton loop reads convergence back every iteration, so it has no CUDA-graph
+variant. Timing as in perf/bench_small.py (CUDA events around batches of
+back-to-back steps, median over batches).
+"""
+
+import argparse
+import json
+import sys
+
+import torch
+from bench_small import per_step_ms
+
+import softwave.deer as deer
+import softwave.ot as ot
+from softwave import _core
+
+SINKHORN_SHAPES = [(1, 256, 3, 20), (1, 1024, 3, 50), (8, 512, 3, 50), (1, 4096, 64, 50)]  # B, N = K, d, iterations
+DEER_SHAPES = [(16, 256, 8, 16), (16, 2048, 8, 16), (4, 16384, 4, 8)]  # B, T, inputs, hidden
+
+
+def sinkhorn_step(fn, x, y, iterations):
+    def step():
+        x.grad = None
+        fn(x, y, iterations).sum().backward()
+
+    return step
+
+
+def sinkhorn_value(x, y, iterations):
+    return ot.sinkhorn(x, y, epsilon=0.1, tolerance=0.0, max_iterations=iterations).value
+
+
+def sinkhorn_core(x, y, iterations):
+    """The solve and the gradient through _core with preallocated outputs."""
+    b, n, k = x.shape[0], x.shape[1], y.shape[1]
+    settings = {"epsilon": 0.1, "tolerance": 0.0, "max_iterations": iterations, "check": False,
+                "stream": torch.cuda.current_stream().cuda_stream}
+    out = {"f": x.new_empty((b, n)), "g": x.new_empty((b, k)), "value": x.new_empty((b,))}
+    grad = {"grad_x": torch.empty_like(x), "grad_output": x.new_ones((b,))}
+
+    def step():
+        _core.optimal_transport("solve", dict(x=x, y=y, **out), settings)
+        _core.optimal_transport("gradients", dict(x=x, y=y, f=out["f"], g=out["g"], **grad), settings)
+
+    return step
+
+
+def graph_of(step):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph.replay
+
+
+def deer_step(module, x):
+    def step():
+        module.zero_grad(set_to_none=True)
+        y, _ = module(x)
+        y.square().mean().backward()
+
+    return step
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default="bench-small-ot-deer.json")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    rows = []
+    for b, n, d, iterations in SINKHORN_SHAPES:
+        x = torch.randn(b, n, d, device="cuda", requires_grad=True)
+        y = torch.randn(b, n, d, device="cuda")
+        row = {"family": "sinkhorn", "B": b, "N": n, "d": d, "iterations": iterations}
+        row["core_ms"] = per_step_ms(sinkhorn_core(x.detach(), y, iterations))
+        row["eager_ms"] = per_step_ms(sinkhorn_step(sinkhorn_value, x, y, iterations))
+        row["graph_ms"] = per_step_ms(graph_of(sinkhorn_step(sinkhorn_value, x, y, iterations)))
+        torch._dynamo.reset()
+        compiled = torch.compile(sinkhorn_value, fullgraph=True)
+        row["compiled_ms"] = per_step_ms(sinkhorn_step(compiled, x, y, iterations))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    for b, t, m, hidden in DEER_SHAPES:
+        x = torch.randn(b, t, m, device="cuda")
+        module = deer.GRU(m, hidden, method="deer").cuda()
+        row = {"family": "deer", "B": b, "T": t, "inputs": m, "hidden": hidden}
+        row["eager_ms"] = per_step_ms(deer_step(module, x), batches=5)
+        torch._dynamo.reset()
+        try:
+            row["compiled_ms"] = per_step_ms(deer_step(torch.compile(module, fullgraph=True), x), batches=5)
+        except Exception as e:  # noqa: BLE001 - reported; the eager figure stands
+            row["compiled_ms"] = None
+            print(f"deer compile failed at {b}/{t}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
+    with open(args.out, "w") as f:
+        json.dump(meta, f, indent=1)
+    print("| Sinkhorn B/N/d, iterations | core ms | eager ms | compiled ms | CUDA graph ms |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        if r["family"] == "sinkhorn":
+            print(f"| {r['B']}/{r['N']}/{r['d']}, {r['iterations']} | {r['core_ms']:.3f} | {r['eager_ms']:.3f} "
+                  f"| {r['compiled_ms']:.3f} | {r['graph_ms']:.3f} |")
+    print("| DEER GRU B/T/inputs/hidden | eager ms | compiled ms |")
+    print("|---|---|---|")
+    for r in rows:
+        if r["family"] == "deer":
+            compiled = "failed" if r["compiled_ms"] is None else f"{r['compiled_ms']:.3f}"
+            print(f"| {r['B']}/{r['T']}/{r['inputs']}/{r['hidden']} | {r['eager_ms']:.3f} | {compiled} |")
+
+
+if __name__ == "__main__":
+    main()
