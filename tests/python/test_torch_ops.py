@@ -361,7 +361,7 @@ def test_cuda_graph_sinkhorn_capture_and_replay(rng, kernel):
 def test_deer_capture_is_refused_with_the_reason(rng):
     """DEER reads each Newton iteration's convergence back to the host, so it
     cannot be captured in a CUDA graph: the call says so before any work,
-    and the stream is left usable."""
+    and the stream and torch's generator are left usable."""
     w = [(0.3 * t).requires_grad_() for t in tensors(rng, (12, 2), (12, 4), (12,), (12,), device="cuda")]
     (x,) = tensors(rng, (2, 64, 2), device="cuda")
     expected, _ = deer.gru(x, None, *w, method="deer")
@@ -372,26 +372,4 @@ def test_deer_capture_is_refused_with_the_reason(rng):
             deer.gru(x, None, *w, method="deer")
     again, _ = deer.gru(x, None, *w, method="deer")
     torch.testing.assert_close(again, expected)
-    # The sequential loop waits for nothing: captured with its backward.
-    static_x = x.clone().requires_grad_()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        deer.gru(static_x, None, *w, method="sequential")[0].sum().backward()
-    torch.cuda.current_stream().wait_stream(side)
-    static_x.grad = None
-    for t in w:
-        t.grad = None
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_loss = deer.gru(static_x, None, *w, method="sequential")[0].square().sum()
-        static_loss.backward()
-    (new_x,) = tensors(rng, (2, 64, 2), device="cuda")
-    with torch.no_grad():
-        static_x.copy_(new_x)
-    graph.replay()
-    expected_x = new_x.clone().requires_grad_()
-    expected = deer.gru(expected_x, None, *[t.detach() for t in w], method="deer", atol=1e-7, rtol=1e-7)[0]
-    expected.square().sum().backward()
-    torch.testing.assert_close(static_loss, expected.square().sum(), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(static_x.grad, expected_x.grad, rtol=1e-3, atol=1e-5)
+    assert torch.randn(3, device="cuda").isfinite().all()

@@ -33,11 +33,11 @@ def _core_settings(settings: dict, like: torch.Tensor, **extra) -> dict:
 
 def forward(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh):
     """(y (B, T, n), iterations (B,), path (B,)) from the core."""
-    if x.is_cuda and settings["method"] != "sequential" and torch.cuda.is_current_stream_capturing():
+    if x.is_cuda and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(
             "softwave: DEER cannot be captured in a CUDA graph: each Newton iteration reads its convergence "
-            "back to the host to decide whether to go on. Call it outside the capture, or capture "
-            "method='sequential'")
+            "back to the host to decide whether to go on, and its workspace is allocated outside the stream. "
+            "Call it outside the capture")
     B, T = x.shape[0], x.shape[1]
     arrays = {"x": x.detach().contiguous(), "y0": None if h0 is None else h0.detach().contiguous(),
               "lengths": lengths, "weight_ih": w_ih.detach().contiguous(), "weight_hh": w_hh.detach().contiguous(),

@@ -82,11 +82,16 @@ KOKKOS_INLINE_FUNCTION void finish_rows(const Member& team,
 // How many parts a pass splits each row's columns into: enough teams to
 // fill the device (a row block per team alone gives B·N/128 teams on a GPU,
 // 79 for one problem of 10,000 points), each part at least four tiles on
-// a GPU, one on a host (64 teams keep its threads busy).
+// a GPU, one on a host (64 teams keep its threads busy). Where even that
+// leaves fewer than 64 teams (a few hundred points), parts of one tile:
+// each team's walk over its columns is a latency-bound chain, so more,
+// shorter chains finish sooner despite the merge.
 template <class Shape>
 std::int64_t column_parts(std::int64_t teams, std::int64_t k) {
   std::int64_t const wanted = Shape::host ? 64 : 2048;
-  std::int64_t const tiles = (Shape::host ? 1 : 4) * Shape::columns;
+  bool const few =
+      teams * std::max<std::int64_t>(1, k / (4 * Shape::columns)) < 64;
+  std::int64_t const tiles = (Shape::host || few ? 1 : 4) * Shape::columns;
   std::int64_t const most = std::max<std::int64_t>(1, k / tiles);
   std::int64_t const parts = (wanted + teams - 1) / teams;
   return std::max<std::int64_t>(1, std::min(parts, most));
@@ -121,8 +126,9 @@ void tiled_pass(const Space& space, const std::string& label, const Form& form,
                 false, std::size_t(batch * n * parts))
           : CallArray<Kokkos::View<State*, typename Space::memory_space>>{};
   auto const partial = partial_memory.view;
-  auto const policy = Policy(space, batch * blocks * parts, TS)
-                          .set_scratch_size(0, Kokkos::PerTeam(bytes));
+  auto const policy =
+      compat::light_weight(Policy(space, batch * blocks * parts, TS))
+          .set_scratch_size(0, Kokkos::PerTeam(bytes));
   Kokkos::parallel_for(
       "softwave::sinkhorn::" + label, policy,
       KOKKOS_LAMBDA(const Member& team) {
@@ -178,7 +184,8 @@ void tiled_pass(const Space& space, const std::string& label, const Form& form,
   if (parts == 1) return;
   Kokkos::parallel_for(
       "softwave::sinkhorn::" + label + "_merge",
-      Policy(space, batch * blocks, TS), KOKKOS_LAMBDA(const Member& team) {
+      compat::light_weight(Policy(space, batch * blocks, TS)),
+      KOKKOS_LAMBDA(const Member& team) {
         std::int64_t const b = team.league_rank() / blocks;
         std::int64_t const i0 = (team.league_rank() % blocks) * R;
         if (!visitor.active(b)) return;

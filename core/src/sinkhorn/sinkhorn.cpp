@@ -133,7 +133,7 @@ void log_weights(const Space& space, same_t<OTView2<const T, Space>> w,
   bool const uniform = w.extent(0) == 0;
   Kokkos::parallel_for(
       "softwave::sinkhorn::log_weights",
-      Policy(space, out.extent(0), Kokkos::AUTO),
+      compat::light_weight(Policy(space, out.extent(0), Kokkos::AUTO)),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         std::int64_t const b = team.league_rank();
         double total = 0;
@@ -227,7 +227,8 @@ Epsilons<T, Space> epsilons(const Space& space, const Form& form,
     auto const row_max = rows.view;
     using Policy = Kokkos::TeamPolicy<Space>;
     Kokkos::parallel_for(
-        "softwave::sinkhorn::cost_scale", Policy(space, B, Kokkos::AUTO),
+        "softwave::sinkhorn::cost_scale",
+        compat::light_weight(Policy(space, B, Kokkos::AUTO)),
         KOKKOS_LAMBDA(const typename Policy::member_type& team) {
           std::int64_t const b = team.league_rank();
           T best = lowest<T>();
@@ -246,7 +247,8 @@ Epsilons<T, Space> epsilons(const Space& space, const Form& form,
   T const eps = T(options.epsilon);
   bool const relative = options.epsilon_relative;
   Kokkos::parallel_for(
-      "softwave::sinkhorn::epsilon", Kokkos::RangePolicy<Space>(space, 0, B),
+      "softwave::sinkhorn::epsilon",
+      compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B)),
       KOKKOS_LAMBDA(std::int64_t b) {
         target(b) = relative ? eps * scale(b) : eps;
       });
@@ -362,7 +364,8 @@ void dual_value(const Space& space, const Measurements<T, Space>& m,
   auto const mass_a = w.mass_a.view, mass_b = w.mass_b.view;
   Kokkos::parallel_for(
       "softwave::sinkhorn::dual_value",
-      Kokkos::RangePolicy<Space>(space, 0, value.extent(0)),
+      compat::light_weight(
+          Kokkos::RangePolicy<Space>(space, 0, value.extent(0))),
       KOKKOS_LAMBDA(std::int64_t b) {
         value(b) = T(rows(b, 3) + cols(b, 3) -
                      double(epsilon(b)) * (rows(b, 0) - mass_a(b) * mass_b(b)));
@@ -451,7 +454,8 @@ void weight_gradient(const Space& space, const RowSide<T, Space>& side,
   std::int64_t const n = out.extent(1);
   Kokkos::parallel_for(
       "softwave::sinkhorn::weight_gradient",
-      Kokkos::RangePolicy<Space>(space, 0, out.extent(0) * n),
+      compat::light_weight(
+          Kokkos::RangePolicy<Space>(space, 0, out.extent(0) * n)),
       KOKKOS_LAMBDA(std::int64_t q) {
         std::int64_t const b = q / n, i = q % n;
         double const e = eps(b), f = side.potential(b, i);
@@ -473,7 +477,8 @@ void dense_plan(const Space& space, const Form& form,
   auto const log_a = w.log_a.view, log_b = w.log_b.view;
   Kokkos::parallel_for(
       "softwave::sinkhorn::plan",
-      Kokkos::RangePolicy<Space>(space, 0, out.extent(0) * N * K),
+      compat::light_weight(
+          Kokkos::RangePolicy<Space>(space, 0, out.extent(0) * N * K)),
       KOKKOS_LAMBDA(std::int64_t q) {
         std::int64_t const b = q / (N * K), i = (q / K) % N, j = q % K;
         T const inv = T(1) / eps(b);
@@ -513,7 +518,8 @@ void side_gradients(const Space& space, const Form& form,
       std::int64_t const n = target.extent(1);
       Kokkos::parallel_for(
           "softwave::sinkhorn::linear_gradient",
-          Kokkos::RangePolicy<Space>(space, 0, target.extent(0) * n),
+          compat::light_weight(
+              Kokkos::RangePolicy<Space>(space, 0, target.extent(0) * n)),
           KOKKOS_LAMBDA(std::int64_t q) {
             std::int64_t const b = q / n, i = q % n;
             scale.store(target(b, i), scale(b) * mass(b, i));
@@ -557,7 +563,7 @@ void symmetric_average(const Space& space, const OTView2<T, Space>& f,
   std::int64_t const n = f.extent(1);
   Kokkos::parallel_for(
       "softwave::sinkhorn::symmetric_average",
-      Policy(space, f.extent(0), Kokkos::AUTO),
+      compat::light_weight(Policy(space, f.extent(0), Kokkos::AUTO)),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
         std::int64_t const b = team.league_rank();
         double const e = eps(b);
@@ -708,7 +714,8 @@ void solve(const Space& space, const PublicForm& public_form,
     auto const rows_t = m.rows.view, cols_t = m.columns.view;
     double const tol = options.tolerance > 0 ? options.tolerance : 0;
     Kokkos::parallel_for(
-        "softwave::sinkhorn::results", Kokkos::RangePolicy<Space>(space, 0, B),
+        "softwave::sinkhorn::results",
+        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B)),
         KOKKOS_LAMBDA(std::int64_t b) {
           if (transport.extent(0)) transport(b) = T(rows_t(b, 4));
           if (marginal.extent(0)) {
@@ -1022,7 +1029,8 @@ void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
   auto const c0 = parts[0].converged.view, c1 = parts[1].converged.view,
              c2 = parts[2].converged.view;
   Kokkos::parallel_for(
-      "softwave::sinkhorn::divergence", Kokkos::RangePolicy<Space>(space, 0, B),
+      "softwave::sinkhorn::divergence",
+      compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B)),
       KOKKOS_LAMBDA(std::int64_t b) {
         double const gap = mass_a(b) - mass_b(b);
         values(b) = T(double(xy(b)) - 0.5 * (double(xx(b)) + double(yy(b))) +
@@ -1060,7 +1068,7 @@ void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
     std::int64_t const n = out.extent(1);
     Kokkos::parallel_for(
         "softwave::sinkhorn::divergence_mass_gradient",
-        Kokkos::RangePolicy<Space>(space, 0, B * n),
+        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B * n)),
         KOKKOS_LAMBDA(std::int64_t q) {
           std::int64_t const b = q / n, i = q % n;
           double const go =
