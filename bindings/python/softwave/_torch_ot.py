@@ -135,43 +135,44 @@ def _reshaped(grads: dict, names, shapes) -> list:
     return [grads[k].reshape(s) if k in grads else None for k, s in zip(names, shapes)]
 
 
-class _SinkhornValue(torch.autograd.Function):
-    """value as a function of the caller's tensors (originals, named by
-    names): the envelope theorem's gradients, from the solved potentials."""
+class _ValueOf(torch.autograd.Function):
+    """Values as a function of the caller's tensors (originals, named by
+    names), computed already; context holds what backward needs."""
 
     @staticmethod
-    def forward(ctx, solved, names, value, *originals):
-        ctx.solved, ctx.names = solved, names
-        ctx.shapes = [t.shape for t in originals]
-        ctx.anchors = _anchors(ctx.needs_input_grad[3:], *originals)
-        return value.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        arrays, f, g, settings = ctx.solved
-        wanted = [k for k, need in zip(ctx.names, ctx.needs_input_grad[3:]) if need]
-        with torch.no_grad():
-            grads = gradients(arrays, f, g, grad, settings, wanted)
-        return (None, None, None, *_first_order(ctx.anchors, grad, *_reshaped(grads, ctx.names, ctx.shapes)))
-
-
-class _DivergenceValue(torch.autograd.Function):
-    """Divergences as a function of the caller's tensors; their gradients
-    were formed with the values and are scaled by the incoming gradient per
-    problem."""
-
-    @staticmethod
-    def forward(ctx, grads, names, values, *originals):
-        ctx.grads, ctx.names = grads, names
+    def forward(ctx, context, names, values, *originals):
+        ctx.context, ctx.names = context, names
         ctx.shapes = [t.shape for t in originals]
         ctx.anchors = _anchors(ctx.needs_input_grad[3:], *originals)
         return values.clone()
 
     @staticmethod
+    def _returned(ctx, grad, grads: dict):
+        return (None, None, None, *_first_order(ctx.anchors, grad, *_reshaped(grads, ctx.names, ctx.shapes)))
+
+
+class _SinkhornValue(_ValueOf):
+    """The OT value: the envelope theorem's gradients, from the solved
+    potentials (context: arrays, f, g, settings)."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        arrays, f, g, settings = ctx.context
+        wanted = [k for k, need in zip(ctx.names, ctx.needs_input_grad[3:]) if need]
+        with torch.no_grad():
+            grads = gradients(arrays, f, g, grad, settings, wanted)
+        return _ValueOf._returned(ctx, grad, grads)
+
+
+class _DivergenceValue(_ValueOf):
+    """Divergences: their gradients (context: by array name) were formed with
+    the values and are scaled by the incoming gradient per problem."""
+
+    @staticmethod
     def backward(ctx, grad):
         with torch.no_grad():
-            scaled = {k: _per_problem(g, grad) for k, g in ctx.grads.items()}
-        return (None, None, None, *_first_order(ctx.anchors, grad, *_reshaped(scaled, ctx.names, ctx.shapes)))
+            scaled = {k: _per_problem(g, grad) for k, g in ctx.context.items()}
+        return _ValueOf._returned(ctx, grad, scaled)
 
 
 def _per_problem(gradient: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
