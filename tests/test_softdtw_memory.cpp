@@ -96,14 +96,20 @@ TYPED_TEST(Memory, BandKeepsOnlyInBandCheckpoints) {
 
 // The pair-parallel backward (kernel = pairs, host backends) allocates
 // what workspace_bytes says: blocks of each anti-diagonal's R and soft-min
-// parts over the band's cells, and the features and their gradients.
+// parts over the band's cells, and the features and their gradients (for
+// cosine, the unit vectors by point).
 TYPED_TEST(Memory, PairBackwardFollowsTheFormula) {
   const TypeParam space;
   if constexpr (on_host<TypeParam>) {
     softwave::SoftDTWOptions options;
     options.kernel = softwave::Kernel::pairs;
-    for (std::optional<std::int64_t> band :
-         {std::optional<std::int64_t>(), std::optional<std::int64_t>(5)}) {
+    for (auto [cost, band] :
+         {std::pair(softwave::Cost::sqeuclidean, std::optional<std::int64_t>()),
+          std::pair(softwave::Cost::sqeuclidean,
+                    std::optional<std::int64_t>(5)),
+          std::pair(softwave::Cost::cosine, std::optional<std::int64_t>())}) {
+      SCOPED_TRACE(cost == softwave::Cost::cosine ? "cosine" : "sqeuclidean");
+      options.cost = cost;
       options.band = band;
       const int B = 3, n = 300, m = 200;
       const double bytes =

@@ -198,7 +198,7 @@ def test_cuda_on_a_non_default_stream(rng):
     torch.testing.assert_close(xs.grad, gx_expected, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("dist", ["sqeuclidean", "l1"])
+@pytest.mark.parametrize("dist", ["sqeuclidean", "l1", "cosine"])
 @pytest.mark.parametrize("d", [1, 5])
 @pytest.mark.parametrize("bandwidth", [None, 3])
 def test_pair_kernel_gradients_on_cpu(rng, dist, d, bandwidth):

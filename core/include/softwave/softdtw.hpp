@@ -104,15 +104,16 @@ enum class Cost { sqeuclidean, l1, cosine };
 // it follows back, in chunks of at most 256 MiB); on host backends, γ > 0
 // walks anti-diagonals in SIMD lanes, in one block of 8·(7·(N + 2) + d·(N +
 // M + 8)) bytes a thread (d = 0 for d = 1 and cosine). Gradients and
-// alignments on host backends for γ > 0 with the sqeuclidean or l1 cost or
-// a cost tensor: the forward keeps each anti-diagonal's R and soft-min
-// parts over the band's cells and E runs back along them, one block a
-// thread of 8·(2·S + 4·(N + 2) + d·(N + M + 8) + G + 3·(N + M + 2)) bytes
-// (S: the band's cells plus about 2·(N + M), N·M + 2·(N + M) + 4 without a
-// band; G = (2·D + 1)·(N + M) + 1024 for d > 1 with D = d rounded up to a
-// multiple of 8, else d·(N + M + 8)). Anything else asked
-// of it (cosine or hard-DTW gradients, gradients on a device) is an
-// argument error naming `kernel`. `automatic` takes it on host backends
+// alignments on host backends for γ > 0 (every built-in cost and cost
+// tensors): the forward keeps each anti-diagonal's R and soft-min parts
+// over the band's cells and E runs back along them, one block a thread of
+// 8·(2·S + 4·(N + 2) + d·(N + M + 8) + G + 3·(N + M + 2)) bytes (S: the
+// band's cells plus about 2·(N + M), N·M + 2·(N + M) + 4 without a band;
+// G = (2·D + 1)·(N + M) + 1024 for d > 1 and for cosine, with D = d
+// rounded up to a multiple of 8, else d·(N + M + 8); d = 0 in the d·(N +
+// M + 8) term for cosine). Anything else asked of it
+// (hard-DTW gradients, gradients on a device) is an argument error naming
+// `kernel`. `automatic` takes it on host backends
 // for calls of at least four pairs a thread (the CPU main job: many short
 // series), for gradients while a thread's block stays under 128 MiB (pairs
 // of up to about 2,900 × 2,900 points without a band); `portable` is the

@@ -28,8 +28,8 @@ struct SeriesCost {
   static constexpr bool kExpanded =
       metric == Cost::sqeuclidean && Metric<Cost::sqeuclidean>::expanded<W>;
   // Whether a host thread's walk_pair_gradients forms this cost's gradients
-  // (along anti-diagonals, from the features: per-feature terms only).
-  static constexpr bool kPairGradients = metric != Cost::cosine;
+  // (from the features, or cosine's unit vectors): every built-in cost.
+  static constexpr bool kPairGradients = true;
 
   ConstSeriesView<T, Space> x, y;
   PairLengths<Space> lengths;
@@ -54,6 +54,7 @@ struct SeriesCost {
     // sum them along an anti-diagonal instead (walk_pair_diagonals).
     static constexpr bool kFeatureTerms = metric != Cost::cosine;
     static constexpr bool kL1 = metric == Cost::l1;
+    static constexpr bool kCosine = metric == Cost::cosine;
     const T* x;
     const T* y;
     std::int64_t x_step, y_step;  // between consecutive points
@@ -80,6 +81,46 @@ struct SeriesCost {
         for (int k = 0; k < d; ++k)
           sum += Metric<metric>::term(W(u[k]), W(v[k]));
         return acc_t(sum);
+      }
+    }
+
+    // Cosine (host): each point's unit vector v/‖v‖_ε, by point at `pitch`
+    // and zero-padded, and its 1/‖v‖_ε; the terms pass through W as the
+    // cells' do.
+    void unit_points(std::int64_t n, std::int64_t m, int pitch, acc_t* x_rows,
+                     acc_t* y_rows, acc_t* x_scale, acc_t* y_scale) const {
+      auto const units = [&](const T* points, std::int64_t step,
+                             std::int64_t count, acc_t* rows, acc_t* scale) {
+        for (std::int64_t q = 0; q < count; ++q) {
+          acc_t* const row = rows + q * pitch;
+          acc_t squared = 0;
+          for (int k = 0; k < d; ++k) {
+            row[k] = acc_t(W(points[q * step + k]));
+            squared += row[k] * row[k];
+          }
+          scale[q] = Metric<Cost::cosine>::inverse_norm(squared);
+          for (int k = 0; k < pitch; ++k)
+            row[k] = k < d ? row[k] * scale[q] : acc_t(0);
+        }
+      };
+      units(x, x_step, n, x_rows, x_scale);
+      units(y, y_step, m, y_rows, y_scale);
+    }
+    // Cosine (host): sums[q] = Σ E·û over the other side's unit vectors
+    // becomes Σ E·∂C/∂v_q = −(sums − (v̂·sums)·v̂)/‖v‖_ε, the radial part
+    // only where the clamp is inactive (∂‖v‖_ε/∂v = 0 where it is), in
+    // place.
+    static void unit_gradients(std::int64_t count, int pitch, int d,
+                               const acc_t* rows, const acc_t* scale,
+                               acc_t* sums) {
+      for (std::int64_t q = 0; q < count; ++q) {
+        const acc_t* const unit = rows + q * pitch;
+        acc_t* const sum = sums + q * pitch;
+        acc_t along = 0;
+        if (Metric<Cost::cosine>::radial(scale[q]) != 0)
+          for (int k = 0; k < d; ++k) along += unit[k] * sum[k];
+        for (int k = 0; k < d; ++k)
+          sum[k] = -scale[q] * (sum[k] - along * unit[k]);
       }
     }
   };

@@ -83,6 +83,12 @@ struct FeatureTerms : std::false_type {};
 template <class Cells>
 struct FeatureTerms<Cells, std::void_t<decltype(Cells::kFeatureTerms)>>
     : std::bool_constant<Cells::kFeatureTerms> {};
+// Whether they are the cosine cost's (whose gradients come from unit vectors).
+template <class Cells, class = void>
+struct CosineTerms : std::false_type {};
+template <class Cells>
+struct CosineTerms<Cells, std::void_t<decltype(Cells::kCosine)>>
+    : std::bool_constant<Cells::kCosine> {};
 
 // The features walk_pair_diagonals lays out for a pair's cells: d for
 // multivariate series under a per-feature cost, else none.
@@ -307,21 +313,44 @@ inline std::int64_t stored_diagonal_cells(const Band& band, std::int64_t n,
 constexpr int kGradientTile = 32;
 inline int gradient_row_pitch(int features) { return (features + 7) / 8 * 8; }
 
+// The features walk_pair_gradients lays out for points of d features:
+// `laid_out` by feature (the forward's per-feature costs, and the gradient
+// sums of univariate series) and `points` by point (the gradients from
+// tiles of E: multivariate per-feature costs, and cosine at every d).
+struct GradientFeatures {
+  int laid_out = 0;
+  int points = 0;
+};
+inline GradientFeatures gradient_features(bool per_feature, bool cosine,
+                                          int d) {
+  if (per_feature) return {d, d > 1 ? d : 0};
+  return {0, cosine ? d : 0};
+}
+template <class Cells>
+GradientFeatures gradient_features(const Cells& cell) {
+  if constexpr (FeatureTerms<Cells>::value || CosineTerms<Cells>::value)
+    return gradient_features(FeatureTerms<Cells>::value,
+                             CosineTerms<Cells>::value, cell.d);
+  else
+    return {};
+}
+
 // What a host thread's walk_pair_gradients needs for a pair of up to n_max
-// × m_max points with `features` features: `stored` (>=
-// stored_diagonal_cells) cells twice, for R (then E) and the soft-min
-// parts, kCostBatch cost anti-diagonals, the features laid out, and either
-// their gradient sums laid out the same way (d = 1) or the points, their
-// sums by point, each point's alignment mass and a tile of E (d > 1); and
-// three indices an anti-diagonal.
+// × m_max points with `features`: `stored` (>= stored_diagonal_cells)
+// cells twice, for R (then E) and the soft-min parts, kCostBatch cost
+// anti-diagonals, the features laid out, and either their gradient sums
+// laid out the same way or the points, their sums by point, one value a
+// point (its alignment mass, or cosine's 1/‖v‖) and a tile of E; and three
+// indices an anti-diagonal.
 inline std::int64_t gradient_walk_cells(std::int64_t stored, std::int64_t n_max,
-                                        std::int64_t m_max, int features) {
-  std::int64_t const laid_out = laid_out_cells(features, n_max, m_max);
+                                        std::int64_t m_max,
+                                        GradientFeatures features) {
+  std::int64_t const laid_out = laid_out_cells(features.laid_out, n_max, m_max);
   std::int64_t const by_point =
-      (2 * gradient_row_pitch(features) + 1) * (n_max + m_max) +
+      (2 * gradient_row_pitch(features.points) + 1) * (n_max + m_max) +
       kGradientTile * kGradientTile;
   return 2 * stored + kCostBatch * (n_max + 2) + laid_out +
-         (features > 1 ? by_point : laid_out);
+         (features.points > 0 ? by_point : laid_out);
 }
 inline std::int64_t gradient_walk_indices(std::int64_t n_max,
                                           std::int64_t m_max) {
@@ -411,9 +440,11 @@ struct PairBackward {
 // them with the other side's points (tile_products, the sums in registers
 // across a row): for (x − y)², ∂/∂x_i = 2·(x_i·Σ_j E_ij − Σ_j E_ij·y_j) on
 // points centred on x's mean (so the difference keeps its digits), for l1
-// Σ_j E_ij·sign(x_i − y_j). `work` holds
-// gradient_walk_cells(stored, n, m, d) values with stored >=
-// stored_diagonal_cells(band, n, m), `index` gradient_walk_indices(n, m).
+// Σ_j E_ij·sign(x_i − y_j); for cosine, with û = u/‖u‖_ε and v_i = Σ_j
+// E_ij·ŷ_j, ∂/∂x_i = −(v_i − (x̂_i·v_i)·x̂_i)/‖x_i‖_ε (the radial part only
+// where ‖x_i‖ > ε). `work` holds gradient_walk_cells(stored, n, m,
+// gradient_features(cell)) values with stored >= stored_diagonal_cells(band,
+// n, m), `index` gradient_walk_indices(n, m).
 template <class CostProvider, class Alignment>
 acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
                           acc_t gamma, std::int64_t p, std::int64_t stored,
@@ -427,15 +458,16 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
   acc_t* const r_store = work;
   acc_t* const part_store = r_store + stored;
   acc_t* const costs = part_store + stored;
-  // Series lay out every feature (d = 1 too): the gradients are formed
-  // along the anti-diagonals from them.
-  int count = 0;
+  // Per-feature series lay out every feature (d = 1 too): the gradients
+  // are formed along the anti-diagonals from them. Cosine's cells are
+  // formed point by point.
+  constexpr bool kCosine = CosineTerms<Cells>::value;
+  GradientFeatures const layout = gradient_features(cell);
+  int const count = layout.laid_out;
   bool gradients = false;
-  if constexpr (FeatureTerms<Cells>::value) {
-    count = cell.d;
+  if constexpr (FeatureTerms<Cells>::value || kCosine)
     gradients = out.weight != 0 &&
                 (cost.grad_x.extent(0) > 0 || cost.grad_y.extent(0) > 0);
-  }
   LaidOutFeatures const features =
       lay_out_features<typename CostProvider::work_type>(
           cell, count, n, m, costs + kCostBatch * (n + 2));
@@ -444,9 +476,10 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
   // Univariate: the gradient sums laid out as the features.
   acc_t* const x_gradient = after_features;
   acc_t* const y_gradient = x_gradient + count * n + kFeaturePad;
-  // Multivariate: the points, their sums by point and E's masses.
-  bool const tiled = count > 1;
-  int const pitch = gradient_row_pitch(count);
+  // Multivariate and cosine: the points, their sums by point and E's
+  // masses (cosine: the points' 1/‖v‖_ε).
+  bool const tiled = layout.points > 0;
+  int const pitch = gradient_row_pitch(layout.points);
   acc_t* const x_rows = after_features;
   acc_t* const y_rows = x_rows + pitch * n;
   acc_t* const x_sums = y_rows + pitch * m;
@@ -509,10 +542,11 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
       if (i < i0 || i > i1) e[i] = 0;
     if (i0 > i1) continue;
     if (tiled) {
-      for (std::int64_t i = i0; i <= i1; ++i) {
-        x_mass[i - 1] += e[i];
-        y_mass[k - i - 1] += e[i];
-      }
+      if constexpr (!kCosine)
+        for (std::int64_t i = i0; i <= i1; ++i) {
+          x_mass[i - 1] += e[i];
+          y_mass[k - i - 1] += e[i];
+        }
     } else if constexpr (FeatureTerms<Cells>::value) {
       if (gradients)
         diagonal_feature_gradients(
@@ -553,6 +587,17 @@ acc_t walk_pair_gradients(const CostProvider& cost, const Band& band,
         [&](std::int64_t j, int f) {
           return sum_of(y_rows, y_sums, y_mass, j, f);
         });
+  } else if constexpr (kCosine) {
+    if (!gradients) return value;
+    cell.unit_points(n, m, pitch, x_rows, y_rows, x_mass, y_mass);
+    tiled_gradient_sums(band, n, m, first, last, r_of, x_rows, y_rows, pitch,
+                        /*l1=*/false, tile, x_sums, y_sums);
+    Cells::unit_gradients(n, pitch, cell.d, x_rows, x_mass, x_sums);
+    Cells::unit_gradients(m, pitch, cell.d, y_rows, y_mass, y_sums);
+    cost.add_pair_gradients(
+        p, out.weight,
+        [&](std::int64_t i, int f) { return x_sums[i * pitch + f]; },
+        [&](std::int64_t j, int f) { return y_sums[j * pitch + f]; });
   }
   return value;
 }

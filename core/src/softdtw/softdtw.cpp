@@ -28,9 +28,10 @@ std::uint64_t workspace_bytes(const Space& space, std::int64_t pairs,
   if (runs_on_host<Space>() && takes_pair_walks(space, options, pairs)) {
     std::uint64_t const blocks = diagonal_blocks(space);
     bool const per_feature = options.cost != Cost::cosine;
-    if (backward && options.gamma > 0 && per_feature) {
+    if (backward && options.gamma > 0) {
       std::int64_t const block = gradient_block_bytes(
-          stored_diagonal_cells(band_of(options), n, m), n, m, d);
+          stored_diagonal_cells(band_of(options), n, m), n, m,
+          gradient_features(per_feature, !per_feature, d));
       if (options.kernel == Kernel::pairs || block <= kBackwardBlockLimit)
         return std::uint64_t(block) * blocks;
     }

@@ -137,10 +137,12 @@ constexpr std::int64_t kBackwardBlockLimit = 128ll << 20;
 
 // Bytes of one block's work in the pair-parallel backward: `stored` cells
 // of anti-diagonals (stored_diagonal_cells) for pairs of up to n × m points
-// with d features.
+// whose features are laid out as `features` says.
 inline std::int64_t gradient_block_bytes(std::int64_t stored, std::int64_t n,
-                                         std::int64_t m, int d) {
-  return (gradient_walk_cells(stored, n, m, d) + gradient_walk_indices(n, m)) *
+                                         std::int64_t m,
+                                         GradientFeatures features) {
+  return (gradient_walk_cells(stored, n, m, features) +
+          gradient_walk_indices(n, m)) *
          std::int64_t(sizeof(acc_t));
 }
 
@@ -312,9 +314,8 @@ class Sweeper {
     if (options_.kernel == Kernel::pairs)
       throw_invalid_argument(
           "kernel = pairs computes values, hard-DTW paths and, on host "
-          "backends, gradients and alignments for gamma > 0 with the "
-          "sqeuclidean or l1 cost or a cost tensor; the others take kernel "
-          "= automatic, portable or specialised");
+          "backends, gradients and alignments for gamma > 0; the others "
+          "take kernel = automatic, portable or specialised");
     if (specialised_)
       return Specialised::run(space_, cost_, options_, pairs, values.data(),
                               &outputs);
@@ -376,9 +377,7 @@ class Sweeper {
           most = cells > most ? cells : most;
         },
         Kokkos::Max<std::int64_t>(stored));
-    int features = 0;
-    if constexpr (FeatureTerms<typename CostProvider::PairCells>::value)
-      features = cost_.pair_cells(0).d;
+    GradientFeatures const features = gradient_features(cost_.pair_cells(0));
     std::int64_t const block_bytes =
         gradient_block_bytes(stored, n_max_, m_max_, features);
     if (options_.kernel != Kernel::pairs && block_bytes > kBackwardBlockLimit)
