@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _core
+from . import _core, deer
 from ._torch_ops import OPS, _anchors, _first_order, _none, _traced
 
 # The settings an operator takes, in its argument order (softwave.deer._settings
@@ -27,8 +27,7 @@ def _stream(like: torch.Tensor) -> int:
 
 
 def _core_settings(settings: dict, like: torch.Tensor, **extra) -> dict:
-    s = {k: v for k, v in settings.items() if v is not None}
-    return dict(s, stream=_stream(like), **extra)
+    return deer._core_settings(settings, _stream(like), **extra)
 
 
 def forward(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh):

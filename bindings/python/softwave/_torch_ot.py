@@ -22,17 +22,12 @@ import torch
 
 from . import _core
 from ._torch_ops import OPS, _anchors, _first_order, _none, _traced
+from .ot import _query_layout, _solve_outputs
 
 ARRAYS = ("x", "y", "cost", "u", "v", "p", "q", "a", "b")
 SETTINGS = ("epsilon", "epsilon_relative", "epsilon_scaling", "rho_a", "rho_b", "max_iterations", "tolerance",
             "check_every", "cost", "kernel", "check")
 OUTPUTS = ("f", "g", "value", "transport_cost", "marginal_error", "iterations", "converged")
-_INTEGER_OUTPUTS = ("iterations", "converged")
-QUERIES = ("plan", "apply", "apply_transpose", "row_argmax", "sample_rows")
-
-
-def traced() -> bool:
-    return _traced()
 
 
 def _stream(like: torch.Tensor) -> int:
@@ -67,16 +62,21 @@ def solve(arrays: dict, settings: dict, f0=None, g0=None) -> dict:
     """The potentials and diagnostics (OUTPUTS) of every problem; f0, g0: a
     warm start (batched), copied."""
     like = _first(arrays)
-    B, N, K = sizes(arrays)
+    out = _outputs(like, arrays)
     warm = f0 is not None
-    out = {"f": f0.detach().clone() if warm else like.new_empty((B, N)),
-           "g": g0.detach().clone() if warm else like.new_empty((B, K)),
-           "value": like.new_empty((B,)), "transport_cost": like.new_empty((B,)),
-           "marginal_error": like.new_empty((B, 2))}
-    for k in _INTEGER_OUTPUTS:
-        out[k] = like.new_empty((B,), dtype=torch.int32)
+    if warm:
+        out["f"], out["g"] = f0.detach().clone(), g0.detach().clone()
     _run("solve", dict(arrays, **out), settings, like, warm_start=warm)
     return out
+
+
+def _empty_like(like):
+    """ot's empty(shape, integer) for tensors like `like`."""
+    return lambda shape, integer: like.new_empty(shape, dtype=torch.int32 if integer else like.dtype)
+
+
+def _outputs(like, arrays) -> dict:
+    return _solve_outputs(sizes(arrays), _empty_like(like))
 
 
 def gradients(arrays: dict, f, g, grad_value, settings: dict, wanted) -> dict:
@@ -102,29 +102,13 @@ def divergence(arrays: dict, settings: dict, wanted):
 
 
 def query(arrays: dict, f, g, settings: dict, kind: str, z=None, draws: int = 1, seed: int = 0) -> torch.Tensor:
-    """One question about the plans of solved problems (QUERIES), without
-    forming them unless kind is "plan"."""
-    B, N, K = sizes(arrays)
-    out = _query_output(f, kind, B, N, K, z, draws)
-    named = {"plan": {"plan": out}, "apply": {"v_apply": z, "plan_v": out},
-             "apply_transpose": {"u_apply": z, "plan_t_u": out}, "row_argmax": {"row_argmax": out},
-             "sample_rows": {"row_samples": out}}[kind]
+    """One question about the plans of solved problems (ot._query_layout's
+    kinds), without forming them unless kind is "plan"."""
+    shape, integer, z_name, out_name = _query_layout(kind, sizes(arrays), z, draws)
+    out = _empty_like(f)(shape, integer)
+    named = {out_name: out} if z_name is None else {z_name: z, out_name: out}
     _run("queries", dict(arrays, f=f, g=g, **named), settings, f, seed=int(seed))
     return out
-
-
-def _query_output(like, kind, B, N, K, z, draws):
-    if kind == "plan":
-        return like.new_empty((B, N, K))
-    if kind == "apply":
-        return like.new_empty((B, N, z.shape[2]))
-    if kind == "apply_transpose":
-        return like.new_empty((B, K, z.shape[2]))
-    if kind == "row_argmax":
-        return like.new_empty((B, N), dtype=torch.int32)
-    if kind == "sample_rows":
-        return like.new_empty((B, N, draws), dtype=torch.int32)
-    raise ValueError(f"softwave: unknown plan query {kind!r}")
 
 
 # ---------------------------------------------------------------------------
@@ -259,11 +243,8 @@ if OPS:
     @_sinkhorn_op.register_fake
     def _(x, y, cost_matrix, u, v, p, q, a, b, f0, g0, *settings):
         arrays = _named((x, y, cost_matrix, u, v, p, q, a, b))
-        like = _first(arrays)
-        B, N, K = sizes(arrays)
-        return (like.new_empty((B, N)), like.new_empty((B, K)), like.new_empty((B,)), like.new_empty((B,)),
-                like.new_empty((B, 2)), like.new_empty((B,), dtype=torch.int32),
-                like.new_empty((B,), dtype=torch.int32))
+        out = _outputs(_first(arrays), arrays)
+        return tuple(out[k] for k in OUTPUTS)
 
     def _sinkhorn_setup(ctx, inputs, output):
         ctx.save_for_backward(*inputs[:9], output[0], output[1])
@@ -342,5 +323,5 @@ if OPS:
     @_query_op.register_fake
     def _(x, y, cost_matrix, u, v, p, q, a, b, f, g, *rest):
         kind, z, draws = rest[len(SETTINGS):len(SETTINGS) + 3]
-        B, N, K = sizes(_named((x, y, cost_matrix, u, v, p, q, a, b)))
-        return _query_output(f, kind, B, N, K, z, draws)
+        shape, integer, _, _ = _query_layout(kind, sizes(_named((x, y, cost_matrix, u, v, p, q, a, b))), z, draws)
+        return _empty_like(f)(shape, integer)

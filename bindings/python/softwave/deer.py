@@ -94,6 +94,12 @@ def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check
             "block_size": int(block_size), "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
 
 
+def _core_settings(settings: dict, stream: int = 0, **extra) -> dict:
+    """What _core.deer_rnn takes: the settings given (atol and rtol left out
+    where None) on `stream`."""
+    return dict({k: v for k, v in settings.items() if v is not None}, stream=stream, **extra)
+
+
 def _forward_numpy(x, h0, weights, lengths, settings, y=None):
     x = np.ascontiguousarray(x)
     if x.dtype not in (np.float32, np.float64):
@@ -108,7 +114,7 @@ def _forward_numpy(x, h0, weights, lengths, settings, y=None):
            "weight_ih": w[0], "weight_hh": w[1], "bias_ih": w[2], "bias_hh": w[3],
            "y": np.empty((B, T, n), dtype=dtype) if y is None else y,
            "iterations": np.empty((B,), dtype=np.int32), "path": np.empty((B,), dtype=np.int32)}
-    _core.deer_rnn("forward", out, {k: v for k, v in settings.items() if v is not None})
+    _core.deer_rnn("forward", out, _core_settings(settings))
     return out
 
 

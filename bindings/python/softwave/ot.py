@@ -273,8 +273,6 @@ class SinkhornResult:
 
     def _apply(self, z, transpose):
         pr = self._problem
-        B, N, K = pr.sizes
-        rows, cols = (K, N) if transpose else (N, K)
         z = pr.frame.array("u" if transpose else "v", z)
         vector = z.ndim == (2 if pr.batched else 1)
         if vector:
