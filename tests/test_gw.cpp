@@ -4,7 +4,8 @@
 // against float64 sums, one iteration against the float64 Sinkhorn of the
 // sampled cost rebuilt from the reported anchors, TorchGW's spiral → Swiss
 // roll task with precomputed geodesics and with a landmark embedding
-// (signed Spearman ρ, repeatability by seed), and bad input.
+// (signed Spearman ρ, repeatability by seed), fused GW against the Sinkhorn
+// of the fused cost and on the same task, and bad input.
 
 #include <softwave/graph.hpp>
 #include <softwave/gw.hpp>
@@ -163,6 +164,80 @@ TYPED_TEST(SampledGw, ObjectiveMatchingAndMarginalsMatchFloat64) {
   }
 }
 
+namespace {
+
+// Options under which the plan is one Sinkhorn solve at ε (α = 1, one
+// iteration), converged tightly.
+template <class T>
+softwave::GwOptions one_solve_options(Rng& rng) {
+  softwave::GwOptions o;
+  o.anchors = rng.integer(1, 8);
+  o.alpha = 1;
+  o.max_iterations = 1;
+  o.min_iterations = 0;
+  o.epsilon = rng.uniform(0.03, 0.2);
+  o.sinkhorn_iterations = 5000;
+  o.sinkhorn_tolerance = tolerance<T>(1e-12, 1e-6);
+  o.seed = rng.integer(0, 1 << 30);
+  return o;
+}
+
+// The reference problem of that solve: the sampled cost rebuilt in float64
+// from the reported anchors and scales, the cost given to it added (N×K,
+// empty: none), b scaled to a's mass where balanced.
+template <class T, class Space>
+ref::OTProblem one_solve_problem(const RandomProblem<T, Space>& pr,
+                                 const softwave::GwResult<T, Space>& r,
+                                 const softwave::GwOptions& o,
+                                 const std::vector<double>& added) {
+  int const n = pr.source.n, k = pr.target.n;
+  ref::OTProblem p;
+  p.n = n;
+  p.k = k;
+  p.a = pr.a;
+  p.b = pr.b;
+  if (std::isinf(o.rho_b)) {
+    double const ra = std::accumulate(p.a.begin(), p.a.end(), 0.0),
+                 rb = std::accumulate(p.b.begin(), p.b.end(), 0.0);
+    for (double& e : p.b) e *= ra / rb;
+  }
+  p.eps = o.epsilon;
+  p.rho_b = o.rho_b;
+  p.cost.assign(std::size_t(n) * k, 0);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < k; ++j) {
+      double s = 0;
+      for (int c = 0; c < o.anchors; ++c) {
+        double const x =
+            pr.source.matrix[std::size_t(i) * n + r.source_anchors[c]] /
+            r.source_scale;
+        double const y =
+            pr.target.matrix[std::size_t(j) * k + r.target_anchors[c]] /
+            r.target_scale;
+        s += (x - y) * (x - y);
+      }
+      p.cost[std::size_t(i) * k + j] =
+          added.empty() ? s / o.anchors
+                        : (1 - o.fused_alpha) * s / o.anchors +
+                              o.fused_alpha * added[std::size_t(i) * k + j];
+    }
+  return p;
+}
+
+// The largest difference of two plans relative to the largest entry of
+// the second.
+double relative_difference(const std::vector<double>& plan,
+                           const std::vector<double>& want) {
+  double largest = 0, worst = 0;
+  for (std::size_t q = 0; q < plan.size(); ++q) {
+    largest = std::max(largest, want[q]);
+    worst = std::max(worst, std::fabs(plan[q] - want[q]));
+  }
+  return worst / largest;
+}
+
+}  // namespace
+
 // With α = 1 and one iteration the plan is one Sinkhorn solve of the
 // sampled cost: rebuilt in float64 from the reported anchors and scales,
 // the reference's plan is the library's (balanced and semi-relaxed).
@@ -177,21 +252,12 @@ TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
                  << "n " << n << " k " << k << " rho_b " << rho_b);
     RandomProblem<T, Space> const pr(rng, n, k);
     auto const &source = pr.source, &target = pr.target;
-    softwave::GwOptions o;
-    o.anchors = rng.integer(1, 8);
-    o.alpha = 1;
-    o.max_iterations = 1;
-    o.min_iterations = 0;
-    o.epsilon = rng.uniform(0.03, 0.2);
+    softwave::GwOptions o = one_solve_options<T>(rng);
     o.rho_b = rho_b;
-    o.sinkhorn_iterations = 5000;
-    o.sinkhorn_tolerance = tolerance<T>(1e-12, 1e-6);
-    o.seed = rng.integer(0, 1 << 30);
     softwave::GwResult<T, Space> r;
     r.plan = V2<T, Space>("plan", n, k);
     softwave::sampled_gw(space, source.distances, target.distances,
                          pr.marginals, r, o);
-    auto const plan = swt::to_host(r.plan);
     ASSERT_EQ(int(r.source_anchors.size()), o.anchors);
     ASSERT_EQ(int(r.target_anchors.size()), o.anchors);
     // The scales are the largest anchor distances.
@@ -208,39 +274,116 @@ TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
     if (sy == 0) sy = 1;
     EXPECT_NEAR(r.source_scale, sx, 1e-12 * sx);
     EXPECT_NEAR(r.target_scale, sy, 1e-12 * sy);
-    ref::OTProblem p;
-    p.n = n;
-    p.k = k;
-    p.a = pr.a;
-    p.b = pr.b;
-    if (std::isinf(rho_b)) {
-      double const ra = std::accumulate(p.a.begin(), p.a.end(), 0.0),
-                   rb = std::accumulate(p.b.begin(), p.b.end(), 0.0);
-      for (double& e : p.b) e *= ra / rb;
-    }
-    p.eps = o.epsilon;
-    p.rho_b = rho_b;
-    p.cost.assign(std::size_t(n) * k, 0);
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < k; ++j) {
-        double s = 0;
-        for (int c = 0; c < o.anchors; ++c) {
-          double const x =
-              source.matrix[std::size_t(i) * n + r.source_anchors[c]] / sx;
-          double const y =
-              target.matrix[std::size_t(j) * k + r.target_anchors[c]] / sy;
-          s += (x - y) * (x - y);
-        }
-        p.cost[std::size_t(i) * k + j] = s / o.anchors;
-      }
-    auto const want = ref::solve_ot(p);
-    double largest = 0, worst = 0;
-    for (std::size_t q = 0; q < plan.size(); ++q) {
-      largest = std::max(largest, want.plan[q]);
-      worst = std::max(worst, std::fabs(plan[q] - want.plan[q]));
-    }
-    EXPECT_LE(worst, tolerance<T>(1e-9, 2e-4) * largest);
+    auto const want = ref::solve_ot(one_solve_problem(pr, r, o, {}));
+    EXPECT_LE(relative_difference(swt::to_host(r.plan), want.plan),
+              tolerance<T>(1e-9, 2e-4));
   }
+}
+
+// Fused GW's linear cost as the library takes it (a matrix, or features
+// on both sides) and as the reference sees it: C_ik (N×K, float64, from
+// the rounded inputs).
+template <class T, class Space>
+struct Linear {
+  softwave::GwLinearCost<T, Space> cost;
+  std::vector<double> matrix;
+};
+
+template <class T, class Space>
+Linear<T, Space> random_linear(Rng& rng, int n, int k, bool features) {
+  Linear<T, Space> l;
+  l.matrix.assign(std::size_t(n) * k, 0);
+  if (features) {
+    int const e = rng.integer(1, 3);
+    std::vector<double> f(std::size_t(n) * e), g(std::size_t(k) * e);
+    for (double& v : f) v = double(T(rng.uniform(-1, 1)));
+    for (double& v : g) v = double(T(rng.uniform(-1, 1)));
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j)
+        for (int d = 0; d < e; ++d) {
+          double const diff =
+              f[std::size_t(i) * e + d] - g[std::size_t(j) * e + d];
+          l.matrix[std::size_t(i) * k + j] += diff * diff;
+        }
+    l.cost.source_features = to_device2<T, Space>(f, n, e);
+    l.cost.target_features = to_device2<T, Space>(g, k, e);
+  } else {
+    for (double& v : l.matrix) v = double(T(rng.uniform(0, 2)));
+    l.cost.matrix = to_device2<T, Space>(l.matrix, n, k);
+  }
+  return l;
+}
+
+// Fused GW with α = 1 and one iteration is one Sinkhorn solve of
+// (1 − β)·Λ + β·C, Λ the sampled cost of the reported anchors (β = 1:
+// entropic OT with cost C), for a linear cost given as a matrix and as
+// features; its linear objective is ⟨C, T⟩.
+TYPED_TEST(SampledGw, FusedOneIterationIsTheSinkhornOfTheFusedCost) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (int trial = 0; trial < 6; ++trial) {
+    int const n = rng.integer(2, 12), k = rng.integer(2, 12);
+    bool const features = trial % 2 == 1;
+    RandomProblem<T, Space> const pr(rng, n, k);
+    auto const linear = random_linear<T, Space>(rng, n, k, features);
+    softwave::GwOptions o = one_solve_options<T>(rng);
+    o.fused_alpha = trial < 2 ? 1.0 : rng.uniform(0.05, 0.95);
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " k " << k << " beta " << o.fused_alpha
+                 << " features " << features);
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                         linear.cost, pr.marginals, r, o);
+    auto const plan = swt::to_host(r.plan);
+    auto const want = ref::solve_ot(one_solve_problem(pr, r, o, linear.matrix));
+    EXPECT_LE(relative_difference(plan, want.plan), tolerance<T>(1e-9, 2e-4));
+    double inner = 0;
+    for (std::size_t q = 0; q < plan.size(); ++q)
+      inner += linear.matrix[q] * plan[q];
+    EXPECT_NEAR(r.linear_objective, inner, 1e-10 * (std::fabs(inner) + 1e-12));
+    double const gw =
+        ref::gw_objective(pr.source.matrix, pr.target.matrix, plan, n, k);
+    EXPECT_NEAR(r.objective, gw, 1e-10 * (std::fabs(gw) + 1e-12));
+  }
+}
+
+// Features and the matrix of their squared distances are the same linear
+// cost: the same seed gives the same plan through the low-rank factors and
+// through the dense matrix, over many iterations.
+TYPED_TEST(SampledGw, FusedFeaturesAndMatrixAgree) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const n = rng.integer(10, 40), k = rng.integer(10, 40);
+  RandomProblem<T, Space> const pr(rng, n, k);
+  auto const linear = random_linear<T, Space>(rng, n, k, true);
+  softwave::GwLinearCost<T, Space> dense;
+  dense.matrix = to_device2<T, Space>(linear.matrix, n, k);
+  softwave::GwOptions o;
+  o.anchors = rng.integer(2, 8);
+  o.max_iterations = 8;
+  o.min_iterations = 0;
+  o.epsilon = 0.05;
+  o.fused_alpha = rng.uniform(0.2, 0.8);
+  o.seed = rng.integer(0, 1 << 30);
+  auto solve = [&](const softwave::GwLinearCost<T, Space>& c) {
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances, c,
+                         pr.marginals, r, o);
+    return std::make_pair(r, swt::to_host(r.plan));
+  };
+  auto const [by_features, features_plan] = solve(linear.cost);
+  auto const [by_matrix, matrix_plan] = solve(dense);
+  EXPECT_EQ(by_features.target_anchors, by_matrix.target_anchors);
+  EXPECT_LE(relative_difference(features_plan, matrix_plan),
+            tolerance<T>(1e-9, 1e-3));
+  EXPECT_NEAR(by_features.linear_objective, by_matrix.linear_objective,
+              tolerance<T>(1e-9, 1e-3) * by_matrix.linear_objective);
 }
 
 // Restarts keep the lowest objective of their seeds; a seed repeats its
@@ -486,6 +629,48 @@ TYPED_TEST(SampledGw, SpiralToSwissRollWithLandmarkEmbedding) {
   spiral_to_swiss_roll<T>(Space(), Mode::landmarks);
 }
 
+// Fused GW on TorchGW's task, with each point's position along its curve
+// as its feature: the forward matching for every seed, in float and double,
+// with the features kept low-rank and through landmark distances.
+TYPED_TEST(SampledGw, FusedSpiralToSwissRollFollowsTheFeatures) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  Space space;
+  int const n = 400, k = 500;
+  auto const x = ref::spiral(n, 0, false);
+  auto const y = ref::spiral(k, 1, true);
+  softwave::GwSide<T, Space> const source(
+      space, V2<const T, Space>(to_device2<T, Space>(x, n, 2)),
+      softwave::GwDistanceMode::landmark, 5, 20);
+  softwave::GwSide<T, Space> const target(
+      space, V2<const T, Space>(to_device2<T, Space>(y, k, 3)),
+      softwave::GwDistanceMode::landmark, 5, 20);
+  std::vector<double> f(n), g(k);
+  for (int i = 0; i < n; ++i) f[i] = double(i) / (n - 1);
+  for (int j = 0; j < k; ++j) g[j] = double(j) / (k - 1);
+  softwave::GwLinearCost<T, Space> linear;
+  linear.source_features = to_device2<T, Space>(f, n, 1);
+  linear.target_features = to_device2<T, Space>(g, k, 1);
+  softwave::GwOptions o;
+  o.anchors = 80;
+  o.alpha = 0.8;
+  o.epsilon = 0.005;
+  o.max_iterations = 30;
+  o.fused_alpha = 0.3;
+  for (std::uint64_t seed : {1, 2, 3}) {
+    o.seed = seed;
+    softwave::GwResult<T, Space> r;
+    r.matching = V1<int, Space>("matching", n);
+    r.compute_objective = false;
+    softwave::sampled_gw(space, source.distances(), target.distances(), linear,
+                         {}, r, o);
+    auto const matching = swt::to_host(r.matching);
+    EXPECT_GE(ref::spearman(std::vector<int>(matching.begin(), matching.end())),
+              0.99)
+        << "seed " << seed;
+  }
+}
+
 // The library's kNN graph, shortest paths and landmarks are the reference's
 // (on points rounded to T; components joined alike).
 TYPED_TEST(SampledGw, GraphDistancesAndLandmarksMatchFloat64) {
@@ -604,6 +789,54 @@ TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
   o.kernel = softwave::Kernel::pairs;
   EXPECT_TRUE(swt::throws_naming("kernel", call(sd, td, none, o)));
   o = {};
+  // Fused GW: β out of range, β without a linear cost and a cost without
+  // β, both forms, wrong shapes, non-finite values.
+  auto fused = [&](softwave::GwLinearCost<T, Space> c, double beta) {
+    softwave::GwOptions oo;
+    oo.max_iterations = 2;
+    oo.fused_alpha = beta;
+    return [=]() mutable {
+      softwave::GwResult<T, Space> out = r;
+      softwave::sampled_gw(space, sd, td, c, none, out, oo);
+    };
+  };
+  softwave::GwLinearCost<T, Space> matrix_cost{
+      to_device2<T, Space>(std::vector<double>(n * k, 0.5), n, k), {}, {}};
+  softwave::GwLinearCost<T, Space> feature_cost{
+      {},
+      to_device2<T, Space>(std::vector<double>(n * 2, 0.5), n, 2),
+      to_device2<T, Space>(std::vector<double>(k * 2, 0.5), k, 2)};
+  EXPECT_NO_THROW(fused(matrix_cost, 0.5)());
+  EXPECT_NO_THROW(fused(feature_cost, 1.0)());
+  for (double beta : {-0.5, 1.5, double(NAN)})
+    EXPECT_TRUE(swt::throws_naming("fused_alpha", fused(matrix_cost, beta)));
+  EXPECT_TRUE(swt::throws_naming("fused_alpha", fused({}, 0.5)));
+  EXPECT_TRUE(swt::throws_naming("fused_alpha", fused(matrix_cost, 0.0)));
+  auto both_costs = feature_cost;
+  both_costs.matrix = matrix_cost.matrix;
+  EXPECT_TRUE(swt::throws_naming("not both", fused(both_costs, 0.5)));
+  softwave::GwLinearCost<T, Space> transposed{
+      to_device2<T, Space>(std::vector<double>(n * k, 0.5), k, n), {}, {}};
+  EXPECT_TRUE(swt::throws_naming("linear.matrix", fused(transposed, 0.5)));
+  auto one_side = feature_cost;
+  one_side.target_features = {};
+  EXPECT_TRUE(
+      swt::throws_naming("linear.source_features", fused(one_side, 0.5)));
+  auto widths = feature_cost;
+  widths.target_features =
+      to_device2<T, Space>(std::vector<double>(k * 3, 0.5), k, 3);
+  EXPECT_TRUE(swt::throws_naming("linear.source_features", fused(widths, 0.5)));
+  std::vector<double> nan_cost(n * k, 0.5);
+  nan_cost[std::size_t(rng.integer(0, n * k - 1))] = double(NAN);
+  EXPECT_TRUE(swt::throws_naming(
+      "linear_matrix",
+      fused({to_device2<T, Space>(nan_cost, n, k), {}, {}}, 0.5)));
+  std::vector<double> inf_features(k * 2, 0.5);
+  inf_features[std::size_t(rng.integer(0, 2 * k - 1))] = double(INFINITY);
+  auto bad_features = feature_cost;
+  bad_features.target_features = to_device2<T, Space>(inf_features, k, 2);
+  EXPECT_TRUE(
+      swt::throws_naming("linear_target_features", fused(bad_features, 0.5)));
   // Distances: neither or both forms, a non-square matrix, bad values.
   EXPECT_TRUE(swt::throws_naming(
       "source.matrix", call(softwave::GwDistances<T, Space>{}, td, none, o)));

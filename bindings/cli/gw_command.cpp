@@ -24,7 +24,7 @@ namespace {
 struct GwOutcome {
   std::vector<double> plan;
   std::vector<std::int64_t> matching;
-  double objective = NAN, last_change = NAN;
+  double objective = NAN, linear_objective = NAN, last_change = NAN;
   int iterations = 0, joined_components = 0;
   bool converged = false;
   std::uint64_t seed = 0;
@@ -43,13 +43,18 @@ Kokkos::View<T**, Kokkos::LayoutRight, typename Space::memory_space> on_space(
   return out;
 }
 
+// Fused GW's linear cost as read: a matrix, or features of both sides.
+struct LinearInput {
+  std::optional<SeriesSet> matrix, source_features, target_features;
+};
+
 template <class T>
 GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
                 const std::optional<std::vector<double>>& a,
                 const std::optional<std::vector<double>>& b,
-                GwDistanceMode mode, int k, int landmarks,
-                const GwOptions& options, bool plan, bool matching,
-                bool objective) {
+                const LinearInput& linear_input, GwDistanceMode mode, int k,
+                int landmarks, const GwOptions& options, bool plan,
+                bool matching, bool objective) {
   using Space = Kokkos::DefaultExecutionSpace;
   Space const space;
   std::size_t const N = x.count, K = y.count;
@@ -66,12 +71,23 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
   GwMarginals<T, Space> marginals;
   if (a) marginals.a = OTView1<const T, Space>(a2.data(), N);
   if (b) marginals.b = OTView1<const T, Space>(b2.data(), K);
+  auto linear_array = [](const std::optional<SeriesSet>& s, const char* label) {
+    return s ? on_space<T, Space>(s->values, s->count, s->length, label)
+             : Array();
+  };
+  Array const linear_matrix = linear_array(linear_input.matrix, "linear"),
+              source_features =
+                  linear_array(linear_input.source_features, "source_features"),
+              target_features =
+                  linear_array(linear_input.target_features, "target_features");
+  GwLinearCost<T, Space> const linear{linear_matrix, source_features,
+                                      target_features};
   GwResult<T, Space> r;
   r.compute_objective = objective;
   if (plan) r.plan = OTView2<T, Space>("softwave::cli::plan", N, K);
   if (matching) r.matching = OTView1<int, Space>("softwave::cli::matching", N);
-  sampled_gw(space, source.distances(), target.distances(), marginals, r,
-             options);
+  sampled_gw(space, source.distances(), target.distances(), linear, marginals,
+             r, options);
   GwOutcome out;
   if (plan) {
     auto const p =
@@ -84,6 +100,7 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
     out.matching.assign(m.data(), m.data() + N);
   }
   out.objective = r.objective;
+  out.linear_objective = r.linear_objective;
   out.last_change = r.last_change;
   out.iterations = r.iterations;
   out.converged = r.converged;
@@ -106,7 +123,9 @@ std::string gw_help() {
          "converged,\n"
          "last_change, objective (the exact GW objective of the plan; null "
          "with\n"
-         "--no-objective), seed and seconds.\n"
+         "--no-objective), linear_objective (<C, T> with --fgw-alpha), seed "
+         "and\n"
+         "seconds.\n"
          "\n"
          "options:\n"
          "  --source FILE          source points or (N, N) distances "
@@ -137,6 +156,15 @@ std::string gw_help() {
          "(default balanced)\n"
          "  --restarts R           seeds tried, the lowest objective kept "
          "(default 1)\n"
+         "  --fgw-alpha A          fused GW: weight in (0, 1] of a linear cost "
+         "C, each\n"
+         "                         solve's cost (1 - A) GW + A C; C from one "
+         "of:\n"
+         "  --linear-cost FILE     C as an N x K matrix (dense solves)\n"
+         "  --source-features FILE, --target-features FILE\n"
+         "                         C_ik = |F_i - G_k|^2 of features, N x e "
+         "and K x e\n"
+         "                         (kept low-rank)\n"
          "  --seed S               (default 0)\n"
          "  --no-objective         skip the objective (it needs an N x K "
          "plan)\n"
@@ -167,6 +195,10 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--tolerance"},
                                          {"--semi-relaxed"},
                                          {"--restarts"},
+                                         {"--fgw-alpha"},
+                                         {"--linear-cost"},
+                                         {"--source-features"},
+                                         {"--target-features"},
                                          {"--seed"},
                                          {"--no-objective", false},
                                          {"--dtype"},
@@ -200,12 +232,22 @@ int run_gw(const std::vector<std::string>& arguments) {
   options.tolerance = parsed.number("--tolerance").value_or(0.05);
   if (auto rho = parsed.positive_number("--semi-relaxed")) options.rho_b = *rho;
   options.restarts = int(parsed.integer_at_least("--restarts", 1).value_or(1));
+  options.fused_alpha = parsed.positive_number("--fgw-alpha").value_or(0);
+  if (options.fused_alpha > 1)
+    throw usage_error("--fgw-alpha must be in (0, 1]");
   options.seed =
       std::uint64_t(parsed.integer_at_least("--seed", 0).value_or(0));
   const bool objective = !parsed.has("--no-objective");
   const std::string dtype =
       parsed.choice("--dtype", {"float32", "float64"}).value_or("float32");
   const int threads = int(parsed.integer_at_least("--threads", 1).value_or(0));
+  bool const has_linear = parsed.has("--linear-cost") ||
+                          parsed.has("--source-features") ||
+                          parsed.has("--target-features");
+  if (has_linear != (options.fused_alpha > 0))
+    throw usage_error(has_linear ? "a linear cost needs --fgw-alpha"
+                                 : "--fgw-alpha needs --linear-cost or "
+                                   "--source-features and --target-features");
   // Outputs are checked (extension, directory) before any work is done.
   std::unique_ptr<OutputFile> plan_file, matching_file;
   if (auto p = parsed.text("--output"))
@@ -220,6 +262,39 @@ int run_gw(const std::vector<std::string>& arguments) {
     a = read_weights("--source-weights", *p, x.count);
   if (auto p = parsed.text("--target-weights"))
     b = read_weights("--target-weights", *p, y.count);
+  LinearInput linear;
+  if (auto p = parsed.text("--linear-cost")) {
+    linear.matrix = read_points("--linear-cost", *p);
+    if (linear.matrix->count != x.count || linear.matrix->length != y.count)
+      throw usage_error(
+          "--linear-cost has " + std::to_string(linear.matrix->count) + " x " +
+          std::to_string(linear.matrix->length) + " values, expected " +
+          std::to_string(x.count) + " x " + std::to_string(y.count) +
+          " (source points x target points)");
+  }
+  if (auto p = parsed.text("--source-features"))
+    linear.source_features = read_points("--source-features", *p);
+  if (auto p = parsed.text("--target-features"))
+    linear.target_features = read_points("--target-features", *p);
+  if (bool(linear.source_features) != bool(linear.target_features))
+    throw usage_error("--source-features and --target-features go together");
+  if (linear.source_features &&
+      (linear.source_features->count != x.count ||
+       linear.target_features->count != y.count ||
+       linear.source_features->length != linear.target_features->length))
+    throw usage_error(
+        "--source-features and --target-features need a row per point "
+        "and the same number of columns (got " +
+        std::to_string(linear.source_features->count) + " x " +
+        std::to_string(linear.source_features->length) + " and " +
+        std::to_string(linear.target_features->count) + " x " +
+        std::to_string(linear.target_features->length) + " for " +
+        std::to_string(x.count) + " and " + std::to_string(y.count) +
+        " points)");
+  if (linear.matrix && linear.source_features)
+    throw usage_error(
+        "give --linear-cost or --source-features/--target-features, not "
+        "both");
 
   GwOutcome out;
   double seconds = 0;
@@ -228,10 +303,10 @@ int run_gw(const std::vector<std::string>& arguments) {
     auto const start = std::chrono::steady_clock::now();
     bool const plan = bool(plan_file), matching = bool(matching_file);
     out = dtype == "float32"
-              ? solve<float>(x, y, a, b, mode, k, landmarks, options, plan,
-                             matching, objective)
-              : solve<double>(x, y, a, b, mode, k, landmarks, options, plan,
-                              matching, objective);
+              ? solve<float>(x, y, a, b, linear, mode, k, landmarks, options,
+                             plan, matching, objective)
+              : solve<double>(x, y, a, b, linear, mode, k, landmarks, options,
+                              plan, matching, objective);
     seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -256,6 +331,10 @@ int run_gw(const std::vector<std::string>& arguments) {
       .add("last_change", out.last_change)
       .add("objective", objective ? std::optional<double>(out.objective)
                                   : std::optional<double>())
+      .add("fgw_alpha", options.fused_alpha)
+      .add("linear_objective", objective && has_linear
+                                   ? std::optional<double>(out.linear_objective)
+                                   : std::optional<double>())
       .add("seed", std::int64_t(out.seed))
       .add("joined_components", out.joined_components)
       .add("seconds", seconds, "%.6g");

@@ -1242,6 +1242,73 @@ TEST(CliGw, WritesPlanMatchingAndObjective) {
   expect_close(json_number(result.out, "objective"), objective, 1e-9);
 }
 
+// Fused GW with features (one column each) and with the matrix of their
+// squared differences: the same plan for the same seed, and the reported
+// linear objective is <C, T> of the written plan.
+TEST(CliGw, FusedWithFeaturesOrMatrix) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  std::string f, g, c;
+  for (int i = 0; i < 12; ++i) f += std::to_string(i / 11.0) + "\n";
+  for (int j = 0; j < 9; ++j) g += std::to_string(j / 8.0) + "\n";
+  for (int i = 0; i < 12; ++i)
+    for (int j = 0; j < 9; ++j) {
+      double const d = std::stod(std::to_string(i / 11.0)) -
+                       std::stod(std::to_string(j / 8.0));
+      char entry[32];
+      std::snprintf(entry, sizeof entry, "%.17g", d * d);
+      c += entry + std::string(j == 8 ? "\n" : ",");
+    }
+  write_file(dir / "f.csv", f);
+  write_file(dir / "g.csv", g);
+  write_file(dir / "c.csv", c);
+  auto gw = [&](std::vector<std::string> more, const std::string& plan) {
+    std::vector<std::string> args = {"gw",
+                                     "--source",
+                                     (dir / "source.csv").string(),
+                                     "--target",
+                                     (dir / "target.csv").string(),
+                                     "--mode",
+                                     "euclidean",
+                                     "--anchors",
+                                     "4",
+                                     "--max-iterations",
+                                     "6",
+                                     "--epsilon",
+                                     "0.05",
+                                     "--dtype",
+                                     "float64",
+                                     "--fgw-alpha",
+                                     "0.5",
+                                     "-o",
+                                     (dir / plan).string()};
+    args.insert(args.end(), more.begin(), more.end());
+    return softwave(args);
+  };
+  const Result features = gw({"--source-features", (dir / "f.csv").string(),
+                              "--target-features", (dir / "g.csv").string()},
+                             "pf.npy");
+  ASSERT_EQ(features.status, 0) << features.err;
+  const Result matrix =
+      gw({"--linear-cost", (dir / "c.csv").string()}, "pm.npy");
+  ASSERT_EQ(matrix.status, 0) << matrix.err;
+  EXPECT_EQ(json_number(features.out, "fgw_alpha"), 0.5);
+  const softwave::cli::NpyArray pf = softwave::cli::parse_npy(
+      read_file(dir / "pf.npy"), (dir / "pf.npy").string());
+  const softwave::cli::NpyArray pm = softwave::cli::parse_npy(
+      read_file(dir / "pm.npy"), (dir / "pm.npy").string());
+  const Matrix cost = parse_csv(c);
+  double inner = 0, largest = 0;
+  for (std::size_t q = 0; q < 12 * 9; ++q) {
+    inner += cost[q / 9][q % 9] * pf.element(q);
+    largest = std::max(largest, pm.element(q));
+  }
+  for (std::size_t q = 0; q < 12 * 9; ++q)
+    EXPECT_NEAR(pf.element(q), pm.element(q), 1e-9 * largest) << q;
+  expect_close(json_number(features.out, "linear_objective"), inner, 1e-6);
+  expect_close(json_number(matrix.out, "linear_objective"), inner, 1e-6);
+}
+
 TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
   const fs::path dir = scratch();
   write_clouds(dir);
@@ -1266,6 +1333,22 @@ TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
   write_file(dir / "w.csv", "0.5\n0.5\n");
   expect_error_containing(gw({"--target-weights", (dir / "w.csv").string()}),
                           "holds 2 weights for 9 points");
+  // Fused GW: a weight without a cost, a cost without a weight, a cost of
+  // the wrong shape, features of one side.
+  write_file(dir / "c.csv", "1,2\n3,4\n");
+  write_file(dir / "f.csv", "0\n1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n");
+  expect_error_containing(gw({"--fgw-alpha", "0.5"}),
+                          "--fgw-alpha needs --linear-cost");
+  expect_error_containing(gw({"--fgw-alpha", "1.5"}),
+                          "--fgw-alpha must be in (0, 1]");
+  expect_error_containing(gw({"--linear-cost", (dir / "c.csv").string()}),
+                          "a linear cost needs --fgw-alpha");
+  expect_error_containing(
+      gw({"--fgw-alpha", "0.5", "--linear-cost", (dir / "c.csv").string()}),
+      "--linear-cost has 2 x 2 values, expected 12 x 9");
+  expect_error_containing(
+      gw({"--fgw-alpha", "0.5", "--source-features", (dir / "f.csv").string()}),
+      "go together");
   EXPECT_FALSE(fs::exists(out));  // nothing half-written is left behind
 }
 

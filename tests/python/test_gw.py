@@ -1,7 +1,8 @@
 """softwave.ot.sampled_gw: TorchGW's spiral → Swiss roll task in every
 distance mode, the objective, marginals and matching of the returned plan
-against float64 NumPy, torch against NumPy, restarts and seeds, and errors
-naming the argument."""
+against float64 NumPy, torch against NumPy, restarts and seeds, fused GW
+(a linear cost as a matrix or as features), and errors naming the
+argument."""
 
 import math
 
@@ -105,6 +106,37 @@ def test_torch_tensors_match_numpy():
     assert got.objective == want.objective
 
 
+def test_fused_gw_follows_features_as_matrix_or_factors():
+    x, y = spiral(300, 0, False), spiral(360, 1, True)
+    f = np.linspace(0, 1, 300)[:, None]
+    g = np.linspace(0, 1, 360)[:, None]
+    kw = dict(distance_mode="landmark", k=5, n_landmarks=20, M=40, alpha=0.8, epsilon=0.005,
+              max_iter=25, fgw_alpha=0.3, seed=4)
+    by_features = ot.sampled_gw(x, y, features_source=f, features_target=g, **kw)
+    by_matrix = ot.sampled_gw(x, y, C_linear=(f - g.T) ** 2, **kw)
+    assert signed_spearman(by_features.matching) >= 0.99
+    np.testing.assert_allclose(by_features.plan, by_matrix.plan, rtol=1e-7,
+                               atol=1e-9 * by_matrix.plan.max())
+    inner = float(np.sum((f - g.T) ** 2 * by_features.plan))
+    assert by_features.linear_objective == pytest.approx(inner, rel=1e-9)
+    assert by_matrix.linear_objective == pytest.approx(inner, rel=1e-6)
+    plain = ot.sampled_gw(x, y, **{**kw, "fgw_alpha": 0.0})
+    assert math.isnan(plain.linear_objective)
+
+
+def test_fused_gw_at_one_is_entropic_ot_of_the_linear_cost():
+    rng = np.random.default_rng(17)
+    dx, dy, p, q = small_problem(rng, 6, 8)
+    c = rng.uniform(0, 1, (6, 8))
+    r = ot.sampled_gw(dist_source=dx, dist_target=dy, p=p, q=q, distance_mode="precomputed",
+                      C_linear=c, fgw_alpha=1.0, M=3, alpha=1.0, max_iter=1,
+                      min_iter_before_converge=0, epsilon=0.1, sinkhorn_iterations=5000,
+                      sinkhorn_tolerance=1e-13)
+    want = ot.sinkhorn(cost_matrix=c, a=p, b=q, epsilon=0.1, epsilon_relative=False,
+                       tolerance=1e-13, max_iterations=5000).plan()
+    np.testing.assert_allclose(r.plan, want, rtol=1e-7, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     "change, name",
     [
@@ -115,6 +147,16 @@ def test_torch_tensors_match_numpy():
         (dict(M=0), "M"),
         (dict(p=np.ones(4)), "p"),
         (dict(max_iter=0), "max_iter"),
+        (dict(fgw_alpha=1.5, C_linear=np.ones((5, 6))), "fgw_alpha"),
+        (dict(fgw_alpha=0.5), "fgw_alpha"),
+        (dict(C_linear=np.ones((5, 6))), "fgw_alpha"),
+        (dict(fgw_alpha=0.5, C_linear=np.ones((6, 5))), "C_linear"),
+        (dict(fgw_alpha=0.5, features_source=np.ones((5, 2))), "features_target"),
+        (dict(fgw_alpha=0.5, features_source=np.ones(5), features_target=np.ones(6)),
+         "features_source"),
+        (dict(fgw_alpha=0.5, features_source=np.ones((5, 2)), features_target=np.ones((6, 3))),
+         "features"),
+        (dict(fgw_alpha=0.5, C_linear=np.full((5, 6), np.nan)), "linear"),
     ],
 )
 def test_bad_input_names_the_argument(change, name):

@@ -460,11 +460,14 @@ class GwResult:
     restart kept); changes: every check's relative change ‖T_t − T_{t−1}‖_F /
     ‖T_t‖_F; source_scale, target_scale: the normalisation of each side's
     distances; source_anchors, target_anchors: the last iteration's anchors;
-    final_epsilon; joined_components: edges added to connect the k-NN graphs."""
+    final_epsilon; joined_components: edges added to connect the k-NN graphs;
+    linear_objective: ⟨C, T⟩ of fused GW's linear cost (NaN without one or
+    when the objective is not computed)."""
 
     plan: Any
     matching: Any
     objective: float
+    linear_objective: float
     iterations: int
     converged: bool
     seed: int
@@ -493,7 +496,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                check_rows: int = 1024, semi_relaxed: bool = False, rho: float = 1.0,
                sinkhorn_iterations: int = 10, sinkhorn_tolerance: float = 1e-3,
                mixed_precision: bool = True, restarts: int = 1,
-               seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
+               fgw_alpha: float = 0.0, C_linear=None, features_source=None,
+               features_target=None, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
                check_inputs: Optional[bool] = None, kernel: str = "automatic") -> GwResult:
     """Sampled Gromov–Wasserstein between a source (N points) and a target
     (K points), as TorchGW's ``sampled_gw`` with the same argument names
@@ -513,7 +517,13 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     is at most tol (checked every check_every iterations from
     min_iter_before_converge on, over check_rows rows). semi_relaxed: the
     target marginal is a KL penalty of weight rho. restarts: seeds seed,
-    seed + 1, ...; the lowest GW objective is kept. mixed_precision: TF32
+    seed + 1, ...; the lowest GW objective is kept. Fused GW: fgw_alpha in
+    (0, 1] weighs a linear cost against the GW cost, each solve's cost being
+    (1 − fgw_alpha)·Λ + fgw_alpha·C, with C either C_linear (N, K), which
+    makes every solve dense, or the squared Euclidean distances of
+    features_source (N, e) and features_target (K, e), kept low-rank (no N×K
+    memory); Λ uses distances scaled to at most about 1, so C is best scaled
+    to a similar range; restarts then keep the lowest fused objective. mixed_precision: TF32
     products in the CUDA low-rank solves. plan / matching / objective: which
     outputs to compute (the objective needs an N×K plan, made for the call
     when plan is False). NumPy arrays run on the host; torch tensors where
@@ -546,6 +556,26 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
             raise ValueError(f"softwave: {name} must have shape ({count},), one weight per point "
                              f"(got {tuple(w.shape)})")
         weights.append(w)
+    linear = {}
+    for name, c, shape in (("C_linear", C_linear, (n, m)), ("features_source", features_source, None),
+                           ("features_target", features_target, None)):
+        c = frame.array(name, c)
+        if c is not None and c.ndim != 2:
+            raise ValueError(f"softwave: {name} must have 2 dimensions (got shape {tuple(c.shape)})")
+        if c is not None and shape is not None and tuple(c.shape) != shape:
+            raise ValueError(f"softwave: {name} must have shape {shape}, a cost per (source, target) "
+                             f"pair (got {tuple(c.shape)})")
+        linear[name] = c
+    if (linear["features_source"] is None) != (linear["features_target"] is None):
+        raise ValueError("softwave: give features_source and features_target together")
+    fgw_alpha = float(fgw_alpha)
+    if not 0 <= fgw_alpha <= 1:
+        raise ValueError(f"softwave: fgw_alpha must be in [0, 1] (got {fgw_alpha})")
+    has_linear = linear["C_linear"] is not None or linear["features_source"] is not None
+    if fgw_alpha > 0 and not has_linear:
+        raise ValueError("softwave: fgw_alpha > 0 needs C_linear or features_source and features_target")
+    if fgw_alpha == 0 and has_linear:
+        raise ValueError("softwave: a linear cost needs fgw_alpha > 0 (at 0 it has no effect)")
     settings = {
         "distance_mode": distance_mode,
         "k": _count("k", k, 1),
@@ -564,6 +594,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "mixed_precision": bool(mixed_precision),
         "seed": _count("seed", seed, 0),
         "restarts": _count("restarts", restarts, 1),
+        "fused_alpha": fgw_alpha,
         "objective": bool(objective),
         "kernel": str(kernel),
         "check": frame.default_check() if check_inputs is None else bool(check_inputs),
@@ -572,6 +603,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     arrays = {
         "source": source, "target": target,
         "a": weights[0], "b": weights[1],
+        "linear": linear["C_linear"], "source_features": linear["features_source"],
+        "target_features": linear["features_target"],
         "plan": frame.empty((n, m)) if plan else None,
         "matching": frame.empty((n,), integer=True) if matching else None,
     }

@@ -703,6 +703,7 @@ GwOptions gw_options_of(const GwSettings& s) {
   o.mixed_precision = s.mixed_precision;
   o.seed = s.seed;
   o.restarts = s.restarts;
+  o.fused_alpha = s.fused_alpha;
   o.check_values = s.check_values;
   o.kernel = kernel_of(s.kernel);
   return o;
@@ -752,6 +753,9 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   check_rank(target, 2, shape);
   check_rank(array(arrays, "a"), 1, "(N,)");
   check_rank(array(arrays, "b"), 1, "(K,)");
+  check_rank(array(arrays, "linear"), 2, "(N, K)");
+  check_rank(array(arrays, "source_features"), 2, "(N, e)");
+  check_rank(array(arrays, "target_features"), 2, "(K, e)");
   check_rank(array(arrays, "plan"), 2, "(N, K)");
   check_rank(array(arrays, "matching"), 1, "(N,)");
   if (!source.given() || !target.given())
@@ -762,17 +766,22 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   GwMarginals<T, Space> const marginals{
       view1<const T, Space>(array(arrays, "a")),
       view1<const T, Space>(array(arrays, "b"))};
+  GwLinearCost<T, Space> const linear{
+      view2<const T, Space>(array(arrays, "linear")),
+      view2<const T, Space>(array(arrays, "source_features")),
+      view2<const T, Space>(array(arrays, "target_features"))};
   GwResult<T, Space> result;
   result.plan = view2<T, Space>(array(arrays, "plan"));
   result.matching = view1<int, Space>(array(arrays, "matching"));
   result.compute_objective = s.compute_objective;
-  softwave::sampled_gw(space, x.distances(), y.distances(), marginals, result,
-                       gw_options_of(s));
+  softwave::sampled_gw(space, x.distances(), y.distances(), linear, marginals,
+                       result, gw_options_of(s));
   GwReport r;
   r.iterations = result.iterations;
   r.converged = result.converged;
   r.seed = result.seed;
   r.objective = result.objective;
+  r.linear_objective = result.linear_objective;
   r.last_change = result.last_change;
   r.source_scale = result.source_scale;
   r.target_scale = result.target_scale;

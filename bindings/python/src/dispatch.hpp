@@ -153,6 +153,7 @@ struct GwSettings {
   bool mixed_precision = true;
   std::uint64_t seed = 0;
   int restarts = 1;
+  double fused_alpha = 0;  // GwOptions::fused_alpha
   bool check_values = true;
   bool compute_objective = true;
   std::string kernel = "automatic";  // automatic, portable or specialised
@@ -164,15 +165,17 @@ struct GwReport {
   int iterations = 0;
   bool converged = false;
   std::uint64_t seed = 0;
-  double objective = 0, last_change = 0, source_scale = 0, target_scale = 0,
-         final_epsilon = 0;
+  double objective = 0, linear_objective = 0, last_change = 0, source_scale = 0,
+         target_scale = 0, final_epsilon = 0;
   std::vector<double> changes;
   std::vector<int> source_anchors, target_anchors;
   int joined_components = 0;  // edges the k-NN graphs needed, both sides
 };
 
 // arrays: source, target (as the mode says), a (N,), b (K,) (absent:
-// uniform), plan (N, K) and matching int32 (N,) (absent: not computed).
+// uniform), fused GW's linear cost as linear (N, K) or source_features
+// (N, e) and target_features (K, e) (absent: none), plan (N, K) and
+// matching int32 (N,) (absent: not computed).
 GwReport gromov_wasserstein(const GwSettings& settings, const OTArrays& arrays);
 
 // DEER (softwave/deer.hpp) for PyTorch's cells. operation "forward":

@@ -332,6 +332,8 @@ NB_MODULE(_core, m) {
             s.seed = nb::cast<std::uint64_t>(value);
           else if (name == "restarts")
             s.restarts = nb::cast<int>(value);
+          else if (name == "fused_alpha")
+            s.fused_alpha = nb::cast<double>(value);
           else if (name == "check")
             s.check_values = nb::cast<bool>(value);
           else if (name == "objective")
@@ -359,6 +361,7 @@ NB_MODULE(_core, m) {
         report["converged"] = r.converged;
         report["seed"] = r.seed;
         report["objective"] = r.objective;
+        report["linear_objective"] = r.linear_objective;
         report["last_change"] = r.last_change;
         report["changes"] = changes;
         report["source_scale"] = r.source_scale;

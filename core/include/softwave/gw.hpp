@@ -41,6 +41,17 @@
 // Randomness is counter-based (seed, restart, iteration, anchor): the same
 // seed gives the same anchors on every backend and thread count.
 //
+// Fused GW (GwLinearCost, GwOptions::fused_alpha = β > 0) adds a linear
+// cost C between the two sets' features (Vayer et al. 2019, TorchGW's
+// fgw_alpha with C_linear): each solve's cost is (1 − β)·Λ + β·C, with Λ
+// the sampled GW cost above (normalised distances, so Λ is about 0 to 2:
+// scale C to that range). C is a dense (N, K) matrix, which makes every
+// solve dense (an N×K cost formed each iteration, beside the one given),
+// or the squared Euclidean distances of features F (N, e) and G (K, e):
+//   C_ik = ‖F_i‖² + ‖G_k‖² − 2 F_i·G_k,
+// folded into the low-rank factors (rank M + e + 2), so that the N×K
+// memory bound above holds for fused GW too.
+//
 // GwSide (below) builds one side's distances from a single array in any
 // of TorchGW's distance modes, as the Python and CLI front ends take them.
 //
@@ -77,6 +88,15 @@ struct GwDistances {
   OTView2<const T, Space> matrix;
   OTView2<const T, Space> coordinates;
   const Graph* graph = nullptr;
+};
+
+// The linear cost of fused GW: none (both empty), a matrix, or features on
+// both sides (see above); finite values.
+template <class T, class Space>
+struct GwLinearCost {
+  OTView2<const T, Space> matrix;           // (N, K)
+  OTView2<const T, Space> source_features;  // (N, e)
+  OTView2<const T, Space> target_features;  // (K, e)
 };
 
 struct GwOptions {
@@ -121,6 +141,10 @@ struct GwOptions {
   double term_tolerance = 1e-6;
   std::uint64_t seed = 0;
   int restarts = 1;  // >= 1: seeds seed, seed + 1, ...
+  // β of fused GW, in [0, 1] (TorchGW's fgw_alpha): > 0 needs a linear
+  // cost, and a linear cost needs β > 0. β = 1 is entropic OT with cost C,
+  // iterated with the same momentum and annealing.
+  double fused_alpha = 0;
   // Finite, non-negative distances and weights, checked (one fence).
   bool check_values = true;
   // The kernels of the Sinkhorn solves (softwave/kernel_choice.hpp).
@@ -189,6 +213,10 @@ struct GwResult {
   // compute_objective is false and restarts == 1.
   bool compute_objective = true;
   double objective = NAN;
+  // Fused GW: ⟨C, T⟩ of the returned plan, computed with the objective.
+  // Restarts keep the lowest (1 − β)·GW + β·⟨C, T⟩, GW with the first
+  // restart's normalised distances (the units of the solves' cost).
+  double linear_objective = NAN;
   int iterations = 0;           // outer iterations of the kept restart
   bool converged = false;       // it stopped on the tolerance
   std::uint64_t seed = 0;       // its seed
@@ -213,6 +241,7 @@ namespace impl {
 template <class Space, class T>
 void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
                 const GwDistances<T, Space>& target,
+                const GwLinearCost<T, Space>& linear,
                 const GwMarginals<T, Space>& marginals,
                 GwResult<T, Space>& result, const GwOptions& options);
 }  // namespace impl
@@ -225,7 +254,22 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
                 GwResult<T, Space>& result, const GwOptions& options = {}) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
                 "softwave::sampled_gw: float or double data");
-  impl::sampled_gw<Space, T>(space, source, target, marginals, result, options);
+  impl::sampled_gw<Space, T>(space, source, target, {}, marginals, result,
+                             options);
+}
+
+// Fused GW: sampled GW with the linear cost `linear` of weight
+// options.fused_alpha.
+template <class Space, class T>
+void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
+                const GwDistances<T, Space>& target,
+                const GwLinearCost<T, Space>& linear,
+                const GwMarginals<T, Space>& marginals,
+                GwResult<T, Space>& result, const GwOptions& options) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "softwave::sampled_gw: float or double data");
+  impl::sampled_gw<Space, T>(space, source, target, linear, marginals, result,
+                             options);
 }
 
 }  // namespace softwave

@@ -59,6 +59,19 @@ std::vector<double> cumulative_weights(const Space& space,
   return out;
 }
 
+// Every entry of `a` finite (`name` labels the check and its error).
+template <class T, class Space>
+void check_finite(DataChecks<Space>& checks, const OTView2<const T, Space>& a,
+                  const char* name) {
+  std::int64_t const cols = a.extent(1);
+  checks.count(
+      name, " non-finite value(s) (NaN or inf)", a.extent(0) * cols,
+      std::string("softwave::gw::check_") + name,
+      KOKKOS_LAMBDA(std::int64_t q)->std::int64_t {
+        return !compat::isfinite(double(a(q / cols, q % cols)));
+      });
+}
+
 template <class T, class Space>
 void check_side(DataChecks<Space>& checks, const GwDistances<T, Space>& d,
                 const char* side, const char* matrix_name,
@@ -102,14 +115,7 @@ void check_side(DataChecks<Space>& checks, const GwDistances<T, Space>& d,
           return !(compat::isfinite(v) && v >= 0);
         });
   } else {
-    auto const z = d.coordinates;
-    std::int64_t const e = z.extent(1);
-    checks.count(
-        coordinates_name, " non-finite value(s) (NaN or inf)", z.extent(0) * e,
-        std::string("softwave::gw::check_") + coordinates_name,
-        KOKKOS_LAMBDA(std::int64_t q)->std::int64_t {
-          return !compat::isfinite(double(z(q / e, q % e)));
-        });
+    check_finite(checks, d.coordinates, coordinates_name);
   }
 }
 
@@ -162,10 +168,50 @@ void check_options(const GwOptions& o) {
                            " must be >= 0");
   if (o.restarts < 1)
     throw_invalid_argument("restarts = ", o.restarts, " must be >= 1");
+  if (!(o.fused_alpha >= 0 && o.fused_alpha <= 1))
+    throw_invalid_argument("fused_alpha = ", o.fused_alpha,
+                           " must be in [0, 1]");
   if (o.kernel == Kernel::pairs)
     throw_invalid_argument(
         "kernel = pairs is a Soft-DTW kernel; sampled GW takes automatic, "
         "portable or specialised");
+}
+
+// Fused GW's linear cost: a matrix or features on both sides, finite, and
+// given exactly when fused_alpha > 0.
+template <class T, class Space>
+void check_linear(DataChecks<Space>& checks, const GwLinearCost<T, Space>& c,
+                  std::int64_t n, std::int64_t k, double fused_alpha) {
+  bool const matrix = c.matrix.size() > 0,
+             features =
+                 c.source_features.size() > 0 || c.target_features.size() > 0;
+  if (matrix && features)
+    throw_invalid_argument(
+        "linear cost: give a matrix or features on both sides, not both");
+  if (fused_alpha > 0 && !matrix && !features)
+    throw_invalid_argument("fused_alpha = ", fused_alpha,
+                           " needs a linear cost (a matrix or features)");
+  if (fused_alpha == 0 && (matrix || features))
+    throw_invalid_argument(
+        "a linear cost was given with fused_alpha = 0, where it has no "
+        "effect: set fused_alpha in (0, 1]");
+  if (matrix) {
+    check_extent(c.matrix, "linear.matrix", {std::size_t(n), std::size_t(k)},
+                 "(source points, target points)");
+    check_finite(checks, c.matrix, "linear_matrix");
+  } else if (features) {
+    if (std::int64_t(c.source_features.extent(0)) != n ||
+        std::int64_t(c.target_features.extent(0)) != k ||
+        c.source_features.extent(1) != c.target_features.extent(1) ||
+        c.source_features.extent(1) == 0)
+      throw_invalid_argument(
+          "linear.source_features has shape (", c.source_features.extent(0),
+          ", ", c.source_features.extent(1), ") and linear.target_features (",
+          c.target_features.extent(0), ", ", c.target_features.extent(1),
+          "): expected (", n, ", e) and (", k, ", e) with the same e >= 1");
+    check_finite(checks, c.source_features, "linear_source_features");
+    check_finite(checks, c.target_features, "linear_target_features");
+  }
 }
 
 // How many terms can carry weight >= tolerance at once (plus the slot the
@@ -182,6 +228,8 @@ int slot_count(const GwOptions& o) {
 template <class T, class Space>
 struct Problem {
   SideDistances<T, Space> dx, dy;
+  GwLinearCost<T, Space> linear;
+  double fused_alpha = 0;  // β
   GwMarginals<T, Space> marginals;
   std::int64_t n, k;
   OTView2<const T, Space> a2, b2;  // (1, N), (1, K) or empty
@@ -189,9 +237,12 @@ struct Problem {
   const Graph *source_graph, *target_graph;  // or null
   Problem(const GwDistances<T, Space>& source,
           const GwDistances<T, Space>& target,
+          const GwLinearCost<T, Space>& linear_cost, double beta,
           const GwMarginals<T, Space>& weights)
       : dx(source),
         dy(target),
+        linear(linear_cost),
+        fused_alpha(beta),
         marginals(weights),
         n(source.graph ? source.graph->nodes() : dx.size()),
         k(target.graph ? target.graph->nodes() : dy.size()),
@@ -199,6 +250,11 @@ struct Problem {
         target_graph(target.graph) {}
   double product_scale() const {
     return marginals.b.extent(0) ? 1.0 / b_cumulative.back() : 1.0;
+  }
+  // The features' width e (0 without features): the factors' last e
+  // columns.
+  std::int64_t features() const {
+    return std::int64_t(linear.source_features.extent(1));
   }
 };
 
@@ -213,17 +269,19 @@ struct Run {
   std::vector<int> source_anchors, target_anchors;
 };
 
-// X_im = D(i, anchor_m)/scale into √(2/M)·X (factor) and mean_m X² (own).
+// X_im = D(i, anchor_m)/scale into √(2s/M)·X (the factor's first M
+// columns) and s·mean_m X² (own), with s = 1 − β the GW cost's share.
 template <class T, class Space>
 void anchor_factors(
     const Space& space, const SideDistances<T, Space>& d,
     const Kokkos::View<const int*, typename Space::memory_space>& anchors,
-    double scale, const OTView2<T, Space>& own,
+    double scale, double share, const OTView2<T, Space>& own,
     const OTView3<T, Space>& factor) {
   std::int64_t const m = anchors.extent(0);
-  double const weight = std::sqrt(2.0 / double(m)), inv = 1.0 / scale;
+  double const weight = std::sqrt(2.0 * share / double(m)), inv = 1.0 / scale;
   // A thread a (point, anchor), then a thread a point for its mean square
-  // (from the factor: its rounding to T is far below the cost's own).
+  // (from the factor, s·mean X² = Σ_m factor²/2: its rounding to T is far
+  // below the cost's own).
   Kokkos::parallel_for(
       "softwave::gw::anchor_factors",
       Kokkos::RangePolicy<Space>(space, 0, d.size() * m),
@@ -240,14 +298,39 @@ void anchor_factors(
           double const x = double(factor(0, i, c));
           sum += x * x;
         }
-        own(0, i) = T(sum / (weight * weight * double(m)));
+        own(0, i) = T(sum / 2);
       });
 }
 
-// C_ik = u_i + v_k − P_i·Q_k into a (1, N, K) array.
+// Fused GW's features F (N, e) into the factor's columns M .. M + e − 1 as
+// √(2β)·F, and β‖F_i‖² added to own: β‖F_i − G_k‖² in the low-rank cost.
 template <class T, class Space>
-void form_cost(const Space& space, const LowRankCost<T, Space>& low_rank,
+void feature_factors(const Space& space, const OTView2<const T, Space>& f,
+                     std::int64_t first_column, double beta,
+                     const OTView2<T, Space>& own,
+                     const OTView3<T, Space>& factor) {
+  std::int64_t const e = f.extent(1);
+  double const weight = std::sqrt(2.0 * beta);
+  Kokkos::parallel_for(
+      "softwave::gw::feature_factors",
+      Kokkos::RangePolicy<Space>(space, 0, f.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t i) {
+        double squares = 0;
+        for (std::int64_t c = 0; c < e; ++c) {
+          double const x = f(i, c);
+          squares += x * x;
+          factor(0, i, first_column + c) = T(weight * x);
+        }
+        own(0, i) = T(double(own(0, i)) + beta * squares);
+      });
+}
+
+// C_ik = u_i + v_k − P_i·Q_k + βC_ik (slot s of the terms) into a (1, N, K)
+// array.
+template <class T, class Space>
+void form_cost(const Space& space, const PlanTerms<T, Space>& terms, int slot,
                const OTView3<T, Space>& cost) {
+  auto const low_rank = terms.cost(slot);
   std::int64_t const k = cost.extent(2), rank = low_rank.p.extent(2);
   Kokkos::parallel_for(
       "softwave::gw::form_cost",
@@ -257,7 +340,8 @@ void form_cost(const Space& space, const LowRankCost<T, Space>& low_rank,
         T dot = 0;
         for (std::int64_t r = 0; r < rank; ++r)
           dot += low_rank.p(0, i, r) * low_rank.q(0, j, r);
-        cost(0, i, j) = low_rank.u(0, i) + low_rank.v(0, j) - dot;
+        cost(0, i, j) =
+            low_rank.u(0, i) + low_rank.v(0, j) - dot + terms.linear_at(i, j);
       });
 }
 
@@ -345,9 +429,11 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
       uninitialised<int*>(space, "softwave::gw::checked_rows", checked);
   auto check_host = Kokkos::create_mirror_view(check_list);
 
-  // The dense sampled cost, where it is small enough.
+  // The dense sampled cost, where it is small enough or a dense linear cost
+  // makes every solve dense.
   OTView3<T, Space> dense_cost;
-  if (problem.n * problem.k <= o.dense_cost_entries)
+  if (problem.n * problem.k <= o.dense_cost_entries ||
+      problem.linear.matrix.size() > 0)
     dense_cost = uninitialised<T***>(space, "softwave::gw::dense_cost", 1,
                                      problem.n, problem.k);
 
@@ -402,10 +488,19 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     }
     int const slot = free_slots.back();
     free_slots.pop_back();
-    anchor_factors(space, xs.first, xs.second, run.source_scale,
+    double const share = 1 - problem.fused_alpha;
+    anchor_factors(space, xs.first, xs.second, run.source_scale, share,
                    terms.row(terms.u, slot), terms.factor(terms.p, slot));
-    anchor_factors(space, ys.first, ys.second, run.target_scale,
+    anchor_factors(space, ys.first, ys.second, run.target_scale, share,
                    terms.row(terms.v, slot), terms.factor(terms.q, slot));
+    if (problem.features() > 0) {
+      feature_factors(space, problem.linear.source_features, m,
+                      problem.fused_alpha, terms.row(terms.u, slot),
+                      terms.factor(terms.p, slot));
+      feature_factors(space, problem.linear.target_features, m,
+                      problem.fused_alpha, terms.row(terms.v, slot),
+                      terms.factor(terms.q, slot));
+    }
 
     // 3. The solve, warm-started from the last one's potentials.
     sink.epsilon = eps;
@@ -423,7 +518,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
       solved.g = terms.row(terms.g, slot);
       Marginals<T, Space> const weights{problem.a2, problem.b2};
       if (dense_cost.size() > 0) {
-        form_cost(space, terms.cost(slot), dense_cost);
+        form_cost(space, terms, slot, dense_cost);
         sinkhorn(space, CostMatrix<T, Space>{dense_cost}, weights, solved,
                  sink);
       } else {
@@ -511,6 +606,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
 template <class Space, class T>
 void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
                 const GwDistances<T, Space>& target,
+                const GwLinearCost<T, Space>& linear,
                 const GwMarginals<T, Space>& marginals,
                 GwResult<T, Space>& result, const GwOptions& options) {
   compat::ScopedRegion region("softwave::gw::sampled_gw");
@@ -518,8 +614,10 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   DataChecks<Space> checks(space, options.check_values, "gw");
   check_side(checks, source, "source", "source.matrix", "source.coordinates");
   check_side(checks, target, "target", "target.matrix", "target.coordinates");
-  Problem<T, Space> problem(source, target, marginals);
+  Problem<T, Space> problem(source, target, linear, options.fused_alpha,
+                            marginals);
   std::int64_t const n = problem.n, k = problem.k;
+  check_linear(checks, linear, n, k, options.fused_alpha);
   check_weights(checks, marginals.a, n, "a");
   check_weights(checks, marginals.b, k, "b");
   if (result.plan.size() > 0 && (std::int64_t(result.plan.extent(0)) != n ||
@@ -552,7 +650,10 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   if (marginals.b.extent(0))
     problem.b2 = OTView2<const T, Space>(marginals.b.data(), 1, k);
 
-  PlanTerms<T, Space> terms(space, n, k, options.anchors, slot_count(options));
+  PlanTerms<T, Space> terms(space, n, k, options.anchors + problem.features(),
+                            slot_count(options));
+  terms.linear = linear.matrix;
+  terms.linear_weight = T(options.fused_alpha);
   bool const need_dense = result.compute_objective || options.restarts > 1;
   OTView2<T, Space> dense = result.plan;
   if (need_dense && (dense.size() == 0 || options.restarts > 1))
@@ -575,21 +676,34 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     objective_y =
         all_pairs(*problem.target_graph, "softwave::gw::target_all_pairs");
 
-  double best = INFINITY;
+  bool const fused = options.fused_alpha > 0;
+  double best = INFINITY, first_source_scale = 1, first_target_scale = 1;
   for (int restart = 0; restart < options.restarts; ++restart) {
     std::uint64_t const seed = options.seed + std::uint64_t(restart);
     Run run = run_restart(space, problem, terms, options, seed);
+    if (restart == 0) {
+      first_source_scale = run.source_scale;
+      first_target_scale = run.target_scale;
+    }
     TermSum<T, Space> sum{terms, term_list<T, Space>(space, run.terms),
                           marginals.a, marginals.b, problem.product_scale()};
-    double objective = NAN;
+    double objective = NAN, linear_value = NAN, criterion = NAN;
     if (need_dense) {
       render_plan(space, sum, dense);
-      objective = gw_objective(space, objective_x, objective_y,
-                               OTView2<const T, Space>(dense));
+      OTView2<const T, Space> const plan(dense);
+      auto const parts = gw_objective(space, objective_x, objective_y, plan);
+      objective = parts.value();
+      criterion = objective;
+      if (fused) {
+        linear_value = linear_objective(space, linear, plan);
+        criterion = (1 - options.fused_alpha) *
+                        parts.value(first_source_scale, first_target_scale) +
+                    options.fused_alpha * linear_value;
+      }
     }
-    bool const keep = restart == 0 || objective < best;
+    bool const keep = restart == 0 || criterion < best;
     if (!keep) continue;
-    best = objective;
+    best = criterion;
     if (result.plan.size() > 0 && dense.data() != result.plan.data()) {
       if (need_dense)
         Kokkos::deep_copy(space, result.plan, dense);
@@ -598,6 +712,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     }
     if (result.matching.size() > 0) row_argmax(space, sum, result.matching);
     result.objective = objective;
+    result.linear_objective = linear_value;
     result.iterations = run.iterations;
     result.converged = run.converged;
     result.seed = seed;
@@ -612,11 +727,11 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   space.fence();
 }
 
-#define SOFTWAVE_INSTANTIATE_GW(SPACE, T)                         \
-  template void sampled_gw<SPACE, T>(                             \
-      const SPACE&, const GwDistances<T, SPACE>&,                 \
-      const GwDistances<T, SPACE>&, const GwMarginals<T, SPACE>&, \
-      GwResult<T, SPACE>&, const GwOptions&);
+#define SOFTWAVE_INSTANTIATE_GW(SPACE, T)                          \
+  template void sampled_gw<SPACE, T>(                              \
+      const SPACE&, const GwDistances<T, SPACE>&,                  \
+      const GwDistances<T, SPACE>&, const GwLinearCost<T, SPACE>&, \
+      const GwMarginals<T, SPACE>&, GwResult<T, SPACE>&, const GwOptions&);
 
 SOFTWAVE_INSTANTIATE_GW(Kokkos::DefaultExecutionSpace, float)
 SOFTWAVE_INSTANTIATE_GW(Kokkos::DefaultExecutionSpace, double)

@@ -58,13 +58,25 @@ double weighted_squares(const Space& space, const SideDistances<T, Space>& d,
   return total;
 }
 
+// The GW objective's three sums (below), so that it can be had for the
+// distances scaled by 1/s_X and 1/s_Y without a second pass.
+struct GwObjectiveParts {
+  double source = 0, target = 0, cross = 0;
+  double value(double source_scale = 1, double target_scale = 1) const {
+    return source / (source_scale * source_scale) +
+           target / (target_scale * target_scale) -
+           2 * cross / (source_scale * target_scale);
+  }
+};
+
 // Σ_ijkl (D_X(i,j) − D_Y(k,l))² T_ik T_jl
 //   = Σ_ij D_X² r_i r_j + Σ_kl D_Y² c_k c_l − 2 Σ_ik T_ik (D_X T D_Y)_ik
 // with r = T1, c = Tᵀ1: O(N²K + NK²) work, one N×K float64 temporary.
 template <class T, class Space>
-double gw_objective(const Space& space, const SideDistances<T, Space>& dx,
-                    const SideDistances<T, Space>& dy,
-                    const OTView2<const T, Space>& plan) {
+GwObjectiveParts gw_objective(const Space& space,
+                              const SideDistances<T, Space>& dx,
+                              const SideDistances<T, Space>& dy,
+                              const OTView2<const T, Space>& plan) {
   using Memory = typename Space::memory_space;
   using Range = Kokkos::RangePolicy<Space>;
   std::int64_t const n = plan.extent(0), k = plan.extent(1);
@@ -114,7 +126,37 @@ double gw_objective(const Space& space, const SideDistances<T, Space>& dx,
         out += plan(i, j) * s;
       },
       cross);
-  return source + target - 2 * cross;
+  return {source, target, cross};
+}
+
+// ⟨C, T⟩ of fused GW's linear cost and a dense plan, in float64.
+template <class T, class Space>
+double linear_objective(const Space& space,
+                        const GwLinearCost<T, Space>& linear,
+                        const OTView2<const T, Space>& plan) {
+  std::int64_t const k = plan.extent(1);
+  auto const c = linear.matrix;
+  auto const f = linear.source_features, g = linear.target_features;
+  std::int64_t const e = f.extent(1);
+  double total = 0;
+  Kokkos::parallel_reduce(
+      "softwave::gw::linear_objective",
+      Kokkos::RangePolicy<Space>(space, 0, plan.extent(0) * k),
+      KOKKOS_LAMBDA(std::int64_t q, double& out) {
+        std::int64_t const i = q / k, j = q % k;
+        double cost = 0;
+        if (c.extent(0)) {
+          cost = c(i, j);
+        } else {
+          for (std::int64_t d = 0; d < e; ++d) {
+            double const diff = double(f(i, d)) - double(g(j, d));
+            cost += diff * diff;
+          }
+        }
+        out += cost * double(plan(i, j));
+      },
+      total);
+  return total;
 }
 
 }  // namespace softwave::impl

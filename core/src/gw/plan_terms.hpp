@@ -37,15 +37,23 @@ struct TermWeight {
 };
 
 // Storage for up to `slots` terms: term s is
-//   π_s(i, k) = a_i b_k exp((f_i + g_k − u_i − v_k + P_i·Q_k) / ε_s).
+//   π_s(i, k) = a_i b_k exp((f_i + g_k − u_i − v_k + P_i·Q_k − βC_ik) / ε_s),
+// with βC_ik the dense linear cost of fused GW, shared by every term (0
+// without one).
 template <class T, class Space>
 struct PlanTerms {
   std::int64_t n = 0, k = 0, rank = 0;
   int slots = 0;
-  OTView2<T, Space> u, f;  // (slots, N)
-  OTView2<T, Space> v, g;  // (slots, K)
-  OTView3<T, Space> p;     // (slots, N, rank)
-  OTView3<T, Space> q;     // (slots, K, rank)
+  OTView2<T, Space> u, f;          // (slots, N)
+  OTView2<T, Space> v, g;          // (slots, K)
+  OTView3<T, Space> p;             // (slots, N, rank)
+  OTView3<T, Space> q;             // (slots, K, rank)
+  OTView2<const T, Space> linear;  // (N, K) or empty
+  T linear_weight = 0;             // β
+
+  KOKKOS_INLINE_FUNCTION T linear_at(std::int64_t i, std::int64_t j) const {
+    return linear.extent(0) ? linear_weight * linear(i, j) : T(0);
+  }
 
   PlanTerms() = default;
   PlanTerms(const Space& space, std::int64_t n_, std::int64_t k_,
@@ -133,8 +141,8 @@ struct TermSum {
       T const column = terms.g(t.slot, j) - terms.v(t.slot, j);
       T const inverse = T(t.inverse_epsilon);
       for (int r = 0; r < count; ++r) {
-        T const s =
-            terms.f(t.slot, row[r]) - terms.u(t.slot, row[r]) + column + dot[r];
+        T const s = terms.f(t.slot, row[r]) - terms.u(t.slot, row[r]) + column +
+                    dot[r] - terms.linear_at(row[r], j);
         out[r] += t.weight * double(compat::exp(s * inverse));
       }
     }
@@ -241,7 +249,8 @@ KOKKOS_INLINE_FUNCTION double gumbel(std::uint64_t key, std::int64_t j) {
 }
 
 // Draws each anchor's column from row draws(c).row of its term's plan
-// π_s(i, ·) ∝ b_k exp((f_i + g_k − u_i − v_k + P_i·Q_k)/ε_s) by Gumbel-max
+// π_s(i, ·) ∝ b_k exp((f_i + g_k − u_i − v_k + P_i·Q_k − βC_ik)/ε_s) by
+// Gumbel-max
 // with the counter-based key (key, c, column), all anchors at once: a team
 // per anchor and part of the columns keeps its best, then a thread per
 // anchor takes the best of the parts in order (the first column of the
@@ -286,10 +295,11 @@ class ColumnSampler {
                 T dot = 0;
                 for (std::int64_t r = 0; r < rank; ++r)
                   dot += terms.p(d.slot, d.row, r) * terms.q(d.slot, j, r);
-                double score = double(row + terms.g(d.slot, j) -
-                                      terms.v(d.slot, j) + dot) *
-                                   d.inverse_epsilon +
-                               gumbel(anchor_key, j);
+                double score =
+                    double(row + terms.g(d.slot, j) - terms.v(d.slot, j) + dot -
+                           terms.linear_at(d.row, j)) *
+                        d.inverse_epsilon +
+                    gumbel(anchor_key, j);
                 if (b.extent(0)) score += compat::log(double(b(j)));
                 if (score > score_of_thread)
                   score_of_thread = score, column_of_thread = j;
