@@ -103,6 +103,38 @@ double tolerance(double for_double, double for_float) {
   return std::is_same_v<T, double> ? for_double : for_float;
 }
 
+// TorchGW's task at n × k points in landmark mode (5-NN graphs, 20
+// landmarks) with its settings (M = 80, α = 0.8, ε = 0.005).
+template <class T, class Space>
+struct LandmarkTask {
+  Space space;
+  int n, k;
+  softwave::GwSide<T, Space> source, target;
+  softwave::GwOptions options;
+  LandmarkTask(int n_, int k_)
+      : n(n_),
+        k(k_),
+        source(space, to_device2<T, Space>(ref::spiral(n, 0, false), n, 2),
+               softwave::GwDistanceMode::landmark, 5, 20),
+        target(space, to_device2<T, Space>(ref::spiral(k, 1, true), k, 3),
+               softwave::GwDistanceMode::landmark, 5, 20) {
+    options.anchors = 80;
+    options.alpha = 0.8;
+    options.epsilon = 0.005;
+  }
+  // The signed Spearman ρ of the matching of a run (r's plan as given).
+  double rho(const softwave::GwLinearCost<T, Space>& linear,
+             softwave::GwResult<T, Space> r,
+             const softwave::GwOptions& o) const {
+    r.matching = V1<int, Space>("matching", n);
+    r.compute_objective = false;
+    softwave::sampled_gw(space, source.distances(), target.distances(), linear,
+                         {}, r, o);
+    auto const matching = swt::to_host(r.matching);
+    return ref::spearman(std::vector<int>(matching.begin(), matching.end()));
+  }
+};
+
 }  // namespace
 
 template <class P>
@@ -386,6 +418,72 @@ TYPED_TEST(SampledGw, FusedFeaturesAndMatrixAgree) {
               tolerance<T>(1e-9, 1e-3) * by_matrix.linear_objective);
 }
 
+// A warm start: after one iteration the plan is (1 − α)·T_0 (scaled to a's
+// mass) + α·π_1, and every anchor of that iteration was drawn from T_0 (a
+// plan with one column a row: each target anchor is its row's column).
+TYPED_TEST(SampledGw, WarmStartMixesAndSamplesTheGivenPlan) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (int trial = 0; trial < 4; ++trial) {
+    int const n = rng.integer(2, 12), k = rng.integer(2, 12);
+    SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k);
+    RandomProblem<T, Space> const pr(rng, n, k);
+    std::vector<int> column(n);
+    std::vector<double> initial(std::size_t(n) * k, 0.0);
+    double total = 0;
+    for (int i = 0; i < n; ++i) {
+      column[i] = rng.integer(0, k - 1);
+      double const v = double(T(rng.uniform(0.1, 2)));
+      initial[std::size_t(i) * k + column[i]] = v;
+      total += v;
+    }
+    softwave::GwOptions o = one_solve_options<T>(rng);
+    o.alpha = rng.uniform(0.3, 0.9);
+    o.warm_start = true;
+    softwave::GwResult<T, Space> r;
+    r.plan = to_device2<T, Space>(initial, n, k);
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                         pr.marginals, r, o);
+    for (int c = 0; c < o.anchors; ++c)
+      EXPECT_EQ(r.target_anchors[c], column[r.source_anchors[c]]) << c;
+    auto const pi = ref::solve_ot(one_solve_problem(pr, r, o, {})).plan;
+    std::vector<double> want(pi.size());
+    for (std::size_t q = 0; q < want.size(); ++q)
+      want[q] = (1 - o.alpha) * initial[q] * pr.mass / total + o.alpha * pi[q];
+    EXPECT_LE(relative_difference(swt::to_host(r.plan), want),
+              tolerance<T>(1e-9, 2e-4));
+  }
+}
+
+// On TorchGW's task, a warm start from the forward or the reversed matching
+// keeps it: few iterations from a plan stay near it.
+TYPED_TEST(SampledGw, WarmStartKeepsTheMatchingItStartsFrom) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  LandmarkTask<T, Space> const task(300, 360);
+  int const n = task.n, k = task.k;
+  softwave::GwOptions o = task.options;
+  o.max_iterations = 10;
+  o.warm_start = true;
+  o.seed = 5;
+  for (bool reversed : {false, true}) {
+    std::vector<double> initial(std::size_t(n) * k, 0.0);
+    for (int i = 0; i < n; ++i) {
+      int const j = int(std::lround(double(i) * (k - 1) / (n - 1)));
+      initial[std::size_t(i) * k + (reversed ? k - 1 - j : j)] = 1;
+    }
+    softwave::GwResult<T, Space> r;
+    r.plan = to_device2<T, Space>(initial, n, k);
+    double const rho = task.rho({}, r, o);
+    if (reversed)
+      EXPECT_LE(rho, -0.99);
+    else
+      EXPECT_GE(rho, 0.99);
+  }
+}
+
 // Restarts keep the lowest objective of their seeds; a seed repeats its
 // plan exactly.
 TYPED_TEST(SampledGw, RestartsKeepTheBestSeedAndSeedsRepeat) {
@@ -635,39 +733,20 @@ TYPED_TEST(SampledGw, SpiralToSwissRollWithLandmarkEmbedding) {
 TYPED_TEST(SampledGw, FusedSpiralToSwissRollFollowsTheFeatures) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
-  Space space;
-  int const n = 400, k = 500;
-  auto const x = ref::spiral(n, 0, false);
-  auto const y = ref::spiral(k, 1, true);
-  softwave::GwSide<T, Space> const source(
-      space, V2<const T, Space>(to_device2<T, Space>(x, n, 2)),
-      softwave::GwDistanceMode::landmark, 5, 20);
-  softwave::GwSide<T, Space> const target(
-      space, V2<const T, Space>(to_device2<T, Space>(y, k, 3)),
-      softwave::GwDistanceMode::landmark, 5, 20);
+  LandmarkTask<T, Space> const task(400, 500);
+  int const n = task.n, k = task.k;
   std::vector<double> f(n), g(k);
   for (int i = 0; i < n; ++i) f[i] = double(i) / (n - 1);
   for (int j = 0; j < k; ++j) g[j] = double(j) / (k - 1);
   softwave::GwLinearCost<T, Space> linear;
   linear.source_features = to_device2<T, Space>(f, n, 1);
   linear.target_features = to_device2<T, Space>(g, k, 1);
-  softwave::GwOptions o;
-  o.anchors = 80;
-  o.alpha = 0.8;
-  o.epsilon = 0.005;
+  softwave::GwOptions o = task.options;
   o.max_iterations = 30;
   o.fused_alpha = 0.3;
   for (std::uint64_t seed : {1, 2, 3}) {
     o.seed = seed;
-    softwave::GwResult<T, Space> r;
-    r.matching = V1<int, Space>("matching", n);
-    r.compute_objective = false;
-    softwave::sampled_gw(space, source.distances(), target.distances(), linear,
-                         {}, r, o);
-    auto const matching = swt::to_host(r.matching);
-    EXPECT_GE(ref::spearman(std::vector<int>(matching.begin(), matching.end())),
-              0.99)
-        << "seed " << seed;
+    EXPECT_GE(task.rho(linear, {}, o), 0.99) << "seed " << seed;
   }
 }
 
@@ -837,6 +916,21 @@ TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
   bad_features.target_features = to_device2<T, Space>(inf_features, k, 2);
   EXPECT_TRUE(
       swt::throws_naming("linear_target_features", fused(bad_features, 0.5)));
+  // A warm start without a plan, or from a bad one.
+  o.warm_start = true;
+  EXPECT_TRUE(swt::throws_naming("result.plan", call(sd, td, none, o)));
+  for (double bad_entry : {-1.0, double(NAN), 0.0}) {
+    std::vector<double> initial(n * k, bad_entry == 0.0 ? 0.0 : 1.0);
+    initial[std::size_t(rng.integer(0, n * k - 1))] = bad_entry;
+    EXPECT_TRUE(swt::throws_naming("result.plan", [&]() {
+      auto out = r;
+      out.plan = to_device2<T, Space>(initial, n, k);
+      softwave::GwOptions oo = o;
+      oo.max_iterations = 2;
+      softwave::sampled_gw(space, sd, td, none, out, oo);
+    })) << bad_entry;
+  }
+  o = {};
   // Distances: neither or both forms, a non-square matrix, bad values.
   EXPECT_TRUE(swt::throws_naming(
       "source.matrix", call(softwave::GwDistances<T, Space>{}, td, none, o)));

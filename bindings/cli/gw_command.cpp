@@ -48,12 +48,25 @@ struct LinearInput {
   std::optional<SeriesSet> matrix, source_features, target_features;
 };
 
+// --linear-cost and --initial-plan: N x K values.
+SeriesSet read_pair_matrix(const char* option, const std::string& path,
+                           std::size_t n, std::size_t k) {
+  SeriesSet m = read_points(option, path);
+  if (m.count != n || m.length != k)
+    throw usage_error(std::string(option) + " has " + std::to_string(m.count) +
+                      " x " + std::to_string(m.length) + " values, expected " +
+                      std::to_string(n) + " x " + std::to_string(k) +
+                      " (source points x target points)");
+  return m;
+}
+
 template <class T>
 GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
                 const std::optional<std::vector<double>>& a,
                 const std::optional<std::vector<double>>& b,
-                const LinearInput& linear_input, GwDistanceMode mode, int k,
-                int landmarks, const GwOptions& options, bool plan,
+                const LinearInput& linear_input,
+                const std::optional<SeriesSet>& initial, GwDistanceMode mode,
+                int k, int landmarks, const GwOptions& options, bool plan,
                 bool matching, bool objective) {
   using Space = Kokkos::DefaultExecutionSpace;
   Space const space;
@@ -84,7 +97,10 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
                                       target_features};
   GwResult<T, Space> r;
   r.compute_objective = objective;
-  if (plan) r.plan = OTView2<T, Space>("softwave::cli::plan", N, K);
+  if (initial)  // the warm start, read from the plan's array
+    r.plan = on_space<T, Space>(initial->values, N, K, "plan");
+  else if (plan)
+    r.plan = OTView2<T, Space>("softwave::cli::plan", N, K);
   if (matching) r.matching = OTView1<int, Space>("softwave::cli::matching", N);
   sampled_gw(space, source.distances(), target.distances(), linear, marginals,
              r, options);
@@ -165,6 +181,9 @@ std::string gw_help() {
          "                         C_ik = |F_i - G_k|^2 of features, N x e "
          "and K x e\n"
          "                         (kept low-rank)\n"
+         "  --initial-plan FILE    N x K plan to start from (default the "
+         "product of\n"
+         "                         the weights)\n"
          "  --seed S               (default 0)\n"
          "  --no-objective         skip the objective (it needs an N x K "
          "plan)\n"
@@ -199,6 +218,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--linear-cost"},
                                          {"--source-features"},
                                          {"--target-features"},
+                                         {"--initial-plan"},
                                          {"--seed"},
                                          {"--no-objective", false},
                                          {"--dtype"},
@@ -263,14 +283,12 @@ int run_gw(const std::vector<std::string>& arguments) {
   if (auto p = parsed.text("--target-weights"))
     b = read_weights("--target-weights", *p, y.count);
   LinearInput linear;
-  if (auto p = parsed.text("--linear-cost")) {
-    linear.matrix = read_points("--linear-cost", *p);
-    if (linear.matrix->count != x.count || linear.matrix->length != y.count)
-      throw usage_error(
-          "--linear-cost has " + std::to_string(linear.matrix->count) + " x " +
-          std::to_string(linear.matrix->length) + " values, expected " +
-          std::to_string(x.count) + " x " + std::to_string(y.count) +
-          " (source points x target points)");
+  if (auto p = parsed.text("--linear-cost"))
+    linear.matrix = read_pair_matrix("--linear-cost", *p, x.count, y.count);
+  std::optional<SeriesSet> initial;
+  if (auto p = parsed.text("--initial-plan")) {
+    initial = read_pair_matrix("--initial-plan", *p, x.count, y.count);
+    options.warm_start = true;
   }
   if (auto p = parsed.text("--source-features"))
     linear.source_features = read_points("--source-features", *p);
@@ -303,10 +321,10 @@ int run_gw(const std::vector<std::string>& arguments) {
     auto const start = std::chrono::steady_clock::now();
     bool const plan = bool(plan_file), matching = bool(matching_file);
     out = dtype == "float32"
-              ? solve<float>(x, y, a, b, linear, mode, k, landmarks, options,
-                             plan, matching, objective)
-              : solve<double>(x, y, a, b, linear, mode, k, landmarks, options,
-                              plan, matching, objective);
+              ? solve<float>(x, y, a, b, linear, initial, mode, k, landmarks,
+                             options, plan, matching, objective)
+              : solve<double>(x, y, a, b, linear, initial, mode, k, landmarks,
+                              options, plan, matching, objective);
     seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();

@@ -1309,6 +1309,31 @@ TEST(CliGw, FusedWithFeaturesOrMatrix) {
   expect_close(json_number(matrix.out, "linear_objective"), inner, 1e-6);
 }
 
+// A warm start: after one iteration with momentum 0.5, half of the given
+// plan (one column a row, scaled to mass 1) is still in every row.
+TEST(CliGw, WarmStartsFromAPlan) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  std::string initial;
+  for (int i = 0; i < 12; ++i)
+    for (int j = 0; j < 9; ++j)
+      initial +=
+          std::string(j == (5 * i) % 9 ? "1" : "0") + (j == 8 ? "\n" : ",");
+  write_file(dir / "t0.csv", initial);
+  const Result result =
+      softwave({"gw", "--source", (dir / "source.csv").string(), "--target",
+                (dir / "target.csv").string(), "--mode", "euclidean",
+                "--anchors", "4", "--max-iterations", "1", "--alpha", "0.5",
+                "--dtype", "float64", "--initial-plan",
+                (dir / "t0.csv").string(), "-o", (dir / "plan.npy").string()});
+  ASSERT_EQ(result.status, 0) << result.err;
+  const softwave::cli::NpyArray plan = softwave::cli::parse_npy(
+      read_file(dir / "plan.npy"), (dir / "plan.npy").string());
+  for (std::size_t i = 0; i < 12; ++i)
+    EXPECT_GE(plan.element(i * 9 + (5 * i) % 9), 0.5 / 12) << i;
+  EXPECT_EQ(read_file(dir / "t0.csv"), initial);
+}
+
 TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
   const fs::path dir = scratch();
   write_clouds(dir);
@@ -1349,6 +1374,8 @@ TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
   expect_error_containing(
       gw({"--fgw-alpha", "0.5", "--source-features", (dir / "f.csv").string()}),
       "go together");
+  expect_error_containing(gw({"--initial-plan", (dir / "c.csv").string()}),
+                          "--initial-plan has 2 x 2 values, expected 12 x 9");
   EXPECT_FALSE(fs::exists(out));  // nothing half-written is left behind
 }
 

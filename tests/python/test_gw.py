@@ -1,8 +1,8 @@
 """softwave.ot.sampled_gw: TorchGW's spiral → Swiss roll task in every
 distance mode, the objective, marginals and matching of the returned plan
 against float64 NumPy, torch against NumPy, restarts and seeds, fused GW
-(a linear cost as a matrix or as features), and errors naming the
-argument."""
+(a linear cost as a matrix or as features), warm starts, and errors naming
+the argument."""
 
 import math
 
@@ -137,6 +137,20 @@ def test_fused_gw_at_one_is_entropic_ot_of_the_linear_cost():
     np.testing.assert_allclose(r.plan, want, rtol=1e-7, atol=1e-12)
 
 
+@pytest.mark.parametrize("reversed_start", [False, True])
+def test_warm_start_keeps_the_matching_it_starts_from(reversed_start):
+    x, y = spiral(300, 0, False), spiral(360, 1, True)
+    start = np.zeros((300, 360))
+    columns = np.rint(np.arange(300) * 359 / 299).astype(int)
+    start[np.arange(300), 359 - columns if reversed_start else columns] = 1.0
+    kw = dict(distance_mode="landmark", k=5, n_landmarks=20, M=80, alpha=0.8, epsilon=0.005,
+              max_iter=10, seed=5)
+    r = ot.sampled_gw(x, y, T_init=start, plan=False, **kw)
+    assert r.plan is None and start.sum() == 300  # the caller's plan is not written
+    rho = signed_spearman(r.matching)
+    assert (rho <= -0.99) if reversed_start else (rho >= 0.99)
+
+
 @pytest.mark.parametrize(
     "change, name",
     [
@@ -157,6 +171,8 @@ def test_fused_gw_at_one_is_entropic_ot_of_the_linear_cost():
         (dict(fgw_alpha=0.5, features_source=np.ones((5, 2)), features_target=np.ones((6, 3))),
          "features"),
         (dict(fgw_alpha=0.5, C_linear=np.full((5, 6), np.nan)), "linear"),
+        (dict(T_init=np.ones((6, 5))), "T_init"),
+        (dict(T_init=-np.ones((5, 6))), "warm start"),
     ],
 )
 def test_bad_input_names_the_argument(change, name):

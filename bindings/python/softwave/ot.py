@@ -497,7 +497,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                sinkhorn_iterations: int = 10, sinkhorn_tolerance: float = 1e-3,
                mixed_precision: bool = True, restarts: int = 1,
                fgw_alpha: float = 0.0, C_linear=None, features_source=None,
-               features_target=None, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
+               features_target=None, T_init=None, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
                check_inputs: Optional[bool] = None, kernel: str = "automatic") -> GwResult:
     """Sampled Gromov–Wasserstein between a source (N points) and a target
     (K points), as TorchGW's ``sampled_gw`` with the same argument names
@@ -523,7 +523,9 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     makes every solve dense, or the squared Euclidean distances of
     features_source (N, e) and features_target (K, e), kept low-rank (no N×K
     memory); Λ uses distances scaled to at most about 1, so C is best scaled
-    to a similar range; restarts then keep the lowest fused objective. mixed_precision: TF32
+    to a similar range; restarts then keep the lowest fused objective.
+    T_init: an (N, K) plan to start from instead of p⊗q (non-negative, with
+    mass; scaled to p's), the first anchors drawn from it. mixed_precision: TF32
     products in the CUDA low-rank solves. plan / matching / objective: which
     outputs to compute (the objective needs an N×K plan, made for the call
     when plan is False). NumPy arrays run on the host; torch tensors where
@@ -576,6 +578,12 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         raise ValueError("softwave: fgw_alpha > 0 needs C_linear or features_source and features_target")
     if fgw_alpha == 0 and has_linear:
         raise ValueError("softwave: a linear cost needs fgw_alpha > 0 (at 0 it has no effect)")
+    initial = frame.array("T_init", T_init)
+    if initial is not None:
+        if tuple(initial.shape) != (n, m):
+            raise ValueError(f"softwave: T_init must have shape ({n}, {m}), a plan of the source and "
+                             f"target points (got {tuple(initial.shape)})")
+        initial = initial.clone() if frame.torch else initial.copy()
     settings = {
         "distance_mode": distance_mode,
         "k": _count("k", k, 1),
@@ -595,6 +603,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "seed": _count("seed", seed, 0),
         "restarts": _count("restarts", restarts, 1),
         "fused_alpha": fgw_alpha,
+        "warm_start": initial is not None,
         "objective": bool(objective),
         "kernel": str(kernel),
         "check": frame.default_check() if check_inputs is None else bool(check_inputs),
@@ -605,8 +614,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "a": weights[0], "b": weights[1],
         "linear": linear["C_linear"], "source_features": linear["features_source"],
         "target_features": linear["features_target"],
-        "plan": frame.empty((n, m)) if plan else None,
+        "plan": initial if initial is not None else (frame.empty((n, m)) if plan else None),
         "matching": frame.empty((n,), integer=True) if matching else None,
     }
     report = _core.gromov_wasserstein(arrays, settings)
-    return GwResult(plan=arrays["plan"], matching=arrays["matching"], **report)
+    return GwResult(plan=arrays["plan"] if plan else None, matching=arrays["matching"], **report)

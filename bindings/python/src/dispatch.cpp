@@ -704,6 +704,7 @@ GwOptions gw_options_of(const GwSettings& s) {
   o.seed = s.seed;
   o.restarts = s.restarts;
   o.fused_alpha = s.fused_alpha;
+  o.warm_start = s.warm_start;
   o.check_values = s.check_values;
   o.kernel = kernel_of(s.kernel);
   return o;

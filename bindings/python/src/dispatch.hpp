@@ -153,7 +153,8 @@ struct GwSettings {
   bool mixed_precision = true;
   std::uint64_t seed = 0;
   int restarts = 1;
-  double fused_alpha = 0;  // GwOptions::fused_alpha
+  double fused_alpha = 0;   // GwOptions::fused_alpha
+  bool warm_start = false;  // GwOptions::warm_start: plan is read
   bool check_values = true;
   bool compute_objective = true;
   std::string kernel = "automatic";  // automatic, portable or specialised

@@ -334,6 +334,8 @@ NB_MODULE(_core, m) {
             s.restarts = nb::cast<int>(value);
           else if (name == "fused_alpha")
             s.fused_alpha = nb::cast<double>(value);
+          else if (name == "warm_start")
+            s.warm_start = nb::cast<bool>(value);
           else if (name == "check")
             s.check_values = nb::cast<bool>(value);
           else if (name == "objective")

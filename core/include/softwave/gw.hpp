@@ -19,7 +19,8 @@
 //     formed once for a dense solve; warm-started from the last potentials,
 //     at ε_t, annealed geometrically from ε to max(ε/10, min(5e-4, ε)) over
 //     max_iterations (TorchGW's schedule);
-//  4. mixes T_t = (1 − α) T_{t−1} + α π_t.
+//  4. mixes T_t = (1 − α) T_{t−1} + α π_t, from T_0 = a⊗b/Σb or the plan
+//     given as a warm start (GwOptions::warm_start).
 // The plan is never stored: T_t is the weighted sum of the recent solves'
 // plans, each kept as its potentials and factors ((N + K)(M + 4) values);
 // weights below `term_tolerance` are dropped (and the rest renormalised).
@@ -141,6 +142,12 @@ struct GwOptions {
   double term_tolerance = 1e-6;
   std::uint64_t seed = 0;
   int restarts = 1;  // >= 1: seeds seed, seed + 1, ...
+  // Start from the plan in GwResult::plan (read; TorchGW's T_init) instead
+  // of a⊗b/Σb: non-negative, finite, with mass (scaled to a's). Its
+  // anchors are drawn from it (a row by its sum, then a column by its
+  // entries); it stays a term of the mixture, N×K memory, until its
+  // weight falls below term_tolerance. Every restart starts from it.
+  bool warm_start = false;
   // β of fused GW, in [0, 1] (TorchGW's fgw_alpha): > 0 needs a linear
   // cost, and a linear cost needs β > 0. β = 1 is entropic OT with cost C,
   // iterated with the same momentum and annealing.

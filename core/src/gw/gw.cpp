@@ -231,6 +231,11 @@ struct Problem {
   GwLinearCost<T, Space> linear;
   double fused_alpha = 0;  // β
   GwMarginals<T, Space> marginals;
+  // The initial coupling given as a warm start (or empty: a⊗b/Σb), the
+  // factor that gives it a's mass, and its cumulative row sums.
+  OTView2<const T, Space> initial;
+  double initial_scale = 1;
+  std::vector<double> initial_rows;
   std::int64_t n, k;
   OTView2<const T, Space> a2, b2;  // (1, N), (1, K) or empty
   std::vector<double> a_cumulative, b_cumulative;
@@ -250,6 +255,19 @@ struct Problem {
         target_graph(target.graph) {}
   double product_scale() const {
     return marginals.b.extent(0) ? 1.0 / b_cumulative.back() : 1.0;
+  }
+  // The weighted sum of plan terms (over `rows`; empty: all).
+  TermSum<T, Space> sum(
+      const Space& space, const PlanTerms<T, Space>& terms,
+      const std::vector<TermWeight>& weights,
+      const Kokkos::View<const int*, typename Space::memory_space>& rows = {})
+      const {
+    TermSum<T, Space> out{terms,           term_list<T, Space>(space, weights),
+                          marginals.a,     marginals.b,
+                          product_scale(), rows};
+    out.initial = initial;
+    out.initial_scale = initial_scale;
+    return out;
   }
   // The features' width e (0 without features): the factors' last e
   // columns.
@@ -457,17 +475,21 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     for (std::int64_t c = 0; c < m; ++c) {
       TermWeight const& w =
           run.terms[draw_index(term_cumulative, uniform_draw(seed, t, c, 0))];
+      // The given plan's rows by their sums, a solve's (or a⊗b's) by a.
+      bool const given = w.slot < 0 && problem.initial.size() > 0;
       int const row =
-          draw_index(problem.a_cumulative, uniform_draw(seed, t, c, 1));
-      int const column = w.slot < 0 ? draw_index(problem.b_cumulative,
-                                                 uniform_draw(seed, t, c, 2))
-                                    : -1;
+          draw_index(given ? problem.initial_rows : problem.a_cumulative,
+                     uniform_draw(seed, t, c, 1));
+      int const column =
+          w.slot < 0 && !given
+              ? draw_index(problem.b_cumulative, uniform_draw(seed, t, c, 2))
+              : -1;
       source_host(c) = row;
       draws_host(c) = AnchorDraw{w.slot, row, column, w.inverse_epsilon};
     }
     Kokkos::deep_copy(space, source_anchors, source_host);
     Kokkos::deep_copy(space, draws, draws_host);
-    sampler.sample(space, terms, problem.marginals.b, draws,
+    sampler.sample(space, terms, problem.marginals.b, problem.initial, draws,
                    mix64(seed ^ mix64(std::uint64_t(t) + 0x51ed27ull)),
                    target_anchors);
     if (graph_side) {  // the graph's Dijkstra runs start on the host
@@ -574,13 +596,8 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
                        double(problem.n) / double(checked))));
       Kokkos::deep_copy(space, check_list, check_host);
       auto norm_of = [&](const std::vector<TermWeight>& weights) {
-        TermSum<T, Space> sum{terms,
-                              term_list<T, Space>(space, weights),
-                              problem.marginals.a,
-                              problem.marginals.b,
-                              problem.product_scale(),
-                              check_list};
-        return frobenius_norm(space, sum);
+        return frobenius_norm(space,
+                              problem.sum(space, terms, weights, check_list));
       };
       double const change = norm_of(difference), size = norm_of(next);
       run.last_change = size > 0 ? change / size : change;
@@ -624,6 +641,20 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
                                  std::int64_t(result.plan.extent(1)) != k))
     check_extent(result.plan, "plan", {std::size_t(n), std::size_t(k)},
                  "(source points, target points)");
+  if (options.warm_start) {
+    if (result.plan.size() == 0)
+      throw_invalid_argument(
+          "warm_start reads the initial plan from result.plan: give it (", n,
+          ", ", k, ")");
+    auto const t0 = result.plan;
+    checks.count(
+        "result.plan (the warm start)", " negative or non-finite value(s)",
+        n * k, "softwave::gw::check_initial_plan",
+        KOKKOS_LAMBDA(std::int64_t q)->std::int64_t {
+          double const v = t0(q / k, q % k);
+          return !(compat::isfinite(v) && v >= 0);
+        });
+  }
   if (result.matching.size() > 0 &&
       std::int64_t(result.matching.extent(0)) != n)
     check_extent(result.matching, "matching", {std::size_t(n)},
@@ -644,6 +675,31 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       throw_invalid_argument(
           "a and b have different masses (", ma, " and ", mb,
           "): a balanced problem needs equal masses (or set rho_b)");
+  }
+  if (options.warm_start) {
+    // A copy (result.plan is overwritten), its row sums and its scale.
+    auto const t0 =
+        uninitialised<T**>(space, "softwave::gw::initial_plan", n, k);
+    Kokkos::deep_copy(space, t0, result.plan);
+    auto const rows_device =
+        uninitialised<double*>(space, "softwave::gw::initial_rows", n);
+    auto const rows = Kokkos::create_mirror_view(rows_device);
+    Kokkos::parallel_for(
+        "softwave::gw::initial_rows", Kokkos::RangePolicy<Space>(space, 0, n),
+        KOKKOS_LAMBDA(std::int64_t i) {
+          double sum = 0;
+          for (std::int64_t j = 0; j < k; ++j) sum += double(t0(i, j));
+          rows_device(i) = sum;
+        });
+    Kokkos::deep_copy(space, rows, rows_device);
+    space.fence();
+    double total = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      problem.initial_rows.push_back(total += rows(i));
+    if (!(total > 0))
+      throw_invalid_argument("result.plan (the warm start) has no mass");
+    problem.initial = t0;
+    problem.initial_scale = (a_uniform ? 1.0 : mass_a) / total;
   }
   if (marginals.a.extent(0))
     problem.a2 = OTView2<const T, Space>(marginals.a.data(), 1, n);
@@ -685,8 +741,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       first_source_scale = run.source_scale;
       first_target_scale = run.target_scale;
     }
-    TermSum<T, Space> sum{terms, term_list<T, Space>(space, run.terms),
-                          marginals.a, marginals.b, problem.product_scale()};
+    auto const sum = problem.sum(space, terms, run.terms);
     double objective = NAN, linear_value = NAN, criterion = NAN;
     if (need_dense) {
       render_plan(space, sum, dense);

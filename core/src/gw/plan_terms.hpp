@@ -28,8 +28,9 @@ uninitialised(const Space& space, const char* label, Extents... extents) {
       extents...);
 }
 
-// One term of a sum on the device: `slot` of PlanTerms (−1: the product
-// plan a⊗b, the initial coupling), its weight and 1/ε.
+// One term of a sum on the device: `slot` of PlanTerms (−1: the initial
+// coupling, the product plan a⊗b or the plan given as a warm start), its
+// weight and 1/ε.
 struct TermWeight {
   int slot;
   double weight;
@@ -90,6 +91,10 @@ struct TermSum {
   double product_scale = 1;
   // The rows the kernels below cover, in order (empty: all N).
   Kokkos::View<const int*, typename Space::memory_space> row_list;
+  // The initial coupling where one was given (N, K), and the factor that
+  // gives it a's mass (else the product plan).
+  OTView2<const T, Space> initial;
+  double initial_scale = 1;
 
   // Rows a team evaluates together: each column's factor row is read
   // once for all of them (per row it would be read N times a pass).
@@ -125,9 +130,16 @@ struct TermSum {
     std::int64_t row[rows];
     for (int r = 0; r < rows; ++r)
       row[r] = row_at(q0 + (r < count ? r : count - 1));
-    for (int r = 0; r < rows; ++r) out[r] = 0;
+    // The given initial coupling's part, added after the a_i b_j below.
+    double given[rows];
+    for (int r = 0; r < rows; ++r) out[r] = given[r] = 0;
     for (std::size_t e = 0; e < list.extent(0); ++e) {
       TermWeight const t = list(e);
+      if (t.slot < 0 && initial.extent(0)) {
+        for (int r = 0; r < count; ++r)
+          given[r] += t.weight * initial_scale * double(initial(row[r], j));
+        continue;
+      }
       if (t.slot < 0) {
         for (int r = 0; r < rows; ++r) out[r] += t.weight * product_scale;
         continue;
@@ -147,7 +159,8 @@ struct TermSum {
       }
     }
     double const bj = b_at(j);
-    for (int r = 0; r < count; ++r) out[r] *= a_at(row[r]) * bj;
+    for (int r = 0; r < count; ++r)
+      out[r] = out[r] * a_at(row[r]) * bj + given[r];
   }
 };
 
@@ -232,8 +245,8 @@ void row_argmax(const Space& space, const TermSum<T, Space>& sum,
 }
 
 // One anchor pair's draw from the plan's mixture: the term (its slot, −1:
-// the product plan a⊗b) and 1/ε, the source row, and for the product plan
-// the target column (drawn from b on the host).
+// the initial coupling) and 1/ε, the source row, and for the product plan
+// the target column (drawn from b on the host; −1 otherwise).
 struct AnchorDraw {
   int slot;
   int row;
@@ -249,8 +262,8 @@ KOKKOS_INLINE_FUNCTION double gumbel(std::uint64_t key, std::int64_t j) {
 }
 
 // Draws each anchor's column from row draws(c).row of its term's plan
-// π_s(i, ·) ∝ b_k exp((f_i + g_k − u_i − v_k + P_i·Q_k − βC_ik)/ε_s) by
-// Gumbel-max
+// π_s(i, ·) ∝ b_k exp((f_i + g_k − u_i − v_k + P_i·Q_k − βC_ik)/ε_s), or
+// of the initial coupling given (a column with column = −1), by Gumbel-max
 // with the counter-based key (key, c, column), all anchors at once: a team
 // per anchor and part of the columns keeps its best, then a thread per
 // anchor takes the best of the parts in order (the first column of the
@@ -269,6 +282,7 @@ class ColumnSampler {
 
   void sample(const Space& space, const PlanTerms<T, Space>& terms,
               const OTView1<const T, Space>& b,
+              const OTView2<const T, Space>& initial,
               const Kokkos::View<const AnchorDraw*, Memory>& draws,
               std::uint64_t key, const Kokkos::View<int*, Memory>& columns) {
     using Member = typename Kokkos::TeamPolicy<Space>::member_type;
@@ -282,9 +296,11 @@ class ColumnSampler {
           std::int64_t const c = team.league_rank() / parts,
                              part = team.league_rank() % parts;
           AnchorDraw const d = draws(c);
-          if (d.slot < 0) return;
+          if (d.column >= 0) return;  // drawn on the host
+          bool const given = d.slot < 0;
           std::uint64_t const anchor_key = mix64(key + std::uint64_t(c));
-          T const row = terms.f(d.slot, d.row) - terms.u(d.slot, d.row);
+          T const row =
+              given ? T(0) : terms.f(d.slot, d.row) - terms.u(d.slot, d.row);
           // The thread's best score and its first column, then the team's.
           double score_of_thread = -INFINITY;
           std::int64_t column_of_thread = k;
@@ -292,6 +308,13 @@ class ColumnSampler {
               Kokkos::TeamThreadRange(team, part * k / parts,
                                       (part + 1) * k / parts),
               [&](std::int64_t j) {
+                if (given) {  // log of the entry (zero: never drawn)
+                  double const score = compat::log(double(initial(d.row, j))) +
+                                       gumbel(anchor_key, j);
+                  if (score > score_of_thread)
+                    score_of_thread = score, column_of_thread = j;
+                  return;
+                }
                 T dot = 0;
                 for (std::int64_t r = 0; r < rank; ++r)
                   dot += terms.p(d.slot, d.row, r) * terms.q(d.slot, j, r);
@@ -318,12 +341,13 @@ class ColumnSampler {
         Kokkos::RangePolicy<Space>(space, 0, draws.extent(0)),
         KOKKOS_LAMBDA(std::int64_t c) {
           AnchorDraw const d = draws(c);
-          if (d.slot < 0) {
+          if (d.column >= 0) {
             columns(c) = d.column;
             return;
           }
           double top = -INFINITY;
-          int column = 0;  // (no finite score, which a solve cannot give)
+          int column = 0;  // (no finite score: a solve cannot give it, and
+                           // a row drawn from the given plan has mass)
           for (std::int64_t part = 0; part < parts; ++part)
             if (best(c, part) > top) top = best(c, part), column = at(c, part);
           columns(c) = column;
