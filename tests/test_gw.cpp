@@ -522,6 +522,89 @@ TYPED_TEST(SampledGw, RestartsKeepTheBestSeedAndSeedsRepeat) {
   EXPECT_EQ(solve(1, o.seed + 1).second, solve(1, o.seed + 1).second);
 }
 
+// Above exact_objective_entries the objective is estimated from pairs
+// drawn from the plan: within 5 standard errors of the exact objective of
+// the same run (the estimate's draws leave the run alone), with matrices,
+// coordinates and graphs, and the fused linear objective likewise; restarts
+// keep the lowest estimate.
+TYPED_TEST(SampledGw, SampledObjectiveEstimatesTheExactOne) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const n = rng.integer(40, 80), k = rng.integer(40, 80);
+  auto const x = ref::spiral(n, rng.integer(0, 1000), false);
+  auto const y = ref::spiral(k, rng.integer(0, 1000), true);
+  auto const gx = softwave::knn_graph(
+      space, V2<const T, Space>(to_device2<T, Space>(x, n, 2)), 5);
+  auto const gy = softwave::knn_graph(
+      space, V2<const T, Space>(to_device2<T, Space>(y, k, 3)), 5);
+  auto const dx = coordinates_side<T, Space>(x, n, 2);
+  auto const dy = matrix_side<T, Space>(ref::euclidean(y, k, 3), k);
+  softwave::GwDistances<T, Space> const graph_x{{}, {}, &gx},
+      graph_y{{}, {}, &gy};
+  auto const linear = random_linear<T, Space>(rng, n, k, true);
+  // Weights of mass about n/2: the objective scales with its square.
+  auto a = random_weights(rng, n), b = random_weights(rng, k);
+  double const ma = std::accumulate(a.begin(), a.end(), 0.0),
+               mb = std::accumulate(b.begin(), b.end(), 0.0);
+  for (double& e : b) e *= ma / mb;
+  softwave::GwMarginals<T, Space> const weights{swt::to_device<T>(space, a),
+                                                swt::to_device<T>(space, b)};
+  softwave::GwOptions o;
+  o.anchors = 10;
+  o.max_iterations = 6;
+  o.epsilon = 0.05;
+  o.fused_alpha = 0.2;
+  o.objective_samples = 3000;
+  o.seed = rng.integer(0, 1 << 20);
+  for (bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "graphs" : "coordinates and matrix");
+    auto const& source = graphs ? graph_x : dx.distances;
+    auto const& target = graphs ? graph_y : dy.distances;
+    auto run = [&](const softwave::GwOptions& oo) {
+      softwave::GwResult<T, Space> r;
+      softwave::sampled_gw(space, source, target, linear.cost, weights, r, oo);
+      return r;
+    };
+    auto const exact = run(o);
+    softwave::GwOptions sampled = o;
+    sampled.exact_objective_entries = 0;
+    auto const estimate = run(sampled);
+    EXPECT_EQ(exact.target_anchors, estimate.target_anchors);
+    EXPECT_EQ(exact.objective_error, 0);
+    EXPECT_GT(estimate.objective_error, 0);
+    EXPECT_LE(estimate.objective_error, 0.1 * exact.objective);
+    EXPECT_LE(std::fabs(estimate.objective - exact.objective),
+              5 * estimate.objective_error)
+        << estimate.objective << " ± " << estimate.objective_error << " vs "
+        << exact.objective;
+    EXPECT_GT(estimate.linear_objective_error, 0);
+    EXPECT_LE(std::fabs(estimate.linear_objective - exact.linear_objective),
+              5 * estimate.linear_objective_error);
+  }
+  // Restarts keep the lowest estimate of their seeds.
+  o.fused_alpha = 0;
+  o.exact_objective_entries = 0;
+  auto run = [&](int restarts, std::uint64_t seed) {
+    softwave::GwOptions oo = o;
+    oo.restarts = restarts;
+    oo.seed = seed;
+    softwave::GwResult<T, Space> r;
+    softwave::sampled_gw(space, dx.distances, dy.distances, {}, r, oo);
+    return r;
+  };
+  auto const best = run(3, o.seed);
+  double lowest = INFINITY;
+  std::uint64_t lowest_seed = 0;
+  for (int r = 0; r < 3; ++r) {
+    auto const one = run(1, o.seed + r);
+    if (one.objective < lowest) lowest = one.objective, lowest_seed = one.seed;
+  }
+  EXPECT_EQ(best.objective, lowest);
+  EXPECT_EQ(best.seed, lowest_seed);
+}
+
 // The reported change is ‖T_t − T_{t−1}‖_F / ‖T_t‖_F: against the plans
 // of the same seed stopped one iteration apart (ε at most 5e-4 is not
 // annealed, so the shorter run is the longer one's prefix), exactly over
@@ -864,6 +947,13 @@ TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
   o = {};
   o.restarts = 0;
   EXPECT_TRUE(swt::throws_naming("restarts", call(sd, td, none, o)));
+  o = {};
+  o.objective_samples = 1;
+  EXPECT_TRUE(swt::throws_naming("objective_samples", call(sd, td, none, o)));
+  o = {};
+  o.exact_objective_entries = -1;
+  EXPECT_TRUE(
+      swt::throws_naming("exact_objective_entries", call(sd, td, none, o)));
   o = {};
   o.kernel = softwave::Kernel::pairs;
   EXPECT_TRUE(swt::throws_naming("kernel", call(sd, td, none, o)));

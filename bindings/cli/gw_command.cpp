@@ -24,7 +24,8 @@ namespace {
 struct GwOutcome {
   std::vector<double> plan;
   std::vector<std::int64_t> matching;
-  double objective = NAN, linear_objective = NAN, last_change = NAN;
+  double objective = NAN, objective_error = NAN, linear_objective = NAN,
+         last_change = NAN;
   int iterations = 0, joined_components = 0;
   bool converged = false;
   std::uint64_t seed = 0;
@@ -116,6 +117,7 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
     out.matching.assign(m.data(), m.data() + N);
   }
   out.objective = r.objective;
+  out.objective_error = r.objective_error;
   out.linear_objective = r.linear_objective;
   out.last_change = r.last_change;
   out.iterations = r.iterations;
@@ -137,10 +139,10 @@ std::string gw_help() {
          "precomputed.\n"
          "Prints one JSON line: n_source, n_target, mode, iterations, "
          "converged,\n"
-         "last_change, objective (the exact GW objective of the plan; null "
-         "with\n"
-         "--no-objective), linear_objective (<C, T> with --fgw-alpha), seed "
-         "and\n"
+         "last_change, objective (the GW objective of the plan; null with\n"
+         "--no-objective), objective_error (its standard error where it is "
+         "estimated,\n"
+         "else 0), linear_objective (<C, T> with --fgw-alpha), seed and "
          "seconds.\n"
          "\n"
          "options:\n"
@@ -185,8 +187,13 @@ std::string gw_help() {
          "product of\n"
          "                         the weights)\n"
          "  --seed S               (default 0)\n"
-         "  --no-objective         skip the objective (it needs an N x K "
-         "plan)\n"
+         "  --no-objective         skip the objective\n"
+         "  --exact-objective-entries E\n"
+         "                         the exact objective (an N x K plan) where "
+         "N x K <= E\n"
+         "                         (default 2^24), else an estimate\n"
+         "  --objective-samples S  pairs drawn for the estimate (default "
+         "2048)\n"
          "  --dtype NAME           float32 (default) or float64\n"
          "  --threads N            OpenMP threads (default: Kokkos')\n"
          "  -o, --output FILE      the plan, N x K (.npy or .csv)\n"
@@ -219,6 +226,8 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--source-features"},
                                          {"--target-features"},
                                          {"--initial-plan"},
+                                         {"--objective-samples"},
+                                         {"--exact-objective-entries"},
                                          {"--seed"},
                                          {"--no-objective", false},
                                          {"--dtype"},
@@ -253,6 +262,11 @@ int run_gw(const std::vector<std::string>& arguments) {
   if (auto rho = parsed.positive_number("--semi-relaxed")) options.rho_b = *rho;
   options.restarts = int(parsed.integer_at_least("--restarts", 1).value_or(1));
   options.fused_alpha = parsed.positive_number("--fgw-alpha").value_or(0);
+  options.objective_samples =
+      int(parsed.integer_at_least("--objective-samples", 2).value_or(2048));
+  options.exact_objective_entries =
+      parsed.integer_at_least("--exact-objective-entries", 0)
+          .value_or(std::int64_t(1) << 24);
   if (options.fused_alpha > 1)
     throw usage_error("--fgw-alpha must be in (0, 1]");
   options.seed =
@@ -348,6 +362,9 @@ int run_gw(const std::vector<std::string>& arguments) {
       .add("converged", out.converged)
       .add("last_change", out.last_change)
       .add("objective", objective ? std::optional<double>(out.objective)
+                                  : std::optional<double>())
+      .add("objective_error", objective
+                                  ? std::optional<double>(out.objective_error)
                                   : std::optional<double>())
       .add("fgw_alpha", options.fused_alpha)
       .add("linear_objective", objective && has_linear

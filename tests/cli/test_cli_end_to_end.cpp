@@ -1240,6 +1240,34 @@ TEST(CliGw, WritesPlanMatchingAndObjective) {
           objective += d * d * at(i, k) * at(j, l);
         }
   expect_close(json_number(result.out, "objective"), objective, 1e-9);
+  EXPECT_EQ(json_number(result.out, "objective_error"), 0);
+  // The same run with the objective estimated from 400 drawn pairs.
+  const Result estimated = softwave({"gw",
+                                     "--source",
+                                     (dir / "source.csv").string(),
+                                     "--target",
+                                     (dir / "target.csv").string(),
+                                     "--mode",
+                                     "euclidean",
+                                     "--anchors",
+                                     "5",
+                                     "--max-iterations",
+                                     "8",
+                                     "--epsilon",
+                                     "0.05",
+                                     "--dtype",
+                                     "float64",
+                                     "--seed",
+                                     "3",
+                                     "--exact-objective-entries",
+                                     "0",
+                                     "--objective-samples",
+                                     "400"});
+  ASSERT_EQ(estimated.status, 0) << estimated.err;
+  const double error = json_number(estimated.out, "objective_error");
+  EXPECT_GT(error, 0);
+  EXPECT_LE(std::fabs(json_number(estimated.out, "objective") - objective),
+            5 * error);
 }
 
 // Fused GW with features (one column each) and with the matrix of their

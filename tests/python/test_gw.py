@@ -70,6 +70,18 @@ def test_objective_marginals_and_matching_match_float64():
     assert np.array_equal(r.matching, r.plan.argmax(1))
 
 
+def test_objective_estimated_from_drawn_pairs_above_the_exact_size():
+    rng = np.random.default_rng(19)
+    dx, dy, p, q = small_problem(rng, 40, 50)
+    kw = dict(dist_source=dx, dist_target=dy, p=p, q=q, distance_mode="precomputed", M=5,
+              max_iter=6, epsilon=0.05, seed=8)
+    exact = ot.sampled_gw(**kw)
+    estimate = ot.sampled_gw(exact_objective_entries=0, objective_samples=1500, plan=False, **kw)
+    assert exact.objective_error == 0 and estimate.objective_error > 0
+    assert abs(estimate.objective - exact.objective) <= 5 * estimate.objective_error
+    np.testing.assert_array_equal(estimate.matching, exact.matching)
+
+
 def test_euclidean_mode_is_the_precomputed_one():
     rng = np.random.default_rng(12)
     x, y = rng.uniform(-1, 1, (20, 2)), rng.uniform(-1, 1, (25, 3))
@@ -172,6 +184,7 @@ def test_warm_start_keeps_the_matching_it_starts_from(reversed_start):
          "features"),
         (dict(fgw_alpha=0.5, C_linear=np.full((5, 6), np.nan)), "linear"),
         (dict(T_init=np.ones((6, 5))), "T_init"),
+        (dict(objective_samples=1), "objective_samples"),
         (dict(T_init=-np.ones((5, 6))), "warm start"),
     ],
 )

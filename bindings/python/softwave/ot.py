@@ -462,12 +462,16 @@ class GwResult:
     distances; source_anchors, target_anchors: the last iteration's anchors;
     final_epsilon; joined_components: edges added to connect the k-NN graphs;
     linear_objective: ⟨C, T⟩ of fused GW's linear cost (NaN without one or
-    when the objective is not computed)."""
+    when the objective is not computed); objective_error,
+    linear_objective_error: the standard errors of objectives estimated
+    from pairs drawn from the plan (0 when exact)."""
 
     plan: Any
     matching: Any
     objective: float
+    objective_error: float
     linear_objective: float
+    linear_objective_error: float
     iterations: int
     converged: bool
     seed: int
@@ -497,7 +501,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                sinkhorn_iterations: int = 10, sinkhorn_tolerance: float = 1e-3,
                mixed_precision: bool = True, restarts: int = 1,
                fgw_alpha: float = 0.0, C_linear=None, features_source=None,
-               features_target=None, T_init=None, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
+               features_target=None, T_init=None, objective_samples: int = 2048,
+               exact_objective_entries: int = 2 ** 24, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
                check_inputs: Optional[bool] = None, kernel: str = "automatic") -> GwResult:
     """Sampled Gromov–Wasserstein between a source (N points) and a target
     (K points), as TorchGW's ``sampled_gw`` with the same argument names
@@ -524,6 +529,9 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     features_source (N, e) and features_target (K, e), kept low-rank (no N×K
     memory); Λ uses distances scaled to at most about 1, so C is best scaled
     to a similar range; restarts then keep the lowest fused objective.
+    The objective is exact where N·K <= exact_objective_entries (an N×K
+    plan and O(N²K + NK²) work), else estimated from objective_samples pairs
+    drawn from the plan, with its standard error in objective_error.
     T_init: an (N, K) plan to start from instead of p⊗q (non-negative, with
     mass; scaled to p's), the first anchors drawn from it. mixed_precision: TF32
     products in the CUDA low-rank solves. plan / matching / objective: which
@@ -604,6 +612,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "restarts": _count("restarts", restarts, 1),
         "fused_alpha": fgw_alpha,
         "warm_start": initial is not None,
+        "objective_samples": _count("objective_samples", objective_samples, 2),
+        "exact_objective_entries": _count("exact_objective_entries", exact_objective_entries, 0),
         "objective": bool(objective),
         "kernel": str(kernel),
         "check": frame.default_check() if check_inputs is None else bool(check_inputs),

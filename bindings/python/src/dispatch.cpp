@@ -704,6 +704,8 @@ GwOptions gw_options_of(const GwSettings& s) {
   o.seed = s.seed;
   o.restarts = s.restarts;
   o.fused_alpha = s.fused_alpha;
+  o.exact_objective_entries = s.exact_objective_entries;
+  o.objective_samples = s.objective_samples;
   o.warm_start = s.warm_start;
   o.check_values = s.check_values;
   o.kernel = kernel_of(s.kernel);
@@ -782,7 +784,9 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   r.converged = result.converged;
   r.seed = result.seed;
   r.objective = result.objective;
+  r.objective_error = result.objective_error;
   r.linear_objective = result.linear_objective;
+  r.linear_objective_error = result.linear_objective_error;
   r.last_change = result.last_change;
   r.source_scale = result.source_scale;
   r.target_scale = result.target_scale;

@@ -155,6 +155,8 @@ struct GwSettings {
   int restarts = 1;
   double fused_alpha = 0;   // GwOptions::fused_alpha
   bool warm_start = false;  // GwOptions::warm_start: plan is read
+  std::int64_t exact_objective_entries = std::int64_t(1) << 24;
+  int objective_samples = 2048;
   bool check_values = true;
   bool compute_objective = true;
   std::string kernel = "automatic";  // automatic, portable or specialised
@@ -166,7 +168,8 @@ struct GwReport {
   int iterations = 0;
   bool converged = false;
   std::uint64_t seed = 0;
-  double objective = 0, linear_objective = 0, last_change = 0, source_scale = 0,
+  double objective = 0, objective_error = 0, linear_objective = 0,
+         linear_objective_error = 0, last_change = 0, source_scale = 0,
          target_scale = 0, final_epsilon = 0;
   std::vector<double> changes;
   std::vector<int> source_anchors, target_anchors;

@@ -334,6 +334,10 @@ NB_MODULE(_core, m) {
             s.restarts = nb::cast<int>(value);
           else if (name == "fused_alpha")
             s.fused_alpha = nb::cast<double>(value);
+          else if (name == "exact_objective_entries")
+            s.exact_objective_entries = nb::cast<std::int64_t>(value);
+          else if (name == "objective_samples")
+            s.objective_samples = nb::cast<int>(value);
           else if (name == "warm_start")
             s.warm_start = nb::cast<bool>(value);
           else if (name == "check")
@@ -363,7 +367,9 @@ NB_MODULE(_core, m) {
         report["converged"] = r.converged;
         report["seed"] = r.seed;
         report["objective"] = r.objective;
+        report["objective_error"] = r.objective_error;
         report["linear_objective"] = r.linear_objective;
+        report["linear_objective_error"] = r.linear_objective_error;
         report["last_change"] = r.last_change;
         report["changes"] = changes;
         report["source_scale"] = r.source_scale;

@@ -138,6 +138,13 @@ struct GwOptions {
   // is far below the sampled cost's own error, the spread of its M
   // anchors' terms. No effect on other kernels.
   bool mixed_precision = true;
+  // The objective (GwResult::objective, and the restarts' choice) is exact
+  // where N·K is at most this (it needs an N×K plan and O(N²K + NK²)
+  // work), else estimated from objective_samples pairs drawn from the plan
+  // (O(S²) distances; a graph side's from S Dijkstra runs), with its
+  // standard error.
+  std::int64_t exact_objective_entries = std::int64_t(1) << 24;
+  int objective_samples = 2048;  // >= 2
   // Mixture terms whose weight falls below this are dropped.
   double term_tolerance = 1e-6;
   std::uint64_t seed = 0;
@@ -214,21 +221,26 @@ template <class T, class Space>
 struct GwResult {
   OTView2<T, Space> plan;        // (N, K): the dense plan T
   OTView1<int, Space> matching;  // (N,): argmax_k T_ik
-  // The exact GW objective of the returned plan with the distances as
-  // given (unnormalised), accumulated in float64. Needs an N×K plan (the
-  // `plan` view, or a temporary one) and O(N²K + NK²) work; NaN when
-  // compute_objective is false and restarts == 1.
+  // The GW objective of the returned plan with the distances as given
+  // (unnormalised), accumulated in float64: exact (an N×K plan, the `plan`
+  // view or a temporary one, and O(N²K + NK²) work) or, above
+  // GwOptions::exact_objective_entries, the unbiased estimate from pairs
+  // drawn from the plan (no N×K memory); NaN when compute_objective is
+  // false and restarts == 1. objective_error: the estimate's standard error
+  // (0 when exact).
   bool compute_objective = true;
   double objective = NAN;
+  double objective_error = NAN;
   // Fused GW: ⟨C, T⟩ of the returned plan, computed with the objective.
   // Restarts keep the lowest (1 − β)·GW + β·⟨C, T⟩, GW with the first
   // restart's normalised distances (the units of the solves' cost).
   double linear_objective = NAN;
-  int iterations = 0;           // outer iterations of the kept restart
-  bool converged = false;       // it stopped on the tolerance
-  std::uint64_t seed = 0;       // its seed
-  double last_change = NAN;     // the relative change at its last check
-  std::vector<double> changes;  // every check's relative change
+  double linear_objective_error = NAN;  // as objective_error
+  int iterations = 0;                   // outer iterations of the kept restart
+  bool converged = false;               // it stopped on the tolerance
+  std::uint64_t seed = 0;               // its seed
+  double last_change = NAN;             // the relative change at its last check
+  std::vector<double> changes;          // every check's relative change
   // The normalisation of each side's distances (s_X, s_Y above) and the
   // last iteration's anchors (j_m, l_m): what its sampled cost was made of.
   double source_scale = NAN, target_scale = NAN;

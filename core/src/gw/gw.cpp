@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <softwave/gw.hpp>
 #include <softwave/kokkos_compat.hpp>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "../common/call_memory.hpp"
@@ -163,6 +166,12 @@ void check_options(const GwOptions& o) {
   if (!(o.term_tolerance >= 0 && o.term_tolerance < 1))
     throw_invalid_argument("term_tolerance = ", o.term_tolerance,
                            " must be in [0, 1)");
+  if (o.exact_objective_entries < 0)
+    throw_invalid_argument("exact_objective_entries = ",
+                           o.exact_objective_entries, " must be >= 0");
+  if (o.objective_samples < 2)
+    throw_invalid_argument("objective_samples = ", o.objective_samples,
+                           " must be >= 2");
   if (o.dense_cost_entries < 0)
     throw_invalid_argument("dense_cost_entries = ", o.dense_cost_entries,
                            " must be >= 0");
@@ -256,6 +265,10 @@ struct Problem {
   double product_scale() const {
     return marginals.b.extent(0) ? 1.0 / b_cumulative.back() : 1.0;
   }
+  // The plan's mass: Σa, 1 for uniform weights.
+  double mass() const {
+    return marginals.a.extent(0) ? a_cumulative.back() : 1.0;
+  }
   // The weighted sum of plan terms (over `rows`; empty: all).
   TermSum<T, Space> sum(
       const Space& space, const PlanTerms<T, Space>& terms,
@@ -273,6 +286,78 @@ struct Problem {
   // columns.
   std::int64_t features() const {
     return std::int64_t(linear.source_features.extent(1));
+  }
+};
+
+// 0, 1, ..., count − 1.
+template <class Space>
+Kokkos::View<int*, Kokkos::LayoutRight, typename Space::memory_space>
+identity_indices(const Space& space, std::int64_t count, const char* label) {
+  auto const out = uninitialised<int*>(space, label, count);
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Space>(space, 0, count),
+      KOKKOS_LAMBDA(std::int64_t c) { out(c) = int(c); });
+  return out;
+}
+
+// Pairs (row, column) drawn from a plan's mixture of terms, `count` at a
+// time: a term and a row on the host (the given plan's rows by their sums,
+// a solve's or the product plan's by a), then a column from that term's
+// row on the device (the product plan's from b on the host). Every draw is
+// keyed by (seed, round, pair): the same pairs on every backend.
+template <class T, class Space>
+struct PairDraws {
+  using Memory = typename Space::memory_space;
+  Kokkos::View<int*, Kokkos::LayoutRight, Memory> rows, columns;
+  typename Kokkos::View<int*, Kokkos::LayoutRight, Memory>::HostMirror
+      rows_host,
+      columns_host;
+  Kokkos::View<AnchorDraw*, Kokkos::LayoutRight, Memory> draws;
+  typename Kokkos::View<AnchorDraw*, Kokkos::LayoutRight, Memory>::HostMirror
+      draws_host;
+  ColumnSampler<T, Space> sampler;
+
+  PairDraws(const Space& space, std::int64_t count, std::int64_t k)
+      : rows(uninitialised<int*>(space, "softwave::gw::drawn_rows", count)),
+        columns(
+            uninitialised<int*>(space, "softwave::gw::drawn_columns", count)),
+        rows_host(Kokkos::create_mirror_view(rows)),
+        columns_host(Kokkos::create_mirror_view(columns)),
+        draws(uninitialised<AnchorDraw*>(space, "softwave::gw::draws", count)),
+        draws_host(Kokkos::create_mirror_view(draws)),
+        sampler(space, count, k) {}
+
+  // Draws into rows (and rows_host) and columns; columns_host once
+  // copy_columns() is called.
+  void draw(const Space& space, const Problem<T, Space>& problem,
+            const PlanTerms<T, Space>& terms,
+            const std::vector<TermWeight>& weights, std::uint64_t seed,
+            std::uint64_t round) {
+    std::vector<double> term_cumulative;
+    double total = 0;
+    for (auto const& w : weights) term_cumulative.push_back(total += w.weight);
+    for (std::int64_t c = 0; c < std::int64_t(rows.extent(0)); ++c) {
+      TermWeight const& w =
+          weights[draw_index(term_cumulative, uniform_draw(seed, round, c, 0))];
+      bool const given = w.slot < 0 && problem.initial.size() > 0;
+      int const row =
+          draw_index(given ? problem.initial_rows : problem.a_cumulative,
+                     uniform_draw(seed, round, c, 1));
+      int const column = w.slot < 0 && !given
+                             ? draw_index(problem.b_cumulative,
+                                          uniform_draw(seed, round, c, 2))
+                             : -1;
+      rows_host(c) = row;
+      draws_host(c) = AnchorDraw{w.slot, row, column, w.inverse_epsilon};
+    }
+    Kokkos::deep_copy(space, rows, rows_host);
+    Kokkos::deep_copy(space, draws, draws_host);
+    sampler.sample(space, terms, problem.marginals.b, problem.initial, draws,
+                   mix64(seed ^ mix64(round + 0x51ed27ull)), columns);
+  }
+  void copy_columns(const Space& space) {
+    Kokkos::deep_copy(space, columns_host, columns);
+    space.fence();
   }
 };
 
@@ -404,7 +489,6 @@ template <class T, class Space>
 Run run_restart(const Space& space, const Problem<T, Space>& problem,
                 PlanTerms<T, Space>& terms, const GwOptions& o,
                 std::uint64_t seed) {
-  using Memory = typename Space::memory_space;
   std::int64_t const m = o.anchors;
   Run run;
   run.terms = {{-1, 1.0, 0.0}};
@@ -416,16 +500,11 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   double const decay =
       std::pow(final_eps / o.epsilon, 1.0 / std::max(1, o.max_iterations));
 
-  auto const source_anchors =
-      uninitialised<int*>(space, "softwave::gw::source_anchors", m);
-  auto const target_anchors =
-      uninitialised<int*>(space, "softwave::gw::target_anchors", m);
-  auto source_host = Kokkos::create_mirror_view(source_anchors);
-  auto target_host = Kokkos::create_mirror_view(target_anchors);
-  auto const draws =
-      uninitialised<AnchorDraw*>(space, "softwave::gw::anchor_draws", m);
-  auto draws_host = Kokkos::create_mirror_view(draws);
-  ColumnSampler<T, Space> sampler(space, m, problem.k);
+  // The anchors j_m (rows) and l_m (columns) of each iteration.
+  PairDraws<T, Space> anchors(space, m, problem.k);
+  auto const &source_anchors = anchors.rows, &target_anchors = anchors.columns;
+  auto const &source_host = anchors.rows_host,
+             &target_host = anchors.columns_host;
   bool const graph_side = problem.source_graph || problem.target_graph;
   // Graph sides: each iteration's shortest paths from the anchors.
   OTView2<T, Space> source_columns, target_columns;
@@ -435,10 +514,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   if (problem.target_graph)
     target_columns =
         uninitialised<T**>(space, "softwave::gw::target_columns", problem.k, m);
-  auto const identity = uninitialised<int*>(space, "softwave::gw::identity", m);
-  Kokkos::parallel_for(
-      "softwave::gw::identity", Kokkos::RangePolicy<Space>(space, 0, m),
-      KOKKOS_LAMBDA(std::int64_t c) { identity(c) = int(c); });
+  auto const identity = identity_indices(space, m, "softwave::gw::identity");
   // The rows the change checks read.
   std::int64_t const checked =
       o.check_rows > 0 ? std::min<std::int64_t>(o.check_rows, problem.n)
@@ -465,37 +541,10 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
 
   for (int t = 0; t < o.max_iterations; ++t) {
     double const eps = o.epsilon * std::pow(decay, t);
-    // 1. Anchors from the mixture T_{t−1}: a term and a row on the host,
-    // then a column from that term's row on the device (the product plan's
-    // from b on the host).
-    std::vector<double> term_cumulative;
-    double total = 0;
-    for (auto const& w : run.terms)
-      term_cumulative.push_back(total += w.weight);
-    for (std::int64_t c = 0; c < m; ++c) {
-      TermWeight const& w =
-          run.terms[draw_index(term_cumulative, uniform_draw(seed, t, c, 0))];
-      // The given plan's rows by their sums, a solve's (or a⊗b's) by a.
-      bool const given = w.slot < 0 && problem.initial.size() > 0;
-      int const row =
-          draw_index(given ? problem.initial_rows : problem.a_cumulative,
-                     uniform_draw(seed, t, c, 1));
-      int const column =
-          w.slot < 0 && !given
-              ? draw_index(problem.b_cumulative, uniform_draw(seed, t, c, 2))
-              : -1;
-      source_host(c) = row;
-      draws_host(c) = AnchorDraw{w.slot, row, column, w.inverse_epsilon};
-    }
-    Kokkos::deep_copy(space, source_anchors, source_host);
-    Kokkos::deep_copy(space, draws, draws_host);
-    sampler.sample(space, terms, problem.marginals.b, problem.initial, draws,
-                   mix64(seed ^ mix64(std::uint64_t(t) + 0x51ed27ull)),
-                   target_anchors);
-    if (graph_side) {  // the graph's Dijkstra runs start on the host
-      Kokkos::deep_copy(space, target_host, target_anchors);
-      space.fence();
-    }
+    // 1. Anchors from the mixture T_{t−1}.
+    anchors.draw(space, problem, terms, run.terms, seed, std::uint64_t(t));
+    if (graph_side)  // the graph's Dijkstra runs start on the host
+      anchors.copy_columns(space);
 
     // 2. The anchors' distances, normalised by the first iteration's scale.
     auto const xs =
@@ -611,12 +660,78 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     }
   }
   // The last iteration's anchors, as the result reports them.
-  Kokkos::deep_copy(space, target_host, target_anchors);
-  space.fence();
+  anchors.copy_columns(space);
   run.source_anchors.assign(source_host.data(), source_host.data() + m);
   run.target_anchors.assign(target_host.data(), target_host.data() + m);
   return run;
 }
+
+// The GW objective estimated from pairs drawn from a restart's plan
+// (sampled_gw_objective): distances among the drawn points of each side
+// from the side itself, or for a graph from Dijkstra runs from them, a
+// chunk of sources at a time (an S×S matrix, never N×N).
+template <class T, class Space>
+struct ObjectiveSample {
+  using Index = Kokkos::View<const int*, typename Space::memory_space>;
+  // The draws' round: apart from every iteration's.
+  static constexpr std::uint64_t kRound = std::uint64_t(1) << 40;
+  static constexpr std::int64_t kChunk = 64;
+  PairDraws<T, Space> pairs;
+  Kokkos::View<int*, Kokkos::LayoutRight, typename Space::memory_space>
+      identity;
+
+  ObjectiveSample(const Space& space, std::int64_t count, std::int64_t k)
+      : pairs(space, count, k),
+        identity(
+            identity_indices(space, count, "softwave::gw::sample_identity")) {}
+
+  // One side's distances among the drawn points `index` (host copy
+  // `index_host`), with the points' indices in them.
+  template <class HostIndex>
+  std::pair<SideDistances<T, Space>, Index> among(
+      const Space& space, const SideDistances<T, Space>& side,
+      const Graph* graph, const Index& index,
+      const HostIndex& index_host) const {
+    if (graph == nullptr) return {side, index};
+    std::int64_t const count = index.extent(0);
+    auto const matrix = uninitialised<T**>(
+        space, "softwave::gw::sample_distances", count, count);
+    std::int64_t const chunk = std::min(kChunk, count);
+    auto const columns = uninitialised<T**>(
+        space, "softwave::gw::sample_columns", graph->nodes(), chunk);
+    for (std::int64_t first = 0; first < count; first += chunk) {
+      std::int64_t const width = std::min(chunk, count - first);
+      // (The last chunk's runs are padded with its first source.)
+      std::vector<int> sources(chunk, index_host(first));
+      for (std::int64_t c = 0; c < width; ++c)
+        sources[c] = index_host(first + c);
+      softwave::graph_distances(space, *graph, sources, columns);
+      Kokkos::parallel_for(
+          "softwave::gw::sample_distances",
+          Kokkos::RangePolicy<Space>(space, 0, count * width),
+          KOKKOS_LAMBDA(std::int64_t q) {
+            std::int64_t const t = q / width, c = q % width;
+            matrix(t, first + c) = columns(index(t), c);
+          });
+    }
+    return {SideDistances<T, Space>(GwDistances<T, Space>{matrix, {}, nullptr}),
+            identity};
+  }
+
+  SampledObjective estimate(const Space& space,
+                            const Problem<T, Space>& problem,
+                            const PlanTerms<T, Space>& terms, const Run& run,
+                            std::uint64_t seed) {
+    pairs.draw(space, problem, terms, run.terms, seed, kRound);
+    pairs.copy_columns(space);
+    auto const xs = among(space, problem.dx, problem.source_graph, pairs.rows,
+                          pairs.rows_host);
+    auto const ys = among(space, problem.dy, problem.target_graph,
+                          pairs.columns, pairs.columns_host);
+    return sampled_gw_objective(space, xs.first, xs.second, ys.first, ys.second,
+                                problem.mass());
+  }
+};
 
 }  // namespace
 
@@ -699,7 +814,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     if (!(total > 0))
       throw_invalid_argument("result.plan (the warm start) has no mass");
     problem.initial = t0;
-    problem.initial_scale = (a_uniform ? 1.0 : mass_a) / total;
+    problem.initial_scale = problem.mass() / total;
   }
   if (marginals.a.extent(0))
     problem.a2 = OTView2<const T, Space>(marginals.a.data(), 1, n);
@@ -710,7 +825,14 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
                             slot_count(options));
   terms.linear = linear.matrix;
   terms.linear_weight = T(options.fused_alpha);
-  bool const need_dense = result.compute_objective || options.restarts > 1;
+  // The objective: exact from a dense plan where N·K is small enough, else
+  // estimated from pairs drawn from the plan.
+  bool const want_objective = result.compute_objective || options.restarts > 1;
+  bool const need_dense =
+      want_objective && n * k <= options.exact_objective_entries;
+  std::optional<ObjectiveSample<T, Space>> sample;
+  if (want_objective && !need_dense)
+    sample.emplace(space, options.objective_samples, k);
   OTView2<T, Space> dense = result.plan;
   if (need_dense && (dense.size() == 0 || options.restarts > 1))
     dense = uninitialised<T**>(space, "softwave::gw::dense_plan", n, k);
@@ -742,20 +864,33 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       first_target_scale = run.target_scale;
     }
     auto const sum = problem.sum(space, terms, run.terms);
-    double objective = NAN, linear_value = NAN, criterion = NAN;
-    if (need_dense) {
-      render_plan(space, sum, dense);
-      OTView2<const T, Space> const plan(dense);
-      auto const parts = gw_objective(space, objective_x, objective_y, plan);
+    double objective = NAN, objective_error = NAN, linear_value = NAN,
+           linear_error = NAN, criterion = NAN;
+    GwObjectiveParts parts;
+    if (sample) {
+      auto const estimate = sample->estimate(space, problem, terms, run, seed);
+      parts = estimate.parts;
       objective = parts.value();
+      objective_error = estimate.error;
       criterion = objective;
       if (fused) {
-        linear_value = linear_objective(space, linear, plan);
-        criterion = (1 - options.fused_alpha) *
-                        parts.value(first_source_scale, first_target_scale) +
-                    options.fused_alpha * linear_value;
+        std::tie(linear_value, linear_error) =
+            sampled_linear_objective(space, linear, sample->pairs.rows,
+                                     sample->pairs.columns, problem.mass());
       }
+    } else if (need_dense) {
+      render_plan(space, sum, dense);
+      OTView2<const T, Space> const plan(dense);
+      parts = gw_objective(space, objective_x, objective_y, plan);
+      objective = parts.value();
+      objective_error = linear_error = 0;
+      criterion = objective;
+      if (fused) linear_value = linear_objective(space, linear, plan);
     }
+    if (fused && want_objective)
+      criterion = (1 - options.fused_alpha) *
+                      parts.value(first_source_scale, first_target_scale) +
+                  options.fused_alpha * linear_value;
     bool const keep = restart == 0 || criterion < best;
     if (!keep) continue;
     best = criterion;
@@ -767,7 +902,9 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     }
     if (result.matching.size() > 0) row_argmax(space, sum, result.matching);
     result.objective = objective;
+    result.objective_error = objective_error;
     result.linear_objective = linear_value;
+    result.linear_objective_error = linear_error;
     result.iterations = run.iterations;
     result.converged = run.converged;
     result.seed = seed;

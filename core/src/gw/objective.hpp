@@ -3,10 +3,13 @@
 // (square loss) of a dense plan.
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <softwave/gw.hpp>
 #include <softwave/kokkos_compat.hpp>
 #include <string>
+#include <utility>
 
 #include "../common/call_memory.hpp"
 
@@ -129,34 +132,137 @@ GwObjectiveParts gw_objective(const Space& space,
   return {source, target, cross};
 }
 
+// The GW objective estimated from S pairs p_s = (i_s, k_s) drawn from a
+// plan of mass μ (side x's points at x_index(s), y's at y_index(s)): the
+// U-statistics over s ≠ t of D_X(i_s, i_t)², D_Y(k_s, k_t)² and their
+// product, times μ² (unbiased for pairs drawn from the plan), and the
+// objective's standard error by Hoeffding's decomposition, 2·sd(g)/√S
+// with g_s the mean over t ≠ s of (D_X − D_Y)².
+struct SampledObjective {
+  GwObjectiveParts parts;
+  double error = NAN;
+};
+
+template <class T, class Space, class Index>
+SampledObjective sampled_gw_objective(const Space& space,
+                                      const SideDistances<T, Space>& dx,
+                                      const Index& x_index,
+                                      const SideDistances<T, Space>& dy,
+                                      const Index& y_index, double mass) {
+  std::int64_t const count = x_index.extent(0);
+  // Each s's sums over t (D_X², D_Y², D_X·D_Y, (D_X − D_Y)²), added up on
+  // the host: S rows.
+  auto const rows_memory =
+      call_array<Kokkos::View<double* [4], Kokkos::LayoutRight,
+                              typename Space::memory_space>>(
+          space, "softwave::gw::sampled_objective", false, count);
+  auto const rows = rows_memory.view;
+  Kokkos::parallel_for(
+      "softwave::gw::sampled_objective",
+      Kokkos::RangePolicy<Space>(space, 0, count),
+      KOKKOS_LAMBDA(std::int64_t s) {
+        double xx = 0, yy = 0, xy = 0, h = 0;
+        for (std::int64_t t = 0; t < count; ++t) {
+          if (t == s) continue;
+          double const x = dx(x_index(s), x_index(t)),
+                       y = dy(y_index(s), y_index(t));
+          xx += x * x;
+          yy += y * y;
+          xy += x * y;
+          h += (x - y) * (x - y);
+        }
+        rows(s, 0) = xx, rows(s, 1) = yy, rows(s, 2) = xy, rows(s, 3) = h;
+      });
+  auto const host = Kokkos::create_mirror_view(rows);
+  Kokkos::deep_copy(space, host, rows);
+  space.fence();
+  double xx = 0, yy = 0, xy = 0, g_sum = 0, g_squares = 0;
+  for (std::int64_t s = 0; s < count; ++s) {
+    xx += host(s, 0), yy += host(s, 1), xy += host(s, 2);
+    double const g = host(s, 3) / double(count - 1);
+    g_sum += g, g_squares += g * g;
+  }
+  double const pairs = double(count) * double(count - 1), scale = mass * mass;
+  SampledObjective out;
+  out.parts = {scale * xx / pairs, scale * yy / pairs, scale * xy / pairs};
+  double const mean = g_sum / double(count);
+  double const variance = std::max(
+      0.0, (g_squares - double(count) * mean * mean) / double(count - 1));
+  out.error = scale * 2 * std::sqrt(variance / double(count));
+  return out;
+}
+
+// C(i, j) of fused GW's linear cost on the device, in float64: the
+// matrix's entry, or ‖F_i − G_j‖² of the features.
+template <class T, class Space>
+struct LinearCostAt {
+  OTView2<const T, Space> c, f, g;
+  explicit LinearCostAt(const GwLinearCost<T, Space>& linear)
+      : c(linear.matrix),
+        f(linear.source_features),
+        g(linear.target_features) {}
+  KOKKOS_INLINE_FUNCTION double operator()(std::int64_t i,
+                                           std::int64_t j) const {
+    if (c.extent(0)) return c(i, j);
+    double sum = 0;
+    for (std::size_t d = 0; d < f.extent(1); ++d) {
+      double const diff = double(f(i, d)) - double(g(j, d));
+      sum += diff * diff;
+    }
+    return sum;
+  }
+};
+
 // ⟨C, T⟩ of fused GW's linear cost and a dense plan, in float64.
 template <class T, class Space>
 double linear_objective(const Space& space,
                         const GwLinearCost<T, Space>& linear,
                         const OTView2<const T, Space>& plan) {
   std::int64_t const k = plan.extent(1);
-  auto const c = linear.matrix;
-  auto const f = linear.source_features, g = linear.target_features;
-  std::int64_t const e = f.extent(1);
+  LinearCostAt<T, Space> const cost(linear);
   double total = 0;
   Kokkos::parallel_reduce(
       "softwave::gw::linear_objective",
       Kokkos::RangePolicy<Space>(space, 0, plan.extent(0) * k),
       KOKKOS_LAMBDA(std::int64_t q, double& out) {
         std::int64_t const i = q / k, j = q % k;
-        double cost = 0;
-        if (c.extent(0)) {
-          cost = c(i, j);
-        } else {
-          for (std::int64_t d = 0; d < e; ++d) {
-            double const diff = double(f(i, d)) - double(g(j, d));
-            cost += diff * diff;
-          }
-        }
-        out += cost * double(plan(i, j));
+        out += cost(i, j) * double(plan(i, j));
       },
       total);
   return total;
+}
+
+// ⟨C, T⟩ estimated from S pairs drawn from a plan of mass μ: μ·mean_s
+// C(i_s, k_s), and its standard error μ·sd/√S.
+template <class T, class Space, class Index>
+std::pair<double, double> sampled_linear_objective(
+    const Space& space, const GwLinearCost<T, Space>& linear, const Index& rows,
+    const Index& columns, double mass) {
+  std::int64_t const count = rows.extent(0);
+  LinearCostAt<T, Space> const cost(linear);
+  auto const costs_memory =
+      call_array<Kokkos::View<double*, typename Space::memory_space>>(
+          space, "softwave::gw::sampled_linear_objective", false, count);
+  auto const costs = costs_memory.view;
+  Kokkos::parallel_for(
+      "softwave::gw::sampled_linear_objective",
+      Kokkos::RangePolicy<Space>(space, 0, count),
+      KOKKOS_LAMBDA(std::int64_t s) {
+        std::int64_t const i = rows(s), j = columns(s);
+        costs(s) = cost(i, j);
+      });
+  auto const host = Kokkos::create_mirror_view(costs);
+  Kokkos::deep_copy(space, host, costs);
+  space.fence();
+  double sum = 0, squares = 0;
+  for (std::int64_t s = 0; s < count; ++s)
+    sum += host(s), squares += host(s) * host(s);
+  double const mean = sum / double(count);
+  double const variance =
+      count > 1 ? std::max(0.0, (squares - double(count) * mean * mean) /
+                                    double(count - 1))
+                : 0.0;
+  return {mass * mean, mass * std::sqrt(variance / double(count))};
 }
 
 }  // namespace softwave::impl
