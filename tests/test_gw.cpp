@@ -228,12 +228,13 @@ ref::OTProblem one_solve_problem(const RandomProblem<T, Space>& pr,
   p.k = k;
   p.a = pr.a;
   p.b = pr.b;
-  if (std::isinf(o.rho_b)) {
+  if (std::isinf(o.rho_a) && std::isinf(o.rho_b)) {
     double const ra = std::accumulate(p.a.begin(), p.a.end(), 0.0),
                  rb = std::accumulate(p.b.begin(), p.b.end(), 0.0);
     for (double& e : p.b) e *= ra / rb;
   }
   p.eps = o.epsilon;
+  p.rho_a = o.rho_a;
   p.rho_b = o.rho_b;
   p.cost.assign(std::size_t(n) * k, 0);
   for (int i = 0; i < n; ++i)
@@ -272,19 +273,23 @@ double relative_difference(const std::vector<double>& plan,
 
 // With α = 1 and one iteration the plan is one Sinkhorn solve of the
 // sampled cost: rebuilt in float64 from the reported anchors and scales,
-// the reference's plan is the library's (balanced and semi-relaxed).
+// the reference's plan is the library's (balanced, semi-relaxed and
+// unbalanced).
 TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
   SWT_SEEDED_RNG(rng);
   Space space;
-  for (double rho_b : {double(INFINITY), 0.7}) {
+  double const inf = INFINITY;
+  for (auto [rho_a, rho_b] : {std::pair(inf, inf), std::pair(inf, 0.7),
+                              std::pair(0.5, inf), std::pair(0.6, 0.8)}) {
     int const n = rng.integer(2, 12), k = rng.integer(2, 12);
-    SCOPED_TRACE(::testing::Message()
-                 << "n " << n << " k " << k << " rho_b " << rho_b);
+    SCOPED_TRACE(::testing::Message() << "n " << n << " k " << k << " rho_a "
+                                      << rho_a << " rho_b " << rho_b);
     RandomProblem<T, Space> const pr(rng, n, k);
     auto const &source = pr.source, &target = pr.target;
     softwave::GwOptions o = one_solve_options<T>(rng);
+    o.rho_a = rho_a;
     o.rho_b = rho_b;
     softwave::GwResult<T, Space> r;
     r.plan = V2<T, Space>("plan", n, k);
@@ -558,8 +563,14 @@ TYPED_TEST(SampledGw, SampledObjectiveEstimatesTheExactOne) {
   o.fused_alpha = 0.2;
   o.objective_samples = 3000;
   o.seed = rng.integer(0, 1 << 20);
-  for (bool graphs : {false, true}) {
-    SCOPED_TRACE(graphs ? "graphs" : "coordinates and matrix");
+  // Coordinates and a matrix, graphs, and a relaxed source and target (a
+  // plan whose mass is not a's, its rows not a).
+  for (int config = 0; config < 3; ++config) {
+    bool const graphs = config == 1;
+    SCOPED_TRACE(config == 0   ? "coordinates and matrix"
+                 : config == 1 ? "graphs"
+                               : "relaxed");
+    o.rho_a = o.rho_b = config == 2 ? 0.02 : double(INFINITY);
     auto const& source = graphs ? graph_x : dx.distances;
     auto const& target = graphs ? graph_y : dy.distances;
     auto run = [&](const softwave::GwOptions& oo) {

@@ -172,6 +172,8 @@ std::string gw_help() {
          "(default 0.05)\n"
          "  --semi-relaxed RHO     KL penalty of the target marginal "
          "(default balanced)\n"
+         "  --relax-source RHO     KL penalty of the source marginal "
+         "(default kept)\n"
          "  --restarts R           seeds tried, the lowest objective kept "
          "(default 1)\n"
          "  --fgw-alpha A          fused GW: weight in (0, 1] of a linear cost "
@@ -220,6 +222,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--min-iterations"},
                                          {"--tolerance"},
                                          {"--semi-relaxed"},
+                                         {"--relax-source"},
                                          {"--restarts"},
                                          {"--fgw-alpha"},
                                          {"--linear-cost"},
@@ -260,6 +263,7 @@ int run_gw(const std::vector<std::string>& arguments) {
       int(parsed.integer_at_least("--min-iterations", 0).value_or(50));
   options.tolerance = parsed.number("--tolerance").value_or(0.05);
   if (auto rho = parsed.positive_number("--semi-relaxed")) options.rho_b = *rho;
+  if (auto rho = parsed.positive_number("--relax-source")) options.rho_a = *rho;
   options.restarts = int(parsed.integer_at_least("--restarts", 1).value_or(1));
   options.fused_alpha = parsed.positive_number("--fgw-alpha").value_or(0);
   options.objective_samples =

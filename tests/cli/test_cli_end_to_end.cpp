@@ -1382,6 +1382,8 @@ TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
   expect_error(gw({"--epsilon", "0"}),
                "option --epsilon: expected a number > 0, got '0'");
   expect_error_containing(gw({"--alpha", "2"}), "--alpha must be in (0, 1]");
+  expect_error(gw({"--relax-source", "0"}),
+               "option --relax-source: expected a number > 0, got '0'");
   expect_error_containing(gw({"--mode", "precomputed"}), "square");
   write_file(dir / "w.csv", "0.5\n0.5\n");
   expect_error_containing(gw({"--target-weights", (dir / "w.csv").string()}),

@@ -82,6 +82,22 @@ def test_objective_estimated_from_drawn_pairs_above_the_exact_size():
     np.testing.assert_array_equal(estimate.matching, exact.matching)
 
 
+def test_relaxed_source_and_target_keep_the_mass_the_kl_terms_allow():
+    rng = np.random.default_rng(20)
+    dx, dy, p, q = small_problem(rng, 12, 15)
+    kw = dict(dist_source=dx, dist_target=dy, p=p, q=q * 3, distance_mode="precomputed", M=4,
+              max_iter=5, epsilon=0.05, semi_relaxed=True, rho=0.5, seed=3,
+              sinkhorn_iterations=3000, sinkhorn_tolerance=1e-12)
+    with pytest.raises(ValueError, match="masses"):
+        ot.sampled_gw(**{**kw, "semi_relaxed": False})
+    target_only = ot.sampled_gw(**kw)
+    both = ot.sampled_gw(rho_a=0.5, **kw)
+    # The target relaxed alone keeps the rows at p; relaxing the source too
+    # moves the row sums towards the target's mass.
+    np.testing.assert_allclose(target_only.plan.sum(1), p, rtol=1e-6)
+    assert both.plan.sum() > 1.05 and not np.allclose(both.plan.sum(1), p, rtol=1e-2)
+
+
 def test_euclidean_mode_is_the_precomputed_one():
     rng = np.random.default_rng(12)
     x, y = rng.uniform(-1, 1, (20, 2)), rng.uniform(-1, 1, (25, 3))
@@ -185,6 +201,7 @@ def test_warm_start_keeps_the_matching_it_starts_from(reversed_start):
         (dict(fgw_alpha=0.5, C_linear=np.full((5, 6), np.nan)), "linear"),
         (dict(T_init=np.ones((6, 5))), "T_init"),
         (dict(objective_samples=1), "objective_samples"),
+        (dict(semi_relaxed=True, rho_a=0.0), "rho_a"),
         (dict(T_init=-np.ones((5, 6))), "warm start"),
     ],
 )

@@ -498,6 +498,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                M: int = 50, alpha: float = 0.9, max_iter: int = 500, tol: float = 0.05,
                epsilon: float = 1e-3, min_iter_before_converge: int = 50, check_every: int = 5,
                check_rows: int = 1024, semi_relaxed: bool = False, rho: float = 1.0,
+               rho_a: float = math.inf,
                sinkhorn_iterations: int = 10, sinkhorn_tolerance: float = 1e-3,
                mixed_precision: bool = True, restarts: int = 1,
                fgw_alpha: float = 0.0, C_linear=None, features_source=None,
@@ -521,7 +522,9 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     relative change of the plan
     is at most tol (checked every check_every iterations from
     min_iter_before_converge on, over check_rows rows). semi_relaxed: the
-    target marginal is a KL penalty of weight rho. restarts: seeds seed,
+    target marginal is a KL penalty of weight rho, and the source's one of
+    weight rho_a (infinity: the source kept; TorchGW's semi_relaxed relaxes
+    both, with rho_a = 1 by default). restarts: seeds seed,
     seed + 1, ...; the lowest GW objective is kept. Fused GW: fgw_alpha in
     (0, 1] weighs a linear cost against the GW cost, each solve's cost being
     (1 − fgw_alpha)·Λ + fgw_alpha·C, with C either C_linear (N, K), which
@@ -604,6 +607,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "check_every": _count("check_every", check_every, 1),
         "check_rows": _count("check_rows", check_rows, 0),
         "epsilon": _positive("epsilon", epsilon),
+        "rho_a": _positive("rho_a", rho_a, allow_inf=True) if semi_relaxed else math.inf,
         "rho_b": _positive("rho", rho, allow_inf=True) if semi_relaxed else math.inf,
         "sinkhorn_iterations": _count("sinkhorn_iterations", sinkhorn_iterations, 1),
         "sinkhorn_tolerance": float(sinkhorn_tolerance),

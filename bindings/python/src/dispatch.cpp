@@ -697,6 +697,7 @@ GwOptions gw_options_of(const GwSettings& s) {
   o.check_every = s.check_every;
   o.check_rows = s.check_rows;
   o.epsilon = s.epsilon;
+  o.rho_a = s.rho_a;
   o.rho_b = s.rho_b;
   o.sinkhorn_iterations = s.sinkhorn_iterations;
   o.sinkhorn_tolerance = s.sinkhorn_tolerance;

@@ -147,6 +147,7 @@ struct GwSettings {
   int check_every = 5;
   int check_rows = 1024;
   double epsilon = 1e-3;
+  double rho_a = 1.0 / 0.0;
   double rho_b = 1.0 / 0.0;
   int sinkhorn_iterations = 10;
   double sinkhorn_tolerance = 1e-3;

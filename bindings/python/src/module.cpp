@@ -320,6 +320,8 @@ NB_MODULE(_core, m) {
             s.check_rows = nb::cast<int>(value);
           else if (name == "epsilon")
             s.epsilon = nb::cast<double>(value);
+          else if (name == "rho_a")
+            s.rho_a = nb::cast<double>(value);
           else if (name == "rho_b")
             s.rho_b = nb::cast<double>(value);
           else if (name == "sinkhorn_iterations")

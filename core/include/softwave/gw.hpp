@@ -115,8 +115,10 @@ struct GwOptions {
   int check_every = 5;    // >= 1: iterations between change checks
   int check_rows = 1024;  // rows the change is measured on (0: all)
   double epsilon = 1e-3;  // > 0: ε at the first iteration (see above)
-  // KL penalty of the target marginal: infinity (balanced) or > 0
-  // (semi-relaxed, TorchGW's semi_relaxed with rho).
+  // KL penalties of the source and target marginals: infinity (kept) or
+  // > 0. rho_b alone is the semi-relaxed problem; TorchGW's semi_relaxed
+  // relaxes both (its rho_a = rho_b = 1 by default).
+  double rho_a = INFINITY;
   double rho_b = INFINITY;
   // Each solve: at most sinkhorn_iterations, stopping once the row
   // marginals' L1 error (softwave::SinkhornOptions::tolerance, checked every

@@ -157,6 +157,9 @@ void check_options(const GwOptions& o) {
   if (!(o.epsilon > 0 && std::isfinite(o.epsilon)))
     throw_invalid_argument("epsilon = ", o.epsilon,
                            " must be positive and finite");
+  if (!(o.rho_a > 0))
+    throw_invalid_argument("rho_a = ", o.rho_a,
+                           " must be > 0 (infinity: the source kept)");
   if (!(o.rho_b > 0))
     throw_invalid_argument("rho_b = ", o.rho_b,
                            " must be > 0 (infinity: balanced)");
@@ -300,9 +303,46 @@ identity_indices(const Space& space, std::int64_t count, const char* label) {
   return out;
 }
 
+// One restart's outcome: the terms of its plan and what it reports.
+struct Run {
+  std::vector<TermWeight> terms;
+  // Where the source marginal is relaxed (rho_a finite), each slot's
+  // cumulative row sums: its rows are drawn by them, and its mass is the
+  // last. Else every solve's rows are a's.
+  std::vector<std::vector<double>> slot_rows;
+  int iterations = 0;
+  bool converged = false;
+  double last_change = NAN;
+  std::vector<double> changes;
+  double source_scale = NAN, target_scale = NAN, final_epsilon = NAN;
+  std::vector<int> source_anchors, target_anchors;
+
+  // The cumulative row sums of term w.
+  template <class Problem>
+  const std::vector<double>& rows_of(const TermWeight& w,
+                                     const Problem& problem) const {
+    if (w.slot >= 0 && !slot_rows.empty()) return slot_rows[w.slot];
+    if (w.slot < 0 && problem.initial.size() > 0) return problem.initial_rows;
+    return problem.a_cumulative;
+  }
+  // Term w's mass (a given plan is scaled to the problem's).
+  template <class Problem>
+  double mass_of(const TermWeight& w, const Problem& problem) const {
+    if (w.slot >= 0 && !slot_rows.empty()) return slot_rows[w.slot].back();
+    return problem.mass();
+  }
+  // The mixture's mass.
+  template <class Problem>
+  double mass(const Problem& problem) const {
+    double total = 0;
+    for (auto const& w : terms) total += w.weight * mass_of(w, problem);
+    return total;
+  }
+};
+
 // Pairs (row, column) drawn from a plan's mixture of terms, `count` at a
-// time: a term and a row on the host (the given plan's rows by their sums,
-// a solve's or the product plan's by a), then a column from that term's
+// time: a term by its weight times its mass and a row by the term's row
+// sums on the host (Run::rows_of), then a column from that term's
 // row on the device (the product plan's from b on the host). Every draw is
 // keyed by (seed, round, pair): the same pairs on every backend.
 template <class T, class Space>
@@ -330,19 +370,18 @@ struct PairDraws {
   // Draws into rows (and rows_host) and columns; columns_host once
   // copy_columns() is called.
   void draw(const Space& space, const Problem<T, Space>& problem,
-            const PlanTerms<T, Space>& terms,
-            const std::vector<TermWeight>& weights, std::uint64_t seed,
-            std::uint64_t round) {
+            const PlanTerms<T, Space>& terms, const Run& run,
+            std::uint64_t seed, std::uint64_t round) {
     std::vector<double> term_cumulative;
     double total = 0;
-    for (auto const& w : weights) term_cumulative.push_back(total += w.weight);
+    for (auto const& w : run.terms)
+      term_cumulative.push_back(total += w.weight * run.mass_of(w, problem));
     for (std::int64_t c = 0; c < std::int64_t(rows.extent(0)); ++c) {
-      TermWeight const& w =
-          weights[draw_index(term_cumulative, uniform_draw(seed, round, c, 0))];
+      TermWeight const& w = run.terms[draw_index(
+          term_cumulative, uniform_draw(seed, round, c, 0))];
       bool const given = w.slot < 0 && problem.initial.size() > 0;
       int const row =
-          draw_index(given ? problem.initial_rows : problem.a_cumulative,
-                     uniform_draw(seed, round, c, 1));
+          draw_index(run.rows_of(w, problem), uniform_draw(seed, round, c, 1));
       int const column = w.slot < 0 && !given
                              ? draw_index(problem.b_cumulative,
                                           uniform_draw(seed, round, c, 2))
@@ -359,17 +398,6 @@ struct PairDraws {
     Kokkos::deep_copy(space, columns_host, columns);
     space.fence();
   }
-};
-
-// One restart's outcome: the terms of its plan and what it reports.
-struct Run {
-  std::vector<TermWeight> terms;
-  int iterations = 0;
-  bool converged = false;
-  double last_change = NAN;
-  std::vector<double> changes;
-  double source_scale = NAN, target_scale = NAN, final_epsilon = NAN;
-  std::vector<int> source_anchors, target_anchors;
 };
 
 // X_im = D(i, anchor_m)/scale into √(2s/M)·X (the factor's first M
@@ -531,7 +559,17 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     dense_cost = uninitialised<T***>(space, "softwave::gw::dense_cost", 1,
                                      problem.n, problem.k);
 
+  // A relaxed source: each solve's row sums, for the draws from it.
+  Kokkos::View<double*, typename Space::memory_space> slot_row_sums;
+  if (!std::isinf(o.rho_a)) {
+    run.slot_rows.resize(terms.slots);
+    slot_row_sums =
+        uninitialised<double*>(space, "softwave::gw::slot_row_sums", problem.n);
+  }
+  auto slot_row_sums_host = Kokkos::create_mirror_view(slot_row_sums);
+
   SinkhornOptions sink;
+  sink.rho_a = o.rho_a;
   sink.rho_b = o.rho_b;
   sink.max_iterations = o.sinkhorn_iterations;
   sink.tolerance = o.sinkhorn_tolerance;
@@ -542,7 +580,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   for (int t = 0; t < o.max_iterations; ++t) {
     double const eps = o.epsilon * std::pow(decay, t);
     // 1. Anchors from the mixture T_{t−1}.
-    anchors.draw(space, problem, terms, run.terms, seed, std::uint64_t(t));
+    anchors.draw(space, problem, terms, run, seed, std::uint64_t(t));
     if (graph_side)  // the graph's Dijkstra runs start on the host
       anchors.copy_columns(space);
 
@@ -595,6 +633,17 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
       } else {
         sinkhorn(space, terms.cost(slot), weights, solved, sink);
       }
+    }
+    if (!run.slot_rows.empty()) {  // the source relaxed: this solve's rows
+      row_sums(space, problem.sum(space, terms, {{slot, 1.0, 1.0 / eps}}),
+               slot_row_sums);
+      Kokkos::deep_copy(space, slot_row_sums_host, slot_row_sums);
+      space.fence();
+      auto& cumulative = run.slot_rows[slot];
+      cumulative.resize(problem.n);
+      double total = 0;
+      for (std::int64_t i = 0; i < problem.n; ++i)
+        cumulative[i] = total += slot_row_sums_host(i);
     }
     latest = slot;
     run.final_epsilon = eps;
@@ -722,14 +771,14 @@ struct ObjectiveSample {
                             const Problem<T, Space>& problem,
                             const PlanTerms<T, Space>& terms, const Run& run,
                             std::uint64_t seed) {
-    pairs.draw(space, problem, terms, run.terms, seed, kRound);
+    pairs.draw(space, problem, terms, run, seed, kRound);
     pairs.copy_columns(space);
     auto const xs = among(space, problem.dx, problem.source_graph, pairs.rows,
                           pairs.rows_host);
     auto const ys = among(space, problem.dy, problem.target_graph,
                           pairs.columns, pairs.columns_host);
     return sampled_gw_objective(space, xs.first, xs.second, ys.first, ys.second,
-                                problem.mass());
+                                run.mass(problem));
   }
 };
 
@@ -784,12 +833,14 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   if (!(mass_b > 0)) throw_invalid_argument("b has no mass (sum 0)");
   bool const a_uniform = marginals.a.extent(0) == 0,
              b_uniform = marginals.b.extent(0) == 0;
-  if (std::isinf(options.rho_b) && !(a_uniform && b_uniform)) {
+  if (std::isinf(options.rho_a) && std::isinf(options.rho_b) &&
+      !(a_uniform && b_uniform)) {
     double const ma = a_uniform ? 1.0 : mass_a, mb = b_uniform ? 1.0 : mass_b;
     if (std::abs(ma - mb) > 1e-5 * std::max(ma, mb))
       throw_invalid_argument(
           "a and b have different masses (", ma, " and ", mb,
-          "): a balanced problem needs equal masses (or set rho_b)");
+          "): a balanced problem needs equal masses (or set rho_a or "
+          "rho_b)");
   }
   if (options.warm_start) {
     // A copy (result.plan is overwritten), its row sums and its scale.
@@ -876,7 +927,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       if (fused) {
         std::tie(linear_value, linear_error) =
             sampled_linear_objective(space, linear, sample->pairs.rows,
-                                     sample->pairs.columns, problem.mass());
+                                     sample->pairs.columns, run.mass(problem));
       }
     } else if (need_dense) {
       render_plan(space, sum, dense);

@@ -209,6 +209,36 @@ void render_plan(const Space& space, const TermSum<T, Space>& sum,
       });
 }
 
+// rows(q) = Σ_j sum(row_at(q), j), in float64.
+template <class T, class Space>
+void row_sums(const Space& space, const TermSum<T, Space>& sum,
+              const Kokkos::View<double*, typename Space::memory_space>& rows) {
+  using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+  constexpr int R = TermSum<T, Space>::rows;
+  std::int64_t const k = sum.terms.k;
+  Kokkos::parallel_for(
+      "softwave::gw::row_sums", block_policy(space, sum),
+      KOKKOS_LAMBDA(const Member& team) {
+        std::int64_t const q0 = sum.first_row(team);
+        int const count = sum.rows_from(q0);
+        // Each thread's sums of its columns, then the team's.
+        double partial[R];
+        for (int r = 0; r < R; ++r) partial[r] = 0;
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k),
+                             [&](std::int64_t j) {
+                               double out[R];
+                               sum.block(q0, count, j, out);
+                               for (int r = 0; r < count; ++r)
+                                 partial[r] += out[r];
+                             });
+        for (int r = 0; r < count; ++r) {
+          double total = partial[r];
+          team.team_reduce(Kokkos::Sum<double>(total));
+          if (team.team_rank() == 0) rows(q0 + r) = total;
+        }
+      });
+}
+
 // matching(i) = argmax_j sum(i, j) (the first maximum).
 template <class T, class Space>
 void row_argmax(const Space& space, const TermSum<T, Space>& sum,
