@@ -24,10 +24,11 @@
 // The plan is never stored: T_t is the weighted sum of the recent solves'
 // plans, each kept as its potentials and factors ((N + K)(M + 4) values);
 // weights below `term_tolerance` are dropped (and the rest renormalised).
-// Anchors are drawn from that mixture exactly: a term by its weight, then
-// a row from a and a column from that term's row by Gumbel-max. Memory is
-// O((N + K)·M·terms), never N×K, unless the dense plan or the objective is
-// asked for.
+// Anchors are drawn from that mixture exactly: a term by its weight (times
+// its mass where the source marginal is relaxed), then a row from a (from
+// that term's row sums where relaxed) and a column from that term's row by
+// Gumbel-max. Memory is O((N + K)·M·terms), never N×K, unless the dense
+// plan or the exact objective is asked for.
 //
 // Stops once t >= min_iterations and the relative change
 //   ‖T_t − T_{t−1}‖_F / ‖T_t‖_F <= tolerance
