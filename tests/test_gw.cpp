@@ -616,6 +616,31 @@ TYPED_TEST(SampledGw, SampledObjectiveEstimatesTheExactOne) {
   EXPECT_EQ(best.seed, lowest_seed);
 }
 
+// The iteration hook sees every iteration of every restart, in order.
+TYPED_TEST(SampledGw, OnIterationSeesEveryIteration) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  RandomProblem<T, Space> const pr(rng, rng.integer(4, 12), rng.integer(4, 12));
+  softwave::GwOptions o;
+  o.anchors = 3;
+  o.max_iterations = rng.integer(2, 7);
+  o.min_iterations = 0;
+  o.tolerance = 0;
+  o.restarts = 2;
+  std::vector<std::pair<int, int>> calls;
+  o.on_iteration = [&](int restart, int iterations) {
+    calls.emplace_back(restart, iterations);
+  };
+  softwave::GwResult<T, Space> r;
+  softwave::sampled_gw(Space(), pr.source.distances, pr.target.distances,
+                       pr.marginals, r, o);
+  std::vector<std::pair<int, int>> want;
+  for (int restart = 0; restart < 2; ++restart)
+    for (int t = 1; t <= o.max_iterations; ++t) want.emplace_back(restart, t);
+  EXPECT_EQ(calls, want);
+}
+
 // The reported change is ‖T_t − T_{t−1}‖_F / ‖T_t‖_F: against the plans
 // of the same seed stopped one iteration apart (ε at most 5e-4 is not
 // annealed, so the shorter run is the longer one's prefix), exactly over

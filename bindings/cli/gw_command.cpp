@@ -17,6 +17,7 @@
 #include "json_line.hpp"
 #include "output_file.hpp"
 #include "point_input.hpp"
+#include "progress_bar.hpp"
 
 namespace softwave::cli {
 namespace {
@@ -67,7 +68,7 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
                 const std::optional<std::vector<double>>& b,
                 const LinearInput& linear_input,
                 const std::optional<SeriesSet>& initial, GwDistanceMode mode,
-                int k, int landmarks, const GwOptions& options, bool plan,
+                int k, int landmarks, GwOptions options, bool plan,
                 bool matching, bool objective) {
   using Space = Kokkos::DefaultExecutionSpace;
   Space const space;
@@ -103,6 +104,13 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
   else if (plan)
     r.plan = OTView2<T, Space>("softwave::cli::plan", N, K);
   if (matching) r.matching = OTView1<int, Space>("softwave::cli::matching", N);
+  // A progress bar over every restart's iterations, on a terminal.
+  ProgressBar progress("gw", std::size_t(options.restarts) *
+                                 std::size_t(options.max_iterations));
+  options.on_iteration = [&](int restart, int iterations) {
+    progress.update(std::size_t(restart) * std::size_t(options.max_iterations) +
+                    std::size_t(iterations));
+  };
   sampled_gw(space, source.distances(), target.distances(), linear, marginals,
              r, options);
   GwOutcome out;

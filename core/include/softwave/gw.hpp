@@ -65,6 +65,7 @@
 #include <Kokkos_Core.hpp>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <softwave/errors.hpp>
 #include <softwave/graph.hpp>
 #include <softwave/kernel_choice.hpp>
@@ -162,6 +163,10 @@ struct GwOptions {
   // cost, and a linear cost needs β > 0. β = 1 is entropic OT with cost C,
   // iterated with the same momentum and annealing.
   double fused_alpha = 0;
+  // Called on the host after each outer iteration's solve with the
+  // restart (0 .. restarts − 1) and the iterations it has done (a progress
+  // bar's hook); empty: none.
+  std::function<void(int restart, int iterations)> on_iteration;
   // Finite, non-negative distances and weights, checked (one fence).
   bool check_values = true;
   // The kernels of the Sinkhorn solves (softwave/kernel_choice.hpp).

@@ -515,8 +515,8 @@ anchored(
 
 template <class T, class Space>
 Run run_restart(const Space& space, const Problem<T, Space>& problem,
-                PlanTerms<T, Space>& terms, const GwOptions& o,
-                std::uint64_t seed) {
+                PlanTerms<T, Space>& terms, const GwOptions& o, int restart) {
+  std::uint64_t const seed = o.seed + std::uint64_t(restart);
   std::int64_t const m = o.anchors;
   Run run;
   run.terms = {{-1, 1.0, 0.0}};
@@ -648,6 +648,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     latest = slot;
     run.final_epsilon = eps;
     run.iterations = t + 1;
+    if (o.on_iteration) o.on_iteration(restart, t + 1);
 
     // 4. T_t = (1 − α) T_{t−1} + α π_t.
     bool const last = t + 1 == o.max_iterations;
@@ -909,7 +910,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   double best = INFINITY, first_source_scale = 1, first_target_scale = 1;
   for (int restart = 0; restart < options.restarts; ++restart) {
     std::uint64_t const seed = options.seed + std::uint64_t(restart);
-    Run run = run_restart(space, problem, terms, options, seed);
+    Run run = run_restart(space, problem, terms, options, restart);
     if (restart == 0) {
       first_source_scale = run.source_scale;
       first_target_scale = run.target_scale;
