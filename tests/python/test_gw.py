@@ -149,7 +149,7 @@ def test_fused_gw_follows_features_as_matrix_or_factors():
     assert by_features.linear_objective == pytest.approx(inner, rel=1e-9)
     assert by_matrix.linear_objective == pytest.approx(inner, rel=1e-6)
     plain = ot.sampled_gw(x, y, **{**kw, "fgw_alpha": 0.0})
-    assert math.isnan(plain.linear_objective)
+    assert math.isnan(plain.linear_objective) and math.isnan(plain.linear_objective_error)
 
 
 def test_fused_gw_at_one_is_entropic_ot_of_the_linear_cost():

@@ -935,9 +935,12 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       OTView2<const T, Space> const plan(dense);
       parts = gw_objective(space, objective_x, objective_y, plan);
       objective = parts.value();
-      objective_error = linear_error = 0;
+      objective_error = 0;
       criterion = objective;
-      if (fused) linear_value = linear_objective(space, linear, plan);
+      if (fused) {
+        linear_value = linear_objective(space, linear, plan);
+        linear_error = 0;
+      }
     }
     if (fused && want_objective)
       criterion = (1 - options.fused_alpha) *
