@@ -17,19 +17,29 @@
 // region's (the CUDA-specialised Sinkhorn updates are regions, not Kokkos
 // kernels), the instance fenced around every kernel and region, so the
 // sums are a breakdown, not the ms above.
-// SOFTWAVE_BENCH_GW_TOLERANCE, _SINKHORN_ITERATIONS, _ANCHORS, _EPSILON and
-// _MIXED_PRECISION (0 or 1) replace those options (for choosing defaults);
-// SOFTWAVE_BENCH_GW_TRACE=1 prints every check's relative change.
+// SOFTWAVE_BENCH_GW_TOLERANCE, _SINKHORN_ITERATIONS, _ANCHORS, _EPSILON,
+// _MAX_ITERATIONS, _RESTARTS, _SEED and _MIXED_PRECISION (0 or 1) replace those
+// options (for choosing defaults); SOFTWAVE_BENCH_GW_SIZES="NxK,NxK,..."
+// replaces the GPU grid's sizes; SOFTWAVE_BENCH_GW_OBJECTIVE=1 computes the
+// objective too (estimated from drawn pairs above 2^24 entries) and reports
+// it and its standard error; SOFTWAVE_BENCH_GW_TRACE=1 prints every check's
+// relative change.
 //
 // Counters: ms; iterations; rho, the signed Spearman correlation of the
 // row-argmax matching with the right (increasing) one, 1 for the forward
 // matching and −1 for the reversed one; peak_workspace_MB (the plan is
-// never N×K: the objective is not computed here, it would be).
+// never N×K: the objective is not computed here, it would be);
+// shortcut_edges, the graphs' edges between points whose angles differ by
+// more than π: only a noise outlier makes one, and it makes the geodesics
+// cut across the spiral's arms, so that the increasing matching ρ measures
+// against is no longer the GW optimum (the Swiss roll of 50,000 points has
+// one: point 1181 lies 0.11 from point 35435, an arm further out).
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -165,8 +175,15 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
     options.epsilon = std::atof(epsilon);
   if (char const* mixed = std::getenv("SOFTWAVE_BENCH_GW_MIXED_PRECISION"))
     options.mixed_precision = std::atoi(mixed) != 0;
+  if (char const* its = std::getenv("SOFTWAVE_BENCH_GW_MAX_ITERATIONS"))
+    options.max_iterations = std::atoi(its);
+  if (char const* restarts = std::getenv("SOFTWAVE_BENCH_GW_RESTARTS"))
+    options.restarts = std::atoi(restarts);
+  if (char const* seed = std::getenv("SOFTWAVE_BENCH_GW_SEED"))
+    options.seed = std::strtoull(seed, nullptr, 10);
+  bool const objective = std::getenv("SOFTWAVE_BENCH_GW_OBJECTIVE") != nullptr;
   softwave::GwResult<float, Space> result;
-  result.compute_objective = false;
+  result.compute_objective = objective;
   result.matching =
       softwave::OTView1<int, Space>("softwave_bench::matching", n);
   auto const call = [&] {
@@ -199,6 +216,21 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
     for (double c : result.changes) std::printf(" %.3g", c);
     std::printf("\n");
   }
+  auto const shortcut_edges = [&](const softwave::Graph& graph) {
+    std::int64_t const count = graph.nodes();
+    long edges = 0;
+    for (std::int64_t i = 0; i < count; ++i)
+      for (auto e = graph.offsets[i]; e < graph.offsets[i + 1]; ++e)
+        edges +=
+            9.0 * double(std::abs(i - graph.targets[e])) / double(count - 1) >
+            M_PI;
+    return edges / 2;  // each edge is listed from both ends
+  };
+  long const shortcuts =
+      shortcut_edges(softwave::knn_graph(
+          space, softwave::OTView2<const float, Space>(x), neighbours)) +
+      shortcut_edges(softwave::knn_graph(
+          space, softwave::OTView2<const float, Space>(y), neighbours));
   auto const matching =
       Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), result.matching);
   std::vector<int> m(matching.data(), matching.data() + n);
@@ -208,6 +240,11 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
   state.counters["iterations"] = Counter(result.iterations);
   state.counters["rho"] = Counter(softwave_ref::spearman(m));
   state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
+  state.counters["shortcut_edges"] = Counter(double(shortcuts));
+  if (objective) {
+    state.counters["objective"] = Counter(result.objective);
+    state.counters["objective_error"] = Counter(result.objective_error);
+  }
 }
 
 }  // namespace
@@ -222,6 +259,17 @@ void register_sampled_gw(bool gpu) {
              {40000, 50000}};
   else
     sizes = {{400, 500}, {2000, 2500}};
+  if (char const* list =
+          gpu ? std::getenv("SOFTWAVE_BENCH_GW_SIZES") : nullptr) {
+    sizes.clear();
+    long long n = 0, k = 0;
+    int used = 0;
+    for (char const* at = list;
+         std::sscanf(at, "%lldx%lld%n", &n, &k, &used) == 2; at += used) {
+      sizes.push_back({n, k});
+      if (at[used] == ',') ++used;
+    }
+  }
   auto add = [](const char* name, std::int64_t n, std::int64_t k,
                 bool mixed_precision) {
     benchmark::RegisterBenchmark(name,

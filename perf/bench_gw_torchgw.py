@@ -12,6 +12,14 @@ first size), outer iterations, torch's peak allocation, and the signed
 Spearman rho of the row-argmax matching with the increasing one (1 forward,
 -1 reversed).
 
+--methods softwave,torchgw runs softwave's Python sampled_gw (the CUDA build,
+torch tensors on the GPU, the same options, its own stop rule) on the same
+arrays beside TorchGW, so that both meet the same data. Each record also
+counts the instance's shortcut edges: 5-NN edges between points whose
+angles differ by more than pi, which only a noise outlier can make and which
+make the graph's geodesics cut across the spiral's arms (the increasing
+matching is then no longer the GW optimum the rho above assumes).
+
 The wheel is carried to the GPU machine (no registry there; scipy and
 scikit-learn are on its image):
     python3 perf/bench_gw_torchgw.py --install --out $OUT/torchgw-gw.json
@@ -49,12 +57,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=size_list, default=size_list("4000x5000,10000x12000,40000x50000"))
     p.add_argument("--seeds", default="0")
+    p.add_argument("--methods", default="torchgw")
+    p.add_argument("--device", default="cuda")
     p.add_argument("--out", default=None)
     p.add_argument("--install", action="store_true")
     p.add_argument("--target", default="/tmp/peer-site")
     p.add_argument("--wheels", default=str(DEFAULT_WHEELS))
     args = p.parse_args(argv)
-    if args.install:
+    if args.install and "torchgw" in args.methods.split(","):
         wheels = sorted(Path(args.wheels).glob("torchgw-*.whl"))
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
                         "--upgrade", "--target", args.target, str(wheels[-1])], check=True)
@@ -62,35 +72,80 @@ def main(argv=None):
     import numpy as np
     import torch
     from scipy.stats import spearmanr
-    import torchgw
+    from scipy.spatial import cKDTree
 
-    device = torch.device("cuda")
+    methods = args.methods.split(",")
+    if "torchgw" in methods:
+        import torchgw
+    if "softwave" in methods:
+        import softwave.ot as swot
+
+    def shortcuts(points):
+        count = len(points)
+        _, neighbours = cKDTree(points).query(points, k=6)
+        angle = 9.0 * np.arange(count) / max(count - 1, 1)
+        return int((np.abs(angle[:, None] - angle[neighbours[:, 1:]]) > np.pi).sum())
+
+    device = torch.device(args.device)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
     records = []
-    warm = False
+    warm = set()
     for n, k in args.sizes:
         x, y = cloud(np, n, 0, False), cloud(np, k, 1, True)
-        for seed in [int(s) for s in args.seeds.split(",")]:
+        cuts = {"source_shortcuts": shortcuts(x), "target_shortcuts": shortcuts(y)}
+        xt, yt = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
+        for seed, method in [(int(s), m) for s in args.seeds.split(",") for m in methods]:
+            if method == "softwave":
+                def solve():
+                    r = swot.sampled_gw(xt, yt, distance_mode="landmark", k=5, n_landmarks=50,
+                                        epsilon=0.005, M=80, max_iter=300, mixed_precision=True,
+                                        seed=seed, plan=False, objective=False)
+                    return r.matching, {"n_iter": r.iterations}
+                if method not in warm:
+                    solve()
+                    warm.add(method)
+                sync()
+                begin = time.perf_counter()
+                matching, log = solve()
+                sync()
+                seconds = time.perf_counter() - begin
+                matching = torch.as_tensor(matching).cpu().numpy()
+                record = {"method": "softwave", "n": n, "k": k, "seed": seed,
+                          "seconds": seconds, "iterations": int(log["n_iter"]),
+                          "rho": float(spearmanr(np.arange(n), matching)[0]),
+                          "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+                          **cuts}
+                print(json.dumps(record), flush=True)
+                records.append(record)
+                if args.out:
+                    Path(args.out).write_text(json.dumps(records, indent=1))
+                continue
+
             def solve():
                 torch.manual_seed(seed)
                 np.random.seed(seed)
                 return torchgw.sampled_gw(x, y, distance_mode="landmark", k=5, n_landmarks=50,
                                           epsilon=0.005, M=80, max_iter=300, mixed_precision=True,
                                           device=device, log=True)
-            if not warm:
+            if method not in warm:
                 solve()
-                warm = True
-            torch.cuda.synchronize()
+                warm.add(method)
+            sync()
             torch.cuda.reset_peak_memory_stats()
             begin = time.perf_counter()
             plan, log = solve()
-            torch.cuda.synchronize()
+            sync()
             seconds = time.perf_counter() - begin
             matching = plan.argmax(1).cpu().numpy()
             rho = float(spearmanr(np.arange(n), matching)[0])
             record = {"method": "torchgw", "n": n, "k": k, "seed": seed, "seconds": seconds,
                       "iterations": int(log["n_iter"]), "rho": rho,
                       "peak_MB": torch.cuda.max_memory_allocated() / 2**20,
-                      "device": torch.cuda.get_device_name(), "torchgw": getattr(torchgw, "__version__", "?")}
+                      "device": torch.cuda.get_device_name(), "torchgw": getattr(torchgw, "__version__", "?"),
+                      **cuts}
             print(json.dumps(record), flush=True)
             records.append(record)
             del plan
