@@ -12,6 +12,11 @@ first size), outer iterations, torch's peak allocation, and the signed
 Spearman rho of the row-argmax matching with the increasing one (1 forward,
 -1 reversed).
 
+--mode, --landmarks, --alpha and --max-iter replace the task's settings for
+both (TorchGW's examples/benchmark_distance_modes.py: 400x500, alpha 0.8,
+max_iter 200, 20 landmarks, in each mode); --data random draws uniform points
+in the unit cube instead (rho then means nothing).
+
 --methods softwave,torchgw runs softwave's Python sampled_gw (the CUDA build,
 torch tensors on the GPU, the same options, its own stop rule) on the same
 arrays beside TorchGW, so that both meet the same data. Each record also
@@ -59,6 +64,12 @@ def main(argv=None):
     p.add_argument("--seeds", default="0")
     p.add_argument("--methods", default="torchgw")
     p.add_argument("--device", default="cuda")
+    p.add_argument("--mode", default="landmark", help="distance_mode of both")
+    p.add_argument("--landmarks", type=int, default=50)
+    p.add_argument("--alpha", type=float, default=0.9)
+    p.add_argument("--max-iter", type=int, default=300)
+    p.add_argument("--data", default="spiral", choices=["spiral", "random"],
+                   help="random: uniform points in the unit cube (3-D), seeds 0 and 1")
     p.add_argument("--out", default=None)
     p.add_argument("--install", action="store_true")
     p.add_argument("--target", default="/tmp/peer-site")
@@ -94,14 +105,21 @@ def main(argv=None):
     records = []
     warm = set()
     for n, k in args.sizes:
-        x, y = cloud(np, n, 0, False), cloud(np, k, 1, True)
-        cuts = {"source_shortcuts": shortcuts(x), "target_shortcuts": shortcuts(y)}
+        if args.data == "spiral":
+            x, y = cloud(np, n, 0, False), cloud(np, k, 1, True)
+        else:
+            x = np.random.default_rng(0).uniform(size=(n, 3)).astype(np.float32)
+            y = np.random.default_rng(1).uniform(size=(k, 3)).astype(np.float32)
+        cuts = ({"source_shortcuts": shortcuts(x), "target_shortcuts": shortcuts(y)}
+                if args.data == "spiral" else {})
         xt, yt = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
         for seed, method in [(int(s), m) for s in args.seeds.split(",") for m in methods]:
             if method == "softwave":
                 def solve():
-                    r = swot.sampled_gw(xt, yt, distance_mode="landmark", k=5, n_landmarks=50,
-                                        epsilon=0.005, M=80, max_iter=300, mixed_precision=True,
+                    r = swot.sampled_gw(xt, yt, distance_mode=args.mode, k=5,
+                                        n_landmarks=args.landmarks, alpha=args.alpha,
+                                        epsilon=0.005, M=80, max_iter=args.max_iter,
+                                        mixed_precision=True,
                                         seed=seed, plan=False, objective=False)
                     return r.matching, {"n_iter": r.iterations}
                 if method not in warm:
@@ -113,7 +131,8 @@ def main(argv=None):
                 sync()
                 seconds = time.perf_counter() - begin
                 matching = torch.as_tensor(matching).cpu().numpy()
-                record = {"method": "softwave", "n": n, "k": k, "seed": seed,
+                record = {"method": "softwave", "n": n, "k": k, "seed": seed, "mode": args.mode,
+                          "data": args.data,
                           "seconds": seconds, "iterations": int(log["n_iter"]),
                           "rho": float(spearmanr(np.arange(n), matching)[0]),
                           "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
@@ -127,8 +146,10 @@ def main(argv=None):
             def solve():
                 torch.manual_seed(seed)
                 np.random.seed(seed)
-                return torchgw.sampled_gw(x, y, distance_mode="landmark", k=5, n_landmarks=50,
-                                          epsilon=0.005, M=80, max_iter=300, mixed_precision=True,
+                return torchgw.sampled_gw(x, y, distance_mode=args.mode, k=5,
+                                          n_landmarks=args.landmarks, alpha=args.alpha,
+                                          epsilon=0.005, M=80, max_iter=args.max_iter,
+                                          mixed_precision=True,
                                           device=device, log=True)
             if method not in warm:
                 solve()
@@ -141,7 +162,8 @@ def main(argv=None):
             seconds = time.perf_counter() - begin
             matching = plan.argmax(1).cpu().numpy()
             rho = float(spearmanr(np.arange(n), matching)[0])
-            record = {"method": "torchgw", "n": n, "k": k, "seed": seed, "seconds": seconds,
+            record = {"method": "torchgw", "n": n, "k": k, "seed": seed, "mode": args.mode,
+                      "data": args.data, "seconds": seconds,
                       "iterations": int(log["n_iter"]), "rho": rho,
                       "peak_MB": torch.cuda.max_memory_allocated() / 2**20,
                       "device": torch.cuda.get_device_name(), "torchgw": getattr(torchgw, "__version__", "?"),

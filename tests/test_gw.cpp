@@ -725,7 +725,8 @@ TYPED_TEST(SampledGw, SidesFromOneArrayInEveryMode) {
   softwave::GwSide<T, Space> const matrix(space, data, Mode::precomputed),
       euclidean(space, data, Mode::euclidean),
       landmark(space, data, Mode::landmark, k, landmarks),
-      dijkstra(space, data, Mode::dijkstra, k);
+      dijkstra(space, data, Mode::dijkstra, k),
+      geodesic(space, data, Mode::geodesic, k);
   EXPECT_EQ(matrix.distances().matrix.data(), data.data());
   EXPECT_EQ(euclidean.distances().coordinates.data(), data.data());
   EXPECT_EQ(euclidean.distances().graph, nullptr);
@@ -742,6 +743,21 @@ TYPED_TEST(SampledGw, SidesFromOneArrayInEveryMode) {
   EXPECT_EQ(
       swt::to_host(V2<T, Space>(const_cast<T*>(got.data()), n, landmarks)),
       swt::to_host(z));
+  // Geodesic: every shortest path of the same graph, as a matrix, against
+  // the float64 reference.
+  auto const all = geodesic.distances().matrix;
+  ASSERT_EQ(int(all.extent(0)), n);
+  ASSERT_EQ(int(all.extent(1)), n);
+  EXPECT_EQ(geodesic.distances().graph, nullptr);
+  EXPECT_EQ(geodesic.distances().coordinates.size(), 0u);
+  auto const want = ref::knn_geodesics(rounded<T>(x), n, dim, k);
+  auto const geodesics =
+      swt::to_host(V2<T, Space>(const_cast<T*>(all.data()), n, n));
+  double worst = 0;
+  for (std::size_t q = 0; q < want.size(); ++q)
+    worst = std::max(worst, std::fabs(geodesics[q] - want[q]) /
+                                std::max(1.0, std::fabs(want[q])));
+  EXPECT_LE(worst, tolerance<T>(1e-12, 1e-6));
 }
 
 namespace {

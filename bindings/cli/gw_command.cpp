@@ -162,6 +162,8 @@ std::string gw_help() {
          "graphs;\n"
          "                         landmark: graph distances to landmarks as "
          "coordinates;\n"
+         "                         geodesic: all shortest paths on k-NN graphs "
+         "(N x N);\n"
          "                         euclidean; precomputed\n"
          "  --k K                  neighbours of the k-NN graphs (default "
          "30)\n"
@@ -249,12 +251,13 @@ int run_gw(const std::vector<std::string>& arguments) {
   const std::string target = parsed.required("--target");
   const std::string mode_name =
       parsed
-          .choice("--mode",
-                  {"dijkstra", "landmark", "euclidean", "precomputed"})
+          .choice("--mode", {"dijkstra", "landmark", "geodesic", "euclidean",
+                             "precomputed"})
           .value_or("dijkstra");
   const GwDistanceMode mode =
       mode_name == "dijkstra"    ? GwDistanceMode::dijkstra
       : mode_name == "landmark"  ? GwDistanceMode::landmark
+      : mode_name == "geodesic"  ? GwDistanceMode::geodesic
       : mode_name == "euclidean" ? GwDistanceMode::euclidean
                                  : GwDistanceMode::precomputed;
   const int k = int(parsed.integer_at_least("--k", 1).value_or(30));

@@ -1270,6 +1270,52 @@ TEST(CliGw, WritesPlanMatchingAndObjective) {
             5 * error);
 }
 
+// The graph's shortest paths as matrices (geodesic) or from each
+// iteration's anchors (dijkstra) are the same distances: the same plan and
+// objective for the same seed.
+TEST(CliGw, GeodesicMatricesAreTheDijkstraRuns) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  auto gw = [&](const std::string& mode, const std::string& plan) {
+    return softwave({"gw",
+                     "--source",
+                     (dir / "source.csv").string(),
+                     "--target",
+                     (dir / "target.csv").string(),
+                     "--mode",
+                     mode,
+                     "--k",
+                     "3",
+                     "--anchors",
+                     "5",
+                     "--max-iterations",
+                     "6",
+                     "--epsilon",
+                     "0.05",
+                     "--dtype",
+                     "float64",
+                     "--seed",
+                     "4",
+                     "-o",
+                     (dir / plan).string()});
+  };
+  const Result geodesic = gw("geodesic", "geodesic.npy");
+  const Result dijkstra = gw("dijkstra", "dijkstra.npy");
+  ASSERT_EQ(geodesic.status, 0) << geodesic.err;
+  ASSERT_EQ(dijkstra.status, 0) << dijkstra.err;
+  EXPECT_EQ(json_field(geodesic.out, "mode"), "\"geodesic\"");
+  const auto a =
+      softwave::cli::parse_npy(read_file(dir / "geodesic.npy"), "geodesic.npy");
+  const auto b =
+      softwave::cli::parse_npy(read_file(dir / "dijkstra.npy"), "dijkstra.npy");
+  ASSERT_EQ(a.shape, (std::vector<std::size_t>{12, 9}));
+  ASSERT_EQ(b.shape, a.shape);
+  for (std::size_t q = 0; q < 12 * 9; ++q)
+    expect_close(a.element(q), b.element(q), 1e-12);
+  expect_close(json_number(geodesic.out, "objective"),
+               json_number(dijkstra.out, "objective"), 1e-12);
+}
+
 // Fused GW with features (one column each) and with the matrix of their
 // squared differences: the same plan for the same seed, and the reported
 // linear objective is <C, T> of the written plan.
@@ -1374,9 +1420,9 @@ TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
     args.insert(args.end(), more.begin(), more.end());
     return softwave(args);
   };
-  expect_error(gw({"--mode", "geodesic"}),
+  expect_error(gw({"--mode", "graph"}),
                "option --mode: expected "
-               "dijkstra|landmark|euclidean|precomputed, got 'geodesic'");
+               "dijkstra|landmark|geodesic|euclidean|precomputed, got 'graph'");
   expect_error(gw({"--anchors", "0"}),
                "option --anchors: expected an integer >= 1, got '0'");
   expect_error(gw({"--epsilon", "0"}),

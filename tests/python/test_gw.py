@@ -51,6 +51,35 @@ def test_spiral_to_swiss_roll(mode):
     assert math.isfinite(r.objective) and r.objective > 0
 
 
+def knn_geodesics(x, k):
+    """Shortest paths on the symmetrised k-NN graph of x (Floyd–Warshall)."""
+    d = euclidean(x)
+    n = len(x)
+    g = np.full((n, n), np.inf)
+    np.fill_diagonal(g, 0)
+    for i in range(n):
+        for j in np.argsort(d[i], kind="stable")[1:k + 1]:
+            g[i, j] = g[j, i] = d[i, j]
+    for m in range(n):
+        g = np.minimum(g, g[:, m:m + 1] + g[m:m + 1, :])
+    return g
+
+
+def test_precomputed_from_points_takes_the_graphs_shortest_paths():
+    """TorchGW's "precomputed" mode given points: all shortest paths of the
+    k-NN graphs, the same plan as those matrices given."""
+    x, y = spiral(40, 0, False), spiral(50, 1, True)
+    dx, dy = knn_geodesics(x, 4), knn_geodesics(y, 4)
+    assert np.isfinite(dx).all() and np.isfinite(dy).all()  # connected: none joined
+    kw = dict(distance_mode="precomputed", M=6, max_iter=5, epsilon=0.02, seed=5)
+    from_points = ot.sampled_gw(x, y, k=4, **kw)
+    given = ot.sampled_gw(dist_source=dx, dist_target=dy, **kw)
+    assert np.allclose(from_points.plan, given.plan, rtol=1e-9, atol=1e-15)
+    assert from_points.objective == pytest.approx(given.objective, rel=1e-9)
+    with pytest.raises(ValueError, match="dist_source and dist_target"):
+        ot.sampled_gw(distance_mode="precomputed")
+
+
 def small_problem(rng, n, k):
     x, y = rng.uniform(-1, 1, (n, 2)), rng.uniform(-1, 1, (k, 3))
     p, q = rng.uniform(0.2, 1, n), rng.uniform(0.2, 1, k)

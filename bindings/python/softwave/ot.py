@@ -514,8 +514,9 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     k-NN graph of X_source / X_target, from each iteration's anchors),
     "landmark" (the graphs' shortest paths to n_landmarks farthest-point
     landmarks as coordinates), "precomputed" (dist_source (N, N) and
-    dist_target (K, K)) or "euclidean" (Euclidean distances of X_source and
-    X_target). p, q: the marginals (None: uniform). M anchor pairs an
+    dist_target (K, K), or, given X_source and X_target instead, every
+    shortest path of their k-NN graphs as those matrices: N² memory) or
+    "euclidean" (Euclidean distances of X_source and X_target). p, q: the marginals (None: uniform). M anchor pairs an
     iteration, momentum alpha, ε annealed from epsilon to max(ε/10,
     min(5e-4, ε)) over max_iter; each solve at most sinkhorn_iterations
     (stopping at an L1 marginal error of sinkhorn_tolerance); stops once the
@@ -545,12 +546,16 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     if distance_mode not in _GW_MODES:
         raise ValueError(f"softwave: distance_mode must be one of {', '.join(_GW_MODES)} "
                          f"(got {distance_mode!r})")
-    if distance_mode == "precomputed":
+    if distance_mode == "precomputed" and (dist_source is not None or dist_target is not None):
         if dist_source is None or dist_target is None:
             raise ValueError("softwave: distance_mode 'precomputed' needs dist_source and dist_target")
         source, target, names = dist_source, dist_target, ("dist_source", "dist_target")
     else:
         if X_source is None or X_target is None:
+            if distance_mode == "precomputed":
+                raise ValueError("softwave: distance_mode 'precomputed' needs dist_source and "
+                                 "dist_target (or X_source and X_target: their k-NN graphs' "
+                                 "shortest paths)")
             raise ValueError(f"softwave: distance_mode {distance_mode!r} needs X_source and X_target")
         source, target, names = X_source, X_target, ("X_source", "X_target")
     frame = _Frame(source)
@@ -559,7 +564,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     for name, a in zip(names, (source, target)):
         if a.ndim != 2:
             raise ValueError(f"softwave: {name} must have 2 dimensions (got shape {tuple(a.shape)})")
-        if distance_mode == "precomputed" and a.shape[0] != a.shape[1]:
+        if names[0] == "dist_source" and a.shape[0] != a.shape[1]:
             raise ValueError(f"softwave: {name} must be a square distance matrix (got shape {tuple(a.shape)})")
     n, m = source.shape[0], target.shape[0]
     weights = []
@@ -596,7 +601,9 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                              f"target points (got {tuple(initial.shape)})")
         initial = initial.clone() if frame.torch else initial.copy()
     settings = {
-        "distance_mode": distance_mode,
+        # "precomputed" given points: all shortest paths of their k-NN graphs.
+        "distance_mode": "geodesic" if distance_mode == "precomputed" and names[0] == "X_source"
+        else distance_mode,
         "k": _count("k", k, 1),
         "n_landmarks": _count("n_landmarks", n_landmarks, 1),
         "anchors": _count("M", M, 1),

@@ -749,7 +749,8 @@ GwReport run_gw(const Space& space, const GwSettings& s,
                                  {{"precomputed", Mode::precomputed},
                                   {"euclidean", Mode::euclidean},
                                   {"landmark", Mode::landmark},
-                                  {"dijkstra", Mode::dijkstra}});
+                                  {"dijkstra", Mode::dijkstra},
+                                  {"geodesic", Mode::geodesic}});
   auto const &source = array(arrays, "source"),
              &target = array(arrays, "target");
   char const* shape = mode == Mode::precomputed ? "(N, N)" : "(N, d)";

@@ -176,10 +176,19 @@ struct GwOptions {
 // TorchGW's distance modes, for front ends that take each side's data as
 // one array: precomputed (an (N, N) distance matrix), euclidean (points,
 // their Euclidean distances), landmark (points: a k-NN graph, then each
-// point's shortest paths to farthest-point landmarks as coordinates) and
+// point's shortest paths to farthest-point landmarks as coordinates),
 // dijkstra (points: a k-NN graph, shortest paths from each iteration's
-// anchors).
-enum class GwDistanceMode { precomputed, euclidean, landmark, dijkstra };
+// anchors) and geodesic (points: a k-NN graph, then all its shortest paths
+// as an (N, N) matrix, TorchGW's "precomputed" mode given points: N runs of
+// Dijkstra once and N² memory, for graphs small enough that every
+// iteration's anchors should not pay for their own runs).
+enum class GwDistanceMode {
+  precomputed,
+  euclidean,
+  landmark,
+  dijkstra,
+  geodesic
+};
 
 // One side's distances made from its data as `mode` says, and what they
 // are made of (graph, embedding), kept while the side lives: pass
@@ -203,12 +212,24 @@ class GwSide {
       distances_.graph = &graph_;
       return;
     }
-    embedding_ = OTView2<T, Space>(
+    std::int64_t const n = data.extent(0);
+    if (mode == GwDistanceMode::geodesic) {
+      computed_ = OTView2<T, Space>(
+          Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                             std::string("softwave::gw::geodesic_distances")),
+          n, n);
+      std::vector<int> every_node(n);
+      for (std::int64_t i = 0; i < n; ++i) every_node[i] = int(i);
+      softwave::graph_distances(space, graph_, every_node, computed_);
+      distances_.matrix = computed_;
+      return;
+    }
+    computed_ = OTView2<T, Space>(
         Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
                            std::string("softwave::gw::landmark_embedding")),
-        data.extent(0), landmarks);
-    softwave::landmark_embedding(space, graph_, embedding_);
-    distances_.coordinates = embedding_;
+        n, landmarks);
+    softwave::landmark_embedding(space, graph_, computed_);
+    distances_.coordinates = computed_;
   }
   GwSide(const GwSide&) = delete;
   GwSide& operator=(const GwSide&) = delete;
@@ -219,7 +240,7 @@ class GwSide {
 
  private:
   Graph graph_;
-  OTView2<T, Space> embedding_;
+  OTView2<T, Space> computed_;  // the landmark embedding or geodesic matrix
   GwDistances<T, Space> distances_;
 };
 
