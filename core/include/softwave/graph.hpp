@@ -10,7 +10,9 @@
 // component as TorchGW does (while it is disconnected, an edge between the
 // closest pair of points of node 0's component and the rest, found on the
 // instance); shortest paths are Dijkstra's on the host, in parallel over
-// the sources (Kokkos::DefaultHostExecutionSpace), and copied back.
+// the sources (on Kokkos::DefaultHostExecutionSpace, or where that is
+// Serial, as in the GPU builds, on one std::thread per hardware thread),
+// and copied back.
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>

@@ -2,6 +2,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -11,6 +12,8 @@
 #include <softwave/graph.hpp>
 #include <softwave/kokkos_compat.hpp>
 #include <string>
+#include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -57,6 +60,32 @@ void dijkstra(const Graph& graph, int source, Out&& out) {
     }
   }
   for (std::int64_t i = 0; i < n; ++i) out(i, dist[i]);
+}
+
+// run(c) for c in [0, count), in parallel on the host: on Kokkos' host
+// space (with the threads the caller gave it), except where that is
+// Serial, as in the GPU builds, whose host cores would otherwise idle while
+// one of them runs every Dijkstra: there on std::threads, one per hardware
+// thread.
+template <class Run>
+void for_each_source(std::int64_t count, const Run& run) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+#ifdef KOKKOS_ENABLE_SERIAL
+  if constexpr (std::is_same_v<Host, Kokkos::Serial>) {
+    std::int64_t const workers = std::min<std::int64_t>(
+        count, std::max(1u, std::thread::hardware_concurrency()));
+    std::atomic<std::int64_t> next{0};
+    std::vector<std::thread> threads;
+    for (std::int64_t w = 0; w < workers; ++w)
+      threads.emplace_back([&] {
+        for (std::int64_t c = next++; c < count; c = next++) run(c);
+      });
+    for (auto& t : threads) t.join();
+    return;
+  }
+#endif
+  Kokkos::parallel_for("softwave::graph::dijkstra",
+                       Kokkos::RangePolicy<Host>(0, count), run);
 }
 
 // Which nodes node 0 reaches over the adjacency lists.
@@ -227,13 +256,10 @@ void graph_distances(const Space& space, const Graph& graph,
       Kokkos::view_alloc(Kokkos::WithoutInitializing,
                          std::string("softwave::graph::distances_host")),
       n, s);
-  Kokkos::parallel_for(
-      "softwave::graph::dijkstra",
-      Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace>(0, s),
-      [&](std::int64_t c) {
-        dijkstra(graph, sources[c],
-                 [&](std::int64_t i, double d) { host(i, c) = T(d); });
-      });
+  for_each_source(s, [&](std::int64_t c) {
+    dijkstra(graph, sources[c],
+             [&](std::int64_t i, double d) { host(i, c) = T(d); });
+  });
   Kokkos::deep_copy(space, distances, host);
   space.fence();
 }
