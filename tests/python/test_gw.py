@@ -80,6 +80,48 @@ def test_precomputed_from_points_takes_the_graphs_shortest_paths():
         ot.sampled_gw(distance_mode="precomputed")
 
 
+def test_knn_graph_is_the_symmetrised_neighbour_graph():
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, (60, 3))
+    d = euclidean(x)
+    for k in (1, 4, 9):
+        g = ot.knn_graph(x, k=k)
+        assert g.shape == (60, 60) and g.indptr[0] == 0 and g.indptr[-1] == len(g.indices)
+        want = np.zeros((60, 60), bool)
+        for i in range(60):
+            want[i, np.argsort(d[i], kind="stable")[1:k + 1]] = True
+        want |= want.T
+        got = np.zeros((60, 60), bool)
+        for i in range(60):
+            row = g.indices[g.indptr[i]:g.indptr[i + 1]]
+            got[i, row] = True
+            assert np.allclose(g.data[g.indptr[i]:g.indptr[i + 1]], d[i, row], rtol=1e-12)
+        if g.joined_components == 0:
+            assert np.array_equal(got, want)
+        else:  # the joining edges are added to the neighbour edges
+            assert np.array_equal(got & want, want)
+            assert (got & ~want).sum() == 2 * g.joined_components
+    # Two clusters far apart: one joining edge, between their closest points.
+    two = np.concatenate([x, x + 100])
+    g = ot.knn_graph(two, k=3)
+    assert g.joined_components == 1
+    for name, bad in (("k", dict(k=0)), ("k", dict(k=120))):
+        with pytest.raises(ValueError, match=name):
+            ot.knn_graph(two, **bad)
+    with pytest.raises(ValueError, match="X"):
+        ot.knn_graph(np.zeros(5))
+    torch = pytest.importorskip("torch")
+    from_torch = ot.knn_graph(torch.from_numpy(x), k=4)
+    from_numpy = ot.knn_graph(x, k=4)
+    assert np.array_equal(from_torch.indptr, from_numpy.indptr)
+    assert np.array_equal(from_torch.indices, from_numpy.indices)
+    assert np.array_equal(from_torch.data, from_numpy.data)
+    scipy = pytest.importorskip("scipy.sparse")
+    m = ot.knn_graph(x, k=4).to_scipy()
+    assert isinstance(m, scipy.csr_matrix) and m.shape == (60, 60)
+    assert np.allclose(m.toarray(), m.toarray().T)
+
+
 def small_problem(rng, n, k):
     x, y = rng.uniform(-1, 1, (n, 2)), rng.uniform(-1, 1, (k, 3))
     p, q = rng.uniform(0.2, 1, n), rng.uniform(0.2, 1, k)

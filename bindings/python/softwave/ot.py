@@ -36,7 +36,8 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["sinkhorn", "sinkhorn_divergence", "SinkhornResult", "SamplesLoss", "sampled_gw", "GwResult"]
+__all__ = ["sinkhorn", "sinkhorn_divergence", "SinkhornResult", "SamplesLoss", "sampled_gw", "GwResult",
+           "knn_graph", "KnnGraph"]
 
 _POINT_COSTS = ("sqeuclidean", "half_sqeuclidean")
 
@@ -640,3 +641,48 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     }
     report = _core.gromov_wasserstein(arrays, settings)
     return GwResult(plan=arrays["plan"] if plan else None, matching=arrays["matching"], **report)
+
+
+@dataclass
+class KnnGraph:
+    """A symmetrised k-NN graph in compressed rows (what ``knn_graph``
+    returns): the neighbours of point i are indices[indptr[i]:indptr[i + 1]]
+    at Euclidean distances data[...], each edge listed from both ends;
+    joined_components: the edges added to join its components (the closest
+    pair between point 0's component and the rest, until one is left)."""
+
+    indptr: np.ndarray   # int64 (N + 1,)
+    indices: np.ndarray  # int32
+    data: np.ndarray     # float64
+    joined_components: int
+
+    @property
+    def shape(self):
+        n = len(self.indptr) - 1
+        return (n, n)
+
+    def to_scipy(self):
+        """The graph as a scipy.sparse.csr_matrix of distances (TorchGW's
+        ``build_knn_graph`` returns one; needs SciPy)."""
+        from scipy.sparse import csr_matrix
+        return csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+
+
+def knn_graph(X, k: int = 30) -> KnnGraph:
+    """The symmetrised k-nearest-neighbour graph of the points X (N, d),
+    joined into one component as TorchGW's ``build_knn_graph`` does: the
+    graph ``sampled_gw`` builds in its "dijkstra", "landmark" and
+    "precomputed"-from-points modes. The search runs where X is (a CUDA
+    tensor on the GPU of a CUDA build; O(N²·d)); the graph is returned on the
+    host. 1 <= k < N."""
+    frame = _Frame(X)
+    points = frame.array("X", X)
+    if points is None or points.ndim != 2:
+        raise ValueError(f"softwave: X must have 2 dimensions, (N, d) points "
+                         f"(got {None if points is None else tuple(points.shape)})")
+    indptr, indices, data, joined = _core.knn_graph({"points": points}, _count("k", k, 1),
+                                                    frame.stream())
+    return KnnGraph(indptr=np.frombuffer(indptr, dtype=np.int64).copy(),
+                    indices=np.frombuffer(indices, dtype=np.int32).copy(),
+                    data=np.frombuffer(data, dtype=np.float64).copy(),
+                    joined_components=int(joined))

@@ -817,6 +817,25 @@ GwReport gromov_wasserstein(const GwSettings& settings,
   return report;
 }
 
+KnnGraphReport knn_graph(const OTArrays& arrays, int k, std::uintptr_t stream) {
+  auto const& points = array(arrays, "points");
+  if (!points.given()) throw_invalid_argument("give the points");
+  check_rank(points, 2, "(N, d)");
+  KnnGraphReport report;
+  with_named_arrays(
+      points, arrays, {}, stream, [&](const auto& space, auto zero) {
+        using Space = std::decay_t<decltype(space)>;
+        using T = decltype(zero);
+        Graph graph =
+            softwave::knn_graph(space, view2<const T, Space>(points), k);
+        report.offsets = std::move(graph.offsets);
+        report.targets = std::move(graph.targets);
+        report.lengths = std::move(graph.lengths);
+        report.joined_components = graph.joined_components;
+      });
+  return report;
+}
+
 namespace {
 
 template <class Space, class T>

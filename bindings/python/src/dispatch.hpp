@@ -183,6 +183,16 @@ struct GwReport {
 // matching int32 (N,) (absent: not computed).
 GwReport gromov_wasserstein(const GwSettings& settings, const OTArrays& arrays);
 
+// The symmetrised k-NN graph of arrays' "points" (N, d), joined into one
+// component (softwave/graph.hpp), in compressed rows on the host.
+struct KnnGraphReport {
+  std::vector<std::int64_t> offsets;  // N + 1
+  std::vector<int> targets;
+  std::vector<double> lengths;
+  int joined_components = 0;
+};
+KnnGraphReport knn_graph(const OTArrays& arrays, int k, std::uintptr_t stream);
+
 // DEER (softwave/deer.hpp) for PyTorch's cells. operation "forward":
 // arrays x (B, T, m), y0 (B, n), lengths int32 (B,), weight_ih, weight_hh,
 // bias_ih, bias_hh, y (B, T, n; read as the start with warm_start),

@@ -384,6 +384,26 @@ NB_MODULE(_core, m) {
       },
       "arrays"_a, "settings"_a);
 
+  // The graph's arrays as bytes (one copy, read with numpy.frombuffer): a
+  // graph of N points has about 2kN edges, too many for Python lists.
+  m.def(
+      "knn_graph",
+      [](nb::dict arrays, int k, std::uintptr_t stream) {
+        KnnGraphReport graph;
+        {
+          OTArrays const borrowed = borrow_all(arrays);
+          nb::gil_scoped_release release;
+          graph = knn_graph(borrowed, k, stream);
+        }
+        auto bytes = [](const auto& v) {
+          return nb::bytes(reinterpret_cast<const char*>(v.data()),
+                           v.size() * sizeof(v[0]));
+        };
+        return nb::make_tuple(bytes(graph.offsets), bytes(graph.targets),
+                              bytes(graph.lengths), graph.joined_components);
+      },
+      "arrays"_a, "k"_a, "stream"_a);
+
   m.def(
       "deer_rnn",
       [](const std::string& operation, nb::dict arrays, nb::dict settings) {
