@@ -885,6 +885,51 @@ TYPED_TEST(SampledGw, FusedSpiralToSwissRollFollowsTheFeatures) {
   }
 }
 
+// Graph sides keep their anchors' shortest paths across iterations and
+// restarts: the same plan and objective with nothing kept, with a store of
+// exactly one iteration's anchors on the larger side (evicting every
+// iteration), and with the default budget (everything kept).
+TYPED_TEST(SampledGw, KeptGraphRowsGiveTheSamePlan) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const n = rng.integer(30, 60), k = rng.integer(61, 90), anchors = 12;
+  auto graph_of = [&](int count) {
+    std::vector<double> x(std::size_t(count) * 2);
+    for (double& e : x) e = rng.uniform(-1, 1);
+    return softwave::knn_graph(
+        space,
+        V2<const T, Space>(to_device2<T, Space>(rounded<T>(x), count, 2)), 4);
+  };
+  softwave::Graph const gx = graph_of(n), gy = graph_of(k);
+  softwave::GwOptions o;
+  o.anchors = anchors;
+  o.max_iterations = 12;
+  o.min_iterations = 0;
+  o.epsilon = 0.05;
+  o.restarts = 2;
+  o.seed = rng.integer(0, 1 << 30);
+  auto solve = [&](std::int64_t bytes) {
+    softwave::GwOptions oo = o;
+    oo.graph_cache_bytes = bytes;
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    softwave::sampled_gw(space, softwave::GwDistances<T, Space>{{}, {}, &gx},
+                         softwave::GwDistances<T, Space>{{}, {}, &gy}, {}, r,
+                         oo);
+    return std::make_pair(r.objective, swt::to_host(r.plan));
+  };
+  auto const none = solve(0);
+  auto const evicting = solve(std::int64_t(k) * sizeof(T) * anchors);
+  auto const all = solve(softwave::GwOptions{}.graph_cache_bytes);
+  EXPECT_EQ(evicting.second, none.second);
+  EXPECT_EQ(all.second, none.second);
+  EXPECT_EQ(evicting.first, none.first);
+  EXPECT_EQ(all.first, none.first);
+  EXPECT_TRUE(swt::throws_naming("graph_cache_bytes", [&] { solve(-1); }));
+}
+
 // The library's kNN graph, shortest paths and landmarks are the reference's
 // (on points rounded to T; components joined alike).
 TYPED_TEST(SampledGw, GraphDistancesAndLandmarksMatchFloat64) {

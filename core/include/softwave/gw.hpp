@@ -167,6 +167,13 @@ struct GwOptions {
   // restart (0 .. restarts − 1) and the iterations it has done (a progress
   // bar's hook); empty: none.
   std::function<void(int restart, int iterations)> on_iteration;
+  // Graph sides: the device memory (bytes, each side) that keeps the
+  // anchors' shortest-path columns across iterations and restarts, so that
+  // a node drawn again is not run again (TorchGW keeps 2,000 rows a side).
+  // The least recently used make room; too small a budget for one
+  // iteration's anchors (or 0) runs every anchor every iteration. The
+  // plan is the same either way.
+  std::int64_t graph_cache_bytes = std::int64_t(256) << 20;
   // Finite, non-negative distances and weights, checked (one fence).
   bool check_values = true;
   // The kernels of the Sinkhorn solves (softwave/kernel_choice.hpp).

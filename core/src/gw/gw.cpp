@@ -15,6 +15,7 @@
 #include "../common/call_memory.hpp"
 #include "../common/data_checks.hpp"
 #include "../sinkhorn/passes.hpp"
+#include "graph_rows.hpp"
 #include "objective.hpp"
 #include "plan_terms.hpp"
 
@@ -177,6 +178,9 @@ void check_options(const GwOptions& o) {
                            " must be >= 2");
   if (o.dense_cost_entries < 0)
     throw_invalid_argument("dense_cost_entries = ", o.dense_cost_entries,
+                           " must be >= 0");
+  if (o.graph_cache_bytes < 0)
+    throw_invalid_argument("graph_cache_bytes = ", o.graph_cache_bytes,
                            " must be >= 0");
   if (o.restarts < 1)
     throw_invalid_argument("restarts = ", o.restarts, " must be >= 1");
@@ -496,26 +500,30 @@ double anchor_scale(
 
 // The distances of every point to this iteration's anchors, as a side and
 // the anchors' indices in it: the side itself, or for a graph the (N, M)
-// shortest paths from the anchors (`columns`), indexed 0 .. M − 1.
+// shortest paths from the anchors (`columns`, from the graph's kept rows),
+// indexed 0 .. M − 1.
 template <class T, class Space, class HostAnchors>
 std::pair<SideDistances<T, Space>,
           Kokkos::View<const int*, typename Space::memory_space>>
 anchored(
-    const Space& space, const SideDistances<T, Space>& side, const Graph* graph,
+    const Space& space, const SideDistances<T, Space>& side,
+    GraphRows<T, Space>* graph_rows,
     const Kokkos::View<const int*, typename Space::memory_space>& anchors,
     const HostAnchors& host_anchors, const OTView2<T, Space>& columns,
     const Kokkos::View<const int*, typename Space::memory_space>& identity) {
-  if (graph == nullptr) return {side, anchors};
+  if (graph_rows == nullptr) return {side, anchors};
   std::vector<int> const sources(host_anchors.data(),
                                  host_anchors.data() + anchors.extent(0));
-  softwave::graph_distances(space, *graph, sources, columns);
+  graph_rows->gather(space, sources, columns);
   return {SideDistances<T, Space>(GwDistances<T, Space>{columns, {}, nullptr}),
           identity};
 }
 
 template <class T, class Space>
 Run run_restart(const Space& space, const Problem<T, Space>& problem,
-                PlanTerms<T, Space>& terms, const GwOptions& o, int restart) {
+                PlanTerms<T, Space>& terms, const GwOptions& o, int restart,
+                GraphRows<T, Space>* source_rows,
+                GraphRows<T, Space>* target_rows) {
   std::uint64_t const seed = o.seed + std::uint64_t(restart);
   std::int64_t const m = o.anchors;
   Run run;
@@ -585,12 +593,10 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
       anchors.copy_columns(space);
 
     // 2. The anchors' distances, normalised by the first iteration's scale.
-    auto const xs =
-        anchored(space, problem.dx, problem.source_graph, source_anchors,
-                 source_host, source_columns, identity);
-    auto const ys =
-        anchored(space, problem.dy, problem.target_graph, target_anchors,
-                 target_host, target_columns, identity);
+    auto const xs = anchored(space, problem.dx, source_rows, source_anchors,
+                             source_host, source_columns, identity);
+    auto const ys = anchored(space, problem.dy, target_rows, target_anchors,
+                             target_host, target_columns, identity);
     if (t == 0) {
       run.source_scale = anchor_scale(space, xs.first, xs.second);
       run.target_scale = anchor_scale(space, ys.first, ys.second);
@@ -906,11 +912,23 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     objective_y =
         all_pairs(*problem.target_graph, "softwave::gw::target_all_pairs");
 
+  // Graph sides: their anchors' shortest paths, kept across iterations and
+  // restarts.
+  std::optional<GraphRows<T, Space>> source_rows, target_rows;
+  if (problem.source_graph)
+    source_rows.emplace(space, *problem.source_graph, options.anchors,
+                        options.graph_cache_bytes);
+  if (problem.target_graph)
+    target_rows.emplace(space, *problem.target_graph, options.anchors,
+                        options.graph_cache_bytes);
+
   bool const fused = options.fused_alpha > 0;
   double best = INFINITY, first_source_scale = 1, first_target_scale = 1;
   for (int restart = 0; restart < options.restarts; ++restart) {
     std::uint64_t const seed = options.seed + std::uint64_t(restart);
-    Run run = run_restart(space, problem, terms, options, restart);
+    Run run = run_restart(space, problem, terms, options, restart,
+                          source_rows ? &*source_rows : nullptr,
+                          target_rows ? &*target_rows : nullptr);
     if (restart == 0) {
       first_source_scale = run.source_scale;
       first_target_scale = run.target_scale;
