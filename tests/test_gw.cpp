@@ -885,6 +885,40 @@ TYPED_TEST(SampledGw, FusedSpiralToSwissRollFollowsTheFeatures) {
   }
 }
 
+// A plan asked for is written whether or not the objective is computed
+// (and with it, whether the dense plan is made for the objective).
+TYPED_TEST(SampledGw, PlanIsWrittenWithoutTheObjective) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const n = rng.integer(10, 30), k = rng.integer(10, 30);
+  auto const source = random_side<T, Space>(rng, n);
+  auto const target = random_side<T, Space>(rng, k);
+  softwave::GwOptions o;
+  o.anchors = 6;
+  o.max_iterations = 5;
+  o.min_iterations = 0;
+  o.epsilon = 0.05;
+  o.seed = rng.integer(0, 1 << 30);
+  auto solve = [&](bool objective) {
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    Kokkos::deep_copy(r.plan, T(-7));  // what a forgotten plan would keep
+    r.compute_objective = objective;
+    softwave::sampled_gw(space, source.distances, target.distances, {}, r, o);
+    return swt::to_host(r.plan);
+  };
+  auto const with = solve(true), without = solve(false);
+  EXPECT_EQ(without, with);
+  double total = 0;
+  for (double v : without) {
+    EXPECT_GE(v, 0);
+    total += v;
+  }
+  EXPECT_NEAR(total, 1, 1e-4);
+}
+
 // Graph sides keep their anchors' shortest paths across iterations and
 // restarts: the same plan and objective with nothing kept, with a store of
 // exactly one iteration's anchors on the larger side (evicting every

@@ -967,11 +967,13 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     bool const keep = restart == 0 || criterion < best;
     if (!keep) continue;
     best = criterion;
-    if (result.plan.size() > 0 && dense.data() != result.plan.data()) {
-      if (need_dense)
-        Kokkos::deep_copy(space, result.plan, dense);
-      else
+    // The plan asked for: rendered here, unless the objective's dense
+    // plan is it (or holds it).
+    if (result.plan.size() > 0) {
+      if (!need_dense)
         render_plan(space, sum, result.plan);
+      else if (dense.data() != result.plan.data())
+        Kokkos::deep_copy(space, result.plan, dense);
     }
     if (result.matching.size() > 0) row_argmax(space, sum, result.matching);
     result.objective = objective;
