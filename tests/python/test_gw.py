@@ -122,6 +122,52 @@ def test_knn_graph_is_the_symmetrised_neighbour_graph():
     assert np.allclose(m.toarray(), m.toarray().T)
 
 
+def test_multiscale_starts_from_the_coarse_plan_spread_and_scaled():
+    """multiscale = the problem between farthest points, its plan spread over
+    nearest chosen points and scaled to the marginals, as T_init: rebuilt
+    here step by step, the same plan; and TorchGW's task still matched."""
+    x, y = spiral(200, 0, False), spiral(240, 1, True)
+    rng = np.random.default_rng(4)
+    p = rng.uniform(0.5, 1, 200)
+    p /= p.sum()
+    kw = dict(distance_mode="landmark", k=5, n_landmarks=20, M=30, epsilon=0.01, max_iter=12,
+              min_iter_before_converge=0, seed=7)
+    got = ot.sampled_gw(x, y, p=p, multiscale=True, n_coarse=25, **kw)
+
+    def farthest(z, count):
+        chosen, nearest = [0], np.linalg.norm(z - z[0], axis=1)
+        while len(chosen) < count:
+            chosen.append(int(np.argmax(nearest)))
+            nearest = np.minimum(nearest, np.linalg.norm(z - z[chosen[-1]], axis=1))
+        d = np.linalg.norm(z[:, None, :] - z[None, chosen, :], axis=2)
+        return np.array(chosen), d.argmin(1)
+
+    sx, ax = farthest(x, 25)
+    sy, ay = farthest(y, 25)
+    coarse = ot.sampled_gw(x[sx], y[sy], **{**kw, "M": 12, "k": 5}).plan
+    start = np.maximum(coarse[ax][:, ay], 1e-30)
+    for _ in range(10):
+        start *= (p / start.sum(1))[:, None]
+        start *= (1 / 240 / start.sum(0))[None, :]
+    want = ot.sampled_gw(x, y, p=p, T_init=start, **kw)
+    assert np.allclose(got.plan, want.plan, rtol=1e-10, atol=1e-300)
+    assert got.objective == pytest.approx(want.objective, rel=1e-10)
+    task = ot.sampled_gw(spiral(300, 0, False), spiral(360, 1, True), distance_mode="landmark",
+                         k=5, n_landmarks=20, M=80, alpha=0.8, epsilon=0.005, max_iter=40,
+                         multiscale=True, seed=3)
+    assert abs(signed_spearman(task.matching)) >= 0.99
+    torch = pytest.importorskip("torch")
+    from_torch = ot.sampled_gw(torch.from_numpy(x), torch.from_numpy(y), p=torch.from_numpy(p),
+                               multiscale=True, n_coarse=25, **kw)
+    assert np.allclose(from_torch.plan.numpy(), got.plan, rtol=1e-10, atol=1e-300)
+    with pytest.raises(ValueError, match="T_init or multiscale"):
+        ot.sampled_gw(x, y, multiscale=True, T_init=start)
+    with pytest.raises(ValueError, match="n_coarse"):
+        ot.sampled_gw(x, y, n_coarse=20)
+    with pytest.raises(ValueError, match="n_coarse"):
+        ot.sampled_gw(x, y, multiscale=True, n_coarse=200)
+
+
 def small_problem(rng, n, k):
     x, y = rng.uniform(-1, 1, (n, 2)), rng.uniform(-1, 1, (k, 3))
     p, q = rng.uniform(0.2, 1, n), rng.uniform(0.2, 1, k)

@@ -494,6 +494,78 @@ def _count(name, value, least):
     return int(value)
 
 
+def _farthest_points(x, count):
+    """Farthest-point sampling (Euclidean) from point 0: the chosen indices,
+    and each point's nearest chosen one (the first chosen on ties)."""
+    x = np.asarray(x, dtype=np.float64)
+    chosen = np.empty(count, dtype=np.int64)
+    nearest = np.full(len(x), np.inf)
+    assigned = np.zeros(len(x), dtype=np.int64)
+    following = 0
+    for c in range(count):
+        chosen[c] = following
+        d = np.sqrt(((x - x[following]) ** 2).sum(1))
+        closer = d < nearest
+        assigned[closer], nearest[closer] = c, d[closer]
+        following = int(np.argmax(nearest))
+    return chosen, assigned
+
+
+def _multiscale_start(X_source, X_target, p, q, n_coarse, **kw):
+    """multiscale's T_init: the problem between farthest points of each side,
+    its plan spread over each point's nearest chosen point and scaled to the
+    marginals (TorchGW's multiscale)."""
+    torch_frame = _is_torch(X_source)
+    host = (lambda a: a.detach().cpu().numpy()) if torch_frame else np.asarray
+    n, m = len(X_source), len(X_target)
+    count = (min(500, n // 4, m // 4) if n_coarse is None else _count("n_coarse", n_coarse, 1))
+    count = max(count, 10)
+    if count >= n or count >= m:
+        raise ValueError(f"softwave: multiscale's n_coarse = {count} must be below N = {n} and "
+                         f"K = {m} (a problem this small needs no coarse start)")
+    source_points, source_of = _farthest_points(host(X_source), count)
+    target_points, target_of = _farthest_points(host(X_target), count)
+    if torch_frame:
+        import torch
+        pick = lambda a, rows, cols=None: (
+            None if a is None else
+            a[torch.as_tensor(rows, device=a.device)] if cols is None else
+            a[torch.as_tensor(rows, device=a.device)][:, torch.as_tensor(cols, device=a.device)])
+    else:
+        pick = lambda a, rows, cols=None: (
+            None if a is None else np.asarray(a)[rows] if cols is None
+            else np.asarray(a)[rows][:, cols])
+    coarse = dict(kw)
+    coarse["M"] = min(kw["M"], max(count // 2, 10))
+    coarse["k"] = min(kw["k"], count - 1)
+    coarse["n_landmarks"] = min(kw["n_landmarks"], count)
+    coarse["dist_source"] = pick(kw["dist_source"], source_points, source_points)
+    coarse["dist_target"] = pick(kw["dist_target"], target_points, target_points)
+    coarse["C_linear"] = pick(kw["C_linear"], source_points, target_points)
+    coarse["features_source"] = pick(kw["features_source"], source_points)
+    coarse["features_target"] = pick(kw["features_target"], target_points)
+    solved = sampled_gw(pick(X_source, source_points), pick(X_target, target_points),
+                        plan=True, matching=False, objective=False, **coarse)
+    spread = pick(solved.plan, source_of, target_of)
+    if torch_frame:
+        spread = spread.clamp(min=1e-30)
+        clamp = lambda a: a.clamp(min=1e-30)
+    else:
+        spread = np.maximum(spread, 1e-30)
+        clamp = lambda a: np.maximum(a, 1e-30)
+    def weights(w, count):
+        if torch_frame:
+            import torch
+            return (spread.new_full((count,), 1.0 / count) if w is None
+                    else torch.as_tensor(w, dtype=spread.dtype, device=spread.device))
+        return np.full(count, 1.0 / count) if w is None else np.asarray(w, dtype=spread.dtype)
+    p_, q_ = weights(p, n), weights(q, m)
+    for _ in range(10):
+        spread = spread * (p_ / clamp(spread.sum(1)))[:, None]
+        spread = spread * (q_ / clamp(spread.sum(0)))[None, :]
+    return spread
+
+
 def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: str = "dijkstra",
                dist_source=None, dist_target=None, k: int = 30, n_landmarks: int = 50,
                M: int = 50, alpha: float = 0.9, max_iter: int = 500, tol: float = 0.05,
@@ -505,6 +577,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                fgw_alpha: float = 0.0, C_linear=None, features_source=None,
                features_target=None, T_init=None, objective_samples: int = 2048,
                exact_objective_entries: int = 2 ** 24, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
+               multiscale: bool = False, n_coarse: Optional[int] = None,
                check_inputs: Optional[bool] = None, kernel: str = "automatic") -> GwResult:
     """Sampled Gromov–Wasserstein between a source (N points) and a target
     (K points), as TorchGW's ``sampled_gw`` with the same argument names
@@ -538,7 +611,13 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     plan and O(N²K + NK²) work), else estimated from objective_samples pairs
     drawn from the plan, with its standard error in objective_error.
     T_init: an (N, K) plan to start from instead of p⊗q (non-negative, with
-    mass; scaled to p's), the first anchors drawn from it. mixed_precision: TF32
+    mass; scaled to p's), the first anchors drawn from it. multiscale
+    (TorchGW's): first the same problem between n_coarse farthest points of
+    X_source and of X_target (Euclidean; default min(500, N/4, K/4), at
+    least 10; M and k capped for them, uniform weights), its plan spread over
+    each point's nearest chosen point and scaled to p and q by 10 rounds of
+    row and column scaling, as T_init (an N×K plan; needs X_source and
+    X_target, and no T_init of its own). mixed_precision: TF32
     products in the CUDA low-rank solves. plan / matching / objective: which
     outputs to compute (the objective needs an N×K plan, made for the call
     when plan is False). NumPy arrays run on the host; torch tensors where
@@ -547,6 +626,25 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     if distance_mode not in _GW_MODES:
         raise ValueError(f"softwave: distance_mode must be one of {', '.join(_GW_MODES)} "
                          f"(got {distance_mode!r})")
+    if multiscale:
+        if T_init is not None:
+            raise ValueError("softwave: give T_init or multiscale, not both (multiscale makes T_init)")
+        if X_source is None or X_target is None:
+            raise ValueError("softwave: multiscale needs X_source and X_target (its coarse points)")
+        T_init = _multiscale_start(
+            X_source, X_target, p, q, n_coarse, distance_mode=distance_mode,
+            dist_source=dist_source, dist_target=dist_target, k=k, n_landmarks=n_landmarks, M=M,
+            alpha=alpha, max_iter=max_iter, tol=tol, epsilon=epsilon,
+            min_iter_before_converge=min_iter_before_converge, check_every=check_every,
+            check_rows=check_rows, semi_relaxed=semi_relaxed, rho=rho, rho_a=rho_a,
+            sinkhorn_iterations=sinkhorn_iterations, sinkhorn_tolerance=sinkhorn_tolerance,
+            mixed_precision=mixed_precision, restarts=restarts, fgw_alpha=fgw_alpha,
+            C_linear=C_linear, features_source=features_source, features_target=features_target,
+            objective_samples=objective_samples, exact_objective_entries=exact_objective_entries,
+            seed=seed, check_inputs=check_inputs, kernel=kernel)
+    elif n_coarse is not None:
+        raise ValueError("softwave: n_coarse is the size of multiscale's coarse problem: "
+                         "give it with multiscale=True")
     if distance_mode == "precomputed" and (dist_source is not None or dist_target is not None):
         if dist_source is None or dist_target is None:
             raise ValueError("softwave: distance_mode 'precomputed' needs dist_source and dist_target")
