@@ -1316,6 +1316,48 @@ TEST(CliGw, GeodesicMatricesAreTheDijkstraRuns) {
                json_number(dijkstra.out, "objective"), 1e-12);
 }
 
+// --no-objective still writes the plan (the same one), and reports the
+// objective as null.
+TEST(CliGw, NoObjectiveStillWritesThePlan) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  auto gw = [&](const std::string& plan, bool objective) {
+    std::vector<std::string> args = {"gw",
+                                     "--source",
+                                     (dir / "source.csv").string(),
+                                     "--target",
+                                     (dir / "target.csv").string(),
+                                     "--mode",
+                                     "euclidean",
+                                     "--anchors",
+                                     "5",
+                                     "--max-iterations",
+                                     "6",
+                                     "--epsilon",
+                                     "0.05",
+                                     "--dtype",
+                                     "float64",
+                                     "--seed",
+                                     "2",
+                                     "-o",
+                                     (dir / plan).string()};
+    if (!objective) args.push_back("--no-objective");
+    return softwave(args);
+  };
+  const Result with = gw("with.npy", true);
+  const Result without = gw("without.npy", false);
+  ASSERT_EQ(with.status, 0) << with.err;
+  ASSERT_EQ(without.status, 0) << without.err;
+  EXPECT_EQ(json_field(without.out, "objective"), "null");
+  const auto a =
+      softwave::cli::parse_npy(read_file(dir / "with.npy"), "with.npy");
+  const auto b =
+      softwave::cli::parse_npy(read_file(dir / "without.npy"), "without.npy");
+  ASSERT_EQ(b.shape, a.shape);
+  for (std::size_t q = 0; q < 12 * 9; ++q)
+    EXPECT_EQ(b.element(q), a.element(q)) << "entry " << q;
+}
+
 // Fused GW with features (one column each) and with the matrix of their
 // squared differences: the same plan for the same seed, and the reported
 // linear objective is <C, T> of the written plan.
