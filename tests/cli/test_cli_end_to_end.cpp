@@ -1270,44 +1270,49 @@ TEST(CliGw, WritesPlanMatchingAndObjective) {
             5 * error);
 }
 
+// A short float64 `softwave gw` on write_clouds' points (5 anchors, 6
+// iterations, ε = 0.05, seed 4) with `more` options, its plan written to
+// `plan` in dir; and that plan read back.
+Result short_gw(const fs::path& dir, const std::string& plan,
+                const std::vector<std::string>& more) {
+  std::vector<std::string> args = {"gw",
+                                   "--source",
+                                   (dir / "source.csv").string(),
+                                   "--target",
+                                   (dir / "target.csv").string(),
+                                   "--anchors",
+                                   "5",
+                                   "--max-iterations",
+                                   "6",
+                                   "--epsilon",
+                                   "0.05",
+                                   "--dtype",
+                                   "float64",
+                                   "--seed",
+                                   "4",
+                                   "-o",
+                                   (dir / plan).string()};
+  args.insert(args.end(), more.begin(), more.end());
+  return softwave(args);
+}
+softwave::cli::NpyArray plan_in(const fs::path& dir, const std::string& plan) {
+  return softwave::cli::parse_npy(read_file(dir / plan), plan);
+}
+
 // The graph's shortest paths as matrices (geodesic) or from each
 // iteration's anchors (dijkstra) are the same distances: the same plan and
 // objective for the same seed.
 TEST(CliGw, GeodesicMatricesAreTheDijkstraRuns) {
   const fs::path dir = scratch();
   write_clouds(dir);
-  auto gw = [&](const std::string& mode, const std::string& plan) {
-    return softwave({"gw",
-                     "--source",
-                     (dir / "source.csv").string(),
-                     "--target",
-                     (dir / "target.csv").string(),
-                     "--mode",
-                     mode,
-                     "--k",
-                     "3",
-                     "--anchors",
-                     "5",
-                     "--max-iterations",
-                     "6",
-                     "--epsilon",
-                     "0.05",
-                     "--dtype",
-                     "float64",
-                     "--seed",
-                     "4",
-                     "-o",
-                     (dir / plan).string()});
-  };
-  const Result geodesic = gw("geodesic", "geodesic.npy");
-  const Result dijkstra = gw("dijkstra", "dijkstra.npy");
+  const Result geodesic =
+      short_gw(dir, "geodesic.npy", {"--mode", "geodesic", "--k", "3"});
+  const Result dijkstra =
+      short_gw(dir, "dijkstra.npy", {"--mode", "dijkstra", "--k", "3"});
   ASSERT_EQ(geodesic.status, 0) << geodesic.err;
   ASSERT_EQ(dijkstra.status, 0) << dijkstra.err;
   EXPECT_EQ(json_field(geodesic.out, "mode"), "\"geodesic\"");
-  const auto a =
-      softwave::cli::parse_npy(read_file(dir / "geodesic.npy"), "geodesic.npy");
-  const auto b =
-      softwave::cli::parse_npy(read_file(dir / "dijkstra.npy"), "dijkstra.npy");
+  const auto a = plan_in(dir, "geodesic.npy"), b = plan_in(dir, "dijkstra.npy");
   ASSERT_EQ(a.shape, (std::vector<std::size_t>{12, 9}));
   ASSERT_EQ(b.shape, a.shape);
   for (std::size_t q = 0; q < 12 * 9; ++q)
@@ -1321,38 +1326,13 @@ TEST(CliGw, GeodesicMatricesAreTheDijkstraRuns) {
 TEST(CliGw, NoObjectiveStillWritesThePlan) {
   const fs::path dir = scratch();
   write_clouds(dir);
-  auto gw = [&](const std::string& plan, bool objective) {
-    std::vector<std::string> args = {"gw",
-                                     "--source",
-                                     (dir / "source.csv").string(),
-                                     "--target",
-                                     (dir / "target.csv").string(),
-                                     "--mode",
-                                     "euclidean",
-                                     "--anchors",
-                                     "5",
-                                     "--max-iterations",
-                                     "6",
-                                     "--epsilon",
-                                     "0.05",
-                                     "--dtype",
-                                     "float64",
-                                     "--seed",
-                                     "2",
-                                     "-o",
-                                     (dir / plan).string()};
-    if (!objective) args.push_back("--no-objective");
-    return softwave(args);
-  };
-  const Result with = gw("with.npy", true);
-  const Result without = gw("without.npy", false);
+  const Result with = short_gw(dir, "with.npy", {"--mode", "euclidean"});
+  const Result without =
+      short_gw(dir, "without.npy", {"--mode", "euclidean", "--no-objective"});
   ASSERT_EQ(with.status, 0) << with.err;
   ASSERT_EQ(without.status, 0) << without.err;
   EXPECT_EQ(json_field(without.out, "objective"), "null");
-  const auto a =
-      softwave::cli::parse_npy(read_file(dir / "with.npy"), "with.npy");
-  const auto b =
-      softwave::cli::parse_npy(read_file(dir / "without.npy"), "without.npy");
+  const auto a = plan_in(dir, "with.npy"), b = plan_in(dir, "without.npy");
   ASSERT_EQ(b.shape, a.shape);
   for (std::size_t q = 0; q < 12 * 9; ++q)
     EXPECT_EQ(b.element(q), a.element(q)) << "entry " << q;
