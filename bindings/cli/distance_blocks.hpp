@@ -55,4 +55,28 @@ void pairwise_in_blocks(const SeriesSet& x, const SeriesSet& y,
                         const std::string& x_name, const std::string& y_name,
                         const RowRange& rows, const BlockHandler<T>& on_block);
 
+// Rows `rows` of x against x itself, each pair computed once: for a block of
+// rows [first, first + count), on_block sees count × x.count values whose
+// row q holds the pairs (first + q, j) for j >= first only; the columns
+// before `first` are left unset, for the caller to fill from the earlier
+// rows' values (D is symmetric: the library walks the block's own square
+// once and mirrors it, so that square is exactly symmetric). Blocks arrive
+// in row order, at most upper_rows_per_block rows each. Checks as
+// pairwise_in_blocks.
+template <class T>
+void pairwise_upper_in_blocks(const SeriesSet& x, const SoftDTWOptions& options,
+                              PairwiseValue what, const std::string& x_name,
+                              const RowRange& rows,
+                              const BlockHandler<T>& on_block);
+
+// Rows per block of pairwise_upper_in_blocks: larger than rows_per_block,
+// since the caller also writes each block's mirror, one segment per later
+// row.
+constexpr std::size_t upper_rows_per_block = 256;
+
+// What pairwise_upper_in_blocks<T> holds and allocates for x.
+template <class T>
+std::vector<MemoryPart> pairwise_upper_memory(const SeriesSet& x,
+                                              const SoftDTWOptions& options);
+
 }  // namespace softwave::cli

@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -92,6 +94,21 @@ inline Result softwave(const std::vector<std::string>& arguments,
   result.out = read_file(dir / "stdout");
   result.err = read_file(dir / "stderr");
   return result;
+}
+
+// A UCR-style text file of `count` series of `length` values (two classes).
+inline void write_series(const fs::path& path, int count, int length,
+                         double scale, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> value(-1, 1);
+  std::ostringstream text;
+  text.precision(17);
+  for (int s = 0; s < count; ++s) {
+    text << (s % 2 + 1);
+    for (int t = 0; t < length; ++t) text << '\t' << scale * value(rng);
+    text << '\n';
+  }
+  write_file(path, text.str());
 }
 
 inline std::string ucr(const std::string& name, const std::string& split) {

@@ -80,6 +80,41 @@ TEST(CliMpi, PairwiseHardDtwIsBitForBitOnTwoAndThreeRanks) {
     EXPECT_NE(entry.path().filename().string().front(), '.') << entry.path();
 }
 
+// One set with itself: every rank walks its share of the upper triangle
+// (split by pairs) and the mirror is filled in, by rank 0 from the rows as
+// they arrive (CSV) or by each rank in the file (.npy): the same bytes as
+// one process for hard DTW, the same values to rounding for soft. 700
+// series make three blocks of 256 rows on one rank.
+TEST(CliMpi, PairwiseOfOneSetMatchesOneProcess) {
+  const fs::path dir = scratch();
+  write_series(dir / "set.tsv", 700, 5, 1.0, 3);
+  for (const std::string gamma : {"0", "0.5"}) {
+    for (const std::string extension : {".npy", ".csv"}) {
+      if (gamma != "0" && extension == ".csv") continue;  // values compared
+      auto run = [&](const std::string& name, const std::string& launcher) {
+        return softwave(
+            {"pairwise", "--x", (dir / "set.tsv").string(), "--gamma", gamma,
+             "-o", (dir / (name + extension)).string()},
+            launcher);
+      };
+      const Result one = run("one", "");
+      ASSERT_EQ(one.status, 0) << one.err;
+      for (const int ranks : {2, 3}) {
+        const std::string name = "ranks" + std::to_string(ranks);
+        const Result many = run(name, mpirun(ranks));
+        ASSERT_EQ(many.status, 0) << many.err;
+        if (gamma == "0")
+          EXPECT_EQ(read_file(dir / (name + extension)),
+                    read_file(dir / ("one" + extension)))
+              << ranks << " ranks, " << extension;
+        else
+          expect_close(npy_values(dir / (name + extension)),
+                       npy_values(dir / ("one" + extension)));
+      }
+    }
+  }
+}
+
 TEST(CliMpi, PairwiseSoftDtwAgreesToRounding) {
   const fs::path dir = scratch();
   const std::vector<std::string> arguments = {
@@ -166,10 +201,19 @@ TEST(CliMpi, AFailureOnOneRankStopsEveryRankAndLeavesNoFile) {
     text << '\n';
   }
   write_file(dir / "short.tsv", text.str());
-  const std::vector<std::string> arguments = {
-      "pairwise", "--x", (dir / "short.tsv").string(),
-      "--gamma",  "0",   "--max-memory",
-      "6M",       "-o",  (dir / "out.csv").string()};
+  // --y names the same file, so every pair is computed (one set with
+  // itself would have rank 0 hold the mirrored entries as well).
+  const std::vector<std::string> arguments = {"pairwise",
+                                              "--x",
+                                              (dir / "short.tsv").string(),
+                                              "--y",
+                                              (dir / "short.tsv").string(),
+                                              "--gamma",
+                                              "0",
+                                              "--max-memory",
+                                              "6M",
+                                              "-o",
+                                              (dir / "out.csv").string()};
   // One process needs about 2.2 MB; on two ranks, rank 1 also holds its 600
   // rows (5.5 MB) for rank 0.
   ASSERT_EQ(softwave(arguments).status, 0) << "one process fits in 6M";

@@ -38,21 +38,6 @@ std::set<std::string> listing(const fs::path& dir) {
   return names;
 }
 
-// A UCR-style text file of `count` series of `length` values (two classes).
-void write_series(const fs::path& path, int count, int length, double scale,
-                  std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> value(-1, 1);
-  std::ostringstream text;
-  text.precision(17);
-  for (int s = 0; s < count; ++s) {
-    text << (s % 2 + 1);
-    for (int t = 0; t < length; ++t) text << '\t' << scale * value(rng);
-    text << '\n';
-  }
-  write_file(path, text.str());
-}
-
 // Each failing command leaves the previous output as it was and nothing
 // else in its directory; a successful one replaces it, keeping the file's
 // permissions.
@@ -136,34 +121,39 @@ TEST(CliOutputs, TwoOutputsMayNotNameOneFile) {
 }
 
 // A pairwise run killed mid-way (by SIGINT, SIGTERM or SIGKILL) leaves the
-// previous output whole and no temporary file beside it.
+// previous output whole and no temporary file beside it: CSV, and .npy,
+// which one set with itself writes in place, its mirror included.
 TEST(CliOutputs, KilledRunLeavesThePreviousFile) {
   const fs::path dir = scratch() / "work";
   fs::create_directories(dir);
-  const fs::path input = dir / "many.tsv", out = dir / "r.csv";
-  // 700 series of 200 points: 490,000 pairs, seconds of work on any host.
+  const fs::path input = dir / "many.tsv";
+  // 700 series of 200 points: 245,000 pairs, seconds of work on any host.
   write_series(input, 700, 200, 1.0, 7);
-  for (const int signal : {SIGINT, SIGTERM, SIGKILL}) {
-    SCOPED_TRACE(signal);
-    write_file(out, kPrevious);
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      const int null = ::open("/dev/null", O_WRONLY);
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(null, STDERR_FILENO);
-      ::execl(SOFTWAVE_CLI_EXE, SOFTWAVE_CLI_EXE, "pairwise", "--x",
-              input.c_str(), "-o", out.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
+  for (const std::string name : {"r.csv", "r.npy"}) {
+    const fs::path out = dir / name;
+    for (const int signal : {SIGINT, SIGTERM, SIGKILL}) {
+      SCOPED_TRACE(name + " " + std::to_string(signal));
+      write_file(out, kPrevious);
+      const pid_t child = ::fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        const int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, STDOUT_FILENO);
+        ::dup2(null, STDERR_FILENO);
+        ::execl(SOFTWAVE_CLI_EXE, SOFTWAVE_CLI_EXE, "pairwise", "--x",
+                input.c_str(), "-o", out.c_str(), static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(800));
+      ::kill(child, signal);
+      int status = 0;
+      ::waitpid(child, &status, 0);
+      ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before the signal";
+      EXPECT_EQ(WTERMSIG(status), signal);
+      EXPECT_EQ(read_file(out), kPrevious);
+      EXPECT_EQ(listing(dir), (std::set<std::string>{"many.tsv", name}));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
-    ::kill(child, signal);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before the signal";
-    EXPECT_EQ(WTERMSIG(status), signal);
-    EXPECT_EQ(read_file(out), kPrevious);
-    EXPECT_EQ(listing(dir), (std::set<std::string>{"many.tsv", "r.csv"}));
+    fs::remove(out);
   }
 }
 
