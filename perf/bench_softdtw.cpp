@@ -12,8 +12,9 @@
 //   BM_CostForwardBackward/B/N  soft_dtw_cost_value_and_grad, values +
 //                             grad_cost
 //
-// float32 inputs x, y ~ N(0, 1) (as the peers), γ = 1, squared Euclidean cost,
-// M = N, no band, tile chosen by the library.
+// float32 inputs x, y ~ N(0, 1) (as the peers), γ = 1 (--softwave_gamma=G:
+// another γ, 0 for hard DTW), squared Euclidean cost, M = N, no band, tile
+// chosen by the library.
 //
 // Grids: the default is the CPU grid; `--softwave_grid=gpu` (stripped from
 // argv before benchmark::Initialize, like Kokkos' --kokkos-* flags) registers
@@ -113,6 +114,7 @@ constexpr bool kOnHost =
 Grid g_grid = Grid::cpu;
 int g_tile = 0;        // --softwave_tile
 bool g_checks = true;  // --softwave_checks=on|off: SoftDTWOptions::check_values
+double g_gamma = 1.0;  // --softwave_gamma
 Input g_input = Input::float32;
 // --softwave_warps=F,B: warps per strip of the CUDA-specialised forward and
 // backward kernels (0: the library's choice), to time the variants in one
@@ -301,11 +303,18 @@ void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
   std::int64_t const M = N;
 
   softwave::SoftDTWOptions options;
-  options.gamma = 1.0;
+  options.gamma = g_gamma;
   options.tile = g_tile;
   options.kernel = kernel;
   options.check_values = g_checks;
   bool const specialised = kernel == softwave::Kernel::specialised;
+  bool const backward =
+      kind == Kind::forward_backward || kind == Kind::cost_backward;
+  if (specialised && backward && g_gamma == 0) {
+    state.SkipWithError(
+        "hard DTW's gradients take the portable kernels (specialised: values)");
+    return;
+  }
   int const T = softwave::tile_size(space, options);
 
   // Inputs and outputs: allocated and initialised once, outside the timing.
@@ -324,8 +333,6 @@ void run_typed(benchmark::State& state, Kind kind, softwave::Kernel kernel) {
   double formula = 0;
   // Every kind but the all-pairs matrix writes one value per pair and has
   // the per-pair memory formula.
-  bool const backward =
-      kind == Kind::forward_backward || kind == Kind::cost_backward;
   if (kind != Kind::pairwise) {
     values = Values("softwave_bench::values", B1);
     formula = specialised
@@ -501,7 +508,8 @@ bool choose(const char* flag, const std::string& value,
 }
 
 // Removes --softwave_grid=cpu|gpu, --softwave_tile=T (0: the library's
-// choice; to compare tile sizes in one run), --softwave_checks=on|off (the
+// choice; to compare tile sizes in one run), --softwave_gamma=G (γ >= 0),
+// --softwave_checks=on|off (the
 // data checks, one fence per call; off as in the torch front end on CUDA)
 // --softwave_input=float32|bfloat16|float16 and --softwave_warps=F,B (CUDA)
 // from argv; false on a bad value.
@@ -533,6 +541,16 @@ bool take_softwave_flags(int& argc, char** argv, Grid& grid, int& tile,
           g_backward_warps > 2) {
         std::cerr << "softwave_bench: --softwave_warps must be F,B with F, B "
                      "in 0, 1, 2, on CUDA (got '"
+                  << value << "')\n";
+        ok = false;
+      }
+    } else if (const char* value = flag_value(argv[i], "gamma")) {
+      char* end = nullptr;
+      g_gamma = std::strtod(value, &end);
+      if (end == value || *end != 0 || !(g_gamma >= 0) ||
+          !std::isfinite(g_gamma)) {
+        std::cerr << "softwave_bench: --softwave_gamma must be a number >= 0 "
+                     "(got '"
                   << value << "')\n";
         ok = false;
       }
@@ -570,6 +588,7 @@ int main(int argc, char** argv) {
       benchmark::AddCustomContext("kokkos_concurrency",
                                   std::to_string(space.concurrency()));
       benchmark::AddCustomContext("softwave_checks", g_checks ? "on" : "off");
+      benchmark::AddCustomContext("softwave_gamma", std::to_string(g_gamma));
       benchmark::AddCustomContext("softwave_input",
                                   g_input == Input::float32    ? "float32"
                                   : g_input == Input::bfloat16 ? "bfloat16"

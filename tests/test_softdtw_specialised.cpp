@@ -4,6 +4,8 @@
 // launches split into chunks, and the caller's stream. Where no specialised
 // path exists, asking for one is an argument error naming `kernel`.
 
+#include <cmath>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -146,6 +148,14 @@ TYPED_TEST(Specialised, Float16MatchesReference) {
   half_cases<softwave::float16>(space);
 }
 
+#if defined(KOKKOS_ENABLE_CUDA)
+// Gives the library its choice of warps per strip back when a test that
+// forces them ends, however it ends.
+struct RestoreKernelWarps {
+  ~RestoreKernelWarps() { softwave::impl::cuda_fused::set_kernel_warps(0, 0); }
+};
+#endif
+
 // The forward and backward kernels come with one or two warps per strip
 // (the library picks by shape); every pairing must match the reference on
 // every case, values-only calls (the forward without checkpoints) included.
@@ -154,9 +164,7 @@ TYPED_TEST(Specialised, EveryKernelVariantMatchesReference) {
   SWT_NEEDS_SPECIALISED();
 #if defined(KOKKOS_ENABLE_CUDA)
   using softwave::impl::cuda_fused::set_kernel_warps;
-  struct Restore {
-    ~Restore() { set_kernel_warps(0, 0); }
-  } restore;
+  const RestoreKernelWarps restore;
   for (const auto [forward, backward] :
        {std::pair{1, 1}, std::pair{2, 2}, std::pair{1, 2}, std::pair{2, 1}}) {
     set_kernel_warps(forward, backward);
@@ -296,6 +304,60 @@ TYPED_TEST(Specialised, AgreesWithPortable) {
   }
 }
 
+// Hard DTW (γ = 0) values on the specialised forward, whose walk takes the
+// minimum instead of the soft minimum: series and cost tensors, every kernel
+// variant, float and the 16-bit inputs, against the float64 reference, and
+// equal to the portable kernels' (the same float costs summed in double
+// along the same path, so only the costs' own rounding differs). A NaN in
+// the inputs (unchecked) reaches its pair's value and no other.
+TYPED_TEST(Specialised, HardDtwValuesMatchReference) {
+  const TypeParam space;
+  SWT_NEEDS_SPECIALISED();
+#if defined(KOKKOS_ENABLE_CUDA)
+  using softwave::impl::cuda_fused::set_kernel_warps;
+  const RestoreKernelWarps restore;
+  for (const int warps : {0, 1, 2}) {
+    set_kernel_warps(warps, 0);
+    SWT_SEEDED_RNG(rng);
+    for (Case k : specialised_cases(rng)) {
+      if (k.setup.gamma != 0.1) continue;  // one of the four γ a shape
+      k.setup.gamma = 0.0;
+      SCOPED_TRACE(k.str() + " warps=" + std::to_string(warps));
+      const auto [x, y] = case_inputs<float>(rng, k);
+      check_values<float>(space, k, x, y);
+      Config portable = k.setup;
+      portable.kernel = softwave::Kernel::portable;
+      EXPECT_TRUE(near_values(library_values<float>(space, x, y, k.setup),
+                              library_values<float>(space, x, y, portable),
+                              1e-6, 1e-6, "specialised against portable"));
+      Batch c = random_batch(rng, k.B, k.n, k.m, 0.0, 2.0);
+      round_to<float>(c);
+      EXPECT_TRUE(
+          near_values(library_cost<float>(space, c, k.setup, false).values,
+                      reference_cost(c, k.setup).values, value_rtol<float>(),
+                      value_floor<float>(k, 2.0), "cost values"));
+      const auto [x16, y16] = case_inputs<softwave::bfloat16>(rng, k);
+      check_values<softwave::bfloat16>(space, k, x16, y16);
+    }
+  }
+  // A NaN in one pair's x.
+  SWT_SEEDED_RNG(rng);
+  Batch x = random_batch(rng, 3, 40, 4), y = random_batch(rng, 3, 50, 4);
+  x(1, 17, 2) = std::numeric_limits<double>::quiet_NaN();
+  softwave::SoftDTWOptions unchecked;
+  unchecked.gamma = 0.0;
+  unchecked.kernel = softwave::Kernel::specialised;
+  unchecked.check_values = false;
+  auto got = output1<float>(space, "swt::values", 3);
+  softwave::soft_dtw(space, to_device<float>(space, x, "swt::x"),
+                     to_device<float>(space, y, "swt::y"), got, unchecked);
+  const std::vector<double> values = to_host(got);
+  EXPECT_TRUE(std::isfinite(values[0]));
+  EXPECT_TRUE(std::isnan(values[1]));
+  EXPECT_TRUE(std::isfinite(values[2]));
+#endif
+}
+
 // The tensor-core costs (d >= 16, d % 8 == 0) keep float32 accuracy on data
 // far from the origin: a common offset of 50 would be squared into the
 // norm expansion ‖x‖² + ‖y‖² − 2x·y and cancel ~4 digits without centring.
@@ -420,8 +482,11 @@ TYPED_TEST(Specialised, RefusesWhatItDoesNotCover) {
                             [&] { library_values<float>(space, x, y, band); }));
   EXPECT_TRUE(
       throws_naming("kernel", [&] { library_values<float>(space, x, y, l1); }));
-  EXPECT_TRUE(throws_naming("kernel",
-                            [&] { library_values<float>(space, x, y, hard); }));
+  // Hard DTW: values only (its gradients follow the path on the portable
+  // kernels).
+  EXPECT_EQ(library_values<float>(space, x, y, hard).size(), 2u);
+  EXPECT_TRUE(throws_naming(
+      "kernel", [&] { library_value_and_grad<float>(space, x, y, hard); }));
   EXPECT_TRUE(
       throws_naming("kernel", [&] { library_values<double>(space, x, y, s); }));
   Batch wide_x = random_batch(rng, 1, 4, 65),

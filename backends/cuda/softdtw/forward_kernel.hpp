@@ -95,6 +95,13 @@ __device__ __forceinline__ SoftMinimum soft_minimum_near_first(double diag,
   return {near, sum, e_diag, e_far, e_left};
 }
 
+// The smaller of a and b, and a NaN where either is one (min_of keeps a
+// NaN only from b): the hard walk's NaN (unchecked inputs) reaches the
+// pair's value, as in the portable kernels. isnan(a) is known before b.
+__device__ __forceinline__ double min_keeping_nan(double a, double b) {
+  return (a != a || a < b) ? a : b;
+}
+
 // Lane state between blocks: R of the lane's last cell (the left neighbour
 // of its next one) and what the lane received from the lane above one step
 // ago (the diagonal neighbour of its next cell).
@@ -154,8 +161,11 @@ constexpr bool near_first_walks = !kRecompute || kD <= 16;
 // reads the strip above's last row by shuffle from `above`, whose chunk
 // kChunks·c must have been prefetched. The recompute (kRecompute) stores
 // the soft-argmin weights of every cell; the first pass hands the strip's
-// last row over (`bottom`) and writes the pair's value.
-template <bool kRecompute, bool kInterior, bool kNearFirst>
+// last row over (`bottom`) and writes the pair's value. kHard walks hard
+// DTW (γ = 0): R = cost + the smallest neighbour, in the cost's own units
+// (walk_scale = gamma_ln2 = 1), a minimum and an add on the step's chain
+// instead of the soft minimum's exponentials and logarithm.
+template <bool kRecompute, bool kInterior, bool kNearFirst, bool kHard>
 __device__ __forceinline__ void walk_block_cells(
     const Params& P, const Strip& s, const Ring& ring,
     const BlockWeights& weights, WalkState& st, HandoverReader<double>& above,
@@ -163,7 +173,7 @@ __device__ __forceinline__ void walk_block_cells(
   // R is walked in units of γ·ln 2 (Params::walk_scale): exp(−a/γ) is then
   // 2^(−a) and γ·ln(s) is log2(s), so each special function is one SFU op
   // with no scaling on the step's dependency chain.
-  double const scale = P.walk_scale;
+  [[maybe_unused]] double const scale = P.walk_scale;
 #pragma unroll 4
   for (int t = 0; t < kLanes; ++t) {
     if (t % kGrain == 0) {
@@ -181,19 +191,25 @@ __device__ __forceinline__ void walk_block_cells(
     st.up_last = up;
     if (kInterior || (s.row_ok && j >= 0 && j < s.m)) {
       float const cost = ring.at_step(step, s.lane);
-      SoftMinimum const sm =
-          kNearFirst ? soft_minimum_near_first<kInterior>(diag, up, st.left)
-                     : soft_minimum(diag, up, st.left);
-      // Formed while the exponentials wait, so that only one add follows
-      // the logarithm.
-      double const cost_plus_lo = fma(double(cost), scale, sm.lo);
-      st.left = cost_plus_lo - double(log2_approx(sm.sum));
-      if constexpr (kRecompute) {
-        float const inv = reciprocal_approx(sm.sum);
-        weights.diag(t, s.lane) = sm.e_diag * inv;
-        weights.up(t, s.lane) = sm.e_up * inv;
-        weights.left(ring, step, t, s.lane) = sm.e_left * inv;
+      if constexpr (kHard) {
+        st.left =
+            double(cost) + min_keeping_nan(up, min_keeping_nan(diag, st.left));
       } else {
+        SoftMinimum const sm =
+            kNearFirst ? soft_minimum_near_first<kInterior>(diag, up, st.left)
+                       : soft_minimum(diag, up, st.left);
+        // Formed while the exponentials wait, so that only one add follows
+        // the logarithm.
+        double const cost_plus_lo = fma(double(cost), scale, sm.lo);
+        st.left = cost_plus_lo - double(log2_approx(sm.sum));
+        if constexpr (kRecompute) {
+          float const inv = reciprocal_approx(sm.sum);
+          weights.diag(t, s.lane) = sm.e_diag * inv;
+          weights.up(t, s.lane) = sm.e_up * inv;
+          weights.left(ring, step, t, s.lane) = sm.e_left * inv;
+        }
+      }
+      if constexpr (!kRecompute) {
         if (bottom && s.lane == kLanes - 1) publish(bottom + j, st.left);
         if (!kInterior && s.i == s.n - 1 && j == s.m - 1)
           P.values[s.p] = st.left * P.gamma_ln2;
@@ -207,20 +223,22 @@ __device__ __forceinline__ void walk_block_cells(
 // Block c's walk, without the range test where the block is interior and
 // kSplitInterior (interior_forward_walks for the forward kernels,
 // interior_walks for the backward's recompute), and with
-// soft_minimum_near_first where kNearFirst.
-template <bool kRecompute, bool kSplitInterior, bool kNearFirst>
+// soft_minimum_near_first where kNearFirst (hard DTW where kHard).
+template <bool kRecompute, bool kSplitInterior, bool kNearFirst,
+          bool kHard = false>
 __device__ __forceinline__ void walk_block(const Params& P, const Strip& s,
                                            const Ring& ring,
                                            const BlockWeights& weights,
                                            WalkState& st,
                                            HandoverReader<double>& above, int c,
                                            double* bottom) {
+  static_assert(!(kHard && kRecompute), "hard DTW has no backward here");
   if (kSplitInterior && interior_block(s, c))
-    walk_block_cells<kRecompute, true, kNearFirst>(P, s, ring, weights, st,
-                                                   above, c, bottom);
+    walk_block_cells<kRecompute, true, kNearFirst, kHard>(P, s, ring, weights,
+                                                          st, above, c, bottom);
   else
-    walk_block_cells<kRecompute, false, kNearFirst>(P, s, ring, weights, st,
-                                                    above, c, bottom);
+    walk_block_cells<kRecompute, false, kNearFirst, kHard>(
+        P, s, ring, weights, st, above, c, bottom);
 }
 
 __device__ __forceinline__ WalkState initial_state(const Strip& s) {
@@ -281,10 +299,13 @@ __device__ int walking_warp(unsigned* slots) {
 // other, so no two share a slot (64 steps would not do), and tile c, which
 // the next phase reads, is not overwritten. One barrier per phase orders
 // everything.
+//
+// kHard: hard DTW's values (no checkpoints: its backward is not here).
 template <int kD, bool kVec, bool kSeries, class In, bool kCheckpoint,
-          int kWarps>
+          int kWarps, bool kHard = false>
 __global__ void __launch_bounds__(kWarps* kLanes)
     forward_kernel(const Params P) {
+  static_assert(!(kHard && kCheckpoint));
   extern __shared__ float shared[];
   using Layout = SharedLayout<kD, kSeries>;
   auto const at = Layout::carve(shared, /*backward=*/false, kWarps);
@@ -316,8 +337,8 @@ __global__ void __launch_bounds__(kWarps* kLanes)
       ck[kLanes] = st.up_last;
     }
     walk_block<false, interior_forward_walks<kSeries, kCheckpoint>,
-               near_first_walks<kD, false>>(P, s, ring, BlockWeights{}, st,
-                                            above, c, bottom);
+               near_first_walks<kD, false>, kHard>(P, s, ring, BlockWeights{},
+                                                   st, above, c, bottom);
     __syncwarp();
   };
   int const blocks = walk_blocks(s);

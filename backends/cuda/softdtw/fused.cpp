@@ -187,6 +187,9 @@ bool two_warp_forward(const Problem& q, std::int64_t strips, KernelFit two) {
   return (!q.cost && q.d > 4) || within_two_rounds(strips, two);
 }
 
+// γ = 0: the forward walks hard DTW (forward_kernel's kHard).
+bool hard(const Problem& q) { return q.gamma == 0; }
+
 // Warps per strip set by set_kernel_warps (0: the library chooses).
 std::atomic<int> forced_forward_warps{0}, forced_backward_warps{0};
 
@@ -211,20 +214,23 @@ template <int kD, bool kVec, bool kSeries, class In>
 void launch(cudaStream_t stream, int device, const Params& P, bool backward) {
   std::int64_t const strips = P.problem.pairs * P.strips;
   using Layout = SharedLayout<kD, kSeries>;
-  auto forward = [&](auto with_checkpoints) {
+  auto forward = [&](auto with_checkpoints, auto hard) {
     constexpr bool kCheckpoint = decltype(with_checkpoints)::value;
+    constexpr bool kHard = decltype(hard)::value;
     launch_variant(
         stream, device, P,
-        forward_kernel<kD, kVec, kSeries, In, kCheckpoint, 1>,
+        forward_kernel<kD, kVec, kSeries, In, kCheckpoint, 1, kHard>,
         Layout::bytes(false, 1),
-        forward_kernel<kD, kVec, kSeries, In, kCheckpoint, 2>,
+        forward_kernel<kD, kVec, kSeries, In, kCheckpoint, 2, kHard>,
         Layout::bytes(false, 2),
         forced_forward_warps.load(std::memory_order_relaxed),
         [&](KernelFit two) { return two_warp_forward(P.problem, strips, two); },
         "forward kernel launch");
   };
-  if (!backward) return forward(std::false_type{});
-  forward(std::true_type{});
+  if (!backward && hard(P.problem))
+    return forward(std::false_type{}, std::true_type{});
+  if (!backward) return forward(std::false_type{}, std::false_type{});
+  forward(std::true_type{}, std::false_type{});
   launch_variant(
       stream, device, P, backward_kernel<kD, kVec, kSeries, In, 1>,
       Layout::bytes(true, 1), backward_kernel<kD, kVec, kSeries, In, 2>,
@@ -237,6 +243,9 @@ void launch(cudaStream_t stream, int device, const Params& P, bool backward) {
 void run(const Kokkos::Cuda& space, Problem problem, double* values,
          const Outputs& outputs, bool backward) {
   if (problem.pairs == 0) return;
+  if (backward && hard(problem))
+    throw std::invalid_argument(
+        "softwave::softdtw::fused: hard DTW (gamma = 0) has values only here");
   cudaStream_t const stream = space.cuda_stream();
   int const device = space.cuda_device();
   int const strips = int((problem.n_max + kLanes - 1) / kLanes);
@@ -257,8 +266,9 @@ void run(const Kokkos::Cuda& space, Problem problem, double* values,
     P.problem.pairs = std::min(chunk, all - done);
     P.outputs = outputs;
     P.values = values + done;
-    P.walk_scale = 1.4426950408889634 / problem.gamma;
-    P.gamma_ln2 = problem.gamma * 0.6931471805599453;
+    // Hard DTW walks R in the cost's own units.
+    P.walk_scale = hard(problem) ? 1.0 : 1.4426950408889634 / problem.gamma;
+    P.gamma_ln2 = hard(problem) ? 1.0 : problem.gamma * 0.6931471805599453;
     P.strips = strips;
     P.blocks = blocks;
     P.tickets = buffer.at<unsigned long long>(l.tickets);

@@ -93,9 +93,10 @@ struct Outputs {
 // the same inputs. Process-wide.
 void set_kernel_warps(int forward, int backward);
 
-// values[p] (double) for p < problem.pairs.
+// values[p] (double) for p < problem.pairs; problem.gamma = 0 gives hard
+// DTW's values (a minimum and an add a cell instead of the soft minimum).
 void forward(const Kokkos::Cuda& space, const Problem& problem, double* values);
-// values and every output asked for in `outputs`.
+// values and every output asked for in `outputs` (gamma > 0).
 void forward_backward(const Kokkos::Cuda& space, const Problem& problem,
                       double* values, const Outputs& outputs);
 

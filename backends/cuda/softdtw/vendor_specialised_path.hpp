@@ -35,7 +35,6 @@ constexpr cuda_fused::Storage storage_of() {
 template <class T>
 std::string unavailable_for(const SoftDTWOptions& options) {
   if (!takes_type_v<T>) return "it takes float, bfloat16 and float16 data only";
-  if (options.gamma == 0) return "hard DTW (gamma = 0) uses the portable path";
   if (options.band) return "a band uses the portable path";
   return {};
 }

@@ -316,9 +316,16 @@ class Sweeper {
           "kernel = pairs computes values, hard-DTW paths and, on host "
           "backends, gradients and alignments for gamma > 0; the others "
           "take kernel = automatic, portable or specialised");
-    if (specialised_)
+    // The specialised path's backward is Soft-DTW's: hard DTW's gradients,
+    // alignments and paths take the portable kernels.
+    if (specialised_ && gamma_ > 0)
       return Specialised::run(space_, cost_, options_, pairs, values.data(),
                               &outputs);
+    if (specialised_ && options_.kernel == Kernel::specialised)
+      throw_invalid_argument(
+          "kernel = specialised computes hard-DTW (gamma = 0) values only; "
+          "their gradients, alignments and paths take kernel = automatic or "
+          "portable");
     workspace_ = allocate(pairs, /*backward=*/true);
     ForwardTiles<Space, CostProvider> forward_tiles;
     setup(forward_tiles);
