@@ -11,6 +11,9 @@
 //   BM_Sinkhorn_specialised_rowsR/N/d  the same with R rows a thread in the
 //                                  CUDA sums kernel (set_rows_per_thread),
 //                                  to compare the variants in one run.
+//   BM_Sinkhorn_specialised_tilesT/N/d  the same with T 16-row tiles a warp
+//                                  in the tensor-core sums kernel (d > 16;
+//                                  set_tensor_row_tiles).
 //
 // Timing as the Soft-DTW benchmarks: manual time between fences, inputs
 // allocated once, one un-timed call first that records the peak of what
@@ -55,21 +58,27 @@ struct Peer {
 constexpr Peer kFlashTf32[] = {
     {10000, 3, 20.03}, {50000, 3, 235.13}, {100000, 3, 897.45}};
 
-// Sets the CUDA sums kernel's rows per thread for one benchmark (0: the
-// library's choice), and back to the library's choice after it.
-struct RowsPerThread {
-  explicit RowsPerThread(int rows) { set(rows); }
-  ~RowsPerThread() { set(0); }
-  static void set([[maybe_unused]] int rows) {
+// A variant of the CUDA sums kernels: rows a thread (the exact kernel) and
+// 16-row tiles a warp (the tensor-core kernel); 0 is the library's choice.
+struct Variant {
+  int rows = 0, tiles = 0;
+};
+
+// Sets a variant for one benchmark, and the library's choice back after it.
+struct ForcedVariant {
+  explicit ForcedVariant(Variant v) { set(v); }
+  ~ForcedVariant() { set(Variant{}); }
+  static void set([[maybe_unused]] Variant v) {
 #if defined(KOKKOS_ENABLE_CUDA)
-    softwave::impl::cuda_sinkhorn::set_rows_per_thread(rows);
+    softwave::impl::cuda_sinkhorn::set_rows_per_thread(v.rows);
+    softwave::impl::cuda_sinkhorn::set_tensor_row_tiles(v.tiles);
 #endif
   }
 };
 
 void run_sinkhorn(benchmark::State& state, softwave::Kernel kernel, bool checks,
-                  bool gpu, int rows_per_thread) {
-  RowsPerThread const rows(rows_per_thread);
+                  bool gpu, Variant variant) {
+  ForcedVariant const forced(variant);
   Space const space;
   std::int64_t const N = state.range(0), d = state.range(1);
   using Points = softwave::OTView3<float, Space>;
@@ -129,38 +138,42 @@ void run_sinkhorn(benchmark::State& state, softwave::Kernel kernel, bool checks,
 }  // namespace
 
 void register_sinkhorn(bool gpu, bool checks) {
-  // (N, d, specialised, rows a thread): the peers' shapes on a GPU (the
-  // portable kernels at the smallest beside them), smaller clouds on a CPU.
+  // (N, d, specialised, variant): the peers' shapes on a GPU (the portable
+  // kernels at the smallest beside them), smaller clouds on a CPU.
   struct Shape {
     std::int64_t n, d;
     bool specialised;
-    int rows;
+    Variant variant;
   };
   std::vector<Shape> shapes;
   if (gpu) {
-    shapes = {{10000, 3, false, 0}};
+    shapes = {{10000, 3, false, {}}};
 #if defined(KOKKOS_ENABLE_CUDA)
     for (int rows : {0, 4, 8})
       for (std::int64_t n : {10000, 50000, 100000})
-        shapes.push_back({n, 3, true, rows});
-    shapes.push_back({10000, 16, true, 0});
-    for (std::int64_t n : {10000, 50000, 100000})
-      shapes.push_back({n, 64, true, 0});
+        shapes.push_back({n, 3, true, {rows, 0}});
+    shapes.push_back({10000, 16, true, {}});
+    for (int tiles : {0, 1, 2}) {
+      for (std::int64_t n : {10000, 50000, 100000})
+        shapes.push_back({n, 64, true, {0, tiles}});
+      shapes.push_back({50000, 48, true, {0, tiles}});
+    }
 #endif
   } else {
-    shapes = {{1000, 3, false, 0}, {1000, 64, false, 0}};
+    shapes = {{1000, 3, false, {}}, {1000, 64, false, {}}};
   }
   for (auto const& s : shapes) {
     auto const kernel = s.specialised ? softwave::Kernel::specialised
                                       : softwave::Kernel::portable;
     std::string name =
         s.specialised ? "BM_Sinkhorn_specialised" : "BM_Sinkhorn";
-    if (s.rows) name += "_rows" + std::to_string(s.rows);
-    int const rows = s.rows;
+    if (s.variant.rows) name += "_rows" + std::to_string(s.variant.rows);
+    if (s.variant.tiles) name += "_tiles" + std::to_string(s.variant.tiles);
+    Variant const variant = s.variant;
     benchmark::RegisterBenchmark(
         name.c_str(),
-        [kernel, checks, gpu, rows](benchmark::State& state) {
-          run_sinkhorn(state, kernel, checks, gpu, rows);
+        [kernel, checks, gpu, variant](benchmark::State& state) {
+          run_sinkhorn(state, kernel, checks, gpu, variant);
         })
         ->Args({s.n, s.d})
         ->UseManualTime()

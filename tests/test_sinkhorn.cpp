@@ -9,6 +9,10 @@
 #include "reference/sinkhorn_reference.hpp"
 #include "test_helpers.hpp"
 
+#if defined(KOKKOS_ENABLE_CUDA)
+#include "sinkhorn/updates.hpp"  // set_tensor_row_tiles
+#endif
+
 namespace {
 
 namespace ref = softwave_ref;
@@ -402,6 +406,26 @@ constexpr bool specialised_updates() {
 #endif
 }
 
+// Runs f once for each variant of the CUDA tensor-core sums kernel (16-row
+// tiles a warp: 1 and, up to d = 64, 2; set_tensor_row_tiles), and once on
+// other backends.
+template <class F>
+void for_each_row_tiles(const F& f) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  using softwave::impl::cuda_sinkhorn::set_tensor_row_tiles;
+  struct Restore {
+    ~Restore() { set_tensor_row_tiles(0); }
+  } const restore;
+  for (int tiles : {1, 2}) {
+    set_tensor_row_tiles(tiles);
+    SCOPED_TRACE(::testing::Message() << "row tiles " << tiles);
+    f();
+  }
+#else
+  f();
+#endif
+}
+
 // The kernels to try: the portable ones, and the specialised updates where
 // they exist.
 template <class T, class Space>
@@ -497,31 +521,32 @@ TYPED_TEST(Sinkhorn, SpecialisedUpdatesMatchReference) {
   for (TensorCase const c :
        {TensorCase{Form::points, 24}, TensorCase{Form::points, 64},
         TensorCase{Form::low_rank, 40}, TensorCase{Form::low_rank, 100},
-        TensorCase{Form::low_rank, 128}}) {
-    SCOPED_TRACE(::testing::Message()
-                 << "tensor cores, form " << int(c.form) << " d " << c.d);
-    int const B = 2, n = 600, k = 530;
-    auto const pr = random_problems<T>(rng, B, n, k, c.d, 0.5);
-    DeviceProblems<T, Space> dev(space, pr);
-    softwave::SinkhornOptions o;
-    o.epsilon = 0.05 * c.d;
-    o.max_iterations = 200;
-    o.tolerance = 0;
-    o.tf32_low_rank = true;
-    auto const run = [&](softwave::Kernel kernel) {
-      o.kernel = kernel;
-      return c.form == Form::points
-                 ? solve(space, dev.points(), dev.marginals(), B, n, k, o)
-                 : solve(space, dev.low_rank(), dev.marginals(), B, n, k, o);
-    };
-    auto const portable = run(softwave::Kernel::portable);
-    auto const tensor = run(specialised);
-    EXPECT_TRUE(
-        swt::near_values(tensor.value, portable.value, 1e-2, 1e-3, "value"));
-    EXPECT_TRUE(swt::near_values(tensor.transport, portable.transport, 1e-2,
-                                 1e-3, "transport cost"));
-    for (double e : tensor.errors) EXPECT_LT(e, 0.05);
-  }
+        TensorCase{Form::low_rank, 128}})
+    for_each_row_tiles([&] {
+      SCOPED_TRACE(::testing::Message()
+                   << "tensor cores, form " << int(c.form) << " d " << c.d);
+      int const B = 2, n = 600, k = 530;
+      auto const pr = random_problems<T>(rng, B, n, k, c.d, 0.5);
+      DeviceProblems<T, Space> dev(space, pr);
+      softwave::SinkhornOptions o;
+      o.epsilon = 0.05 * c.d;
+      o.max_iterations = 200;
+      o.tolerance = 0;
+      o.tf32_low_rank = true;
+      auto const run = [&](softwave::Kernel kernel) {
+        o.kernel = kernel;
+        return c.form == Form::points
+                   ? solve(space, dev.points(), dev.marginals(), B, n, k, o)
+                   : solve(space, dev.low_rank(), dev.marginals(), B, n, k, o);
+      };
+      auto const portable = run(softwave::Kernel::portable);
+      auto const tensor = run(specialised);
+      EXPECT_TRUE(
+          swt::near_values(tensor.value, portable.value, 1e-2, 1e-3, "value"));
+      EXPECT_TRUE(swt::near_values(tensor.transport, portable.transport, 1e-2,
+                                   1e-3, "transport cost"));
+      for (double e : tensor.errors) EXPECT_LT(e, 0.05);
+    });
   refused("point clouds", false);  // a cost matrix: they do not take it
 }
 

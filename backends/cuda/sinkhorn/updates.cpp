@@ -271,12 +271,31 @@ __global__ void __launch_bounds__(kThreads)
 // its coordinates × 2c·log₂e/ε rounded to TF32, zero-padded to 8·KS and
 // stored permuted within each group of 8 (k and k + 4 side by side, so a
 // lane's two B operands are one 64-bit load), and h_j beside, in float.
-// A block of 8 warps owns 128 rows, 16 a warp (the A operand, the rows'
-// coordinates in TF32, stays in registers); columns are staged 64 at a time.
-constexpr int kTensorWarps = 8;
-constexpr int kTensorThreads = kTensorWarps * 32;
-constexpr int kTensorRows = kTensorWarps * 16;
+// A block owns 128 rows: 8 warps of one 16-row tile each, or 4 warps of two
+// (R = 2), whose two tiles share each B fragment loaded from shared memory
+// (the A operands, the rows' coordinates in TF32, stay in registers);
+// columns are staged 64 at a time.
+constexpr int kTensorRows = 128;
 constexpr int kTensorTile = 64;
+template <int R>
+constexpr int kTensorThreads = kTensorRows / (16 * R) * 32;
+
+// 16-row tiles a warp owns (tensor_row_tiles): 0 the library's choice
+// (set_tensor_row_tiles).
+int g_tensor_row_tiles = 0;
+
+// Two tiles a warp halve the shared-memory reads of B per product, which
+// bound the one-tile kernel at d = 64 at about half the exp2 rate; their
+// A operands and accumulators take 2·(4·KS + 32) registers, so ranks above
+// 64 (KS > 8) keep one.
+template <int KS>
+constexpr bool two_row_tiles_fit = KS <= 8;
+template <int KS>
+bool two_row_tiles() {
+  if (!two_row_tiles_fit<KS>) return false;
+  if (g_tensor_row_tiles) return g_tensor_row_tiles == 2;
+  return KS >= 6;
+}
 
 __device__ __forceinline__ int permuted(int k) {
   int const k8 = k % 8;
@@ -313,9 +332,9 @@ __global__ void __launch_bounds__(256)
 }
 
 // partial_sums with the x·y products on tensor cores (TF32, FP32
-// accumulation), from the records of tensor_records.
-template <int KS, Pass pass>
-__global__ void __launch_bounds__(kTensorThreads)
+// accumulation), from the records of tensor_records; R 16-row tiles a warp.
+template <int KS, int R, Pass pass>
+__global__ void __launch_bounds__(kTensorThreads<R>)
     tensor_partial_sums(HalfIteration h, Work w, float* partial, float* shift,
                         unsigned long long* tickets,
                         unsigned long long first_ticket, const float* records,
@@ -334,45 +353,53 @@ __global__ void __launch_bounds__(kTensorThreads)
     std::int64_t const item = next_item(tickets, first_ticket, taken);
     if (item >= w.items) return;
     auto const [b, part, block_row] = item_at(w, item, kTensorRows);
-    std::int64_t const i0 = block_row + warp * 16;
+    std::int64_t const i0 = block_row + warp * 16 * R;
     if (!h.active[b]) continue;
     Scales const s = scales_of(h, b);
 
-    // This lane's A operands (rows g and g + 8 of the warp's 16) and the
-    // rows' norms, added over the quad that shares them.
-    unsigned a[KS][4];
-    float norm[2] = {0.f, 0.f};
-    for (int half = 0; half < 2; ++half) {
-      std::int64_t const i = i0 + g + 8 * half;
-      float const* x = h.rows.points + (b * n + (i < n ? i : 0)) * h.d;
-      for (int ks = 0; ks < KS; ++ks)
-        for (int e = 0; e < 2; ++e) {
-          int const c = ks * 8 + t + 4 * e;
-          float const v = i < n && c < h.d ? x[c] : 0.f;
-          norm[half] = fmaf(v, v, norm[half]);
-          a[ks][half + 2 * e] = cuda_support::round_tf32(v);
-        }
-    }
-    float base[2], sum[2];
-    for (int half = 0; half < 2; ++half) {
-      norm[half] += __shfl_xor_sync(0xffffffffu, norm[half], 1);
-      norm[half] += __shfl_xor_sync(0xffffffffu, norm[half], 2);
-      std::int64_t const i = i0 + g + 8 * half;
-      float const own = !h.low_rank ? h.cost_scale * norm[half]
-                        : h.rows.own_term && i < n
-                            ? h.rows.own_term[b * h.rows.own_term_stride + i]
-                            : 0.f;
-      float const row = -own * s.unit;
-      sum[half] = pass == Pass::maximum ? -INFINITY : 0.f;
-      base[half] = row;
-      if (i < n && pass == Pass::sum_given) {
-        base[half] = row - shift[b * n + i];
-      } else if (i < n && pass == Pass::sum_previous) {
-        float const previous = previous_shift(h, b, i, s);
-        base[half] = row - previous;
-        if (part == 0 && t == 0) shift[b * n + i] = previous;
+    // This lane's A operands (rows g and g + 8 of each of the warp's 16-row
+    // tiles) and the rows' norms, added over the quad that shares them.
+    unsigned a[R][KS][4];
+    float norm[R][2] = {};
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        std::int64_t const i = i0 + 16 * r + g + 8 * half;
+        float const* x = h.rows.points + (b * n + (i < n ? i : 0)) * h.d;
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            int const c = ks * 8 + t + 4 * e;
+            float const v = i < n && c < h.d ? x[c] : 0.f;
+            norm[r][half] = fmaf(v, v, norm[r][half]);
+            a[r][ks][half + 2 * e] = cuda_support::round_tf32(v);
+          }
       }
-    }
+    float base[R][2], sum[R][2];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        norm[r][half] += __shfl_xor_sync(0xffffffffu, norm[r][half], 1);
+        norm[r][half] += __shfl_xor_sync(0xffffffffu, norm[r][half], 2);
+        std::int64_t const i = i0 + 16 * r + g + 8 * half;
+        float const own = !h.low_rank ? h.cost_scale * norm[r][half]
+                          : h.rows.own_term && i < n
+                              ? h.rows.own_term[b * h.rows.own_term_stride + i]
+                              : 0.f;
+        float const row = -own * s.unit;
+        sum[r][half] = pass == Pass::maximum ? -INFINITY : 0.f;
+        base[r][half] = row;
+        if (i < n && pass == Pass::sum_given) {
+          base[r][half] = row - shift[b * n + i];
+        } else if (i < n && pass == Pass::sum_previous) {
+          float const previous = previous_shift(h, b, i, s);
+          base[r][half] = row - previous;
+          if (part == 0 && t == 0) shift[b * n + i] = previous;
+        }
+      }
 
     std::int64_t const first = part * w.tiles_per_part;
     std::int64_t const last = min(first + w.tiles_per_part, tiles);
@@ -380,7 +407,7 @@ __global__ void __launch_bounds__(kTensorThreads)
       std::int64_t const j0 = q * kTensorTile;
       __syncthreads();  // the previous tile is no longer read
       constexpr int kVectors = kTensorTile * 8 * KS / 4;
-      for (int e = threadIdx.x; e < kVectors; e += kTensorThreads) {
+      for (int e = threadIdx.x; e < kVectors; e += kTensorThreads<R>) {
         int const col = e / (2 * KS), v = e % (2 * KS);
         float4 value = make_float4(0.f, 0.f, 0.f, 0.f);
         if (j0 + col < k)
@@ -393,40 +420,55 @@ __global__ void __launch_bounds__(kTensorThreads)
         tile_heads[threadIdx.x] = j < k ? heads[b * k + j] : -INFINITY;
       }
       __syncthreads();
-      float acc[8][4];
+      float acc[R][8][4];
+#pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         float const h0 = tile_heads[nt * 8 + 2 * t];
         float const h1 = tile_heads[nt * 8 + 2 * t + 1];
-        acc[nt][0] = base[0] + h0;
-        acc[nt][1] = base[0] + h1;
-        acc[nt][2] = base[1] + h0;
-        acc[nt][3] = base[1] + h1;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          acc[r][nt][0] = base[r][0] + h0;
+          acc[r][nt][1] = base[r][0] + h1;
+          acc[r][nt][2] = base[r][1] + h0;
+          acc[r][nt][3] = base[r][1] + h1;
+        }
       }
+#pragma unroll
       for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
           float2 const bv = *reinterpret_cast<const float2*>(
               tile + (nt * 8 + g) * kStride + ks * 8 + 2 * t);
-          cuda_support::mma_tf32(acc[nt], a[ks][0], a[ks][1], a[ks][2],
-                                 a[ks][3], __float_as_uint(bv.x),
-                                 __float_as_uint(bv.y));
+#pragma unroll
+          for (int r = 0; r < R; ++r)
+            cuda_support::mma_tf32(
+                acc[r][nt], a[r][ks][0], a[r][ks][1], a[r][ks][2], a[r][ks][3],
+                __float_as_uint(bv.x), __float_as_uint(bv.y));
         }
-      for (int nt = 0; nt < 8; ++nt)
-        for (int e = 0; e < 4; ++e) {
-          if (pass == Pass::maximum)
-            sum[e / 2] = fmaxf(sum[e / 2], acc[nt][e]);
-          else
-            sum[e / 2] += exp2_approx(acc[nt][e]);
-        }
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (pass == Pass::maximum)
+              sum[r][e / 2] = fmaxf(sum[r][e / 2], acc[r][nt][e]);
+            else
+              sum[r][e / 2] += exp2_approx(acc[r][nt][e]);
+          }
     }
-    for (int half = 0; half < 2; ++half) {
-      float v = sum[half];
-      for (int o = 1; o < 4; o *= 2) {
-        float const other = __shfl_xor_sync(0xffffffffu, v, o);
-        v = pass == Pass::maximum ? fmaxf(v, other) : v + other;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float v = sum[r][half];
+        for (int o = 1; o < 4; o *= 2) {
+          float const other = __shfl_xor_sync(0xffffffffu, v, o);
+          v = pass == Pass::maximum ? fmaxf(v, other) : v + other;
+        }
+        std::int64_t const i = i0 + 16 * r + g + 8 * half;
+        if (t == 0 && i < n) partial[(b * w.parts + part) * n + i] = v;
       }
-      std::int64_t const i = i0 + g + 8 * half;
-      if (t == 0 && i < n) partial[(b * w.parts + part) * n + i] = v;
-    }
   }
 }
 
@@ -770,8 +812,9 @@ std::int64_t most_parts(std::int64_t batch, std::int64_t n, std::int64_t k) {
     std::int64_t const tiles = (k + tile_columns - 1) / tile_columns;
     return parts_for(blocks, tiles, sms * (2048 / threads));
   };
-  return std::max(most(8 * kThreads, kTile / 2, kThreads),
-                  most(kTensorRows, kTensorTile, kTensorThreads));
+  return std::max({most(8 * kThreads, kTile / 2, kThreads),
+                   most(kTensorRows, kTensorTile, kTensorThreads<1>),
+                   most(kTensorRows, kTensorTile, kTensorThreads<2>)});
 }
 
 // Where update() keeps things in its workspace: the ticket counter (4
@@ -882,11 +925,19 @@ struct Launcher {
     tensor_records<KS><<<unsigned((columns + 255) / 256), 256, 0, stream>>>(
         h, records, heads);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-    passes<0>([&](auto pass) {
-      return persistent<tensor_partial_sums<KS, decltype(pass)::value>>(
-          kTensorThreads, kTensorRows, kTensorTile,
-          static_cast<const float*>(records), static_cast<const float*>(heads));
-    });
+    auto const run = [&](auto row_tiles) {
+      constexpr int R = decltype(row_tiles)::value;
+      passes<0>([&](auto pass) {
+        return persistent<tensor_partial_sums<KS, R, decltype(pass)::value>>(
+            kTensorThreads<R>, kTensorRows, kTensorTile,
+            static_cast<const float*>(records),
+            static_cast<const float*>(heads));
+      });
+    };
+    if constexpr (two_row_tiles_fit<KS>) {
+      if (two_row_tiles<KS>()) return run(std::integral_constant<int, 2>());
+    }
+    run(std::integral_constant<int, 1>());
   }
 
   // The half-iteration for the runtime d: exact FP32 exponents up to
@@ -1020,6 +1071,8 @@ void measure(cudaStream_t stream, const HalfIteration& h,
 }
 
 void set_rows_per_thread(int rows) { g_rows_per_thread = rows; }
+
+void set_tensor_row_tiles(int tiles) { g_tensor_row_tiles = tiles; }
 
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
                               std::int64_t k, int d, bool low_rank,

@@ -143,4 +143,9 @@ void measure(cudaStream_t stream, const HalfIteration& h,
 // default) lets the library choose. For benchmarks comparing the two.
 void set_rows_per_thread(int rows);
 
+// 16-row tiles each warp of the tensor-core sums kernel (d > 16) owns: 1 or,
+// up to d = 64, 2 (sharing each B fragment); 0 (the default) lets the
+// library choose. For tests and benchmarks comparing the two.
+void set_tensor_row_tiles(int tiles);
+
 }  // namespace softwave::impl::cuda_sinkhorn
