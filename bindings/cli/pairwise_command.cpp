@@ -61,17 +61,17 @@ std::vector<RowRange> split_rows(const PairwiseJob& pairwise) {
   return ranks().split(pairwise.x.count, pairs);
 }
 
-// The rows of a symmetric n × n matrix completed in row order: row i
-// arrives valid from column i on; its columns before i are the entries the
-// rows before it handed on as they passed (row j gives row t > j its entry
-// t), which are dropped once used. So at most the entries between the rows
-// written and the rows to come are held: n²/4 at the half-way row.
 // Upper bound on what MirroredRows holds, values of `value_bytes` bytes
 // (each row's vector at most doubles its contents).
 double mirrored_rows_bytes(std::size_t n, double value_bytes) {
   return 2.0 * value_bytes * double(n) * double(n) / 4.0;
 }
 
+// The rows of a symmetric n × n matrix completed in row order: row i
+// arrives valid from column i on; its columns before i are the entries the
+// rows before it handed on as they passed (row j gives row t > j its entry
+// t), which are dropped once used. So at most the entries between the rows
+// written and the rows to come are held: n²/4 at the half-way row.
 template <class T>
 class MirroredRows {
  public:
@@ -205,11 +205,6 @@ class RowFile {
   int descriptor_ = -1;
 };
 
-// The mirror of a rank's rows of a symmetric n × n matrix in a .npy file:
-// entry (t, j) = (j, t) of the rows j it computed, for the later rows t.
-// Blocks of rows are gathered into a group of columns [begin, end) and
-// written as one segment per later row, so the file sees a few large
-// writes rather than one per block and row (parallel file systems).
 // Columns a MirrorSegments group spans: as many as `bytes` hold, at least
 // a block's and at most n.
 std::size_t mirror_width(std::size_t n, std::size_t block, double bytes,
@@ -224,6 +219,11 @@ double mirror_bytes(const MemoryLimit& limit) {
   return std::min(64.0 * 1024 * 1024, double(limit.bytes) / 16.0);
 }
 
+// The mirror of a rank's rows of a symmetric n × n matrix in a .npy file:
+// entry (t, j) = (j, t) of the rows j it computed, for the later rows t.
+// Blocks of rows are gathered into a group of columns [begin, end) and
+// written as one segment per later row, so the file sees a few large
+// writes rather than one per block and row (parallel file systems).
 template <class T>
 class MirrorSegments {
  public:

@@ -284,10 +284,11 @@ constexpr int kTensorThreads = kTensorRows / (16 * R) * 32;
 // (set_tensor_row_tiles).
 int g_tensor_row_tiles = 0;
 
-// Two tiles a warp halve the shared-memory reads of B per product, which
-// bound the one-tile kernel at d = 64 at about half the exp2 rate; their
-// A operands and accumulators take 2·(4·KS + 32) registers, so ranks above
-// 64 (KS > 8) keep one.
+// Two tiles a warp halve the shared-memory reads of B per product: on an
+// H200 9–14 % faster at d = 64 and 6 % at d = 48 than one (perf/RESULTS.md;
+// with 8 warps a block instead of 4, slower). Their A operands and
+// accumulators take 2·(4·KS + 32) registers, so ranks above 64 (KS > 8)
+// keep one.
 template <int KS>
 constexpr bool two_row_tiles_fit = KS <= 8;
 template <int KS>
