@@ -60,18 +60,111 @@ KOKKOS_INLINE_FUNCTION double element(const View& v, std::int64_t q,
     return v(q / e1, q % e1, k);
 }
 
+// The kernels below are functors, not lambdas: this header is compiled into
+// several translation units, and nvcc keeps the copy and call hooks of each
+// extended lambda per unit while the linker keeps one unit's instantiation
+// of the code that uses them. A check first run from another unit then calls
+// that unit's hooks, never set: a null call (seen on the host space of a
+// CUDA build). tests/cmake/lambda_wrappers.py finds such lambdas.
+namespace checks {
+
 // Counters of DataChecks: column 0 counts violations, column 1 starts at
 // the largest key (see DataChecks::lengths).
+template <class Counters>
+struct ResetCounters {
+  Counters counters;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t e) const {
+    counters(e, 0) = 0;
+    counters(e, 1) = INT64_MAX;
+  }
+};
+
+template <class Lengths, class Out>
+struct ClampLengths {
+  Lengths lengths;
+  Out out;
+  std::int64_t limit;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b) const {
+    std::int64_t const l = lengths(b);
+    out(b) = int(l < 1 ? 1 : (l > limit ? limit : l));
+  }
+};
+
+// Column 1 keeps the smallest (index << 32 | value) among the violations,
+// so the message can name the first one.
+template <class Lengths, class Counters>
+struct CheckLengths {
+  Lengths lengths;
+  Counters counters;
+  std::int64_t e, limit;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b) const {
+    int const l = lengths(b);
+    if (l >= 1 && l <= limit) return;
+    Kokkos::atomic_add(&counters(e, 0), std::int64_t(1));
+    Kokkos::atomic_fetch_min(&counters(e, 1),
+                             (b << 32) | std::int64_t(std::uint32_t(l)));
+  }
+};
+
+// Non-finite values of series q / n up to its length, at step q % n.
+template <class Series, class Lengths>
+struct NonFiniteSteps {
+  Series v;
+  Lengths lengths;
+  std::int64_t n, d;
+  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t q) const {
+    std::int64_t const b = q / n, i = q % n;
+    if (lengths.extent(0) && i >= lengths(b)) return 0;
+    std::int64_t bad = 0;
+    for (std::int64_t k = 0; k < d; ++k)
+      if (!compat::isfinite(double(v(b, i, k)))) ++bad;
+    return bad;
+  }
+};
+
+// Non-finite values of item q of a view of rank 1 to 3 (element()).
+template <class View>
+struct NonFiniteEntries {
+  View v;
+  std::int64_t e1, e2;
+  KOKKOS_INLINE_FUNCTION std::int64_t operator()(std::int64_t q) const {
+    std::int64_t bad = 0;
+    for (std::int64_t k = 0; k < e2; ++k)
+      if (!compat::isfinite(element(v, q, e1, k))) ++bad;
+    return bad;
+  }
+};
+
+// Adds count_bad(i) into the check's counter e.
+template <class Counters, class CountBad>
+struct CountViolations {
+  Counters counters;
+  std::int64_t e;
+  CountBad count_bad;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const {
+    std::int64_t const bad = count_bad(i);
+    if (bad) Kokkos::atomic_add(&counters(e, 0), bad);
+  }
+};
+
+// Sums NonFiniteEntries over a reduction.
+template <class View>
+struct SumNonFinite {
+  NonFiniteEntries<View> entries;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t q,
+                                         std::int64_t& n) const {
+    n += entries(q);
+  }
+};
+
+}  // namespace checks
+
 template <class Space, class Counters>
 void reset_counters(const Space& space, const Counters& counters,
                     const std::string& label_prefix) {
-  Kokkos::parallel_for(
-      label_prefix + "checks_reset",
-      Kokkos::RangePolicy<Space>(space, 0, counters.extent(0)),
-      KOKKOS_LAMBDA(std::int64_t e) {
-        counters(e, 0) = 0;
-        counters(e, 1) = INT64_MAX;
-      });
+  Kokkos::parallel_for(label_prefix + "checks_reset",
+                       Kokkos::RangePolicy<Space>(space, 0, counters.extent(0)),
+                       checks::ResetCounters<Counters>{counters});
 }
 
 // The checks of one call that read the data: lengths within range and
@@ -111,27 +204,16 @@ class DataChecks {
       Kokkos::parallel_for(
           label_prefix_ + "clamp_lengths",
           Kokkos::RangePolicy<Space>(space_, 0, count),
-          KOKKOS_LAMBDA(std::int64_t b) {
-            std::int64_t const l = lengths(b);
-            out(b) = int(l < 1 ? 1 : (l > limit ? limit : l));
-          });
+          checks::ClampLengths<LengthView, decltype(out)>{lengths, out, limit});
       clamped_.push_back(copy.owner);
       return out;
     }
-    // Column 1 keeps the smallest (index << 32 | value) among the violations,
-    // so the message can name the first one.
     auto const counters = slot(Entry{name, limit});
     std::int64_t const e = entries_.size() - 1;
-    Kokkos::parallel_for(
-        label_prefix_ + "check_lengths",
-        Kokkos::RangePolicy<Space>(space_, 0, count),
-        KOKKOS_LAMBDA(std::int64_t b) {
-          int const l = lengths(b);
-          if (l >= 1 && l <= limit) return;
-          Kokkos::atomic_add(&counters(e, 0), std::int64_t(1));
-          Kokkos::atomic_fetch_min(&counters(e, 1),
-                                   (b << 32) | std::int64_t(std::uint32_t(l)));
-        });
+    Kokkos::parallel_for(label_prefix_ + "check_lengths",
+                         Kokkos::RangePolicy<Space>(space_, 0, count),
+                         checks::CheckLengths<LengthView, Counters>{
+                             lengths, counters, e, limit});
     return lengths;
   }
 
@@ -140,40 +222,20 @@ class DataChecks {
   template <class SeriesView>
   void finite_series(const SeriesView& v, LengthView lengths,
                      const char* name) {
-    if (!enabled_ || v.extent(0) == 0) return;
-    auto const counters =
-        slot(Entry{name, 0,
-                   " non-finite value(s) (NaN or inf) inside the "
-                   "series lengths"});
-    std::int64_t const e = entries_.size() - 1;
+    if (v.extent(0) == 0) return;
     std::int64_t const n = v.extent(1), d = v.extent(2);
-    Kokkos::parallel_for(
-        label_prefix_ + "check_finite",
-        Kokkos::RangePolicy<Space>(space_, 0, v.extent(0) * n),
-        KOKKOS_LAMBDA(std::int64_t q) {
-          std::int64_t const b = q / n, i = q % n;
-          if (lengths.extent(0) && i >= lengths(b)) return;
-          std::int64_t bad = 0;
-          for (std::int64_t k = 0; k < d; ++k)
-            if (!compat::isfinite(double(v(b, i, k)))) ++bad;
-          if (bad) Kokkos::atomic_add(&counters(e, 0), bad);
-        });
+    count(name, " non-finite value(s) (NaN or inf) inside the series lengths",
+          v.extent(0) * n, label_prefix_ + "check_finite",
+          checks::NonFiniteSteps<SeriesView, LengthView>{v, lengths, n, d});
   }
 
   // grad_output (B,) must be finite: it multiplies every gradient.
   template <class T>
   void finite_weights(Kokkos::View<const T*, Memory> grad_output) {
-    if (!enabled_ || grad_output.extent(0) == 0) return;
-    auto const counters =
-        slot(Entry{"grad_output", 0, " non-finite value(s) (NaN or inf)"});
-    std::int64_t const e = entries_.size() - 1;
-    Kokkos::parallel_for(
-        label_prefix_ + "check_finite_grad_output",
-        Kokkos::RangePolicy<Space>(space_, 0, grad_output.extent(0)),
-        KOKKOS_LAMBDA(std::int64_t b) {
-          if (!compat::isfinite(double(grad_output(b))))
-            Kokkos::atomic_add(&counters(e, 0), std::int64_t(1));
-        });
+    using View = Kokkos::View<const T*, Memory>;
+    count("grad_output", " non-finite value(s) (NaN or inf)",
+          grad_output.extent(0), label_prefix_ + "check_finite_grad_output",
+          checks::NonFiniteEntries<View>{grad_output, 1, 1});
   }
 
   // A check of its own: count_bad(i) (on the device) returns how many of
@@ -187,27 +249,18 @@ class DataChecks {
     std::int64_t const e = entries_.size() - 1;
     Kokkos::parallel_for(
         label, Kokkos::RangePolicy<Space>(space_, 0, items),
-        KOKKOS_LAMBDA(std::int64_t i) {
-          std::int64_t const bad = count_bad(i);
-          if (bad) Kokkos::atomic_add(&counters(e, 0), bad);
-        });
+        checks::CountViolations<Counters, CountBad>{counters, e, count_bad});
   }
 
   // Every value of v (rank 1 to 3) finite.
   template <class View>
   void finite_values(const View& v, const char* name) {
     if (v.size() == 0) return;
-    auto const data = v;
     std::int64_t const e1 = View::rank > 1 ? v.extent(1) : 1;
     std::int64_t const e2 = View::rank > 2 ? v.extent(2) : 1;
-    count(
-        name, " non-finite value(s) (NaN or inf)", v.extent(0) * e1,
-        label_prefix_ + "check_finite", KOKKOS_LAMBDA(std::int64_t q) {
-          std::int64_t bad = 0;
-          for (std::int64_t k = 0; k < e2; ++k)
-            if (!compat::isfinite(element(data, q, e1, k))) ++bad;
-          return bad;
-        });
+    count(name, " non-finite value(s) (NaN or inf)", v.extent(0) * e1,
+          label_prefix_ + "check_finite",
+          checks::NonFiniteEntries<View>{v, e1, e2});
   }
 
   // Reads the counters back (one fence) and throws the first failure.
@@ -267,35 +320,16 @@ class DataChecks {
   std::vector<std::shared_ptr<void>> clamped_;
 };
 
-// How many entries of `values` (rank 1 or 2) are not finite. One overload
-// per rank: nvcc refuses a device lambda whose captures sit in an
-// `if constexpr`.
+// How many entries of `values` (rank 1 or 2) are not finite.
 template <class Space, class View>
 std::int64_t count_non_finite(const Space& space, const View& values,
-                              const std::string& label,
-                              std::integral_constant<unsigned, 1>) {
+                              const std::string& label) {
   std::int64_t bad = 0;
-  Kokkos::parallel_reduce(
-      label, Kokkos::RangePolicy<Space>(space, 0, values.extent(0)),
-      KOKKOS_LAMBDA(std::int64_t q, std::int64_t & n) {
-        if (!compat::isfinite(double(values(q)))) ++n;
-      },
-      Kokkos::Sum<std::int64_t>(bad));
-  return bad;
-}
-
-template <class Space, class View>
-std::int64_t count_non_finite(const Space& space, const View& values,
-                              const std::string& label,
-                              std::integral_constant<unsigned, 2>) {
-  std::int64_t bad = 0;
-  std::int64_t const columns = values.extent(1);
-  Kokkos::parallel_reduce(
-      label, Kokkos::RangePolicy<Space>(space, 0, values.size()),
-      KOKKOS_LAMBDA(std::int64_t q, std::int64_t & n) {
-        if (!compat::isfinite(double(values(q / columns, q % columns)))) ++n;
-      },
-      Kokkos::Sum<std::int64_t>(bad));
+  std::int64_t const columns = View::rank > 1 ? values.extent(1) : 1;
+  Kokkos::parallel_reduce(label,
+                          Kokkos::RangePolicy<Space>(space, 0, values.size()),
+                          checks::SumNonFinite<View>{{values, columns, 1}},
+                          Kokkos::Sum<std::int64_t>(bad));
   return bad;
 }
 
@@ -312,8 +346,7 @@ void check_finite_results(const Space& space, bool enabled, const View& values,
   static_assert(View::rank == 1 || View::rank == 2);
   if (!enabled || values.size() == 0) return;
   std::int64_t const bad = count_non_finite(
-      space, values, "softwave::" + family + "::check_results",
-      std::integral_constant<unsigned, unsigned(View::rank)>{});
+      space, values, "softwave::" + family + "::check_results");
   if (bad == 0) return;
   using Value = typename View::non_const_value_type;
   throw_invalid_argument(
