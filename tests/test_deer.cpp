@@ -8,6 +8,7 @@
 
 #include <softwave/deer.hpp>
 
+#include "deer_logistic_map.hpp"
 #include "reference/deer_reference.hpp"
 #include "test_helpers.hpp"
 
@@ -570,63 +571,7 @@ TYPED_TEST(DeerRnnGradients, MatchFiniteDifferences) {
   }
 }
 
-// A user cell: the logistic map (chaotic at r = 3.8) driven by x and coupled
-// through A,
-//   y_t = r y_{t−1} (1 − y_{t−1}) + 0.01 + s (1 + x_t)/2 + c tanh(A y_{t−1}),
-// which stays in [0, 1] for y_0 in [0, 1] and x in [−1, 1].
-struct LogisticMap {
-  using value_type = double;
-  double r = 3.8, s = 0.01, c = 0.01;
-  int n = 2;
-  KOKKOS_INLINE_FUNCTION int state_size() const { return n; }
-  KOKKOS_INLINE_FUNCTION int input_size() const { return n; }
-  KOKKOS_INLINE_FUNCTION int work_size() const { return n; }
-  KOKKOS_INLINE_FUNCTION double coupling(int i, int j) const {
-    return i == j ? 0.0 : (i < j ? 1.0 : -1.0);
-  }
-  KOKKOS_INLINE_FUNCTION void step(const double* y, const double* x,
-                                   double* out, double* jacobian,
-                                   softwave::DeerJacobian kind,
-                                   double* work) const {
-    for (int i = 0; i < n; ++i) {
-      double a = 0;
-      for (int j = 0; j < n; ++j) a += coupling(i, j) * y[j];
-      work[i] = softwave::compat::tanh(a);
-      out[i] = r * y[i] * (1 - y[i]) + 0.01 + s * (1 + x[i]) / 2 + c * work[i];
-    }
-    if (!jacobian) return;
-    for (int i = 0; i < n; ++i) {
-      double const sech2 = 1 - work[i] * work[i];
-      for (int j = 0; j < n; ++j) {
-        double const e =
-            (i == j ? r * (1 - 2 * y[i]) : 0.0) + c * sech2 * coupling(i, j);
-        if (kind == softwave::DeerJacobian::full)
-          jacobian[i * n + j] = e;
-        else if (i == j)
-          jacobian[i] = e;
-      }
-    }
-  }
-  KOKKOS_INLINE_FUNCTION void vector_jacobian(const double* y, const double*,
-                                              const double* lambda,
-                                              double* grad_y, double* grad_x,
-                                              double* work) const {
-    for (int i = 0; i < n; ++i) {
-      double a = 0;
-      for (int j = 0; j < n; ++j) a += coupling(i, j) * y[j];
-      work[i] = 1 - softwave::compat::tanh(a) * softwave::compat::tanh(a);
-    }
-    if (grad_x)
-      for (int i = 0; i < n; ++i) grad_x[i] = s / 2 * lambda[i];
-    if (grad_y)
-      for (int j = 0; j < n; ++j) {
-        double sum = r * (1 - 2 * y[j]) * lambda[j];
-        for (int i = 0; i < n; ++i)
-          sum += lambda[i] * c * work[i] * coupling(i, j);
-        grad_y[j] = sum;
-      }
-  }
-};
+using swt::LogisticMap;
 
 std::vector<double> logistic_reference(const LogisticMap& cell,
                                        const std::vector<double>& x,
@@ -742,6 +687,68 @@ TYPED_TEST(DeerUserCell, ChaoticMapValuesAndGradients) {
       EXPECT_NEAR(gy0[i], want, 1e-5 * (1 + std::fabs(want)))
           << "grad_y0 " << i;
     }
+  }
+}
+
+// The same cell's solver compiled in two translation units (test_deer.cpp
+// and deer_second_unit.cpp) gives the same values and gradients from both,
+// on every path: Newton with full and diagonal Jacobians over several scan
+// levels, damped steps, sequential. Run first from the second unit: a
+// kernel whose hooks only the first unit sets would fail there.
+TYPED_TEST(DeerUserCell, SameCellFromTwoTranslationUnits) {
+  using Space = TypeParam;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  LogisticMap cell;
+  cell.r = 2.5;  // a stable fixed point: Newton converges, gradients stay small
+  int const B = 3, steps = 700, n = cell.n;
+  swt::Batch xb = swt::random_batch(rng, B, steps, n, -1, 1);
+  std::vector<double> y0(B * n);
+  for (double& e : y0) e = rng.uniform(0.2, 0.8);
+  softwave::DeerInputs<double, Space> in;
+  in.x = swt::to_device<double>(space, xb);
+  in.y0 = swt::to_device2<double, Space>(y0, B, n);
+  swt::Batch wb = swt::random_batch(rng, B, steps, n, -1, 1);
+  for (int mode = 0; mode < 4; ++mode) {
+    softwave::DeerOptions o;
+    o.method = mode == 3 ? softwave::DeerMethod::sequential
+                         : softwave::DeerMethod::deer;
+    o.jacobian = mode == 0 ? softwave::DeerJacobian::full
+                           : softwave::DeerJacobian::diagonal;
+    o.damping = mode == 2 ? 0.5 : 0.0;
+    o.chunk = 4;  // several levels of the scans over 700 steps
+    o.max_iterations = 200;
+    SCOPED_TRACE(::testing::Message() << "mode " << mode);
+    std::vector<double> y[2], gx[2], gy0[2];
+    std::vector<double> path[2];  // swt::to_host reads any view as doubles
+    for (int unit : {1, 0}) {
+      softwave::DeerResult<double, Space> r;
+      r.y = V3<double, Space>("swt::y", B, steps, n);
+      r.path = V1<int, Space>("swt::path", B);
+      softwave::DeerGradients<double, Space> g;
+      g.grad_y = swt::to_device<double>(space, wb);
+      g.grad_x = V3<double, Space>("swt::grad_x", B, steps, n);
+      g.grad_y0 = V2<double, Space>("swt::grad_y0", B, n);
+      V3<const double, Space> const values(r.y);
+      if (unit == 1) {
+        swt::logistic_deer_in_second_unit(space, cell, in, r, o);
+        swt::logistic_gradients_in_second_unit(space, cell, in, values, g, o);
+      } else {
+        softwave::deer(space, cell, in, r, o);
+        softwave::deer_gradients(space, cell, in, values, g, o);
+      }
+      y[unit] = swt::to_host(r.y);
+      path[unit] = swt::to_host(r.path);
+      gx[unit] = swt::to_host(g.grad_x);
+      gy0[unit] = swt::to_host(g.grad_y0);
+    }
+    EXPECT_EQ(path[0], path[1]);
+    EXPECT_EQ(worst_difference(y[0], y[1]), 0.0);
+    EXPECT_EQ(worst_difference(gx[0], gx[1]), 0.0);
+    EXPECT_EQ(worst_difference(gy0[0], gy0[1]), 0.0);
+    EXPECT_LE(
+        worst_difference(y[0], logistic_reference(cell, xb.v, y0, B, steps)),
+        1e-9);
   }
 }
 

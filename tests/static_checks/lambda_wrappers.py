@@ -11,7 +11,7 @@ a null pointer, depending on what the optimiser inlined. Such kernels must
 be functors. The wrapper's own symbols name the lambda (its enclosing
 function and position), so a wrapper defined in two objects is one.
 
-usage: lambda_wrappers.py NM ARCHIVE...
+usage: lambda_wrappers.py NM (ARCHIVE | OBJECT)...
 """
 import collections
 import re
@@ -20,21 +20,25 @@ import sys
 
 
 def main() -> int:
-    nm, archives = sys.argv[1], sys.argv[2:]
-    if not archives:
+    nm, files = sys.argv[1], sys.argv[2:]
+    if not files:
         print(__doc__)
         return 2
     where = collections.defaultdict(set)
-    for archive in archives:
-        listing = subprocess.run([nm, "-A", "--defined-only", archive], check=True,
+    for path in files:
+        listing = subprocess.run([nm, "-A", "--defined-only", path], check=True,
                                  capture_output=True, text=True).stdout
         for line in listing.splitlines():
             # archive:object.o:address kind symbol
             fields = line.rsplit(" ", 2)
             if len(fields) != 3 or "__nv_hdl_wrapper_t" not in fields[2]:
                 continue
-            obj = fields[0].split(":")[-2] if fields[0].count(":") >= 2 else fields[0]
-            where[fields[2]].add(obj)
+            # Local symbols (lower-case kinds but u, a unique global) are each
+            # object's own: only what the linker merges counts.
+            if fields[1].islower() and fields[1] != "u":
+                continue
+            # "archive:object.o:address" or "object.o:address"
+            where[fields[2]].add(fields[0].rsplit(":", 1)[0].split("/")[-1])
     shared = {s: objs for s, objs in where.items() if len(objs) > 1}
     print(f"{len(where)} lambda wrapper symbols, {len(shared)} in more than one object")
     if not shared:

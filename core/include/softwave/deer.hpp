@@ -253,7 +253,8 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
 // values of its own for the duration of the call. An example is
 // tests/test_deer.cpp's LogisticMap. deer() and deer_gradients() are
 // templates (softwave/deer_engine.hpp): a cell's kernels are compiled in
-// the caller's translation unit.
+// the caller's translation unit, in as many units as call them (the
+// engine's kernels are functors, which CUDA builds need for that).
 template <class Space, class Cell>
 void deer(const Space& space, const Cell& cell,
           const DeerInputs<typename Cell::value_type, Space>& inputs,

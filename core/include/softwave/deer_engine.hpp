@@ -378,72 +378,87 @@ struct ScalarScan {
     return levels[depth];
   }
 
+  // The kernels of run(): a thread per sequence and entry (Carry), per
+  // sequence (CountChunks), per sequence, chunk and entry (ChunkPass).
+  template <class Map, class Steps>
+  struct Carry {
+    Steps steps;
+    int width;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t q) const {
+      int const b = int(q / width), i = int(q % width);
+      T v = 0;
+      T step[kMaxSize];
+      for (int p = 0; p < steps.count(b); ++p) {
+        steps.map(b, p, i, step);
+        v = Map::apply(step, v);
+        steps.store(b, p, i, v);
+      }
+    }
+  };
+  template <class Steps>
+  struct CountChunks {
+    Steps steps;
+    Kokkos::View<int*, Memory> count;
+    int chunk;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b) const {
+      count(b) = (steps.count(int(b)) + chunk - 1) / chunk;
+    }
+  };
+  // Compose (replay = false): each chunk's maps composed into the level's
+  // maps; replay (true): each chunk's values from the level's carried-in
+  // value.
+  template <class Map, class Steps>
+  struct ChunkPass {
+    Steps steps;
+    Level level;
+    int width;
+    bool replay;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t q) const {
+      GridItem const it(q, width, level.chunks);
+      if (it.c >= level.count(it.b)) return;
+      T e[kMaxSize], step[kMaxSize];
+      T v = replay && it.c > 0 ? level.values(it.b, it.c - 1, it.i) : T(0);
+      if (!replay) Map::identity(e);
+      for (std::int64_t p = it.first(level.chunk),
+                        end = it.last(level.chunk, steps.count(it.b));
+           p < end; ++p) {
+        steps.map(it.b, int(p), it.i, step);
+        if (replay) {
+          v = Map::apply(step, v);
+          steps.store(it.b, int(p), it.i, v);
+        } else {
+          Map::then(e, step);
+        }
+      }
+      if (!replay)
+        for (int k = 0; k < Map::size; ++k)
+          level.maps(it.b, it.c, it.i * kMaxSize + k) = e[k];
+    }
+  };
+
   // length: the largest steps.count(b).
   template <class Map, class Steps>
   void run(const Steps& steps, std::int64_t length, std::size_t depth = 0) {
     int const width = n;
     if (length <= 32) {
-      Kokkos::parallel_for(
-          "softwave::deer::damped_carry",
-          Kokkos::RangePolicy<Space>(space, 0, batch * width),
-          KOKKOS_LAMBDA(std::int64_t q) {
-            int const b = int(q / width), i = int(q % width);
-            T v = 0;
-            T step[kMaxSize];
-            for (int p = 0; p < steps.count(b); ++p) {
-              steps.map(b, p, i, step);
-              v = Map::apply(step, v);
-              steps.store(b, p, i, v);
-            }
-          });
+      Kokkos::parallel_for("softwave::deer::damped_carry",
+                           Kokkos::RangePolicy<Space>(space, 0, batch * width),
+                           Carry<Map, Steps>{steps, width});
       return;
     }
     Level const l = level(depth, length);
-    int const chunk = l.chunk;
-    std::int64_t const chunks = l.chunks;
-    auto const maps = l.maps;
-    auto const values = l.values;
-    auto const count = l.count;
-    Kokkos::parallel_for(
-        "softwave::deer::damped_count_chunks",
-        Kokkos::RangePolicy<Space>(space, 0, batch),
-        KOKKOS_LAMBDA(std::int64_t b) {
-          count(b) = (steps.count(int(b)) + chunk - 1) / chunk;
-        });
+    Kokkos::parallel_for("softwave::deer::damped_count_chunks",
+                         Kokkos::RangePolicy<Space>(space, 0, batch),
+                         CountChunks<Steps>{steps, l.count, l.chunk});
     Kokkos::parallel_for(
         "softwave::deer::damped_compose",
-        Kokkos::RangePolicy<Space>(space, 0, batch * chunks * width),
-        KOKKOS_LAMBDA(std::int64_t q) {
-          GridItem const it(q, width, chunks);
-          if (it.c >= count(it.b)) return;
-          T e[kMaxSize], step[kMaxSize];
-          Map::identity(e);
-          for (std::int64_t p = it.first(chunk),
-                            end = it.last(chunk, steps.count(it.b));
-               p < end; ++p) {
-            steps.map(it.b, int(p), it.i, step);
-            Map::then(e, step);
-          }
-          for (int k = 0; k < Map::size; ++k)
-            maps(it.b, it.c, it.i * kMaxSize + k) = e[k];
-        });
-    run<Map>(Stored<Map>{l}, chunks, depth + 1);
+        Kokkos::RangePolicy<Space>(space, 0, batch * l.chunks * width),
+        ChunkPass<Map, Steps>{steps, l, width, /*replay=*/false});
+    run<Map>(Stored<Map>{l}, l.chunks, depth + 1);
     Kokkos::parallel_for(
         "softwave::deer::damped_replay",
-        Kokkos::RangePolicy<Space>(space, 0, batch * chunks * width),
-        KOKKOS_LAMBDA(std::int64_t q) {
-          GridItem const it(q, width, chunks);
-          if (it.c >= count(it.b)) return;
-          T v = it.c > 0 ? values(it.b, it.c - 1, it.i) : T(0);
-          T step[kMaxSize];
-          for (std::int64_t p = it.first(chunk),
-                            end = it.last(chunk, steps.count(it.b));
-               p < end; ++p) {
-            steps.map(it.b, int(p), it.i, step);
-            v = Map::apply(step, v);
-            steps.store(it.b, int(p), it.i, v);
-          }
-        });
+        Kokkos::RangePolicy<Space>(space, 0, batch * l.chunks * width),
+        ChunkPass<Map, Steps>{steps, l, width, /*replay=*/true});
   }
 };
 
@@ -522,6 +537,18 @@ struct DampedStep {
   };
 };
 
+// One pass over a worker's items, for ThreadItems::for_each: the item's
+// body is Worker::run_item(item, values, replay).
+template <class Worker>
+struct ItemPass {
+  Worker worker;
+  bool replay;
+  template <class T>
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item, T* values) const {
+    worker.run_item(item, values, replay);
+  }
+};
+
 // One level of the scan over chunks' composed maps (Solver::solve_chunks):
 // the maps and offsets of count(b) chunks, grouped `chunk` to a group.
 template <class Space, class T>
@@ -541,12 +568,14 @@ struct ChunkLevel {
   // solved), leaving w_c in offsets.
   void pass(const Space& space, const ThreadItems<Space>& items,
             bool replay) const {
-    auto const d = *this;
     items.template for_each<T>(
         space, label(replay ? "replay_chunks" : "compose_chunks"),
-        KOKKOS_LAMBDA(std::int64_t item, T * Q) {
-          d.run_group(item / d.groups, item % d.groups, Q, replay);
-        });
+        ItemPass<ChunkLevel>{*this, replay});
+  }
+
+  KOKKOS_INLINE_FUNCTION void run_item(std::int64_t item, T* Q,
+                                       bool replay) const {
+    run_group(item / groups, item % groups, Q, replay);
   }
 
   KOKKOS_INLINE_FUNCTION void run_group(std::int64_t b, std::int64_t g, T* Q,
@@ -693,13 +722,14 @@ struct Solver {
     // Every chunk of every iterating sequence: compose (replay = false) or
     // replay (true), a thread each.
     void pass(const Space& space, const Items& items, bool replay) const {
-      auto const d = *this;
-      items.template for_each<T>(
-          space, label(replay ? "replay" : "linearise"),
-          KOKKOS_LAMBDA(std::int64_t item, T * s) {
-            std::int64_t const b = item / d.chunks, c = item % d.chunks;
-            if (c < d.chunk_count(b)) d.run_chunk(int(b), c, s, replay);
-          });
+      items.template for_each<T>(space, label(replay ? "replay" : "linearise"),
+                                 ItemPass<Data>{*this, replay});
+    }
+
+    KOKKOS_INLINE_FUNCTION void run_item(std::int64_t item, T* s,
+                                         bool replay) const {
+      std::int64_t const b = item / chunks, c = item % chunks;
+      if (c < chunk_count(b)) run_chunk(int(b), c, s, replay);
     }
 
     KOKKOS_INLINE_FUNCTION int slot(int L, int s) const {
@@ -762,6 +792,224 @@ struct Solver {
     }
   };
 
+  // The solver's kernels. Functors, not lambdas: nvcc keeps each extended
+  // lambda's copy and call hooks per translation unit, and a cell's solver
+  // compiled in two units could then be copied through the hooks of the
+  // unit that never made it (tests/static_checks/lambda_wrappers.py).
+  using Counts = Kokkos::View<int*, Memory>;
+
+  // solve_chunks: each sequence's chunks one after another.
+  struct CarryChunks {
+    DeerView3<T, Space> maps, offsets;
+    Counts count;
+    int n, block;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b, T* w) const {
+      T* const tmp = w + n;
+      for (int i = 0; i < n; ++i) w[i] = 0;
+      for (int c = 0; c < count(b); ++c) {
+        if (c > 0) apply(&maps(b, c, 0), block, n, w, tmp);
+        for (int i = 0; i < n; ++i)
+          w[i] = offsets(b, c, i) + (c > 0 ? tmp[i] : T(0));
+        for (int i = 0; i < n; ++i) offsets(b, c, i) = w[i];
+      }
+    }
+  };
+
+  // solve_chunks: the groups of `chunk` chunks of each sequence.
+  struct CountGroups {
+    Counts count, groups;
+    int chunk;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b) const {
+      groups(b) = int((count(b) + chunk - 1) / chunk);
+    }
+  };
+
+  // iterate: the chunks of each sequence still iterating.
+  struct CountIterating {
+    Data d;
+    Counts status;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b) const {
+      d.chunk_count(b) =
+          status(b) == active
+              ? int((d.rec.length(int(b)) + d.chunk - 1) / d.chunk)
+              : 0;
+    }
+  };
+
+  // iterate: each sequence after iteration k, by its worst tolerance ratio.
+  struct Judge {
+    Data d;
+    Counts status, count;
+    Kokkos::View<int, Memory> still;
+    int k, max_iterations;
+    bool linear_exact, odd;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b) const {
+      if (status(b) != active) return;
+      double const e = d.error(b);
+      d.error(b) = 0;
+      count(b) = k;
+      if (linear_exact || e <= 1)
+        status(b) = odd ? converged_odd : converged_even;
+      else if (!(e < 1e300) || k == max_iterations)
+        status(b) = diverged;
+      else
+        Kokkos::atomic_add(&still(), 1);
+    }
+  };
+
+  // iterate: the sequences that ended in the second buffer, copied home.
+  struct Gather {
+    Buffer home, away;
+    Recurrence rec;
+    Counts status;
+    std::int64_t length;
+    int n;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t q) const {
+      std::int64_t const b = q / length, t = q % length;
+      if (status(b) != converged_odd || t >= rec.length(int(b))) return;
+      for (int i = 0; i < n; ++i) home(b, t, i) = away(b, t, i);
+    }
+  };
+
+  // damped: every sequence iterating, at the starting λ.
+  struct DampedStart {
+    DampedStep<Space, T> d;
+    Recurrence rec;
+    Counts status;
+    Kokkos::View<double*, Memory> previous;
+    T lambda;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b) const {
+      status(b) = active;
+      d.steps(b) = rec.length(int(b));
+      d.lambda(b) = lambda;
+      previous(b) = compat::infinity<double>();
+    }
+  };
+
+  // damped: the Jacobians' diagonal and the residuals of one chunk of
+  // steps, and its worst residual ratio.
+  struct DampedLinearise {
+    DampedStep<Space, T> d;
+    Recurrence rec;
+    Kokkos::View<double*, Memory> error;
+    std::int64_t chunks;
+    int chunk, n;
+    T atol, rtol;
+    bool reversed;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item, T* init) const {
+      int const b = int(item / chunks);
+      int const L = d.steps(b);
+      std::int64_t const s0 = (item % chunks) * chunk;
+      if (s0 >= L) return;
+      std::int64_t const s1 = s0 + chunk < L ? s0 + chunk : L;
+      T* const f = init + n;
+      T* const J = f + n;
+      T* const work = J + n;
+      double worst = 0;
+      for (std::int64_t s = s0; s < s1; ++s) {
+        int const t = reversed ? L - 1 - int(s) : int(s);
+        T const* z_prev;
+        if (s == 0) {
+          rec.initial(b, init);
+          z_prev = init;
+        } else {
+          z_prev = &d.z(b, reversed ? L - int(s) : int(s) - 1, 0);
+        }
+        rec.step(b, t, z_prev, f, J, Linearise::diagonal, work);
+        for (int i = 0; i < n; ++i) {
+          T const residual = f[i] - d.z(b, t, i);
+          d.J(b, s, i) = J[i];
+          d.r(b, s, i) = residual;
+          worst = worse(worst,
+                        tolerance_ratio(double(residual), double(d.z(b, t, i)),
+                                        double(atol), double(rtol)));
+        }
+      }
+      Kokkos::atomic_fetch_max(&error(b), worst);
+    }
+  };
+
+  // damped: each sequence after linearisation k, and its next λ.
+  struct DampedJudge {
+    DampedStep<Space, T> d;
+    Counts status, count;
+    Kokkos::View<double*, Memory> error, previous;
+    Kokkos::View<int, Memory> still;
+    T lambda;
+    int k, max_iterations;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b) const {
+      if (d.steps(b) == 0) return;
+      double const e = error(b);
+      error(b) = 0;
+      if (e <= 1) {
+        status(b) = converged_damped;
+        d.steps(b) = 0;
+      } else if (!(e < 1e300) || k == max_iterations) {
+        status(b) = diverged;
+        d.steps(b) = 0;
+      } else {
+        // Trust-region schedule: half the damping after a step that
+        // lowered the residual, back to the starting λ after one that did
+        // not (growing it further stalled short runs).
+        T const l = e < previous(b) ? d.lambda(b) / 2 : lambda;
+        d.lambda(b) = l < T(1e-6) ? T(1e-6) : l;
+        previous(b) = e;
+        count(b) += 1;
+        Kokkos::atomic_add(&still(), 1);
+      }
+    }
+  };
+
+  // sequential: a diverged sequence by the loop over its steps.
+  struct Sequential {
+    Recurrence rec;
+    Buffer z;
+    Counts status;
+    int n;
+    bool reversed;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b, T* init) const {
+      if (status(b) != diverged) return;
+      T* const work = init + n;
+      int const L = rec.length(int(b));
+      rec.initial(int(b), init);
+      T const* z_prev = init;
+      for (int q = 0; q < L; ++q) {
+        int const t = reversed ? L - 1 - q : q;
+        rec.step(int(b), t, z_prev, &z(b, t, 0), static_cast<T*>(nullptr),
+                 Linearise::none, work);
+        z_prev = &z(b, t, 0);
+      }
+    }
+  };
+
+  // finish: zeros past each length.
+  struct ClearTail {
+    Recurrence rec;
+    Buffer z;
+    std::int64_t length;
+    int n;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t q) const {
+      std::int64_t const b = q / length, t = q % length;
+      if (t < rec.length(int(b))) return;
+      for (int i = 0; i < n; ++i) z(b, t, i) = 0;
+    }
+  };
+
+  // finish: each sequence's iterations and path, where asked for.
+  struct Report {
+    Counts status, count;
+    DeerView1<int, Space> iterations, path;
+    int fallback;  // the path of a sequence that diverged
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b) const {
+      if (iterations.extent(0)) iterations(b) = count(b);
+      if (path.extent(0))
+        path(b) = status(b) == diverged
+                      ? fallback
+                      : int(status(b) == converged_damped ? DeerPath::damped
+                                                          : DeerPath::deer);
+    }
+  };
+
   // The linear recurrence w_c = A_c w_{c−1} + e_c, w_{−1} = 0, over the
   // composed maps of each sequence's first count(b) chunks, solved in place
   // (offsets(b, c) becomes w_c): sequentially where there are few, else by
@@ -773,17 +1021,8 @@ struct Solver {
     int const na = n * block;
     if (M <= 32) {
       Items const items(batch_, 2 * n, T());
-      items.template for_each<T>(
-          space_, label("carry_chunks"), KOKKOS_LAMBDA(std::int64_t b, T * w) {
-            T* const tmp = w + n;
-            for (int i = 0; i < n; ++i) w[i] = 0;
-            for (int c = 0; c < count(b); ++c) {
-              if (c > 0) apply(&maps(b, c, 0), block, n, w, tmp);
-              for (int i = 0; i < n; ++i)
-                w[i] = offsets(b, c, i) + (c > 0 ? tmp[i] : T(0));
-              for (int i = 0; i < n; ++i) offsets(b, c, i) = w[i];
-            }
-          });
+      items.template for_each<T>(space_, label("carry_chunks"),
+                                 CarryChunks{maps, offsets, count, n, block});
       return;
     }
     int const chunk =
@@ -798,11 +1037,9 @@ struct Solver {
     auto const maps2 = levels_[depth].maps;
     auto const offsets2 = levels_[depth].offsets;
     auto const count2 = levels_[depth].count;
-    Kokkos::parallel_for(
-        label("count_chunks"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
-        KOKKOS_LAMBDA(std::int64_t b) {
-          count2(b) = int((count(b) + chunk - 1) / chunk);
-        });
+    Kokkos::parallel_for(label("count_chunks"),
+                         Kokkos::RangePolicy<Space>(space_, 0, batch_),
+                         CountGroups{count, count2, chunk});
     Items const items(batch_ * chunks, 2 * na + 2 * n, T());
     ChunkLevel<Space, T> const next{maps,   offsets, count,  maps2, offsets2,
                                     count2, chunk,   chunks, n,     block};
@@ -866,15 +1103,9 @@ struct Solver {
                         d.rec, d.old_z, d.new_z, status, d.error, d.atol,
                         d.rtol, d.reversed, k == 1 && !settings_.warm_start});
       } else {
-        Kokkos::parallel_for(
-            label("count_chunks"),
-            Kokkos::RangePolicy<Space>(space_, 0, batch_),
-            KOKKOS_LAMBDA(std::int64_t b) {
-              d.chunk_count(b) =
-                  status(b) == active
-                      ? int((d.rec.length(int(b)) + d.chunk - 1) / d.chunk)
-                      : 0;
-            });
+        Kokkos::parallel_for(label("count_chunks"),
+                             Kokkos::RangePolicy<Space>(space_, 0, batch_),
+                             CountIterating{d, status});
         d.pass(space_, items, /*replay=*/false);
         solve_chunks(d.maps, d.offsets, d.chunk_count, n, block, concurrency,
                      host);
@@ -883,34 +1114,16 @@ struct Solver {
       Kokkos::deep_copy(space_, still, 0);
       Kokkos::parallel_for(
           label("judge"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
-          KOKKOS_LAMBDA(std::int64_t b) {
-            if (status(b) != active) return;
-            double const e = d.error(b);
-            d.error(b) = 0;
-            count(b) = k;
-            if (linear_exact || e <= 1)
-              status(b) = odd ? converged_odd : converged_even;
-            else if (!(e < 1e300) || k == max_iterations)
-              status(b) = diverged;
-            else
-              Kokkos::atomic_add(&still(), 1);
-          });
+          Judge{d, status, count, still, k, max_iterations, linear_exact, odd});
       Kokkos::deep_copy(space_, still_host, still);
       space_.fence();
       if (still_host() == 0) break;
     }
     // Results that ended in the second buffer come home.
-    Buffer const home = z_, away = other;
-    Recurrence const rec = rec_;
-    std::int64_t const T_ = length_;
     Kokkos::parallel_for(
         label("gather"),
         Kokkos::RangePolicy<Space>(space_, 0, batch_ * length_),
-        KOKKOS_LAMBDA(std::int64_t q) {
-          std::int64_t const b = q / T_, t = q % T_;
-          if (status(b) != converged_odd || t >= rec.length(int(b))) return;
-          for (int i = 0; i < n; ++i) home(b, t, i) = away(b, t, i);
-        });
+        Gather{z_, other, rec_, status, length_, n});
   }
 
   // Damped (Levenberg–Marquardt, quasi-ELK) iterations of every sequence,
@@ -953,17 +1166,10 @@ struct Solver {
     Kokkos::View<int, Memory> still(
         Kokkos::view_alloc(space_, label("damped_active")));
     auto still_host = Kokkos::create_mirror_view(still);
-    Recurrence const rec = rec_;
-    Buffer const z = z_;
     if (!settings_.warm_start) compat::fill(space_, z_, T(0));
-    Kokkos::parallel_for(
-        label("damped_start"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
-        KOKKOS_LAMBDA(std::int64_t b) {
-          status(b) = active;
-          d.steps(b) = rec.length(int(b));
-          d.lambda(b) = T(lambda);
-          previous(b) = compat::infinity<double>();
-        });
+    Kokkos::parallel_for(label("damped_start"),
+                         Kokkos::RangePolicy<Space>(space_, 0, batch_),
+                         DampedStart{d, rec_, status, previous, T(lambda)});
     int const chunk = choose_chunk(batch_, length_, 1, concurrency, host);
     std::int64_t const chunks = (length_ + chunk - 1) / chunk;
     Items const items(batch_ * chunks, 3 * n + rec_.work_size(), T());
@@ -974,67 +1180,22 @@ struct Solver {
     scan.concurrency = concurrency;
     scan.host = host;
     scan.chunk_setting = settings_.chunk;
-    T const atol = T(settings_.atol), rtol = T(settings_.rtol);
-    bool const reversed = reversed_;
-    int const max_iterations = settings_.max_iterations;
+    DampedLinearise const linearise{d,
+                                    rec_,
+                                    error,
+                                    chunks,
+                                    chunk,
+                                    n,
+                                    T(settings_.atol),
+                                    T(settings_.rtol),
+                                    reversed_};
     for (int k = 0;; ++k) {
-      items.template for_each<T>(
-          space_, label("damped_linearise"),
-          KOKKOS_LAMBDA(std::int64_t item, T * init) {
-            int const b = int(item / chunks);
-            int const L = d.steps(b);
-            std::int64_t const s0 = (item % chunks) * chunk;
-            if (s0 >= L) return;
-            std::int64_t const s1 = s0 + chunk < L ? s0 + chunk : L;
-            T* const f = init + n;
-            T* const J = f + n;
-            T* const work = J + n;
-            double worst = 0;
-            for (std::int64_t s = s0; s < s1; ++s) {
-              int const t = reversed ? L - 1 - int(s) : int(s);
-              T const* z_prev;
-              if (s == 0) {
-                rec.initial(b, init);
-                z_prev = init;
-              } else {
-                z_prev = &z(b, reversed ? L - int(s) : int(s) - 1, 0);
-              }
-              rec.step(b, t, z_prev, f, J, Linearise::diagonal, work);
-              for (int i = 0; i < n; ++i) {
-                T const residual = f[i] - z(b, t, i);
-                d.J(b, s, i) = J[i];
-                d.r(b, s, i) = residual;
-                worst = worse(
-                    worst, tolerance_ratio(double(residual), double(z(b, t, i)),
-                                           double(atol), double(rtol)));
-              }
-            }
-            Kokkos::atomic_fetch_max(&error(b), worst);
-          });
+      items.template for_each<T>(space_, label("damped_linearise"), linearise);
       Kokkos::deep_copy(space_, still, 0);
-      Kokkos::parallel_for(
-          label("damped_judge"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
-          KOKKOS_LAMBDA(std::int64_t b) {
-            if (d.steps(b) == 0) return;
-            double const e = error(b);
-            error(b) = 0;
-            if (e <= 1) {
-              status(b) = converged_damped;
-              d.steps(b) = 0;
-            } else if (!(e < 1e300) || k == max_iterations) {
-              status(b) = diverged;
-              d.steps(b) = 0;
-            } else {
-              // Trust-region schedule: half the damping after a step that
-              // lowered the residual, back to the starting λ after one
-              // that did not (growing it further stalled short runs).
-              T const l = e < previous(b) ? d.lambda(b) / 2 : T(lambda);
-              d.lambda(b) = l < T(1e-6) ? T(1e-6) : l;
-              previous(b) = e;
-              count(b) += 1;
-              Kokkos::atomic_add(&still(), 1);
-            }
-          });
+      Kokkos::parallel_for(label("damped_judge"),
+                           Kokkos::RangePolicy<Space>(space_, 0, batch_),
+                           DampedJudge{d, status, count, error, previous, still,
+                                       T(lambda), k, settings_.max_iterations});
       Kokkos::deep_copy(space_, still_host, still);
       space_.fence();
       if (still_host() == 0) break;
@@ -1051,23 +1212,8 @@ struct Solver {
   void sequential(Kokkos::View<int*, Memory> status) {
     int const n = rec_.state_size();
     Items const items(batch_, n + rec_.work_size(), T());
-    Recurrence const rec = rec_;
-    Buffer const z = z_;
-    bool const reversed = reversed_;
-    items.template for_each<T>(
-        space_, label("sequential"), KOKKOS_LAMBDA(std::int64_t b, T * init) {
-          if (status(b) != diverged) return;
-          T* const work = init + n;
-          int const L = rec.length(int(b));
-          rec.initial(int(b), init);
-          T const* z_prev = init;
-          for (int q = 0; q < L; ++q) {
-            int const t = reversed ? L - 1 - q : q;
-            rec.step(int(b), t, z_prev, &z(b, t, 0), static_cast<T*>(nullptr),
-                     Linearise::none, work);
-            z_prev = &z(b, t, 0);
-          }
-        });
+    items.template for_each<T>(space_, label("sequential"),
+                               Sequential{rec_, z_, status, n, reversed_});
   }
 
   // Zeros past each length; the report.
@@ -1075,31 +1221,13 @@ struct Solver {
               Kokkos::View<int*, Memory> count,
               DeerView1<int, Space> iterations, DeerView1<int, Space> path,
               DeerPath sequential_path) {
-    int const n = rec_.state_size();
-    Recurrence const rec = rec_;
-    Buffer const z = z_;
-    std::int64_t const T_ = length_;
     Kokkos::parallel_for(
         label("clear_tail"),
         Kokkos::RangePolicy<Space>(space_, 0, batch_ * length_),
-        KOKKOS_LAMBDA(std::int64_t q) {
-          std::int64_t const b = q / T_, t = q % T_;
-          if (t < rec.length(int(b))) return;
-          for (int i = 0; i < n; ++i) z(b, t, i) = 0;
-        });
-    int const fallback = int(sequential_path);
-    bool const want_iterations = iterations.extent(0) > 0;
-    bool const want_path = path.extent(0) > 0;
+        ClearTail{rec_, z_, length_, rec_.state_size()});
     Kokkos::parallel_for(
         label("report"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
-        KOKKOS_LAMBDA(std::int64_t b) {
-          if (want_iterations) iterations(b) = count(b);
-          if (want_path)
-            path(b) = status(b) == diverged
-                          ? fallback
-                          : int(status(b) == converged_damped ? DeerPath::damped
-                                                              : DeerPath::deer);
-        });
+        Report{status, count, iterations, path, int(sequential_path)});
   }
 
   // The arrays of the scan's levels above the first (solve_chunks).
@@ -1321,7 +1449,46 @@ DeerView3<typename Cell::value_type, Space> solve_adjoint(
   return adjoint;
 }
 
-// dL/dx_t = (∂f/∂x_t)ᵀ λ_t and dL/dy_0 = J_1ᵀ λ_1, a thread per step.
+// The state before step t of sequence b: y_{t−1}, or at t = 0 y0(b) (zeros
+// where y0 is empty) written into init.
+template <class Y, class Y0, class T>
+KOKKOS_INLINE_FUNCTION const T* previous_state(const Y& y, const Y0& y0, int b,
+                                               int t, int n, T* init) {
+  if (t > 0) return &y(b, t - 1, 0);
+  for (int i = 0; i < n; ++i) init[i] = y0.extent(0) ? y0(b, i) : T(0);
+  return init;
+}
+
+// dL/dx_t = (∂f/∂x_t)ᵀ λ_t and dL/dy_0 = J_1ᵀ λ_1 of step q, a thread each
+// (input_gradients).
+template <class Space, class Cell>
+struct InputGradients {
+  using T = typename Cell::value_type;
+  Cell cell;
+  DeerView3<const T, Space> x, y, adjoint;
+  DeerView2<const T, Space> y0;
+  DeerView3<T, Space> grad_x;
+  DeerView2<T, Space> grad_y0;
+  Lengths<Space> lengths;
+  std::int64_t steps;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t q, T* init) const {
+    int const n = cell.state_size(), m = cell.input_size();
+    int const b = int(q / steps), t = int(q % steps);
+    bool const first = t == 0;
+    if (t >= lengths(b)) {
+      if (grad_x.size())
+        for (int j = 0; j < m; ++j) grad_x(b, t, j) = 0;
+      return;
+    }
+    if (!first && grad_x.size() == 0) return;
+    T const* const y_prev = previous_state(y, y0, b, t, n, init);
+    cell.vector_jacobian(
+        y_prev, &x(b, t, 0), &adjoint(b, t, 0),
+        first && grad_y0.size() ? &grad_y0(b, 0) : static_cast<T*>(nullptr),
+        grad_x.size() ? &grad_x(b, t, 0) : static_cast<T*>(nullptr), init + n);
+  }
+};
+
 template <class Space, class Cell>
 void input_gradients(
     const Space& space, const Cell& cell,
@@ -1330,39 +1497,16 @@ void input_gradients(
     DeerView3<const typename Cell::value_type, Space> adjoint,
     const DeerGradients<typename Cell::value_type, Space>& gradients) {
   using T = typename Cell::value_type;
-  auto const grad_x = gradients.grad_x;
-  auto const grad_y0 = gradients.grad_y0;
-  if (grad_x.size() == 0 && grad_y0.size() == 0) return;
+  if (gradients.grad_x.size() == 0 && gradients.grad_y0.size() == 0) return;
   std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
-  int const n = cell.state_size(), m = cell.input_size();
-  auto const x = inputs.x;
-  auto const y0 = inputs.y0;
-  Lengths<Space> const lengths{inputs.lengths, int(steps)};
-  std::int64_t const total = B * steps;
-  ThreadItems<Space> const items(total, n + cell.work_size(), T());
+  ThreadItems<Space> const items(B * steps,
+                                 cell.state_size() + cell.work_size(), T());
   items.template for_each<T>(
-      space, label("input_gradients"), KOKKOS_LAMBDA(std::int64_t q, T * init) {
-        int const b = int(q / steps), t = int(q % steps);
-        bool const first = t == 0;
-        if (t >= lengths(b)) {
-          if (grad_x.size())
-            for (int j = 0; j < m; ++j) grad_x(b, t, j) = 0;
-          return;
-        }
-        if (!first && grad_x.size() == 0) return;
-        T const* y_prev;
-        if (first) {
-          for (int i = 0; i < n; ++i) init[i] = y0.extent(0) ? y0(b, i) : T(0);
-          y_prev = init;
-        } else {
-          y_prev = &y(b, t - 1, 0);
-        }
-        cell.vector_jacobian(
-            y_prev, &x(b, t, 0), &adjoint(b, t, 0),
-            first && grad_y0.size() ? &grad_y0(b, 0) : static_cast<T*>(nullptr),
-            grad_x.size() ? &grad_x(b, t, 0) : static_cast<T*>(nullptr),
-            init + n);
-      });
+      space, label("input_gradients"),
+      InputGradients<Space, Cell>{cell, inputs.x, y, adjoint, inputs.y0,
+                                  gradients.grad_x, gradients.grad_y0,
+                                  Lengths<Space>{inputs.lengths, int(steps)},
+                                  steps});
 }
 
 }  // namespace softwave::impl::deer

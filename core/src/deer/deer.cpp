@@ -302,13 +302,7 @@ void gate_gradients(const Space& space, const Cell& cell,
           return;
         }
         bool const first = t == 0;
-        T const* y_prev;
-        if (first) {
-          for (int i = 0; i < n; ++i) init[i] = y0.extent(0) ? y0(b, i) : T(0);
-          y_prev = init;
-        } else {
-          y_prev = &y(b, t - 1, 0);
-        }
+        T const* const y_prev = previous_state(y, y0, b, t, n, init);
         cell.gate_gradients(
             y_prev, &p(b, t, 0), &adjoint(b, t, 0), &g_in(b, t, 0),
             &g_h(b, t, 0),
