@@ -65,7 +65,7 @@ KOKKOS_INLINE_FUNCTION double element(const View& v, std::int64_t q,
 // extended lambda per unit while the linker keeps one unit's instantiation
 // of the code that uses them. A check first run from another unit then calls
 // that unit's hooks, never set: a null call (seen on the host space of a
-// CUDA build). tests/cmake/lambda_wrappers.py finds such lambdas.
+// CUDA build). tests/static_checks/lambda_wrappers.py finds such lambdas.
 namespace checks {
 
 // Counters of DataChecks: column 0 counts violations, column 1 starts at
