@@ -42,8 +42,10 @@
 #include <Kokkos_Core.hpp>
 #include <common/call_memory.hpp>
 #include <cstdint>
+#include <deer/cells.hpp>
 #include <softwave/deer.hpp>
 #include <string>
+#include <type_traits>
 
 #include "../common/check.hpp"
 
@@ -277,6 +279,29 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   }
 }
 
+// The recurrence `r` with its cell replaced by `cell` (the same inputs).
+template <class Cell, class Other>
+Forward<Kokkos::Cuda, Other> with_cell(const Forward<Kokkos::Cuda, Cell>& r,
+                                       const Other& cell) {
+  return {cell, r.x, r.y0, r.lengths, r.block};
+}
+template <class Cell, class Other>
+Adjoint<Kokkos::Cuda, Other> with_cell(const Adjoint<Kokkos::Cuda, Cell>& r,
+                                       const Other& cell) {
+  return {cell, r.x, r.y, r.grad_y, r.lengths, r.block};
+}
+
+// Whether Recurrence runs the library's cells chosen at run time (a
+// TorchCell, core/src/deer/cells.hpp), which with_fixed_shape can fix.
+template <class Recurrence>
+struct TakesFixedShapes : std::false_type {};
+template <class T>
+struct TakesFixedShapes<Forward<Kokkos::Cuda, TorchCell<T, Kokkos::Cuda>>>
+    : std::true_type {};
+template <class T>
+struct TakesFixedShapes<Adjoint<Kokkos::Cuda, TorchCell<T, Kokkos::Cuda>>>
+    : std::true_type {};
+
 }  // namespace cuda_deer
 
 template <class Recurrence>
@@ -337,9 +362,58 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
                                       values + per_array,
                                       values + 2 * per_array, tiles_};
     unsigned const blocks = unsigned(entries - 1);
+    if constexpr (cuda_deer::TakesFixedShapes<Recurrence>::value) {
+      // The library's cells at the common small sizes: the same kernel
+      // with the cell's shape fixed at compile time.
+      bool const launched = with_fixed_shape(it.rec.cell, [&](const auto& c) {
+        return launch_fixed(c, it, d, blocks, stream);
+      });
+      if (launched) return;
+    }
     auto const kernel = steps_ > 1 ? small_kernel() : large_kernel();
     kernel<<<blocks, cuda_deer::kThreads, 0, stream>>>(it, d);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+  }
+
+  // One iteration by the kernel instantiated for `cell`, a TorchCell of
+  // fixed shape; false (nothing launched) where the kernel cannot take it.
+  template <class Cell>
+  static bool launch_fixed(const Cell& cell,
+                           const IterationArrays<Kokkos::Cuda, Recurrence>& it,
+                           const cuda_deer::Descriptors<T>& d, unsigned blocks,
+                           cudaStream_t stream) {
+    constexpr int n = Cell::kFixedState;
+    if constexpr (n > cuda_deer::kMaxState) {
+      return false;
+    } else {
+      using Fixed = decltype(cuda_deer::with_cell(it.rec, cell));
+      constexpr bool small = n <= cuda_deer::kSmallState;
+      auto const kernel = cuda_deer::fused_iteration < Fixed,
+                 small ? cuda_deer::kSmallSteps : 1, n,
+                 small ? cuda_deer::kSmallWork : cuda_deer::kMaxWork,
+                 small ? 4 : 1 > ;
+      // As in the constructor, for this instantiation (once per process).
+      static bool const carveout_set = [&] {
+        SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
+            kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+            int(cudaSharedmemCarveoutMaxL1)));
+        return true;
+      }();
+      (void)carveout_set;
+      IterationArrays<Kokkos::Cuda, Fixed> const fixed{
+          cuda_deer::with_cell(it.rec, cell),
+          it.old_z,
+          it.new_z,
+          it.status,
+          it.error,
+          it.atol,
+          it.rtol,
+          it.reversed,
+          it.zero_start};
+      kernel<<<blocks, cuda_deer::kThreads, 0, stream>>>(fixed, d);
+      SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+      return true;
+    }
   }
 
   using Kernel = void (*)(const IterationArrays<Kokkos::Cuda, Recurrence>,

@@ -14,6 +14,16 @@
 #include <softwave/deer.hpp>
 #include <softwave/kokkos_compat.hpp>
 
+// Loops whose trip count is a compile-time constant (a cell of fixed
+// shape, FixedHidden below) are unrolled whole in device code, so that a
+// step's work arrays live in registers; a runtime trip count leaves the
+// pragma without effect. Host compilers do not take it.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define SOFTWAVE_DEER_UNROLL _Pragma("unroll")
+#else
+#define SOFTWAVE_DEER_UNROLL
+#endif
+
 namespace softwave::impl::deer {
 
 template <class T>
@@ -28,25 +38,39 @@ KOKKOS_INLINE_FUNCTION T tanh_of(T a) {
   return a < 0 ? -t : t;
 }
 
-// The hidden-side pre-activations W_hh h + b_hh (rows G·H).
-template <class T, class Space>
+// The hidden-side pre-activations W_hh h + b_hh (rows G·H). FixedHidden > 0
+// is the hidden size known at compile time (H must equal it): every loop
+// of the cells below then has a constant trip count.
+template <class T, class Space, int FixedHidden = 0>
 struct HiddenWeights {
   DeerView2<const T, Space> weight;  // (G·H, H)
   DeerView1<const T, Space> bias;    // (G·H), zeros if none were given
   int H = 0;
 
+  KOKKOS_INLINE_FUNCTION int size() const {
+    if constexpr (FixedHidden > 0)
+      return FixedHidden;
+    else
+      return H;
+  }
   KOKKOS_INLINE_FUNCTION void project(const T* h, int rows, T* out) const {
+    int const columns = size();
+    SOFTWAVE_DEER_UNROLL
     for (int k = 0; k < rows; ++k) {
       T sum = bias(k);
-      for (int j = 0; j < H; ++j) sum += weight(k, j) * h[j];
+      SOFTWAVE_DEER_UNROLL
+      for (int j = 0; j < columns; ++j) sum += weight(k, j) * h[j];
       out[k] = sum;
     }
   }
   // grad_h = W_hhᵀ g (+ what grad_h already holds when accumulate).
   KOKKOS_INLINE_FUNCTION void project_back(const T* g, int rows, T* grad_h,
                                            bool accumulate) const {
-    for (int j = 0; j < H; ++j) {
+    int const columns = size();
+    SOFTWAVE_DEER_UNROLL
+    for (int j = 0; j < columns; ++j) {
       T sum = accumulate ? grad_h[j] : T(0);
+      SOFTWAVE_DEER_UNROLL
       for (int k = 0; k < rows; ++k) sum += weight(k, j) * g[k];
       grad_h[j] = sum;
     }
@@ -54,19 +78,20 @@ struct HiddenWeights {
 };
 
 // h' = tanh(p + W_hh h + b_hh).
-template <class T, class Space>
+template <class T, class Space, int FixedHidden = 0>
 struct ElmanCell {
   using value_type = T;
-  HiddenWeights<T, Space> w;
+  HiddenWeights<T, Space, FixedHidden> w;
 
-  KOKKOS_INLINE_FUNCTION int state_size() const { return w.H; }
-  KOKKOS_INLINE_FUNCTION int input_size() const { return w.H; }
-  KOKKOS_INLINE_FUNCTION int work_size() const { return 2 * w.H; }
+  KOKKOS_INLINE_FUNCTION int state_size() const { return w.size(); }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return w.size(); }
+  KOKKOS_INLINE_FUNCTION int work_size() const { return 2 * w.size(); }
 
   KOKKOS_INLINE_FUNCTION void step(const T* h, const T* p, T* y, T* jacobian,
                                    DeerJacobian kind, T* work) const {
-    int const H = w.H;
+    int const H = w.size();
     w.project(h, H, work);
+    SOFTWAVE_DEER_UNROLL
     for (int i = 0; i < H; ++i) {
       T const out = tanh_of(p[i] + work[i]);
       y[i] = out;
@@ -75,16 +100,17 @@ struct ElmanCell {
       if (kind == DeerJacobian::diagonal)
         jacobian[i] = slope * w.weight(i, i);
       else
-        for (int j = 0; j < H; ++j)
-          jacobian[i * H + j] = slope * w.weight(i, j);
+        SOFTWAVE_DEER_UNROLL
+      for (int j = 0; j < H; ++j) jacobian[i * H + j] = slope * w.weight(i, j);
     }
   }
 
   KOKKOS_INLINE_FUNCTION void gate_gradients(const T* h, const T* p,
                                              const T* lambda, T* g_in, T* g_h,
                                              T* grad_h, T* work) const {
-    int const H = w.H;
+    int const H = w.size();
     w.project(h, H, work);
+    SOFTWAVE_DEER_UNROLL
     for (int i = 0; i < H; ++i) {
       T const out = tanh_of(p[i] + work[i]);
       g_in[i] = lambda[i] * (T(1) - out * out);
@@ -96,26 +122,27 @@ struct ElmanCell {
   KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* h, const T* p,
                                               const T* lambda, T* grad_h,
                                               T* grad_p, T* work) const {
-    T* const g = grad_p ? grad_p : work + w.H;
+    T* const g = grad_p ? grad_p : work + w.size();
     gate_gradients(h, p, lambda, g, static_cast<T*>(nullptr), grad_h, work);
   }
 };
 
 // PyTorch's GRU: gates r, z, n in that order.
-template <class T, class Space>
+template <class T, class Space, int FixedHidden = 0>
 struct GruCell {
   using value_type = T;
-  HiddenWeights<T, Space> w;
+  HiddenWeights<T, Space, FixedHidden> w;
 
-  KOKKOS_INLINE_FUNCTION int state_size() const { return w.H; }
-  KOKKOS_INLINE_FUNCTION int input_size() const { return 3 * w.H; }
-  KOKKOS_INLINE_FUNCTION int work_size() const { return 9 * w.H; }
+  KOKKOS_INLINE_FUNCTION int state_size() const { return w.size(); }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return 3 * w.size(); }
+  KOKKOS_INLINE_FUNCTION int work_size() const { return 9 * w.size(); }
 
   KOKKOS_INLINE_FUNCTION void step(const T* h, const T* p, T* y, T* jacobian,
                                    DeerJacobian kind, T* work) const {
-    int const H = w.H;
+    int const H = w.size();
     T* const hp = work;  // W_hh h + b_hh
     w.project(h, 3 * H, hp);
+    SOFTWAVE_DEER_UNROLL
     for (int i = 0; i < H; ++i) {
       T const r = sigmoid(p[i] + hp[i]);
       T const z = sigmoid(p[H + i] + hp[H + i]);
@@ -134,17 +161,19 @@ struct GruCell {
       if (kind == DeerJacobian::diagonal)
         jacobian[i] = entry(i);
       else
-        for (int j = 0; j < H; ++j) jacobian[i * H + j] = entry(j);
+        SOFTWAVE_DEER_UNROLL
+      for (int j = 0; j < H; ++j) jacobian[i * H + j] = entry(j);
     }
   }
 
   KOKKOS_INLINE_FUNCTION void gate_gradients(const T* h, const T* p,
                                              const T* lambda, T* g_in, T* g_h,
                                              T* grad_h, T* work) const {
-    int const H = w.H;
+    int const H = w.size();
     T* const hp = work;
     T* const gh = g_h ? g_h : work + 3 * H;
     w.project(h, 3 * H, hp);
+    SOFTWAVE_DEER_UNROLL
     for (int i = 0; i < H; ++i) {
       T const r = sigmoid(p[i] + hp[i]);
       T const z = sigmoid(p[H + i] + hp[H + i]);
@@ -161,6 +190,7 @@ struct GruCell {
     }
     if (grad_h) {
       w.project_back(gh, 3 * H, grad_h, false);
+      SOFTWAVE_DEER_UNROLL
       for (int i = 0; i < H; ++i) {
         T const z = sigmoid(p[H + i] + hp[H + i]);
         grad_h[i] += lambda[i] * z;
@@ -171,27 +201,27 @@ struct GruCell {
   KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* h, const T* p,
                                               const T* lambda, T* grad_h,
                                               T* grad_p, T* work) const {
-    T* const g = grad_p ? grad_p : work + 6 * w.H;
+    T* const g = grad_p ? grad_p : work + 6 * w.size();
     gate_gradients(h, p, lambda, g, static_cast<T*>(nullptr), grad_h, work);
   }
 };
 
 // PyTorch's LSTM: gates i, f, g, o in that order; state (h, c).
-template <class T, class Space>
+template <class T, class Space, int FixedHidden = 0>
 struct LstmCell {
   using value_type = T;
-  HiddenWeights<T, Space> w;
+  HiddenWeights<T, Space, FixedHidden> w;
 
-  KOKKOS_INLINE_FUNCTION int state_size() const { return 2 * w.H; }
-  KOKKOS_INLINE_FUNCTION int input_size() const { return 4 * w.H; }
-  KOKKOS_INLINE_FUNCTION int work_size() const { return 12 * w.H; }
+  KOKKOS_INLINE_FUNCTION int state_size() const { return 2 * w.size(); }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return 4 * w.size(); }
+  KOKKOS_INLINE_FUNCTION int work_size() const { return 12 * w.size(); }
 
   struct Gates {
     T i, f, g, o, c, tc;  // gates, new cell state, tanh of it
   };
   KOKKOS_INLINE_FUNCTION Gates gates_of(const T* state, const T* p, const T* a,
                                         int k) const {
-    int const H = w.H;
+    int const H = w.size();
     Gates q;
     q.i = sigmoid(p[k] + a[k]);
     q.f = sigmoid(p[H + k] + a[H + k]);
@@ -205,9 +235,10 @@ struct LstmCell {
   KOKKOS_INLINE_FUNCTION void step(const T* state, const T* p, T* y,
                                    T* jacobian, DeerJacobian kind,
                                    T* work) const {
-    int const H = w.H, n = 2 * H;
+    int const H = w.size(), n = 2 * H;
     T* const a = work;
     w.project(state, 4 * H, a);
+    SOFTWAVE_DEER_UNROLL
     for (int k = 0; k < H; ++k) {
       Gates const q = gates_of(state, p, a, k);
       y[k] = q.o * q.tc;
@@ -227,6 +258,7 @@ struct LstmCell {
         jacobian[H + k] = q.f;
         continue;
       }
+      SOFTWAVE_DEER_UNROLL
       for (int j = 0; j < H; ++j) {
         T const c_h = dc_dh(j);
         jacobian[(H + k) * n + j] = c_h;
@@ -240,9 +272,10 @@ struct LstmCell {
   KOKKOS_INLINE_FUNCTION void gate_gradients(const T* state, const T* p,
                                              const T* lambda, T* g_in, T* g_h,
                                              T* grad_state, T* work) const {
-    int const H = w.H;
+    int const H = w.size();
     T* const a = work;
     w.project(state, 4 * H, a);
+    SOFTWAVE_DEER_UNROLL
     for (int k = 0; k < H; ++k) {
       Gates const q = gates_of(state, p, a, k);
       T const dc = lambda[H + k] + lambda[k] * q.o * (T(1) - q.tc * q.tc);
@@ -252,15 +285,15 @@ struct LstmCell {
       g_in[3 * H + k] = lambda[k] * q.tc * q.o * (T(1) - q.o);
       if (grad_state) grad_state[H + k] = dc * q.f;
     }
-    if (g_h)
-      for (int k = 0; k < 4 * H; ++k) g_h[k] = g_in[k];
+    if (g_h) SOFTWAVE_DEER_UNROLL
+    for (int k = 0; k < 4 * H; ++k) g_h[k] = g_in[k];
     if (grad_state) w.project_back(g_in, 4 * H, grad_state, false);
   }
 
   KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* state, const T* p,
                                               const T* lambda, T* grad_state,
                                               T* grad_p, T* work) const {
-    T* const g = grad_p ? grad_p : work + 8 * w.H;
+    T* const g = grad_p ? grad_p : work + 8 * w.size();
     gate_gradients(state, p, lambda, g, static_cast<T*>(nullptr), grad_state,
                    work);
   }
@@ -268,35 +301,62 @@ struct LstmCell {
 
 // Any of the three, chosen at run time: one type for the solver's kernels
 // instead of three (a third of the code to compile, for a branch per step
-// that every thread takes the same way).
-template <class T, class Space>
+// that every thread takes the same way). FixedHidden > 0 and FixedKind >= 0
+// (an RnnCell) fix the hidden size and the cell at compile time instead
+// (with_fixed_shape): the CUDA backend's fused iteration instantiates those
+// for the common small sizes, where a step is a few dozen instructions and
+// the generic one's branches and work arrays in memory cost several times
+// that.
+template <class T, class Space, int FixedHidden = 0, int FixedKind = -1>
 struct TorchCell {
   using value_type = T;
+  // The state size where the shape is fixed (else 0).
+  static constexpr int kFixedState = FixedHidden > 0 && FixedKind >= 0
+                                         ? (FixedKind == int(RnnCell::lstm)
+                                                ? 2 * FixedHidden
+                                                : FixedHidden)
+                                         : 0;
   RnnCell kind;
-  HiddenWeights<T, Space> w;
+  HiddenWeights<T, Space, FixedHidden> w;
 
+  KOKKOS_INLINE_FUNCTION RnnCell cell_kind() const {
+    if constexpr (FixedKind >= 0)
+      return RnnCell(FixedKind);
+    else
+      return kind;
+  }
   // body(cell) with the cell of `kind`.
   template <class Body>
   KOKKOS_INLINE_FUNCTION auto visit(const Body& body) const {
-    switch (kind) {
-      case RnnCell::elman:
-        return body(ElmanCell<T, Space>{w});
-      case RnnCell::gru:
-        return body(GruCell<T, Space>{w});
-      default:
-        return body(LstmCell<T, Space>{w});
-    }
+    if constexpr (FixedKind == int(RnnCell::elman))
+      return body(ElmanCell<T, Space, FixedHidden>{w});
+    else if constexpr (FixedKind == int(RnnCell::gru))
+      return body(GruCell<T, Space, FixedHidden>{w});
+    else if constexpr (FixedKind == int(RnnCell::lstm))
+      return body(LstmCell<T, Space, FixedHidden>{w});
+    else
+      switch (kind) {
+        case RnnCell::elman:
+          return body(ElmanCell<T, Space, FixedHidden>{w});
+        case RnnCell::gru:
+          return body(GruCell<T, Space, FixedHidden>{w});
+        default:
+          return body(LstmCell<T, Space, FixedHidden>{w});
+      }
   }
   KOKKOS_INLINE_FUNCTION int gates() const {
-    return kind == RnnCell::elman ? 1 : (kind == RnnCell::gru ? 3 : 4);
+    RnnCell const k = cell_kind();
+    return k == RnnCell::elman ? 1 : (k == RnnCell::gru ? 3 : 4);
   }
   KOKKOS_INLINE_FUNCTION int state_size() const {
-    return kind == RnnCell::lstm ? 2 * w.H : w.H;
+    return cell_kind() == RnnCell::lstm ? 2 * w.size() : w.size();
   }
-  KOKKOS_INLINE_FUNCTION int input_size() const { return gates() * w.H; }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return gates() * w.size(); }
   KOKKOS_INLINE_FUNCTION int work_size() const {
-    return kind == RnnCell::elman ? 2 * w.H
-                                  : (kind == RnnCell::gru ? 9 * w.H : 12 * w.H);
+    RnnCell const k = cell_kind();
+    return k == RnnCell::elman
+               ? 2 * w.size()
+               : (k == RnnCell::gru ? 9 * w.size() : 12 * w.size());
   }
   KOKKOS_INLINE_FUNCTION void step(const T* y_prev, const T* p, T* y,
                                    T* jacobian, DeerJacobian mode,
@@ -323,5 +383,38 @@ struct TorchCell {
     });
   }
 };
+
+// The hidden sizes at which with_fixed_shape finds a fixed-shape cell.
+constexpr int kFixedHiddenSizes[] = {1, 2, 4, 8, 16};
+
+namespace fixed_shape {
+template <int Index, class T, class Space, class Body>
+bool visit_sizes(const TorchCell<T, Space>& cell, const Body& body) {
+  if constexpr (Index == int(sizeof(kFixedHiddenSizes) / sizeof(int))) {
+    return false;
+  } else {
+    constexpr int H = kFixedHiddenSizes[Index];
+    if (cell.w.H != H) return visit_sizes<Index + 1>(cell, body);
+    HiddenWeights<T, Space, H> const w{cell.w.weight, cell.w.bias, H};
+    switch (cell.kind) {
+      case RnnCell::elman:
+        return body(TorchCell<T, Space, H, int(RnnCell::elman)>{cell.kind, w});
+      case RnnCell::gru:
+        return body(TorchCell<T, Space, H, int(RnnCell::gru)>{cell.kind, w});
+      default:
+        return body(TorchCell<T, Space, H, int(RnnCell::lstm)>{cell.kind, w});
+    }
+  }
+}
+}  // namespace fixed_shape
+
+// body(fixed) with `cell` as a TorchCell of fixed shape (the same weights,
+// its hidden size and kind at compile time) where its hidden size is one
+// of kFixedHiddenSizes, returning what body returns (a bool: whether it
+// could use the cell); false for other sizes.
+template <class T, class Space, class Body>
+bool with_fixed_shape(const TorchCell<T, Space>& cell, const Body& body) {
+  return fixed_shape::visit_sizes<0>(cell, body);
+}
 
 }  // namespace softwave::impl::deer
