@@ -28,10 +28,13 @@
 //    δ_t, δ_t = a_t δ_{t−1} + e_t, folding the tolerance ratio into the
 //    sequence's error.
 // Memory traffic is the inputs and the old trajectory read once and the
-// new one written once: the floor of an iteration. What bounds it now is
-// instructions, not bytes (perf/RESULTS.md: about 400 a step at n = 1,
-// from the generic cell interface's per-thread arrays and view indexing,
-// at 0.63 TB/s); a step specialised to the cell would lift it.
+// new one written once: the floor of an iteration. The library's cells at
+// hidden sizes 1 to 16 (powers of two) run with their shape fixed at
+// compile time (with_fixed_shape, core/src/deer/cells.hpp): the generic
+// cell's run-time loops and work arrays in local memory cost several
+// times the GRU's math. What bounds the n = 1 kernel now is its access
+// pattern, not bytes (perf/RESULTS.md: 16-19 % of DRAM bandwidth; a
+// thread's K consecutive steps make each warp access touch 32 lines).
 //
 // Applies to state sizes n <= kMaxState with a cell workspace of at most
 // kMaxWork values; n <= kSmallState takes K = kSmallSteps steps a thread,
