@@ -72,6 +72,9 @@ def test_the_core_runs_inside_the_compiled_program(rng):
     text = program.lower(x, y).as_text()
     assert "softwave_soft_dtw" in text
     assert "callback" not in text
+    ot_program = jax.jit(jax.grad(lambda a, b: swj.sinkhorn(a, b, epsilon=0.5).value.sum()))
+    ot_text = ot_program.lower(x, y).as_text()
+    assert "softwave_optimal_transport" in ot_text and "callback" not in ot_text
     value, (gx, gy) = program(x, y)
     expected = swn.soft_dtw_value_and_grad(np.asarray(x), np.asarray(y), 0.3)
     assert float(value) == pytest.approx(float(expected[0].sum()), rel=1e-12)
@@ -85,3 +88,97 @@ def test_the_core_runs_inside_the_compiled_program(rng):
     if backend == "cpu":  # data checks run on the CPU; on the GPU lengths are clamped, as in softwave.torch
         with pytest.raises(Exception, match="lengths"):
             jax.block_until_ready(swj.soft_dtw(x, y, lengths_x=jnp.array([12, 13, 1])))
+
+
+# --- entropic optimal transport -------------------------------------------
+
+import softwave.ot as swot  # noqa: E402
+
+_OT = dict(epsilon=0.3, tolerance=1e-13, max_iterations=20000, check_every=5)
+
+
+def _weights(rng, *shape):
+    w = rng.uniform(0.5, 1.5, shape)
+    return w / w.sum(-1, keepdims=True)
+
+
+def test_sinkhorn_value_and_gradients_under_jit(rng):
+    """Values and potentials equal softwave.ot's; the value's gradient in x
+    and y matches central differences, in a and b the torch front end's."""
+    x, y = rng.standard_normal((2, 14, 3)), rng.standard_normal((2, 11, 3))
+    a, b = _weights(rng, 2, 14), _weights(rng, 2, 11)
+    g = np.array([0.7, 1.3])
+    expected = swot.sinkhorn(x, y, a, b, **_OT)
+
+    def loss(x, y, a, b):
+        return (swj.sinkhorn(x, y, a, b, **_OT).value * g).sum()
+
+    out = jax.jit(lambda *args: swj.sinkhorn(*args, **_OT))(x, y, a, b)
+    np.testing.assert_allclose(out.value, expected.value, rtol=1e-12)
+    np.testing.assert_allclose(out.f, expected.f, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out.transport_cost, expected.transport_cost, rtol=1e-10)
+    np.testing.assert_array_equal(out.converged, expected.converged)
+    assert np.asarray(out.converged).all() and out.iterations.dtype == jnp.int32
+
+    value, grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3)))(x, y, a, b)
+    assert float(value) == pytest.approx(float((expected.value * g).sum()), rel=1e-12)
+    h = 1e-6
+    for which, array in ((0, x), (1, y)):
+        for index in [(0, 0, 0), (1, 5, 2), (0, 9, 1)]:
+            plus, minus = [list(map(np.copy, (x, y, a, b))) for _ in range(2)]
+            plus[which][index] += h
+            minus[which][index] -= h
+            numeric = (float(loss(*plus)) - float(loss(*minus))) / (2 * h)
+            assert float(grads[which][index]) == pytest.approx(numeric, rel=1e-6, abs=1e-8)
+    torch = pytest.importorskip("torch")
+    tensors = [torch.tensor(v, requires_grad=True) for v in (x, y, a, b)]
+    (swot.sinkhorn(*tensors, **_OT).value * torch.tensor(g)).sum().backward()
+    for which in range(4):
+        np.testing.assert_allclose(grads[which], tensors[which].grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_sinkhorn_single_vmap_float32_and_options(rng):
+    x, y = rng.standard_normal((16, 2)).astype(np.float32), rng.standard_normal((12, 2)).astype(np.float32)
+    out = swj.sinkhorn(x, y, epsilon=0.5, rho=2.0)
+    expected = swot.sinkhorn(x, y, epsilon=0.5, rho=2.0)
+    assert out.value.shape == () and out.f.shape == (16,) and out.marginal_error.shape == (2,)
+    assert out.value.dtype == jnp.float32
+    np.testing.assert_allclose(out.value, expected.value, rtol=1e-5)
+    xs, ys = np.stack([x, 2 * x]), np.stack([y, y + 1])
+    batched = jax.vmap(lambda p, q: swj.sinkhorn(p, q, epsilon=0.5).value)(jnp.asarray(xs), jnp.asarray(ys))
+    np.testing.assert_allclose(batched, swot.sinkhorn(xs, ys, epsilon=0.5).value, rtol=1e-5)
+    with pytest.raises(ValueError, match="epsilon"):
+        swj.sinkhorn(x, y, epsilon=0.0)
+    with pytest.raises(ValueError, match="b must have shape"):
+        swj.sinkhorn(x, y, b=np.ones(5) / 5)
+    # the potentials are constants to autodiff: their gradient is zero
+    grad_f = jax.grad(lambda p: swj.sinkhorn(p, y, epsilon=0.5).f.sum())(jnp.asarray(x))
+    assert not np.asarray(grad_f).any()
+
+
+def test_sinkhorn_divergence_matches_ot_and_differences(rng):
+    x, y = rng.standard_normal((2, 10, 2)), rng.standard_normal((2, 13, 2))
+    expected = swot.sinkhorn_divergence(x, y, **_OT)
+    values = jax.jit(lambda p, q: swj.sinkhorn_divergence(p, q, **_OT))(x, y)
+    np.testing.assert_allclose(values, expected, rtol=1e-10)
+    assert float(swj.sinkhorn_divergence(x[0], x[0], **_OT)) == pytest.approx(0, abs=1e-7)
+
+    def loss(p):
+        return swj.sinkhorn_divergence(p, y, **_OT).sum()
+
+    grad = jax.jit(jax.grad(loss))(x)
+    h = 1e-6
+    for index in [(0, 0, 0), (1, 7, 1)]:
+        plus, minus = np.copy(x), np.copy(x)
+        plus[index] += h
+        minus[index] -= h
+        numeric = (float(loss(plus)) - float(loss(minus))) / (2 * h)
+        assert float(grad[index]) == pytest.approx(numeric, rel=1e-6, abs=1e-8)
+
+
+def test_sinkhorn_second_derivative_is_refused(rng):
+    x, y = rng.standard_normal((6, 2)), rng.standard_normal((5, 2))
+    with pytest.raises(NotImplementedError, match="second derivatives"):
+        jax.hessian(lambda p: swj.sinkhorn(p, y, epsilon=0.5).value)(jnp.asarray(x))
+    with pytest.raises(NotImplementedError, match="second derivatives"):
+        jax.hessian(lambda p: swj.sinkhorn_divergence(p, y, epsilon=0.5))(jnp.asarray(x))

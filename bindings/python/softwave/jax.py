@@ -26,6 +26,7 @@ Example::
 from __future__ import annotations
 
 from functools import partial
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +36,8 @@ from . import _core, _engine
 from . import numpy as _swn
 from ._common import Options, bandwidth_of, check_batches, check_extents, options
 
-__all__ = ["soft_dtw", "soft_dtw_divergence", "soft_dtw_cost", "soft_dtw_alignment", "pairwise", "dtw", "uses_ffi"]
+__all__ = ["soft_dtw", "soft_dtw_divergence", "soft_dtw_cost", "soft_dtw_alignment", "pairwise", "dtw", "sinkhorn",
+           "sinkhorn_divergence", "SinkhornOutput", "uses_ffi"]
 
 
 def _register_ffi_targets():
@@ -346,3 +348,186 @@ def dtw(x, y, *, bandwidth=None, dist: str = "sqeuclidean", lengths_x=None, leng
     if single:
         return values, path[0], length[0]
     return values, path, length
+
+
+# --- entropic optimal transport -------------------------------------------
+
+
+class SinkhornOutput(NamedTuple):
+    """What ``sinkhorn`` returns (a leading B axis when the inputs had one).
+    ``value`` (the dual objective, OT_ε at convergence) is differentiable
+    w.r.t. x, y, a and b; the potentials and the diagnostics are constants
+    to autodiff (their derivatives are zero)."""
+
+    value: Any
+    f: Any
+    g: Any
+    transport_cost: Any
+    marginal_error: Any  # (…, 2): ‖π1 − a‖₁, ‖πᵀ1 − b‖₁
+    iterations: Any
+    converged: Any
+
+
+_OT_SOLVE = ("f", "g", "value", "transport_cost", "marginal_error", "iterations", "converged")
+
+
+def _ot_problem(x, y, a, b):
+    """Batched operands (names, arrays) and whether the inputs were single."""
+    x, y = _float("x", x), _float("y", y)
+    dtype = jnp.promote_types(x.dtype, y.dtype)
+    if x.ndim != y.ndim or x.ndim not in (2, 3):
+        raise ValueError(f"softwave: x and y must both be (B, N, d) or (N, d) (got {x.ndim} and {y.ndim} dimensions)")
+    single = x.ndim == 2
+    if single:
+        x, y = x[None], y[None]
+    names, arrays = ["x", "y"], [x.astype(dtype), y.astype(dtype)]
+    for name, w, rows in (("a", a, x.shape[1]), ("b", b, y.shape[1])):
+        if w is None:
+            continue
+        w = _float(name, w).astype(dtype)
+        w = w[None] if single else w
+        if w.shape != (x.shape[0], rows):
+            raise ValueError(f"softwave: {name} must have shape {(x.shape[0], rows)[single:]} "
+                             f"(got {tuple(w.shape[single:])})")
+        names.append(name)
+        arrays.append(w)
+    return tuple(names), tuple(arrays), single
+
+
+def _ot_run(settings, operation, names, arrays, results):
+    """optimal_transport(operation) on the named arrays; results: (name,
+    ShapeDtypeStruct) pairs, returned in order."""
+    settings = dict(settings)
+
+    def host(*operands):
+        out = {name: np.empty(shape.shape, shape.dtype) for name, shape in results}
+        given = {name: np.ascontiguousarray(v) for name, v in zip(names, operands)}
+        _core.optimal_transport(operation, dict(given, **out), dict(settings, check=True))
+        return tuple(out[name] for name, _ in results)
+
+    attributes = dict(operation=operation, operands=",".join(names), results=",".join(n for n, _ in results),
+                      epsilon=np.float64(settings["epsilon"]), epsilon_relative=bool(settings["epsilon_relative"]),
+                      epsilon_scaling=np.float64(settings["epsilon_scaling"]), rho_a=np.float64(settings["rho_a"]),
+                      rho_b=np.float64(settings["rho_b"]), max_iterations=np.int64(settings["max_iterations"]),
+                      tolerance=np.float64(settings["tolerance"]), check_every=np.int64(settings["check_every"]),
+                      cost=settings["cost"], kernel=settings["kernel"])
+    return _call("softwave_optimal_transport", [shape for _, shape in results], arrays, host, attributes)
+
+
+def _ot_solve_shapes(arrays):
+    x, y = arrays[0], arrays[1]
+    B, N, K = x.shape[0], x.shape[1], y.shape[1]
+    real, integer = x.dtype, jnp.int32
+    shapes = ((B, N), (B, K), (B,), (B,), (B, 2), (B,), (B,))
+    return [(name, jax.ShapeDtypeStruct(shape, integer if name in ("iterations", "converged") else real))
+            for name, shape in zip(_OT_SOLVE, shapes)]
+
+
+def _ot_solve_run(settings, names, *arrays):
+    return _ot_run(settings, "solve", names, arrays, _ot_solve_shapes(arrays))
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _ot_solve(settings, names, *arrays):
+    return _ot_solve_run(settings, names, *arrays)
+
+
+_ot_solve_first_order = _first_order_only(nondiff_argnums=(0, 1))(_ot_solve_run)
+
+
+def _ot_solve_fwd(settings, names, *arrays):
+    out = _ot_solve_first_order(settings, names, *arrays)
+    return out, (arrays, out[0], out[1])
+
+
+@_first_order_only(nondiff_argnums=(0, 1))
+def _ot_gradients(settings, names, f, g, grad_value, *arrays):
+    results = [("grad_" + name, jax.ShapeDtypeStruct(a.shape, a.dtype)) for name, a in zip(names, arrays)]
+    return _ot_run(settings, "gradients", names + ("f", "g", "grad_output"), arrays + (f, g, grad_value), results)
+
+
+def _ot_solve_bwd(settings, names, residuals, cotangents):
+    arrays, f, g = residuals
+    grad_value = cotangents[_OT_SOLVE.index("value")]
+    return tuple(_ot_gradients(settings, names, f, g, grad_value, *arrays))
+
+
+_ot_solve.defvjp(_ot_solve_fwd, _ot_solve_bwd)
+
+
+def _ot_settings(cost, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, rho_b, max_iterations, tolerance,
+                 check_every, kernel):
+    """softwave.ot's checked settings, as a hashable tuple (a static argument)."""
+    from . import ot as _ot
+
+    settings = _ot._settings(_ot._Frame(np.zeros(1)), epsilon=epsilon, epsilon_relative=epsilon_relative,
+                             epsilon_scaling=epsilon_scaling, rho=rho, rho_a=rho_a, rho_b=rho_b,
+                             max_iterations=max_iterations, tolerance=tolerance, check_every=check_every, cost=cost,
+                             check_inputs=True, kernel=kernel)
+    settings.pop("check")
+    return tuple(sorted(settings.items()))
+
+
+def sinkhorn(x, y, a=None, b=None, *, cost: str = "sqeuclidean", epsilon: float = 0.05,
+             epsilon_relative: bool = False, epsilon_scaling: float = 0.0, rho=None, rho_a=None, rho_b=None,
+             max_iterations: int = 1000, tolerance: float = 1e-6, check_every: int = 10,
+             kernel: str = "automatic") -> SinkhornOutput:
+    """Entropic OT between point clouds x (N, d) and y (K, d), or batches
+    (B, N, d) and (B, K, d), with weights a (…, N) and b (…, K) (None:
+    uniform): softwave.ot.sinkhorn's solve and options, under ``jit``, as an
+    XLA FFI target on XLA's stream. ``value`` is differentiable w.r.t. x, y,
+    a and b (the envelope theorem's gradients from the solved potentials)."""
+    settings = _ot_settings(cost, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, rho_b, max_iterations,
+                            tolerance, check_every, kernel)
+    names, arrays, single = _ot_problem(x, y, a, b)
+    out = _ot_solve(settings, names, *arrays)
+    named = dict(zip(_OT_SOLVE, out))
+    fields = {k: (v if k == "value" else jax.lax.stop_gradient(v)) for k, v in named.items()}
+    if single:
+        fields = {k: v[0] for k, v in fields.items()}
+    return SinkhornOutput(**fields)
+
+
+def _ot_divergence_run(settings, names, arrays, with_gradients):
+    x = arrays[0]
+    results = [("values", jax.ShapeDtypeStruct((x.shape[0],), x.dtype)),
+               ("converged", jax.ShapeDtypeStruct((x.shape[0],), jnp.int32))]
+    if with_gradients:
+        results += [("grad_" + name, jax.ShapeDtypeStruct(a.shape, a.dtype)) for name, a in zip(names, arrays)]
+    return _ot_run(settings, "divergence", names, arrays, results)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _ot_divergence(settings, names, *arrays):
+    return _ot_divergence_run(settings, names, arrays, False)[0]
+
+
+@_first_order_only(nondiff_argnums=(0, 1))
+def _ot_divergence_value_and_grad(settings, names, *arrays):
+    return _ot_divergence_run(settings, names, arrays, True)
+
+
+def _ot_divergence_fwd(settings, names, *arrays):
+    values, _, *grads = _ot_divergence_value_and_grad(settings, names, *arrays)
+    return values, tuple(grads)
+
+
+def _ot_divergence_bwd(settings, names, grads, g):
+    return tuple(grad * g.reshape((-1,) + (1,) * (grad.ndim - 1)) for grad in grads)
+
+
+_ot_divergence.defvjp(_ot_divergence_fwd, _ot_divergence_bwd)
+
+
+def sinkhorn_divergence(x, y, a=None, b=None, *, cost: str = "sqeuclidean", epsilon: float = 0.05,
+                        epsilon_relative: bool = False, epsilon_scaling: float = 0.0, rho=None, rho_a=None,
+                        rho_b=None, max_iterations: int = 1000, tolerance: float = 1e-6, check_every: int = 10,
+                        kernel: str = "automatic"):
+    """The Sinkhorn divergence S_ε(x, y) = OT_ε(x, y) − ½ OT_ε(x, x) −
+    ½ OT_ε(y, y) (B,) (a scalar for one pair), as softwave.ot's, under
+    ``jit``; differentiable w.r.t. x, y, a and b."""
+    settings = _ot_settings(cost, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, rho_b, max_iterations,
+                            tolerance, check_every, kernel)
+    names, arrays, single = _ot_problem(x, y, a, b)
+    values = _ot_divergence(settings, names, *arrays)
+    return values[0] if single else values

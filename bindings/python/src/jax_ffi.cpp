@@ -158,6 +158,55 @@ void dtw_path_target(const Place& place, const Arrays& a,
            a.operand(3, "lengths_y", true));
 }
 
+// The names in a comma-separated list ("x,y,a"; "" is none).
+std::vector<std::string> split_names(std::string_view list) {
+  std::vector<std::string> names;
+  while (!list.empty()) {
+    auto const comma = list.find(',');
+    names.emplace_back(list.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return names;
+}
+
+// Entropic OT (softwave/sinkhorn.hpp) through optimal_transport(): the
+// attributes name the operation ("solve", "gradients" or "divergence"),
+// the operands and the results by the core's array names, in order, and
+// carry the options of OTSettings.
+void optimal_transport_target(const Place& place, const Arrays& a,
+                              const ffi::Dictionary& attrs) {
+  auto const operands =
+      split_names(attribute<std::string_view>(attrs, "operands"));
+  auto const results =
+      split_names(attribute<std::string_view>(attrs, "results"));
+  if (results.size() != a.results())
+    throw std::runtime_error("softwave: the call has " +
+                             std::to_string(a.results()) + " results for " +
+                             std::to_string(results.size()) + " names");
+  OTArrays arrays;
+  for (std::size_t i = 0; i < operands.size(); ++i)
+    arrays[operands[i]] = a.operand(i, operands[i].c_str());
+  for (std::size_t i = 0; i < results.size(); ++i)
+    arrays[results[i]] = a.result(i, results[i].c_str());
+  OTSettings s;
+  s.epsilon = attribute<double>(attrs, "epsilon");
+  s.epsilon_relative = attribute<bool>(attrs, "epsilon_relative");
+  s.epsilon_scaling = attribute<double>(attrs, "epsilon_scaling");
+  s.rho_a = attribute<double>(attrs, "rho_a");
+  s.rho_b = attribute<double>(attrs, "rho_b");
+  s.max_iterations = int(attribute<std::int64_t>(attrs, "max_iterations"));
+  s.tolerance = attribute<double>(attrs, "tolerance");
+  s.check_every = int(attribute<std::int64_t>(attrs, "check_every"));
+  s.cost = std::string(attribute<std::string_view>(attrs, "cost"));
+  s.kernel = std::string(attribute<std::string_view>(attrs, "kernel"));
+  // As for Soft-DTW: a data check would wait for the stream on the GPU.
+  s.check_values = place.device == Device::cpu;
+  s.stream = place.stream;
+  optimal_transport(
+      std::string(attribute<std::string_view>(attrs, "operation")), s, arrays);
+}
+
 using Target = void (*)(const Place&, const Arrays&, const ffi::Dictionary&);
 
 // softwave's argument errors are the caller's (InvalidArgument, with the
@@ -209,6 +258,7 @@ SOFTWAVE_FFI_TARGET(soft_dtw_target)
 SOFTWAVE_FFI_TARGET(soft_dtw_cost_target)
 SOFTWAVE_FFI_TARGET(pairwise_target)
 SOFTWAVE_FFI_TARGET(dtw_path_target)
+SOFTWAVE_FFI_TARGET(optimal_transport_target)
 
 #undef SOFTWAVE_FFI_TARGET
 
@@ -230,6 +280,9 @@ std::vector<FfiTarget> ffi_targets() {
        handler(softwave_pairwise_target_cuda)},
       {"softwave_dtw_path", handler(softwave_dtw_path_target_cpu),
        handler(softwave_dtw_path_target_cuda)},
+      {"softwave_optimal_transport",
+       handler(softwave_optimal_transport_target_cpu),
+       handler(softwave_optimal_transport_target_cuda)},
   };
   std::vector<FfiTarget> targets;
   for (const Handlers& h : all) {
