@@ -182,3 +182,70 @@ def test_sinkhorn_second_derivative_is_refused(rng):
         jax.hessian(lambda p: swj.sinkhorn(p, y, epsilon=0.5).value)(jnp.asarray(x))
     with pytest.raises(NotImplementedError, match="second derivatives"):
         jax.hessian(lambda p: swj.sinkhorn_divergence(p, y, epsilon=0.5))(jnp.asarray(x))
+
+
+# --- DEER -----------------------------------------------------------------
+
+import softwave.deer as swd  # noqa: E402
+
+
+def _cell_weights(rng, cell, m, H):
+    G = {"elman": 1, "gru": 3, "lstm": 4}[cell]
+    scale = 1 / np.sqrt(H)
+    return [rng.uniform(-scale, scale, shape) for shape in ((G * H, m), (G * H, H), (G * H,), (G * H,))]
+
+
+@pytest.mark.parametrize("cell", ["elman", "gru", "lstm"])
+def test_deer_states_and_gradients_under_jit(rng, cell):
+    """States equal softwave.deer's; gradients of every input equal the
+    torch front end's and central differences."""
+    B, T, m, H = 2, 40, 3, 4
+    n = 2 * H if cell == "lstm" else H
+    x, h0 = rng.standard_normal((B, T, m)), 0.3 * rng.standard_normal((B, n))
+    w = _cell_weights(rng, cell, m, H)
+    lengths = np.array([T, 23], dtype=np.int32)
+    opts = dict(cell=cell, method="deer", atol=1e-12, rtol=1e-10, lengths=lengths)
+    expected, report = swd.rnn(x, h0, *w, **opts)
+    weight = rng.standard_normal((B, T, n))
+
+    def loss(x, h0, *w):
+        return (swj.deer_rnn(x, h0, *w, **opts).y * weight).sum()
+
+    out = jax.jit(lambda *args: swj.deer_rnn(*args, **opts))(x, h0, *w)
+    np.testing.assert_allclose(out.y, expected, rtol=1e-10, atol=1e-12)
+    assert list(np.asarray(out.iterations)) == report.iterations
+    assert [swd._PATHS[int(p)] for p in np.asarray(out.path)] == report.path == ["deer", "deer"]
+    grads = jax.jit(jax.grad(loss, argnums=tuple(range(6))))(x, h0, *w)
+    torch = pytest.importorskip("torch")
+    tensors = [torch.tensor(v, requires_grad=True) for v in (x, h0, *w)]
+    y, _ = swd.rnn(*tensors, **dict(opts, lengths=torch.tensor(lengths)))
+    (y * torch.tensor(weight)).sum().backward()
+    for got, t in zip(grads, tensors):
+        np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-8, atol=1e-10)
+    h = 1e-6
+    args = [x, h0, *w]
+    for which, index in ((0, (1, 5, 2)), (1, (0, 1)), (3, (2, 1))):
+        plus, minus = [list(map(np.copy, args)) for _ in range(2)]
+        plus[which][index] += h
+        minus[which][index] -= h
+        numeric = (float(loss(*plus)) - float(loss(*minus))) / (2 * h)
+        assert float(grads[which][index]) == pytest.approx(numeric, rel=1e-6, abs=1e-8)
+
+
+def test_deer_single_float32_lstm_state_and_errors(rng):
+    T, m, H = 30, 2, 3
+    x = rng.standard_normal((T, m)).astype(np.float32)
+    w = [a.astype(np.float32) for a in _cell_weights(rng, "lstm", m, H)]
+    state = (np.zeros(H, np.float32), 0.5 * np.ones(H, np.float32))
+    h, c, out = swj.deer_lstm(x, state, *w, method="deer")
+    eh, ec, report = swd.lstm(x[None], (state[0][None], state[1][None]), *w, method="deer")
+    assert h.shape == (T, H) and h.dtype == jnp.float32 and out.iterations.shape == ()
+    np.testing.assert_allclose(h, eh[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(c, ec[0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="cell"):
+        swj.deer_rnn(x, None, *w, cell="transformer")
+    with pytest.raises(NotImplementedError, match="second derivatives"):
+        jax.hessian(lambda a: swj.deer_gru(a, None, *_cell_weights(rng, "gru", m, H)).y.sum())(jnp.asarray(x, jnp.float64))
+    if swj.uses_ffi():
+        text = jax.jit(lambda a: swj.deer_lstm(a, None, *w)[0]).lower(jnp.asarray(x)).as_text()
+        assert "softwave_deer_rnn" in text and "callback" not in text

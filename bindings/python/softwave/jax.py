@@ -1,4 +1,6 @@
-"""JAX front end: Soft-DTW functions with ``custom_vjp``, usable under ``jit``.
+"""JAX front end: Soft-DTW, entropic OT (``sinkhorn``,
+``sinkhorn_divergence``) and DEER (``deer_rnn``, ``deer_gru``,
+``deer_lstm``) with ``custom_vjp``, usable under ``jit``.
 
 The compiled core is called as an XLA FFI target (``jax.ffi.ffi_call``):
 inside a jitted program it runs on XLA's own buffers, on the CPU or, in a
@@ -37,7 +39,7 @@ from . import numpy as _swn
 from ._common import Options, bandwidth_of, check_batches, check_extents, options
 
 __all__ = ["soft_dtw", "soft_dtw_divergence", "soft_dtw_cost", "soft_dtw_alignment", "pairwise", "dtw", "sinkhorn",
-           "sinkhorn_divergence", "SinkhornOutput", "uses_ffi"]
+           "sinkhorn_divergence", "SinkhornOutput", "deer_rnn", "deer_gru", "deer_lstm", "DeerOutput", "uses_ffi"]
 
 
 def _register_ffi_targets():
@@ -394,24 +396,32 @@ def _ot_problem(x, y, a, b):
     return tuple(names), tuple(arrays), single
 
 
-def _ot_run(settings, operation, names, arrays, results):
-    """optimal_transport(operation) on the named arrays; results: (name,
-    ShapeDtypeStruct) pairs, returned in order."""
-    settings = dict(settings)
+def _named_call(target, core_function, operation, names, arrays, results, attributes, host_settings):
+    """The core's `target` taking arrays by name (optimal_transport, deer_rnn):
+    operands `names` (with `arrays`), results (name, ShapeDtypeStruct) pairs,
+    returned in order; on the host core_function(operation, arrays,
+    host_settings) where this backend has no FFI target."""
 
     def host(*operands):
         out = {name: np.empty(shape.shape, shape.dtype) for name, shape in results}
         given = {name: np.ascontiguousarray(v) for name, v in zip(names, operands)}
-        _core.optimal_transport(operation, dict(given, **out), dict(settings, check=True))
+        core_function(operation, dict(given, **out), host_settings)
         return tuple(out[name] for name, _ in results)
 
-    attributes = dict(operation=operation, operands=",".join(names), results=",".join(n for n, _ in results),
-                      epsilon=np.float64(settings["epsilon"]), epsilon_relative=bool(settings["epsilon_relative"]),
+    attributes = dict(attributes, operation=operation, operands=",".join(names),
+                      results=",".join(name for name, _ in results))
+    return _call(target, [shape for _, shape in results], arrays, host, attributes)
+
+
+def _ot_run(settings, operation, names, arrays, results):
+    settings = dict(settings)
+    attributes = dict(epsilon=np.float64(settings["epsilon"]), epsilon_relative=bool(settings["epsilon_relative"]),
                       epsilon_scaling=np.float64(settings["epsilon_scaling"]), rho_a=np.float64(settings["rho_a"]),
                       rho_b=np.float64(settings["rho_b"]), max_iterations=np.int64(settings["max_iterations"]),
                       tolerance=np.float64(settings["tolerance"]), check_every=np.int64(settings["check_every"]),
                       cost=settings["cost"], kernel=settings["kernel"])
-    return _call("softwave_optimal_transport", [shape for _, shape in results], arrays, host, attributes)
+    return _named_call("softwave_optimal_transport", _core.optimal_transport, operation, names, arrays, results,
+                       attributes, dict(settings, check=True))
 
 
 def _ot_solve_shapes(arrays):
@@ -531,3 +541,129 @@ def sinkhorn_divergence(x, y, a=None, b=None, *, cost: str = "sqeuclidean", epsi
     names, arrays, single = _ot_problem(x, y, a, b)
     values = _ot_divergence(settings, names, *arrays)
     return values[0] if single else values
+
+
+# --- recurrences in parallel over time (DEER) ------------------------------
+
+
+class DeerOutput(NamedTuple):
+    """What the DEER functions return: the states ``y`` (B, T, n)
+    (differentiable w.r.t. x, h0, the weights and biases), and per sequence
+    the Newton iterations run and the path its states took, as int32 codes
+    of softwave.deer's paths (0 "deer", 1 "fallback", 2 "sequential",
+    3 "damped")."""
+
+    y: Any
+    iterations: Any
+    path: Any
+
+
+def _deer_run(settings, operation, names, arrays, results):
+    settings = dict(settings)
+    nan = np.float64(np.nan)
+    attributes = dict(cell=settings["cell"], method=settings["method"], jacobian=settings["jacobian"],
+                      kernel=settings["kernel"],
+                      atol=nan if settings["atol"] is None else np.float64(settings["atol"]),
+                      rtol=nan if settings["rtol"] is None else np.float64(settings["rtol"]),
+                      max_iterations=np.int64(settings["max_iterations"]), chunk=np.int64(settings["chunk"]),
+                      damping=np.float64(settings["damping"]), block_size=np.int64(settings["block_size"]))
+    from . import deer as _deer_module
+
+    host_settings = _deer_module._core_settings(dict(settings, check=True))
+    return _named_call("softwave_deer_rnn", _core.deer_rnn, operation, names, arrays, results, attributes,
+                       host_settings)
+
+
+def _deer_forward_run(settings, names, *arrays):
+    x, weight_hh = arrays[0], arrays[names.index("weight_hh")]
+    hidden = weight_hh.shape[1]
+    n = 2 * hidden if dict(settings)["cell"] == "lstm" else hidden
+    B, T = x.shape[0], x.shape[1]
+    results = [("y", jax.ShapeDtypeStruct((B, T, n), x.dtype)), ("iterations", jax.ShapeDtypeStruct((B,), jnp.int32)),
+               ("path", jax.ShapeDtypeStruct((B,), jnp.int32))]
+    return _deer_run(settings, "forward", names, arrays, results)
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _deer(settings, names, *arrays):
+    return _deer_forward_run(settings, names, *arrays)
+
+
+_deer_forward_first_order = _first_order_only(nondiff_argnums=(0, 1))(_deer_forward_run)
+
+
+def _deer_fwd(settings, names, *arrays):
+    out = _deer_forward_first_order(settings, names, *arrays)
+    return out, (arrays, out[0])
+
+
+@_first_order_only(nondiff_argnums=(0, 1))
+def _deer_gradients(settings, names, y, grad_y, *arrays):
+    results = [("grad_" + name, jax.ShapeDtypeStruct(a.shape, a.dtype))
+               for name, a in zip(names, arrays) if name != "lengths"]
+    return _deer_run(settings, "gradients", names + ("y", "grad_y"), arrays + (y, grad_y), results)
+
+
+def _deer_bwd(settings, names, residuals, cotangents):
+    arrays, y = residuals
+    grads = iter(_deer_gradients(settings, names, y, cotangents[0].astype(y.dtype), *arrays))
+    return tuple(None if name == "lengths" else next(grads) for name in names)
+
+
+_deer.defvjp(_deer_fwd, _deer_bwd)
+
+
+def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, *, cell: str = "gru",
+             lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic", atol=None,
+             rtol=None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
+             block_size: int = 2) -> DeerOutput:
+    """softwave.deer.rnn under ``jit``: the states of a one-layer Elman, GRU
+    or LSTM cell (PyTorch's definitions and weight layouts) over every
+    step, x (B, T, m) or (T, m), h0 (B, n) or None (zeros), lengths (B,)
+    or None; the same options. The states' gradients (implicit
+    differentiation, the adjoint solved the same way) reach x, h0, the
+    weights and the biases. On a GPU the Newton loop reads its convergence
+    back every iteration, inside the call."""
+    from . import deer as _deer_module
+
+    if weight_ih is None or weight_hh is None:
+        raise ValueError("softwave: weight_ih and weight_hh are required")
+    settings = _deer_module._settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, True, False,
+                                      damping, block_size)
+    settings.pop("check")
+    settings = tuple(sorted(settings.items()))
+    x = _float("x", x)
+    single = x.ndim == 2
+    if single:
+        x = x[None]
+        h0 = None if h0 is None else jnp.asarray(h0)[None]
+    names, arrays = ["x"], [x]
+    if h0 is not None:
+        names.append("y0")
+        arrays.append(jnp.asarray(h0, x.dtype))
+    if lengths is not None:
+        names.append("lengths")
+        arrays.append(jnp.asarray(lengths, jnp.int32).reshape(x.shape[0]))
+    for name, w in (("weight_ih", weight_ih), ("weight_hh", weight_hh), ("bias_ih", bias_ih), ("bias_hh", bias_hh)):
+        if w is not None:
+            names.append(name)
+            arrays.append(jnp.asarray(w, x.dtype))
+    y, iterations, path = _deer(settings, tuple(names), *arrays)
+    iterations, path = jax.lax.stop_gradient(iterations), jax.lax.stop_gradient(path)
+    if single:
+        return DeerOutput(y[0], iterations[0], path[0])
+    return DeerOutput(y, iterations, path)
+
+
+def deer_gru(x, h0, weight_ih, weight_hh, bias_ih=None, bias_hh=None, **kwargs) -> DeerOutput:
+    """torch.nn.GRU's recurrence (gates r, z, n) through deer_rnn."""
+    return deer_rnn(x, h0, weight_ih, weight_hh, bias_ih, bias_hh, cell="gru", **kwargs)
+
+
+def deer_lstm(x, state, weight_ih, weight_hh, bias_ih=None, bias_hh=None, **kwargs):
+    """torch.nn.LSTM's recurrence (gates i, f, g, o). state: None or (h0, c0),
+    each (…, H). Returns (h, c, DeerOutput) with h and c (…, T, H)."""
+    h0 = None if state is None else jnp.concatenate([jnp.asarray(state[0]), jnp.asarray(state[1])], -1)
+    out = deer_rnn(x, h0, weight_ih, weight_hh, bias_ih, bias_hh, cell="lstm", **kwargs)
+    hidden = out.y.shape[-1] // 2
+    return out.y[..., :hidden], out.y[..., hidden:], out

@@ -7,6 +7,7 @@
 // are found (bindings/python/CMakeLists.txt).
 #include "jax_ffi.hpp"
 
+#include <cmath>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -170,25 +171,35 @@ std::vector<std::string> split_names(std::string_view list) {
   return names;
 }
 
-// Entropic OT (softwave/sinkhorn.hpp) through optimal_transport(): the
-// attributes name the operation ("solve", "gradients" or "divergence"),
-// the operands and the results by the core's array names, in order, and
-// carry the options of OTSettings.
-void optimal_transport_target(const Place& place, const Arrays& a,
-                              const ffi::Dictionary& attrs) {
-  auto const operands =
-      split_names(attribute<std::string_view>(attrs, "operands"));
+// The named operands and results of a call (attributes "operands" and
+// "results", comma-separated, in order) as the core's array map. `names`
+// keeps the strings the Borrowed arrays point to.
+OTArrays named_arrays(const Arrays& a, const ffi::Dictionary& attrs,
+                      std::vector<std::string>& names) {
+  names = split_names(attribute<std::string_view>(attrs, "operands"));
+  std::size_t const operands = names.size();
   auto const results =
       split_names(attribute<std::string_view>(attrs, "results"));
   if (results.size() != a.results())
     throw std::runtime_error("softwave: the call has " +
                              std::to_string(a.results()) + " results for " +
                              std::to_string(results.size()) + " names");
+  names.insert(names.end(), results.begin(), results.end());
   OTArrays arrays;
-  for (std::size_t i = 0; i < operands.size(); ++i)
-    arrays[operands[i]] = a.operand(i, operands[i].c_str());
-  for (std::size_t i = 0; i < results.size(); ++i)
-    arrays[results[i]] = a.result(i, results[i].c_str());
+  for (std::size_t i = 0; i < names.size(); ++i)
+    arrays[names[i]] = i < operands ? a.operand(i, names[i].c_str())
+                                    : a.result(i - operands, names[i].c_str());
+  return arrays;
+}
+
+// Entropic OT (softwave/sinkhorn.hpp) through optimal_transport(): the
+// attributes name the operation ("solve", "gradients" or "divergence"),
+// the operands and the results by the core's array names, in order, and
+// carry the options of OTSettings.
+void optimal_transport_target(const Place& place, const Arrays& a,
+                              const ffi::Dictionary& attrs) {
+  std::vector<std::string> names;
+  OTArrays const arrays = named_arrays(a, attrs, names);
   OTSettings s;
   s.epsilon = attribute<double>(attrs, "epsilon");
   s.epsilon_relative = attribute<bool>(attrs, "epsilon_relative");
@@ -205,6 +216,33 @@ void optimal_transport_target(const Place& place, const Arrays& a,
   s.stream = place.stream;
   optimal_transport(
       std::string(attribute<std::string_view>(attrs, "operation")), s, arrays);
+}
+
+// DEER for PyTorch's cells (softwave/deer.hpp) through deer_rnn(): the
+// attributes name the operation ("forward" or "gradients"), the operands
+// and results by the core's array names, and carry DeerSettings; atol and
+// rtol NaN mean the type's defaults.
+void deer_target(const Place& place, const Arrays& a,
+                 const ffi::Dictionary& attrs) {
+  std::vector<std::string> names;
+  OTArrays const arrays = named_arrays(a, attrs, names);
+  DeerSettings s;
+  s.cell = std::string(attribute<std::string_view>(attrs, "cell"));
+  s.method = std::string(attribute<std::string_view>(attrs, "method"));
+  s.jacobian = std::string(attribute<std::string_view>(attrs, "jacobian"));
+  s.kernel = std::string(attribute<std::string_view>(attrs, "kernel"));
+  s.atol = attribute<double>(attrs, "atol");
+  s.rtol = attribute<double>(attrs, "rtol");
+  s.atol_given = !std::isnan(s.atol);
+  s.rtol_given = !std::isnan(s.rtol);
+  s.max_iterations = int(attribute<std::int64_t>(attrs, "max_iterations"));
+  s.chunk = int(attribute<std::int64_t>(attrs, "chunk"));
+  s.damping = attribute<double>(attrs, "damping");
+  s.block_size = int(attribute<std::int64_t>(attrs, "block_size"));
+  s.check_values = place.device == Device::cpu;
+  s.stream = place.stream;
+  deer_rnn(std::string(attribute<std::string_view>(attrs, "operation")), s,
+           arrays);
 }
 
 using Target = void (*)(const Place&, const Arrays&, const ffi::Dictionary&);
@@ -259,6 +297,7 @@ SOFTWAVE_FFI_TARGET(soft_dtw_cost_target)
 SOFTWAVE_FFI_TARGET(pairwise_target)
 SOFTWAVE_FFI_TARGET(dtw_path_target)
 SOFTWAVE_FFI_TARGET(optimal_transport_target)
+SOFTWAVE_FFI_TARGET(deer_target)
 
 #undef SOFTWAVE_FFI_TARGET
 
@@ -283,6 +322,8 @@ std::vector<FfiTarget> ffi_targets() {
       {"softwave_optimal_transport",
        handler(softwave_optimal_transport_target_cpu),
        handler(softwave_optimal_transport_target_cuda)},
+      {"softwave_deer_rnn", handler(softwave_deer_target_cpu),
+       handler(softwave_deer_target_cuda)},
   };
   std::vector<FfiTarget> targets;
   for (const Handlers& h : all) {
