@@ -244,8 +244,9 @@ def test_deer_single_float32_lstm_state_and_errors(rng):
     np.testing.assert_allclose(c, ec[0], rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="cell"):
         swj.deer_rnn(x, None, *w, cell="transformer")
+    weights = _cell_weights(rng, "gru", m, H)
     with pytest.raises(NotImplementedError, match="second derivatives"):
-        jax.hessian(lambda a: swj.deer_gru(a, None, *_cell_weights(rng, "gru", m, H)).y.sum())(jnp.asarray(x, jnp.float64))
+        jax.hessian(lambda a: swj.deer_gru(a, None, *weights).y.sum())(jnp.asarray(x, jnp.float64))
     if swj.uses_ffi():
         text = jax.jit(lambda a: swj.deer_lstm(a, None, *w)[0]).lower(jnp.asarray(x)).as_text()
         assert "softwave_deer_rnn" in text and "callback" not in text

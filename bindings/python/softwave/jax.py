@@ -433,21 +433,26 @@ def _ot_solve_shapes(arrays):
             for name, shape in zip(_OT_SOLVE, shapes)]
 
 
-def _ot_solve_run(settings, names, *arrays):
-    return _ot_run(settings, "solve", names, arrays, _ot_solve_shapes(arrays))
+def _named_vjp(run, backward):
+    """run(settings, names, *arrays) (settings and names static) as a
+    custom_vjp whose backward(settings, names, arrays, outputs, cotangents)
+    returns the arrays' cotangents; its forward pass refuses to be
+    differentiated (first derivatives only)."""
+    first_order = _first_order_only(nondiff_argnums=(0, 1))(run)
 
+    @partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+    def function(settings, names, *arrays):
+        return run(settings, names, *arrays)
 
-@partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _ot_solve(settings, names, *arrays):
-    return _ot_solve_run(settings, names, *arrays)
+    def forward(settings, names, *arrays):
+        outputs = first_order(settings, names, *arrays)
+        return outputs, (arrays, outputs)
 
+    def reverse(settings, names, residuals, cotangents):
+        return backward(settings, names, *residuals, cotangents)
 
-_ot_solve_first_order = _first_order_only(nondiff_argnums=(0, 1))(_ot_solve_run)
-
-
-def _ot_solve_fwd(settings, names, *arrays):
-    out = _ot_solve_first_order(settings, names, *arrays)
-    return out, (arrays, out[0], out[1])
+    function.defvjp(forward, reverse)
+    return function
 
 
 @_first_order_only(nondiff_argnums=(0, 1))
@@ -456,13 +461,15 @@ def _ot_gradients(settings, names, f, g, grad_value, *arrays):
     return _ot_run(settings, "gradients", names + ("f", "g", "grad_output"), arrays + (f, g, grad_value), results)
 
 
-def _ot_solve_bwd(settings, names, residuals, cotangents):
-    arrays, f, g = residuals
+def _ot_solve_backward(settings, names, arrays, outputs, cotangents):
+    f, g = outputs[0], outputs[1]
     grad_value = cotangents[_OT_SOLVE.index("value")]
     return tuple(_ot_gradients(settings, names, f, g, grad_value, *arrays))
 
 
-_ot_solve.defvjp(_ot_solve_fwd, _ot_solve_bwd)
+_ot_solve = _named_vjp(lambda settings, names, *arrays: _ot_run(settings, "solve", names, arrays,
+                                                                 _ot_solve_shapes(arrays)),
+                       _ot_solve_backward)
 
 
 def _ot_settings(cost, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, rho_b, max_iterations, tolerance,
@@ -584,19 +591,6 @@ def _deer_forward_run(settings, names, *arrays):
     return _deer_run(settings, "forward", names, arrays, results)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(0, 1))
-def _deer(settings, names, *arrays):
-    return _deer_forward_run(settings, names, *arrays)
-
-
-_deer_forward_first_order = _first_order_only(nondiff_argnums=(0, 1))(_deer_forward_run)
-
-
-def _deer_fwd(settings, names, *arrays):
-    out = _deer_forward_first_order(settings, names, *arrays)
-    return out, (arrays, out[0])
-
-
 @_first_order_only(nondiff_argnums=(0, 1))
 def _deer_gradients(settings, names, y, grad_y, *arrays):
     results = [("grad_" + name, jax.ShapeDtypeStruct(a.shape, a.dtype))
@@ -604,13 +598,13 @@ def _deer_gradients(settings, names, y, grad_y, *arrays):
     return _deer_run(settings, "gradients", names + ("y", "grad_y"), arrays + (y, grad_y), results)
 
 
-def _deer_bwd(settings, names, residuals, cotangents):
-    arrays, y = residuals
+def _deer_backward(settings, names, arrays, outputs, cotangents):
+    y = outputs[0]
     grads = iter(_deer_gradients(settings, names, y, cotangents[0].astype(y.dtype), *arrays))
     return tuple(None if name == "lengths" else next(grads) for name in names)
 
 
-_deer.defvjp(_deer_fwd, _deer_bwd)
+_deer = _named_vjp(_deer_forward_run, _deer_backward)
 
 
 def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, *, cell: str = "gru",
