@@ -244,6 +244,12 @@ def test_deer_single_float32_lstm_state_and_errors(rng):
     np.testing.assert_allclose(c, ec[0], rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match="cell"):
         swj.deer_rnn(x, None, *w, cell="transformer")
+    with pytest.raises(ValueError, match="weight_hh"):
+        swj.deer_lstm(x, None, w[0], w[1][:, 0])
+    with pytest.raises(ValueError, match="lengths"):
+        swj.deer_lstm(x[None], None, *w, lengths=[3, 4])
+    with pytest.raises(Exception, match="weight_hh has 10 rows"):  # the core's own check, inside the call
+        jax.block_until_ready(swj.deer_lstm(x, None, w[0], w[1][:10]))
     weights = _cell_weights(rng, "gru", m, H)
     with pytest.raises(NotImplementedError, match="second derivatives"):
         jax.hessian(lambda a: swj.deer_gru(a, None, *weights).y.sum())(jnp.asarray(x, jnp.float64))

@@ -627,10 +627,19 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
     settings.pop("check")
     settings = tuple(sorted(settings.items()))
     x = _float("x", x)
+    if x.ndim not in (2, 3):
+        raise ValueError(f"softwave: x must be (B, T, m) or (T, m) (got shape {tuple(x.shape)})")
+    for name, w in (("weight_ih", weight_ih), ("weight_hh", weight_hh)):
+        if np.ndim(w) != 2:
+            raise ValueError(f"softwave: {name} must be 2-dimensional (gates·hidden size, "
+                             f"{'m' if name == 'weight_ih' else 'hidden size'}) (got shape {np.shape(w)})")
     single = x.ndim == 2
     if single:
         x = x[None]
         h0 = None if h0 is None else jnp.asarray(h0)[None]
+    if lengths is not None and np.size(lengths) != x.shape[0]:
+        raise ValueError(f"softwave: lengths must have one entry per sequence ({x.shape[0]}), "
+                         f"got {np.size(lengths)}")
     names, arrays = ["x"], [x]
     if h0 is not None:
         names.append("y0")
