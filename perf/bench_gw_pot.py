@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""softwave's sampled GW beside POT's entropic GW on the same distance
+matrices, in one process: time, the exact GW objective of each returned
+plan (square loss, one function for both) and the signed Spearman rho of
+its row-argmax matching with the increasing one (1 forward, -1 reversed).
+
+Task: TorchGW's spiral (n points) -> Swiss roll (k points) (the generator
+of perf/bench_gw_torchgw.py), each side's geodesic distances (all shortest
+paths of its symmetrised 5-NN graph, softwave.ot.knn_graph then scipy's
+Dijkstra), each matrix divided by its largest entry. Both solvers get these
+matrices and uniform marginals:
+  softwave  ot.sampled_gw(distance_mode="precomputed", epsilon, M, seeds as
+            --restarts), its defaults otherwise;
+  POT       ot.gromov.entropic_gromov_wasserstein(loss_fun="square_loss",
+            epsilon, solver "PGD" (its default: a Sinkhorn solve of the
+            linearised cost an iteration), max_iter --pot-iterations,
+            tol 1e-9), from the product coupling (its default).
+POT is a peer, never a project dependency: install it into a throwaway
+virtual environment that also sees softwave, e.g.
+    python3 -m venv --system-site-packages /tmp/potenv
+    /tmp/potenv/bin/pip install POT "numpy<2"
+    PYTHONPATH=<softwave's site-packages> /tmp/potenv/bin/python \\
+        perf/bench_gw_pot.py --out gw-pot.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_gw_torchgw import cloud, size_list  # noqa: E402
+
+
+def geodesics(points, k):
+    """All shortest paths of the symmetrised k-NN graph, divided by the largest."""
+    from scipy.sparse.csgraph import dijkstra
+
+    import softwave.ot as swot
+
+    d = dijkstra(swot.knn_graph(points, k=k).to_scipy(), directed=False)
+    return d / d.max()
+
+
+def gw_objective(dx, dy, plan):
+    """Σ_ijkl (D_X(i,j) − D_Y(k,l))² T_ik T_jl, by matrix products."""
+    a, b = plan.sum(1), plan.sum(0)
+    return float(a @ (dx ** 2) @ a + b @ (dy ** 2) @ b - 2 * np.sum((dx @ plan @ dy) * plan))
+
+
+def signed_rho(matching):
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(np.arange(len(matching)), matching).statistic)
+
+
+def run_softwave(dx, dy, args, seed):
+    import softwave.ot as swot
+
+    start = time.perf_counter()
+    r = swot.sampled_gw(dist_source=dx, dist_target=dy, distance_mode="precomputed", epsilon=args.epsilon,
+                        M=args.anchors, restarts=args.restarts, seed=seed, objective=False)
+    seconds = time.perf_counter() - start
+    plan = np.asarray(r.plan, dtype=np.float64)
+    return dict(seconds=seconds, iterations=r.iterations, plan=plan)
+
+
+def run_pot(dx, dy, args):
+    import ot
+
+    p, q = np.full(dx.shape[0], 1 / dx.shape[0]), np.full(dy.shape[0], 1 / dy.shape[0])
+    start = time.perf_counter()
+    plan, log = ot.gromov.entropic_gromov_wasserstein(dx, dy, p, q, loss_fun="square_loss", epsilon=args.epsilon,
+                                                      solver="PGD", max_iter=args.pot_iterations, tol=1e-9,
+                                                      log=True)
+    seconds = time.perf_counter() - start
+    return dict(seconds=seconds, iterations=len(log.get("err", [])) * 10, plan=np.asarray(plan))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=size_list, default=size_list("400x500,1000x1250,2000x2500"))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--epsilon", type=float, default=5e-3)
+    parser.add_argument("--anchors", type=int, default=80)
+    parser.add_argument("--restarts", type=int, default=1)
+    parser.add_argument("--neighbours", type=int, default=5)
+    parser.add_argument("--pot-iterations", type=int, default=200)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+
+    import ot
+
+    import softwave
+
+    records = []
+    meta = dict(pot=ot.__version__, softwave=getattr(softwave, "__version__", "?"),
+                threads=os.environ.get("OMP_NUM_THREADS", "?"), epsilon=args.epsilon, anchors=args.anchors,
+                restarts=args.restarts, pot_iterations=args.pot_iterations)
+    print(json.dumps(meta))
+    for n, k in args.sizes:
+        for seed in range(args.seeds):
+            dx = geodesics(cloud(np, n, seed, False).astype(np.float64), args.neighbours)
+            dy = geodesics(cloud(np, k, seed + 1000, True).astype(np.float64), args.neighbours)
+            for method in ("softwave", "pot"):
+                r = run_softwave(dx, dy, args, seed) if method == "softwave" else run_pot(dx, dy, args)
+                plan = r.pop("plan")
+                r.update(method=method, n=n, k=k, seed=seed, objective=gw_objective(dx, dy, plan),
+                         rho=signed_rho(plan.argmax(1)), mass=float(plan.sum()))
+                records.append(r)
+                print(f"{method:9s} {n}x{k} seed {seed}: {r['seconds']:8.3f} s  objective {r['objective']:.5f}  "
+                      f"rho {r['rho']:+.4f}  iterations {r['iterations']}", flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(dict(meta=meta, records=records), indent=1))
+
+
+if __name__ == "__main__":
+    main()
