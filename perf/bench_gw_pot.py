@@ -9,8 +9,8 @@ of perf/bench_gw_torchgw.py), each side's geodesic distances (all shortest
 paths of its symmetrised 5-NN graph, softwave.ot.knn_graph then scipy's
 Dijkstra), each matrix divided by its largest entry. Both solvers get these
 matrices and uniform marginals:
-  softwave  ot.sampled_gw(distance_mode="precomputed", epsilon, M, seeds as
-            --restarts), its defaults otherwise;
+  softwave  ot.sampled_gw(distance_mode="precomputed", epsilon, M, restarts,
+            tol and max_iter as given), its defaults otherwise;
   POT       ot.gromov.entropic_gromov_wasserstein(loss_fun="square_loss",
             epsilon, solver "PGD" (its default: a Sinkhorn solve of the
             linearised cost an iteration), max_iter --pot-iterations,
@@ -65,7 +65,8 @@ def run_softwave(dx, dy, args, seed):
 
     start = time.perf_counter()
     r = swot.sampled_gw(dist_source=dx, dist_target=dy, distance_mode="precomputed", epsilon=args.epsilon,
-                        M=args.anchors, restarts=args.restarts, seed=seed, objective=False)
+                        M=args.anchors, restarts=args.restarts, seed=seed, objective=False, tol=args.tol,
+                        max_iter=args.max_iter)
     seconds = time.perf_counter() - start
     plan = np.asarray(r.plan, dtype=np.float64)
     return dict(seconds=seconds, iterations=r.iterations, plan=plan)
@@ -92,6 +93,11 @@ def main():
     parser.add_argument("--restarts", type=int, default=1)
     parser.add_argument("--neighbours", type=int, default=5)
     parser.add_argument("--pot-iterations", type=int, default=200)
+    # softwave's stop: the default relative change 0.05 ends the run early,
+    # where ε is still near its start; --tol 0 runs the whole annealing
+    # (ε down to a tenth over --max-iter).
+    parser.add_argument("--tol", type=float, default=0.05)
+    parser.add_argument("--max-iter", type=int, default=500)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -102,7 +108,7 @@ def main():
     records = []
     meta = dict(pot=ot.__version__, softwave=getattr(softwave, "__version__", "?"),
                 threads=os.environ.get("OMP_NUM_THREADS", "?"), epsilon=args.epsilon, anchors=args.anchors,
-                restarts=args.restarts, pot_iterations=args.pot_iterations)
+                restarts=args.restarts, pot_iterations=args.pot_iterations, tol=args.tol, max_iter=args.max_iter)
     print(json.dumps(meta))
     for n, k in args.sizes:
         for seed in range(args.seeds):
