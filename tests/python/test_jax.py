@@ -137,6 +137,24 @@ def test_sinkhorn_value_and_gradients_under_jit(rng):
         np.testing.assert_allclose(grads[which], tensors[which].grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
+def test_sinkhorn_on_a_cost_matrix(rng):
+    """A cost matrix's value equals softwave.ot's, and its gradient is the plan."""
+    C = rng.uniform(0, 2, (2, 9, 12))
+    a, b = _weights(rng, 2, 9), _weights(rng, 2, 12)
+    expected = swot.sinkhorn(a=a, b=b, cost_matrix=C, **_OT)
+    value, (grad_c, grad_a) = jax.jit(jax.value_and_grad(
+        lambda c, a: swj.sinkhorn(a=a, b=b, cost_matrix=c, **_OT).value.sum(), argnums=(0, 1)))(C, a)
+    assert float(value) == pytest.approx(float(expected.value.sum()), rel=1e-12)
+    np.testing.assert_allclose(grad_c, expected.plan(), rtol=1e-9, atol=1e-13)
+    single = swj.sinkhorn(cost_matrix=C[0], **_OT)
+    assert single.value.shape == () and single.g.shape == (12,)
+    np.testing.assert_allclose(single.value, swot.sinkhorn(cost_matrix=C[0], **_OT).value, rtol=1e-12)
+    with pytest.raises(ValueError, match="exactly one"):
+        swj.sinkhorn(C[0][:, :2], C[0][:, :2], cost_matrix=C[0])
+    with pytest.raises(ValueError, match="a must have shape"):
+        swj.sinkhorn(cost_matrix=C[0], a=np.ones(12) / 12)
+
+
 def test_sinkhorn_single_vmap_float32_and_options(rng):
     x, y = rng.standard_normal((16, 2)).astype(np.float32), rng.standard_normal((12, 2)).astype(np.float32)
     out = swj.sinkhorn(x, y, epsilon=0.5, rho=2.0)

@@ -373,23 +373,39 @@ class SinkhornOutput(NamedTuple):
 _OT_SOLVE = ("f", "g", "value", "transport_cost", "marginal_error", "iterations", "converged")
 
 
-def _ot_problem(x, y, a, b):
-    """Batched operands (names, arrays) and whether the inputs were single."""
-    x, y = _float("x", x), _float("y", y)
-    dtype = jnp.promote_types(x.dtype, y.dtype)
-    if x.ndim != y.ndim or x.ndim not in (2, 3):
-        raise ValueError(f"softwave: x and y must both be (B, N, d) or (N, d) (got {x.ndim} and {y.ndim} dimensions)")
-    single = x.ndim == 2
-    if single:
-        x, y = x[None], y[None]
-    names, arrays = ["x", "y"], [x.astype(dtype), y.astype(dtype)]
-    for name, w, rows in (("a", a, x.shape[1]), ("b", b, y.shape[1])):
+def _ot_problem(x, y, a, b, cost_matrix=None):
+    """Batched operands (names, arrays) and whether the inputs were single:
+    point clouds x, y or a cost_matrix, then the weights given."""
+    if (cost_matrix is None) == (x is None):
+        raise ValueError("softwave: give point clouds x and y, or a cost_matrix; exactly one")
+    if cost_matrix is not None:
+        cost = _float("cost_matrix", cost_matrix)
+        if cost.ndim not in (2, 3):
+            raise ValueError(f"softwave: cost_matrix must be (B, N, K) or (N, K) (got shape {tuple(cost.shape)})")
+        single = cost.ndim == 2
+        cost = cost[None] if single else cost
+        dtype, batch, rows, columns = cost.dtype, cost.shape[0], cost.shape[1], cost.shape[2]
+        names, arrays = ["cost"], [cost]
+    else:
+        if y is None:
+            raise ValueError("softwave: y is required with x")
+        x, y = _float("x", x), _float("y", y)
+        dtype = jnp.promote_types(x.dtype, y.dtype)
+        if x.ndim != y.ndim or x.ndim not in (2, 3):
+            raise ValueError(
+                f"softwave: x and y must both be (B, N, d) or (N, d) (got {x.ndim} and {y.ndim} dimensions)")
+        single = x.ndim == 2
+        if single:
+            x, y = x[None], y[None]
+        batch, rows, columns = x.shape[0], x.shape[1], y.shape[1]
+        names, arrays = ["x", "y"], [x.astype(dtype), y.astype(dtype)]
+    for name, w, count in (("a", a, rows), ("b", b, columns)):
         if w is None:
             continue
         w = _float(name, w).astype(dtype)
         w = w[None] if single else w
-        if w.shape != (x.shape[0], rows):
-            raise ValueError(f"softwave: {name} must have shape {(x.shape[0], rows)[single:]} "
+        if w.shape != (batch, count):
+            raise ValueError(f"softwave: {name} must have shape {(batch, count)[single:]} "
                              f"(got {tuple(w.shape[single:])})")
         names.append(name)
         arrays.append(w)
@@ -424,10 +440,12 @@ def _ot_run(settings, operation, names, arrays, results):
                        attributes, dict(settings, check=True))
 
 
-def _ot_solve_shapes(arrays):
-    x, y = arrays[0], arrays[1]
-    B, N, K = x.shape[0], x.shape[1], y.shape[1]
-    real, integer = x.dtype, jnp.int32
+def _ot_solve_shapes(names, arrays):
+    if names[0] == "cost":
+        B, N, K = arrays[0].shape
+    else:
+        B, N, K = arrays[0].shape[0], arrays[0].shape[1], arrays[1].shape[1]
+    real, integer = arrays[0].dtype, jnp.int32
     shapes = ((B, N), (B, K), (B,), (B,), (B, 2), (B,), (B,))
     return [(name, jax.ShapeDtypeStruct(shape, integer if name in ("iterations", "converged") else real))
             for name, shape in zip(_OT_SOLVE, shapes)]
@@ -468,7 +486,7 @@ def _ot_solve_backward(settings, names, arrays, outputs, cotangents):
 
 
 _ot_solve = _named_vjp(lambda settings, names, *arrays: _ot_run(settings, "solve", names, arrays,
-                                                                 _ot_solve_shapes(arrays)),
+                                                                 _ot_solve_shapes(names, arrays)),
                        _ot_solve_backward)
 
 
@@ -485,18 +503,21 @@ def _ot_settings(cost, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, r
     return tuple(sorted(settings.items()))
 
 
-def sinkhorn(x, y, a=None, b=None, *, cost: str = "sqeuclidean", epsilon: float = 0.05,
+def sinkhorn(x=None, y=None, a=None, b=None, *, cost_matrix=None, cost: str = "sqeuclidean",
+             epsilon: float = 0.05,
              epsilon_relative: bool = False, epsilon_scaling: float = 0.0, rho=None, rho_a=None, rho_b=None,
              max_iterations: int = 1000, tolerance: float = 1e-6, check_every: int = 10,
              kernel: str = "automatic") -> SinkhornOutput:
     """Entropic OT between point clouds x (N, d) and y (K, d), or batches
-    (B, N, d) and (B, K, d), with weights a (…, N) and b (…, K) (None:
-    uniform): softwave.ot.sinkhorn's solve and options, under ``jit``, as an
-    XLA FFI target on XLA's stream. ``value`` is differentiable w.r.t. x, y,
-    a and b (the envelope theorem's gradients from the solved potentials)."""
+    (B, N, d) and (B, K, d), or for a cost_matrix (…, N, K), with weights
+    a (…, N) and b (…, K) (None: uniform): softwave.ot.sinkhorn's solve and
+    options, under ``jit``, as an XLA FFI target on XLA's stream. ``value``
+    is differentiable w.r.t. x, y (or the cost matrix: its gradient is the
+    plan), a and b (the envelope theorem's gradients from the solved
+    potentials)."""
     settings = _ot_settings(cost, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, rho_b, max_iterations,
                             tolerance, check_every, kernel)
-    names, arrays, single = _ot_problem(x, y, a, b)
+    names, arrays, single = _ot_problem(x, y, a, b, cost_matrix)
     out = _ot_solve(settings, names, *arrays)
     named = dict(zip(_OT_SOLVE, out))
     fields = {k: (v if k == "value" else jax.lax.stop_gradient(v)) for k, v in named.items()}
