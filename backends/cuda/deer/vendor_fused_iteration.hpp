@@ -32,9 +32,12 @@
 // hidden sizes 1 to 16 (powers of two) run with their shape fixed at
 // compile time (with_fixed_shape, core/src/deer/cells.hpp): the generic
 // cell's run-time loops and work arrays in local memory cost several
-// times the GRU's math. What bounds the n = 1 kernel now is its access
-// pattern, not bytes (perf/RESULTS.md: 16-19 % of DRAM bandwidth; a
-// thread's K consecutive steps make each warp access touch 32 lines).
+// times the GRU's math. What bounds the n = 1 kernel is latency, not bytes
+// (perf/RESULTS.md: 18 % of DRAM bandwidth; warps wait on L1 and, while
+// the first warp looks back, at the block's barrier). A thread's K
+// consecutive steps make each warp access touch 32 lines, but coalescing
+// them (a lane every 32nd step, runs scanned by shuffles) measured no
+// faster.
 //
 // Applies to state sizes n <= kMaxState with a cell workspace of at most
 // kMaxWork values; n <= kSmallState takes K = kSmallSteps steps a thread,
