@@ -5,7 +5,8 @@
 // sampled cost rebuilt from the reported anchors, TorchGW's spiral → Swiss
 // roll task with precomputed geodesics and with a landmark embedding
 // (signed Spearman ρ, repeatability by seed), fused GW against the Sinkhorn
-// of the fused cost and on the same task, and bad input.
+// of the fused cost and on the same task, multiscale's start against its
+// definition, and bad input.
 
 #include <softwave/graph.hpp>
 #include <softwave/gw.hpp>
@@ -864,6 +865,158 @@ TYPED_TEST(SampledGw, SpiralToSwissRollWithLandmarkEmbedding) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
   spiral_to_swiss_roll<T>(Space(), Mode::landmarks);
+}
+
+namespace {
+
+// Farthest-point sampling in float64 from point 0 with distance(i, j):
+// the chosen points and each point's nearest chosen one (first on ties).
+template <class Distance>
+std::pair<std::vector<int>, std::vector<int>> farthest_points(
+    int n, int count, const Distance& distance) {
+  std::vector<int> chosen, nearest_chosen(n, 0);
+  std::vector<double> nearest(n, INFINITY);
+  int next = 0;
+  for (int c = 0; c < count; ++c) {
+    chosen.push_back(next);
+    for (int i = 0; i < n; ++i) {
+      double const d = distance(next, i);
+      if (d < nearest[i]) {
+        nearest[i] = d;
+        nearest_chosen[i] = c;
+      }
+    }
+    next =
+        int(std::max_element(nearest.begin(), nearest.end()) - nearest.begin());
+  }
+  return {chosen, nearest_chosen};
+}
+
+}  // namespace
+
+// multiscale_start against its definition rebuilt here: farthest points
+// (Euclidean between points, or a precomputed side's matrix rows), sampled
+// GW between them with M capped, its plan spread over each point's nearest
+// chosen one and scaled to the marginals by 10 rounds; and bad input.
+TYPED_TEST(SampledGw, MultiscaleStartIsTheSpreadCoarsePlan) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  using Mode = softwave::GwDistanceMode;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (bool matrices : {false, true}) {
+    int const n = rng.integer(40, 70), m = rng.integer(40, 70);
+    int const count = rng.integer(6, 14);
+    SCOPED_TRACE(::testing::Message() << "n " << n << " m " << m << " count "
+                                      << count << " matrices " << matrices);
+    auto uniform = [&](std::size_t size) {
+      std::vector<double> v(size);
+      for (double& e : v) e = rng.uniform(-1, 1);
+      return rounded<T>(v);
+    };
+    auto const x = uniform(std::size_t(n) * 2);
+    auto const y = uniform(std::size_t(m) * 3);
+    auto const dx = rounded<T>(ref::euclidean(x, n, 2));
+    auto const dy = rounded<T>(ref::euclidean(y, m, 3));
+    auto const a = rounded<T>(random_weights(rng, n));
+    Mode const mode = matrices ? Mode::precomputed : Mode::euclidean;
+    auto const source = matrices ? to_device2<T, Space>(dx, n, n)
+                                 : to_device2<T, Space>(x, n, 2);
+    auto const target = matrices ? to_device2<T, Space>(dy, m, m)
+                                 : to_device2<T, Space>(y, m, 3);
+    auto const a_device = to_device2<T, Space>(a, n, 1);
+    softwave::GwMarginals<T, Space> marginals;
+    marginals.a = V1<const T, Space>(a_device.data(), n);
+    softwave::GwOptions o;
+    o.anchors = rng.integer(4, 30);
+    o.max_iterations = 6;
+    o.min_iterations = 0;
+    o.epsilon = 0.01;
+    o.seed = std::uint64_t(rng.integer(0, 1000));
+    V2<T, Space> plan("plan", n, m);
+    softwave::multiscale_start<Space, T>(space, source, target, mode, 5, 8, {},
+                                         marginals, o, count, plan);
+
+    auto euclidean_in = [](const std::vector<double>& z, int dim) {
+      return [&z, dim](int i, int j) {
+        double sum = 0;
+        for (int f = 0; f < dim; ++f) {
+          double const d =
+              z[std::size_t(j) * dim + f] - z[std::size_t(i) * dim + f];
+          sum += d * d;
+        }
+        return std::sqrt(sum);
+      };
+    };
+    auto rows_of = [](const std::vector<double>& d, int size) {
+      return [&d, size](int i, int j) { return d[std::size_t(i) * size + j]; };
+    };
+    auto const [sx, ax] = matrices
+                              ? farthest_points(n, count, rows_of(dx, n))
+                              : farthest_points(n, count, euclidean_in(x, 2));
+    auto const [sy, ay] = matrices
+                              ? farthest_points(m, count, rows_of(dy, m))
+                              : farthest_points(m, count, euclidean_in(y, 3));
+    auto pick = [](const std::vector<double>& data, int columns,
+                   const std::vector<int>& rows, bool square) {
+      std::vector<double> out;
+      for (int r : rows)
+        if (square)
+          for (int c : rows) out.push_back(data[std::size_t(r) * columns + c]);
+        else
+          for (int f = 0; f < columns; ++f)
+            out.push_back(data[std::size_t(r) * columns + f]);
+      return out;
+    };
+    softwave::GwDistances<T, Space> cx, cy;
+    if (matrices) {
+      cx.matrix = to_device2<T, Space>(pick(dx, n, sx, true), count, count);
+      cy.matrix = to_device2<T, Space>(pick(dy, m, sy, true), count, count);
+    } else {
+      cx.coordinates = to_device2<T, Space>(pick(x, 2, sx, false), count, 2);
+      cy.coordinates = to_device2<T, Space>(pick(y, 3, sy, false), count, 3);
+    }
+    softwave::GwOptions coarse = o;
+    coarse.anchors = std::min(o.anchors, std::max(count / 2, 10));
+    softwave::GwResult<T, Space> solved;
+    solved.plan = V2<T, Space>("coarse", count, count);
+    solved.compute_objective = false;
+    softwave::sampled_gw(space, cx, cy, {}, solved, coarse);
+    auto const coarse_plan = swt::to_host(solved.plan);
+    std::vector<double> want(std::size_t(n) * m);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < m; ++j)
+        want[std::size_t(i) * m + j] =
+            std::max(coarse_plan[std::size_t(ax[i]) * count + ay[j]], 1e-30);
+    for (int round = 0; round < 10; ++round) {
+      for (int i = 0; i < n; ++i) {
+        double sum = 0;
+        for (int j = 0; j < m; ++j) sum += want[std::size_t(i) * m + j];
+        for (int j = 0; j < m; ++j) want[std::size_t(i) * m + j] *= a[i] / sum;
+      }
+      for (int j = 0; j < m; ++j) {
+        double sum = 0;
+        for (int i = 0; i < n; ++i) sum += want[std::size_t(i) * m + j];
+        for (int i = 0; i < n; ++i)
+          want[std::size_t(i) * m + j] *= (1.0 / m) / sum;
+      }
+    }
+    EXPECT_LE(relative_difference(swt::to_host(plan), want),
+              tolerance<T>(1e-12, 1e-5));
+
+    // Bad input: too many or too few coarse points, a plan of another shape.
+    auto start = [&](int points, V2<T, Space> out) {
+      return [=]() {
+        softwave::multiscale_start<Space, T>(space, source, target, mode, 5, 8,
+                                             {}, marginals, o, points, out);
+      };
+    };
+    EXPECT_TRUE(
+        swt::throws_naming("coarse points", start(std::min(n, m), plan)));
+    EXPECT_TRUE(swt::throws_naming("coarse points", start(0, plan)));
+    EXPECT_TRUE(
+        swt::throws_naming("plan", start(count, V2<T, Space>("p", n, m + 1))));
+  }
 }
 
 // Fused GW on TorchGW's task, with each point's position along its curve

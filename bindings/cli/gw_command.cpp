@@ -68,17 +68,15 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
                 const std::optional<std::vector<double>>& b,
                 const LinearInput& linear_input,
                 const std::optional<SeriesSet>& initial, GwDistanceMode mode,
-                int k, int landmarks, GwOptions options, bool plan,
-                bool matching, bool objective) {
+                int k, int landmarks, int coarse_points, GwOptions options,
+                bool plan, bool matching, bool objective) {
   using Space = Kokkos::DefaultExecutionSpace;
   Space const space;
   std::size_t const N = x.count, K = y.count;
-  GwSide<T, Space> const source(
-      space, on_space<T, Space>(x.values, N, x.length, "source"), mode, k,
-      landmarks);
-  GwSide<T, Space> const target(
-      space, on_space<T, Space>(y.values, K, y.length, "target"), mode, k,
-      landmarks);
+  auto const source_data = on_space<T, Space>(x.values, N, x.length, "source");
+  auto const target_data = on_space<T, Space>(y.values, K, y.length, "target");
+  GwSide<T, Space> const source(space, source_data, mode, k, landmarks);
+  GwSide<T, Space> const target(space, target_data, mode, k, landmarks);
   // The weights as vectors over arrays this scope keeps.
   using Array = decltype(on_space<T, Space>({}, 0, 0, ""));
   Array const a2 = a ? on_space<T, Space>(*a, N, 1, "a") : Array();
@@ -104,6 +102,14 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
   else if (plan)
     r.plan = OTView2<T, Space>("softwave::cli::plan", N, K);
   if (matching) r.matching = OTView1<int, Space>("softwave::cli::matching", N);
+  if (coarse_points > 0) {  // the warm start from a coarse problem
+    if (r.plan.size() == 0)
+      r.plan = OTView2<T, Space>("softwave::cli::multiscale_start", N, K);
+    multiscale_start<Space, T>(space, source_data, target_data, mode, k,
+                               landmarks, linear, marginals, options,
+                               coarse_points, r.plan);
+    options.warm_start = true;
+  }
   // A progress bar over every restart's iterations, on a terminal.
   ProgressBar progress("gw", std::size_t(options.restarts) *
                                  std::size_t(options.max_iterations));
@@ -198,6 +204,15 @@ std::string gw_help() {
          "  --initial-plan FILE    N x K plan to start from (default the "
          "product of\n"
          "                         the weights)\n"
+         "  --multiscale           start from the same problem between "
+         "farthest\n"
+         "                         points of each side (Euclidean, or the "
+         "matrix's\n"
+         "                         distances), its plan spread over each "
+         "point's\n"
+         "                         nearest one (an N x K plan)\n"
+         "  --n-coarse C           its points a side (default max(min(500, "
+         "N/4, K/4), 10))\n"
          "  --seed S               (default 0)\n"
          "  --no-objective         skip the objective\n"
          "  --exact-objective-entries E\n"
@@ -239,6 +254,8 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--source-features"},
                                          {"--target-features"},
                                          {"--initial-plan"},
+                                         {"--multiscale", false},
+                                         {"--n-coarse"},
                                          {"--objective-samples"},
                                          {"--exact-objective-entries"},
                                          {"--seed"},
@@ -319,6 +336,26 @@ int run_gw(const std::vector<std::string>& arguments) {
     initial = read_pair_matrix("--initial-plan", *p, x.count, y.count);
     options.warm_start = true;
   }
+  int coarse_points = 0;
+  if (parsed.has("--multiscale")) {
+    if (initial)
+      throw usage_error(
+          "give --initial-plan or --multiscale, not both (--multiscale makes "
+          "the initial plan)");
+    int const quarter = int(std::min(x.count, y.count) / 4);
+    coarse_points = int(parsed.integer_at_least("--n-coarse", 1)
+                            .value_or(std::max(std::min(500, quarter), 10)));
+    if (std::size_t(coarse_points) >= std::min(x.count, y.count))
+      throw usage_error("--n-coarse (" + std::to_string(coarse_points) +
+                        ") must be below the source's and the target's "
+                        "points (" +
+                        std::to_string(x.count) + " and " +
+                        std::to_string(y.count) + ")");
+  } else if (parsed.has("--n-coarse")) {
+    throw usage_error(
+        "--n-coarse is the size of --multiscale's coarse "
+        "problem: give it with --multiscale");
+  }
   if (auto p = parsed.text("--source-features"))
     linear.source_features = read_points("--source-features", *p);
   if (auto p = parsed.text("--target-features"))
@@ -349,11 +386,12 @@ int run_gw(const std::vector<std::string>& arguments) {
     const KokkosScope kokkos(threads);
     auto const start = std::chrono::steady_clock::now();
     bool const plan = bool(plan_file), matching = bool(matching_file);
-    out = dtype == "float32"
-              ? solve<float>(x, y, a, b, linear, initial, mode, k, landmarks,
-                             options, plan, matching, objective)
-              : solve<double>(x, y, a, b, linear, initial, mode, k, landmarks,
-                              options, plan, matching, objective);
+    out =
+        dtype == "float32"
+            ? solve<float>(x, y, a, b, linear, initial, mode, k, landmarks,
+                           coarse_points, options, plan, matching, objective)
+            : solve<double>(x, y, a, b, linear, initial, mode, k, landmarks,
+                            coarse_points, options, plan, matching, objective);
     seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -386,6 +424,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                    ? std::optional<double>(out.linear_objective)
                                    : std::optional<double>())
       .add("seed", std::int64_t(out.seed))
+      .add("coarse_points", coarse_points)
       .add("joined_components", out.joined_components)
       .add("seconds", seconds, "%.6g");
   std::fputs(json.str().c_str(), stdout);

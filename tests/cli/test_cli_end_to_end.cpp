@@ -1540,6 +1540,43 @@ TEST(CliGw, WarmStartsFromAPlan) {
   EXPECT_EQ(read_file(dir / "t0.csv"), initial);
 }
 
+// --multiscale: the warm start from a coarse problem (its definition is
+// checked in test_gw and test_gw.py); a plan of the weights' mass.
+TEST(CliGw, MultiscaleStartsFromACoarseProblem) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const Result result = softwave({"gw",
+                                  "--source",
+                                  (dir / "source.csv").string(),
+                                  "--target",
+                                  (dir / "target.csv").string(),
+                                  "--mode",
+                                  "euclidean",
+                                  "--anchors",
+                                  "4",
+                                  "--max-iterations",
+                                  "3",
+                                  "--min-iterations",
+                                  "0",
+                                  "--dtype",
+                                  "float64",
+                                  "--multiscale",
+                                  "--n-coarse",
+                                  "4",
+                                  "-o",
+                                  (dir / "plan.npy").string()});
+  ASSERT_EQ(result.status, 0) << result.err;
+  EXPECT_EQ(json_number(result.out, "coarse_points"), 4);
+  const softwave::cli::NpyArray plan = softwave::cli::parse_npy(
+      read_file(dir / "plan.npy"), (dir / "plan.npy").string());
+  double mass = 0;
+  for (std::size_t q = 0; q < 12 * 9; ++q) {
+    EXPECT_GE(plan.element(q), 0) << q;
+    mass += plan.element(q);
+  }
+  EXPECT_NEAR(mass, 1, 1e-9);
+}
+
 TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
   const fs::path dir = scratch();
   write_clouds(dir);
@@ -1584,6 +1621,19 @@ TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
       "go together");
   expect_error_containing(gw({"--initial-plan", (dir / "c.csv").string()}),
                           "--initial-plan has 2 x 2 values, expected 12 x 9");
+  // --multiscale: its size alone, too many coarse points for 9 targets (the
+  // default, 10, too), or with a plan of its own.
+  expect_error_containing(gw({"--n-coarse", "4"}), "give it with --multiscale");
+  expect_error_containing(gw({"--multiscale", "--n-coarse", "9"}),
+                          "--n-coarse (9) must be below");
+  expect_error_containing(gw({"--multiscale"}),
+                          "--n-coarse (10) must be below");
+  std::string ones;
+  for (int i = 0; i < 12; ++i) ones += "1,1,1,1,1,1,1,1,1\n";
+  write_file(dir / "t0.csv", ones);
+  expect_error_containing(
+      gw({"--multiscale", "--initial-plan", (dir / "t0.csv").string()}),
+      "give --initial-plan or --multiscale, not both");
   EXPECT_FALSE(fs::exists(out));  // nothing half-written is left behind
 }
 

@@ -494,78 +494,6 @@ def _count(name, value, least):
     return int(value)
 
 
-def _farthest_points(x, count):
-    """Farthest-point sampling (Euclidean) from point 0: the chosen indices,
-    and each point's nearest chosen one (the first chosen on ties)."""
-    x = np.asarray(x, dtype=np.float64)
-    chosen = np.empty(count, dtype=np.int64)
-    nearest = np.full(len(x), np.inf)
-    assigned = np.zeros(len(x), dtype=np.int64)
-    following = 0
-    for c in range(count):
-        chosen[c] = following
-        d = np.sqrt(((x - x[following]) ** 2).sum(1))
-        closer = d < nearest
-        assigned[closer], nearest[closer] = c, d[closer]
-        following = int(np.argmax(nearest))
-    return chosen, assigned
-
-
-def _multiscale_start(X_source, X_target, p, q, n_coarse, **kw):
-    """multiscale's T_init: the problem between farthest points of each side,
-    its plan spread over each point's nearest chosen point and scaled to the
-    marginals (TorchGW's multiscale)."""
-    torch_frame = _is_torch(X_source)
-    host = (lambda a: a.detach().cpu().numpy()) if torch_frame else np.asarray
-    n, m = len(X_source), len(X_target)
-    count = (min(500, n // 4, m // 4) if n_coarse is None else _count("n_coarse", n_coarse, 1))
-    count = max(count, 10)
-    if count >= n or count >= m:
-        raise ValueError(f"softwave: multiscale's n_coarse = {count} must be below N = {n} and "
-                         f"K = {m} (a problem this small needs no coarse start)")
-    source_points, source_of = _farthest_points(host(X_source), count)
-    target_points, target_of = _farthest_points(host(X_target), count)
-    if torch_frame:
-        import torch
-        pick = lambda a, rows, cols=None: (
-            None if a is None else
-            a[torch.as_tensor(rows, device=a.device)] if cols is None else
-            a[torch.as_tensor(rows, device=a.device)][:, torch.as_tensor(cols, device=a.device)])
-    else:
-        pick = lambda a, rows, cols=None: (
-            None if a is None else np.asarray(a)[rows] if cols is None
-            else np.asarray(a)[rows][:, cols])
-    coarse = dict(kw)
-    coarse["M"] = min(kw["M"], max(count // 2, 10))
-    coarse["k"] = min(kw["k"], count - 1)
-    coarse["n_landmarks"] = min(kw["n_landmarks"], count)
-    coarse["dist_source"] = pick(kw["dist_source"], source_points, source_points)
-    coarse["dist_target"] = pick(kw["dist_target"], target_points, target_points)
-    coarse["C_linear"] = pick(kw["C_linear"], source_points, target_points)
-    coarse["features_source"] = pick(kw["features_source"], source_points)
-    coarse["features_target"] = pick(kw["features_target"], target_points)
-    solved = sampled_gw(pick(X_source, source_points), pick(X_target, target_points),
-                        plan=True, matching=False, objective=False, **coarse)
-    spread = pick(solved.plan, source_of, target_of)
-    if torch_frame:
-        spread = spread.clamp(min=1e-30)
-        clamp = lambda a: a.clamp(min=1e-30)
-    else:
-        spread = np.maximum(spread, 1e-30)
-        clamp = lambda a: np.maximum(a, 1e-30)
-    def weights(w, count):
-        if torch_frame:
-            import torch
-            return (spread.new_full((count,), 1.0 / count) if w is None
-                    else torch.as_tensor(w, dtype=spread.dtype, device=spread.device))
-        return np.full(count, 1.0 / count) if w is None else np.asarray(w, dtype=spread.dtype)
-    p_, q_ = weights(p, n), weights(q, m)
-    for _ in range(10):
-        spread = spread * (p_ / clamp(spread.sum(1)))[:, None]
-        spread = spread * (q_ / clamp(spread.sum(0)))[None, :]
-    return spread
-
-
 def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: str = "dijkstra",
                dist_source=None, dist_target=None, k: int = 30, n_landmarks: int = 50,
                M: int = 50, alpha: float = 0.9, max_iter: int = 500, tol: float = 0.05,
@@ -616,7 +544,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     X_source and of X_target (Euclidean; default min(500, N/4, K/4), at
     least 10; M and k capped for them, uniform weights), its plan spread over
     each point's nearest chosen point and scaled to p and q by 10 rounds of
-    row and column scaling, as T_init (an N×K plan; needs X_source and
+    row and column scaling, as T_init (softwave::multiscale_start in the
+    core; an N×K plan; needs X_source and
     X_target, and no T_init of its own). mixed_precision: TF32
     products in the CUDA low-rank solves. plan / matching / objective: which
     outputs to compute (the objective needs an N×K plan, made for the call
@@ -631,17 +560,6 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
             raise ValueError("softwave: give T_init or multiscale, not both (multiscale makes T_init)")
         if X_source is None or X_target is None:
             raise ValueError("softwave: multiscale needs X_source and X_target (its coarse points)")
-        T_init = _multiscale_start(
-            X_source, X_target, p, q, n_coarse, distance_mode=distance_mode,
-            dist_source=dist_source, dist_target=dist_target, k=k, n_landmarks=n_landmarks, M=M,
-            alpha=alpha, max_iter=max_iter, tol=tol, epsilon=epsilon,
-            min_iter_before_converge=min_iter_before_converge, check_every=check_every,
-            check_rows=check_rows, semi_relaxed=semi_relaxed, rho=rho, rho_a=rho_a,
-            sinkhorn_iterations=sinkhorn_iterations, sinkhorn_tolerance=sinkhorn_tolerance,
-            mixed_precision=mixed_precision, restarts=restarts, fgw_alpha=fgw_alpha,
-            C_linear=C_linear, features_source=features_source, features_target=features_target,
-            objective_samples=objective_samples, exact_objective_entries=exact_objective_entries,
-            seed=seed, check_inputs=check_inputs, kernel=kernel)
     elif n_coarse is not None:
         raise ValueError("softwave: n_coarse is the size of multiscale's coarse problem: "
                          "give it with multiscale=True")
@@ -699,6 +617,15 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
             raise ValueError(f"softwave: T_init must have shape ({n}, {m}), a plan of the source and "
                              f"target points (got {tuple(initial.shape)})")
         initial = initial.clone() if frame.torch else initial.copy()
+    coarse_points = 0
+    if multiscale:
+        coarse_points = (max(min(500, n // 4, m // 4), 10) if n_coarse is None
+                         else _count("n_coarse", n_coarse, 1))
+        if coarse_points >= n or coarse_points >= m:
+            raise ValueError(f"softwave: multiscale's n_coarse = {coarse_points} must be below N = {n} "
+                             f"and K = {m} (a problem this small needs no coarse start)")
+    # A precomputed side's coarse points are sampled from its points.
+    sampled = multiscale and names[0] == "dist_source"
     settings = {
         # "precomputed" given points: all shortest paths of their k-NN graphs.
         "distance_mode": "geodesic" if distance_mode == "precomputed" and names[0] == "X_source"
@@ -722,6 +649,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "restarts": _count("restarts", restarts, 1),
         "fused_alpha": fgw_alpha,
         "warm_start": initial is not None,
+        "multiscale_points": coarse_points,
         "objective_samples": _count("objective_samples", objective_samples, 2),
         "exact_objective_entries": _count("exact_objective_entries", exact_objective_entries, 0),
         "objective": bool(objective),
@@ -736,6 +664,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "target_features": linear["features_target"],
         "plan": initial if initial is not None else (frame.empty((n, m)) if plan else None),
         "matching": frame.empty((n,), integer=True) if matching else None,
+        "source_points": frame.array("X_source", X_source) if sampled else None,
+        "target_points": frame.array("X_target", X_target) if sampled else None,
     }
     report = _core.gromov_wasserstein(arrays, settings)
     return GwResult(plan=arrays["plan"] if plan else None, matching=arrays["matching"], **report)

@@ -763,6 +763,8 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   check_rank(array(arrays, "target_features"), 2, "(K, e)");
   check_rank(array(arrays, "plan"), 2, "(N, K)");
   check_rank(array(arrays, "matching"), 1, "(N,)");
+  check_rank(array(arrays, "source_points"), 2, "(N, d)");
+  check_rank(array(arrays, "target_points"), 2, "(K, d)");
   if (!source.given() || !target.given())
     throw_invalid_argument("give both the source and the target");
   GwSide<T, Space> const x(space, view2<const T, Space>(source), mode, s.k,
@@ -779,8 +781,23 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   result.plan = view2<T, Space>(array(arrays, "plan"));
   result.matching = view1<int, Space>(array(arrays, "matching"));
   result.compute_objective = s.compute_objective;
+  GwOptions options = gw_options_of(s);
+  if (s.multiscale_points > 0) {
+    if (result.plan.size() == 0)  // the warm start needs a plan to read
+      result.plan = OTView2<T, Space>(
+          Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                             std::string("softwave::python::gw_start")),
+          source.shape[0], target.shape[0]);
+    softwave::multiscale_start(
+        space, view2<const T, Space>(source), view2<const T, Space>(target),
+        mode, s.k, s.n_landmarks, linear, marginals, options,
+        s.multiscale_points, result.plan,
+        view2<const T, Space>(array(arrays, "source_points")),
+        view2<const T, Space>(array(arrays, "target_points")));
+    options.warm_start = true;
+  }
   softwave::sampled_gw(space, x.distances(), y.distances(), linear, marginals,
-                       result, gw_options_of(s));
+                       result, options);
   GwReport r;
   r.iterations = result.iterations;
   r.converged = result.converged;

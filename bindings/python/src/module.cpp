@@ -342,6 +342,8 @@ NB_MODULE(_core, m) {
             s.objective_samples = nb::cast<int>(value);
           else if (name == "warm_start")
             s.warm_start = nb::cast<bool>(value);
+          else if (name == "multiscale_points")
+            s.multiscale_points = nb::cast<int>(value);
           else if (name == "check")
             s.check_values = nb::cast<bool>(value);
           else if (name == "objective")

@@ -294,6 +294,48 @@ struct GwMarginals {
 
 namespace impl {
 template <class Space, class T>
+void multiscale_start(const Space& space, const OTView2<const T, Space>& source,
+                      const OTView2<const T, Space>& target,
+                      GwDistanceMode mode, int k, int landmarks,
+                      const GwLinearCost<T, Space>& linear,
+                      const GwMarginals<T, Space>& marginals,
+                      const GwOptions& options, int coarse_points,
+                      const OTView2<T, Space>& plan,
+                      const OTView2<const T, Space>& source_points,
+                      const OTView2<const T, Space>& target_points);
+}  // namespace impl
+
+// TorchGW's multiscale start: the same problem between `coarse_points`
+// farthest points of each side (farthest-point sampling from point 0,
+// Euclidean between the points, or read from a precomputed side's distance
+// matrix), solved with M capped at max(coarse_points / 2, 10), k and the
+// landmarks at the coarse points' number, uniform weights and the same
+// options otherwise; its plan spread over each point's nearest chosen point
+// (at least 1e-30 an entry) and scaled to the marginals by 10 rounds of
+// row and column scaling, into `plan` (N, K). Pass that plan as the warm
+// start (result.plan, options.warm_start). `source` and `target` are each
+// side's data as GwSide takes them in `mode`; `source_points` and
+// `target_points`, where given, are the points to sample instead (for a
+// precomputed side whose points are known). 1 <= coarse_points < N, K.
+template <class Space, class T>
+void multiscale_start(const Space& space, const OTView2<const T, Space>& source,
+                      const OTView2<const T, Space>& target,
+                      GwDistanceMode mode, int k, int landmarks,
+                      const GwLinearCost<T, Space>& linear,
+                      const GwMarginals<T, Space>& marginals,
+                      const GwOptions& options, int coarse_points,
+                      const OTView2<T, Space>& plan,
+                      const OTView2<const T, Space>& source_points = {},
+                      const OTView2<const T, Space>& target_points = {}) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "softwave::multiscale_start: float or double data");
+  impl::multiscale_start<Space, T>(space, source, target, mode, k, landmarks,
+                                   linear, marginals, options, coarse_points,
+                                   plan, source_points, target_points);
+}
+
+namespace impl {
+template <class Space, class T>
 void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
                 const GwDistances<T, Space>& target,
                 const GwLinearCost<T, Space>& linear,
