@@ -896,8 +896,9 @@ std::pair<std::vector<int>, std::vector<int>> farthest_points(
 
 // multiscale_start against its definition rebuilt here: farthest points
 // (Euclidean between points, or a precomputed side's matrix rows), sampled
-// GW between them with M capped, its plan spread over each point's nearest
-// chosen one and scaled to the marginals by 10 rounds; and bad input.
+// GW between them with M capped and several restarts, its plan spread over each
+// point's nearest chosen one and scaled to the marginals by 10 rounds; and bad
+// input.
 TYPED_TEST(SampledGw, MultiscaleStartIsTheSpreadCoarsePlan) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
@@ -978,6 +979,7 @@ TYPED_TEST(SampledGw, MultiscaleStartIsTheSpreadCoarsePlan) {
     }
     softwave::GwOptions coarse = o;
     coarse.anchors = std::min(o.anchors, std::max(count / 2, 10));
+    coarse.restarts = softwave::kMultiscaleRestarts;
     softwave::GwResult<T, Space> solved;
     solved.plan = V2<T, Space>("coarse", count, count);
     solved.compute_objective = false;

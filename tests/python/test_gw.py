@@ -144,7 +144,7 @@ def test_multiscale_starts_from_the_coarse_plan_spread_and_scaled():
 
     sx, ax = farthest(x, 25)
     sy, ay = farthest(y, 25)
-    coarse = ot.sampled_gw(x[sx], y[sy], **{**kw, "M": 12, "k": 5}).plan
+    coarse = ot.sampled_gw(x[sx], y[sy], **{**kw, "M": 12, "k": 5, "restarts": 4}).plan
     start = np.maximum(coarse[ax][:, ay], 1e-30)
     for _ in range(10):
         start *= (p / start.sum(1))[:, None]

@@ -542,7 +542,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     mass; scaled to p's), the first anchors drawn from it. multiscale
     (TorchGW's): first the same problem between n_coarse farthest points of
     X_source and of X_target (Euclidean; default min(500, N/4, K/4), at
-    least 10; M and k capped for them, uniform weights), its plan spread over
+    least 10; M and k capped for them, at least 4 restarts, uniform
+    weights), its plan spread over
     each point's nearest chosen point and scaled to p and q by 10 rounds of
     row and column scaling, as T_init (softwave::multiscale_start in the
     core; an N×K plan; needs X_source and

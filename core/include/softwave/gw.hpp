@@ -292,6 +292,9 @@ struct GwMarginals {
   OTView1<const T, Space> b;
 };
 
+// The restarts multiscale_start's coarse problem takes at least.
+constexpr int kMultiscaleRestarts = 4;
+
 namespace impl {
 template <class Space, class T>
 void multiscale_start(const Space& space, const OTView2<const T, Space>& source,
@@ -309,13 +312,14 @@ void multiscale_start(const Space& space, const OTView2<const T, Space>& source,
 // farthest points of each side (farthest-point sampling from point 0,
 // Euclidean between the points, or read from a precomputed side's distance
 // matrix), solved with M capped at max(coarse_points / 2, 10), k and the
-// landmarks at the coarse points' number, uniform weights and the same
-// options otherwise; its plan spread over each point's nearest chosen point
-// (at least 1e-30 an entry) and scaled to the marginals by 10 rounds of
-// row and column scaling, into `plan` (N, K). Pass that plan as the warm
-// start (result.plan, options.warm_start). `source` and `target` are each
-// side's data as GwSide takes them in `mode`; `source_points` and
-// `target_points`, where given, are the points to sample instead (for a
+// landmarks at the coarse points' number, at least kMultiscaleRestarts
+// restarts (a reversed coarse matching would pass to the fine solve),
+// uniform weights and the same options otherwise; its plan spread over each
+// point's nearest chosen point (at least 1e-30 an entry) and scaled to the
+// marginals by 10 rounds of row and column scaling, into `plan` (N, K). Pass
+// that plan as the warm start (result.plan, options.warm_start). `source` and
+// `target` are each side's data as GwSide takes them in `mode`; `source_points`
+// and `target_points`, where given, are the points to sample instead (for a
 // precomputed side whose points are known). 1 <= coarse_points < N, K.
 template <class Space, class T>
 void multiscale_start(const Space& space, const OTView2<const T, Space>& source,

@@ -189,6 +189,10 @@ void multiscale_start(const Space& space, const OTView2<const T, Space>& source,
                                              target_features};
   GwOptions coarse = options;
   coarse.anchors = std::min(options.anchors, std::max(count / 2, 10));
+  // A reversed coarse matching would pass to the fine solve and to each of
+  // its restarts (they all start from this plan): the coarse problem, small,
+  // takes several seeds and keeps the best.
+  coarse.restarts = std::max(options.restarts, kMultiscaleRestarts);
   coarse.warm_start = false;
   coarse.on_iteration = {};
   GwResult<T, Space> solved;
