@@ -111,6 +111,31 @@ OTView2<T, Space> pick(const Space& space, const OTView2<const T, Space>& data,
   return out;
 }
 
+// One pass of the scaling to the marginals: each row of plan (or, with
+// `columns`, each column) times its weight over its sum (at least 1e-30);
+// empty weights are uniform, 1 over the rows' (columns') number.
+template <class Space, class T>
+void scale_lines(const Space& space, const OTView2<T, Space>& plan,
+                 const OTView1<const T, Space>& weights, bool columns) {
+  std::int64_t const lines = plan.extent(columns ? 1 : 0),
+                     across = plan.extent(columns ? 0 : 1);
+  bool const uniform = weights.extent(0) == 0;
+  T const each = T(1.0 / double(lines));
+  Kokkos::parallel_for(
+      columns ? "softwave::gw::multiscale_scale_columns"
+              : "softwave::gw::multiscale_scale_rows",
+      Kokkos::RangePolicy<Space>(space, 0, lines),
+      KOKKOS_LAMBDA(std::int64_t l) {
+        T sum = 0;
+        for (std::int64_t q = 0; q < across; ++q)
+          sum += columns ? plan(q, l) : plan(l, q);
+        T const factor =
+            (uniform ? each : weights(l)) / (sum > T(1e-30) ? sum : T(1e-30));
+        for (std::int64_t q = 0; q < across; ++q)
+          (columns ? plan(q, l) : plan(l, q)) *= factor;
+      });
+}
+
 }  // namespace
 
 template <class Space, class T>
@@ -213,28 +238,9 @@ void multiscale_start(const Space& space, const OTView2<const T, Space>& source,
         T const v = coarse_plan(source_of(i), target_of(j));
         plan(i, j) = v > T(1e-30) ? v : T(1e-30);
       });
-  auto const a = marginals.a, b = marginals.b;
-  bool const a_uniform = a.extent(0) == 0, b_uniform = b.extent(0) == 0;
-  T const a_each = T(1.0 / double(n)), b_each = T(1.0 / double(m));
   for (int round = 0; round < 10; ++round) {
-    Kokkos::parallel_for(
-        "softwave::gw::multiscale_scale_rows",
-        Kokkos::RangePolicy<Space>(space, 0, n), KOKKOS_LAMBDA(std::int64_t i) {
-          T sum = 0;
-          for (std::int64_t j = 0; j < m; ++j) sum += plan(i, j);
-          T const factor =
-              (a_uniform ? a_each : a(i)) / (sum > T(1e-30) ? sum : T(1e-30));
-          for (std::int64_t j = 0; j < m; ++j) plan(i, j) *= factor;
-        });
-    Kokkos::parallel_for(
-        "softwave::gw::multiscale_scale_columns",
-        Kokkos::RangePolicy<Space>(space, 0, m), KOKKOS_LAMBDA(std::int64_t j) {
-          T sum = 0;
-          for (std::int64_t i = 0; i < n; ++i) sum += plan(i, j);
-          T const factor =
-              (b_uniform ? b_each : b(j)) / (sum > T(1e-30) ? sum : T(1e-30));
-          for (std::int64_t i = 0; i < n; ++i) plan(i, j) *= factor;
-        });
+    scale_lines(space, plan, marginals.a, /*columns=*/false);
+    scale_lines(space, plan, marginals.b, /*columns=*/true);
   }
   space.fence();
 }
