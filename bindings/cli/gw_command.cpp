@@ -342,9 +342,9 @@ int run_gw(const std::vector<std::string>& arguments) {
       throw usage_error(
           "give --initial-plan or --multiscale, not both (--multiscale makes "
           "the initial plan)");
-    int const quarter = int(std::min(x.count, y.count) / 4);
     coarse_points = int(parsed.integer_at_least("--n-coarse", 1)
-                            .value_or(std::max(std::min(500, quarter), 10)));
+                            .value_or(default_coarse_points(
+                                std::int64_t(x.count), std::int64_t(y.count))));
     if (std::size_t(coarse_points) >= std::min(x.count, y.count))
       throw usage_error("--n-coarse (" + std::to_string(coarse_points) +
                         ") must be below the source's and the target's "

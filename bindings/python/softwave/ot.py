@@ -618,10 +618,9 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
             raise ValueError(f"softwave: T_init must have shape ({n}, {m}), a plan of the source and "
                              f"target points (got {tuple(initial.shape)})")
         initial = initial.clone() if frame.torch else initial.copy()
-    coarse_points = 0
+    coarse_points = 0  # none; -1: the core's default_coarse_points
     if multiscale:
-        coarse_points = (max(min(500, n // 4, m // 4), 10) if n_coarse is None
-                         else _count("n_coarse", n_coarse, 1))
+        coarse_points = -1 if n_coarse is None else _count("n_coarse", n_coarse, 1)
         if coarse_points >= n or coarse_points >= m:
             raise ValueError(f"softwave: multiscale's n_coarse = {coarse_points} must be below N = {n} "
                              f"and K = {m} (a problem this small needs no coarse start)")

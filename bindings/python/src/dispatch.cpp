@@ -782,7 +782,7 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   result.matching = view1<int, Space>(array(arrays, "matching"));
   result.compute_objective = s.compute_objective;
   GwOptions options = gw_options_of(s);
-  if (s.multiscale_points > 0) {
+  if (s.multiscale_points != 0) {
     if (result.plan.size() == 0)  // the warm start needs a plan to read
       result.plan = OTView2<T, Space>(
           Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
@@ -791,8 +791,10 @@ GwReport run_gw(const Space& space, const GwSettings& s,
     softwave::multiscale_start(
         space, view2<const T, Space>(source), view2<const T, Space>(target),
         mode, s.k, s.n_landmarks, linear, marginals, options,
-        s.multiscale_points, result.plan,
-        view2<const T, Space>(array(arrays, "source_points")),
+        s.multiscale_points > 0
+            ? s.multiscale_points
+            : default_coarse_points(source.shape[0], target.shape[0]),
+        result.plan, view2<const T, Space>(array(arrays, "source_points")),
         view2<const T, Space>(array(arrays, "target_points")));
     options.warm_start = true;
   }

@@ -157,8 +157,9 @@ struct GwSettings {
   double fused_alpha = 0;   // GwOptions::fused_alpha
   bool warm_start = false;  // GwOptions::warm_start: plan is read
   // > 0: multiscale_start with that many coarse points makes the warm
-  // start (plan, then read); the arrays source_points and target_points,
-  // where given, are the points it samples.
+  // start (plan, then read), < 0: with default_coarse_points; the arrays
+  // source_points and target_points, where given, are the points it
+  // samples.
   int multiscale_points = 0;
   std::int64_t exact_objective_entries = std::int64_t(1) << 24;
   int objective_samples = 2048;

@@ -63,6 +63,7 @@
 // each iteration, to read back the anchors its Dijkstra runs start from.
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -294,6 +295,13 @@ struct GwMarginals {
 
 // The restarts multiscale_start's coarse problem takes at least.
 constexpr int kMultiscaleRestarts = 4;
+
+// TorchGW's default number of multiscale coarse points for N and K points:
+// max(min(500, N/4, K/4), 10).
+inline int default_coarse_points(std::int64_t n, std::int64_t k) {
+  std::int64_t const quarter = std::min(n, k) / 4;
+  return int(std::max<std::int64_t>(std::min<std::int64_t>(500, quarter), 10));
+}
 
 namespace impl {
 template <class Space, class T>
