@@ -13,6 +13,11 @@
 //                               CUDA build's fused iteration that the
 //                               first two take where it applies
 //               deer_damped     damped (quasi-ELK) iterations from λ = 1
+//               diagonal_hh_deer, diagonal_hh_sequential: the GRU with
+//                               diagonal hidden weights (ParaRNN's cell
+//                               structure, RnnWeights::diagonal_hh), by
+//                               exact Newton on its diagonal Jacobians and
+//                               by the loop
 //   (deer_full only where n³·T <= 1e8: beyond, its portable kernels take
 //   minutes.)
 //     gradient  0: forward (deer_rnn); 1: forward and every gradient
@@ -45,7 +50,8 @@ struct Variant {
   softwave::DeerJacobian jacobian;
   softwave::Kernel kernel = softwave::Kernel::automatic;
   bool gpu_only = false;
-  double damping = 0;  // > 0: damped (quasi-ELK) iterations from this λ
+  double damping = 0;        // > 0: damped (quasi-ELK) iterations from this λ
+  bool diagonal_hh = false;  // RnnWeights::diagonal_hh
 };
 constexpr Variant kVariants[] = {
     {"deer_full", softwave::DeerMethod::deer, softwave::DeerJacobian::full},
@@ -59,6 +65,12 @@ constexpr Variant kVariants[] = {
      softwave::DeerJacobian::diagonal, softwave::Kernel::portable, true},
     {"deer_damped", softwave::DeerMethod::deer,
      softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 1.0},
+    {"diagonal_hh_deer", softwave::DeerMethod::deer,
+     softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 0,
+     true},
+    {"diagonal_hh_sequential", softwave::DeerMethod::sequential,
+     softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 0,
+     true},
 };
 
 template <class T>
@@ -86,16 +98,17 @@ void run_deer(benchmark::State& state, Variant variant) {
   double const a = 1 / std::sqrt(double(n));
   V3<float> x("softwave_bench::x", batch, steps, n);
   fill_normal(x, 1);
+  int const hidden_columns = variant.diagonal_hh ? 1 : n;
   V2<float> w_ih("softwave_bench::w_ih", rows, n),
-      w_hh("softwave_bench::w_hh", rows, n);
+      w_hh("softwave_bench::w_hh", rows, hidden_columns);
   V1<float> b_ih("softwave_bench::b_ih", rows),
       b_hh("softwave_bench::b_hh", rows);
   fill_uniform(w_ih, a, 2);
   fill_uniform(w_hh, a, 3);
   fill_uniform(b_ih, a, 4);
   fill_uniform(b_hh, a, 5);
-  softwave::RnnWeights<float, Space> weights{softwave::RnnCell::gru, w_ih, w_hh,
-                                             b_ih, b_hh};
+  softwave::RnnWeights<float, Space> weights{
+      softwave::RnnCell::gru, w_ih, w_hh, b_ih, b_hh, variant.diagonal_hh};
   softwave::DeerInputs<float, Space> inputs;
   inputs.x = x;
   softwave::DeerResult<float, Space> result;
@@ -117,7 +130,8 @@ void run_deer(benchmark::State& state, Variant variant) {
     grads.grad_x = V3<float>("softwave_bench::grad_x", batch, steps, n);
     grads.grad_y0 = V2<float>("softwave_bench::grad_y0", batch, n);
     weight_grads.weight_ih = V2<float>("softwave_bench::gw_ih", rows, n);
-    weight_grads.weight_hh = V2<float>("softwave_bench::gw_hh", rows, n);
+    weight_grads.weight_hh =
+        V2<float>("softwave_bench::gw_hh", rows, hidden_columns);
     weight_grads.bias_ih = V1<float>("softwave_bench::gb_ih", rows);
     weight_grads.bias_hh = V1<float>("softwave_bench::gb_hh", rows);
   }

@@ -31,18 +31,21 @@ ref::Rnn to_ref(softwave::RnnCell c) {
 }
 
 // A random problem, its values rounded to T so that the library and the
-// reference see the same numbers.
+// reference see the same numbers. With `diagonal` each gate's hidden-side
+// matrix is diagonal (the reference keeps the full matrix, zero off the
+// diagonal; the library gets it as RnnWeights::diagonal_hh's column).
 template <class T>
 struct Problem {
   int B = 1, steps = 1, m = 1;
   ref::RnnParams params;
   softwave::RnnCell cell = softwave::RnnCell::gru;
+  bool diagonal = false;
   std::vector<double> x, y0;  // (B, T, m), (B, n)
   std::vector<int> lengths;   // empty: all T
 
   Problem(Rng& rng, softwave::RnnCell c, int B_, int T_, int H, int m_,
-          bool variable, double weight_scale = 1.0)
-      : B(B_), steps(T_), m(m_), cell(c) {
+          bool variable, double weight_scale = 1.0, bool diagonal_ = false)
+      : B(B_), steps(T_), m(m_), cell(c), diagonal(diagonal_) {
     params.cell = to_ref(c);
     params.H = H;
     params.m = m;
@@ -54,6 +57,8 @@ struct Problem {
     };
     fill(params.w_ih, std::size_t(G) * H * m, s);
     fill(params.w_hh, std::size_t(G) * H * H, s);
+    for (std::size_t k = 0; diagonal && k < params.w_hh.size(); ++k)
+      if (int(k % H) != int(k / H) % H) params.w_hh[k] = 0;
     fill(params.b_ih, std::size_t(G) * H, s);
     fill(params.b_hh, std::size_t(G) * H, s);
     fill(x, std::size_t(B) * steps * m, 1.0);
@@ -66,6 +71,18 @@ struct Problem {
   }
   int n() const { return params.state(); }
   int length(int b) const { return lengths.empty() ? steps : lengths[b]; }
+  // Where row k's diagonal weight lies in params.w_hh.
+  std::size_t diagonal_entry(int k) const {
+    return std::size_t(k) * params.H + k % params.H;
+  }
+  // W_hh as the library takes it: (G·H, H), or (G·H, 1) if diagonal.
+  std::vector<double> hidden_weights() const {
+    if (!diagonal) return params.w_hh;
+    std::vector<double> column(params.w_hh.size() / params.H);
+    for (std::size_t k = 0; k < column.size(); ++k)
+      column[k] = params.w_hh[diagonal_entry(int(k))];
+    return column;
+  }
 
   // The reference states, (B, T, n), zero past each length.
   std::vector<double> reference() const {
@@ -124,8 +141,9 @@ struct Problem {
     OnDevice<Space> d;
     d.weights.cell = cell;
     d.weights.weight_ih = swt::to_device2<T, Space>(params.w_ih, rows, m);
-    d.weights.weight_hh =
-        swt::to_device2<T, Space>(params.w_hh, rows, params.H);
+    d.weights.weight_hh = swt::to_device2<T, Space>(hidden_weights(), rows,
+                                                    diagonal ? 1 : params.H);
+    d.weights.diagonal_hh = diagonal;
     d.weights.bias_ih = swt::to_device<T>(space, params.b_ih);
     d.weights.bias_hh = swt::to_device<T>(space, params.b_hh);
     swt::Batch xb(B, steps, m);
@@ -274,6 +292,65 @@ TYPED_TEST(DeerRnn, MatchesSequentialAndReference) {
           EXPECT_LE(worst_difference(y, sequential), single ? 1e-5 : 1e-10);
           EXPECT_LE(worst_difference(y, expected), single ? 3e-5 : 1e-10);
         }
+    }
+}
+
+// ParaRNN-style cells (RnnWeights::diagonal_hh): each unit sees only its own
+// past, so Newton on the Jacobian's structure (its diagonal for Elman and
+// GRU; for LSTM the strided 2×2 blocks of each unit's (h, c)) is exact:
+// it takes the iterations that full-Jacobian Newton takes on the same
+// weights given as full matrices, and gives the reference's states.
+TYPED_TEST(DeerRnn, DiagonalHiddenWeightsTakeExactNewtonSteps) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  constexpr bool single = std::is_same_v<T, float>;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  constexpr Shape kDiagonalShapes[] = {{1, 1, 1, 1, 0},   {3, 17, 2, 3, 0},
+                                       {2, 300, 4, 2, 0}, {2, 3000, 2, 1, 2},
+                                       {2, 129, 8, 5, 3}, {2, 100, 16, 3, 0}};
+  for (auto cell : kCells)
+    for (Shape const& s : kDiagonalShapes) {
+      bool const variable = rng.coin();
+      Problem<T> const problem(rng, cell, s.B, s.T, s.H, s.m, variable, 1.0,
+                               /*diagonal=*/true);
+      Problem<T> full = problem;
+      full.diagonal = false;
+      auto const expected = problem.reference();
+      softwave::DeerOptions seq;
+      seq.method = softwave::DeerMethod::sequential;
+      SCOPED_TRACE(::testing::Message()
+                   << "cell " << int(cell) << " B=" << s.B << " T=" << s.T
+                   << " H=" << s.H << (variable ? " variable lengths" : ""));
+      EXPECT_LE(worst_difference(problem.run(space, seq), expected),
+                single ? 2e-5 : 1e-12);
+      softwave::DeerOptions newton;
+      newton.method = softwave::DeerMethod::deer;
+      newton.chunk = s.chunk;
+      std::vector<int> full_iterations, path;
+      auto const y_full = full.run(space, newton, &full_iterations);
+      softwave::DeerOptions o = newton;
+      if (cell == softwave::RnnCell::lstm) {
+        o.jacobian = softwave::DeerJacobian::block;
+        o.block_size = 2;
+        o.block_layout = softwave::DeerBlockLayout::strided;
+      } else {
+        o.jacobian = softwave::DeerJacobian::diagonal;
+      }
+      for (auto kernel : iteration_kernels<Space>()) {
+        o.kernel = kernel;
+        std::vector<int> iterations;
+        auto const y = problem.run(space, o, &iterations, &path);
+        SCOPED_TRACE(::testing::Message() << "kernel " << int(kernel));
+        for (int b = 0; b < s.B; ++b) {
+          EXPECT_EQ(path[b], int(softwave::DeerPath::deer)) << "sequence " << b;
+          // Rounding may move a float run across the stopping tolerance.
+          EXPECT_NEAR(iterations[b], full_iterations[b], single ? 1 : 0)
+              << "sequence " << b;
+        }
+        EXPECT_LE(worst_difference(y, y_full), single ? 1e-5 : 1e-10);
+        EXPECT_LE(worst_difference(y, expected), single ? 3e-5 : 1e-10);
+      }
     }
 }
 
@@ -465,13 +542,14 @@ TYPED_TEST(DeerRnn, GuardFallsBackToSequential) {
 }
 
 // Gradients of L = Σ w ⊙ y (random w) against central differences of the
-// float64 reference, for every input, weight and Jacobian mode / method.
+// float64 reference, for every input, weight and Jacobian mode / method;
+// with `diagonal`, diagonal hidden weights (their gradient: the diagonal's).
 template <class Space>
 void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
-                     int m) {
+                     int m, bool diagonal = false) {
   using T = double;
   Space space;
-  Problem<T> problem(rng, cell, B, steps, H, m, true);
+  Problem<T> problem(rng, cell, B, steps, H, m, true, 1.0, diagonal);
   int const n = problem.n(), rows = ref::rnn_gates(problem.params.cell) * H;
   std::vector<double> w(std::size_t(B) * steps * n);
   for (double& e : w) e = rng.uniform(-1, 1);
@@ -481,26 +559,36 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
     for (std::size_t i = 0; i < y.size(); ++i) sum += w[i] * y[i];
     return sum;
   };
-  auto numeric = [&](auto member) {
-    std::vector<double>& v = member(problem);
-    std::vector<double> g(v.size());
-    for (std::size_t i = 0; i < v.size(); ++i) {
+  // The derivatives in v[index(0)], v[index(1)], …, v[index(count − 1)].
+  auto derivatives = [&](std::vector<double>& v, std::size_t count,
+                         auto index) {
+    std::vector<double> g(count);
+    for (std::size_t q = 0; q < count; ++q) {
+      std::size_t const i = index(q);
       double const keep = v[i], h = 1e-6;
       v[i] = keep + h;
       double const up = loss(problem);
       v[i] = keep - h;
       double const down = loss(problem);
       v[i] = keep;
-      g[i] = (up - down) / (2 * h);
+      g[q] = (up - down) / (2 * h);
     }
     return g;
+  };
+  auto numeric = [&](auto member) {
+    std::vector<double>& v = member(problem);
+    return derivatives(v, v.size(), [](std::size_t i) { return i; });
   };
   auto const g_x = numeric([](Problem<T> & p) -> auto& { return p.x; });
   auto const g_y0 = numeric([](Problem<T> & p) -> auto& { return p.y0; });
   auto const g_wih =
       numeric([](Problem<T> & p) -> auto& { return p.params.w_ih; });
   auto const g_whh =
-      numeric([](Problem<T> & p) -> auto& { return p.params.w_hh; });
+      diagonal ? derivatives(problem.params.w_hh, std::size_t(rows),
+                             [&](std::size_t k) {
+                               return problem.diagonal_entry(int(k));
+                             })
+               : numeric([](Problem<T> & p) -> auto& { return p.params.w_hh; });
   auto const g_bih =
       numeric([](Problem<T> & p) -> auto& { return p.params.b_ih; });
   auto const g_bhh =
@@ -513,19 +601,24 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
   struct Mode {
     softwave::DeerMethod method;
     softwave::DeerJacobian jacobian;
+    softwave::DeerBlockLayout layout = softwave::DeerBlockLayout::contiguous;
   };
   for (Mode mode :
        {Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::full},
         Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::diagonal},
         Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::block},
+        Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::block,
+             softwave::DeerBlockLayout::strided},
         Mode{softwave::DeerMethod::sequential, softwave::DeerJacobian::full}}) {
     SCOPED_TRACE(::testing::Message()
                  << "cell " << int(cell) << " method " << int(mode.method)
-                 << " jacobian " << int(mode.jacobian) << " B=" << B
-                 << " T=" << steps);
+                 << " jacobian " << int(mode.jacobian) << " layout "
+                 << int(mode.layout) << (diagonal ? " diagonal" : "")
+                 << " B=" << B << " T=" << steps);
     softwave::DeerOptions o;
     o.method = mode.method;
     o.jacobian = mode.jacobian;
+    o.block_layout = mode.layout;
     // 3×3 blocks for the LSTM with H = 3 (n = 6), else 2×2 or 1×1.
     o.block_size = n % 3 == 0 && n > 3 ? 3 : (n % 2 == 0 ? 2 : 1);
     o.max_iterations = 10000;
@@ -541,7 +634,7 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
     g.grad_y0 = V2<T, Space>("swt::grad_y0", B, n);
     softwave::RnnWeightGradients<T, Space> wg;
     wg.weight_ih = V2<T, Space>("swt::gw_ih", rows, m);
-    wg.weight_hh = V2<T, Space>("swt::gw_hh", rows, H);
+    wg.weight_hh = V2<T, Space>("swt::gw_hh", rows, diagonal ? 1 : H);
     wg.bias_ih = V1<T, Space>("swt::gb_ih", rows);
     wg.bias_hh = V1<T, Space>("swt::gb_hh", rows);
     softwave::deer_rnn_gradients(space, d.weights, d.inputs,
@@ -572,6 +665,16 @@ TYPED_TEST(DeerRnnGradients, MatchFiniteDifferences) {
     check_gradients<TypeParam>(cell, rng, 1, 1, 1, 1);
     check_gradients<TypeParam>(cell, rng, 2, 9, 3, 2);
     check_gradients<TypeParam>(cell, rng, 3, 23, 2, 3);
+  }
+}
+
+// ParaRNN-style cells (RnnWeights::diagonal_hh): the same gradients.
+TYPED_TEST(DeerRnnGradients, DiagonalHiddenWeightsMatchFiniteDifferences) {
+  SWT_SEEDED_RNG(rng);
+  for (auto cell : kCells) {
+    check_gradients<TypeParam>(cell, rng, 1, 1, 1, 1, true);
+    check_gradients<TypeParam>(cell, rng, 2, 9, 3, 2, true);
+    check_gradients<TypeParam>(cell, rng, 3, 23, 4, 3, true);
   }
 }
 
@@ -807,6 +910,9 @@ TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
   auto bad_w = d.weights;
   bad_w.weight_hh = V2<const T, Space>(V2<T, Space>("swt::w", 8, 3));
   EXPECT_TRUE(swt::throws_naming("weight_hh", call(bad_w, d.inputs, r)));
+  bad_w = d.weights;  // full hidden weights declared diagonal
+  bad_w.diagonal_hh = true;
+  EXPECT_TRUE(swt::throws_naming("weight_hh", call(bad_w, d.inputs, r)));
   bad_w = d.weights;
   bad_w.weight_ih = V2<const T, Space>(V2<T, Space>("swt::w", 9, 5));
   EXPECT_TRUE(swt::throws_naming("weight_ih", call(bad_w, d.inputs, r)));
@@ -840,12 +946,22 @@ TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
 #else
   EXPECT_TRUE(swt::throws_naming("kernel", call(d.weights, d.inputs, r, o)));
 #endif
-  // Gradients: grad_y's shape.
+  // Gradients: grad_y's shape; a diagonal weight's gradient has its shape.
   softwave::DeerGradients<T, Space> g;
   g.grad_y = V3<const T, Space>(V3<T, Space>("swt::gy", 2, 10, 4));
   EXPECT_TRUE(swt::throws_naming("grad_y", [&] {
     softwave::deer_rnn_gradients(space, d.weights, d.inputs,
                                  V3<const T, Space>(r.y), g, {});
+  }));
+  Problem<T> const diagonal(rng, softwave::RnnCell::gru, 2, 10, 3, 2, false,
+                            1.0, /*diagonal=*/true);
+  auto const dd = diagonal.device(space);
+  g.grad_y = V3<const T, Space>(V3<T, Space>("swt::gy", 2, 10, 3));
+  softwave::RnnWeightGradients<T, Space> wg;
+  wg.weight_hh = V2<T, Space>("swt::gw_hh", 9, 3);
+  EXPECT_TRUE(swt::throws_naming("grad weight_hh", [&] {
+    softwave::deer_rnn_gradients(space, dd.weights, dd.inputs,
+                                 V3<const T, Space>(r.y), g, wg);
   }));
 }
 

@@ -176,6 +176,68 @@ def test_block_jacobians_match_torch(cell, H, block):
         deer.rnn(x.detach(), None, *weights(module), cell=cell, jacobian="block", block_size=5)
 
 
+def full_hidden_weights(diagonal_column, H):
+    """ParaRNN-style diagonal hidden weights (G·H, 1) as the full (G·H, H)
+    matrix torch's cells take: each gate's block diagonal."""
+    G = diagonal_column.shape[0] // H
+    return torch.cat([torch.diag(block) for block in diagonal_column.reshape(G, H)])
+
+
+@pytest.mark.parametrize("Module,cell", [("GRU", "gru"), ("LSTM", "lstm")])
+def test_diagonal_cells_match_torch_with_diagonal_weights(Module, cell):
+    # diagonal=True: torch's cell with each gate's W_hh diagonal, states and
+    # gradients (weight_hh's: its diagonal's); the module solves by exact
+    # Newton on the Jacobian's structure (diagonal, or an LSTM's strided 2x2
+    # blocks), in the iterations full-Jacobian Newton takes.
+    m, H, B, T = 3, 6, 2, 400
+    ours = getattr(deer, Module)(m, H, diagonal=True, method="deer", dtype=torch.float64)
+    assert ours.weight_hh_l0.shape == ({"gru": 3, "lstm": 4}[cell] * H, 1)
+    assert ours.options["jacobian"] == ("block" if cell == "lstm" else "diagonal")
+    reference = torch_module(cell, m, H, 17)
+    with torch.no_grad():
+        for name, p in ours.named_parameters():
+            getattr(reference, name).copy_(full_hidden_weights(p, H) if name == "weight_hh_l0" else p)
+    x = torch.randn(B, T, m, dtype=torch.float64, requires_grad=True)
+    want, _ = reference(x)
+    got, _ = ours(x)
+    assert torch.allclose(got, want, atol=1e-10, rtol=0)
+    assert ours.last_report.path == ["deer"] * B
+    w = torch.randn_like(want)
+    have = torch.autograd.grad((got * w).sum(), [x] + list(ours.parameters()))
+    expected = torch.autograd.grad((want * w).sum(), [x] + list(reference.parameters()))
+    for (name, _), a, b in zip([("x", None)] + list(ours.named_parameters()), have, expected):
+        if name == "weight_hh_l0":
+            b = torch.stack([torch.diagonal(block) for block in b.reshape(-1, H, H)]).reshape(-1, 1)
+        assert torch.allclose(a, b, atol=1e-9, rtol=1e-7), name
+    full_options = dict(method="deer", jacobian="full")
+    if cell == "lstm":
+        _, _, full_report = deer.lstm(x.detach(), None, *weights(reference), **full_options)
+    else:
+        _, full_report = deer.gru(x.detach(), None, *weights(reference), **full_options)
+    assert ours.last_report.iterations == full_report.iterations
+    # NumPy takes the same weights.
+    numpy_weights = [p.detach().numpy() for p in weights(ours)]
+    if cell == "lstm":
+        h, _, report = deer.lstm(x.detach().numpy(), None, *numpy_weights, diagonal=True, method="deer",
+                                 jacobian="block", block_size=2, block_layout="strided")
+    else:
+        h, report = deer.gru(x.detach().numpy(), None, *numpy_weights, diagonal=True, method="deer",
+                             jacobian="diagonal")
+    assert np.allclose(h, got.detach().numpy(), atol=1e-10)
+    assert report.iterations == full_report.iterations
+
+
+def test_diagonal_weights_errors_name_the_argument():
+    module = torch_module("gru", 2, 3, 5)
+    x = torch.randn(2, 10, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="weight_hh"):  # full weights declared diagonal
+        deer.gru(x, None, *weights(module), diagonal=True)
+    column = module.weight_hh_l0[:, :1]
+    with pytest.raises(ValueError, match="block_layout"):
+        deer.gru(x, None, module.weight_ih_l0, column, diagonal=True, jacobian="block", block_size=1,
+                 block_layout="diagonal")
+
+
 def test_kernel_choice_on_the_host():
     # The portable kernels are the host's: "portable" gives what "automatic"
     # gives, and insisting on the fused CUDA iteration is an error naming

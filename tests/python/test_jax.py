@@ -250,6 +250,34 @@ def test_deer_states_and_gradients_under_jit(rng, cell):
         assert float(grads[which][index]) == pytest.approx(numeric, rel=1e-6, abs=1e-8)
 
 
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_deer_diagonal_hidden_weights_under_jit(rng, cell):
+    """ParaRNN-style diagonal hidden weights (G·H, 1), solved by exact
+    Newton on the Jacobian's structure: the states and the weights'
+    gradients of the NumPy and torch front ends."""
+    B, T, m, H = 2, 60, 2, 3
+    w = _cell_weights(rng, cell, m, H)
+    w[1] = w[1][:, :1]
+    x = rng.standard_normal((B, T, m))
+    structure = dict(jacobian="block", block_size=2, block_layout="strided") if cell == "lstm" else dict(
+        jacobian="diagonal")
+    opts = dict(cell=cell, method="deer", diagonal=True, atol=1e-12, rtol=1e-10, **structure)
+    expected, report = swd.rnn(x, None, *w, **opts)
+    out = jax.jit(lambda *args: swj.deer_rnn(args[0], None, *args[1:], **opts))(x, *w)
+    np.testing.assert_allclose(out.y, expected, rtol=1e-10, atol=1e-12)
+    assert list(np.asarray(out.iterations)) == report.iterations
+    weight = rng.standard_normal(expected.shape)
+    grads = jax.grad(lambda *a: (swj.deer_rnn(a[0], None, *a[1:], **opts).y * weight).sum(),
+                     argnums=(0, 1, 2, 3, 4))(x, *w)
+    torch = pytest.importorskip("torch")
+    tensors = [torch.tensor(v, requires_grad=True) for v in (x, *w)]
+    y, _ = swd.rnn(tensors[0], None, *tensors[1:], **opts)
+    (y * torch.tensor(weight)).sum().backward()
+    assert grads[2].shape == w[1].shape
+    for got, t in zip(grads, tensors):
+        np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-8, atol=1e-10)
+
+
 def test_deer_single_float32_lstm_state_and_errors(rng):
     T, m, H = 30, 2, 3
     x = rng.standard_normal((T, m)).astype(np.float32)

@@ -116,8 +116,14 @@ def test_opcheck_deer_operators(rng, device):
         for state, lx, bias_hh, method, jacobian in ((h0, None, b, "deer", "full"), (None, lengths, None, "deer",
                                                                                      "diagonal"),
                                                      (h0, lengths, b, "sequential", "full")):
-            settings = (cell, method, jacobian, "automatic", 1e-10, 1e-10, 200, 0, 0.0, 2, False)
+            settings = (cell, method, jacobian, "automatic", 1e-10, 1e-10, 200, 0, 0.0, 2, "contiguous", False,
+                        False)
             opcheck(torch.ops.softwave.deer_rnn, (x, state, lx, w_ih, w_hh, b, bias_hh, n, *settings))
+        # Diagonal hidden weights (G·H, 1), with the strided blocks an LSTM's exact Newton takes.
+        w_diagonal = w_hh[:, :1].detach().clone().requires_grad_()
+        settings = (cell, "deer", "block" if cell == "lstm" else "diagonal", "automatic", 1e-10, 1e-10, 200, 0,
+                    0.0, 2, "strided", True, False)
+        opcheck(torch.ops.softwave.deer_rnn, (x, h0, lengths, w_ih, w_diagonal, b, b, n, *settings))
 
 
 class _Model(torch.nn.Module):

@@ -18,7 +18,12 @@ Example::
 else that loop), "deer" or "sequential". ``jacobian``: "full" (Newton),
 "diagonal" (quasi-DEER: cheaper iterations, more of them) or "block" (the
 Jacobian's diagonal blocks of ``block_size``, which divides the state size:
-heads, or ParaRNN's 2×2 / 3×3). ``damping``: 0
+heads, or ParaRNN's 2×2 / 3×3; ``block_layout="strided"`` groups states
+q, q + n/k, … instead of consecutive ones). ``diagonal=True``: each gate's
+hidden-side matrix is diagonal, as in ParaRNN's cells (weight_hh is
+(G·H, 1)); a unit then sees only its own past, so jacobian="diagonal" is
+exact Newton for elman and gru, and for lstm jacobian="block",
+block_size=2, block_layout="strided" (each unit's (h, c) pair). ``damping``: 0
 (plain Newton) or the starting λ of Levenberg–Marquardt steps (quasi-ELK,
 Gonzalez et al. 2024; with jacobian="diagonal"): each update is the
 smoothed mean of a Kalman smoother, so Jacobian products that make Newton
@@ -83,7 +88,7 @@ def _is_torch(a) -> bool:
 
 
 def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, on_cuda,
-              damping=0.0, block_size=2):
+              damping=0.0, block_size=2, block_layout="contiguous", diagonal=False):
     """The core's settings; atol and rtol None: the dtype's defaults.
     The stream is added where the core is called."""
     if cell not in _GATES:
@@ -91,7 +96,14 @@ def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check
     return {"cell": cell, "method": str(method), "jacobian": str(jacobian), "kernel": str(kernel),
             "atol": None if atol is None else float(atol), "rtol": None if rtol is None else float(rtol),
             "max_iterations": int(max_iter), "chunk": int(chunk), "damping": float(damping),
-            "block_size": int(block_size), "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
+            "block_size": int(block_size), "block_layout": str(block_layout), "diagonal": bool(diagonal),
+            "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
+
+
+def _state_size(cell: str, weight_hh, diagonal: bool) -> int:
+    """n from weight_hh's shape: (G·H, H), or (G·H, 1) diagonal."""
+    hidden = weight_hh.shape[0] // _GATES[cell] if diagonal else weight_hh.shape[-1]
+    return 2 * hidden if cell == "lstm" else hidden
 
 
 def _core_settings(settings: dict, stream: int = 0, **extra) -> dict:
@@ -106,8 +118,7 @@ def _forward_numpy(x, h0, weights, lengths, settings, y=None):
         x = x.astype(np.float64)
     dtype = x.dtype
     w = [None if a is None else np.ascontiguousarray(a, dtype=dtype) for a in weights]
-    rows, hidden = w[1].shape if w[1].ndim == 2 else (0, 0)
-    n = 2 * hidden if settings["cell"] == "lstm" else hidden
+    n = _state_size(settings["cell"], w[1], settings["diagonal"]) if w[1].ndim == 2 else 0
     B, T = x.shape[0], x.shape[1] if x.ndim == 3 else 0
     out = {"x": x, "y0": None if h0 is None else np.ascontiguousarray(h0, dtype=dtype),
            "lengths": None if lengths is None else np.ascontiguousarray(lengths, dtype=np.int32),
@@ -122,17 +133,19 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic",
         atol: Optional[float] = None,
         rtol: Optional[float] = None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
-        block_size: int = 2, check_inputs: Optional[bool] = None):
+        block_size: int = 2, block_layout: str = "contiguous", diagonal: bool = False,
+        check_inputs: Optional[bool] = None):
     """The states of a one-layer recurrent cell over every step.
 
     x: (B, T, m) (or (T, m)); h0: (B, n) initial state (n = H, or 2H for
     LSTM: h then c), None for zeros; the weights in PyTorch's layouts
     (weight_ih (G·H, m), weight_hh (G·H, H), biases (G·H,) or None; G = 1, 3,
-    4 for elman, gru, lstm). lengths: (B,) steps of each sequence (states
+    4 for elman, gru, lstm; with diagonal=True weight_hh is (G·H, 1), the
+    diagonals of the gates' hidden-side matrices). lengths: (B,) steps of each sequence (states
     past a length are zero). atol / rtol: Newton's stopping tolerances
     (defaults 1e-4 / 1e-3 in float32, 1e-10 / 1e-8 in float64). damping:
     the starting λ of damped (quasi-ELK) steps, 0 for Newton's.
-    block_size: the blocks' side with jacobian="block". Returns
+    block_size, block_layout: the blocks with jacobian="block". Returns
     (y, report): y (B, T, n) with autograd for torch tensors.
     """
     if weight_ih is None or weight_hh is None:
@@ -143,22 +156,21 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         h0 = None if h0 is None else h0[None]
     if cell not in _GATES:
         raise ValueError(f"softwave: cell must be one of {', '.join(_GATES)} (got {cell!r})")
-    hidden = weight_hh.shape[-1]
-    n = 2 * hidden if cell == "lstm" else hidden
+    n = _state_size(cell, weight_hh, diagonal)
     if _is_torch(x):
         import torch
 
         from . import _torch_deer
 
         settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs,
-                             x.device.type == "cuda", damping, block_size)
+                             x.device.type == "cuda", damping, block_size, block_layout, diagonal)
         if lengths is not None:
             lengths = torch.as_tensor(lengths, dtype=torch.int32, device=x.device).contiguous()
         y, iterations, path = _torch_deer.rnn(settings, lengths, n, x, h0, weight_ih, weight_hh, bias_ih, bias_hh)
         report = DeerReport(iterations, path)
     else:
         settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, False,
-                             damping, block_size)
+                             damping, block_size, block_layout, diagonal)
         out = _forward_numpy(x, h0, (weight_ih, weight_hh, bias_ih, bias_hh), lengths, settings)
         y = out["y"]
         report = DeerReport(out["iterations"], out["path"])
@@ -182,33 +194,48 @@ def lstm(x, state, weight_ih, weight_hh, bias_ih=None, bias_hh=None, **kwargs):
     return y[..., :hidden], y[..., hidden:], report
 
 
+def _exact_newton(cell: str, diagonal: bool):
+    """(jacobian, block_size, block_layout): the cheapest Jacobian mode in
+    which Newton is exact for the cell."""
+    if not diagonal:
+        return "full", 2, "contiguous"
+    return ("block", 2, "strided") if cell == "lstm" else ("diagonal", 2, "contiguous")
+
+
 def _module_classes():
     import torch
 
     class _Recurrent(torch.nn.Module):
         """One layer, batch first, with torch.nn.GRU / LSTM's parameter names
         (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0) and
-        initialisation, so that their state dicts load as they are."""
+        initialisation, so that their state dicts load as they are.
+        diagonal=True: ParaRNN-style diagonal hidden weights (weight_hh_l0
+        (G·H, 1)), solved by exact Newton on the Jacobian's structure
+        unless jacobian is given."""
 
         cell = "gru"
 
-        def __init__(self, input_size, hidden_size, bias=True, *, method="auto", jacobian="full",
-                     kernel="automatic", atol=None, rtol=None, max_iter=100, damping=0.0, block_size=2,
-                     device=None, dtype=None):
+        def __init__(self, input_size, hidden_size, bias=True, *, method="auto", jacobian=None,
+                     kernel="automatic", atol=None, rtol=None, max_iter=100, damping=0.0, block_size=None,
+                     block_layout=None, diagonal=False, device=None, dtype=None):
             super().__init__()
             rows = _GATES[self.cell] * hidden_size
             kw = {"device": device, "dtype": dtype}
             self.input_size, self.hidden_size = input_size, hidden_size
             self.weight_ih_l0 = torch.nn.Parameter(torch.empty(rows, input_size, **kw))
-            self.weight_hh_l0 = torch.nn.Parameter(torch.empty(rows, hidden_size, **kw))
+            self.weight_hh_l0 = torch.nn.Parameter(torch.empty(rows, 1 if diagonal else hidden_size, **kw))
             if bias:
                 self.bias_ih_l0 = torch.nn.Parameter(torch.empty(rows, **kw))
                 self.bias_hh_l0 = torch.nn.Parameter(torch.empty(rows, **kw))
             else:
                 self.register_parameter("bias_ih_l0", None)
                 self.register_parameter("bias_hh_l0", None)
+            exact = _exact_newton(self.cell, diagonal)
+            jacobian, block_size, block_layout = (given if given is not None else default for given, default in
+                                                  zip((jacobian, block_size, block_layout), exact))
             self.options = {"method": method, "jacobian": jacobian, "kernel": kernel, "atol": atol, "rtol": rtol,
-                            "max_iter": max_iter, "damping": damping, "block_size": block_size}
+                            "max_iter": max_iter, "damping": damping, "block_size": block_size,
+                            "block_layout": block_layout, "diagonal": diagonal}
             self.last_report = None
             bound = 1.0 / hidden_size ** 0.5
             with torch.no_grad():

@@ -594,7 +594,8 @@ def _deer_run(settings, operation, names, arrays, results):
                       atol=nan if settings["atol"] is None else np.float64(settings["atol"]),
                       rtol=nan if settings["rtol"] is None else np.float64(settings["rtol"]),
                       max_iterations=np.int64(settings["max_iterations"]), chunk=np.int64(settings["chunk"]),
-                      damping=np.float64(settings["damping"]), block_size=np.int64(settings["block_size"]))
+                      damping=np.float64(settings["damping"]), block_size=np.int64(settings["block_size"]),
+                      block_layout=settings["block_layout"], diagonal=bool(settings["diagonal"]))
     from . import deer as _deer_module
 
     host_settings = _deer_module._core_settings(dict(settings, check=True))
@@ -603,9 +604,10 @@ def _deer_run(settings, operation, names, arrays, results):
 
 
 def _deer_forward_run(settings, names, *arrays):
+    from . import deer as _deer_module
+
     x, weight_hh = arrays[0], arrays[names.index("weight_hh")]
-    hidden = weight_hh.shape[1]
-    n = 2 * hidden if dict(settings)["cell"] == "lstm" else hidden
+    n = _deer_module._state_size(dict(settings)["cell"], weight_hh, dict(settings)["diagonal"])
     B, T = x.shape[0], x.shape[1]
     results = [("y", jax.ShapeDtypeStruct((B, T, n), x.dtype)), ("iterations", jax.ShapeDtypeStruct((B,), jnp.int32)),
                ("path", jax.ShapeDtypeStruct((B,), jnp.int32))]
@@ -631,11 +633,12 @@ _deer = _named_vjp(_deer_forward_run, _deer_backward)
 def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, *, cell: str = "gru",
              lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic", atol=None,
              rtol=None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
-             block_size: int = 2) -> DeerOutput:
+             block_size: int = 2, block_layout: str = "contiguous", diagonal: bool = False) -> DeerOutput:
     """softwave.deer.rnn under ``jit``: the states of a one-layer Elman, GRU
     or LSTM cell (PyTorch's definitions and weight layouts) over every
     step, x (B, T, m) or (T, m), h0 (B, n) or None (zeros), lengths (B,)
-    or None; the same options. The states' gradients (implicit
+    or None; the same options (diagonal=True: weight_hh (G·H, 1), the
+    gates' diagonal hidden weights). The states' gradients (implicit
     differentiation, the adjoint solved the same way) reach x, h0, the
     weights and the biases. On a GPU the Newton loop reads its convergence
     back every iteration, inside the call."""
@@ -644,7 +647,7 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
     if weight_ih is None or weight_hh is None:
         raise ValueError("softwave: weight_ih and weight_hh are required")
     settings = _deer_module._settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, True, False,
-                                      damping, block_size)
+                                      damping, block_size, block_layout, diagonal)
     settings.pop("check")
     settings = tuple(sorted(settings.items()))
     x = _float("x", x)
@@ -653,7 +656,8 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
     for name, w in (("weight_ih", weight_ih), ("weight_hh", weight_hh)):
         if np.ndim(w) != 2:
             raise ValueError(f"softwave: {name} must be 2-dimensional (gates·hidden size, "
-                             f"{'m' if name == 'weight_ih' else 'hidden size'}) (got shape {np.shape(w)})")
+                             f"{'m' if name == 'weight_ih' else ('1' if diagonal else 'hidden size')}) "
+                             f"(got shape {np.shape(w)})")
     single = x.ndim == 2
     if single:
         x = x[None]

@@ -865,7 +865,8 @@ void run_deer(const Space& space, const std::string& operation,
   check_rank(array(arrays, "y0"), 2, "(B, n)");
   check_rank(array(arrays, "y"), 3, "(B, T, n)");
   check_rank(array(arrays, "weight_ih"), 2, "(G*H, m)");
-  check_rank(array(arrays, "weight_hh"), 2, "(G*H, H)");
+  check_rank(array(arrays, "weight_hh"), 2,
+             s.diagonal ? "(G*H, 1)" : "(G*H, H)");
   RnnWeights<T, Space> weights;
   weights.cell = choice<RnnCell>("cell", s.cell,
                                  {{"elman", RnnCell::elman},
@@ -875,6 +876,7 @@ void run_deer(const Space& space, const std::string& operation,
   weights.weight_hh = view2<const T, Space>(array(arrays, "weight_hh"));
   weights.bias_ih = view1<const T, Space>(array(arrays, "bias_ih"));
   weights.bias_hh = view1<const T, Space>(array(arrays, "bias_hh"));
+  weights.diagonal_hh = s.diagonal;
   DeerInputs<T, Space> inputs;
   inputs.x = view3<const T, Space>(x);
   inputs.y0 = view2<const T, Space>(array(arrays, "y0"));
@@ -895,6 +897,10 @@ void run_deer(const Space& space, const std::string& operation,
   options.chunk = s.chunk;
   options.damping = s.damping;
   options.block_size = s.block_size;
+  options.block_layout =
+      choice<DeerBlockLayout>("block_layout", s.block_layout,
+                              {{"contiguous", DeerBlockLayout::contiguous},
+                               {"strided", DeerBlockLayout::strided}});
   options.warm_start = s.warm_start;
   options.check_values = s.check_values;
   if (operation == "forward") {

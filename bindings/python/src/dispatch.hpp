@@ -213,8 +213,10 @@ struct DeerSettings {
   bool atol_given = false, rtol_given = false;
   int max_iterations = 100;
   int chunk = 0;
-  double damping = 0;  // DeerOptions::damping
-  int block_size = 2;  // DeerOptions::block_size
+  double damping = 0;                       // DeerOptions::damping
+  int block_size = 2;                       // DeerOptions::block_size
+  std::string block_layout = "contiguous";  // or strided
+  bool diagonal = false;                    // RnnWeights::diagonal_hh
   bool warm_start = false;
   bool check_values = true;
   std::uintptr_t stream = 0;

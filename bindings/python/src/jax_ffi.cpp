@@ -239,6 +239,9 @@ void deer_target(const Place& place, const Arrays& a,
   s.chunk = int(attribute<std::int64_t>(attrs, "chunk"));
   s.damping = attribute<double>(attrs, "damping");
   s.block_size = int(attribute<std::int64_t>(attrs, "block_size"));
+  s.block_layout =
+      std::string(attribute<std::string_view>(attrs, "block_layout"));
+  s.diagonal = attribute<bool>(attrs, "diagonal");
   s.check_values = place.device == Device::cpu;
   s.stream = place.stream;
   deer_rnn(std::string(attribute<std::string_view>(attrs, "operation")), s,

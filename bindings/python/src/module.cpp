@@ -432,6 +432,10 @@ NB_MODULE(_core, m) {
             s.damping = nb::cast<double>(value);
           else if (name == "block_size")
             s.block_size = nb::cast<int>(value);
+          else if (name == "block_layout")
+            s.block_layout = nb::cast<std::string>(value);
+          else if (name == "diagonal")
+            s.diagonal = nb::cast<bool>(value);
           else if (name == "warm_start")
             s.warm_start = nb::cast<bool>(value);
           else if (name == "check")

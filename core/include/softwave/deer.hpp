@@ -88,6 +88,14 @@ enum class DeerJacobian {
              // ParaRNN's 2×2 / 3×3): O(n·k²) a step, linear convergence
 };
 
+// Which states a block of jacobian = block couples (k = block_size).
+enum class DeerBlockLayout {
+  contiguous,  // block q: states q·k … q·k + k − 1 (heads)
+  strided,  // block q: states q, q + n/k, …, q + (k − 1)·n/k. With k = 2,
+            // an LSTM's (h_q, c_q): its Jacobian with diagonal hidden
+            // weights (RnnWeights::diagonal_hh) is exactly these blocks
+};
+
 // How each sequence's result was obtained (DeerResult::path).
 enum class DeerPath : int {
   deer = 0,        // converged Newton iterations
@@ -103,6 +111,7 @@ struct DeerOptions {
   // size n (k = 1 is the diagonal, k = n the full Jacobian). The cell gives
   // its full Jacobian and the solver keeps the blocks.
   int block_size = 2;
+  DeerBlockLayout block_layout = DeerBlockLayout::contiguous;
   // Convergence: max |δ_t,i| <= atol + rtol·|y_t,i| for every step and
   // state of the sequence. Both > 0 and finite; unset: the DEER paper's
   // float32 defaults 1e-4 / 1e-3 for float, 1e-10 / 1e-8 for double; with
@@ -193,15 +202,24 @@ struct DeerGradients {
 // The input projections W_ih x_t + b_ih of all steps are formed once,
 // before the iterations (as cuDNN does); the recurrence then carries only
 // W_hh.
+//
+// With diagonal_hh each gate's hidden-side matrix is diagonal, as in
+// ParaRNN's cells: W_hh is given as (G·H, 1), row g·H + i holding the
+// weight of h_i in gate g's unit i. A unit then sees only its own past, so
+// the Jacobian ∂y_t/∂y_{t−1} is diagonal for elman and gru (DEER with
+// jacobian = diagonal is exact Newton at O(n) a step) and, for lstm, 2×2
+// blocks coupling (h_i, c_i) (exact with jacobian = block, block_size = 2,
+// block_layout = strided).
 enum class RnnCell { elman, gru, lstm };
 
 template <class T, class Space>
 struct RnnWeights {
   RnnCell cell = RnnCell::gru;
   DeerView2<const T, Space> weight_ih;  // (G·H, m)
-  DeerView2<const T, Space> weight_hh;  // (G·H, H)
+  DeerView2<const T, Space> weight_hh;  // (G·H, H), or (G·H, 1) diagonal_hh
   DeerView1<const T, Space> bias_ih;    // (G·H), or empty for zeros
   DeerView1<const T, Space> bias_hh;    // (G·H), or empty for zeros
+  bool diagonal_hh = false;
 };
 
 // Gradients of the weights (each optional, overwritten), beside
@@ -209,7 +227,7 @@ struct RnnWeights {
 template <class T, class Space>
 struct RnnWeightGradients {
   DeerView2<T, Space> weight_ih;
-  DeerView2<T, Space> weight_hh;
+  DeerView2<T, Space> weight_hh;  // weight_hh's shape
   DeerView1<T, Space> bias_ih;
   DeerView1<T, Space> bias_hh;
 };

@@ -52,7 +52,8 @@ struct Settings {
   bool warm_start = false;
   DeerMethod method = DeerMethod::automatic;
   DeerJacobian jacobian = DeerJacobian::full;
-  int block = 1;  // the Jacobians' diagonal blocks: n full, 1 diagonal
+  int block = 1;         // the Jacobians' diagonal blocks: n full, 1 diagonal
+  bool strided = false;  // DeerBlockLayout::strided (block_state)
   Kernel kernel = Kernel::automatic;
   double damping = 0;
   // A linear recurrence (the adjoint): with full Jacobians one pass is the
@@ -73,17 +74,27 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
 // --- small dense algebra on a thread's own arrays ---------------------------
 
 // Jacobians in diagonal blocks of k×k (n/k blocks, each row-major, one
-// after another: k = n is the full matrix, k = 1 its diagonal).
+// after another: k = n is the full matrix, k = 1 its diagonal). Block q
+// couples the states block_state(q, 0 … k − 1): consecutive ones, or with
+// `strided` (DeerBlockLayout::strided) every (n/k)-th. Only the maps'
+// action on a state (apply) and their extraction from a full Jacobian
+// (diagonal_blocks) see the layout; products of maps do not.
+KOKKOS_INLINE_FUNCTION int block_state(int q, int i, int k, int n,
+                                       bool strided) {
+  return strided ? q + i * (n / k) : q * k + i;
+}
+
 // out = A v.
 template <class T>
-KOKKOS_INLINE_FUNCTION void apply(const T* A, int k, int n, const T* v,
-                                  T* out) {
-  for (int g = 0; g < n; g += k) {
-    T const* const a = A + g * k;
+KOKKOS_INLINE_FUNCTION void apply(const T* A, int k, int n, bool strided,
+                                  const T* v, T* out) {
+  for (int q = 0; q < n / k; ++q) {
+    T const* const a = A + q * k * k;
     for (int i = 0; i < k; ++i) {
       T sum = 0;
-      for (int j = 0; j < k; ++j) sum += a[i * k + j] * v[g + j];
-      out[g + i] = sum;
+      for (int j = 0; j < k; ++j)
+        sum += a[i * k + j] * v[block_state(q, j, k, n, strided)];
+      out[block_state(q, i, k, n, strided)] = sum;
     }
   }
 }
@@ -116,12 +127,16 @@ KOKKOS_INLINE_FUNCTION void set_identity(T* P, int k, int n) {
 // blocks where `transposed`.
 template <class T>
 KOKKOS_INLINE_FUNCTION void diagonal_blocks(const T* J, int k, int n,
-                                            bool transposed, T* blocks) {
-  for (int g = 0; g < n; g += k)
+                                            bool strided, bool transposed,
+                                            T* blocks) {
+  for (int q = 0; q < n / k; ++q)
     for (int i = 0; i < k; ++i)
-      for (int j = 0; j < k; ++j)
-        blocks[g * k + i * k + j] =
-            transposed ? J[(g + j) * n + g + i] : J[(g + i) * n + g + j];
+      for (int j = 0; j < k; ++j) {
+        int const row = block_state(q, i, k, n, strided);
+        int const column = block_state(q, j, k, n, strided);
+        blocks[q * k * k + i * k + j] =
+            transposed ? J[column * n + row] : J[row * n + column];
+      }
 }
 
 // The tolerance ratio of a step's update δ to its new value y.
@@ -561,7 +576,8 @@ struct ChunkLevel {
   Kokkos::View<int*, Memory> group_count;
   std::int64_t chunk, groups;
   int n;
-  int block;  // the maps' diagonal blocks (k)
+  int block;     // the maps' diagonal blocks (k)
+  bool strided;  // their layout (block_state)
 
   // replay = false: composes each group into group_maps / group_offsets;
   // true: replays each group from its carried-in value (group_offsets
@@ -593,7 +609,7 @@ struct ChunkLevel {
     if (composing) set_identity(Q, block, n);
     for (std::int64_t c = c0; c < c1; ++c) {
       bool const first = c == 0;
-      if (!first) apply(&maps(b, c, 0), block, n, w, tmp);
+      if (!first) apply(&maps(b, c, 0), block, n, strided, w, tmp);
       for (int i = 0; i < n; ++i)
         w[i] = offsets(b, c, i) + (first ? T(0) : tmp[i]);
       if (replay)
@@ -715,7 +731,8 @@ struct Solver {
     Kokkos::View<double*, Memory> error;     // (B) worst |δ| / tolerance
     std::int64_t length, chunk, chunks;
     int n, na;
-    int block;  // the Jacobians' diagonal blocks (k)
+    int block;     // the Jacobians' diagonal blocks (k)
+    bool strided;  // their layout (block_state)
     bool reversed;
     T atol, rtol;
 
@@ -769,7 +786,7 @@ struct Solver {
           z_prev = &old_z(b, slot(L, int(q - 1)), 0);
         }
         rec.step(b, t, z_prev, f, J, kind, work);
-        apply(J, block, n, delta, tmp);
+        apply(J, block, n, strided, delta, tmp);
         for (int i = 0; i < n; ++i) delta[i] = f[i] - old_z(b, t, i) + tmp[i];
         if (replay) {
           for (int i = 0; i < n; ++i) {
@@ -803,11 +820,12 @@ struct Solver {
     DeerView3<T, Space> maps, offsets;
     Counts count;
     int n, block;
+    bool strided;
     KOKKOS_INLINE_FUNCTION void operator()(std::int64_t b, T* w) const {
       T* const tmp = w + n;
       for (int i = 0; i < n; ++i) w[i] = 0;
       for (int c = 0; c < count(b); ++c) {
-        if (c > 0) apply(&maps(b, c, 0), block, n, w, tmp);
+        if (c > 0) apply(&maps(b, c, 0), block, n, strided, w, tmp);
         for (int i = 0; i < n; ++i)
           w[i] = offsets(b, c, i) + (c > 0 ? tmp[i] : T(0));
         for (int i = 0; i < n; ++i) offsets(b, c, i) = w[i];
@@ -1021,8 +1039,9 @@ struct Solver {
     int const na = n * block;
     if (M <= 32) {
       Items const items(batch_, 2 * n, T());
-      items.template for_each<T>(space_, label("carry_chunks"),
-                                 CarryChunks{maps, offsets, count, n, block});
+      items.template for_each<T>(
+          space_, label("carry_chunks"),
+          CarryChunks{maps, offsets, count, n, block, settings_.strided});
       return;
     }
     int const chunk =
@@ -1041,8 +1060,9 @@ struct Solver {
                          Kokkos::RangePolicy<Space>(space_, 0, batch_),
                          CountGroups{count, count2, chunk});
     Items const items(batch_ * chunks, 2 * na + 2 * n, T());
-    ChunkLevel<Space, T> const next{maps,   offsets, count,  maps2, offsets2,
-                                    count2, chunk,   chunks, n,     block};
+    ChunkLevel<Space, T> const next{
+        maps,  offsets, count, maps2, offsets2,         count2,
+        chunk, chunks,  n,     block, settings_.strided};
     next.pass(space_, items, /*replay=*/false);
     solve_chunks(maps2, offsets2, count2, n, block, concurrency, host,
                  depth + 1);
@@ -1084,6 +1104,7 @@ struct Solver {
               n,
               na,
               block,
+              settings_.strided,
               reversed_,
               T(settings_.atol),
               T(settings_.rtol)};
@@ -1285,6 +1306,7 @@ struct Forward {
   Lengths<Space> lengths;
   int block = 1;  // Settings::block: above 1 and below n, the full Jacobian
                   // is formed in the work array and its blocks kept
+  bool strided = false;  // Settings::strided
 
   KOKKOS_INLINE_FUNCTION int state_size() const { return cell.state_size(); }
   KOKKOS_INLINE_FUNCTION int work_size() const {
@@ -1302,7 +1324,7 @@ struct Forward {
       int const n = cell.state_size();
       T* const full = work + cell.work_size();
       cell.step(z_prev, &x(b, t, 0), z, full, DeerJacobian::full, work);
-      diagonal_blocks(full, block, n, /*transposed=*/false, jacobian);
+      diagonal_blocks(full, block, n, strided, /*transposed=*/false, jacobian);
       return;
     }
     cell.step(z_prev, &x(b, t, 0), z, jacobian,
@@ -1323,7 +1345,8 @@ struct Adjoint {
   DeerView3<const T, Space> y;
   DeerView3<const T, Space> grad_y;
   Lengths<Space> lengths;
-  int block = 1;  // Settings::block
+  int block = 1;         // Settings::block
+  bool strided = false;  // Settings::strided
 
   KOKKOS_INLINE_FUNCTION int state_size() const { return cell.state_size(); }
   KOKKOS_INLINE_FUNCTION int work_size() const {
@@ -1357,7 +1380,7 @@ struct Adjoint {
         z[i] += sum;
       }
       // Jᵀ, or the transposes of J's diagonal blocks.
-      diagonal_blocks(J, kind == Linearise::full ? n : block, n,
+      diagonal_blocks(J, kind == Linearise::full ? n : block, n, strided,
                       /*transposed=*/true, jacobian);
       return;
     }
@@ -1407,9 +1430,10 @@ void solve_forward(const Space& space, const Cell& cell,
                    const DeerResult<typename Cell::value_type, Space>& result,
                    const Settings& settings) {
   std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
-  Forward<Space, Cell> const forward{cell, inputs.x, inputs.y0,
-                                     Lengths<Space>{inputs.lengths, int(steps)},
-                                     settings.block};
+  Forward<Space, Cell> const forward{
+      cell,           inputs.x,
+      inputs.y0,      Lengths<Space>{inputs.lengths, int(steps)},
+      settings.block, settings.strided};
   Solver<Space, Forward<Space, Cell>>(space, forward, result.y, B, steps,
                                       /*reversed=*/false, settings)
       .run(result.iterations, result.path);
@@ -1437,7 +1461,8 @@ DeerView3<typename Cell::value_type, Space> solve_adjoint(
       y,
       gradients.grad_y,
       Lengths<Space>{inputs.lengths, int(steps)},
-      settings.block};
+      settings.block,
+      settings.strided};
   settings.linear = true;
   settings.warm_start = false;
   // The adjoint is linear: plain steps (exact in one pass with full

@@ -40,12 +40,16 @@ KOKKOS_INLINE_FUNCTION T tanh_of(T a) {
 
 // The hidden-side pre-activations W_hh h + b_hh (rows G·H). FixedHidden > 0
 // is the hidden size known at compile time (H must equal it): every loop
-// of the cells below then has a constant trip count.
+// of the cells below then has a constant trip count. With `diagonal`
+// (RnnWeights::diagonal_hh) W_hh is stored as its G·H diagonal entries,
+// weight(k, 0) for row k and column k mod H: a row's product is then one
+// term, and the cells read W_hh through at().
 template <class T, class Space, int FixedHidden = 0>
 struct HiddenWeights {
-  DeerView2<const T, Space> weight;  // (G·H, H)
+  DeerView2<const T, Space> weight;  // (G·H, H), or (G·H, 1) if diagonal
   DeerView1<const T, Space> bias;    // (G·H), zeros if none were given
   int H = 0;
+  bool diagonal = false;
 
   KOKKOS_INLINE_FUNCTION int size() const {
     if constexpr (FixedHidden > 0)
@@ -53,8 +57,19 @@ struct HiddenWeights {
     else
       return H;
   }
+  // W_hh(k, j).
+  KOKKOS_INLINE_FUNCTION T at(int k, int j) const {
+    if (!diagonal) return weight(k, j);
+    return j == k % size() ? weight(k, 0) : T(0);
+  }
   KOKKOS_INLINE_FUNCTION void project(const T* h, int rows, T* out) const {
     int const columns = size();
+    if (diagonal) {
+      SOFTWAVE_DEER_UNROLL
+      for (int k = 0; k < rows; ++k)
+        out[k] = bias(k) + weight(k, 0) * h[k % columns];
+      return;
+    }
     SOFTWAVE_DEER_UNROLL
     for (int k = 0; k < rows; ++k) {
       T sum = bias(k);
@@ -67,6 +82,16 @@ struct HiddenWeights {
   KOKKOS_INLINE_FUNCTION void project_back(const T* g, int rows, T* grad_h,
                                            bool accumulate) const {
     int const columns = size();
+    if (diagonal) {
+      SOFTWAVE_DEER_UNROLL
+      for (int j = 0; j < columns; ++j) {
+        T sum = accumulate ? grad_h[j] : T(0);
+        SOFTWAVE_DEER_UNROLL
+        for (int k = j; k < rows; k += columns) sum += weight(k, 0) * g[k];
+        grad_h[j] = sum;
+      }
+      return;
+    }
     SOFTWAVE_DEER_UNROLL
     for (int j = 0; j < columns; ++j) {
       T sum = accumulate ? grad_h[j] : T(0);
@@ -98,10 +123,10 @@ struct ElmanCell {
       if (!jacobian) continue;
       T const slope = T(1) - out * out;
       if (kind == DeerJacobian::diagonal)
-        jacobian[i] = slope * w.weight(i, i);
+        jacobian[i] = slope * w.at(i, i);
       else
         SOFTWAVE_DEER_UNROLL
-      for (int j = 0; j < H; ++j) jacobian[i * H + j] = slope * w.weight(i, j);
+      for (int j = 0; j < H; ++j) jacobian[i * H + j] = slope * w.at(i, j);
     }
   }
 
@@ -155,8 +180,8 @@ struct GruCell {
       T const c = dn * hp[2 * H + i] * r * (T(1) - r);
       T const e = (h[i] - n) * z * (T(1) - z);
       auto entry = [&](int j) {
-        return a * w.weight(2 * H + i, j) + c * w.weight(i, j) +
-               e * w.weight(H + i, j) + (i == j ? z : T(0));
+        return a * w.at(2 * H + i, j) + c * w.at(i, j) + e * w.at(H + i, j) +
+               (i == j ? z : T(0));
       };
       if (kind == DeerJacobian::diagonal)
         jacobian[i] = entry(i);
@@ -250,11 +275,10 @@ struct LstmCell {
       T const dh_dc = q.o * (T(1) - q.tc * q.tc);
       T const ho = q.o * (T(1) - q.o) * q.tc;
       auto dc_dh = [&](int j) {
-        return ci * w.weight(k, j) + cf * w.weight(H + k, j) +
-               cg * w.weight(2 * H + k, j);
+        return ci * w.at(k, j) + cf * w.at(H + k, j) + cg * w.at(2 * H + k, j);
       };
       if (kind == DeerJacobian::diagonal) {
-        jacobian[k] = ho * w.weight(3 * H + k, k) + dh_dc * dc_dh(k);
+        jacobian[k] = ho * w.at(3 * H + k, k) + dh_dc * dc_dh(k);
         jacobian[H + k] = q.f;
         continue;
       }
@@ -262,7 +286,7 @@ struct LstmCell {
       for (int j = 0; j < H; ++j) {
         T const c_h = dc_dh(j);
         jacobian[(H + k) * n + j] = c_h;
-        jacobian[k * n + j] = ho * w.weight(3 * H + k, j) + dh_dc * c_h;
+        jacobian[k * n + j] = ho * w.at(3 * H + k, j) + dh_dc * c_h;
         jacobian[(H + k) * n + H + j] = j == k ? q.f : T(0);
         jacobian[k * n + H + j] = j == k ? dh_dc * q.f : T(0);
       }
@@ -395,7 +419,8 @@ bool visit_sizes(const TorchCell<T, Space>& cell, const Body& body) {
   } else {
     constexpr int H = kFixedHiddenSizes[Index];
     if (cell.w.H != H) return visit_sizes<Index + 1>(cell, body);
-    HiddenWeights<T, Space, H> const w{cell.w.weight, cell.w.bias, H};
+    HiddenWeights<T, Space, H> const w{cell.w.weight, cell.w.bias, H,
+                                       cell.w.diagonal};
     switch (cell.kind) {
       case RnnCell::elman:
         return body(TorchCell<T, Space, H, int(RnnCell::elman)>{cell.kind, w});

@@ -52,6 +52,8 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   s.block = options.jacobian == DeerJacobian::full       ? n
             : options.jacobian == DeerJacobian::diagonal ? 1
                                                          : options.block_size;
+  s.strided = options.jacobian == DeerJacobian::block &&
+              options.block_layout == DeerBlockLayout::strided;
   s.damping = options.damping;
   s.max_iterations = options.max_iterations;
   s.chunk = options.chunk;
@@ -112,8 +114,12 @@ int check_weights(const Space& space, const RnnWeights<T, Space>& w,
     throw_invalid_argument("weight_hh has ", rows, " rows, expected ", G,
                            "·hidden size (", G, " gates) and at least one");
   std::size_t const H = rows / G;
-  check_extent(w.weight_hh, "weight_hh", {G * H, H},
-               "(gates·hidden size, hidden size)");
+  if (w.diagonal_hh)
+    check_extent(w.weight_hh, "weight_hh", {G * H, 1},
+                 "(gates·hidden size, 1) with diagonal_hh");
+  else
+    check_extent(w.weight_hh, "weight_hh", {G * H, H},
+                 "(gates·hidden size, hidden size)");
   check_extent(w.weight_ih, "weight_ih", {G * H, m},
                "(gates·hidden size, x's input size)");
   if (w.bias_ih.size())
@@ -169,6 +175,7 @@ Hidden<Space, T> hidden_weights(const Space& space,
   Hidden<Space, T> out;
   out.weights.weight = w.weight_hh;
   out.weights.H = H;
+  out.weights.diagonal = w.diagonal_hh;
   if (w.bias_hh.size()) {
     out.weights.bias = w.bias_hh;
   } else {
@@ -180,7 +187,7 @@ Hidden<Space, T> hidden_weights(const Space& space,
 }
 
 // Sums of outer products over every step of every sequence:
-//   out(k, j) = Σ_{b,t} g(b, t, k) · rows(b, t, j)  (j < J),
+//   out(k, j) = Σ_{b,t} g(b, t, k) · rows(b, t, k, j)  (j < J),
 //   bias(k)   = Σ_{b,t} g(b, t, k),
 // over parts of the steps, then over the parts, so that the sums are the
 // same on every run. A team per part and k: its threads form groups of
@@ -226,7 +233,7 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
             for (std::int64_t r = r0 + group; r < r1; r += groups) {
               std::int64_t const b = r / steps, t = r % steps;
               T const gk = g(b, t, k);
-              sum += j < J ? gk * rows(b, t, j) : gk;
+              sum += j < J ? gk * rows(b, t, k, j) : gk;
             }
           shared[member.team_rank()] = sum;
           member.team_barrier();
@@ -258,18 +265,22 @@ template <class Space, class T>
 struct InputRows {
   V3<const T, Space> x;
   KOKKOS_INLINE_FUNCTION T operator()(std::int64_t b, std::int64_t t,
-                                      std::int64_t j) const {
+                                      std::int64_t, std::int64_t j) const {
     return x(b, t, j);
   }
 };
 
 // h_{t−1}: the first H entries of the previous state (h of LSTM's (h, c)).
+// With diagonal hidden weights (diagonal > 0, the hidden size H) row k has
+// one column, h_{k mod H}.
 template <class Space, class T>
 struct PreviousHidden {
   V3<const T, Space> y;
   V2<const T, Space> y0;
+  int diagonal = 0;
   KOKKOS_INLINE_FUNCTION T operator()(std::int64_t b, std::int64_t t,
-                                      std::int64_t j) const {
+                                      std::int64_t k, std::int64_t j) const {
+    if (diagonal > 0) j = k % diagonal;
     if (t > 0) return y(b, t - 1, j);
     return y0.extent(0) ? y0(b, j) : T(0);
   }
@@ -360,7 +371,8 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     impl::check_extent(wg.weight_ih, "grad weight_ih", {rows, m},
                        "(weight_ih's shape)");
   if (wg.weight_hh.size())
-    impl::check_extent(wg.weight_hh, "grad weight_hh", {rows, std::size_t(H)},
+    impl::check_extent(wg.weight_hh, "grad weight_hh",
+                       {rows, weights.diagonal_hh ? 1 : std::size_t(H)},
                        "(weight_hh's shape)");
   if (wg.bias_ih.size())
     impl::check_extent(wg.bias_ih, "grad bias_ih", {rows}, "(bias_ih's shape)");
@@ -402,9 +414,10 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
   d::sum_outer_products<Space, T>(space, g_in.view,
                                   d::InputRows<Space, T>{inputs.x}, m,
                                   wg.weight_ih, wg.bias_ih, "weight_ih_sums");
-  d::sum_outer_products<Space, T>(space, g_h.view,
-                                  d::PreviousHidden<Space, T>{y, inputs.y0}, H,
-                                  wg.weight_hh, wg.bias_hh, "weight_hh_sums");
+  d::sum_outer_products<Space, T>(
+      space, g_h.view,
+      d::PreviousHidden<Space, T>{y, inputs.y0, weights.diagonal_hh ? H : 0},
+      weights.diagonal_hh ? 1 : H, wg.weight_hh, wg.bias_hh, "weight_hh_sums");
 }
 
 #define SOFTWAVE_INSTANTIATE_DEER(SPACE, T)                                    \
