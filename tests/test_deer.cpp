@@ -306,9 +306,13 @@ TYPED_TEST(DeerRnn, DiagonalHiddenWeightsTakeExactNewtonSteps) {
   constexpr bool single = std::is_same_v<T, float>;
   SWT_SEEDED_RNG(rng);
   Space space;
-  constexpr Shape kDiagonalShapes[] = {{1, 1, 1, 1, 0},   {3, 17, 2, 3, 0},
-                                       {2, 300, 4, 2, 0}, {2, 3000, 2, 1, 2},
-                                       {2, 129, 8, 5, 3}, {2, 100, 16, 3, 0}};
+  // B = 1 solves the units as sequences of their own on every space (B <=
+  // its threads), the larger batches on a host with fewer threads keep
+  // each sequence's state together.
+  constexpr Shape kDiagonalShapes[] = {{1, 1, 1, 1, 0},    {3, 17, 2, 3, 0},
+                                       {2, 300, 4, 2, 0},  {1, 300, 3, 2, 0},
+                                       {2, 3000, 2, 1, 2}, {2, 129, 8, 5, 3},
+                                       {2, 100, 16, 3, 0}, {16, 50, 3, 2, 0}};
   for (auto cell : kCells)
     for (Shape const& s : kDiagonalShapes) {
       bool const variable = rng.coin();
@@ -351,6 +355,55 @@ TYPED_TEST(DeerRnn, DiagonalHiddenWeightsTakeExactNewtonSteps) {
         EXPECT_LE(worst_difference(y, y_full), single ? 1e-5 : 1e-10);
         EXPECT_LE(worst_difference(y, expected), single ? 3e-5 : 1e-10);
       }
+      // The report gathers each sequence's units (solved as sequences of
+      // their own): one Newton iteration leaves units of the longer
+      // sequences unconverged, evaluated sequentially, and their sequence
+      // reports the fallback.
+      if (s.T < 100) continue;
+      o.max_iterations = 1;
+      auto const y = problem.run(space, o, nullptr, &path);
+      for (int b = 0; b < s.B; ++b)
+        EXPECT_EQ(path[b],
+                  int(problem.length(b) > 1 ? softwave::DeerPath::fallback
+                                            : softwave::DeerPath::deer))
+            << "sequence " << b;
+      EXPECT_LE(worst_difference(y, expected), single ? 3e-5 : 1e-10);
+    }
+}
+
+// A warm start of diagonal hidden weights' units from the solution (the
+// caller's layout) converges in one iteration.
+TYPED_TEST(DeerRnn, DiagonalHiddenWeightsWarmStart) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (auto cell : kCells)
+    for (int B : {1, 3}) {
+      Problem<T> const problem(rng, cell, B, 200, 4, 2, true, 1.0,
+                               /*diagonal=*/true);
+      auto const d = problem.device(space);
+      auto r = problem.template outputs<Space>();
+      softwave::DeerOptions o;
+      o.method = softwave::DeerMethod::deer;
+      o.jacobian = softwave::DeerJacobian::diagonal;
+      softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+      auto const first = swt::to_host(r.y);
+      o.warm_start = true;
+      softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+      auto const iterations = swt::to_host(r.iterations);
+      for (int b = 0; b < B; ++b)
+        EXPECT_EQ(iterations[b], 1)
+            << "cell " << int(cell) << " sequence " << b;
+      // The one iteration's update is within the stopping tolerance (the
+      // type's defaults).
+      bool const single = std::is_same_v<T, float>;
+      double const atol = single ? 1e-4 : 1e-10, rtol = single ? 1e-3 : 1e-8;
+      auto const again = swt::to_host(r.y);
+      for (std::size_t i = 0; i < first.size(); ++i)
+        EXPECT_LE(std::fabs(again[i] - first[i]),
+                  atol + rtol * std::fabs(first[i]))
+            << "cell " << int(cell) << " entry " << i;
     }
 }
 

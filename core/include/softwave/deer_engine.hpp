@@ -1295,6 +1295,25 @@ struct Lengths {
   }
 };
 
+// Whether Cell gives each sequence a cell of its own (a member cell_of(b)):
+// the library's cells with diagonal hidden weights solve each unit of each
+// sequence as a sequence of its own, with that unit's weights.
+template <class Cell, class = void>
+struct PerSequenceCells : std::false_type {};
+template <class Cell>
+struct PerSequenceCells<
+    Cell, std::void_t<decltype(std::declval<const Cell&>().cell_of(0))>>
+    : std::true_type {};
+
+// The cell sequence b runs: `cell` itself, or its cell_of(b).
+template <class Cell>
+KOKKOS_INLINE_FUNCTION decltype(auto) sequence_cell(const Cell& cell, int b) {
+  if constexpr (PerSequenceCells<Cell>::value)
+    return cell.cell_of(b);
+  else
+    return (cell);
+}
+
 // y_t = f(y_{t−1}, x_t).
 template <class Space, class Cell>
 struct Forward {
@@ -1320,6 +1339,7 @@ struct Forward {
   }
   KOKKOS_INLINE_FUNCTION void step(int b, int t, const T* z_prev, T* z,
                                    T* jacobian, Linearise kind, T* work) const {
+    auto const& cell = sequence_cell(this->cell, b);
     if (kind == Linearise::block) {
       int const n = cell.state_size();
       T* const full = work + cell.work_size();
@@ -1359,6 +1379,7 @@ struct Adjoint {
   }
   KOKKOS_INLINE_FUNCTION void step(int b, int t, const T* next, T* z,
                                    T* jacobian, Linearise kind, T* work) const {
+    auto const& cell = sequence_cell(this->cell, b);
     int const n = cell.state_size();
     T* const value = work;
     T* const J = value + n;
@@ -1507,7 +1528,7 @@ struct InputGradients {
     }
     if (!first && grad_x.size() == 0) return;
     T const* const y_prev = previous_state(y, y0, b, t, n, init);
-    cell.vector_jacobian(
+    sequence_cell(cell, b).vector_jacobian(
         y_prev, &x(b, t, 0), &adjoint(b, t, 0),
         first && grad_y0.size() ? &grad_y0(b, 0) : static_cast<T*>(nullptr),
         grad_x.size() ? &grad_x(b, t, 0) : static_cast<T*>(nullptr), init + n);

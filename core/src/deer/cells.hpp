@@ -43,13 +43,15 @@ KOKKOS_INLINE_FUNCTION T tanh_of(T a) {
 // of the cells below then has a constant trip count. With `diagonal`
 // (RnnWeights::diagonal_hh) W_hh is stored as its G·H diagonal entries,
 // weight(k, 0) for row k and column k mod H: a row's product is then one
-// term, and the cells read W_hh through at().
+// term, and the cells read W_hh through at(). Row k is read at
+// first_row + k of weight and bias (one unit's rows, DiagonalUnits).
 template <class T, class Space, int FixedHidden = 0>
 struct HiddenWeights {
   DeerView2<const T, Space> weight;  // (G·H, H), or (G·H, 1) if diagonal
   DeerView1<const T, Space> bias;    // (G·H), zeros if none were given
   int H = 0;
   bool diagonal = false;
+  int first_row = 0;
 
   KOKKOS_INLINE_FUNCTION int size() const {
     if constexpr (FixedHidden > 0)
@@ -59,22 +61,23 @@ struct HiddenWeights {
   }
   // W_hh(k, j).
   KOKKOS_INLINE_FUNCTION T at(int k, int j) const {
-    if (!diagonal) return weight(k, j);
-    return j == k % size() ? weight(k, 0) : T(0);
+    if (!diagonal) return weight(first_row + k, j);
+    return j == k % size() ? weight(first_row + k, 0) : T(0);
   }
   KOKKOS_INLINE_FUNCTION void project(const T* h, int rows, T* out) const {
     int const columns = size();
     if (diagonal) {
       SOFTWAVE_DEER_UNROLL
       for (int k = 0; k < rows; ++k)
-        out[k] = bias(k) + weight(k, 0) * h[k % columns];
+        out[k] =
+            bias(first_row + k) + weight(first_row + k, 0) * h[k % columns];
       return;
     }
     SOFTWAVE_DEER_UNROLL
     for (int k = 0; k < rows; ++k) {
-      T sum = bias(k);
+      T sum = bias(first_row + k);
       SOFTWAVE_DEER_UNROLL
-      for (int j = 0; j < columns; ++j) sum += weight(k, j) * h[j];
+      for (int j = 0; j < columns; ++j) sum += weight(first_row + k, j) * h[j];
       out[k] = sum;
     }
   }
@@ -87,7 +90,8 @@ struct HiddenWeights {
       for (int j = 0; j < columns; ++j) {
         T sum = accumulate ? grad_h[j] : T(0);
         SOFTWAVE_DEER_UNROLL
-        for (int k = j; k < rows; k += columns) sum += weight(k, 0) * g[k];
+        for (int k = j; k < rows; k += columns)
+          sum += weight(first_row + k, 0) * g[k];
         grad_h[j] = sum;
       }
       return;
@@ -96,7 +100,7 @@ struct HiddenWeights {
     for (int j = 0; j < columns; ++j) {
       T sum = accumulate ? grad_h[j] : T(0);
       SOFTWAVE_DEER_UNROLL
-      for (int k = 0; k < rows; ++k) sum += weight(k, j) * g[k];
+      for (int k = 0; k < rows; ++k) sum += weight(first_row + k, j) * g[k];
       grad_h[j] = sum;
     }
   }
@@ -405,6 +409,39 @@ struct TorchCell {
       cell.vector_jacobian(y_prev, p, lambda, grad_y_prev, grad_p, work);
       return 0;
     });
+  }
+};
+
+// A cell with diagonal hidden weights as H independent cells of hidden
+// size 1: a unit sees only its own past, so sequence b of a unit-major
+// batch (softwave/src/deer/deer.cpp: sequences b·H … b·H + H − 1 are the
+// units of the caller's sequence b) is unit b mod H, with that unit's G
+// weights (and biases) in rows (b mod H)·G … of a unit-major copy. Each
+// unit's state is 1 value (h), or 2 for LSTM (h, c), and its input the G
+// gates' projections: B·H short recurrences instead of B wide ones, which
+// parallel scans take at the speed of the hidden size 1.
+template <class T, class Space>
+struct DiagonalUnits {
+  using value_type = T;
+  using Unit = TorchCell<T, Space, 1>;
+  RnnCell kind;
+  DeerView2<const T, Space> weight;  // (H·G, 1), unit-major
+  DeerView1<const T, Space> bias;    // (H·G), unit-major
+  int H = 1;
+
+  KOKKOS_INLINE_FUNCTION Unit cell_of(int b) const {
+    Unit unit{kind, {weight, bias, 1, true, 0}};
+    unit.w.first_row = (b % H) * unit.gates();
+    return unit;
+  }
+  KOKKOS_INLINE_FUNCTION int state_size() const {
+    return Unit{kind, {}}.state_size();
+  }
+  KOKKOS_INLINE_FUNCTION int input_size() const {
+    return Unit{kind, {}}.input_size();
+  }
+  KOKKOS_INLINE_FUNCTION int work_size() const {
+    return Unit{kind, {}}.work_size();
   }
 };
 
