@@ -308,6 +308,18 @@ template <class T>
 struct TakesFixedShapes<Adjoint<Kokkos::Cuda, TorchCell<T, Kokkos::Cuda>>>
     : std::true_type {};
 
+// Whether Recurrence runs the units of the library's cells with diagonal
+// hidden weights, their cell chosen at run time (DiagonalUnits), which
+// with_fixed_kind can fix.
+template <class Recurrence>
+struct TakesFixedKinds : std::false_type {};
+template <class T>
+struct TakesFixedKinds<Forward<Kokkos::Cuda, DiagonalUnits<T, Kokkos::Cuda>>>
+    : std::true_type {};
+template <class T>
+struct TakesFixedKinds<Adjoint<Kokkos::Cuda, DiagonalUnits<T, Kokkos::Cuda>>>
+    : std::true_type {};
+
 }  // namespace cuda_deer
 
 template <class Recurrence>
@@ -376,13 +388,22 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
       });
       if (launched) return;
     }
+    if constexpr (cuda_deer::TakesFixedKinds<Recurrence>::value) {
+      // Units of state 1 or 2 with their cell fixed: the kernels of the
+      // library's cells at hidden size 1.
+      bool const launched = with_fixed_kind(it.rec.cell, [&](const auto& c) {
+        return launch_fixed(c, it, d, blocks, stream);
+      });
+      if (launched) return;
+    }
     auto const kernel = steps_ > 1 ? small_kernel() : large_kernel();
     kernel<<<blocks, cuda_deer::kThreads, 0, stream>>>(it, d);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
   }
 
   // One iteration by the kernel instantiated for `cell`, a TorchCell of
-  // fixed shape; false (nothing launched) where the kernel cannot take it.
+  // fixed shape or DiagonalUnits of a fixed cell; false (nothing launched)
+  // where the kernel cannot take it.
   template <class Cell>
   static bool launch_fixed(const Cell& cell,
                            const IterationArrays<Kokkos::Cuda, Recurrence>& it,

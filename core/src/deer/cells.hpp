@@ -419,11 +419,14 @@ struct TorchCell {
 // weights (and biases) in rows (b mod H)·G … of a unit-major copy. Each
 // unit's state is 1 value (h), or 2 for LSTM (h, c), and its input the G
 // gates' projections: B·H short recurrences instead of B wide ones, which
-// parallel scans take at the speed of the hidden size 1.
-template <class T, class Space>
+// parallel scans take at the speed of the hidden size 1. FixedKind >= 0
+// (an RnnCell) fixes the cell at compile time (with_fixed_kind).
+template <class T, class Space, int FixedKind = -1>
 struct DiagonalUnits {
   using value_type = T;
-  using Unit = TorchCell<T, Space, 1>;
+  using Unit = TorchCell<T, Space, 1, FixedKind>;
+  // The state size where the cell is fixed (else 0).
+  static constexpr int kFixedState = Unit::kFixedState;
   RnnCell kind;
   DeerView2<const T, Space> weight;  // (H·G, 1), unit-major
   DeerView1<const T, Space> bias;    // (H·G), unit-major
@@ -444,6 +447,24 @@ struct DiagonalUnits {
     return Unit{kind, {}}.work_size();
   }
 };
+
+// body(fixed) with `units` as DiagonalUnits of the same weights with their
+// cell fixed at compile time, returning what body returns.
+template <class T, class Space, class Body>
+bool with_fixed_kind(const DiagonalUnits<T, Space>& units, const Body& body) {
+  auto const as = [&](auto kind) {
+    return body(DiagonalUnits<T, Space, decltype(kind)::value>{
+        units.kind, units.weight, units.bias, units.H});
+  };
+  switch (units.kind) {
+    case RnnCell::elman:
+      return as(std::integral_constant<int, int(RnnCell::elman)>());
+    case RnnCell::gru:
+      return as(std::integral_constant<int, int(RnnCell::gru)>());
+    default:
+      return as(std::integral_constant<int, int(RnnCell::lstm)>());
+  }
+}
 
 // The hidden sizes at which with_fixed_shape finds a fixed-shape cell.
 constexpr int kFixedHiddenSizes[] = {1, 2, 4, 8, 16};

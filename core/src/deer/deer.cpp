@@ -136,19 +136,39 @@ int check_weights(const Space& space, const RnnWeights<T, Space>& w,
 }
 
 // p_t = W_ih x_t + b_ih for every step, (B, T, G·H): a thread per step
-// (the step's index split once, the weights' reads shared by the warp).
+// (the step's index split once, the weights' reads shared by the warp). With
+// `units` (H > 0) unit-major instead, (B·H, T, G) (transpose_units): a
+// thread per value, consecutive threads writing consecutive values.
 template <class Space, class T>
 CallArray<V3<T, Space>> project_inputs(const Space& space,
                                        const RnnWeights<T, Space>& w,
-                                       V3<const T, Space> x) {
+                                       V3<const T, Space> x, int units = 0) {
   std::int64_t const B = x.extent(0), steps = x.extent(1), m = x.extent(2);
   std::int64_t const rows = w.weight_ih.extent(0);
-  auto out = call_array<V3<T, Space>>(space, "softwave::deer::projected", false,
-                                      B, steps, rows);
-  auto const p = out.view;
   auto const weight = w.weight_ih;
   auto const bias = w.bias_ih;
   bool const has_bias = bias.size() > 0;
+  if (units > 0) {
+    std::int64_t const H = units, G = rows / H;
+    auto out = call_array<V3<T, Space>>(
+        space, "softwave::deer::unit_projections", false, B * H, steps, G);
+    auto const p = out.view;
+    Kokkos::parallel_for(
+        "softwave::deer::project_units",
+        Kokkos::RangePolicy<Space>(space, 0, B * H * steps * G),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const g = q % G, ut = q / G;
+          std::int64_t const u = ut / steps, t = ut % steps;
+          std::int64_t const b = u / H, k = g * H + u % H;
+          T sum = has_bias ? bias(k) : T(0);
+          for (std::int64_t j = 0; j < m; ++j) sum += weight(k, j) * x(b, t, j);
+          p(u, t, g) = sum;
+        });
+    return out;
+  }
+  auto out = call_array<V3<T, Space>>(space, "softwave::deer::projected", false,
+                                      B, steps, rows);
+  auto const p = out.view;
   Kokkos::parallel_for(
       "softwave::deer::project_inputs",
       Kokkos::RangePolicy<Space>(space, 0, B * steps),
@@ -358,13 +378,15 @@ auto one_step(const View& v) {
 }
 
 // Whether a call with diagonal hidden weights solves the units as sequences
-// of their own: where the batch alone leaves threads of the space idle (a
-// GPU, always in practice). Otherwise the sequences' states stay together:
-// on a host's few threads a step of the whole state costs less than its
-// units' steps one by one (2 cores, B = 16, H = 16, T = 1,000: the
-// sequential loop 10.6 ms together, 23 ms as units).
-inline bool solve_by_units(std::int64_t batch, std::int64_t concurrency) {
-  return batch <= concurrency;
+// of their own: where there are several (H > 1) and the batch alone leaves
+// threads of the space idle (a GPU, always in practice). Otherwise the
+// sequences' states stay together: on a host's few threads a step of the
+// whole state costs less than its units' steps one by one (2 cores,
+// B = 16, H = 16, T = 1,000: the sequential loop 10.6 ms together, 23 ms
+// as units).
+inline bool solve_by_units(std::int64_t batch, int hidden,
+                           std::int64_t concurrency) {
+  return hidden > 1 && batch <= concurrency;
 }
 
 // The arrays of a call with diagonal hidden weights, unit-major.
@@ -380,12 +402,12 @@ struct Units {
 };
 
 template <class Space, class T>
-Units<Space, T> units_of(const Space& space, RnnCell kind,
+Units<Space, T> units_of(const Space& space, const RnnWeights<T, Space>& w,
                          const HiddenWeights<T, Space>& hidden,
-                         V3<const T, Space> projected,
                          const DeerInputs<T, Space>& inputs) {
+  RnnCell const kind = w.cell;
   int const H = hidden.H, G = int(hidden.weight.extent(0)) / H;
-  std::int64_t const B = projected.extent(0), steps = projected.extent(1);
+  std::int64_t const B = inputs.x.extent(0);
   int const n_unit = kind == RnnCell::lstm ? 2 : 1;
   Units<Space, T> u;
   u.weight = call_array<V2<T, Space>>(space, "softwave::deer::unit_weights",
@@ -409,9 +431,7 @@ Units<Space, T> units_of(const Space& space, RnnCell kind,
   u.cell = DiagonalUnits<T, Space>{
       kind, V2<const T, Space>(weight.data(), weight.extent(0), 1),
       V1<const T, Space>(bias.data(), bias.extent(0)), H};
-  u.projections = call_array<V3<T, Space>>(
-      space, "softwave::deer::unit_projections", false, B * H, steps, G);
-  transpose_units(space, projected, u.projections.view, H, true);
+  u.projections = project_inputs(space, w, inputs.x, H);
   u.inputs.x = u.projections.view;
   if (inputs.y0.extent(0)) {
     u.y0 = call_array<V2<T, Space>>(space, "softwave::deer::unit_y0", false,
@@ -496,12 +516,9 @@ void deer_rnn(const Space& space, const RnnWeights<T, Space>& weights,
                     result.y.extent(0), result.y.extent(1), result.y.extent(2));
   d::check_report(result, B);
   if (B == 0) return;
-  auto const projected = d::project_inputs(space, weights, inputs.x);
   auto const hidden = d::hidden_weights(space, weights, H);
-  if (weights.diagonal_hh && d::solve_by_units(B, space.concurrency())) {
-    auto const units =
-        d::units_of(space, weights.cell, hidden.weights,
-                    d::V3<const T, Space>(projected.view), inputs);
+  if (weights.diagonal_hh && d::solve_by_units(B, H, space.concurrency())) {
+    auto const units = d::units_of(space, weights, hidden.weights, inputs);
     int const n_unit = units.cell.state_size();
     std::int64_t const BH = std::int64_t(B) * H;
     auto const y = impl::call_array<DeerView3<T, Space>>(
@@ -521,6 +538,7 @@ void deer_rnn(const Space& space, const RnnWeights<T, Space>& weights,
     d::report_of_units(space, iterations.view, path.view, result, H);
     return;
   }
+  auto const projected = d::project_inputs(space, weights, inputs.x);
   DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
                                          inputs.lengths};
   d::solve_forward(space, d::TorchCell<T, Space>{weights.cell, hidden.weights},
@@ -556,19 +574,14 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
   if (wg.bias_hh.size())
     impl::check_extent(wg.bias_hh, "grad bias_hh", {rows}, "(bias_hh's shape)");
   if (B == 0) return;
-  auto const projected = d::project_inputs(space, weights, inputs.x);
   auto const hidden = d::hidden_weights(space, weights, H);
-  DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
-                                         inputs.lengths};
   auto const g_in = impl::call_array<DeerView3<T, Space>>(
       space, "softwave::deer::input_gate_gradients", false, B, steps, rows);
   auto const g_h = impl::call_array<DeerView3<T, Space>>(
       space, "softwave::deer::hidden_gate_gradients", false, B, steps, rows);
-  if (weights.diagonal_hh && d::solve_by_units(B, space.concurrency())) {
+  if (weights.diagonal_hh && d::solve_by_units(B, H, space.concurrency())) {
     // The units' adjoints and gate gradients, then the caller's layout.
-    auto const units =
-        d::units_of(space, weights.cell, hidden.weights,
-                    DeerView3<const T, Space>(projected.view), inputs);
+    auto const units = d::units_of(space, weights, hidden.weights, inputs);
     std::int64_t const BH = std::int64_t(B) * H, G = rows / H;
     int const n_unit = units.cell.state_size();
     auto unit_array = [&](const char* label, std::int64_t columns,
@@ -610,6 +623,9 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     if (gradients.grad_y0.size())
       back(d::one_step(grad_y0_units.view), d::one_step(gradients.grad_y0));
   } else {
+    auto const projected = d::project_inputs(space, weights, inputs.x);
+    DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
+                                           inputs.lengths};
     d::TorchCell<T, Space> const cell{weights.cell, hidden.weights};
     auto const adjoint =
         d::solve_adjoint(space, cell, cell_inputs, y, gradients, settings);
