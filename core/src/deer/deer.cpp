@@ -575,54 +575,66 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     impl::check_extent(wg.bias_hh, "grad bias_hh", {rows}, "(bias_hh's shape)");
   if (B == 0) return;
   auto const hidden = d::hidden_weights(space, weights, H);
-  auto const g_in = impl::call_array<DeerView3<T, Space>>(
-      space, "softwave::deer::input_gate_gradients", false, B, steps, rows);
-  auto const g_h = impl::call_array<DeerView3<T, Space>>(
-      space, "softwave::deer::hidden_gate_gradients", false, B, steps, rows);
+  auto gate_array = [&](const char* label) {
+    return impl::call_array<DeerView3<T, Space>>(space, label, false, B, steps,
+                                                 rows);
+  };
+  impl::CallArray<DeerView3<T, Space>> g_in, g_h;
   if (weights.diagonal_hh && d::solve_by_units(B, H, space.concurrency())) {
-    // The units' adjoints and gate gradients, then the caller's layout.
-    auto const units = d::units_of(space, weights, hidden.weights, inputs);
+    // The units' adjoints and gate gradients, then the caller's layout. Each
+    // unit-major array is released once used, so that both layouts of the
+    // gate gradients are not held at once.
     std::int64_t const BH = std::int64_t(B) * H, G = rows / H;
-    int const n_unit = units.cell.state_size();
-    auto unit_array = [&](const char* label, std::int64_t columns,
-                          DeerView3<const T, Space> from) {
-      auto out = impl::call_array<DeerView3<T, Space>>(space, label, false, BH,
-                                                       steps, columns);
-      if (from.size()) d::transpose_units(space, from, out.view, H, true);
-      return out;
-    };
-    auto const y_units = unit_array("softwave::deer::unit_states", n_unit, y);
-    auto const grad_y_units =
-        unit_array("softwave::deer::unit_grad_y", n_unit, gradients.grad_y);
-    DeerGradients<T, Space> unit_gradients;
-    unit_gradients.grad_y = grad_y_units.view;
-    auto const adjoint = d::solve_adjoint(
-        space, units.cell, units.inputs,
-        DeerView3<const T, Space>(y_units.view), unit_gradients,
-        d::unit_settings(settings, weights.cell, options, n));
-    auto const g_in_units =
-        unit_array("softwave::deer::unit_input_gate_gradients", G, {});
-    auto const g_h_units =
-        unit_array("softwave::deer::unit_hidden_gate_gradients", G, {});
-    impl::CallArray<DeerView2<T, Space>> grad_y0_units;
-    if (gradients.grad_y0.size())
-      grad_y0_units = impl::call_array<DeerView2<T, Space>>(
-          space, "softwave::deer::unit_grad_y0", false, BH, n_unit);
-    d::gate_gradients(space, units.cell, units.inputs,
-                      DeerView3<const T, Space>(y_units.view),
-                      DeerView3<const T, Space>(adjoint), g_in_units.view,
-                      g_h_units.view, grad_y0_units.view);
     auto back = [&](DeerView3<T, Space> from, DeerView3<T, Space> to) {
       if (to.size())
         d::transpose_units(space, DeerView3<const T, Space>(from), to, H,
                            false);
     };
+    impl::CallArray<DeerView3<T, Space>> g_in_units, g_h_units;
+    {
+      auto const units = d::units_of(space, weights, hidden.weights, inputs);
+      int const n_unit = units.cell.state_size();
+      auto unit_array = [&](const char* label, std::int64_t columns,
+                            DeerView3<const T, Space> from) {
+        auto out = impl::call_array<DeerView3<T, Space>>(space, label, false,
+                                                         BH, steps, columns);
+        if (from.size()) d::transpose_units(space, from, out.view, H, true);
+        return out;
+      };
+      auto const y_units = unit_array("softwave::deer::unit_states", n_unit, y);
+      auto grad_y_units =
+          unit_array("softwave::deer::unit_grad_y", n_unit, gradients.grad_y);
+      DeerGradients<T, Space> unit_gradients;
+      unit_gradients.grad_y = grad_y_units.view;
+      auto const adjoint = d::solve_adjoint(
+          space, units.cell, units.inputs,
+          DeerView3<const T, Space>(y_units.view), unit_gradients,
+          d::unit_settings(settings, weights.cell, options, n));
+      grad_y_units = {};
+      g_in_units =
+          unit_array("softwave::deer::unit_input_gate_gradients", G, {});
+      g_h_units =
+          unit_array("softwave::deer::unit_hidden_gate_gradients", G, {});
+      impl::CallArray<DeerView2<T, Space>> grad_y0_units;
+      if (gradients.grad_y0.size())
+        grad_y0_units = impl::call_array<DeerView2<T, Space>>(
+            space, "softwave::deer::unit_grad_y0", false, BH, n_unit);
+      d::gate_gradients(space, units.cell, units.inputs,
+                        DeerView3<const T, Space>(y_units.view),
+                        DeerView3<const T, Space>(adjoint), g_in_units.view,
+                        g_h_units.view, grad_y0_units.view);
+      back(adjoint, gradients.adjoint);
+      if (gradients.grad_y0.size())
+        back(d::one_step(grad_y0_units.view), d::one_step(gradients.grad_y0));
+    }
+    g_in = gate_array("softwave::deer::input_gate_gradients");
     back(g_in_units.view, g_in.view);
+    g_in_units = {};
+    g_h = gate_array("softwave::deer::hidden_gate_gradients");
     back(g_h_units.view, g_h.view);
-    back(adjoint, gradients.adjoint);
-    if (gradients.grad_y0.size())
-      back(d::one_step(grad_y0_units.view), d::one_step(gradients.grad_y0));
   } else {
+    g_in = gate_array("softwave::deer::input_gate_gradients");
+    g_h = gate_array("softwave::deer::hidden_gate_gradients");
     auto const projected = d::project_inputs(space, weights, inputs.x);
     DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
                                            inputs.lengths};
