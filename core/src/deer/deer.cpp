@@ -408,7 +408,7 @@ Units<Space, T> units_of(const Space& space, const RnnWeights<T, Space>& w,
   RnnCell const kind = w.cell;
   int const H = hidden.H, G = int(hidden.weight.extent(0)) / H;
   std::int64_t const B = inputs.x.extent(0);
-  int const n_unit = kind == RnnCell::lstm ? 2 : 1;
+  int const n_unit = state_of(kind, 1);
   Units<Space, T> u;
   u.weight = call_array<V2<T, Space>>(space, "softwave::deer::unit_weights",
                                       false, std::int64_t(H) * G, 1);
@@ -460,7 +460,7 @@ Units<Space, T> units_of(const Space& space, const RnnWeights<T, Space>& w,
 // value the two are the same.
 inline Settings unit_settings(Settings s, RnnCell kind,
                               const DeerOptions& options, int n) {
-  int const n_unit = kind == RnnCell::lstm ? 2 : 1;
+  int const n_unit = state_of(kind, 1);
   bool const coupled =
       s.block == n || (s.strided && options.block_size % 2 == 0);
   s.block = coupled ? n_unit : 1;
