@@ -25,9 +25,20 @@ template <class T, class Space>
 using V1 = softwave::DeerView1<T, Space>;
 
 ref::Rnn to_ref(softwave::RnnCell c) {
-  return c == softwave::RnnCell::elman
-             ? ref::Rnn::elman
-             : (c == softwave::RnnCell::gru ? ref::Rnn::gru : ref::Rnn::lstm);
+  switch (c) {
+    case softwave::RnnCell::elman:
+      return ref::Rnn::elman;
+    case softwave::RnnCell::gru:
+      return ref::Rnn::gru;
+    case softwave::RnnCell::lstm:
+      return ref::Rnn::lstm;
+    default:
+      return ref::Rnn::cifg_lstm;
+  }
+}
+// The cells whose state is (h, c), its units' (h_i, c_i) 2×2 blocks.
+bool has_cell_state(softwave::RnnCell c) {
+  return c == softwave::RnnCell::lstm || c == softwave::RnnCell::cifg_lstm;
 }
 
 // A random problem, its values rounded to T so that the library and the
@@ -61,6 +72,7 @@ struct Problem {
       if (int(k % H) != int(k / H) % H) params.w_hh[k] = 0;
     fill(params.b_ih, std::size_t(G) * H, s);
     fill(params.b_hh, std::size_t(G) * H, s);
+    if (c == softwave::RnnCell::cifg_lstm) fill(params.peephole, 2 * H, 1.0);
     fill(x, std::size_t(B) * steps * m, 1.0);
     fill(y0, std::size_t(B) * params.state(), 0.5);
     if (variable) {
@@ -146,6 +158,8 @@ struct Problem {
     d.weights.diagonal_hh = diagonal;
     d.weights.bias_ih = swt::to_device<T>(space, params.b_ih);
     d.weights.bias_hh = swt::to_device<T>(space, params.b_hh);
+    if (!params.peephole.empty())
+      d.weights.peephole = swt::to_device<T>(space, params.peephole);
     swt::Batch xb(B, steps, m);
     xb.v = x;
     d.inputs.x = swt::to_device<T>(space, xb);
@@ -202,7 +216,8 @@ class DeerRnn : public ::testing::Test {};
 TYPED_TEST_SUITE(DeerRnn, swt::ExecutionSpacesDoubleFloat);
 
 constexpr softwave::RnnCell kCells[] = {
-    softwave::RnnCell::elman, softwave::RnnCell::gru, softwave::RnnCell::lstm};
+    softwave::RnnCell::elman, softwave::RnnCell::gru, softwave::RnnCell::lstm,
+    softwave::RnnCell::cifg_lstm};
 
 struct Shape {
   int B, T, H, m, chunk;
@@ -334,7 +349,7 @@ TYPED_TEST(DeerRnn, DiagonalHiddenWeightsTakeExactNewtonSteps) {
       std::vector<int> full_iterations, path;
       auto const y_full = full.run(space, newton, &full_iterations);
       softwave::DeerOptions o = newton;
-      if (cell == softwave::RnnCell::lstm) {
+      if (has_cell_state(cell)) {
         o.jacobian = softwave::DeerJacobian::block;
         o.block_size = 2;
         o.block_layout = softwave::DeerBlockLayout::strided;
@@ -644,6 +659,8 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
       numeric([](Problem<T> & p) -> auto& { return p.params.b_ih; });
   auto const g_bhh =
       numeric([](Problem<T> & p) -> auto& { return p.params.b_hh; });
+  auto const g_peephole =
+      numeric([](Problem<T> & p) -> auto& { return p.params.peephole; });
 
   auto const d = problem.device(space);
   swt::Batch wb(B, steps, n);
@@ -688,6 +705,7 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
     wg.weight_hh = V2<T, Space>("swt::gw_hh", rows, diagonal ? 1 : H);
     wg.bias_ih = V1<T, Space>("swt::gb_ih", rows);
     wg.bias_hh = V1<T, Space>("swt::gb_hh", rows);
+    wg.peephole = V1<T, Space>("swt::g_peephole", g_peephole.size());
     softwave::deer_rnn_gradients(space, d.weights, d.inputs,
                                  V3<const T, Space>(r.y), g, wg, o);
     auto close = [](const std::vector<double>& got,
@@ -703,6 +721,8 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
     close(swt::to_host(wg.weight_hh), g_whh, "grad weight_hh");
     close(swt::to_host(wg.bias_ih), g_bih, "grad bias_ih");
     close(swt::to_host(wg.bias_hh), g_bhh, "grad bias_hh");
+    if (!g_peephole.empty())
+      close(swt::to_host(wg.peephole), g_peephole, "grad peephole");
   }
 }
 
@@ -968,6 +988,24 @@ TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
   bad_w = d.weights;
   bad_w.weight_ih = V2<const T, Space>(V2<T, Space>("swt::w", 9, 5));
   EXPECT_TRUE(swt::throws_naming("weight_ih", call(bad_w, d.inputs, r)));
+  // Peepholes: only cifg_lstm's, which needs 2·H of them.
+  bad_w = d.weights;
+  bad_w.peephole = V1<const T, Space>(V1<T, Space>("swt::c", 6));
+  EXPECT_TRUE(swt::throws_naming("peephole", call(bad_w, d.inputs, r)));
+  Problem<T> const cifg(rng, softwave::RnnCell::cifg_lstm, 2, 10, 3, 2, false);
+  auto const dc = cifg.device(space);
+  auto r_cifg = r;
+  r_cifg.y = V3<T, Space>("swt::y", 2, 10, 6);
+  call(dc.weights, dc.inputs, r_cifg)();
+  bad_w = dc.weights;
+  bad_w.peephole = {};
+  EXPECT_TRUE(swt::throws_naming("peephole", call(bad_w, dc.inputs, r_cifg)));
+  bad_w.peephole = V1<const T, Space>(V1<T, Space>("swt::c", 3));
+  EXPECT_TRUE(swt::throws_naming("peephole", call(bad_w, dc.inputs, r_cifg)));
+  std::vector<double> bad_peephole = cifg.params.peephole;
+  bad_peephole[4] = INFINITY;
+  bad_w.peephole = swt::to_device<T>(space, bad_peephole);
+  EXPECT_TRUE(swt::throws_naming("peephole", call(bad_w, dc.inputs, r_cifg)));
   auto bad_in = d.inputs;
   bad_in.y0 = V2<const T, Space>(V2<T, Space>("swt::y0", 2, 4));
   EXPECT_TRUE(swt::throws_naming("y0", call(d.weights, bad_in, r)));
@@ -1014,6 +1052,13 @@ TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
   EXPECT_TRUE(swt::throws_naming("grad weight_hh", [&] {
     softwave::deer_rnn_gradients(space, dd.weights, dd.inputs,
                                  V3<const T, Space>(r.y), g, wg);
+  }));
+  g.grad_y = V3<const T, Space>(V3<T, Space>("swt::gy", 2, 10, 6));
+  wg = {};
+  wg.peephole = V1<T, Space>("swt::g_peephole", 3);
+  EXPECT_TRUE(swt::throws_naming("grad peephole", [&] {
+    softwave::deer_rnn_gradients(space, dc.weights, dc.inputs,
+                                 V3<const T, Space>(r_cifg.y), g, wg);
   }));
 }
 

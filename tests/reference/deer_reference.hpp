@@ -1,6 +1,7 @@
 #pragma once
 // Plain float64 recurrent cells as PyTorch defines them (torch.nn.RNN with
-// tanh, GRU, LSTM; one layer), evaluated step by step: the reference for
+// tanh, GRU, LSTM; one layer) and ParaRNN's LSTM (coupled input and forget
+// gates, peepholes), evaluated step by step: the reference for
 // softwave/deer.hpp. Used only by tests.
 
 #include <cmath>
@@ -8,17 +9,20 @@
 
 namespace softwave_ref {
 
-enum class Rnn { elman, gru, lstm };
+enum class Rnn { elman, gru, lstm, cifg_lstm };
 
 inline int rnn_gates(Rnn cell) {
-  return cell == Rnn::elman ? 1 : (cell == Rnn::gru ? 3 : 4);
+  return cell == Rnn::elman ? 1 : (cell == Rnn::lstm ? 4 : 3);
 }
 
 struct RnnParams {
   Rnn cell = Rnn::gru;
   int H = 1, m = 1;
   std::vector<double> w_ih, w_hh, b_ih, b_hh;  // row-major, PyTorch layouts
-  int state() const { return cell == Rnn::lstm ? 2 * H : H; }
+  std::vector<double> peephole;  // cifg_lstm's C_f (H), then C_o (H)
+  int state() const {
+    return cell == Rnn::lstm || cell == Rnn::cifg_lstm ? 2 * H : H;
+  }
 };
 
 inline double sigmoid(double a) { return 1 / (1 + std::exp(-a)); }
@@ -45,6 +49,15 @@ inline std::vector<double> rnn_step(const RnnParams& p,
       double const z = sigmoid(a[H + i] + c[H + i]);
       double const n = std::tanh(a[2 * H + i] + r * c[2 * H + i]);
       out[i] = (1 - z) * n + z * state[i];
+    } else if (p.cell == Rnn::cifg_lstm) {
+      // Gates f, o, c (candidate).
+      double const c_prev = state[H + i];
+      double const fg = sigmoid(a[i] + c[i] + p.peephole[i] * c_prev);
+      double const cand = std::tanh(a[2 * H + i] + c[2 * H + i]);
+      double const cn = fg * c_prev + (1 - fg) * cand;
+      double const og = sigmoid(a[H + i] + c[H + i] + p.peephole[H + i] * cn);
+      out[i] = og * std::tanh(cn);
+      out[H + i] = cn;
     } else {
       double const ig = sigmoid(a[i] + c[i]);
       double const fg = sigmoid(a[H + i] + c[H + i]);

@@ -197,8 +197,19 @@ struct DeerGradients {
 //          h' = (1 − z) ⊙ n + z ⊙ h
 //   lstm   i, f, g, o = σ, σ, tanh, σ of (W_ih x + b_ih + W_hh h + b_hh)
 //          c' = f ⊙ c + i ⊙ g,  h' = o ⊙ tanh(c')              G = 4
-// with hidden size H. The state is h (n = H), for lstm (h, c) (n = 2H: h in
-// the first H entries of y and y0, c in the last H).
+// with hidden size H, and ParaRNN's LSTM (Danieli et al. 2025, after
+// Greff et al.'s CIFG variant: the input gate coupled to the forget gate,
+// with peepholes C_f and C_o from the cell state, gates f, o, c in that
+// order, their hidden-side weights W_hf, W_ho, W_hc):
+//   cifg_lstm  f = σ(W_if x + b_if + W_hf h + b_hf + C_f ⊙ c)   G = 3
+//              ĉ = tanh(W_ic x + b_ic + W_hc h + b_hc)
+//              c' = f ⊙ c + (1 − f) ⊙ ĉ
+//              o = σ(W_io x + b_io + W_ho h + b_ho + C_o ⊙ c')
+//              h' = o ⊙ tanh(c')
+// The state is h (n = H), for lstm and cifg_lstm (h, c) (n = 2H: h in the
+// first H entries of y and y0, c in the last H). ParaRNN's GRU is gru with
+// diagonal_hh, b_hn = 0 and its update gate's weights and biases negated
+// (its z is PyTorch's 1 − z; softwave.deer.ParaGRU maps its parameters).
 // The input projections W_ih x_t + b_ih of all steps are formed once,
 // before the iterations (as cuDNN does); the recurrence then carries only
 // W_hh.
@@ -209,8 +220,8 @@ struct DeerGradients {
 // the Jacobian ∂y_t/∂y_{t−1} is diagonal for elman and gru (DEER with
 // jacobian = diagonal is exact Newton at O(n) a step) and, for lstm, 2×2
 // blocks coupling (h_i, c_i) (exact with jacobian = block, block_size = 2,
-// block_layout = strided).
-enum class RnnCell { elman, gru, lstm };
+// block_layout = strided), as for cifg_lstm.
+enum class RnnCell { elman, gru, lstm, cifg_lstm };
 
 template <class T, class Space>
 struct RnnWeights {
@@ -219,6 +230,7 @@ struct RnnWeights {
   DeerView2<const T, Space> weight_hh;  // (G·H, H), or (G·H, 1) diagonal_hh
   DeerView1<const T, Space> bias_ih;    // (G·H), or empty for zeros
   DeerView1<const T, Space> bias_hh;    // (G·H), or empty for zeros
+  DeerView1<const T, Space> peephole;   // cifg_lstm's (2H): C_f, then C_o
   bool diagonal_hh = false;
 };
 
@@ -230,6 +242,7 @@ struct RnnWeightGradients {
   DeerView2<T, Space> weight_hh;  // weight_hh's shape
   DeerView1<T, Space> bias_ih;
   DeerView1<T, Space> bias_hh;
+  DeerView1<T, Space> peephole;  // cifg_lstm's (2H)
 };
 
 // Evaluates the recurrence for every sequence of the batch. float or double.

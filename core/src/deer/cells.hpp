@@ -1,10 +1,10 @@
 #pragma once
-// PyTorch's recurrent cells (softwave/deer.hpp, RnnCell) as DEER cells over
-// projected inputs: step t reads p_t = W_ih x_t + b_ih (G·H values, formed
-// once for all steps), so that a step's work is the hidden-side product
-// W_hh h alone. Besides the cell interface of deer.hpp, each gives the
-// gradients of its gates' pre-activations, from which the weights'
-// gradients are summed:
+// PyTorch's recurrent cells and ParaRNN's LSTM (softwave/deer.hpp, RnnCell)
+// as DEER cells over projected inputs: step t reads p_t = W_ih x_t + b_ih
+// (G·H values, formed once for all steps), so that a step's work is the
+// hidden-side product W_hh h alone. Besides the cell interface of deer.hpp,
+// each gives the gradients of its gates' pre-activations, from which the
+// weights' gradients are summed:
 //   gate_gradients(h_prev, p, λ, g_in, g_h, grad_y_prev, work)
 // with g_in = dL/d(W_ih x + b_ih) and g_h = dL/d(W_hh h + b_hh) (they
 // differ only in GRU's candidate gate, which multiplies the hidden side by
@@ -38,6 +38,14 @@ KOKKOS_INLINE_FUNCTION T tanh_of(T a) {
   return a < 0 ? -t : t;
 }
 
+// The gates and the state size of each cell.
+KOKKOS_INLINE_FUNCTION constexpr int gates_of(RnnCell cell) {
+  return cell == RnnCell::elman ? 1 : (cell == RnnCell::lstm ? 4 : 3);
+}
+KOKKOS_INLINE_FUNCTION constexpr int state_of(RnnCell cell, int H) {
+  return cell == RnnCell::lstm || cell == RnnCell::cifg_lstm ? 2 * H : H;
+}
+
 // The hidden-side pre-activations W_hh h + b_hh (rows G·H). FixedHidden > 0
 // is the hidden size known at compile time (H must equal it): every loop
 // of the cells below then has a constant trip count. With `diagonal`
@@ -45,6 +53,8 @@ KOKKOS_INLINE_FUNCTION T tanh_of(T a) {
 // weight(k, 0) for row k and column k mod H: a row's product is then one
 // term, and the cells read W_hh through at(). Row k is read at
 // first_row + k of weight and bias (one unit's rows, DiagonalUnits).
+// cifg_lstm's peepholes C_f, C_o of unit k are read at first_peephole + k
+// and first_peephole + H + k.
 template <class T, class Space, int FixedHidden = 0>
 struct HiddenWeights {
   DeerView2<const T, Space> weight;  // (G·H, H), or (G·H, 1) if diagonal
@@ -52,12 +62,20 @@ struct HiddenWeights {
   int H = 0;
   bool diagonal = false;
   int first_row = 0;
+  DeerView1<const T, Space> peephole;  // (2H), cifg_lstm only
+  int first_peephole = 0;
 
   KOKKOS_INLINE_FUNCTION int size() const {
     if constexpr (FixedHidden > 0)
       return FixedHidden;
     else
       return H;
+  }
+  KOKKOS_INLINE_FUNCTION T peephole_f(int k) const {
+    return peephole(first_peephole + k);
+  }
+  KOKKOS_INLINE_FUNCTION T peephole_o(int k) const {
+    return peephole(first_peephole + size() + k);
   }
   // W_hh(k, j).
   KOKKOS_INLINE_FUNCTION T at(int k, int j) const {
@@ -327,8 +345,107 @@ struct LstmCell {
   }
 };
 
-// Any of the three, chosen at run time: one type for the solver's kernels
-// instead of three (a third of the code to compile, for a branch per step
+// ParaRNN's LSTM (RnnCell::cifg_lstm): gates f, o, c in that order, the
+// input gate coupled to the forget gate, peepholes from the previous cell
+// state into f and from the new one into o; state (h, c).
+template <class T, class Space, int FixedHidden = 0>
+struct CifgLstmCell {
+  using value_type = T;
+  HiddenWeights<T, Space, FixedHidden> w;
+
+  KOKKOS_INLINE_FUNCTION int state_size() const { return 2 * w.size(); }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return 3 * w.size(); }
+  KOKKOS_INLINE_FUNCTION int work_size() const { return 6 * w.size(); }
+
+  // Unit k's gates and the derivatives its Jacobian and gradients share.
+  struct Gates {
+    T f, o, candidate, c, tc;  // gates, ĉ, new cell state, tanh of it
+    T dc_df;                   // ∂c'/∂(f's pre-activation)
+    T dc_dcandidate;           // ∂c'/∂(ĉ's pre-activation)
+    T dc_dc;                   // ∂c'/∂c
+    T dh_do;                   // ∂h'/∂(o's pre-activation)
+    T dh_dc;                   // dh'/dc' through tanh(c') and o's peephole
+  };
+  KOKKOS_INLINE_FUNCTION Gates gates_of(const T* state, const T* p, const T* a,
+                                        int k) const {
+    int const H = w.size();
+    T const c_prev = state[H + k];
+    Gates q;
+    q.f = sigmoid(p[k] + a[k] + w.peephole_f(k) * c_prev);
+    q.candidate = tanh_of(p[2 * H + k] + a[2 * H + k]);
+    q.c = q.f * c_prev + (T(1) - q.f) * q.candidate;
+    q.o = sigmoid(p[H + k] + a[H + k] + w.peephole_o(k) * q.c);
+    q.tc = tanh_of(q.c);
+    q.dc_df = (c_prev - q.candidate) * q.f * (T(1) - q.f);
+    q.dc_dcandidate = (T(1) - q.f) * (T(1) - q.candidate * q.candidate);
+    q.dc_dc = q.f + q.dc_df * w.peephole_f(k);
+    q.dh_do = q.o * (T(1) - q.o) * q.tc;
+    q.dh_dc = q.dh_do * w.peephole_o(k) + q.o * (T(1) - q.tc * q.tc);
+    return q;
+  }
+
+  KOKKOS_INLINE_FUNCTION void step(const T* state, const T* p, T* y,
+                                   T* jacobian, DeerJacobian kind,
+                                   T* work) const {
+    int const H = w.size(), n = 2 * H;
+    T* const a = work;
+    w.project(state, 3 * H, a);
+    SOFTWAVE_DEER_UNROLL
+    for (int k = 0; k < H; ++k) {
+      Gates const q = gates_of(state, p, a, k);
+      y[k] = q.o * q.tc;
+      y[H + k] = q.c;
+      if (!jacobian) continue;
+      auto dc_dh = [&](int j) {
+        return q.dc_df * w.at(k, j) + q.dc_dcandidate * w.at(2 * H + k, j);
+      };
+      if (kind == DeerJacobian::diagonal) {
+        jacobian[k] = q.dh_do * w.at(H + k, k) + q.dh_dc * dc_dh(k);
+        jacobian[H + k] = q.dc_dc;
+        continue;
+      }
+      SOFTWAVE_DEER_UNROLL
+      for (int j = 0; j < H; ++j) {
+        T const c_h = dc_dh(j);
+        jacobian[(H + k) * n + j] = c_h;
+        jacobian[k * n + j] = q.dh_do * w.at(H + k, j) + q.dh_dc * c_h;
+        jacobian[(H + k) * n + H + j] = j == k ? q.dc_dc : T(0);
+        jacobian[k * n + H + j] = j == k ? q.dh_dc * q.dc_dc : T(0);
+      }
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void gate_gradients(const T* state, const T* p,
+                                             const T* lambda, T* g_in, T* g_h,
+                                             T* grad_state, T* work) const {
+    int const H = w.size();
+    T* const a = work;
+    w.project(state, 3 * H, a);
+    SOFTWAVE_DEER_UNROLL
+    for (int k = 0; k < H; ++k) {
+      Gates const q = gates_of(state, p, a, k);
+      T const dc = lambda[H + k] + lambda[k] * q.dh_dc;  // dL/dc'
+      g_in[k] = dc * q.dc_df;
+      g_in[H + k] = lambda[k] * q.dh_do;
+      g_in[2 * H + k] = dc * q.dc_dcandidate;
+      if (grad_state) grad_state[H + k] = dc * q.dc_dc;
+    }
+    if (g_h) SOFTWAVE_DEER_UNROLL
+    for (int k = 0; k < 3 * H; ++k) g_h[k] = g_in[k];
+    if (grad_state) w.project_back(g_in, 3 * H, grad_state, false);
+  }
+
+  KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* state, const T* p,
+                                              const T* lambda, T* grad_state,
+                                              T* grad_p, T* work) const {
+    T* const g = grad_p ? grad_p : work + 3 * w.size();
+    gate_gradients(state, p, lambda, g, static_cast<T*>(nullptr), grad_state,
+                   work);
+  }
+};
+
+// Any of the four, chosen at run time: one type for the solver's kernels
+// instead of four (a quarter of the code to compile, for a branch per step
 // that every thread takes the same way). FixedHidden > 0 and FixedKind >= 0
 // (an RnnCell) fix the hidden size and the cell at compile time instead
 // (with_fixed_shape): the CUDA backend's fused iteration instantiates those
@@ -340,9 +457,8 @@ struct TorchCell {
   using value_type = T;
   // The state size where the shape is fixed (else 0).
   static constexpr int kFixedState = FixedHidden > 0 && FixedKind >= 0
-                                         ? (FixedKind == int(RnnCell::lstm)
-                                                ? 2 * FixedHidden
-                                                : FixedHidden)
+                                         ? state_of(RnnCell(FixedKind),
+                                                    FixedHidden)
                                          : 0;
   RnnCell kind;
   HiddenWeights<T, Space, FixedHidden> w;
@@ -362,29 +478,27 @@ struct TorchCell {
       return body(GruCell<T, Space, FixedHidden>{w});
     else if constexpr (FixedKind == int(RnnCell::lstm))
       return body(LstmCell<T, Space, FixedHidden>{w});
+    else if constexpr (FixedKind == int(RnnCell::cifg_lstm))
+      return body(CifgLstmCell<T, Space, FixedHidden>{w});
     else
       switch (kind) {
         case RnnCell::elman:
           return body(ElmanCell<T, Space, FixedHidden>{w});
         case RnnCell::gru:
           return body(GruCell<T, Space, FixedHidden>{w});
-        default:
+        case RnnCell::lstm:
           return body(LstmCell<T, Space, FixedHidden>{w});
+        default:
+          return body(CifgLstmCell<T, Space, FixedHidden>{w});
       }
   }
-  KOKKOS_INLINE_FUNCTION int gates() const {
-    RnnCell const k = cell_kind();
-    return k == RnnCell::elman ? 1 : (k == RnnCell::gru ? 3 : 4);
-  }
+  KOKKOS_INLINE_FUNCTION int gates() const { return gates_of(cell_kind()); }
   KOKKOS_INLINE_FUNCTION int state_size() const {
-    return cell_kind() == RnnCell::lstm ? 2 * w.size() : w.size();
+    return state_of(cell_kind(), w.size());
   }
   KOKKOS_INLINE_FUNCTION int input_size() const { return gates() * w.size(); }
   KOKKOS_INLINE_FUNCTION int work_size() const {
-    RnnCell const k = cell_kind();
-    return k == RnnCell::elman
-               ? 2 * w.size()
-               : (k == RnnCell::gru ? 9 * w.size() : 12 * w.size());
+    return visit([](const auto& cell) { return cell.work_size(); });
   }
   KOKKOS_INLINE_FUNCTION void step(const T* y_prev, const T* p, T* y,
                                    T* jacobian, DeerJacobian mode,
@@ -431,10 +545,12 @@ struct DiagonalUnits {
   DeerView2<const T, Space> weight;  // (H·G, 1), unit-major
   DeerView1<const T, Space> bias;    // (H·G), unit-major
   int H = 1;
+  DeerView1<const T, Space> peephole;  // cifg_lstm's (H·2), unit-major
 
   KOKKOS_INLINE_FUNCTION Unit cell_of(int b) const {
-    Unit unit{kind, {weight, bias, 1, true, 0}};
+    Unit unit{kind, {weight, bias, 1, true, 0, peephole, 0}};
     unit.w.first_row = (b % H) * unit.gates();
+    unit.w.first_peephole = (b % H) * 2;
     return unit;
   }
   KOKKOS_INLINE_FUNCTION int state_size() const {
@@ -454,15 +570,17 @@ template <class T, class Space, class Body>
 bool with_fixed_kind(const DiagonalUnits<T, Space>& units, const Body& body) {
   auto const as = [&](auto kind) {
     return body(DiagonalUnits<T, Space, decltype(kind)::value>{
-        units.kind, units.weight, units.bias, units.H});
+        units.kind, units.weight, units.bias, units.H, units.peephole});
   };
   switch (units.kind) {
     case RnnCell::elman:
       return as(std::integral_constant<int, int(RnnCell::elman)>());
     case RnnCell::gru:
       return as(std::integral_constant<int, int(RnnCell::gru)>());
-    default:
+    case RnnCell::lstm:
       return as(std::integral_constant<int, int(RnnCell::lstm)>());
+    default:
+      return as(std::integral_constant<int, int(RnnCell::cifg_lstm)>());
   }
 }
 
@@ -477,6 +595,9 @@ bool visit_sizes(const TorchCell<T, Space>& cell, const Body& body) {
   } else {
     constexpr int H = kFixedHiddenSizes[Index];
     if (cell.w.H != H) return visit_sizes<Index + 1>(cell, body);
+    // ParaRNN's LSTM comes with diagonal hidden weights, as units
+    // (with_fixed_kind); a dense one takes the generic cell.
+    if (cell.kind == RnnCell::cifg_lstm) return false;
     HiddenWeights<T, Space, H> const w{cell.w.weight, cell.w.bias, H,
                                        cell.w.diagonal};
     switch (cell.kind) {

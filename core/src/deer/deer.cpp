@@ -99,11 +99,6 @@ using V2 = DeerView2<T, Space>;
 template <class T, class Space>
 using V3 = DeerView3<T, Space>;
 
-int gates_of(RnnCell cell) {
-  return cell == RnnCell::elman ? 1 : (cell == RnnCell::gru ? 3 : 4);
-}
-int state_of(RnnCell cell, int H) { return cell == RnnCell::lstm ? 2 * H : H; }
-
 // The weights' shapes (and values, with the data checks); returns H.
 template <class Space, class T>
 int check_weights(const Space& space, const RnnWeights<T, Space>& w,
@@ -126,11 +121,19 @@ int check_weights(const Space& space, const RnnWeights<T, Space>& w,
     check_extent(w.bias_ih, "bias_ih", {G * H}, "(gates·hidden size)");
   if (w.bias_hh.size())
     check_extent(w.bias_hh, "bias_hh", {G * H}, "(gates·hidden size)");
+  if (w.cell == RnnCell::cifg_lstm)
+    check_extent(w.peephole, "peephole", {2 * H},
+                 "(2·hidden size: C_f, then C_o) for cifg_lstm");
+  else if (w.peephole.size())
+    throw_invalid_argument(
+        "peephole is given, but only cifg_lstm has peepholes (leave it "
+        "empty for the other cells)");
   DataChecks<Space> checks(space, check_values, "deer");
   checks.finite_values(w.weight_ih, "weight_ih");
   checks.finite_values(w.weight_hh, "weight_hh");
   checks.finite_values(w.bias_ih, "bias_ih");
   checks.finite_values(w.bias_hh, "bias_hh");
+  checks.finite_values(w.peephole, "peephole");
   checks.finish();
   return int(H);
 }
@@ -196,6 +199,7 @@ Hidden<Space, T> hidden_weights(const Space& space,
   out.weights.weight = w.weight_hh;
   out.weights.H = H;
   out.weights.diagonal = w.diagonal_hh;
+  out.weights.peephole = w.peephole;
   if (w.bias_hh.size()) {
     out.weights.bias = w.bias_hh;
   } else {
@@ -287,6 +291,23 @@ struct InputRows {
   KOKKOS_INLINE_FUNCTION T operator()(std::int64_t b, std::int64_t t,
                                       std::int64_t, std::int64_t j) const {
     return x(b, t, j);
+  }
+};
+
+// The peepholes' inputs: for row k of cifg_lstm's forget gate (k < H) the
+// previous cell state c_{t−1,k}, for row H + k of its output gate the new
+// one c_{t,k}; zero for the candidate's rows.
+template <class Space, class T>
+struct PeepholeRows {
+  V3<const T, Space> y;
+  V2<const T, Space> y0;
+  int H = 0;
+  KOKKOS_INLINE_FUNCTION T operator()(std::int64_t b, std::int64_t t,
+                                      std::int64_t k, std::int64_t) const {
+    if (k >= 2 * H) return T(0);
+    if (k >= H) return y(b, t, k);
+    if (t > 0) return y(b, t - 1, H + k);
+    return y0.extent(0) ? y0(b, H + k) : T(0);
   }
 };
 
@@ -396,6 +417,7 @@ struct Units {
   DeerInputs<T, Space> inputs;  // projections (B·H, T, G), y0, lengths
   CallArray<V2<T, Space>> weight;
   CallArray<V1<T, Space>> bias;
+  CallArray<V1<T, Space>> peephole;
   CallArray<V3<T, Space>> projections;
   CallArray<V2<T, Space>> y0;
   CallArray<Kokkos::View<int*, typename Space::memory_space>> lengths;
@@ -431,6 +453,18 @@ Units<Space, T> units_of(const Space& space, const RnnWeights<T, Space>& w,
   u.cell = DiagonalUnits<T, Space>{
       kind, V2<const T, Space>(weight.data(), weight.extent(0), 1),
       V1<const T, Space>(bias.data(), bias.extent(0)), H};
+  if (hidden.peephole.size()) {
+    // Unit i's (C_f, C_o) at 2i, 2i + 1.
+    u.peephole = call_array<V1<T, Space>>(
+        space, "softwave::deer::unit_peepholes", false, 2 * H);
+    auto const peephole = u.peephole.view;
+    auto const from = hidden.peephole;
+    Kokkos::parallel_for(
+        "softwave::deer::unit_peepholes",
+        Kokkos::RangePolicy<Space>(space, 0, 2 * H),
+        KOKKOS_LAMBDA(int r) { peephole(r) = from((r % 2) * H + r / 2); });
+    u.cell.peephole = V1<const T, Space>(peephole.data(), 2 * H);
+  }
   u.projections = project_inputs(space, w, inputs.x, H);
   u.inputs.x = u.projections.view;
   if (inputs.y0.extent(0)) {
@@ -573,6 +607,9 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     impl::check_extent(wg.bias_ih, "grad bias_ih", {rows}, "(bias_ih's shape)");
   if (wg.bias_hh.size())
     impl::check_extent(wg.bias_hh, "grad bias_hh", {rows}, "(bias_hh's shape)");
+  if (wg.peephole.size())
+    impl::check_extent(wg.peephole, "grad peephole", {weights.peephole.size()},
+                       "(peephole's shape)");
   if (B == 0) return;
   auto const hidden = d::hidden_weights(space, weights, H);
   auto gate_array = [&](const char* label) {
@@ -670,6 +707,21 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
       space, g_h.view,
       d::PreviousHidden<Space, T>{y, inputs.y0, weights.diagonal_hh ? H : 0},
       weights.diagonal_hh ? 1 : H, wg.weight_hh, wg.bias_hh, "weight_hh_sums");
+  if (wg.peephole.size()) {
+    // Row k of the sums is C_f,k's gradient, row H + k C_o,k's (the
+    // candidate's rows, summed to zero, are left).
+    auto sums = impl::call_array<DeerView2<T, Space>>(
+        space, "softwave::deer::peephole_sums", false, rows, 1);
+    d::sum_outer_products<Space, T>(space, g_in.view,
+                                    d::PeepholeRows<Space, T>{y, inputs.y0, H},
+                                    1, sums.view, {}, "peephole_sums");
+    auto const from = sums.view;
+    auto const to = wg.peephole;
+    Kokkos::parallel_for(
+        "softwave::deer::peephole_gradients",
+        Kokkos::RangePolicy<Space>(space, 0, 2 * H),
+        KOKKOS_LAMBDA(int k) { to(k) = from(k, 0); });
+  }
 }
 
 #define SOFTWAVE_INSTANTIATE_DEER(SPACE, T)                                    \
