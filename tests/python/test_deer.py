@@ -227,6 +227,103 @@ def test_diagonal_cells_match_torch_with_diagonal_weights(Module, cell):
     assert report.iterations == full_report.iterations
 
 
+def pararnn_reference(module, x, state=None):
+    """ParaRNN's recurrences step by step from its equations and parameters
+    (A (3, H), B (heads, m/heads, 3, H/heads), b (3, H), C (2, H)), float64:
+    the states h (B, T, H)."""
+    H, heads = module.hidden_size, module.num_heads
+    B_, T = x.shape[0], x.shape[1]
+    A, b = module.A, module.b
+    # Input projections per gate v and unit h·(H/heads) + j.
+    xh = x.reshape(B_, T, heads, -1)
+    proj = torch.einsum("bthi,hivj->btvhj", xh, module.B).reshape(B_, T, 3, H) + b
+    h = x.new_zeros(B_, H) if state is None else state[0]
+    c = x.new_zeros(B_, H) if state is None else state[1]
+    out = []
+    for t in range(T):
+        p = proj[:, t]
+        if module.cell == "gru":
+            z = torch.sigmoid(A[0] * h + p[:, 0])
+            r = torch.sigmoid(A[1] * h + p[:, 1])
+            candidate = torch.tanh(A[2] * h * r + p[:, 2])
+            h = z * candidate + (1 - z) * h
+        else:
+            f = torch.sigmoid(A[0] * h + p[:, 0] + module.C[0] * c)
+            c = f * c + (1 - f) * torch.tanh(A[2] * h + p[:, 2])
+            o = torch.sigmoid(A[1] * h + p[:, 1] + module.C[1] * c)
+            h = o * torch.tanh(c)
+        out.append(h)
+    return torch.stack(out, 1)
+
+
+@pytest.mark.parametrize("Module", ["ParaGRU", "ParaLSTM"])
+@pytest.mark.parametrize("heads,B,T,m,H", [(1, 1, 1, 1, 1), (2, 3, 200, 4, 6), (1, 2, 50, 3, 5)])
+def test_pararnn_cells_match_their_equations(Module, heads, B, T, m, H):
+    # ParaRNN's GRU and LSTM with its parameters: states and the gradients of
+    # x, A, B, b (and the LSTM's peepholes C) against its recurrences step by
+    # step; exact Newton on the units' structure.
+    torch.manual_seed(B * 100 + T)
+    ours = getattr(deer, Module)(m, H, heads, method="deer", atol=1e-12, rtol=1e-12, dtype=torch.float64)
+    names = ["A", "B", "b"] + (["C"] if Module == "ParaLSTM" else [])
+    assert [name for name, _ in ours.named_parameters()] == names
+    assert ours.B.shape == (heads, m // heads, 3, H // heads)
+    x = torch.randn(B, T, m, dtype=torch.float64, requires_grad=True)
+    want = pararnn_reference(ours, x)
+    got = ours(x)
+    assert got.shape == (B, T, H)
+    assert torch.allclose(got, want, atol=1e-10, rtol=0)
+    assert ours.last_report.path == ["deer"] * B
+    assert max(ours.last_report.iterations) <= 12
+    w = torch.randn_like(want)
+    params = [x] + list(ours.parameters())
+    have = torch.autograd.grad((got * w).sum(), params)
+    expected = torch.autograd.grad((want * w).sum(), params)
+    for name, a, e in zip(["x"] + names, have, expected):
+        assert torch.allclose(a, e, atol=1e-9, rtol=1e-7), name
+    # A ParaRNN state dict loads as it is; an initial state is taken.
+    other = getattr(deer, Module)(m, H, heads, method="deer", atol=1e-12, rtol=1e-12, dtype=torch.float64)
+    other.load_state_dict({k: v * 0.5 for k, v in ours.state_dict().items()})
+    h0, c0 = torch.randn(B, H, dtype=torch.float64), torch.randn(B, H, dtype=torch.float64)
+    state = (h0, c0) if Module == "ParaLSTM" else (h0, None)
+    start = state if Module == "ParaLSTM" else h0
+    with torch.no_grad():
+        assert torch.allclose(other(x, start), pararnn_reference(other, x, state), atol=1e-10, rtol=0)
+
+
+def test_cifg_lstm_numpy_torch_and_sequential_agree():
+    # deer.cifg_lstm with dense and diagonal hidden weights: DEER, the
+    # sequential loop and NumPy give the same states (h and c).
+    g = torch.Generator().manual_seed(3)
+    B, T, m, H = 2, 120, 3, 4
+    x = torch.randn(B, T, m, dtype=torch.float64, generator=g)
+    h0, c0 = (0.5 * torch.randn(B, H, dtype=torch.float64, generator=g) for _ in range(2))
+    for diagonal in (False, True):
+        w_ih, w_hh, b_ih, b_hh, peephole = (0.5 * torch.randn(*shape, dtype=torch.float64, generator=g) for shape in
+                                            ((3 * H, m), (3 * H, 1 if diagonal else H), (3 * H,), (3 * H,), (2 * H,)))
+        args = (w_ih, w_hh, peephole, b_ih, b_hh)
+        h, c, report = deer.cifg_lstm(x, (h0, c0), *args, diagonal=diagonal, method="deer", atol=1e-12, rtol=1e-12)
+        assert report.path == ["deer"] * B
+        hs, cs, _ = deer.cifg_lstm(x, (h0, c0), *args, diagonal=diagonal, method="sequential")
+        assert torch.allclose(h, hs, atol=1e-10) and torch.allclose(c, cs, atol=1e-10)
+        hn, cn, _ = deer.cifg_lstm(x.numpy(), (h0.numpy(), c0.numpy()), *(a.numpy() for a in args),
+                                   diagonal=diagonal, method="deer", atol=1e-12, rtol=1e-12)
+        assert np.allclose(hn, h.numpy(), atol=1e-10) and np.allclose(cn, c.numpy(), atol=1e-10)
+
+
+def test_peephole_errors_name_the_argument():
+    x = torch.randn(2, 10, 2, dtype=torch.float64)
+    w_ih, w_hh, b = torch.randn(9, 2, dtype=torch.float64), torch.randn(9, 1, dtype=torch.float64), None
+    with pytest.raises(ValueError, match="peephole"):
+        deer.rnn(x, None, w_ih, w_hh, b, b, cell="cifg_lstm", diagonal=True)
+    with pytest.raises(ValueError, match="peephole"):
+        deer.rnn(x, None, w_ih, w_hh, b, b, cell="cifg_lstm", diagonal=True,
+                 peephole=torch.zeros(3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="peephole"):
+        deer.rnn(x, None, w_ih, w_hh, b, b, cell="gru", diagonal=True, peephole=torch.zeros(6, dtype=torch.float64))
+    with pytest.raises(ValueError, match="num_heads"):
+        deer.ParaGRU(3, 4, num_heads=2)
+
+
 def test_diagonal_weights_errors_name_the_argument():
     module = torch_module("gru", 2, 3, 5)
     x = torch.randn(2, 10, 2, dtype=torch.float64)
@@ -294,3 +391,29 @@ def test_cuda_tensors_match_torch(cell, jacobian, kernel):
     have = torch.autograd.grad((got * w).sum(), inputs)
     for a, b in zip(have, want):
         assert torch.allclose(a, b, atol=1e-9, rtol=1e-7)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("Module", ["ParaGRU", "ParaLSTM"])
+@pytest.mark.parametrize("B", [1, 3])
+def test_cuda_pararnn_cells_match_their_equations(Module, B):
+    # ParaRNN's cells on CUDA tensors (units as sequences of their own, the
+    # fused iteration where it applies) against its recurrences step by step
+    # on the same device: values and every gradient.
+    import softwave
+
+    if not softwave.has_cuda():
+        pytest.skip("softwave was built without CUDA")
+    torch.manual_seed(B)
+    ours = getattr(deer, Module)(4, 8, 2, method="deer", atol=1e-12, rtol=1e-12, dtype=torch.float64).cuda()
+    x = torch.randn(B, 700, 4, dtype=torch.float64, device="cuda", requires_grad=True)
+    want = pararnn_reference(ours, x)
+    got = ours(x)
+    assert torch.allclose(got, want, atol=1e-10, rtol=0)
+    assert ours.last_report.path == ["deer"] * B
+    w = torch.randn_like(want)
+    params = [x] + list(ours.parameters())
+    have = torch.autograd.grad((got * w).sum(), params)
+    expected = torch.autograd.grad((want * w).sum(), params)
+    for a, e in zip(have, expected):
+        assert torch.allclose(a, e, atol=1e-9, rtol=1e-7)

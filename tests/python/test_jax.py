@@ -278,6 +278,30 @@ def test_deer_diagonal_hidden_weights_under_jit(rng, cell):
         np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-8, atol=1e-10)
 
 
+def test_deer_cifg_lstm_under_jit(rng):
+    """ParaRNN's LSTM (three gates, peepholes): states and every gradient,
+    the peepholes' included, against the torch front end."""
+    B, T, m, H = 2, 50, 2, 3
+    w = [0.5 * rng.standard_normal(shape) for shape in ((3 * H, m), (3 * H, 1), (3 * H,), (3 * H,))]
+    peephole = 0.5 * rng.standard_normal(2 * H)
+    x = rng.standard_normal((B, T, m))
+    opts = dict(cell="cifg_lstm", method="deer", diagonal=True, atol=1e-12, rtol=1e-10, jacobian="block",
+                block_size=2, block_layout="strided")
+    expected, report = swd.rnn(x, None, *w, peephole=peephole, **opts)
+    run = jax.jit(lambda x, *a: swj.deer_rnn(x, None, *a[:4], peephole=a[4], **opts))
+    out = run(x, *w, peephole)
+    np.testing.assert_allclose(out.y, expected, rtol=1e-10, atol=1e-12)
+    assert list(np.asarray(out.iterations)) == report.iterations
+    weight = rng.standard_normal(expected.shape)
+    grads = jax.grad(lambda *a: (run(*a).y * weight).sum(), argnums=tuple(range(6)))(x, *w, peephole)
+    torch = pytest.importorskip("torch")
+    tensors = [torch.tensor(v, requires_grad=True) for v in (x, *w, peephole)]
+    y, _ = swd.rnn(tensors[0], None, *tensors[1:5], peephole=tensors[5], **opts)
+    (y * torch.tensor(weight)).sum().backward()
+    for got, t in zip(grads, tensors):
+        np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-8, atol=1e-10)
+
+
 def test_deer_single_float32_lstm_state_and_errors(rng):
     T, m, H = 30, 2, 3
     x = rng.standard_normal((T, m)).astype(np.float32)

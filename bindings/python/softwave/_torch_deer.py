@@ -19,7 +19,7 @@ from ._torch_ops import OPS, _anchors, _first_order, _none, _traced
 # makes them; atol and rtol may be None: the dtype's defaults).
 SETTINGS = ("cell", "method", "jacobian", "kernel", "atol", "rtol", "max_iterations", "chunk", "damping",
             "block_size", "block_layout", "diagonal", "check")
-WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "peephole")
 
 
 def _stream(like: torch.Tensor) -> int:
@@ -30,7 +30,11 @@ def _core_settings(settings: dict, like: torch.Tensor, **extra) -> dict:
     return deer._core_settings(settings, _stream(like), **extra)
 
 
-def forward(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh):
+def _given(t):
+    return None if t is None else t.detach().contiguous()
+
+
+def forward(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh, peephole):
     """(y (B, T, n), iterations (B,), path (B,)) from the core."""
     if x.is_cuda and torch.cuda.is_current_stream_capturing():
         raise RuntimeError(
@@ -38,10 +42,8 @@ def forward(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh):
             "back to the host to decide whether to go on, and its workspace is allocated outside the stream. "
             "Call it outside the capture")
     B, T = x.shape[0], x.shape[1]
-    arrays = {"x": x.detach().contiguous(), "y0": None if h0 is None else h0.detach().contiguous(),
-              "lengths": lengths, "weight_ih": w_ih.detach().contiguous(), "weight_hh": w_hh.detach().contiguous(),
-              "bias_ih": None if b_ih is None else b_ih.detach().contiguous(),
-              "bias_hh": None if b_hh is None else b_hh.detach().contiguous(),
+    arrays = {"x": x.detach().contiguous(), "y0": _given(h0), "lengths": lengths,
+              **dict(zip(WEIGHTS, map(_given, (w_ih, w_hh, b_ih, b_hh, peephole)))),
               "y": x.new_empty((B, T, n)),
               "iterations": torch.empty((B,), dtype=torch.int32, device=x.device),
               "path": torch.empty((B,), dtype=torch.int32, device=x.device)}
@@ -49,32 +51,32 @@ def forward(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh):
     return arrays["y"], arrays["iterations"], arrays["path"]
 
 
-def gradients(settings: dict, lengths, grad_y, y, x, h0, w_ih, w_hh, b_ih, b_hh, need) -> tuple:
-    """∇ of Σ grad_y · y with respect to (x, h0, w_ih, w_hh, b_ih, b_hh),
-    None where need is False or the input is None."""
-    inputs = (x, h0, w_ih, w_hh, b_ih, b_hh)
-    grads = [None] * 6
+def gradients(settings: dict, lengths, grad_y, y, x, h0, w_ih, w_hh, b_ih, b_hh, peephole, need) -> tuple:
+    """∇ of Σ grad_y · y with respect to (x, h0, w_ih, w_hh, b_ih, b_hh,
+    peephole), None where need is False or the input is None."""
+    inputs = (x, h0, w_ih, w_hh, b_ih, b_hh, peephole)
+    grads = [None] * 7
     for k, (t, want) in enumerate(zip(inputs, need)):
         if want and t is not None:
             # h0's gradient has the state's width, which grad_y has.
-            grads[k] = x.new_empty((x.shape[0], grad_y.shape[2])) if k == 1 else torch.empty_like(t)
-    arrays = {"x": x.detach().contiguous(), "y0": None if h0 is None else h0.detach().contiguous(),
-              "lengths": lengths, "y": y.detach().contiguous(), "grad_y": grad_y.contiguous(),
-              **{k: None if t is None else t.detach().contiguous() for k, t in zip(WEIGHTS, inputs[2:])},
-              **dict(zip(("grad_x", "grad_y0", "grad_weight_ih", "grad_weight_hh", "grad_bias_ih", "grad_bias_hh"),
-                         grads))}
+            grads[k] = (x.new_empty((x.shape[0], grad_y.shape[2])) if k == 1
+                        else torch.empty_like(t, memory_format=torch.contiguous_format))
+    arrays = {"x": _given(x), "y0": _given(h0), "lengths": lengths, "y": _given(y), "grad_y": grad_y.contiguous(),
+              **dict(zip(WEIGHTS, map(_given, inputs[2:]))),
+              **dict(zip(("grad_x", "grad_y0", *("grad_" + k for k in WEIGHTS)), grads))}
     _core.deer_rnn("gradients", arrays, _core_settings(settings, x, warm_start=False))
     return tuple(grads)
 
 
 class _Deer(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, settings, lengths, n, x, h0, w_ih, w_hh, b_ih, b_hh):
-        y, iterations, path = forward(settings, lengths, n, x, h0, w_ih, w_hh, b_ih, b_hh)
+    def forward(ctx, settings, lengths, n, x, h0, w_ih, w_hh, b_ih, b_hh, peephole):
+        y, iterations, path = forward(settings, lengths, n, x, h0, w_ih, w_hh, b_ih, b_hh, peephole)
         ctx.settings, ctx.lengths = settings, lengths
-        ctx.inputs = tuple(None if t is None else t.detach() for t in (x, h0, w_ih, w_hh, b_ih, b_hh))
+        inputs = (x, h0, w_ih, w_hh, b_ih, b_hh, peephole)
+        ctx.inputs = tuple(None if t is None else t.detach() for t in inputs)
         ctx.y = y
-        ctx.anchors = _anchors(ctx.needs_input_grad[3:], x, h0, w_ih, w_hh, b_ih, b_hh)
+        ctx.anchors = _anchors(ctx.needs_input_grad[3:], *inputs)
         ctx.mark_non_differentiable(iterations, path)
         return y, iterations, path
 
@@ -85,11 +87,12 @@ class _Deer(torch.autograd.Function):
         return (None, None, None, *_first_order(ctx.anchors, grad_y, *grads))
 
 
-def rnn(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh):
+def rnn(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh, peephole=None):
     """(y, iterations, path), y differentiable in every tensor input."""
     if not _traced():
-        return _Deer.apply(settings, lengths, n, x, h0, w_ih, w_hh, b_ih, b_hh)
-    return torch.ops.softwave.deer_rnn(x, h0, lengths, w_ih, w_hh, b_ih, b_hh, n, *(settings[k] for k in SETTINGS))
+        return _Deer.apply(settings, lengths, n, x, h0, w_ih, w_hh, b_ih, b_hh, peephole)
+    return torch.ops.softwave.deer_rnn(x, h0, lengths, w_ih, w_hh, b_ih, b_hh, peephole, n,
+                                       *(settings[k] for k in SETTINGS))
 
 
 if OPS:
@@ -97,54 +100,53 @@ if OPS:
     O = Optional[torch.Tensor]
 
     @torch.library.custom_op("softwave::deer_rnn", mutates_args=())
-    def _deer_op(x: T, h0: O, lengths: O, weight_ih: T, weight_hh: T, bias_ih: O, bias_hh: O, n: int, cell: str,
+    def _deer_op(x: T, h0: O, lengths: O, weight_ih: T, weight_hh: T, bias_ih: O, bias_hh: O, peephole: O, n: int,
+                 cell: str,
                  method: str, jacobian: str, kernel: str, atol: Optional[float], rtol: Optional[float],
                  max_iterations: int, chunk: int, damping: float, block_size: int, block_layout: str,
                  diagonal: bool, check: bool) -> Tuple[T, T, T]:
         settings = dict(zip(SETTINGS, (cell, method, jacobian, kernel, atol, rtol, max_iterations, chunk, damping,
                                        block_size, block_layout, diagonal, check)))
-        return forward(settings, lengths, n, x, h0, weight_ih, weight_hh, bias_ih, bias_hh)
+        return forward(settings, lengths, n, x, h0, weight_ih, weight_hh, bias_ih, bias_hh, peephole)
 
     @_deer_op.register_fake
-    def _(x, h0, lengths, weight_ih, weight_hh, bias_ih, bias_hh, n, *settings):
+    def _(x, h0, lengths, weight_ih, weight_hh, bias_ih, bias_hh, peephole, n, *settings):
         B = x.shape[0]
         return (x.new_empty((B, x.shape[1], n)), x.new_empty((B,), dtype=torch.int32),
                 x.new_empty((B,), dtype=torch.int32))
 
     def _deer_setup(ctx, inputs, output):
-        x, h0, lengths, w_ih, w_hh, b_ih, b_hh = inputs[:7]
-        ctx.save_for_backward(x, h0, lengths, w_ih, w_hh, b_ih, b_hh, output[0])
-        ctx.rest = inputs[7:]
+        ctx.save_for_backward(*inputs[:8], output[0])
+        ctx.rest = inputs[8:]
 
     def _deer_backward(ctx, grad_y, *unused):
-        x, h0, lengths, w_ih, w_hh, b_ih, b_hh, y = ctx.saved_tensors
-        need = tuple(ctx.needs_input_grad[k] for k in (0, 1, 3, 4, 5, 6))
+        x, h0, lengths, *weights, y = ctx.saved_tensors
+        need = tuple(ctx.needs_input_grad[k] for k in (0, 1, 3, 4, 5, 6, 7))
         with torch.no_grad():
-            grads = torch.ops.softwave.deer_rnn_gradients(grad_y, y, x, h0, lengths, w_ih, w_hh, b_ih, b_hh,
-                                                          *ctx.rest, *need)
-        gx, gh0, gwih, gwhh, gbih, gbhh = (g if w else None for g, w in zip(grads, need))
-        return (gx, gh0, None, gwih, gwhh, gbih, gbhh, *(None,) * (1 + len(SETTINGS)))
+            grads = torch.ops.softwave.deer_rnn_gradients(grad_y, y, x, h0, lengths, *weights, *ctx.rest, *need)
+        gx, gh0, *gweights = (g if w else None for g, w in zip(grads, need))
+        return (gx, gh0, None, *gweights, *(None,) * (1 + len(SETTINGS)))
 
     _deer_op.register_autograd(_deer_backward, setup_context=_deer_setup)
 
     @torch.library.custom_op("softwave::deer_rnn_gradients", mutates_args=())
     def _deer_gradients_op(grad_y: T, y: T, x: T, h0: O, lengths: O, weight_ih: T, weight_hh: T, bias_ih: O,
-                           bias_hh: O, n: int, cell: str, method: str, jacobian: str, kernel: str,
+                           bias_hh: O, peephole: O, n: int, cell: str, method: str, jacobian: str, kernel: str,
                            atol: Optional[float], rtol: Optional[float], max_iterations: int, chunk: int,
                            damping: float, block_size: int, block_layout: str, diagonal: bool, check: bool,
                            need_x: bool, need_h0: bool,
                            need_weight_ih: bool, need_weight_hh: bool, need_bias_ih: bool,
-                           need_bias_hh: bool) -> Tuple[T, T, T, T, T, T]:
+                           need_bias_hh: bool, need_peephole: bool) -> Tuple[T, T, T, T, T, T, T]:
         settings = dict(zip(SETTINGS, (cell, method, jacobian, kernel, atol, rtol, max_iterations, chunk, damping,
                                        block_size, block_layout, diagonal, check)))
-        need = (need_x, need_h0, need_weight_ih, need_weight_hh, need_bias_ih, need_bias_hh)
-        grads = gradients(settings, lengths, grad_y, y, x, h0, weight_ih, weight_hh, bias_ih, bias_hh, need)
+        need = (need_x, need_h0, need_weight_ih, need_weight_hh, need_bias_ih, need_bias_hh, need_peephole)
+        grads = gradients(settings, lengths, grad_y, y, x, h0, weight_ih, weight_hh, bias_ih, bias_hh, peephole, need)
         return tuple(_none(x) if g is None else g for g in grads)
 
     @_deer_gradients_op.register_fake
-    def _(grad_y, y, x, h0, lengths, weight_ih, weight_hh, bias_ih, bias_hh, n, *rest):
+    def _(grad_y, y, x, h0, lengths, weight_ih, weight_hh, bias_ih, bias_hh, peephole, n, *rest):
         need = rest[len(SETTINGS):]
-        inputs = (x, h0, weight_ih, weight_hh, bias_ih, bias_hh)
+        inputs = (x, h0, weight_ih, weight_hh, bias_ih, bias_hh, peephole)
         shapes = [None if t is None else tuple(t.shape) for t in inputs]
         shapes[1] = (x.shape[0], n)
         return tuple(x.new_empty(s) if w and t is not None else _none(x) for t, s, w in zip(inputs, shapes, need))

@@ -3,8 +3,10 @@
 by a parallel scan, gradients by implicit differentiation (softwave/deer.hpp
 has the algorithm). Cells exactly as PyTorch defines them (``torch.nn.RNN``
 with tanh, ``torch.nn.GRU``, ``torch.nn.LSTM``; one layer, batch first), with
-PyTorch's weight layouts, for torch tensors (autograd, CPU or CUDA on the
-current stream) and NumPy arrays.
+PyTorch's weight layouts, and ParaRNN's cells (Danieli et al. 2025:
+``ParaGRU``, ``ParaLSTM`` with its parameters; ``cell="cifg_lstm"``, its LSTM
+with coupled input and forget gates and peepholes), for torch tensors
+(autograd, CPU or CUDA on the current stream) and NumPy arrays.
 
 Example::
 
@@ -22,8 +24,9 @@ heads, or ParaRNN's 2×2 / 3×3; ``block_layout="strided"`` groups states
 q, q + n/k, … instead of consecutive ones). ``diagonal=True``: each gate's
 hidden-side matrix is diagonal, as in ParaRNN's cells (weight_hh is
 (G·H, 1)); a unit then sees only its own past, so jacobian="diagonal" is
-exact Newton for elman and gru, and for lstm jacobian="block",
-block_size=2, block_layout="strided" (each unit's (h, c) pair). ``damping``: 0
+exact Newton for elman and gru, and for lstm and cifg_lstm
+jacobian="block", block_size=2, block_layout="strided" (each unit's (h, c)
+pair). ``damping``: 0
 (plain Newton) or the starting λ of Levenberg–Marquardt steps (quasi-ELK,
 Gonzalez et al. 2024; with jacobian="diagonal"): each update is the
 smoothed mean of a Kalman smoother, so Jacobian products that make Newton
@@ -46,9 +49,11 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["rnn", "gru", "lstm", "GRU", "LSTM", "DeerReport"]
+__all__ = ["rnn", "gru", "lstm", "cifg_lstm", "GRU", "LSTM", "ParaGRU", "ParaLSTM", "DeerReport"]
 
-_GATES = {"elman": 1, "gru": 3, "lstm": 4}
+_GATES = {"elman": 1, "gru": 3, "lstm": 4, "cifg_lstm": 3}
+# The cells whose state is (h, c).
+_CELL_STATE = ("lstm", "cifg_lstm")
 _PATHS = ("deer", "fallback", "sequential", "damped")
 
 
@@ -103,7 +108,7 @@ def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check
 def _state_size(cell: str, weight_hh, diagonal: bool) -> int:
     """n from weight_hh's shape: (G·H, H), or (G·H, 1) diagonal."""
     hidden = weight_hh.shape[0] // _GATES[cell] if diagonal else weight_hh.shape[-1]
-    return 2 * hidden if cell == "lstm" else hidden
+    return 2 * hidden if cell in _CELL_STATE else hidden
 
 
 def _core_settings(settings: dict, stream: int = 0, **extra) -> dict:
@@ -122,7 +127,7 @@ def _forward_numpy(x, h0, weights, lengths, settings, y=None):
     B, T = x.shape[0], x.shape[1] if x.ndim == 3 else 0
     out = {"x": x, "y0": None if h0 is None else np.ascontiguousarray(h0, dtype=dtype),
            "lengths": None if lengths is None else np.ascontiguousarray(lengths, dtype=np.int32),
-           "weight_ih": w[0], "weight_hh": w[1], "bias_ih": w[2], "bias_hh": w[3],
+           "weight_ih": w[0], "weight_hh": w[1], "bias_ih": w[2], "bias_hh": w[3], "peephole": w[4],
            "y": np.empty((B, T, n), dtype=dtype) if y is None else y,
            "iterations": np.empty((B,), dtype=np.int32), "path": np.empty((B,), dtype=np.int32)}
     _core.deer_rnn("forward", out, _core_settings(settings))
@@ -134,14 +139,16 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         atol: Optional[float] = None,
         rtol: Optional[float] = None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
         block_size: int = 2, block_layout: str = "contiguous", diagonal: bool = False,
-        check_inputs: Optional[bool] = None):
+        peephole=None, check_inputs: Optional[bool] = None):
     """The states of a one-layer recurrent cell over every step.
 
     x: (B, T, m) (or (T, m)); h0: (B, n) initial state (n = H, or 2H for
-    LSTM: h then c), None for zeros; the weights in PyTorch's layouts
-    (weight_ih (G·H, m), weight_hh (G·H, H), biases (G·H,) or None; G = 1, 3,
-    4 for elman, gru, lstm; with diagonal=True weight_hh is (G·H, 1), the
-    diagonals of the gates' hidden-side matrices). lengths: (B,) steps of each sequence (states
+    lstm and cifg_lstm: h then c), None for zeros; the weights in PyTorch's
+    layouts (weight_ih (G·H, m), weight_hh (G·H, H), biases (G·H,) or None;
+    G = 1, 3, 4, 3 for elman, gru, lstm, cifg_lstm; with diagonal=True
+    weight_hh is (G·H, 1), the diagonals of the gates' hidden-side
+    matrices); peephole: cifg_lstm's (2H,) C_f then C_o (softwave/deer.hpp
+    has its equations). lengths: (B,) steps of each sequence (states
     past a length are zero). atol / rtol: Newton's stopping tolerances
     (defaults 1e-4 / 1e-3 in float32, 1e-10 / 1e-8 in float64). damping:
     the starting λ of damped (quasi-ELK) steps, 0 for Newton's.
@@ -166,12 +173,13 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
                              x.device.type == "cuda", damping, block_size, block_layout, diagonal)
         if lengths is not None:
             lengths = torch.as_tensor(lengths, dtype=torch.int32, device=x.device).contiguous()
-        y, iterations, path = _torch_deer.rnn(settings, lengths, n, x, h0, weight_ih, weight_hh, bias_ih, bias_hh)
+        y, iterations, path = _torch_deer.rnn(settings, lengths, n, x, h0, weight_ih, weight_hh, bias_ih, bias_hh,
+                                              peephole)
         report = DeerReport(iterations, path)
     else:
         settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, False,
                              damping, block_size, block_layout, diagonal)
-        out = _forward_numpy(x, h0, (weight_ih, weight_hh, bias_ih, bias_hh), lengths, settings)
+        out = _forward_numpy(x, h0, (weight_ih, weight_hh, bias_ih, bias_hh, peephole), lengths, settings)
         y = out["y"]
         report = DeerReport(out["iterations"], out["path"])
     return (y[0] if single else y), report
@@ -185,11 +193,28 @@ def gru(x, h0, weight_ih, weight_hh, bias_ih=None, bias_hh=None, **kwargs):
 def lstm(x, state, weight_ih, weight_hh, bias_ih=None, bias_hh=None, **kwargs):
     """torch.nn.LSTM's recurrence (gates i, f, g, o). state: None or (h0, c0),
     each (B, H). Returns (h (B, T, H), c (B, T, H), report)."""
-    h0 = None
-    if state is not None:
-        h, c = state
-        h0 = (np.concatenate if not _is_torch(h) else __import__("torch").cat)((h, c), -1)
-    y, report = rnn(x, h0, weight_ih, weight_hh, bias_ih, bias_hh, cell="lstm", **kwargs)
+    return _split_cell_state(rnn(x, _joined_state(state), weight_ih, weight_hh, bias_ih, bias_hh, cell="lstm",
+                                 **kwargs))
+
+
+def cifg_lstm(x, state, weight_ih, weight_hh, peephole, bias_ih=None, bias_hh=None, **kwargs):
+    """ParaRNN's LSTM (gates f, o, c; the input gate coupled to the forget
+    gate; peepholes (2H,) C_f, C_o), usually with diagonal=True. state: None
+    or (h0, c0), each (B, H). Returns (h (B, T, H), c (B, T, H), report)."""
+    return _split_cell_state(rnn(x, _joined_state(state), weight_ih, weight_hh, bias_ih, bias_hh,
+                                 cell="cifg_lstm", peephole=peephole, **kwargs))
+
+
+def _joined_state(state):
+    """(h0, c0) as one (…, 2H) state, or None."""
+    if state is None:
+        return None
+    h, c = state
+    return (np.concatenate if not _is_torch(h) else __import__("torch").cat)((h, c), -1)
+
+
+def _split_cell_state(out):
+    y, report = out
     hidden = y.shape[-1] // 2
     return y[..., :hidden], y[..., hidden:], report
 
@@ -199,7 +224,7 @@ def _exact_newton(cell: str, diagonal: bool):
     which Newton is exact for the cell."""
     if not diagonal:
         return "full", 2, "contiguous"
-    return ("block", 2, "strided") if cell == "lstm" else ("diagonal", 2, "contiguous")
+    return ("block", 2, "strided") if cell in _CELL_STATE else ("diagonal", 2, "contiguous")
 
 
 def _module_classes():
@@ -280,12 +305,93 @@ def _module_classes():
         index = torch.as_tensor(lengths, device=y.device).long() - 1
         return y[torch.arange(y.shape[0], device=y.device), index]
 
-    return GRU, LSTM
+    class _ParaRecurrent(torch.nn.Module):
+        """ParaRNN's cells (Danieli et al. 2025) with its parameters, so that
+        its state dicts load as they are: A (3, H) the gates' diagonal hidden
+        weights, B (heads, m/heads, 3, H/heads) the input weights (block-
+        diagonal over the heads), b (3, H) the biases; ParaLSTM also C (2, H),
+        its peepholes. Its default nonlinearities (σ gates, tanh state).
+        Solved by exact Newton on the Jacobian's structure (each unit a
+        sequence of its own), to atol / rtol rather than ParaRNN's fixed
+        three iterations. Initialised uniform in ±1/√H (ParaRNN's own
+        initialisers come with its state dicts)."""
+
+        cell = "gru"
+
+        def __init__(self, input_size, hidden_size, num_heads=1, *, method="auto", kernel="automatic", atol=None,
+                     rtol=None, max_iter=100, device=None, dtype=None):
+            super().__init__()
+            if num_heads < 1 or input_size % num_heads or hidden_size % num_heads:
+                raise ValueError(f"softwave: num_heads ({num_heads}) must divide input_size ({input_size}) and "
+                                 f"hidden_size ({hidden_size})")
+            kw = {"device": device, "dtype": dtype}
+            self.input_size, self.hidden_size, self.num_heads = input_size, hidden_size, num_heads
+            self.A = torch.nn.Parameter(torch.empty(3, hidden_size, **kw))
+            self.B = torch.nn.Parameter(torch.empty(num_heads, input_size // num_heads, 3, hidden_size // num_heads,
+                                                    **kw))
+            self.b = torch.nn.Parameter(torch.empty(3, hidden_size, **kw))
+            if self.cell == "cifg_lstm":
+                self.C = torch.nn.Parameter(torch.empty(2, hidden_size, **kw))
+            jacobian, block_size, block_layout = _exact_newton(self.cell, True)
+            self.options = {"method": method, "jacobian": jacobian, "kernel": kernel, "atol": atol, "rtol": rtol,
+                            "max_iter": max_iter, "block_size": block_size, "block_layout": block_layout,
+                            "diagonal": True}
+            self.last_report = None
+            bound = 1.0 / hidden_size ** 0.5
+            with torch.no_grad():
+                for p in self.parameters():
+                    p.uniform_(-bound, bound)
+
+        def _input_weights(self):
+            """B as a dense (3, H, m) W_ih: gate v's row h·(H/heads) + j and
+            column h·(m/heads) + i hold B[h, i, v, j]."""
+            eye = torch.eye(self.num_heads, dtype=self.B.dtype, device=self.B.device)
+            return torch.einsum("hivj,hg->vhjgi", self.B, eye).reshape(3, self.hidden_size, self.input_size)
+
+        def _run(self, x, h0, lengths, weights, peephole=None):
+            y, self.last_report = rnn(x, h0, *weights, cell=self.cell, lengths=lengths, peephole=peephole,
+                                      **self.options)
+            return y
+
+    class ParaGRU(_ParaRecurrent):
+        """ParaRNN's GRU: z, r = σ(A_z ⊙ h + B_z x + b_z), σ(A_r ⊙ h + B_r x + b_r),
+        ĥ = tanh(A_h ⊙ h ⊙ r + B_h x + b_h), h' = z ⊙ ĥ + (1 − z) ⊙ h: PyTorch's GRU
+        with diagonal hidden weights, b_hn = 0 and the update gate's weights
+        and biases negated (its z is PyTorch's 1 − z), which is how it runs.
+        forward(x (B, T, m), h0=None (B, H), lengths=None) -> states (B, T, H)."""
+
+        cell = "gru"
+
+        def forward(self, x, h0=None, lengths=None):
+            w = self._input_weights()
+            # ParaRNN's gates (z, r, h) as PyTorch's (r, z, n).
+            order = lambda t: torch.cat((t[1], -t[0], t[2]))  # noqa: E731
+            return self._run(x, h0, lengths, (order(w), order(self.A)[:, None], order(self.b), None))
+
+    class ParaLSTM(_ParaRecurrent):
+        """ParaRNN's LSTM (cell="cifg_lstm", softwave/deer.hpp): gates f, o, c,
+        the input gate coupled to the forget gate, peepholes C = (C_f, C_o).
+        forward(x (B, T, m), state=None ((h0, c0), each (B, H)), lengths=None)
+        -> hidden states h (B, T, H), as ParaRNN's module returns; the cell
+        states are in deer.cifg_lstm's output."""
+
+        cell = "cifg_lstm"
+
+        def forward(self, x, state=None, lengths=None):
+            weights = (self._input_weights().reshape(-1, self.input_size), self.A.reshape(-1, 1), self.b.reshape(-1),
+                       None)
+            y = self._run(x, _joined_state(state), lengths, weights, self.C.reshape(-1))
+            return y[..., :self.hidden_size]
+
+    return GRU, LSTM, ParaGRU, ParaLSTM
+
+
+_MODULES = ("GRU", "LSTM", "ParaGRU", "ParaLSTM")
 
 
 def __getattr__(name):
-    if name in ("GRU", "LSTM"):
-        classes = dict(zip(("GRU", "LSTM"), _module_classes()))
+    if name in _MODULES:
+        classes = dict(zip(_MODULES, _module_classes()))
         globals().update(classes)
         return classes[name]
     raise AttributeError(f"module 'softwave.deer' has no attribute {name!r}")

@@ -633,14 +633,16 @@ _deer = _named_vjp(_deer_forward_run, _deer_backward)
 def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, *, cell: str = "gru",
              lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic", atol=None,
              rtol=None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
-             block_size: int = 2, block_layout: str = "contiguous", diagonal: bool = False) -> DeerOutput:
+             block_size: int = 2, block_layout: str = "contiguous", diagonal: bool = False,
+             peephole=None) -> DeerOutput:
     """softwave.deer.rnn under ``jit``: the states of a one-layer Elman, GRU
-    or LSTM cell (PyTorch's definitions and weight layouts) over every
-    step, x (B, T, m) or (T, m), h0 (B, n) or None (zeros), lengths (B,)
-    or None; the same options (diagonal=True: weight_hh (G·H, 1), the
-    gates' diagonal hidden weights). The states' gradients (implicit
+    or LSTM cell (PyTorch's definitions and weight layouts), or ParaRNN's
+    LSTM (cell="cifg_lstm" with its peepholes (2H,)), over every step,
+    x (B, T, m) or (T, m), h0 (B, n) or None (zeros), lengths (B,) or
+    None; the same options (diagonal=True: weight_hh (G·H, 1), the gates'
+    diagonal hidden weights). The states' gradients (implicit
     differentiation, the adjoint solved the same way) reach x, h0, the
-    weights and the biases. On a GPU the Newton loop reads its convergence
+    weights, the biases and the peepholes. On a GPU the Newton loop reads its convergence
     back every iteration, inside the call."""
     from . import deer as _deer_module
 
@@ -672,7 +674,8 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
     if lengths is not None:
         names.append("lengths")
         arrays.append(jnp.asarray(lengths, jnp.int32).reshape(x.shape[0]))
-    for name, w in (("weight_ih", weight_ih), ("weight_hh", weight_hh), ("bias_ih", bias_ih), ("bias_hh", bias_hh)):
+    for name, w in (("weight_ih", weight_ih), ("weight_hh", weight_hh), ("bias_ih", bias_ih), ("bias_hh", bias_hh),
+                    ("peephole", peephole)):
         if w is not None:
             names.append(name)
             arrays.append(jnp.asarray(w, x.dtype))

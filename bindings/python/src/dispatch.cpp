@@ -871,11 +871,13 @@ void run_deer(const Space& space, const std::string& operation,
   weights.cell = choice<RnnCell>("cell", s.cell,
                                  {{"elman", RnnCell::elman},
                                   {"gru", RnnCell::gru},
-                                  {"lstm", RnnCell::lstm}});
+                                  {"lstm", RnnCell::lstm},
+                                  {"cifg_lstm", RnnCell::cifg_lstm}});
   weights.weight_ih = view2<const T, Space>(array(arrays, "weight_ih"));
   weights.weight_hh = view2<const T, Space>(array(arrays, "weight_hh"));
   weights.bias_ih = view1<const T, Space>(array(arrays, "bias_ih"));
   weights.bias_hh = view1<const T, Space>(array(arrays, "bias_hh"));
+  weights.peephole = view1<const T, Space>(array(arrays, "peephole"));
   weights.diagonal_hh = s.diagonal;
   DeerInputs<T, Space> inputs;
   inputs.x = view3<const T, Space>(x);
@@ -922,6 +924,7 @@ void run_deer(const Space& space, const std::string& operation,
   wg.weight_hh = view2<T, Space>(array(arrays, "grad_weight_hh"));
   wg.bias_ih = view1<T, Space>(array(arrays, "grad_bias_ih"));
   wg.bias_hh = view1<T, Space>(array(arrays, "grad_bias_hh"));
+  wg.peephole = view1<T, Space>(array(arrays, "grad_peephole"));
   softwave::deer_rnn_gradients(space, weights, inputs,
                                view3<const T, Space>(array(arrays, "y")), g, wg,
                                options);
