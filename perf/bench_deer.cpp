@@ -5,6 +5,10 @@
 // zero initial state, float32.
 //
 //   BM_DeerGru/<variant>/n/T/gradient/B
+//   BM_DeerParaLstm/<variant>/n/T/gradient/B: ParaRNN's LSTM (cifg_lstm,
+//     diagonal hidden weights, peepholes U(−1/√n, 1/√n)), hidden size n,
+//     state 2n; variants deer (exact Newton: each unit's 2×2 block) and
+//     sequential
 //     variant   deer_full       Newton with full Jacobians
 //               deer_diagonal   quasi-DEER (diagonal Jacobians)
 //               sequential      the loop over t, a thread per sequence
@@ -27,7 +31,8 @@
 // Counters: ms; iterations (the largest over the batch); max_dy, the
 // largest |y − y_sequential| (0 for the sequential variant itself);
 // fallbacks (sequences the guard evaluated sequentially); floor_MB, one pass
-// reading x and writing y (B·T·2n·4 bytes: the memory floor of any method);
+// reading x and writing y (B·T·(n + state)·4 bytes: the memory floor of
+// any method);
 // peak_workspace_MB.
 
 #include <benchmark/benchmark.h>
@@ -52,6 +57,8 @@ struct Variant {
   bool gpu_only = false;
   double damping = 0;        // > 0: damped (quasi-ELK) iterations from this λ
   bool diagonal_hh = false;  // RnnWeights::diagonal_hh
+  softwave::RnnCell cell = softwave::RnnCell::gru;
+  int block_size = 0;  // > 0: jacobian = block, strided blocks of this size
 };
 constexpr Variant kVariants[] = {
     {"deer_full", softwave::DeerMethod::deer, softwave::DeerJacobian::full},
@@ -71,6 +78,12 @@ constexpr Variant kVariants[] = {
     {"diagonal_hh_sequential", softwave::DeerMethod::sequential,
      softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 0,
      true},
+    {"deer", softwave::DeerMethod::deer, softwave::DeerJacobian::block,
+     softwave::Kernel::automatic, false, 0, true, softwave::RnnCell::cifg_lstm,
+     2},
+    {"sequential", softwave::DeerMethod::sequential,
+     softwave::DeerJacobian::block, softwave::Kernel::automatic, false, 0, true,
+     softwave::RnnCell::cifg_lstm, 2},
 };
 
 template <class T>
@@ -94,7 +107,9 @@ void run_deer(benchmark::State& state, Variant variant) {
   std::int64_t const steps = state.range(1);
   bool const gradient = state.range(2) != 0;
   int const batch = int(state.range(3));
-  int const rows = 3 * n;
+  int const rows = 3 * n;  // GRU's and cifg_lstm's three gates
+  bool const cifg = variant.cell == softwave::RnnCell::cifg_lstm;
+  int const state_size = cifg ? 2 * n : n;
   double const a = 1 / std::sqrt(double(n));
   V3<float> x("softwave_bench::x", batch, steps, n);
   fill_normal(x, 1);
@@ -107,12 +122,14 @@ void run_deer(benchmark::State& state, Variant variant) {
   fill_uniform(w_hh, a, 3);
   fill_uniform(b_ih, a, 4);
   fill_uniform(b_hh, a, 5);
+  V1<float> peephole("softwave_bench::peephole", cifg ? 2 * n : 0);
+  fill_uniform(peephole, a, 6);
   softwave::RnnWeights<float, Space> weights{
-      softwave::RnnCell::gru, w_ih, w_hh, b_ih, b_hh, variant.diagonal_hh};
+      variant.cell, w_ih, w_hh, b_ih, b_hh, peephole, variant.diagonal_hh};
   softwave::DeerInputs<float, Space> inputs;
   inputs.x = x;
   softwave::DeerResult<float, Space> result;
-  result.y = V3<float>("softwave_bench::y", batch, steps, n);
+  result.y = V3<float>("softwave_bench::y", batch, steps, state_size);
   result.iterations = V1<int>("softwave_bench::iterations", batch);
   result.path = V1<int>("softwave_bench::path", batch);
   softwave::DeerOptions options;
@@ -120,20 +137,26 @@ void run_deer(benchmark::State& state, Variant variant) {
   options.jacobian = variant.jacobian;
   options.kernel = variant.kernel;
   options.damping = variant.damping;
+  if (variant.block_size > 0) {
+    options.block_size = variant.block_size;
+    options.block_layout = softwave::DeerBlockLayout::strided;
+  }
   options.check_values = false;
   softwave::DeerGradients<float, Space> grads;
   softwave::RnnWeightGradients<float, Space> weight_grads;
   if (gradient) {
-    V3<float> ones("softwave_bench::grad_y", batch, steps, n);
+    V3<float> ones("softwave_bench::grad_y", batch, steps, state_size);
     softwave::compat::fill(space, ones, 1.0f);
     grads.grad_y = ones;
     grads.grad_x = V3<float>("softwave_bench::grad_x", batch, steps, n);
-    grads.grad_y0 = V2<float>("softwave_bench::grad_y0", batch, n);
+    grads.grad_y0 = V2<float>("softwave_bench::grad_y0", batch, state_size);
     weight_grads.weight_ih = V2<float>("softwave_bench::gw_ih", rows, n);
     weight_grads.weight_hh =
         V2<float>("softwave_bench::gw_hh", rows, hidden_columns);
     weight_grads.bias_ih = V1<float>("softwave_bench::gb_ih", rows);
     weight_grads.bias_hh = V1<float>("softwave_bench::gb_hh", rows);
+    if (cifg)
+      weight_grads.peephole = V1<float>("softwave_bench::g_peephole", 2 * n);
   }
   auto const call = [&] {
     softwave::deer_rnn(space, weights, inputs, result, options);
@@ -153,7 +176,8 @@ void run_deer(benchmark::State& state, Variant variant) {
 
   // Agreement with the sequential loop, iterations and fallbacks.
   softwave::DeerResult<float, Space> reference;
-  reference.y = V3<float>("softwave_bench::y_sequential", batch, steps, n);
+  reference.y =
+      V3<float>("softwave_bench::y_sequential", batch, steps, state_size);
   softwave::DeerOptions sequential = options;
   sequential.method = softwave::DeerMethod::sequential;
   softwave::deer_rnn(space, weights, inputs, reference, sequential);
@@ -185,7 +209,7 @@ void run_deer(benchmark::State& state, Variant variant) {
   state.counters["max_dy"] = Counter(max_dy);
   state.counters["fallbacks"] = Counter(fallbacks);
   state.counters["floor_MB"] =
-      Counter(double(batch) * double(steps) * 2 * n * 4 / 1e6);
+      Counter(double(batch) * double(steps) * (n + state_size) * 4 / 1e6);
   state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
 }
 
@@ -218,7 +242,11 @@ void register_deer(bool gpu) {
                           v.method == softwave::DeerMethod::deer;
         if (full && double(s.n) * s.n * s.n * double(s.steps) > 1e8) continue;
         benchmark::RegisterBenchmark(
-            (std::string("BM_DeerGru/") + v.name).c_str(),
+            (std::string(v.cell == softwave::RnnCell::cifg_lstm
+                             ? "BM_DeerParaLstm/"
+                             : "BM_DeerGru/") +
+             v.name)
+                .c_str(),
             [v](benchmark::State& state) { run_deer(state, v); })
             ->Args({s.n, s.steps, gradient, s.batch})
             ->UseManualTime()

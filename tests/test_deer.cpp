@@ -750,6 +750,108 @@ TYPED_TEST(DeerRnnGradients, DiagonalHiddenWeightsMatchFiniteDifferences) {
   }
 }
 
+// x holding the input projections W_ih x + b_ih (weight_ih empty, b_ih
+// given or left to the caller): the same states, and gradients that are
+// those of the projections: W_ihᵀ grad_x is the unprojected call's grad_x,
+// and every weight's gradient is the same. Units and kept-together states
+// alike (B = 1 and B = 5 with diagonal hidden weights).
+TYPED_TEST(DeerRnnGradients, ProjectedInputs) {
+  using Space = TypeParam;
+  using T = double;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (auto cell : kCells)
+    for (int B : {1, 5})
+      for (bool diagonal : {false, true})
+        for (bool add_bias : {false, true}) {
+          int const steps = 40, H = 3, m = 2;
+          Problem<T> const problem(rng, cell, B, steps, H, m, true, 1.0,
+                                   diagonal);
+          int const n = problem.n();
+          int const rows = ref::rnn_gates(problem.params.cell) * H;
+          auto const d = problem.device(space);
+          // p = W_ih x (+ b_ih unless the call adds it).
+          std::vector<double> p(std::size_t(B) * steps * rows);
+          for (std::size_t bt = 0; bt < std::size_t(B) * steps; ++bt)
+            for (int k = 0; k < rows; ++k) {
+              double sum = add_bias ? 0.0 : problem.params.b_ih[k];
+              for (int j = 0; j < m; ++j)
+                sum += problem.params.w_ih[k * m + j] * problem.x[bt * m + j];
+              p[bt * rows + k] = sum;
+            }
+          auto weights = d.weights;
+          weights.weight_ih = {};
+          if (!add_bias) weights.bias_ih = {};
+          auto inputs = d.inputs;
+          swt::Batch pb(B, steps, rows);
+          pb.v = p;
+          inputs.x = swt::to_device<T>(space, pb);
+          softwave::DeerOptions o;
+          o.method = softwave::DeerMethod::deer;
+          o.atol = 1e-13;
+          o.rtol = 1e-12;
+          o.max_iterations = 1000;
+          SCOPED_TRACE(::testing::Message()
+                       << "cell " << int(cell) << " B=" << B
+                       << (diagonal ? " diagonal" : "")
+                       << (add_bias ? " b_ih added" : ""));
+          auto run = [&](const softwave::RnnWeights<T, Space>& w,
+                         const softwave::DeerInputs<T, Space>& in) {
+            softwave::DeerResult<T, Space> r;
+            r.y = V3<T, Space>("swt::y", B, steps, n);
+            softwave::deer_rnn(space, w, in, r, o);
+            return r.y;
+          };
+          auto const y = run(d.weights, d.inputs);
+          auto const y_projected = run(weights, inputs);
+          EXPECT_LE(
+              worst_difference(swt::to_host(y_projected), swt::to_host(y)),
+              1e-12);
+          swt::Batch wb(B, steps, n);
+          for (double& e : wb.v) e = rng.uniform(-1, 1);
+          auto gradients = [&](const softwave::RnnWeights<T, Space>& w,
+                               const softwave::DeerInputs<T, Space>& in,
+                               V3<T, Space> states, int columns) {
+            softwave::DeerGradients<T, Space> g;
+            g.grad_y = swt::to_device<T>(space, wb);
+            g.grad_x = V3<T, Space>("swt::grad_x", B, steps, columns);
+            softwave::RnnWeightGradients<T, Space> wg;
+            wg.weight_hh = V2<T, Space>("swt::gw_hh", rows, diagonal ? 1 : H);
+            wg.bias_ih = V1<T, Space>("swt::gb_ih", rows);
+            wg.bias_hh = V1<T, Space>("swt::gb_hh", rows);
+            softwave::deer_rnn_gradients(space, w, in,
+                                         V3<const T, Space>(states), g, wg, o);
+            return std::make_tuple(
+                swt::to_host(g.grad_x), swt::to_host(wg.weight_hh),
+                swt::to_host(wg.bias_ih), swt::to_host(wg.bias_hh));
+          };
+          auto const [gx, gw_hh, gb_ih, gb_hh] =
+              gradients(d.weights, d.inputs, y, m);
+          auto const [gp, pw_hh, pb_ih, pb_hh] =
+              gradients(weights, inputs, y_projected, rows);
+          std::vector<double> gx_from_p(gx.size(), 0.0);
+          for (std::size_t bt = 0; bt < std::size_t(B) * steps; ++bt)
+            for (int j = 0; j < m; ++j)
+              for (int k = 0; k < rows; ++k)
+                gx_from_p[bt * m + j] +=
+                    problem.params.w_ih[k * m + j] * gp[bt * rows + k];
+          EXPECT_LE(worst_difference(gx_from_p, gx), 1e-9);
+          EXPECT_LE(worst_difference(pw_hh, gw_hh), 1e-9);
+          EXPECT_LE(worst_difference(pb_hh, gb_hh), 1e-9);
+          // b_ih's gradient is the projections' summed, added or not.
+          EXPECT_LE(worst_difference(pb_ih, gb_ih), 1e-9);
+          // W_ih's gradient cannot be had without W_ih.
+          softwave::DeerGradients<T, Space> g;
+          g.grad_y = swt::to_device<T>(space, wb);
+          softwave::RnnWeightGradients<T, Space> wg;
+          wg.weight_ih = V2<T, Space>("swt::gw_ih", rows, rows);
+          EXPECT_TRUE(swt::throws_naming("grad weight_ih", [&] {
+            softwave::deer_rnn_gradients(
+                space, weights, inputs, V3<const T, Space>(y_projected), g, wg);
+          }));
+        }
+}
+
 using swt::LogisticMap;
 
 std::vector<double> logistic_reference(const LogisticMap& cell,
@@ -987,6 +1089,10 @@ TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
   EXPECT_TRUE(swt::throws_naming("weight_hh", call(bad_w, d.inputs, r)));
   bad_w = d.weights;
   bad_w.weight_ih = V2<const T, Space>(V2<T, Space>("swt::w", 9, 5));
+  EXPECT_TRUE(swt::throws_naming("weight_ih", call(bad_w, d.inputs, r)));
+  // Projected inputs (weight_ih empty) take G·H values a step.
+  bad_w = d.weights;
+  bad_w.weight_ih = {};
   EXPECT_TRUE(swt::throws_naming("weight_ih", call(bad_w, d.inputs, r)));
   // Peepholes: only cifg_lstm's, which needs 2·H of them.
   bad_w = d.weights;

@@ -310,6 +310,29 @@ def test_cifg_lstm_numpy_torch_and_sequential_agree():
         assert np.allclose(hn, h.numpy(), atol=1e-10) and np.allclose(cn, c.numpy(), atol=1e-10)
 
 
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_projected_inputs_match_the_weights(cell):
+    # weight_ih None: x holds W_ih x (+ b_ih): the same states, and through
+    # torch's own product the same gradients of x and every weight.
+    module = torch_module(cell, 3, 4, 9)
+    w_ih, w_hh, b_ih, b_hh = weights(module)
+    x = torch.randn(2, 60, 3, dtype=torch.float64, requires_grad=True)
+    opts = dict(cell=cell, method="deer", atol=1e-12, rtol=1e-12)
+    want, _ = deer.rnn(x, None, w_ih, w_hh, b_ih, b_hh, **opts)
+    got, report = deer.rnn(x @ w_ih.T, None, None, w_hh, b_ih, b_hh, **opts)
+    assert torch.allclose(got, want, atol=1e-12)
+    assert report.path == ["deer"] * 2
+    w = torch.randn_like(want)
+    params = [x, w_ih, w_hh, b_ih, b_hh]
+    for a, b in zip(torch.autograd.grad((got * w).sum(), params), torch.autograd.grad((want * w).sum(), params)):
+        assert torch.allclose(a, b, atol=1e-10)
+    projected = (x @ w_ih.T + b_ih).detach().numpy()
+    y, _ = deer.rnn(projected, None, None, w_hh.detach().numpy(), None, b_hh.detach().numpy(), **opts)
+    assert np.allclose(y, want.detach().numpy(), atol=1e-12)
+    with pytest.raises(ValueError, match="weight_ih"):
+        deer.rnn(x.detach(), None, None, w_hh, b_ih, b_hh, **opts)
+
+
 def test_peephole_errors_name_the_argument():
     x = torch.randn(2, 10, 2, dtype=torch.float64)
     w_ih, w_hh, b = torch.randn(9, 2, dtype=torch.float64), torch.randn(9, 1, dtype=torch.float64), None

@@ -148,15 +148,17 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
     G = 1, 3, 4, 3 for elman, gru, lstm, cifg_lstm; with diagonal=True
     weight_hh is (G·H, 1), the diagonals of the gates' hidden-side
     matrices); peephole: cifg_lstm's (2H,) C_f then C_o (softwave/deer.hpp
-    has its equations). lengths: (B,) steps of each sequence (states
+    has its equations). weight_ih None: x holds the input projections
+    W_ih x + b_ih, (B, T, G·H) (formed by the caller's own matrix product;
+    bias_ih, if given, is still added). lengths: (B,) steps of each sequence (states
     past a length are zero). atol / rtol: Newton's stopping tolerances
     (defaults 1e-4 / 1e-3 in float32, 1e-10 / 1e-8 in float64). damping:
     the starting λ of damped (quasi-ELK) steps, 0 for Newton's.
     block_size, block_layout: the blocks with jacobian="block". Returns
     (y, report): y (B, T, n) with autograd for torch tensors.
     """
-    if weight_ih is None or weight_hh is None:
-        raise ValueError("softwave: weight_ih and weight_hh are required")
+    if weight_hh is None:
+        raise ValueError("softwave: weight_hh is required")
     single = x.ndim == 2
     if single:
         x = x[None]
@@ -342,15 +344,17 @@ def _module_classes():
                 for p in self.parameters():
                     p.uniform_(-bound, bound)
 
-        def _input_weights(self):
-            """B as a dense (3, H, m) W_ih: gate v's row h·(H/heads) + j and
-            column h·(m/heads) + i hold B[h, i, v, j]."""
-            eye = torch.eye(self.num_heads, dtype=self.B.dtype, device=self.B.device)
-            return torch.einsum("hivj,hg->vhjgi", self.B, eye).reshape(3, self.hidden_size, self.input_size)
+        def _projections(self, x):
+            """B x + b per head, by torch's batched matrix product (the core's
+            projection kernel would take the heads' block-diagonal W_ih
+            whole): (…, T, 3, H), gate v's unit h·(H/heads) + j."""
+            heads = x.reshape(*x.shape[:-1], self.num_heads, -1)
+            p = torch.einsum("...hi,hivj->...vhj", heads, self.B)
+            return p.reshape(*x.shape[:-1], 3, self.hidden_size) + self.b
 
-        def _run(self, x, h0, lengths, weights, peephole=None):
-            y, self.last_report = rnn(x, h0, *weights, cell=self.cell, lengths=lengths, peephole=peephole,
-                                      **self.options)
+        def _run(self, p, h0, lengths, weight_hh, peephole=None):
+            y, self.last_report = rnn(p.flatten(-2), h0, None, weight_hh, cell=self.cell, lengths=lengths,
+                                      peephole=peephole, **self.options)
             return y
 
     class ParaGRU(_ParaRecurrent):
@@ -363,10 +367,11 @@ def _module_classes():
         cell = "gru"
 
         def forward(self, x, h0=None, lengths=None):
-            w = self._input_weights()
             # ParaRNN's gates (z, r, h) as PyTorch's (r, z, n).
-            order = lambda t: torch.cat((t[1], -t[0], t[2]))  # noqa: E731
-            return self._run(x, h0, lengths, (order(w), order(self.A)[:, None], order(self.b), None))
+            p = self._projections(x)
+            p = torch.stack((p[..., 1, :], -p[..., 0, :], p[..., 2, :]), -2)
+            weight_hh = torch.cat((self.A[1], -self.A[0], self.A[2]))[:, None]
+            return self._run(p, h0, lengths, weight_hh)
 
     class ParaLSTM(_ParaRecurrent):
         """ParaRNN's LSTM (cell="cifg_lstm", softwave/deer.hpp): gates f, o, c,
@@ -378,9 +383,8 @@ def _module_classes():
         cell = "cifg_lstm"
 
         def forward(self, x, state=None, lengths=None):
-            weights = (self._input_weights().reshape(-1, self.input_size), self.A.reshape(-1, 1), self.b.reshape(-1),
-                       None)
-            y = self._run(x, _joined_state(state), lengths, weights, self.C.reshape(-1))
+            y = self._run(self._projections(x), _joined_state(state), lengths, self.A.reshape(-1, 1),
+                          self.C.reshape(-1))
             return y[..., :self.hidden_size]
 
     return GRU, LSTM, ParaGRU, ParaLSTM

@@ -640,14 +640,15 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
     LSTM (cell="cifg_lstm" with its peepholes (2H,)), over every step,
     x (B, T, m) or (T, m), h0 (B, n) or None (zeros), lengths (B,) or
     None; the same options (diagonal=True: weight_hh (G·H, 1), the gates'
-    diagonal hidden weights). The states' gradients (implicit
-    differentiation, the adjoint solved the same way) reach x, h0, the
-    weights, the biases and the peepholes. On a GPU the Newton loop reads its convergence
-    back every iteration, inside the call."""
+    diagonal hidden weights; weight_ih None: x holds the input projections
+    (B, T, G·H)). The states' gradients (implicit differentiation, the
+    adjoint solved the same way) reach x, h0, the weights, the biases and
+    the peepholes. On a GPU the Newton loop reads its convergence back
+    every iteration, inside the call."""
     from . import deer as _deer_module
 
-    if weight_ih is None or weight_hh is None:
-        raise ValueError("softwave: weight_ih and weight_hh are required")
+    if weight_hh is None:
+        raise ValueError("softwave: weight_hh is required")
     settings = _deer_module._settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, True, False,
                                       damping, block_size, block_layout, diagonal)
     settings.pop("check")
@@ -656,7 +657,7 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
     if x.ndim not in (2, 3):
         raise ValueError(f"softwave: x must be (B, T, m) or (T, m) (got shape {tuple(x.shape)})")
     for name, w in (("weight_ih", weight_ih), ("weight_hh", weight_hh)):
-        if np.ndim(w) != 2:
+        if w is not None and np.ndim(w) != 2:
             raise ValueError(f"softwave: {name} must be 2-dimensional (gates·hidden size, "
                              f"{'m' if name == 'weight_ih' else ('1' if diagonal else 'hidden size')}) "
                              f"(got shape {np.shape(w)})")

@@ -212,7 +212,10 @@ struct DeerGradients {
 // (its z is PyTorch's 1 − z; softwave.deer.ParaGRU maps its parameters).
 // The input projections W_ih x_t + b_ih of all steps are formed once,
 // before the iterations (as cuDNN does); the recurrence then carries only
-// W_hh.
+// W_hh. With weight_ih empty, x holds them already (m = G·H, b_ih still
+// added if given): a caller with a large input size forms them with its
+// own matrix product (a GEMM library, heads' block-diagonal weights), and
+// grad_x is then dL/d(projections).
 //
 // With diagonal_hh each gate's hidden-side matrix is diagonal, as in
 // ParaRNN's cells: W_hh is given as (G·H, 1), row g·H + i holding the
@@ -226,7 +229,7 @@ enum class RnnCell { elman, gru, lstm, cifg_lstm };
 template <class T, class Space>
 struct RnnWeights {
   RnnCell cell = RnnCell::gru;
-  DeerView2<const T, Space> weight_ih;  // (G·H, m)
+  DeerView2<const T, Space> weight_ih;  // (G·H, m), or empty: x projected
   DeerView2<const T, Space> weight_hh;  // (G·H, H), or (G·H, 1) diagonal_hh
   DeerView1<const T, Space> bias_ih;    // (G·H), or empty for zeros
   DeerView1<const T, Space> bias_hh;    // (G·H), or empty for zeros

@@ -115,8 +115,13 @@ int check_weights(const Space& space, const RnnWeights<T, Space>& w,
   else
     check_extent(w.weight_hh, "weight_hh", {G * H, H},
                  "(gates·hidden size, hidden size)");
-  check_extent(w.weight_ih, "weight_ih", {G * H, m},
-               "(gates·hidden size, x's input size)");
+  if (w.weight_ih.size() == 0 && m != G * H)
+    throw_invalid_argument(
+        "weight_ih is empty, so x must hold the input projections, ", G * H,
+        " values a step (gates·hidden size); x has ", m);
+  if (w.weight_ih.size())
+    check_extent(w.weight_ih, "weight_ih", {G * H, m},
+                 "(gates·hidden size, x's input size)");
   if (w.bias_ih.size())
     check_extent(w.bias_ih, "bias_ih", {G * H}, "(gates·hidden size)");
   if (w.bias_hh.size())
@@ -138,24 +143,46 @@ int check_weights(const Space& space, const RnnWeights<T, Space>& w,
   return int(H);
 }
 
+// The input projections of a call, and the array holding them where it is
+// not x itself.
+template <class Space, class T>
+struct Projections {
+  CallArray<V3<T, Space>> owner;
+  V3<const T, Space> view;
+};
+
 // p_t = W_ih x_t + b_ih for every step, (B, T, G·H): a thread per step
 // (the step's index split once, the weights' reads shared by the warp). With
 // `units` (H > 0) unit-major instead, (B·H, T, G) (transpose_units): a
-// thread per value, consecutive threads writing consecutive values.
+// thread per value, consecutive threads writing consecutive values. With
+// weight_ih empty x holds W_ih x_t (RnnWeights): p is x plus b_ih, and x
+// itself where there is no b_ih to add or layout to change.
 template <class Space, class T>
-CallArray<V3<T, Space>> project_inputs(const Space& space,
-                                       const RnnWeights<T, Space>& w,
-                                       V3<const T, Space> x, int units = 0) {
-  std::int64_t const B = x.extent(0), steps = x.extent(1), m = x.extent(2);
-  std::int64_t const rows = w.weight_ih.extent(0);
+Projections<Space, T> project_inputs(const Space& space,
+                                     const RnnWeights<T, Space>& w,
+                                     V3<const T, Space> x, int units = 0) {
+  std::int64_t const B = x.extent(0), steps = x.extent(1);
+  std::int64_t const rows = w.weight_hh.extent(0);
+  bool const projected = w.weight_ih.size() == 0;
+  // Projected inputs: the sum below over one column of the identity.
+  std::int64_t const m = projected ? 1 : x.extent(2);
   auto const weight = w.weight_ih;
   auto const bias = w.bias_ih;
   bool const has_bias = bias.size() > 0;
+  Projections<Space, T> out;
+  if (projected && !has_bias && units == 0) {
+    out.view = x;
+    return out;
+  }
+  auto const product = KOKKOS_LAMBDA(std::int64_t k, std::int64_t j,
+                                     std::int64_t b, std::int64_t t) {
+    return projected ? x(b, t, k) : weight(k, j) * x(b, t, j);
+  };
   if (units > 0) {
     std::int64_t const H = units, G = rows / H;
-    auto out = call_array<V3<T, Space>>(
+    out.owner = call_array<V3<T, Space>>(
         space, "softwave::deer::unit_projections", false, B * H, steps, G);
-    auto const p = out.view;
+    auto const p = out.owner.view;
     Kokkos::parallel_for(
         "softwave::deer::project_units",
         Kokkos::RangePolicy<Space>(space, 0, B * H * steps * G),
@@ -164,25 +191,26 @@ CallArray<V3<T, Space>> project_inputs(const Space& space,
           std::int64_t const u = ut / steps, t = ut % steps;
           std::int64_t const b = u / H, k = g * H + u % H;
           T sum = has_bias ? bias(k) : T(0);
-          for (std::int64_t j = 0; j < m; ++j) sum += weight(k, j) * x(b, t, j);
+          for (std::int64_t j = 0; j < m; ++j) sum += product(k, j, b, t);
           p(u, t, g) = sum;
         });
-    return out;
+  } else {
+    out.owner = call_array<V3<T, Space>>(space, "softwave::deer::projected",
+                                         false, B, steps, rows);
+    auto const p = out.owner.view;
+    Kokkos::parallel_for(
+        "softwave::deer::project_inputs",
+        Kokkos::RangePolicy<Space>(space, 0, B * steps),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const b = q / steps, t = q - b * steps;
+          for (std::int64_t k = 0; k < rows; ++k) {
+            T sum = has_bias ? bias(k) : T(0);
+            for (std::int64_t j = 0; j < m; ++j) sum += product(k, j, b, t);
+            p(b, t, k) = sum;
+          }
+        });
   }
-  auto out = call_array<V3<T, Space>>(space, "softwave::deer::projected", false,
-                                      B, steps, rows);
-  auto const p = out.view;
-  Kokkos::parallel_for(
-      "softwave::deer::project_inputs",
-      Kokkos::RangePolicy<Space>(space, 0, B * steps),
-      KOKKOS_LAMBDA(std::int64_t q) {
-        std::int64_t const b = q / steps, t = q - b * steps;
-        for (std::int64_t k = 0; k < rows; ++k) {
-          T sum = has_bias ? bias(k) : T(0);
-          for (std::int64_t j = 0; j < m; ++j) sum += weight(k, j) * x(b, t, j);
-          p(b, t, k) = sum;
-        }
-      });
+  out.view = out.owner.view;
   return out;
 }
 
@@ -418,7 +446,7 @@ struct Units {
   CallArray<V2<T, Space>> weight;
   CallArray<V1<T, Space>> bias;
   CallArray<V1<T, Space>> peephole;
-  CallArray<V3<T, Space>> projections;
+  Projections<Space, T> projections;
   CallArray<V2<T, Space>> y0;
   CallArray<Kokkos::View<int*, typename Space::memory_space>> lengths;
 };
@@ -596,6 +624,11 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
                                        y.extent(0), y.extent(1), y.extent(2));
   d::check_gradients(gradients, B, steps, n, m);
   auto const& wg = weight_gradients;
+  bool const projected = weights.weight_ih.size() == 0;
+  if (wg.weight_ih.size() && projected)
+    impl::throw_invalid_argument(
+        "grad weight_ih is asked for, but weight_ih is empty (x holds the "
+        "input projections: their gradient is grad_x)");
   if (wg.weight_ih.size())
     impl::check_extent(wg.weight_ih, "grad weight_ih", {rows, m},
                        "(weight_ih's shape)");
@@ -682,8 +715,11 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
                       DeerView3<const T, Space>(adjoint), g_in.view, g_h.view,
                       gradients.grad_y0);
   }
-  // dL/dx_t = W_ihᵀ g_in(t); the weights' sums.
-  if (gradients.grad_x.size()) {
+  // dL/dx_t = W_ihᵀ g_in(t) (g_in(t) itself for projected inputs); the
+  // weights' sums.
+  if (gradients.grad_x.size() && projected) {
+    Kokkos::deep_copy(space, gradients.grad_x, g_in.view);
+  } else if (gradients.grad_x.size()) {
     auto const grad_x = gradients.grad_x;
     auto const gin = g_in.view;
     auto const weight = weights.weight_ih;
@@ -700,8 +736,10 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
           grad_x(b, t, j) = sum;
         });
   }
+  // Without W_ih's gradient only the bias column is summed.
   d::sum_outer_products<Space, T>(space, g_in.view,
-                                  d::InputRows<Space, T>{inputs.x}, m,
+                                  d::InputRows<Space, T>{inputs.x},
+                                  wg.weight_ih.size() ? std::int64_t(m) : 0,
                                   wg.weight_ih, wg.bias_ih, "weight_ih_sums");
   d::sum_outer_products<Space, T>(
       space, g_h.view,
