@@ -40,6 +40,12 @@ QUICK = [(16, 2048, 512, 512, 4), (16, 100_000, 16, 16, 1)]
 
 
 def pararnn_module(cell, m, H, heads):
+    # ParaRNN's configuration dataclass defaults a field to another dataclass
+    # instance, which Python >= 3.11 refuses unless that class hashes; its
+    # modules are used as they are otherwise.
+    from pararnn.parallel_reduction import parallel_reduction
+
+    parallel_reduction.NewtonConfig.__hash__ = object.__hash__
     if cell == "gru":
         from pararnn.rnn_cell.gru_diag_mh import GRUDiagMH as Module
         from pararnn.rnn_cell.gru_diag_mh import GRUDiagMHConfig as Config
