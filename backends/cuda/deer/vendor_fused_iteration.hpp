@@ -41,7 +41,9 @@
 //
 // Applies to state sizes n <= kMaxState with a cell workspace of at most
 // kMaxWork values; n <= kSmallState takes K = kSmallSteps steps a thread,
-// larger n one step a thread.
+// larger n one step a thread. Full Jacobians at n = 2 (an LSTM unit's
+// (h, c), DiagonalUnits) take fused_pair_iteration: the same scan over
+// affine maps whose A is the 2×2 Jacobian, K = kSmallSteps.
 
 #include <cuda_runtime.h>
 
@@ -96,6 +98,210 @@ __device__ inline void compose_over_warp(T& a, T& e, int lane) {
       e = a * earlier_e + e;
       a = a * earlier_a;
     }
+  }
+}
+
+// An affine map of a pair, δ ↦ A δ + E with A 2×2 (row-major a[0..3]).
+template <class T>
+struct PairMap {
+  T a[4], e[2];
+  __device__ static PairMap identity() { return {{1, 0, 0, 1}, {0, 0}}; }
+  // A constant map: δ ↦ value.
+  __device__ static PairMap constant(T v0, T v1) {
+    return {{0, 0, 0, 0}, {v0, v1}};
+  }
+  // This map after `earlier`.
+  __device__ PairMap after(const PairMap& m) const {
+    return {{a[0] * m.a[0] + a[1] * m.a[2], a[0] * m.a[1] + a[1] * m.a[3],
+             a[2] * m.a[0] + a[3] * m.a[2], a[2] * m.a[1] + a[3] * m.a[3]},
+            {a[0] * m.e[0] + a[1] * m.e[1] + e[0],
+             a[2] * m.e[0] + a[3] * m.e[1] + e[1]}};
+  }
+  __device__ void apply(T& d0, T& d1) const {
+    T const n0 = a[0] * d0 + a[1] * d1 + e[0];
+    d1 = a[2] * d0 + a[3] * d1 + e[1];
+    d0 = n0;
+  }
+  __device__ PairMap shuffled_up(int offset) const {
+    PairMap m;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      m.a[i] = __shfl_up_sync(kAllLanes, a[i], offset);
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      m.e[i] = __shfl_up_sync(kAllLanes, e[i], offset);
+    return m;
+  }
+  __device__ PairMap from_lane(int lane) const {
+    PairMap m;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) m.a[i] = __shfl_sync(kAllLanes, a[i], lane);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) m.e[i] = __shfl_sync(kAllLanes, e[i], lane);
+    return m;
+  }
+};
+
+// m ← the composition of lanes 0..lane's maps, in lane order.
+template <class T>
+__device__ inline void compose_over_warp(PairMap<T>& m, int lane) {
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    PairMap<T> const earlier = m.shuffled_up(offset);
+    if (lane >= offset) m = m.after(earlier);
+  }
+}
+
+// fused_iteration for n = 2 with full Jacobians: each step's map is
+// δ ↦ J_t δ + e_t, J_t the 2×2 Jacobian. The tile descriptors hold 4
+// values of A, 2 of E and 2 of the prefix per tile (FusedIteration sizes
+// them). Otherwise as fused_iteration, which the comments there explain.
+template <class Recurrence, int K, int MaxWork>
+__global__ void __launch_bounds__(kThreads, 4)
+    fused_pair_iteration(const IterationArrays<Kokkos::Cuda, Recurrence> it,
+                         const Descriptors<typename Recurrence::value_type> d) {
+  using T = typename Recurrence::value_type;
+  using Map = PairMap<T>;
+  __shared__ std::int64_t ticket;
+  __shared__ Map warp_total[kWarps];
+  __shared__ T carried[2];
+  __shared__ double warp_worst[kWarps];
+
+  if (threadIdx.x == 0) ticket = atomicAdd(d.flags, 1);
+  __syncthreads();
+  int const b = int(ticket / d.tiles);
+  std::int64_t const tile = ticket % d.tiles;
+  if (it.status(b) != active) return;
+  Recurrence const& rec = it.rec;
+  int const L = rec.length(b);
+  std::int64_t const tile_first = tile * kThreads * K;
+  if (tile_first >= L) return;
+  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  std::int64_t const first = tile_first + std::int64_t(threadIdx.x) * K;
+  auto const slot = [&](std::int64_t s) {
+    return int(it.reversed ? L - 1 - s : s);
+  };
+  auto const old = [&](int t, int i) {
+    return it.zero_start ? T(0) : it.old_z(b, t, i);
+  };
+
+  Map step_map[K];
+  Map thread_map = Map::identity();
+  T f[2], J[4], init[2], zeros[2] = {0, 0}, work[MaxWork];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    std::int64_t const s = first + k;
+    if (s >= L) break;
+    int const t = slot(s);
+    T const* z_prev;
+    if (s == 0) {
+      rec.initial(b, init);
+      z_prev = init;
+    } else {
+      z_prev = it.zero_start ? zeros : &it.old_z(b, slot(s - 1), 0);
+    }
+    rec.step(b, t, z_prev, f, J, Linearise::full, work);
+    step_map[k] = {{J[0], J[1], J[2], J[3]},
+                   {f[0] - old(t, 0), f[1] - old(t, 1)}};
+    thread_map = step_map[k].after(thread_map);
+  }
+
+  // The block's scan: each lane's inclusive map over its warp, the map
+  // before it, each warp's total.
+  Map inclusive = thread_map;
+  compose_over_warp(inclusive, lane);
+  if (lane == 31) warp_total[warp] = inclusive;
+  Map const shifted = inclusive.shuffled_up(1);
+  Map const before_lane = lane == 0 ? Map::identity() : shifted;
+  __syncthreads();
+
+  if (warp == 0) {
+    Map total = Map::identity();
+    for (int w = 0; w < kWarps; ++w) total = warp_total[w].after(total);
+    std::int64_t const self = std::int64_t(b) * d.tiles + tile;
+    T carry0 = 0, carry1 = 0;
+    if (tile > 0) {
+      if (lane < 4) d.aggregate_a[self * 4 + lane] = total.a[lane];
+      if (lane < 2) d.aggregate_e[self * 2 + lane] = total.e[lane];
+      __threadfence();
+      __syncwarp();
+      if (lane == 0) atomicExch(&d.flags[1 + self], kAggregate);
+      std::int64_t const sequence_first = std::int64_t(b) * d.tiles;
+      Map acc = Map::identity();  // δ at the window's nearest tile's end
+                                  // to δ before this tile
+      for (std::int64_t nearest = self - 1;; nearest -= 32) {
+        std::int64_t const seen = nearest - 31 + lane;
+        bool const outside = seen < sequence_first;
+        int flag = outside ? int(kPrefix) : load_volatile(&d.flags[1 + seen]);
+        while (__any_sync(kAllLanes, flag == kEmpty))
+          if (flag == kEmpty) flag = load_volatile(&d.flags[1 + seen]);
+        __threadfence();
+        unsigned const prefixes = __ballot_sync(kAllLanes, flag == kPrefix);
+        int const stop = prefixes ? 31 - __clz(prefixes) : -1;
+        Map m = Map::identity();
+        if (lane == stop) {
+          m = outside ? Map::constant(0, 0)
+                      : Map::constant(load_volatile(&d.prefix[seen * 2]),
+                                      load_volatile(&d.prefix[seen * 2 + 1]));
+        } else if (lane > stop) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            m.a[i] = load_volatile(&d.aggregate_a[seen * 4 + i]);
+#pragma unroll
+          for (int i = 0; i < 2; ++i)
+            m.e[i] = load_volatile(&d.aggregate_e[seen * 2 + i]);
+        }
+        compose_over_warp(m, lane);
+        acc = acc.after(m.from_lane(31));
+        if (prefixes) break;
+      }
+      carry0 = acc.e[0];  // acc.a is 0: the window with the prefix
+      carry1 = acc.e[1];
+    }
+    T p0 = carry0, p1 = carry1;
+    total.apply(p0, p1);
+    if (lane == 0) {
+      d.prefix[self * 2] = p0;
+      d.prefix[self * 2 + 1] = p1;
+    }
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) {
+      atomicExch(&d.flags[1 + self], kPrefix);
+      carried[0] = carry0;
+      carried[1] = carry1;
+    }
+  }
+  __syncthreads();
+
+  // Replay this thread's steps from the δ carried into it.
+  T d0 = carried[0], d1 = carried[1];
+  for (int w = 0; w < warp; ++w) warp_total[w].apply(d0, d1);
+  before_lane.apply(d0, d1);
+  T worst_step = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    std::int64_t const s = first + k;
+    if (s >= L) break;
+    int const t = slot(s);
+    step_map[k].apply(d0, d1);
+    T const y0 = old(t, 0) + d0, y1 = old(t, 1) + d1;
+    it.new_z(b, t, 0) = y0;
+    it.new_z(b, t, 1) = y1;
+    worst_step = worse(worst_step, tolerance_ratio(d0, y0, it.atol, it.rtol));
+    worst_step = worse(worst_step, tolerance_ratio(d1, y1, it.atol, it.rtol));
+  }
+  double worst = double(worst_step);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    double const other = __shfl_down_sync(kAllLanes, worst, offset);
+    worst = worse(worst, other);
+  }
+  if (lane == 0) warp_worst[warp] = worst;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kWarps; ++w) worst = worse(worst, warp_worst[w]);
+    Kokkos::atomic_fetch_max(&it.error(b), worst);
   }
 }
 
@@ -328,16 +534,17 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
 
   static std::string unavailable(const Recurrence& rec, bool full) {
     int const n = rec.state_size();
-    if (full && n > 1)
+    if (full && n > 2)
       return "the fused Newton iteration takes diagonal Jacobians (full "
-             "ones only at n = 1), got full ones at n = " +
+             "ones only at n <= 2), got full ones at n = " +
              std::to_string(n);
     if (n > cuda_deer::kMaxState)
       return "the fused Newton iteration takes state sizes up to " +
              std::to_string(cuda_deer::kMaxState) + ", got " +
              std::to_string(n);
-    int const limit = n <= cuda_deer::kSmallState ? cuda_deer::kSmallWork
-                                                  : cuda_deer::kMaxWork;
+    int const limit = n <= cuda_deer::kSmallState || (full && n == 2)
+                          ? cuda_deer::kSmallWork
+                          : cuda_deer::kMaxWork;
     if (rec.work_size() > limit)
       return "the fused Newton iteration takes cells with workspaces up to " +
              std::to_string(limit) + " values at n = " + std::to_string(n) +
@@ -346,9 +553,9 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
   }
 
   FusedIteration(const Kokkos::Cuda& space, const Recurrence& rec,
-                 std::int64_t batch, std::int64_t length)
-      : n_(rec.state_size()) {
-    steps_ = n_ <= cuda_deer::kSmallState ? cuda_deer::kSmallSteps : 1;
+                 std::int64_t batch, std::int64_t length, bool full)
+      : n_(rec.state_size()), pair_(full && rec.state_size() == 2) {
+    steps_ = n_ <= cuda_deer::kSmallState || pair_ ? cuda_deer::kSmallSteps : 1;
     // The kernel's loads of a thread's consecutive steps and the cell's
     // per-thread arrays live in L1: all of it for L1, none for shared
     // memory beyond the kernel's few hundred bytes (the driver's choice
@@ -359,14 +566,21 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
     SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
         large_kernel(), cudaFuncAttributePreferredSharedMemoryCarveout,
         int(cudaSharedmemCarveoutMaxL1)));
+    SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
+        pair_kernel(), cudaFuncAttributePreferredSharedMemoryCarveout,
+        int(cudaSharedmemCarveoutMaxL1)));
     std::int64_t const tile = std::int64_t(cuda_deer::kThreads) * steps_;
     tiles_ = (length + tile - 1) / tile;
     std::int64_t const entries = batch * tiles_;
     flags_ = call_array<Kokkos::View<int*, Kokkos::CudaSpace>>(
         space, "softwave::deer::tile_flags", false, 1 + entries);
+    // A tile's A (n values, or the pair's 2×2), E and prefix (n each).
     values_ = call_array<Kokkos::View<T*, Kokkos::CudaSpace>>(
-        space, "softwave::deer::tile_maps", false, 3 * entries * n_);
+        space, "softwave::deer::tile_maps", false,
+        entries * (map_values() + 2 * n_));
   }
+
+  int map_values() const { return pair_ ? n_ * n_ : n_; }
 
   void run(const Kokkos::Cuda& space,
            const IterationArrays<Kokkos::Cuda, Recurrence>& it) const {
@@ -375,16 +589,16 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
     SOFTWAVE_CUDA_CHECK(
         cudaMemsetAsync(flags_.view.data(), 0, entries * sizeof(int), stream));
     T* const values = values_.view.data();
-    std::int64_t const per_array = (entries - 1) * n_;
-    cuda_deer::Descriptors<T> const d{flags_.view.data(), values,
-                                      values + per_array,
-                                      values + 2 * per_array, tiles_};
+    std::int64_t const tiles = entries - 1;
+    T* const aggregate_e = values + tiles * map_values();
+    cuda_deer::Descriptors<T> const d{flags_.view.data(), values, aggregate_e,
+                                      aggregate_e + tiles * n_, tiles_};
     unsigned const blocks = unsigned(entries - 1);
     if constexpr (cuda_deer::TakesFixedShapes<Recurrence>::value) {
       // The library's cells at the common small sizes: the same kernel
       // with the cell's shape fixed at compile time.
       bool const launched = with_fixed_shape(it.rec.cell, [&](const auto& c) {
-        return launch_fixed(c, it, d, blocks, stream);
+        return launch_fixed(c, it, d, blocks, stream, pair_);
       });
       if (launched) return;
     }
@@ -392,11 +606,12 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
       // Units of state 1 or 2 with their cell fixed: the kernels of the
       // library's cells at hidden size 1.
       bool const launched = with_fixed_kind(it.rec.cell, [&](const auto& c) {
-        return launch_fixed(c, it, d, blocks, stream);
+        return launch_fixed(c, it, d, blocks, stream, pair_);
       });
       if (launched) return;
     }
-    auto const kernel = steps_ > 1 ? small_kernel() : large_kernel();
+    auto const kernel =
+        pair_ ? pair_kernel() : (steps_ > 1 ? small_kernel() : large_kernel());
     kernel<<<blocks, cuda_deer::kThreads, 0, stream>>>(it, d);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
   }
@@ -408,25 +623,36 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
   static bool launch_fixed(const Cell& cell,
                            const IterationArrays<Kokkos::Cuda, Recurrence>& it,
                            const cuda_deer::Descriptors<T>& d, unsigned blocks,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, bool pair) {
     constexpr int n = Cell::kFixedState;
     if constexpr (n > cuda_deer::kMaxState) {
       return false;
     } else {
       using Fixed = decltype(cuda_deer::with_cell(it.rec, cell));
+      using FixedKernel = void (*)(const IterationArrays<Kokkos::Cuda, Fixed>,
+                                   const cuda_deer::Descriptors<T>);
       constexpr bool small = n <= cuda_deer::kSmallState;
-      auto const kernel = cuda_deer::fused_iteration < Fixed,
-                 small ? cuda_deer::kSmallSteps : 1, n,
-                 small ? cuda_deer::kSmallWork : cuda_deer::kMaxWork,
-                 small ? 4 : 1 > ;
-      // As in the constructor, for this instantiation (once per process).
+      FixedKernel kernel = cuda_deer::fused_iteration < Fixed,
+                  small ? cuda_deer::kSmallSteps : 1, n,
+                  small ? cuda_deer::kSmallWork : cuda_deer::kMaxWork,
+                  small ? 4 : 1 > ;
+      FixedKernel pair_kernel = nullptr;
+      if constexpr (n == 2)
+        pair_kernel =
+            cuda_deer::fused_pair_iteration<Fixed, cuda_deer::kSmallSteps,
+                                            cuda_deer::kSmallWork>;
+      if (pair && !pair_kernel) return false;
+      // As in the constructor, for these instantiations (once per process).
       static bool const carveout_set = [&] {
-        SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
-            kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-            int(cudaSharedmemCarveoutMaxL1)));
+        for (FixedKernel k : {kernel, pair_kernel})
+          if (k)
+            SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
+                k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                int(cudaSharedmemCarveoutMaxL1)));
         return true;
       }();
       (void)carveout_set;
+      if (pair) kernel = pair_kernel;
       IterationArrays<Kokkos::Cuda, Fixed> const fixed{
           cuda_deer::with_cell(it.rec, cell),
           it.old_z,
@@ -454,8 +680,13 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
     return cuda_deer::fused_iteration<Recurrence, 1, cuda_deer::kMaxState,
                                       cuda_deer::kMaxWork, 1>;
   }
+  static Kernel pair_kernel() {
+    return cuda_deer::fused_pair_iteration<Recurrence, cuda_deer::kSmallSteps,
+                                           cuda_deer::kSmallWork>;
+  }
 
   int n_;
+  bool pair_ = false;  // full Jacobians at n = 2: fused_pair_iteration
   int steps_ = 1;
   std::int64_t tiles_ = 0;
   CallArray<Kokkos::View<int*, Kokkos::CudaSpace>> flags_;

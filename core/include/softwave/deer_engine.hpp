@@ -643,12 +643,14 @@ struct IterationArrays {
 };
 
 // A vendor's fused Newton iteration (linearise, scan and update in one
-// kernel, diagonal linearisations), where a backend provides one:
+// kernel; diagonal linearisations, or full ones of small states), where a
+// backend provides one:
 // backends/<vendor>/deer/vendor_fused_iteration.hpp specialises this for
 // its execution space, and core/src/deer/deer.cpp brings it in for the
 // library's cells. The primary template is the portable answer: none.
 // unavailable() says why it cannot run (empty when it can); an instance,
-// made once per solve, holds its workspace; run() is one iteration.
+// made once per solve (`full`: the Jacobians are full), holds its
+// workspace; run() is one iteration.
 template <class Space, class Recurrence>
 struct FusedIteration {
   static std::string unavailable(const Recurrence&, bool /*full*/) {
@@ -656,7 +658,7 @@ struct FusedIteration {
            "library's cells (deer_rnn, deer_rnn_gradients)";
   }
   FusedIteration(const Space&, const Recurrence&, std::int64_t /*batch*/,
-                 std::int64_t /*length*/) {}
+                 std::int64_t /*length*/, bool /*full*/) {}
   void run(const Space&, const IterationArrays<Space, Recurrence>&) const {}
 };
 
@@ -1088,7 +1090,8 @@ struct Solver {
     // The fused iteration starts from zeros without reading them.
     if (!settings_.warm_start && !fused) compat::fill(space_, z_, T(0));
     std::optional<FusedIteration<Space, Recurrence>> fused_iteration;
-    if (fused) fused_iteration.emplace(space_, rec_, batch_, length_);
+    if (fused)
+      fused_iteration.emplace(space_, rec_, batch_, length_, block == n);
     Level const first = fused ? Level{} : make_level(chunks, na, n);
     Data data{rec_,
               z_,
