@@ -101,6 +101,72 @@ __device__ inline void compose_over_warp(T& a, T& e, int lane) {
   }
 }
 
+// The tile a block takes: sequence b's tile `tile` (tiles are handed out
+// by an atomic ticket in sequence order), the sequence's length L.
+struct Tile {
+  int b = 0, L = 0;
+  std::int64_t tile = 0, first = 0;  // first: the tile's first step
+};
+// False where the block has nothing to do: the sequence has converged, or
+// the tile lies past its length. `ticket` is the block's shared word.
+template <int K, class Recurrence, class T>
+__device__ inline bool take_tile(
+    const IterationArrays<Kokkos::Cuda, Recurrence>& it,
+    const Descriptors<T>& d, std::int64_t& ticket, Tile& tile) {
+  if (threadIdx.x == 0) ticket = atomicAdd(d.flags, 1);
+  __syncthreads();
+  tile.b = int(ticket / d.tiles);
+  tile.tile = ticket % d.tiles;
+  if (it.status(tile.b) != active) return false;
+  tile.L = it.rec.length(tile.b);
+  tile.first = tile.tile * kThreads * K;
+  return tile.first < tile.L;
+}
+
+// The state before step s of sequence b: its initial state at s = 0 (in
+// init), else the old trajectory's (zeros on a zero start).
+template <class Recurrence, class Slot, class T>
+__device__ inline const T* state_before(
+    const IterationArrays<Kokkos::Cuda, Recurrence>& it, int b, std::int64_t s,
+    const Slot& slot, T* init, const T* zeros) {
+  if (s == 0) {
+    it.rec.initial(b, init);
+    return init;
+  }
+  return it.zero_start ? zeros : &it.old_z(b, slot(s - 1), 0);
+}
+
+// The look-back: tile `seen`'s flag once its block has published it
+// (tiles before the sequence count as prefixes of 0).
+__device__ inline int published_flag(const int* flags, std::int64_t seen,
+                                     bool outside) {
+  int flag = outside ? int(kPrefix) : load_volatile(&flags[1 + seen]);
+  while (__any_sync(kAllLanes, flag == kEmpty))
+    if (flag == kEmpty) flag = load_volatile(&flags[1 + seen]);
+  __threadfence();
+  return flag;
+}
+
+// The block's largest tolerance ratio into the sequence's error; every
+// thread of the block calls it.
+template <class T>
+__device__ inline void fold_worst(T worst_step, double* warp_worst,
+                                  double& error) {
+  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  double worst = double(worst_step);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    double const other = __shfl_down_sync(kAllLanes, worst, offset);
+    worst = worse(worst, other);
+  }
+  if (lane == 0) warp_worst[warp] = worst;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kWarps; ++w) worst = worse(worst, warp_worst[w]);
+    Kokkos::atomic_fetch_max(&error, worst);
+  }
+}
+
 // An affine map of a pair, δ ↦ A δ + E with A 2×2 (row-major a[0..3]).
 template <class T>
 struct PairMap {
@@ -167,15 +233,11 @@ __global__ void __launch_bounds__(kThreads, 4)
   __shared__ T carried[2];
   __shared__ double warp_worst[kWarps];
 
-  if (threadIdx.x == 0) ticket = atomicAdd(d.flags, 1);
-  __syncthreads();
-  int const b = int(ticket / d.tiles);
-  std::int64_t const tile = ticket % d.tiles;
-  if (it.status(b) != active) return;
+  Tile taken;
+  if (!take_tile<K>(it, d, ticket, taken)) return;
+  int const b = taken.b, L = taken.L;
+  std::int64_t const tile = taken.tile, tile_first = taken.first;
   Recurrence const& rec = it.rec;
-  int const L = rec.length(b);
-  std::int64_t const tile_first = tile * kThreads * K;
-  if (tile_first >= L) return;
   int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   std::int64_t const first = tile_first + std::int64_t(threadIdx.x) * K;
   auto const slot = [&](std::int64_t s) {
@@ -193,13 +255,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     std::int64_t const s = first + k;
     if (s >= L) break;
     int const t = slot(s);
-    T const* z_prev;
-    if (s == 0) {
-      rec.initial(b, init);
-      z_prev = init;
-    } else {
-      z_prev = it.zero_start ? zeros : &it.old_z(b, slot(s - 1), 0);
-    }
+    T const* z_prev = state_before(it, b, s, slot, init, zeros);
     rec.step(b, t, z_prev, f, J, Linearise::full, work);
     step_map[k] = {{J[0], J[1], J[2], J[3]},
                    {f[0] - old(t, 0), f[1] - old(t, 1)}};
@@ -232,10 +288,7 @@ __global__ void __launch_bounds__(kThreads, 4)
       for (std::int64_t nearest = self - 1;; nearest -= 32) {
         std::int64_t const seen = nearest - 31 + lane;
         bool const outside = seen < sequence_first;
-        int flag = outside ? int(kPrefix) : load_volatile(&d.flags[1 + seen]);
-        while (__any_sync(kAllLanes, flag == kEmpty))
-          if (flag == kEmpty) flag = load_volatile(&d.flags[1 + seen]);
-        __threadfence();
+        int const flag = published_flag(d.flags, seen, outside);
         unsigned const prefixes = __ballot_sync(kAllLanes, flag == kPrefix);
         int const stop = prefixes ? 31 - __clz(prefixes) : -1;
         Map m = Map::identity();
@@ -291,18 +344,7 @@ __global__ void __launch_bounds__(kThreads, 4)
     worst_step = worse(worst_step, tolerance_ratio(d0, y0, it.atol, it.rtol));
     worst_step = worse(worst_step, tolerance_ratio(d1, y1, it.atol, it.rtol));
   }
-  double worst = double(worst_step);
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    double const other = __shfl_down_sync(kAllLanes, worst, offset);
-    worst = worse(worst, other);
-  }
-  if (lane == 0) warp_worst[warp] = worst;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kWarps; ++w) worst = worse(worst, warp_worst[w]);
-    Kokkos::atomic_fetch_max(&it.error(b), worst);
-  }
+  fold_worst(worst_step, warp_worst, it.error(b));
 }
 
 template <class Recurrence, int K, int MaxState, int MaxWork, int MinBlocks>
@@ -315,15 +357,11 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   __shared__ T carried[MaxState];
   __shared__ double warp_worst[kWarps];
 
-  if (threadIdx.x == 0) ticket = atomicAdd(d.flags, 1);
-  __syncthreads();
-  int const b = int(ticket / d.tiles);
-  std::int64_t const tile = ticket % d.tiles;
-  if (it.status(b) != active) return;
+  Tile taken;
+  if (!take_tile<K>(it, d, ticket, taken)) return;
+  int const b = taken.b, L = taken.L;
+  std::int64_t const tile = taken.tile, tile_first = taken.first;
   Recurrence const& rec = it.rec;
-  int const L = rec.length(b);
-  std::int64_t const tile_first = tile * kThreads * K;
-  if (tile_first >= L) return;
   int const n = rec.state_size();
   int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   std::int64_t const first = tile_first + std::int64_t(threadIdx.x) * K;
@@ -348,13 +386,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     std::int64_t const s = first + k;
     if (s >= L) break;
     int const t = slot(s);
-    T const* z_prev;
-    if (s == 0) {
-      rec.initial(b, init);
-      z_prev = init;
-    } else {
-      z_prev = it.zero_start ? zeros : &it.old_z(b, slot(s - 1), 0);
-    }
+    T const* z_prev = state_before(it, b, s, slot, init, zeros);
     rec.step(b, t, z_prev, f, J, Linearise::diagonal, work);
 #pragma unroll
     for (int i = 0; i < MaxState; ++i) {
@@ -413,10 +445,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
       for (std::int64_t nearest = self - 1;; nearest -= 32) {
         std::int64_t const seen = nearest - 31 + lane;
         bool const outside = seen < sequence_first;
-        int flag = outside ? int(kPrefix) : load_volatile(&d.flags[1 + seen]);
-        while (__any_sync(kAllLanes, flag == kEmpty))
-          if (flag == kEmpty) flag = load_volatile(&d.flags[1 + seen]);
-        __threadfence();
+        int const flag = published_flag(d.flags, seen, outside);
         unsigned const prefixes = __ballot_sync(kAllLanes, flag == kPrefix);
         // The window's map: the nearest prefix (δ ↦ prefix, A = 0), then
         // the aggregates after it; lanes before it are the identity.
@@ -477,18 +506,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
           worse(worst_step, tolerance_ratio(delta[i], y, it.atol, it.rtol));
     }
   }
-  double worst = double(worst_step);
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    double const other = __shfl_down_sync(kAllLanes, worst, offset);
-    worst = worse(worst, other);
-  }
-  if (lane == 0) warp_worst[warp] = worst;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kWarps; ++w) worst = worse(worst, warp_worst[w]);
-    Kokkos::atomic_fetch_max(&it.error(b), worst);
-  }
+  fold_worst(worst_step, warp_worst, it.error(b));
 }
 
 // The recurrence `r` with its cell replaced by `cell` (the same inputs).

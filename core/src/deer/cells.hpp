@@ -253,6 +253,33 @@ struct GruCell {
   }
 };
 
+// Unit k's rows of the Jacobian of a cell with state (h, c) (n = 2H):
+// c'_k depends on h through dc_dh(j) and on c through c_k alone (dc_dc);
+// h'_k = o ⊙ tanh(c'_k), o's pre-activation reading W_hh's row o_row
+// (∂h'_k/∂ that pre-activation: dh_do) and dh'_k/dc'_k = dh_dc. Diagonal:
+// the two entries ∂h'_k/∂h_k and ∂c'_k/∂c_k.
+template <class Weights, class T, class DcDh>
+KOKKOS_INLINE_FUNCTION void cell_state_jacobian(const Weights& w, int k,
+                                                int o_row, T dh_do, T dh_dc,
+                                                T dc_dc, const DcDh& dc_dh,
+                                                DeerJacobian kind,
+                                                T* jacobian) {
+  int const H = w.size(), n = 2 * H;
+  if (kind == DeerJacobian::diagonal) {
+    jacobian[k] = dh_do * w.at(o_row, k) + dh_dc * dc_dh(k);
+    jacobian[H + k] = dc_dc;
+    return;
+  }
+  SOFTWAVE_DEER_UNROLL
+  for (int j = 0; j < H; ++j) {
+    T const c_h = dc_dh(j);
+    jacobian[(H + k) * n + j] = c_h;
+    jacobian[k * n + j] = dh_do * w.at(o_row, j) + dh_dc * c_h;
+    jacobian[(H + k) * n + H + j] = j == k ? dc_dc : T(0);
+    jacobian[k * n + H + j] = j == k ? dh_dc * dc_dc : T(0);
+  }
+}
+
 // PyTorch's LSTM: gates i, f, g, o in that order; state (h, c).
 template <class T, class Space, int FixedHidden = 0>
 struct LstmCell {
@@ -282,7 +309,7 @@ struct LstmCell {
   KOKKOS_INLINE_FUNCTION void step(const T* state, const T* p, T* y,
                                    T* jacobian, DeerJacobian kind,
                                    T* work) const {
-    int const H = w.size(), n = 2 * H;
+    int const H = w.size();
     T* const a = work;
     w.project(state, 4 * H, a);
     SOFTWAVE_DEER_UNROLL
@@ -299,19 +326,8 @@ struct LstmCell {
       auto dc_dh = [&](int j) {
         return ci * w.at(k, j) + cf * w.at(H + k, j) + cg * w.at(2 * H + k, j);
       };
-      if (kind == DeerJacobian::diagonal) {
-        jacobian[k] = ho * w.at(3 * H + k, k) + dh_dc * dc_dh(k);
-        jacobian[H + k] = q.f;
-        continue;
-      }
-      SOFTWAVE_DEER_UNROLL
-      for (int j = 0; j < H; ++j) {
-        T const c_h = dc_dh(j);
-        jacobian[(H + k) * n + j] = c_h;
-        jacobian[k * n + j] = ho * w.at(3 * H + k, j) + dh_dc * c_h;
-        jacobian[(H + k) * n + H + j] = j == k ? q.f : T(0);
-        jacobian[k * n + H + j] = j == k ? dh_dc * q.f : T(0);
-      }
+      cell_state_jacobian(w, k, 3 * H + k, ho, dh_dc, q.f, dc_dh, kind,
+                          jacobian);
     }
   }
 
@@ -387,7 +403,7 @@ struct CifgLstmCell {
   KOKKOS_INLINE_FUNCTION void step(const T* state, const T* p, T* y,
                                    T* jacobian, DeerJacobian kind,
                                    T* work) const {
-    int const H = w.size(), n = 2 * H;
+    int const H = w.size();
     T* const a = work;
     w.project(state, 3 * H, a);
     SOFTWAVE_DEER_UNROLL
@@ -399,19 +415,8 @@ struct CifgLstmCell {
       auto dc_dh = [&](int j) {
         return q.dc_df * w.at(k, j) + q.dc_dcandidate * w.at(2 * H + k, j);
       };
-      if (kind == DeerJacobian::diagonal) {
-        jacobian[k] = q.dh_do * w.at(H + k, k) + q.dh_dc * dc_dh(k);
-        jacobian[H + k] = q.dc_dc;
-        continue;
-      }
-      SOFTWAVE_DEER_UNROLL
-      for (int j = 0; j < H; ++j) {
-        T const c_h = dc_dh(j);
-        jacobian[(H + k) * n + j] = c_h;
-        jacobian[k * n + j] = q.dh_do * w.at(H + k, j) + q.dh_dc * c_h;
-        jacobian[(H + k) * n + H + j] = j == k ? q.dc_dc : T(0);
-        jacobian[k * n + H + j] = j == k ? q.dh_dc * q.dc_dc : T(0);
-      }
+      cell_state_jacobian(w, k, H + k, q.dh_do, q.dh_dc, q.dc_dc, dc_dh, kind,
+                          jacobian);
     }
   }
 
