@@ -253,111 +253,134 @@ struct GruCell {
   }
 };
 
-// Unit k's rows of the Jacobian of a cell with state (h, c) (n = 2H):
-// c'_k depends on h through dc_dh(j) and on c through c_k alone (dc_dc);
-// h'_k = o ⊙ tanh(c'_k), o's pre-activation reading W_hh's row o_row
-// (∂h'_k/∂ that pre-activation: dh_do) and dh'_k/dc'_k = dh_dc. Diagonal:
-// the two entries ∂h'_k/∂h_k and ∂c'_k/∂c_k.
-template <class Weights, class T, class DcDh>
-KOKKOS_INLINE_FUNCTION void cell_state_jacobian(const Weights& w, int k,
-                                                int o_row, T dh_do, T dh_dc,
-                                                T dc_dc, const DcDh& dc_dh,
-                                                DeerJacobian kind,
-                                                T* jacobian) {
-  int const H = w.size(), n = 2 * H;
-  if (kind == DeerJacobian::diagonal) {
-    jacobian[k] = dh_do * w.at(o_row, k) + dh_dc * dc_dh(k);
-    jacobian[H + k] = dc_dc;
-    return;
+// What a cell with state (h, c) (n = 2H) gives of unit k for its step,
+// Jacobian and gradients: h'_k = o ⊙ tanh(c'_k), o's pre-activation reading
+// W_hh's row o_row, and c'_k depending on h through the pre-activations of
+// the gates in c_rows (∂c'_k/∂ each: dc_dpre) and on c through c_k alone.
+template <class T, int CGates>
+struct CellStateUnit {
+  static constexpr int kCGates = CGates;
+  T o, c, tc;  // output gate, new cell state, tanh of it
+  T dh_do;     // ∂h'_k/∂(o's pre-activation)
+  T dh_dc;     // dh'_k/dc'_k (through tanh(c'_k), and o where it reads c')
+  T dc_dc;     // ∂c'_k/∂c_k
+  int o_row;
+  int c_rows[CGates];
+  T dc_dpre[CGates];
+};
+
+// The step, Jacobian and gradients of a cell with state (h, c) from its
+// units (Cell::unit, CellStateUnit) and its G gates' rows: shared by
+// PyTorch's LSTM and ParaRNN's.
+template <class Cell, class T, int G>
+struct CellStateSteps {
+  KOKKOS_INLINE_FUNCTION const Cell& cell() const {
+    return static_cast<const Cell&>(*this);
   }
-  SOFTWAVE_DEER_UNROLL
-  for (int j = 0; j < H; ++j) {
-    T const c_h = dc_dh(j);
-    jacobian[(H + k) * n + j] = c_h;
-    jacobian[k * n + j] = dh_do * w.at(o_row, j) + dh_dc * c_h;
-    jacobian[(H + k) * n + H + j] = j == k ? dc_dc : T(0);
-    jacobian[k * n + H + j] = j == k ? dh_dc * dc_dc : T(0);
-  }
-}
-
-// PyTorch's LSTM: gates i, f, g, o in that order; state (h, c).
-template <class T, class Space, int FixedHidden = 0>
-struct LstmCell {
-  using value_type = T;
-  HiddenWeights<T, Space, FixedHidden> w;
-
-  KOKKOS_INLINE_FUNCTION int state_size() const { return 2 * w.size(); }
-  KOKKOS_INLINE_FUNCTION int input_size() const { return 4 * w.size(); }
-  KOKKOS_INLINE_FUNCTION int work_size() const { return 12 * w.size(); }
-
-  struct Gates {
-    T i, f, g, o, c, tc;  // gates, new cell state, tanh of it
-  };
-  KOKKOS_INLINE_FUNCTION Gates gates_of(const T* state, const T* p, const T* a,
-                                        int k) const {
-    int const H = w.size();
-    Gates q;
-    q.i = sigmoid(p[k] + a[k]);
-    q.f = sigmoid(p[H + k] + a[H + k]);
-    q.g = tanh_of(p[2 * H + k] + a[2 * H + k]);
-    q.o = sigmoid(p[3 * H + k] + a[3 * H + k]);
-    q.c = q.f * state[H + k] + q.i * q.g;
-    q.tc = tanh_of(q.c);
-    return q;
+  KOKKOS_INLINE_FUNCTION int state_size() const { return 2 * cell().w.size(); }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return G * cell().w.size(); }
+  // The hidden-side pre-activations, then (vector_jacobian) the gates'
+  // gradients.
+  KOKKOS_INLINE_FUNCTION int work_size() const {
+    return 2 * G * cell().w.size();
   }
 
   KOKKOS_INLINE_FUNCTION void step(const T* state, const T* p, T* y,
                                    T* jacobian, DeerJacobian kind,
                                    T* work) const {
-    int const H = w.size();
+    auto const& w = cell().w;
+    int const H = w.size(), n = 2 * H;
     T* const a = work;
-    w.project(state, 4 * H, a);
+    w.project(state, G * H, a);
     SOFTWAVE_DEER_UNROLL
     for (int k = 0; k < H; ++k) {
-      Gates const q = gates_of(state, p, a, k);
-      y[k] = q.o * q.tc;
-      y[H + k] = q.c;
+      auto const u = cell().unit(state, p, a, k);
+      y[k] = u.o * u.tc;
+      y[H + k] = u.c;
       if (!jacobian) continue;
-      T const ci = q.g * q.i * (T(1) - q.i);
-      T const cf = state[H + k] * q.f * (T(1) - q.f);
-      T const cg = q.i * (T(1) - q.g * q.g);
-      T const dh_dc = q.o * (T(1) - q.tc * q.tc);
-      T const ho = q.o * (T(1) - q.o) * q.tc;
+      // ∂c'_k/∂h_j.
       auto dc_dh = [&](int j) {
-        return ci * w.at(k, j) + cf * w.at(H + k, j) + cg * w.at(2 * H + k, j);
+        T sum = 0;
+        SOFTWAVE_DEER_UNROLL
+        for (int g = 0; g < std::decay_t<decltype(u)>::kCGates; ++g)
+          sum += u.dc_dpre[g] * w.at(u.c_rows[g], j);
+        return sum;
       };
-      cell_state_jacobian(w, k, 3 * H + k, ho, dh_dc, q.f, dc_dh, kind,
-                          jacobian);
+      if (kind == DeerJacobian::diagonal) {
+        jacobian[k] = u.dh_do * w.at(u.o_row, k) + u.dh_dc * dc_dh(k);
+        jacobian[H + k] = u.dc_dc;
+        continue;
+      }
+      SOFTWAVE_DEER_UNROLL
+      for (int j = 0; j < H; ++j) {
+        T const c_h = dc_dh(j);
+        jacobian[(H + k) * n + j] = c_h;
+        jacobian[k * n + j] = u.dh_do * w.at(u.o_row, j) + u.dh_dc * c_h;
+        jacobian[(H + k) * n + H + j] = j == k ? u.dc_dc : T(0);
+        jacobian[k * n + H + j] = j == k ? u.dh_dc * u.dc_dc : T(0);
+      }
     }
   }
 
   KOKKOS_INLINE_FUNCTION void gate_gradients(const T* state, const T* p,
                                              const T* lambda, T* g_in, T* g_h,
                                              T* grad_state, T* work) const {
+    auto const& w = cell().w;
     int const H = w.size();
     T* const a = work;
-    w.project(state, 4 * H, a);
+    w.project(state, G * H, a);
     SOFTWAVE_DEER_UNROLL
     for (int k = 0; k < H; ++k) {
-      Gates const q = gates_of(state, p, a, k);
-      T const dc = lambda[H + k] + lambda[k] * q.o * (T(1) - q.tc * q.tc);
-      g_in[k] = dc * q.g * q.i * (T(1) - q.i);
-      g_in[H + k] = dc * state[H + k] * q.f * (T(1) - q.f);
-      g_in[2 * H + k] = dc * q.i * (T(1) - q.g * q.g);
-      g_in[3 * H + k] = lambda[k] * q.tc * q.o * (T(1) - q.o);
-      if (grad_state) grad_state[H + k] = dc * q.f;
+      auto const u = cell().unit(state, p, a, k);
+      T const dc = lambda[H + k] + lambda[k] * u.dh_dc;  // dL/dc'_k
+      SOFTWAVE_DEER_UNROLL
+      for (int g = 0; g < std::decay_t<decltype(u)>::kCGates; ++g)
+        g_in[u.c_rows[g]] = dc * u.dc_dpre[g];
+      g_in[u.o_row] = lambda[k] * u.dh_do;
+      if (grad_state) grad_state[H + k] = dc * u.dc_dc;
     }
     if (g_h) SOFTWAVE_DEER_UNROLL
-    for (int k = 0; k < 4 * H; ++k) g_h[k] = g_in[k];
-    if (grad_state) w.project_back(g_in, 4 * H, grad_state, false);
+    for (int k = 0; k < G * H; ++k) g_h[k] = g_in[k];
+    if (grad_state) w.project_back(g_in, G * H, grad_state, false);
   }
 
   KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* state, const T* p,
                                               const T* lambda, T* grad_state,
                                               T* grad_p, T* work) const {
-    T* const g = grad_p ? grad_p : work + 8 * w.size();
+    T* const g = grad_p ? grad_p : work + G * cell().w.size();
     gate_gradients(state, p, lambda, g, static_cast<T*>(nullptr), grad_state,
                    work);
+  }
+};
+
+// PyTorch's LSTM: gates i, f, g, o in that order; state (h, c).
+template <class T, class Space, int FixedHidden = 0>
+struct LstmCell : CellStateSteps<LstmCell<T, Space, FixedHidden>, T, /*G=*/4> {
+  using value_type = T;
+  HiddenWeights<T, Space, FixedHidden> w;
+
+  // a: the hidden-side pre-activations W_hh h + b_hh.
+  KOKKOS_INLINE_FUNCTION CellStateUnit<T, 3> unit(const T* state, const T* p,
+                                                  const T* a, int k) const {
+    int const H = w.size();
+    T const i = sigmoid(p[k] + a[k]);
+    T const f = sigmoid(p[H + k] + a[H + k]);
+    T const g = tanh_of(p[2 * H + k] + a[2 * H + k]);
+    CellStateUnit<T, 3> u;
+    u.o = sigmoid(p[3 * H + k] + a[3 * H + k]);
+    u.c = f * state[H + k] + i * g;
+    u.tc = tanh_of(u.c);
+    u.dh_do = u.o * (T(1) - u.o) * u.tc;
+    u.dh_dc = u.o * (T(1) - u.tc * u.tc);
+    u.dc_dc = f;
+    u.o_row = 3 * H + k;
+    u.c_rows[0] = k;
+    u.dc_dpre[0] = g * i * (T(1) - i);
+    u.c_rows[1] = H + k;
+    u.dc_dpre[1] = state[H + k] * f * (T(1) - f);
+    u.c_rows[2] = 2 * H + k;
+    u.dc_dpre[2] = i * (T(1) - g * g);
+    return u;
   }
 };
 
@@ -365,87 +388,31 @@ struct LstmCell {
 // input gate coupled to the forget gate, peepholes from the previous cell
 // state into f and from the new one into o; state (h, c).
 template <class T, class Space, int FixedHidden = 0>
-struct CifgLstmCell {
+struct CifgLstmCell
+    : CellStateSteps<CifgLstmCell<T, Space, FixedHidden>, T, /*G=*/3> {
   using value_type = T;
   HiddenWeights<T, Space, FixedHidden> w;
 
-  KOKKOS_INLINE_FUNCTION int state_size() const { return 2 * w.size(); }
-  KOKKOS_INLINE_FUNCTION int input_size() const { return 3 * w.size(); }
-  KOKKOS_INLINE_FUNCTION int work_size() const { return 6 * w.size(); }
-
-  // Unit k's gates and the derivatives its Jacobian and gradients share.
-  struct Gates {
-    T f, o, candidate, c, tc;  // gates, ĉ, new cell state, tanh of it
-    T dc_df;                   // ∂c'/∂(f's pre-activation)
-    T dc_dcandidate;           // ∂c'/∂(ĉ's pre-activation)
-    T dc_dc;                   // ∂c'/∂c
-    T dh_do;                   // ∂h'/∂(o's pre-activation)
-    T dh_dc;                   // dh'/dc' through tanh(c') and o's peephole
-  };
-  KOKKOS_INLINE_FUNCTION Gates gates_of(const T* state, const T* p, const T* a,
-                                        int k) const {
+  KOKKOS_INLINE_FUNCTION CellStateUnit<T, 2> unit(const T* state, const T* p,
+                                                  const T* a, int k) const {
     int const H = w.size();
     T const c_prev = state[H + k];
-    Gates q;
-    q.f = sigmoid(p[k] + a[k] + w.peephole_f(k) * c_prev);
-    q.candidate = tanh_of(p[2 * H + k] + a[2 * H + k]);
-    q.c = q.f * c_prev + (T(1) - q.f) * q.candidate;
-    q.o = sigmoid(p[H + k] + a[H + k] + w.peephole_o(k) * q.c);
-    q.tc = tanh_of(q.c);
-    q.dc_df = (c_prev - q.candidate) * q.f * (T(1) - q.f);
-    q.dc_dcandidate = (T(1) - q.f) * (T(1) - q.candidate * q.candidate);
-    q.dc_dc = q.f + q.dc_df * w.peephole_f(k);
-    q.dh_do = q.o * (T(1) - q.o) * q.tc;
-    q.dh_dc = q.dh_do * w.peephole_o(k) + q.o * (T(1) - q.tc * q.tc);
-    return q;
-  }
-
-  KOKKOS_INLINE_FUNCTION void step(const T* state, const T* p, T* y,
-                                   T* jacobian, DeerJacobian kind,
-                                   T* work) const {
-    int const H = w.size();
-    T* const a = work;
-    w.project(state, 3 * H, a);
-    SOFTWAVE_DEER_UNROLL
-    for (int k = 0; k < H; ++k) {
-      Gates const q = gates_of(state, p, a, k);
-      y[k] = q.o * q.tc;
-      y[H + k] = q.c;
-      if (!jacobian) continue;
-      auto dc_dh = [&](int j) {
-        return q.dc_df * w.at(k, j) + q.dc_dcandidate * w.at(2 * H + k, j);
-      };
-      cell_state_jacobian(w, k, H + k, q.dh_do, q.dh_dc, q.dc_dc, dc_dh, kind,
-                          jacobian);
-    }
-  }
-
-  KOKKOS_INLINE_FUNCTION void gate_gradients(const T* state, const T* p,
-                                             const T* lambda, T* g_in, T* g_h,
-                                             T* grad_state, T* work) const {
-    int const H = w.size();
-    T* const a = work;
-    w.project(state, 3 * H, a);
-    SOFTWAVE_DEER_UNROLL
-    for (int k = 0; k < H; ++k) {
-      Gates const q = gates_of(state, p, a, k);
-      T const dc = lambda[H + k] + lambda[k] * q.dh_dc;  // dL/dc'
-      g_in[k] = dc * q.dc_df;
-      g_in[H + k] = lambda[k] * q.dh_do;
-      g_in[2 * H + k] = dc * q.dc_dcandidate;
-      if (grad_state) grad_state[H + k] = dc * q.dc_dc;
-    }
-    if (g_h) SOFTWAVE_DEER_UNROLL
-    for (int k = 0; k < 3 * H; ++k) g_h[k] = g_in[k];
-    if (grad_state) w.project_back(g_in, 3 * H, grad_state, false);
-  }
-
-  KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* state, const T* p,
-                                              const T* lambda, T* grad_state,
-                                              T* grad_p, T* work) const {
-    T* const g = grad_p ? grad_p : work + 3 * w.size();
-    gate_gradients(state, p, lambda, g, static_cast<T*>(nullptr), grad_state,
-                   work);
+    T const f = sigmoid(p[k] + a[k] + w.peephole_f(k) * c_prev);
+    T const candidate = tanh_of(p[2 * H + k] + a[2 * H + k]);
+    CellStateUnit<T, 2> u;
+    u.c = f * c_prev + (T(1) - f) * candidate;
+    u.o = sigmoid(p[H + k] + a[H + k] + w.peephole_o(k) * u.c);
+    u.tc = tanh_of(u.c);
+    T const dc_df = (c_prev - candidate) * f * (T(1) - f);
+    u.dh_do = u.o * (T(1) - u.o) * u.tc;
+    u.dh_dc = u.dh_do * w.peephole_o(k) + u.o * (T(1) - u.tc * u.tc);
+    u.dc_dc = f + dc_df * w.peephole_f(k);
+    u.o_row = H + k;
+    u.c_rows[0] = k;
+    u.dc_dpre[0] = dc_df;
+    u.c_rows[1] = 2 * H + k;
+    u.dc_dpre[1] = (T(1) - f) * (T(1) - candidate * candidate);
+    return u;
   }
 };
 
@@ -482,9 +449,9 @@ struct TorchCell {
     else if constexpr (FixedKind == int(RnnCell::gru))
       return body(GruCell<T, Space, FixedHidden>{w});
     else if constexpr (FixedKind == int(RnnCell::lstm))
-      return body(LstmCell<T, Space, FixedHidden>{w});
+      return body(LstmCell<T, Space, FixedHidden>{{}, w});
     else if constexpr (FixedKind == int(RnnCell::cifg_lstm))
-      return body(CifgLstmCell<T, Space, FixedHidden>{w});
+      return body(CifgLstmCell<T, Space, FixedHidden>{{}, w});
     else
       switch (kind) {
         case RnnCell::elman:
@@ -492,9 +459,9 @@ struct TorchCell {
         case RnnCell::gru:
           return body(GruCell<T, Space, FixedHidden>{w});
         case RnnCell::lstm:
-          return body(LstmCell<T, Space, FixedHidden>{w});
+          return body(LstmCell<T, Space, FixedHidden>{{}, w});
         default:
-          return body(CifgLstmCell<T, Space, FixedHidden>{w});
+          return body(CifgLstmCell<T, Space, FixedHidden>{{}, w});
       }
   }
   KOKKOS_INLINE_FUNCTION int gates() const { return gates_of(cell_kind()); }
