@@ -22,6 +22,10 @@
 //                               structure, RnnWeights::diagonal_hh), by
 //                               exact Newton on its diagonal Jacobians and
 //                               by the loop
+//               diagonal_hh_deer_check4, _check0: the same Newton reading
+//                               convergence back after every 4th iteration,
+//                               and never (DeerOptions::check_every; with
+//                               max_iterations = 8)
 //   (deer_full only where n³·T <= 1e8: beyond, its portable kernels take
 //   minutes.)
 //     gradient  0: forward (deer_rnn); 1: forward and every gradient
@@ -58,7 +62,8 @@ struct Variant {
   double damping = 0;        // > 0: damped (quasi-ELK) iterations from this λ
   bool diagonal_hh = false;  // RnnWeights::diagonal_hh
   softwave::RnnCell cell = softwave::RnnCell::gru;
-  int block_size = 0;  // > 0: jacobian = block, strided blocks of this size
+  int block_size = 0;   // > 0: jacobian = block, strided blocks of this size
+  int check_every = 1;  // DeerOptions::check_every
 };
 constexpr Variant kVariants[] = {
     {"deer_full", softwave::DeerMethod::deer, softwave::DeerJacobian::full},
@@ -75,6 +80,12 @@ constexpr Variant kVariants[] = {
     {"diagonal_hh_deer", softwave::DeerMethod::deer,
      softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 0,
      true},
+    {"diagonal_hh_deer_check4", softwave::DeerMethod::deer,
+     softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 0,
+     true, softwave::RnnCell::gru, 0, 4},
+    {"diagonal_hh_deer_check0", softwave::DeerMethod::deer,
+     softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 0,
+     true, softwave::RnnCell::gru, 0, 0},
     {"diagonal_hh_sequential", softwave::DeerMethod::sequential,
      softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 0,
      true},
@@ -142,6 +153,10 @@ void run_deer(benchmark::State& state, Variant variant) {
     options.block_layout = softwave::DeerBlockLayout::strided;
   }
   options.check_values = false;
+  options.check_every = variant.check_every;
+  // Never reading convergence back issues every iteration: a bound near
+  // what exact Newton takes on these cells.
+  if (variant.check_every == 0) options.max_iterations = 8;
   softwave::DeerGradients<float, Space> grads;
   softwave::RnnWeightGradients<float, Space> weight_grads;
   if (gradient) {
@@ -229,7 +244,7 @@ void register_deer(bool gpu) {
               {1, 1000000, 16}, {4, 1000, 16},   {4, 100000, 16},
               {4, 1000000, 16}, {16, 1000, 16},  {16, 100000, 16},
               {64, 1000, 16},   {64, 10000, 16}, {1, 100000, 1},
-              {1, 1000000, 1}};
+              {1, 1000000, 1},  {1, 1000, 1},    {16, 1000, 1}};
   else
     shapes = {{1, 1000, 16}, {1, 100000, 16}, {16, 1000, 16}, {16, 10000, 16}};
   for (Variant const& v : kVariants)

@@ -11,9 +11,13 @@ compiled with mode="reduce-overhead" on the same tensors.
 Sinkhorn: the OT value and its gradient, ``ot.sinkhorn(x, y, epsilon=0.1,
 tolerance=0, max_iterations=I).value.sum().backward()`` (a fixed count, so
 nothing waits for the host and the step can be captured), x requiring grad.
-DEER: a GRU layer's forward and backward (``deer.GRU``), method "deer"; its
-Newton loop reads convergence back every iteration, so it has no CUDA-graph
-variant. Timing as in perf/bench_small.py (CUDA events around batches of
+DEER: a GRU layer's forward and backward, method "deer": ``deer.GRU`` (full
+Jacobians) and ``deer.ParaGRU`` (diagonal hidden weights, exact Newton on
+the fused kernel). Eager, the Newton loop reads convergence back after each
+iteration; captured in a CUDA graph it issues max_iter iterations without
+reading back, max_iter set to the most iterations eager took on the same
+data (recorded, with the largest difference between the graph's states and
+eager's). Timing as in perf/bench_small.py (CUDA events around batches of
 back-to-back steps, median over batches).
 """
 
@@ -29,7 +33,9 @@ import softwave.ot as ot
 from softwave import _core
 
 SINKHORN_SHAPES = [(1, 256, 3, 20), (256, 64, 3, 20), (1, 1024, 3, 50), (8, 512, 3, 50), (1, 4096, 64, 50)]  # B, N = K, d, iterations
-DEER_SHAPES = [(16, 256, 8, 16), (16, 2048, 8, 16), (4, 16384, 4, 8)]  # B, T, inputs, hidden
+DEER_SHAPES = [("ParaGRU", 16, 256, 8, 16), ("ParaGRU", 16, 2048, 8, 16), ("ParaGRU", 1, 1024, 64, 64),
+               ("ParaGRU", 4, 16384, 4, 8), ("GRU", 16, 256, 8, 16), ("GRU", 4, 16384, 4, 8),
+               ("GRU", 16, 2048, 8, 16)]  # layer, B, T, inputs, hidden
 
 
 def sinkhorn_step(fn, x, y, iterations):
@@ -72,11 +78,16 @@ def graph_of(step):
     return graph.replay
 
 
+def states(module, x):
+    """The layer's states (B, T, H): deer.GRU returns (output, h_n), ParaGRU the states."""
+    out = module(x)
+    return out[0] if isinstance(out, tuple) else out
+
+
 def deer_step(module, x):
     def step():
         module.zero_grad(set_to_none=True)
-        y, _ = module(x)
-        y.square().mean().backward()
+        states(module, x).square().mean().backward()
 
     return step
 
@@ -84,10 +95,12 @@ def deer_step(module, x):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="bench-small-ot-deer.json")
+    parser.add_argument("--only", choices=("sinkhorn", "deer"), help="one family's rows")
+    parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variants of DEER")
     args = parser.parse_args()
     torch.manual_seed(0)
     rows = []
-    for b, n, d, iterations in SINKHORN_SHAPES:
+    for b, n, d, iterations in SINKHORN_SHAPES if args.only != "deer" else []:
         x = torch.randn(b, n, d, device="cuda", requires_grad=True)
         y = torch.randn(b, n, d, device="cuda")
         row = {"family": "sinkhorn", "B": b, "N": n, "d": d, "iterations": iterations}
@@ -105,11 +118,28 @@ def main():
         row["torch_compiled_floor_ms"] = per_step_ms(sinkhorn_step(trivial, x, y, iterations))
         rows.append(row)
         print(json.dumps(row), flush=True)
-    for b, t, m, hidden in DEER_SHAPES:
+    for layer, b, t, m, hidden in DEER_SHAPES if args.only != "sinkhorn" else []:
         x = torch.randn(b, t, m, device="cuda")
-        module = deer.GRU(m, hidden, method="deer").cuda()
-        row = {"family": "deer", "B": b, "T": t, "inputs": m, "hidden": hidden}
+        module = getattr(deer, layer)(m, hidden, method="deer").cuda()
+        row = {"family": "deer", "layer": layer, "B": b, "T": t, "inputs": m, "hidden": hidden}
         row["eager_ms"] = per_step_ms(deer_step(module, x), batches=5)
+        with torch.no_grad():
+            eager_y = states(module, x)
+        row["eager_iterations"] = max(module.last_report.iterations)
+        module.options["max_iter"] = row["eager_iterations"]
+        replay = graph_of(deer_step(module, x))
+        row["graph_ms"] = per_step_ms(replay, batches=5)
+        with torch.no_grad():
+            graph_y = torch.empty_like(eager_y)
+            replay_of_forward = graph_of(lambda: graph_y.copy_(states(module, x)))
+            replay_of_forward()
+            row["graph_max_dy"] = float((graph_y - eager_y).abs().max())
+        module.options["max_iter"] = 100
+        if args.no_compile:
+            row["compiled_ms"] = None
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            continue
         torch._dynamo.reset()
         try:
             row["compiled_ms"] = per_step_ms(deer_step(torch.compile(module, fullgraph=True), x), batches=5)
@@ -129,12 +159,13 @@ def main():
             print(f"| {r['B']}/{r['N']}/{r['d']}, {r['iterations']} | {r['core_ms']:.3f} | {r['eager_ms']:.3f} "
                   f"| {r['compiled_ms']:.3f} | {r['compiled_graphs_ms']:.3f} | {r['graph_ms']:.3f} "
                   f"| {r['torch_compiled_floor_ms']:.3f} |")
-    print("| DEER GRU B/T/inputs/hidden | eager ms | compiled ms |")
-    print("|---|---|---|")
+    print("| DEER layer B/T/inputs/hidden | eager ms | compiled ms | CUDA graph ms (max_iter) | graph vs eager |")
+    print("|---|---|---|---|---|")
     for r in rows:
         if r["family"] == "deer":
             compiled = "failed" if r["compiled_ms"] is None else f"{r['compiled_ms']:.3f}"
-            print(f"| {r['B']}/{r['T']}/{r['inputs']}/{r['hidden']} | {r['eager_ms']:.3f} | {compiled} |")
+            print(f"| {r['layer']} {r['B']}/{r['T']}/{r['inputs']}/{r['hidden']} | {r['eager_ms']:.3f} | {compiled} "
+                  f"| {r['graph_ms']:.3f} ({r['eager_iterations']}) | {r['eager_ms'] / r['graph_ms']:.2f}× |")
 
 
 if __name__ == "__main__":

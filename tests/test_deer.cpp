@@ -607,6 +607,102 @@ TYPED_TEST(DeerRnn, GuardFallsBackToSequential) {
     EXPECT_LE(worst_difference(y, problem.reference()), 1e-8);
 }
 
+// How often the host reads convergence back changes no result: with
+// check_every = 0 (never: every iteration issued, those after a sequence
+// converged skipping it) and 3, the states, iteration counts, paths and
+// gradients equal those of check_every = 1, bit for bit, for Newton with
+// full and diagonal Jacobians, damped steps, diagonal hidden weights (the
+// units) and a max_iterations that leaves sequences to the fallback.
+TYPED_TEST(DeerRnn, CheckEveryChangesNoResult) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  struct Case {
+    softwave::RnnCell cell;
+    softwave::DeerJacobian jacobian;
+    bool diagonal;
+    double damping;
+    int max_iterations;
+    int H = 4;
+  };
+  using softwave::DeerJacobian;
+  using softwave::RnnCell;
+  for (Case const c :
+       {Case{RnnCell::gru, DeerJacobian::full, false, 0, 100},
+        Case{RnnCell::lstm, DeerJacobian::diagonal, false, 0, 100},
+        Case{RnnCell::elman, DeerJacobian::diagonal, false, 0.3, 200},
+        Case{RnnCell::cifg_lstm, DeerJacobian::block, true, 0, 100},
+        Case{RnnCell::gru, DeerJacobian::diagonal, true, 0, 100},
+        Case{RnnCell::gru, DeerJacobian::full, false, 0, 1},
+        // n = 32 with full Jacobians: on a device each thread's values
+        // exceed a team's fast scratch (ThreadItems::values_in).
+        Case{RnnCell::lstm, DeerJacobian::full, false, 0, 100, 16}})
+    for (auto kernel : iteration_kernels<Space>()) {
+      SCOPED_TRACE(::testing::Message()
+                   << "cell " << int(c.cell) << " jacobian " << int(c.jacobian)
+                   << (c.diagonal ? " diagonal_hh" : "") << " damping "
+                   << c.damping << " max_iterations " << c.max_iterations
+                   << " kernel " << int(kernel));
+      int const B = 3, steps = c.H > 4 ? 200 : 700, m = 3;
+      Problem<T> const problem(rng, c.cell, B, steps, c.H, m, true, 1.0,
+                               c.diagonal);
+      int const n = problem.n();
+      int const rows = ref::rnn_gates(problem.params.cell) * c.H;
+      auto const d = problem.device(space);
+      swt::Batch wb(B, steps, n);
+      for (double& e : wb.v) e = rng.uniform(-1, 1);
+      auto const grad_y = swt::to_device<T>(space, wb);
+      struct Outcome {
+        std::vector<double> y, grad_x, grad_weight_hh;
+        std::vector<int> iterations, path;
+      };
+      auto solve = [&](int check_every) {
+        softwave::DeerOptions o;
+        o.method = softwave::DeerMethod::deer;
+        o.jacobian = c.jacobian;
+        o.block_size = 2;
+        o.block_layout = softwave::DeerBlockLayout::strided;
+        o.damping = c.damping;
+        o.max_iterations = c.max_iterations;
+        o.kernel = kernel;
+        o.check_every = check_every;
+        auto const r = problem.template outputs<Space>();
+        softwave::deer_rnn(space, d.weights, d.inputs, r, o);
+        softwave::DeerGradients<T, Space> g;
+        g.grad_y = grad_y;
+        g.grad_x = swt::output3<T>(space, "swt::grad_x", B, steps, m);
+        softwave::RnnWeightGradients<T, Space> wg;
+        wg.weight_hh = V2<T, Space>("swt::gw_hh", rows, c.diagonal ? 1 : c.H);
+        o.damping = 0;
+        softwave::deer_rnn_gradients(space, d.weights, d.inputs,
+                                     V3<const T, Space>(r.y), g, wg, o);
+        auto const it = swt::to_host(r.iterations);
+        auto const path = swt::to_host(r.path);
+        return Outcome{swt::to_host(r.y), swt::to_host(g.grad_x),
+                       swt::to_host(wg.weight_hh),
+                       std::vector<int>(it.begin(), it.end()),
+                       std::vector<int>(path.begin(), path.end())};
+      };
+      Outcome const every = solve(1);
+      // The case meant to exhaust its iterations does; the others converge.
+      bool const exhausted = c.max_iterations < 10;
+      for (int b = 0; b < B; ++b)
+        EXPECT_EQ(every.path[b] == int(softwave::DeerPath::fallback), exhausted)
+            << "sequence " << b;
+      for (int check_every : {0, 3}) {
+        Outcome const other = solve(check_every);
+        EXPECT_EQ(other.y, every.y) << "check_every " << check_every;
+        EXPECT_EQ(other.grad_x, every.grad_x) << "check_every " << check_every;
+        EXPECT_EQ(other.grad_weight_hh, every.grad_weight_hh)
+            << "check_every " << check_every;
+        EXPECT_EQ(other.iterations, every.iterations)
+            << "check_every " << check_every;
+        EXPECT_EQ(other.path, every.path) << "check_every " << check_every;
+      }
+    }
+}
+
 // Gradients of L = Σ w ⊙ y (random w) against central differences of the
 // float64 reference, for every input, weight and Jacobian mode / method;
 // with `diagonal`, diagonal hidden weights (their gradient: the diagonal's).
@@ -1062,6 +1158,10 @@ TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
   o.max_iterations = 0;
   EXPECT_TRUE(
       swt::throws_naming("max_iterations", call(d.weights, d.inputs, r, o)));
+  o = {};
+  o.check_every = -1;
+  EXPECT_TRUE(
+      swt::throws_naming("check_every", call(d.weights, d.inputs, r, o)));
   for (double damping : {-1.0, double(NAN), double(INFINITY)}) {
     o = {};
     o.jacobian = softwave::DeerJacobian::diagonal;

@@ -343,20 +343,52 @@ def test_cuda_graph_sinkhorn_capture_and_replay(rng, kernel):
                         dict(rtol=1e-4, atol=1e-5))
 
 
+# DEER configurations a graph captures: (cell, H, m, jacobian, diagonal
+# hidden weights): the portable iteration (full Jacobians of a small state),
+# the fused one (a GRU's units, diagonal; the CIFG LSTM's units, 2×2), and
+# full Jacobians of an LSTM with n = 32, whose per-thread values exceed the
+# fast scratch of a team of 64 (smaller teams then keep them there).
+DEER_CAPTURED = [("gru", 4, 2, "full", False), ("gru", 8, 3, "diagonal", True),
+                 ("cifg_lstm", 4, 3, "block", True), ("lstm", 16, 3, "full", False)]
+
+
 @cuda_only
 @needs_ops
-def test_deer_capture_is_refused_with_the_reason(rng):
-    """DEER reads each Newton iteration's convergence back to the host, so it
-    cannot be captured in a CUDA graph: the call says so before any work,
-    and the stream and torch's generator are left usable."""
-    w = [(0.3 * t).requires_grad_() for t in tensors(rng, (12, 2), (12, 4), (12,), (12,), device="cuda")]
+@pytest.mark.parametrize("cell, H, m, jacobian, diagonal", DEER_CAPTURED)
+def test_cuda_graph_deer_capture_and_replay(rng, cell, H, m, jacobian, diagonal):
+    """A DEER layer's forward and backward captured once and replayed on new
+    inputs and initial states: nothing waits for the device (every Newton
+    iteration issued, none read back), and the states' loss and the
+    gradients are eager's on that data."""
+    gates = {"gru": 3, "lstm": 4, "cifg_lstm": 3}[cell]
+    n = 2 * H if cell in ("lstm", "cifg_lstm") else H
+    w_ih, w_hh, b_ih, b_hh = (0.3 * t for t in tensors(
+        rng, (gates * H, m), (gates * H, 1 if diagonal else H), (gates * H,), (gates * H,), device="cuda"))
+    peephole = 0.3 * tensors(rng, (2 * H,), device="cuda")[0] if cell == "cifg_lstm" else None
+    options = dict(cell=cell, jacobian=jacobian, diagonal=diagonal, peephole=peephole, method="deer",
+                   max_iter=30, block_size=2, block_layout="strided")
+
+    def loss_of(x, h0):
+        y, _ = deer.rnn(x, h0, w_ih, w_hh, b_ih, b_hh, **options)
+        return (y * y).sum()
+
+    _replays_like_eager(rng, loss_of, (3, 96, m), (3, n), dict(rtol=1e-5, atol=1e-5), dict(rtol=1e-4, atol=1e-5))
+
+
+@cuda_only
+@needs_ops
+def test_deer_capture_with_data_checks_is_refused_by_name(rng):
+    """check_inputs=True reads the data checks back to the host, which a
+    capture cannot hold: the call says so, naming the argument, and the
+    stream and torch's generator are left usable."""
+    w = [0.3 * t for t in tensors(rng, (12, 2), (12, 4), (12,), (12,), device="cuda")]
     (x,) = tensors(rng, (2, 64, 2), device="cuda")
     expected, _ = deer.gru(x, None, *w, method="deer")
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
-    with pytest.raises(RuntimeError, match="CUDA graph"):
+    with pytest.raises(Exception, match="check_inputs"):
         with torch.cuda.graph(graph):
-            deer.gru(x, None, *w, method="deer")
+            deer.gru(x, None, *w, method="deer", check_inputs=True)
     again, _ = deer.gru(x, None, *w, method="deer")
     torch.testing.assert_close(again, expected)
     assert torch.randn(3, device="cuda").isfinite().all()

@@ -4,6 +4,10 @@ calls and, with torch >= 2.4, as registered operators
 (``torch.ops.softwave.deer_rnn`` and ``deer_rnn_gradients``, with fake
 implementations and registered autograd) that ``torch.compile`` traces
 without a graph break; see _torch_ops for why eager calls bypass them.
+Captured in a CUDA graph (the core sees its stream capturing), a forward
+issues all ``max_iter`` Newton iterations without reading their convergence
+back (those after a sequence converged skip its work), so nothing waits for
+the device; a small ``max_iter`` keeps the graph short.
 """
 
 from __future__ import annotations
@@ -36,11 +40,6 @@ def _given(t):
 
 def forward(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh, peephole):
     """(y (B, T, n), iterations (B,), path (B,)) from the core."""
-    if x.is_cuda and torch.cuda.is_current_stream_capturing():
-        raise RuntimeError(
-            "softwave: DEER cannot be captured in a CUDA graph: each Newton iteration reads its convergence "
-            "back to the host to decide whether to go on, and its workspace is allocated outside the stream. "
-            "Call it outside the capture")
     B, T = x.shape[0], x.shape[1]
     arrays = {"x": x.detach().contiguous(), "y0": _given(h0), "lengths": lengths,
               **dict(zip(WEIGHTS, map(_given, (w_ih, w_hh, b_ih, b_hh, peephole)))),

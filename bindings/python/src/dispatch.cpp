@@ -187,6 +187,17 @@ void make_capture_helper() {
   capture_helper = helper;
 }
 
+// Whether work on the caller's stream is being captured into a CUDA graph
+// (stream 0, the legacy stream, never is).
+bool capturing(std::uintptr_t stream) {
+  if (stream == 0) return false;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check_cuda(
+      cudaStreamIsCapturing(reinterpret_cast<cudaStream_t>(stream), &status),
+      "querying the stream's capture status");
+  return status != cudaStreamCaptureStatusNone;
+}
+
 // Calls run(instance) with the Kokkos::Cuda for the caller's stream.
 template <class Run>
 void on_cuda_stream(std::uintptr_t stream, Run&& run) {
@@ -905,6 +916,7 @@ void run_deer(const Space& space, const std::string& operation,
                                {"strided", DeerBlockLayout::strided}});
   options.warm_start = s.warm_start;
   options.check_values = s.check_values;
+  options.check_every = s.check_every;
   if (operation == "forward") {
     DeerResult<T, Space> result;
     result.y = view3<T, Space>(array(arrays, "y"));
@@ -936,11 +948,24 @@ void deer_rnn(const std::string& operation, const DeerSettings& settings,
               const OTArrays& arrays) {
   auto const& first = array(arrays, "x");
   if (!first.given()) throw_invalid_argument("x is required");
-  with_named_arrays(first, arrays, {"lengths", "iterations", "path"},
-                    settings.stream, [&](const auto& space, auto zero) {
+  DeerSettings s = settings;
+#ifdef KOKKOS_ENABLE_CUDA
+  // Captured into a CUDA graph, nothing may wait for the device: the Newton
+  // iterations are all issued without reading their convergence back.
+  if (first.device == Device::cuda && capturing(settings.stream)) {
+    if (s.check_values)
+      throw_invalid_argument(
+          "check_inputs: the data checks read their findings back to the "
+          "host, which a CUDA-graph capture cannot hold; pass "
+          "check_inputs=False when capturing");
+    s.check_every = 0;
+  }
+#endif
+  with_named_arrays(first, arrays, {"lengths", "iterations", "path"}, s.stream,
+                    [&](const auto& space, auto zero) {
                       using Space = std::decay_t<decltype(space)>;
-                      run_deer<Space, decltype(zero)>(space, operation,
-                                                      settings, arrays);
+                      run_deer<Space, decltype(zero)>(space, operation, s,
+                                                      arrays);
                     });
 }
 

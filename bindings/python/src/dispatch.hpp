@@ -219,6 +219,7 @@ struct DeerSettings {
   bool diagonal = false;                    // RnnWeights::diagonal_hh
   bool warm_start = false;
   bool check_values = true;
+  int check_every = 1;  // DeerOptions::check_every
   std::uintptr_t stream = 0;
 };
 void deer_rnn(const std::string& operation, const DeerSettings& settings,

@@ -440,6 +440,8 @@ NB_MODULE(_core, m) {
             s.warm_start = nb::cast<bool>(value);
           else if (name == "check")
             s.check_values = nb::cast<bool>(value);
+          else if (name == "check_every")
+            s.check_every = nb::cast<int>(value);
           else if (name == "stream")
             s.stream = nb::cast<std::uintptr_t>(value);
           else

@@ -143,6 +143,15 @@ struct DeerOptions {
   // the same) with n <= 16; `automatic` takes it there. A user's cell, and
   // damped iterations, run the portable kernels.
   Kernel kernel = Kernel::automatic;
+  // How often the host reads the Newton iterations' convergence back (each
+  // read waits for the device): after every check_every-th iteration,
+  // >= 0. 0 never: all max_iterations iterations are issued, and those
+  // after a sequence converged skip its work, so nothing in the call waits
+  // for the device (with check_values off) and the library's cells can be
+  // captured in a CUDA graph; set max_iterations near what the sequences
+  // need. Above 1 the waits are fewer, at the cost of up to check_every − 1
+  // iterations issued after the last sequence converged.
+  int check_every = 1;
 };
 
 template <class T, class Space>

@@ -59,6 +59,7 @@ struct Settings {
   // A linear recurrence (the adjoint): with full Jacobians one pass is the
   // exact solution, and no second pass is run to confirm it.
   bool linear = false;
+  int check_every = 1;  // DeerOptions::check_every
 };
 
 // Checks a call's arguments (softwave/src/deer/deer.cpp, for float and
@@ -170,6 +171,10 @@ struct ThreadItems {
   std::size_t bytes = 0;
   std::int64_t items = 0;
 
+  std::int64_t league = 0;  // the teams; 0: a thread per item
+  // With `global`, each thread's values are its slot of this array.
+  Kokkos::View<char*, typename Space::memory_space> global;
+
   template <class T>
   ThreadItems(std::int64_t item_count, std::int64_t values, T) {
     items = item_count;
@@ -178,10 +183,35 @@ struct ThreadItems {
     std::size_t const fast = Policy::scratch_size_max(0);
     level = bytes * team_size <= fast / 2 ? 0 : 1;
   }
+
+  // These items with their values in an array of `memory` (a solve's
+  // SolveMemory) where they would take level-1 scratch and `wanted` (a
+  // solve that never waits for the device): Kokkos grows an instance's
+  // level-1 scratch at its first use with an allocation and a fence, which
+  // a CUDA-graph capture cannot hold. A slot per thread of a league capped
+  // at the teams the space keeps resident (as Kokkos sizes its scratch),
+  // each team striding over the items.
+  template <class Memory>
+  ThreadItems values_in(Memory& memory, const Space& space, bool wanted) const {
+    if (!wanted || level == 0 || host) return *this;
+    ThreadItems out = *this;
+    out.league = std::max<std::int64_t>(
+        1, std::min<std::int64_t>(space.concurrency() / team_size,
+                                  (items + team_size - 1) / team_size));
+    out.global =
+        memory
+            .template array<Kokkos::View<char*, typename Space::memory_space>>(
+                "item_values", false,
+                std::size_t(out.league) * team_size * bytes);
+    out.level = 0;
+    return out;
+  }
+
   Policy policy(const Space& space) const {
-    std::int64_t const league = (items + team_size - 1) / team_size;
-    return Policy(space, std::max<std::int64_t>(league, 1), team_size)
-        .set_scratch_size(level, Kokkos::PerThread(bytes));
+    std::int64_t const teams =
+        league > 0 ? league : (items + team_size - 1) / team_size;
+    return Policy(space, std::max<std::int64_t>(teams, 1), team_size)
+        .set_scratch_size(level, Kokkos::PerThread(global.data() ? 0 : bytes));
   }
 
   // body(item, values) for every item in [0, items), each on a thread with
@@ -194,19 +224,29 @@ struct ThreadItems {
     std::size_t bytes;
     int team_size;
     std::int64_t items;
+    char* global;
     KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+      std::int64_t const thread =
+          std::int64_t(member.league_rank()) * team_size + member.team_rank();
+      if (global) {
+        T* const values = reinterpret_cast<T*>(global + thread * bytes);
+        std::int64_t const threads =
+            std::int64_t(member.league_size()) * team_size;
+        for (std::int64_t item = thread; item < items; item += threads)
+          body(item, values);
+        return;
+      }
       T* const values =
           static_cast<T*>(member.thread_scratch(level).get_shmem(bytes));
-      std::int64_t const item =
-          std::int64_t(member.league_rank()) * team_size + member.team_rank();
-      if (item < items) body(item, values);
+      if (thread < items) body(thread, values);
     }
   };
   template <class T, class Body>
   void for_each(const Space& space, const std::string& label,
                 const Body& body) const {
-    Kokkos::parallel_for(label, compat::light_weight(policy(space)),
-                         Kernel<T, Body>{body, level, bytes, team_size, items});
+    Kokkos::parallel_for(
+        label, compat::light_weight(policy(space)),
+        Kernel<T, Body>{body, level, bytes, team_size, items, global.data()});
   }
 };
 
@@ -314,6 +354,57 @@ struct MobiusMap {
   }
 };
 
+// The memory of a solve's own arrays, released when the solve ends: labelled
+// views, or, where `allocate` is given, blocks from it (a backend's
+// stream-ordered memory, which a CUDA graph can capture; cudaMalloc and
+// cudaFree it cannot).
+template <class Space>
+class SolveMemory {
+ public:
+  using Allocate = void* (*)(const Space&, std::size_t);
+  using Release = void (*)(const Space&, void*);
+
+  explicit SolveMemory(const Space& space, Allocate allocate = nullptr,
+                       Release release = nullptr)
+      : space_(space), allocate_(allocate), release_(release) {}
+
+  // A new array of the extents, zero-filled where `zero`.
+  template <class View, class... Extents>
+  View array(const char* what, bool zero, Extents... extents) {
+    if (!allocate_)
+      return zero ? View(Kokkos::view_alloc(space_, label(what)), extents...)
+                  : View(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
+                                            label(what)),
+                         extents...);
+    void* const memory =
+        allocate_(space_, View::required_allocation_size(extents...));
+    owners_.emplace_back(memory, [space = space_, release = release_](void* p) {
+      release(space, p);
+    });
+    View const out(static_cast<typename View::pointer_type>(memory),
+                   extents...);
+    if (zero) compat::fill(space_, out, typename View::non_const_value_type(0));
+    return out;
+  }
+
+ private:
+  Space space_;
+  Allocate allocate_;
+  Release release_;
+  std::vector<std::shared_ptr<void>> owners_;
+};
+
+// Where the solves of a recurrence get their memory. The primary template
+// gives views; backends/<vendor>/deer/vendor_solve_memory.hpp specialises
+// it for its execution space, and core/src/deer/deer.cpp brings that in for
+// the library's cells.
+template <class Space, class Recurrence>
+struct SolveMemoryOf {
+  static SolveMemory<Space> make(const Space& space) {
+    return SolveMemory<Space>(space);
+  }
+};
+
 // Item q of a scalar scan's (b, c, i) grid (c < chunks, i < width), and the
 // positions [first, last) of its chunk of `per` out of `total`.
 struct GridItem {
@@ -339,6 +430,7 @@ struct GridItem {
 template <class Space, class T>
 struct ScalarScan {
   using Memory = typename Space::memory_space;
+  SolveMemory<Space>& memory;  // the solve's: the levels' arrays
   static constexpr int kMaxSize = 4;
   struct Level {
     DeerView3<T, Space> maps;    // (B, chunks, n·kMaxSize)
@@ -377,17 +469,13 @@ struct ScalarScan {
                                                concurrency, host));
       l.chunks = (length + l.chunk - 1) / l.chunk;
       auto const alloc = [&](const char* what, std::int64_t width) {
-        return DeerView3<T, Space>(
-            Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                               std::string("softwave::deer::") + what),
-            batch, l.chunks, width);
+        return memory.template array<DeerView3<T, Space>>(what, false, batch,
+                                                          l.chunks, width);
       };
       l.maps = alloc("damped_maps", n * kMaxSize);
       l.values = alloc("damped_values", n);
-      l.count = Kokkos::View<int*, Memory>(
-          Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                             "softwave::deer::damped_count"),
-          batch);
+      l.count = memory.template array<Kokkos::View<int*, Memory>>(
+          "damped_count", false, batch);
       levels.push_back(l);
     }
     return levels[depth];
@@ -457,22 +545,26 @@ struct ScalarScan {
     int const width = n;
     if (length <= 32) {
       Kokkos::parallel_for("softwave::deer::damped_carry",
-                           Kokkos::RangePolicy<Space>(space, 0, batch * width),
+                           compat::light_weight(Kokkos::RangePolicy<Space>(
+                               space, 0, batch * width)),
                            Carry<Map, Steps>{steps, width});
       return;
     }
     Level const l = level(depth, length);
-    Kokkos::parallel_for("softwave::deer::damped_count_chunks",
-                         Kokkos::RangePolicy<Space>(space, 0, batch),
-                         CountChunks<Steps>{steps, l.count, l.chunk});
+    Kokkos::parallel_for(
+        "softwave::deer::damped_count_chunks",
+        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, batch)),
+        CountChunks<Steps>{steps, l.count, l.chunk});
     Kokkos::parallel_for(
         "softwave::deer::damped_compose",
-        Kokkos::RangePolicy<Space>(space, 0, batch * l.chunks * width),
+        compat::light_weight(
+            Kokkos::RangePolicy<Space>(space, 0, batch * l.chunks * width)),
         ChunkPass<Map, Steps>{steps, l, width, /*replay=*/false});
     run<Map>(Stored<Map>{l}, l.chunks, depth + 1);
     Kokkos::parallel_for(
         "softwave::deer::damped_replay",
-        Kokkos::RangePolicy<Space>(space, 0, batch * l.chunks * width),
+        compat::light_weight(
+            Kokkos::RangePolicy<Space>(space, 0, batch * l.chunks * width)),
         ChunkPass<Map, Steps>{steps, l, width, /*replay=*/true});
   }
 };
@@ -681,7 +773,15 @@ struct Solver {
         batch_(batch),
         length_(length),
         reversed_(reversed),
-        settings_(settings) {}
+        settings_(settings),
+        memory_(SolveMemoryOf<Space, Recurrence>::make(space)),
+        never_wait_(settings.check_every == 0) {}
+
+  // Whether the host reads the iterations' convergence back after
+  // iteration k (Settings::check_every).
+  bool check_after(int k) const {
+    return settings_.check_every > 0 && k % settings_.check_every == 0;
+  }
 
   // Solves every sequence into z (its contents are the starting trajectory
   // with warm_start). iterations and path (optional, (B)) report each
@@ -705,10 +805,10 @@ struct Solver {
                                       concurrency, host, fused);
     if (use_deer && settings_.kernel == Kernel::specialised && !why_not.empty())
       throw_invalid_argument("kernel = specialised: ", why_not);
-    Kokkos::View<int*, Memory> status(
-        Kokkos::view_alloc(space_, label("status")), batch_);
-    Kokkos::View<int*, Memory> count(
-        Kokkos::view_alloc(space_, label("iterations")), batch_);
+    auto const status = memory_.template array<Kokkos::View<int*, Memory>>(
+        "status", true, batch_);
+    auto const count = memory_.template array<Kokkos::View<int*, Memory>>(
+        "iterations", true, batch_);
     if (!use_deer) {
       Kokkos::deep_copy(space_, status, int(diverged));
       sequential(status);
@@ -1040,7 +1140,8 @@ struct Solver {
     std::int64_t const M = offsets.extent(1);
     int const na = n * block;
     if (M <= 32) {
-      Items const items(batch_, 2 * n, T());
+      Items const items =
+          Items(batch_, 2 * n, T()).values_in(memory_, space_, never_wait_);
       items.template for_each<T>(
           space_, label("carry_chunks"),
           CarryChunks{maps, offsets, count, n, block, settings_.strided});
@@ -1058,10 +1159,12 @@ struct Solver {
     auto const maps2 = levels_[depth].maps;
     auto const offsets2 = levels_[depth].offsets;
     auto const count2 = levels_[depth].count;
-    Kokkos::parallel_for(label("count_chunks"),
-                         Kokkos::RangePolicy<Space>(space_, 0, batch_),
-                         CountGroups{count, count2, chunk});
-    Items const items(batch_ * chunks, 2 * na + 2 * n, T());
+    Kokkos::parallel_for(
+        label("count_chunks"),
+        compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
+        CountGroups{count, count2, chunk});
+    Items const items = Items(batch_ * chunks, 2 * na + 2 * n, T())
+                            .values_in(memory_, space_, never_wait_);
     ChunkLevel<Space, T> const next{
         maps,  offsets, count, maps2, offsets2,         count2,
         chunk, chunks,  n,     block, settings_.strided};
@@ -1084,9 +1187,8 @@ struct Solver {
             ? int(std::min<std::int64_t>(settings_.chunk, length_))
             : choose_chunk(batch_, length_, block, concurrency, host);
     std::int64_t const chunks = (length_ + chunk - 1) / chunk;
-    Buffer other(Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                                    label("trajectory")),
-                 batch_, length_, n);
+    auto const other =
+        memory_.template array<Buffer>("trajectory", false, batch_, length_, n);
     // The fused iteration starts from zeros without reading them.
     if (!settings_.warm_start && !fused) compat::fill(space_, z_, T(0));
     std::optional<FusedIteration<Space, Recurrence>> fused_iteration;
@@ -1099,8 +1201,8 @@ struct Solver {
               first.maps,
               first.offsets,
               first.count,
-              Kokkos::View<double*, Memory>(
-                  Kokkos::view_alloc(space_, label("error")), batch_),
+              memory_.template array<Kokkos::View<double*, Memory>>(
+                  "error", true, batch_),
               length_,
               chunk,
               chunks,
@@ -1111,9 +1213,11 @@ struct Solver {
               reversed_,
               T(settings_.atol),
               T(settings_.rtol)};
-    Items const items(batch_ * chunks, 5 * n + 2 * na + rec_.work_size(), T());
-    Kokkos::View<int, Memory> still(
-        Kokkos::view_alloc(space_, label("active")));
+    Items const items =
+        Items(batch_ * chunks, 5 * n + 2 * na + rec_.work_size(), T())
+            .values_in(memory_, space_, never_wait_);
+    auto const still =
+        memory_.template array<Kokkos::View<int, Memory>>("active", false);
     auto still_host = Kokkos::create_mirror_view(still);
     bool const linear_exact = settings_.linear && block == n;
     int const max_iterations = linear_exact ? 1 : settings_.max_iterations;
@@ -1127,27 +1231,30 @@ struct Solver {
                         d.rec, d.old_z, d.new_z, status, d.error, d.atol,
                         d.rtol, d.reversed, k == 1 && !settings_.warm_start});
       } else {
-        Kokkos::parallel_for(label("count_chunks"),
-                             Kokkos::RangePolicy<Space>(space_, 0, batch_),
-                             CountIterating{d, status});
+        Kokkos::parallel_for(
+            label("count_chunks"),
+            compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
+            CountIterating{d, status});
         d.pass(space_, items, /*replay=*/false);
         solve_chunks(d.maps, d.offsets, d.chunk_count, n, block, concurrency,
                      host);
         d.pass(space_, items, /*replay=*/true);
       }
-      Kokkos::deep_copy(space_, still, 0);
+      compat::fill(space_, still, 0);
       Kokkos::parallel_for(
-          label("judge"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
+          label("judge"),
+          compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
           Judge{d, status, count, still, k, max_iterations, linear_exact, odd});
+      if (!check_after(k)) continue;
       Kokkos::deep_copy(space_, still_host, still);
       space_.fence();
       if (still_host() == 0) break;
     }
     // Results that ended in the second buffer come home.
-    Kokkos::parallel_for(
-        label("gather"),
-        Kokkos::RangePolicy<Space>(space_, 0, batch_ * length_),
-        Gather{z_, other, rec_, status, length_, n});
+    Kokkos::parallel_for(label("gather"),
+                         compat::light_weight(Kokkos::RangePolicy<Space>(
+                             space_, 0, batch_ * length_)),
+                         Gather{z_, other, rec_, status, length_, n});
   }
 
   // Damped (Levenberg–Marquardt, quasi-ELK) iterations of every sequence,
@@ -1166,9 +1273,8 @@ struct Solver {
     double const lambda = settings_.damping;
     int const n = rec_.state_size();
     auto const array = [&](const char* what) {
-      return DeerView3<T, Space>(
-          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, label(what)),
-          batch_, length_, n);
+      return memory_.template array<DeerView3<T, Space>>(what, false, batch_,
+                                                         length_, n);
     };
     DampedStep<Space, T> const d{
         array("damped_jacobians"),
@@ -1176,28 +1282,28 @@ struct Solver {
         array("damped_variances"),
         array("damped_means"),
         z_,
-        Kokkos::View<int*, Memory>(
-            Kokkos::view_alloc(space_, label("damped_steps")), batch_),
-        DeerView1<T, Space>(
-            Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                               label("damped_lambda")),
-            batch_),
+        memory_.template array<Kokkos::View<int*, Memory>>("damped_steps", true,
+                                                           batch_),
+        memory_.template array<DeerView1<T, Space>>("damped_lambda", false,
+                                                    batch_),
         reversed_};
-    Kokkos::View<double*, Memory> previous(
-        Kokkos::view_alloc(space_, label("damped_previous")), batch_);
-    Kokkos::View<double*, Memory> error(
-        Kokkos::view_alloc(space_, label("damped_error")), batch_);
-    Kokkos::View<int, Memory> still(
-        Kokkos::view_alloc(space_, label("damped_active")));
+    auto const previous = memory_.template array<Kokkos::View<double*, Memory>>(
+        "damped_previous", true, batch_);
+    auto const error = memory_.template array<Kokkos::View<double*, Memory>>(
+        "damped_error", true, batch_);
+    auto const still = memory_.template array<Kokkos::View<int, Memory>>(
+        "damped_active", false);
     auto still_host = Kokkos::create_mirror_view(still);
     if (!settings_.warm_start) compat::fill(space_, z_, T(0));
-    Kokkos::parallel_for(label("damped_start"),
-                         Kokkos::RangePolicy<Space>(space_, 0, batch_),
-                         DampedStart{d, rec_, status, previous, T(lambda)});
+    Kokkos::parallel_for(
+        label("damped_start"),
+        compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
+        DampedStart{d, rec_, status, previous, T(lambda)});
     int const chunk = choose_chunk(batch_, length_, 1, concurrency, host);
     std::int64_t const chunks = (length_ + chunk - 1) / chunk;
-    Items const items(batch_ * chunks, 3 * n + rec_.work_size(), T());
-    ScalarScan<Space, T> scan;
+    Items const items = Items(batch_ * chunks, 3 * n + rec_.work_size(), T())
+                            .values_in(memory_, space_, never_wait_);
+    ScalarScan<Space, T> scan{memory_};
     scan.space = space_;
     scan.batch = batch_;
     scan.n = n;
@@ -1213,16 +1319,21 @@ struct Solver {
                                     T(settings_.atol),
                                     T(settings_.rtol),
                                     reversed_};
-    for (int k = 0;; ++k) {
+    // The judge of iteration max_iterations ends every sequence.
+    for (int k = 0; k <= settings_.max_iterations; ++k) {
       items.template for_each<T>(space_, label("damped_linearise"), linearise);
-      Kokkos::deep_copy(space_, still, 0);
-      Kokkos::parallel_for(label("damped_judge"),
-                           Kokkos::RangePolicy<Space>(space_, 0, batch_),
-                           DampedJudge{d, status, count, error, previous, still,
-                                       T(lambda), k, settings_.max_iterations});
-      Kokkos::deep_copy(space_, still_host, still);
-      space_.fence();
-      if (still_host() == 0) break;
+      compat::fill(space_, still, 0);
+      Kokkos::parallel_for(
+          label("damped_judge"),
+          compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
+          DampedJudge{d, status, count, error, previous, still, T(lambda), k,
+                      settings_.max_iterations});
+      if (k == settings_.max_iterations) break;
+      if (check_after(k + 1)) {
+        Kokkos::deep_copy(space_, still_host, still);
+        space_.fence();
+        if (still_host() == 0) break;
+      }
       scan.template run<MobiusMap>(typename DampedStep<Space, T>::Variance{{d}},
                                    length_);
       scan.template run<AffineMap>(typename DampedStep<Space, T>::Filter{{d}},
@@ -1235,7 +1346,8 @@ struct Solver {
   // The sequences marked diverged, by the loop over t (one thread each).
   void sequential(Kokkos::View<int*, Memory> status) {
     int const n = rec_.state_size();
-    Items const items(batch_, n + rec_.work_size(), T());
+    Items const items = Items(batch_, n + rec_.work_size(), T())
+                            .values_in(memory_, space_, never_wait_);
     items.template for_each<T>(space_, label("sequential"),
                                Sequential{rec_, z_, status, n, reversed_});
   }
@@ -1245,12 +1357,13 @@ struct Solver {
               Kokkos::View<int*, Memory> count,
               DeerView1<int, Space> iterations, DeerView1<int, Space> path,
               DeerPath sequential_path) {
+    Kokkos::parallel_for(label("clear_tail"),
+                         compat::light_weight(Kokkos::RangePolicy<Space>(
+                             space_, 0, batch_ * length_)),
+                         ClearTail{rec_, z_, length_, rec_.state_size()});
     Kokkos::parallel_for(
-        label("clear_tail"),
-        Kokkos::RangePolicy<Space>(space_, 0, batch_ * length_),
-        ClearTail{rec_, z_, length_, rec_.state_size()});
-    Kokkos::parallel_for(
-        label("report"), Kokkos::RangePolicy<Space>(space_, 0, batch_),
+        label("report"),
+        compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
         Report{status, count, iterations, path, int(sequential_path)});
   }
 
@@ -1262,17 +1375,14 @@ struct Solver {
   std::vector<Level> levels_;
 
   // One level's arrays for `chunks` chunks of every sequence.
-  Level make_level(std::int64_t chunks, int na, int n) const {
+  Level make_level(std::int64_t chunks, int na, int n) {
     auto const array = [&](const char* what, std::int64_t width) {
-      return DeerView3<T, Space>(
-          Kokkos::view_alloc(space_, Kokkos::WithoutInitializing, label(what)),
-          batch_, chunks, width);
+      return memory_.template array<DeerView3<T, Space>>(what, false, batch_,
+                                                         chunks, width);
     };
     return Level{array("chunk_maps", na), array("chunk_offsets", n),
-                 Kokkos::View<int*, Memory>(
-                     Kokkos::view_alloc(space_, Kokkos::WithoutInitializing,
-                                        label("chunk_count")),
-                     batch_)};
+                 memory_.template array<Kokkos::View<int*, Memory>>(
+                     "chunk_count", false, batch_)};
   }
 
   Space space_;
@@ -1281,6 +1391,9 @@ struct Solver {
   std::int64_t batch_, length_;
   bool reversed_;
   Settings settings_;
+  SolveMemory<Space> memory_;
+  // check_every = 0: nothing waits for the device (ThreadItems' fast_only).
+  bool never_wait_ = false;
 };
 
 // --- recurrences from cells -------------------------------------------------

@@ -7,10 +7,13 @@
 #include "../common/data_checks.hpp"
 #include "cells.hpp"
 
-// The CUDA backend's fused Newton iteration, for these cells (its folder is
-// on the include path in a CUDA build only).
+// The CUDA backend's fused Newton iteration and stream-ordered solve memory,
+// for these cells (its folder is on the include path in a CUDA build only).
 #if __has_include(<deer/vendor_fused_iteration.hpp>)
 #include <deer/vendor_fused_iteration.hpp>
+#endif
+#if __has_include(<deer/vendor_solve_memory.hpp>)
+#include <deer/vendor_solve_memory.hpp>
 #endif
 
 namespace softwave::impl::deer {
@@ -34,6 +37,9 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   if (options.max_iterations < 1)
     throw_invalid_argument("max_iterations must be >= 1 (got ",
                            options.max_iterations, ")");
+  if (options.check_every < 0)
+    throw_invalid_argument("check_every must be >= 0 (got ",
+                           options.check_every, ")");
   if (options.chunk < 0)
     throw_invalid_argument("chunk must be >= 0 (got ", options.chunk, ")");
   if (!(options.damping >= 0) || !std::isfinite(options.damping))
@@ -56,6 +62,7 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
               options.block_layout == DeerBlockLayout::strided;
   s.damping = options.damping;
   s.max_iterations = options.max_iterations;
+  s.check_every = options.check_every;
   s.chunk = options.chunk;
   s.warm_start = options.warm_start;
   s.method = options.method;
@@ -193,7 +200,7 @@ Projections<Space, T> project_inputs(const Space& space,
   bool const unit_major = units > 0;
   Kokkos::parallel_for(
       "softwave::deer::project_inputs",
-      Kokkos::RangePolicy<Space>(space, 0, B * steps),
+      compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B * steps)),
       KOKKOS_LAMBDA(std::int64_t q) {
         std::int64_t const b = q / steps, t = q - b * steps;
         for (std::int64_t k = 0; k < rows; ++k) {
@@ -262,8 +269,9 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
   int const groups = team_size / columns;
   Kokkos::parallel_for(
       std::string("softwave::deer::") + label,
-      Policy(space, parts * K, team_size)
-          .set_scratch_size(0, Kokkos::PerTeam(team_size * sizeof(T))),
+      compat::light_weight(
+          Policy(space, parts * K, team_size)
+              .set_scratch_size(0, Kokkos::PerTeam(team_size * sizeof(T)))),
       KOKKOS_LAMBDA(const Member& member) {
         std::int64_t const part = member.league_rank() / K;
         std::int64_t const k = member.league_rank() % K;
@@ -295,7 +303,7 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
       });
   Kokkos::parallel_for(
       std::string("softwave::deer::") + label + "_total",
-      Kokkos::RangePolicy<Space>(space, 0, K * (J + 1)),
+      compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, K * (J + 1))),
       KOKKOS_LAMBDA(std::int64_t q) {
         std::int64_t const k = q / (J + 1), j = q % (J + 1);
         T sum = 0;
@@ -401,7 +409,8 @@ void transpose_units(const Space& space, V3<const T, Space> from,
                      C = units.extent(2);
   Kokkos::parallel_for(
       to_units ? "softwave::deer::to_units" : "softwave::deer::from_units",
-      Kokkos::RangePolicy<Space>(space, 0, BH * steps * C),
+      compat::light_weight(
+          Kokkos::RangePolicy<Space>(space, 0, BH * steps * C)),
       KOKKOS_LAMBDA(std::int64_t q) {
         std::int64_t const c = q % C, ut = q / C;
         std::int64_t const u = ut / steps, t = ut % steps;
@@ -465,7 +474,8 @@ Units<Space, T> units_of(const Space& space, const RnnWeights<T, Space>& w,
   auto const from_bias = hidden.bias;
   Kokkos::parallel_for(
       "softwave::deer::unit_weights",
-      Kokkos::RangePolicy<Space>(space, 0, std::int64_t(H) * G),
+      compat::light_weight(
+          Kokkos::RangePolicy<Space>(space, 0, std::int64_t(H) * G)),
       KOKKOS_LAMBDA(std::int64_t r) {
         std::int64_t const i = r / G, g = r % G;
         weight(r, 0) = from_weight(g * H + i, 0);
@@ -484,7 +494,7 @@ Units<Space, T> units_of(const Space& space, const RnnWeights<T, Space>& w,
     auto const from = hidden.peephole;
     Kokkos::parallel_for(
         "softwave::deer::unit_peepholes",
-        Kokkos::RangePolicy<Space>(space, 0, 2 * H),
+        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, 2 * H)),
         KOKKOS_LAMBDA(int r) { peephole(r) = from((r % 2) * H + r / 2); });
     u.cell.peephole = V1<const T, Space>(peephole.data(), 2 * H);
   }
@@ -503,7 +513,7 @@ Units<Space, T> units_of(const Space& space, const RnnWeights<T, Space>& w,
     auto const to = u.lengths.view;
     Kokkos::parallel_for(
         "softwave::deer::unit_lengths",
-        Kokkos::RangePolicy<Space>(space, 0, B * H),
+        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B * H)),
         KOKKOS_LAMBDA(std::int64_t q) { to(q) = from(q / H); });
     u.inputs.lengths = u.lengths.view;
   }
@@ -538,7 +548,8 @@ void report_of_units(const Space& space, DeerView1<int, Space> unit_iterations,
   std::int64_t const B = result.y.extent(0);
   Kokkos::parallel_for(
       "softwave::deer::report_of_units",
-      Kokkos::RangePolicy<Space>(space, 0, B), KOKKOS_LAMBDA(std::int64_t b) {
+      compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B)),
+      KOKKOS_LAMBDA(std::int64_t b) {
         int most = 0, first = unit_path(b * H);
         bool fallback = false, damped = false;
         for (std::int64_t i = b * H; i < (b + 1) * H; ++i) {
@@ -551,6 +562,22 @@ void report_of_units(const Space& space, DeerView1<int, Space> unit_iterations,
           path(b) = fallback ? int(DeerPath::fallback)
                              : (damped ? int(DeerPath::damped) : first);
       });
+}
+
+// gradients with an adjoint array: the caller's where given, else one of
+// the call's memory, kept by `keep` (an array the engine made would be
+// freed outside the stream, which a CUDA graph cannot capture).
+template <class Space, class T>
+DeerGradients<T, Space> with_adjoint(const Space& space,
+                                     DeerGradients<T, Space> gradients,
+                                     std::int64_t B, std::int64_t steps, int n,
+                                     CallArray<V3<T, Space>>& keep) {
+  if (gradients.adjoint.size() == 0) {
+    keep = call_array<V3<T, Space>>(space, "softwave::deer::adjoint", false, B,
+                                    steps, n);
+    gradients.adjoint = keep.view;
+  }
+  return gradients;
 }
 
 }  // namespace
@@ -671,9 +698,12 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
           unit_array("softwave::deer::unit_grad_y", n_unit, gradients.grad_y);
       DeerGradients<T, Space> unit_gradients;
       unit_gradients.grad_y = grad_y_units.view;
+      impl::CallArray<DeerView3<T, Space>> adjoint_units;
       auto const adjoint = d::solve_adjoint(
           space, units.cell, units.inputs,
-          DeerView3<const T, Space>(y_units.view), unit_gradients,
+          DeerView3<const T, Space>(y_units.view),
+          d::with_adjoint(space, unit_gradients, BH, steps, n_unit,
+                          adjoint_units),
           d::unit_settings(settings, weights.cell, options, n));
       grad_y_units = {};
       g_in_units =
@@ -704,8 +734,11 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
                                            inputs.lengths};
     d::TorchCell<T, Space> const cell{weights.cell, hidden.weights};
-    auto const adjoint =
-        d::solve_adjoint(space, cell, cell_inputs, y, gradients, settings);
+    impl::CallArray<DeerView3<T, Space>> adjoint_array;
+    auto const adjoint = d::solve_adjoint(
+        space, cell, cell_inputs, y,
+        d::with_adjoint(space, gradients, B, steps, n, adjoint_array),
+        settings);
     d::gate_gradients(space, cell, cell_inputs, y,
                       DeerView3<const T, Space>(adjoint), g_in.view, g_h.view,
                       gradients.grad_y0);
@@ -721,7 +754,8 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     std::int64_t const R = rows, M = m, S = steps;
     Kokkos::parallel_for(
         "softwave::deer::input_gradients",
-        Kokkos::RangePolicy<Space>(space, 0, std::int64_t(B) * S * M),
+        compat::light_weight(
+            Kokkos::RangePolicy<Space>(space, 0, std::int64_t(B) * S * M)),
         KOKKOS_LAMBDA(std::int64_t q) {
           std::int64_t const j = q % M, bt = q / M;
           std::int64_t const b = bt / S, t = bt % S;
@@ -752,7 +786,7 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     auto const to = wg.peephole;
     Kokkos::parallel_for(
         "softwave::deer::peephole_gradients",
-        Kokkos::RangePolicy<Space>(space, 0, 2 * H),
+        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, 2 * H)),
         KOKKOS_LAMBDA(int k) { to(k) = from(k, 0); });
   }
 }
