@@ -37,7 +37,7 @@ void soft_diagonal_backward(double* r_to_e, const double* next_e,
                             const double* after_part, std::int64_t count,
                             double gamma);
 
-// The costs of `diagonals` (1 to 4) consecutive anti-diagonals' cells from
+// The costs of `diagonals` (1 to 8) consecutive anti-diagonals' cells from
 // features laid out along them: for s < diagonals and q in [0, count),
 // out[s·out_pitch + q] = Σ_f term(a[f·a_pitch + q], b[f·b_pitch + q − s])
 // with term (a − b)² or, for l1, |a − b|, the features summed in order.

@@ -105,7 +105,7 @@ int diagonal_features(const Cells& cell) {
 // features (diagonal_feature_costs), and the zeros either side of each of
 // y's laid-out features that the batch's extra cells (outside the grid,
 // never used) read.
-constexpr int kCostBatch = 4;
+constexpr int kCostBatch = 8;
 constexpr int kFeaturePad = kCostBatch;
 
 // A pair's features laid out for the anti-diagonal walks: x's by feature
