@@ -126,6 +126,7 @@ def main():
         with torch.no_grad():
             eager_y = states(module, x)
         row["eager_iterations"] = max(module.last_report.iterations)
+        default_max_iter = module.options["max_iter"]
         module.options["max_iter"] = row["eager_iterations"]
         replay = graph_of(deer_step(module, x))
         row["graph_ms"] = per_step_ms(replay, batches=5)
@@ -134,7 +135,7 @@ def main():
             replay_of_forward = graph_of(lambda: graph_y.copy_(states(module, x)))
             replay_of_forward()
             row["graph_max_dy"] = float((graph_y - eager_y).abs().max())
-        module.options["max_iter"] = 100
+        module.options["max_iter"] = default_max_iter
         if args.no_compile:
             row["compiled_ms"] = None
             rows.append(row)

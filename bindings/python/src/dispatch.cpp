@@ -211,10 +211,7 @@ void on_cuda_stream(std::uintptr_t stream, Run&& run) {
     lock.unlock();
     return run(instance);
   }
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  check_cuda(cudaStreamIsCapturing(caller, &capturing),
-             "querying the stream's capture status");
-  if (capturing == cudaStreamCaptureStatusNone) {
+  if (!capturing(stream)) {
     make_capture_helper();
     Kokkos::Cuda const instance =
         instances.emplace(stream, Kokkos::Cuda(caller)).first->second;

@@ -44,6 +44,15 @@ enum Status : int {
   converged_damped = 4,  // converged damped iterations; in the first buffer
 };
 
+// A range of n work items on `space` whose kernel takes its functor as a
+// launch argument (compat::light_weight): Kokkos' CUDA backend otherwise
+// passes a functor over 512 bytes through constant memory, waiting on the
+// host for the previous such launch, which a CUDA-graph capture cannot hold.
+template <class Space>
+auto work_items(const Space& space, std::int64_t n) {
+  return compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, n));
+}
+
 // Resolved settings of one solve.
 struct Settings {
   double atol = 0, rtol = 0;
@@ -545,26 +554,22 @@ struct ScalarScan {
     int const width = n;
     if (length <= 32) {
       Kokkos::parallel_for("softwave::deer::damped_carry",
-                           compat::light_weight(Kokkos::RangePolicy<Space>(
-                               space, 0, batch * width)),
+                           work_items(space, batch * width),
                            Carry<Map, Steps>{steps, width});
       return;
     }
     Level const l = level(depth, length);
-    Kokkos::parallel_for(
-        "softwave::deer::damped_count_chunks",
-        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, batch)),
-        CountChunks<Steps>{steps, l.count, l.chunk});
+    Kokkos::parallel_for("softwave::deer::damped_count_chunks",
+                         work_items(space, batch),
+                         CountChunks<Steps>{steps, l.count, l.chunk});
     Kokkos::parallel_for(
         "softwave::deer::damped_compose",
-        compat::light_weight(
-            Kokkos::RangePolicy<Space>(space, 0, batch * l.chunks * width)),
+        work_items(space, batch * l.chunks * width),
         ChunkPass<Map, Steps>{steps, l, width, /*replay=*/false});
     run<Map>(Stored<Map>{l}, l.chunks, depth + 1);
     Kokkos::parallel_for(
         "softwave::deer::damped_replay",
-        compat::light_weight(
-            Kokkos::RangePolicy<Space>(space, 0, batch * l.chunks * width)),
+        work_items(space, batch * l.chunks * width),
         ChunkPass<Map, Steps>{steps, l, width, /*replay=*/true});
   }
 };
@@ -1159,10 +1164,8 @@ struct Solver {
     auto const maps2 = levels_[depth].maps;
     auto const offsets2 = levels_[depth].offsets;
     auto const count2 = levels_[depth].count;
-    Kokkos::parallel_for(
-        label("count_chunks"),
-        compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
-        CountGroups{count, count2, chunk});
+    Kokkos::parallel_for(label("count_chunks"), work_items(space_, batch_),
+                         CountGroups{count, count2, chunk});
     Items const items = Items(batch_ * chunks, 2 * na + 2 * n, T())
                             .values_in(memory_, space_, never_wait_);
     ChunkLevel<Space, T> const next{
@@ -1231,10 +1234,8 @@ struct Solver {
                         d.rec, d.old_z, d.new_z, status, d.error, d.atol,
                         d.rtol, d.reversed, k == 1 && !settings_.warm_start});
       } else {
-        Kokkos::parallel_for(
-            label("count_chunks"),
-            compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
-            CountIterating{d, status});
+        Kokkos::parallel_for(label("count_chunks"), work_items(space_, batch_),
+                             CountIterating{d, status});
         d.pass(space_, items, /*replay=*/false);
         solve_chunks(d.maps, d.offsets, d.chunk_count, n, block, concurrency,
                      host);
@@ -1242,8 +1243,7 @@ struct Solver {
       }
       compat::fill(space_, still, 0);
       Kokkos::parallel_for(
-          label("judge"),
-          compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
+          label("judge"), work_items(space_, batch_),
           Judge{d, status, count, still, k, max_iterations, linear_exact, odd});
       if (!check_after(k)) continue;
       Kokkos::deep_copy(space_, still_host, still);
@@ -1251,9 +1251,7 @@ struct Solver {
       if (still_host() == 0) break;
     }
     // Results that ended in the second buffer come home.
-    Kokkos::parallel_for(label("gather"),
-                         compat::light_weight(Kokkos::RangePolicy<Space>(
-                             space_, 0, batch_ * length_)),
+    Kokkos::parallel_for(label("gather"), work_items(space_, batch_ * length_),
                          Gather{z_, other, rec_, status, length_, n});
   }
 
@@ -1295,10 +1293,8 @@ struct Solver {
         "damped_active", false);
     auto still_host = Kokkos::create_mirror_view(still);
     if (!settings_.warm_start) compat::fill(space_, z_, T(0));
-    Kokkos::parallel_for(
-        label("damped_start"),
-        compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
-        DampedStart{d, rec_, status, previous, T(lambda)});
+    Kokkos::parallel_for(label("damped_start"), work_items(space_, batch_),
+                         DampedStart{d, rec_, status, previous, T(lambda)});
     int const chunk = choose_chunk(batch_, length_, 1, concurrency, host);
     std::int64_t const chunks = (length_ + chunk - 1) / chunk;
     Items const items = Items(batch_ * chunks, 3 * n + rec_.work_size(), T())
@@ -1323,11 +1319,9 @@ struct Solver {
     for (int k = 0; k <= settings_.max_iterations; ++k) {
       items.template for_each<T>(space_, label("damped_linearise"), linearise);
       compat::fill(space_, still, 0);
-      Kokkos::parallel_for(
-          label("damped_judge"),
-          compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
-          DampedJudge{d, status, count, error, previous, still, T(lambda), k,
-                      settings_.max_iterations});
+      Kokkos::parallel_for(label("damped_judge"), work_items(space_, batch_),
+                           DampedJudge{d, status, count, error, previous, still,
+                                       T(lambda), k, settings_.max_iterations});
       if (k == settings_.max_iterations) break;
       if (check_after(k + 1)) {
         Kokkos::deep_copy(space_, still_host, still);
@@ -1358,12 +1352,10 @@ struct Solver {
               DeerView1<int, Space> iterations, DeerView1<int, Space> path,
               DeerPath sequential_path) {
     Kokkos::parallel_for(label("clear_tail"),
-                         compat::light_weight(Kokkos::RangePolicy<Space>(
-                             space_, 0, batch_ * length_)),
+                         work_items(space_, batch_ * length_),
                          ClearTail{rec_, z_, length_, rec_.state_size()});
     Kokkos::parallel_for(
-        label("report"),
-        compat::light_weight(Kokkos::RangePolicy<Space>(space_, 0, batch_)),
+        label("report"), work_items(space_, batch_),
         Report{status, count, iterations, path, int(sequential_path)});
   }
 
@@ -1392,7 +1384,7 @@ struct Solver {
   bool reversed_;
   Settings settings_;
   SolveMemory<Space> memory_;
-  // check_every = 0: nothing waits for the device (ThreadItems' fast_only).
+  // check_every = 0: nothing waits for the device (ThreadItems::values_in).
   bool never_wait_ = false;
 };
 

@@ -199,8 +199,7 @@ Projections<Space, T> project_inputs(const Space& space,
   auto const p = out.owner.view;
   bool const unit_major = units > 0;
   Kokkos::parallel_for(
-      "softwave::deer::project_inputs",
-      compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B * steps)),
+      "softwave::deer::project_inputs", work_items(space, B * steps),
       KOKKOS_LAMBDA(std::int64_t q) {
         std::int64_t const b = q / steps, t = q - b * steps;
         for (std::int64_t k = 0; k < rows; ++k) {
@@ -303,8 +302,7 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
       });
   Kokkos::parallel_for(
       std::string("softwave::deer::") + label + "_total",
-      compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, K * (J + 1))),
-      KOKKOS_LAMBDA(std::int64_t q) {
+      work_items(space, K * (J + 1)), KOKKOS_LAMBDA(std::int64_t q) {
         std::int64_t const k = q / (J + 1), j = q % (J + 1);
         T sum = 0;
         for (std::int64_t p = 0; p < parts; ++p) sum += sums(p, k, j);
@@ -409,9 +407,7 @@ void transpose_units(const Space& space, V3<const T, Space> from,
                      C = units.extent(2);
   Kokkos::parallel_for(
       to_units ? "softwave::deer::to_units" : "softwave::deer::from_units",
-      compat::light_weight(
-          Kokkos::RangePolicy<Space>(space, 0, BH * steps * C)),
-      KOKKOS_LAMBDA(std::int64_t q) {
+      work_items(space, BH * steps * C), KOKKOS_LAMBDA(std::int64_t q) {
         std::int64_t const c = q % C, ut = q / C;
         std::int64_t const u = ut / steps, t = ut % steps;
         std::int64_t const b = u / H, j = c * H + u % H;
@@ -473,9 +469,7 @@ Units<Space, T> units_of(const Space& space, const RnnWeights<T, Space>& w,
   auto const from_weight = hidden.weight;
   auto const from_bias = hidden.bias;
   Kokkos::parallel_for(
-      "softwave::deer::unit_weights",
-      compat::light_weight(
-          Kokkos::RangePolicy<Space>(space, 0, std::int64_t(H) * G)),
+      "softwave::deer::unit_weights", work_items(space, std::int64_t(H) * G),
       KOKKOS_LAMBDA(std::int64_t r) {
         std::int64_t const i = r / G, g = r % G;
         weight(r, 0) = from_weight(g * H + i, 0);
@@ -493,8 +487,7 @@ Units<Space, T> units_of(const Space& space, const RnnWeights<T, Space>& w,
     auto const peephole = u.peephole.view;
     auto const from = hidden.peephole;
     Kokkos::parallel_for(
-        "softwave::deer::unit_peepholes",
-        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, 2 * H)),
+        "softwave::deer::unit_peepholes", work_items(space, 2 * H),
         KOKKOS_LAMBDA(int r) { peephole(r) = from((r % 2) * H + r / 2); });
     u.cell.peephole = V1<const T, Space>(peephole.data(), 2 * H);
   }
@@ -512,8 +505,7 @@ Units<Space, T> units_of(const Space& space, const RnnWeights<T, Space>& w,
     auto const from = inputs.lengths;
     auto const to = u.lengths.view;
     Kokkos::parallel_for(
-        "softwave::deer::unit_lengths",
-        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B * H)),
+        "softwave::deer::unit_lengths", work_items(space, B * H),
         KOKKOS_LAMBDA(std::int64_t q) { to(q) = from(q / H); });
     u.inputs.lengths = u.lengths.view;
   }
@@ -547,8 +539,7 @@ void report_of_units(const Space& space, DeerView1<int, Space> unit_iterations,
   auto const path = result.path;
   std::int64_t const B = result.y.extent(0);
   Kokkos::parallel_for(
-      "softwave::deer::report_of_units",
-      compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B)),
+      "softwave::deer::report_of_units", work_items(space, B),
       KOKKOS_LAMBDA(std::int64_t b) {
         int most = 0, first = unit_path(b * H);
         bool fallback = false, damped = false;
@@ -754,8 +745,7 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     std::int64_t const R = rows, M = m, S = steps;
     Kokkos::parallel_for(
         "softwave::deer::input_gradients",
-        compat::light_weight(
-            Kokkos::RangePolicy<Space>(space, 0, std::int64_t(B) * S * M)),
+        d::work_items(space, std::int64_t(B) * S * M),
         KOKKOS_LAMBDA(std::int64_t q) {
           std::int64_t const j = q % M, bt = q / M;
           std::int64_t const b = bt / S, t = bt % S;
@@ -785,8 +775,7 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     auto const from = sums.view;
     auto const to = wg.peephole;
     Kokkos::parallel_for(
-        "softwave::deer::peephole_gradients",
-        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, 2 * H)),
+        "softwave::deer::peephole_gradients", d::work_items(space, 2 * H),
         KOKKOS_LAMBDA(int k) { to(k) = from(k, 0); });
   }
 }
