@@ -1649,12 +1649,15 @@ void input_gradients(
     const DeerInputs<typename Cell::value_type, Space>& inputs,
     DeerView3<const typename Cell::value_type, Space> y,
     DeerView3<const typename Cell::value_type, Space> adjoint,
-    const DeerGradients<typename Cell::value_type, Space>& gradients) {
+    const DeerGradients<typename Cell::value_type, Space>& gradients,
+    bool never_wait) {
   using T = typename Cell::value_type;
   if (gradients.grad_x.size() == 0 && gradients.grad_y0.size() == 0) return;
   std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
-  ThreadItems<Space> const items(B * steps,
-                                 cell.state_size() + cell.work_size(), T());
+  auto memory = SolveMemoryOf<Space, Cell>::make(space);
+  ThreadItems<Space> const items =
+      ThreadItems<Space>(B * steps, cell.state_size() + cell.work_size(), T())
+          .values_in(memory, space, never_wait);
   items.template for_each<T>(
       space, label("input_gradients"),
       InputGradients<Space, Cell>{cell, inputs.x, y, adjoint, inputs.y0,
@@ -1703,7 +1706,7 @@ void deer_gradients(
   auto const adjoint =
       d::solve_adjoint(space, cell, inputs, y, gradients, settings);
   d::input_gradients(space, cell, inputs, y, DeerView3<const T, Space>(adjoint),
-                     gradients);
+                     gradients, settings.check_every == 0);
 }
 
 }  // namespace softwave

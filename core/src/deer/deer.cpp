@@ -365,7 +365,8 @@ void gate_gradients(const Space& space, const Cell& cell,
                     V3<const typename Cell::value_type, Space> adjoint,
                     V3<typename Cell::value_type, Space> g_in,
                     V3<typename Cell::value_type, Space> g_h,
-                    V2<typename Cell::value_type, Space> grad_y0) {
+                    V2<typename Cell::value_type, Space> grad_y0,
+                    bool never_wait) {
   using T = typename Cell::value_type;
   std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
   int const n = cell.state_size(), rows = g_in.extent(2);
@@ -373,7 +374,10 @@ void gate_gradients(const Space& space, const Cell& cell,
   auto const y0 = inputs.y0;
   Lengths<Space> const lengths{inputs.lengths, int(steps)};
   std::int64_t const total = B * steps;
-  ThreadItems<Space> const items(total, n + cell.work_size(), T());
+  auto memory = SolveMemoryOf<Space, Cell>::make(space);
+  ThreadItems<Space> const items =
+      ThreadItems<Space>(total, n + cell.work_size(), T())
+          .values_in(memory, space, never_wait);
   items.template for_each<T>(
       space, "softwave::deer::gate_gradients",
       KOKKOS_LAMBDA(std::int64_t q, T * init) {
@@ -708,7 +712,8 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
       d::gate_gradients(space, units.cell, units.inputs,
                         DeerView3<const T, Space>(y_units.view),
                         DeerView3<const T, Space>(adjoint), g_in_units.view,
-                        g_h_units.view, grad_y0_units.view);
+                        g_h_units.view, grad_y0_units.view,
+                        settings.check_every == 0);
       back(adjoint, gradients.adjoint);
       if (gradients.grad_y0.size())
         back(d::one_step(grad_y0_units.view), d::one_step(gradients.grad_y0));
@@ -732,7 +737,7 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
         settings);
     d::gate_gradients(space, cell, cell_inputs, y,
                       DeerView3<const T, Space>(adjoint), g_in.view, g_h.view,
-                      gradients.grad_y0);
+                      gradients.grad_y0, settings.check_every == 0);
   }
   // dL/dx_t = W_ihᵀ g_in(t) (g_in(t) itself for projected inputs); the
   // weights' sums.
