@@ -431,6 +431,34 @@ void search_sweep(const Space& space) {
   }
 }
 
+// Equal lengths and a band, with many references: the search walks
+// references of full length together, in lanes (walk_together), and any
+// other alone; both must give pairwise()'s distances bit for bit.
+template <class T, class Space>
+void lanes_sweep(const Space& space) {
+  SWT_SEEDED_RNG(rng);
+  for (int trial = 0; trial < 16; ++trial) {
+    const int B1 = rng.integer(1, 6), B2 = rng.integer(9, 60);
+    const int N = rng.integer(2, 48), d = rng.integer(1, 3);
+    Batch x = random_walks(rng, B1, N, d), y = random_walks(rng, B2, N, d);
+    round_to<T>(x);
+    round_to<T>(y);
+    Config s;
+    s.gamma = 0;
+    s.cost = rng.coin() ? ref::Cost::sqeuclidean : ref::Cost::l1;
+    s.band = rng.integer(1, 8);
+    if (trial % 4 == 3) s.len_y = random_lengths(rng, B2, N);
+    check_search<T>(space, x, y, s, rng.integer(1, 6));
+  }
+}
+
+TYPED_TEST(NearestNeighbours, LanesMatchSortedPairwiseDouble) {
+  lanes_sweep<double>(TypeParam());
+}
+TYPED_TEST(NearestNeighbours, LanesMatchSortedPairwiseFloat) {
+  lanes_sweep<float>(TypeParam());
+}
+
 TYPED_TEST(NearestNeighbours, MatchesSortedPairwiseDouble) {
   search_sweep<double>(TypeParam());
 }

@@ -15,10 +15,16 @@
     defined(__linux__) && !defined(__CUDACC__) && !defined(__HIPCC__)
 #define SOFTWAVE_HOST_ISA_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+// The same for code whose sums must equal the portable code's bit for bit:
+// the wider clones have FMA, and GCC would fuse a product into a sum.
+#define SOFTWAVE_HOST_ISA_CLONES_EXACT                                         \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), \
+                 optimize("fp-contract=off")))
 // GCC's vector extensions (vector_size, __builtin_convertvector) there too.
 #define SOFTWAVE_HOST_VECTOR_LANES 1
 #else
 #define SOFTWAVE_HOST_ISA_CLONES
+#define SOFTWAVE_HOST_ISA_CLONES_EXACT
 #endif
 
 #if defined(__GNUC__)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <isa_clones.hpp>
 #include <softwave/softdtw.hpp>
 #include <string>
 
@@ -43,9 +44,15 @@ struct BandWindow {
   }
 };
 
+// A query's envelope (query, t, k) keeps a point's d values together; the
+// references' (c, t, k) keep every reference's value at (t, k) together, so
+// that one pass bounds all references at once (Search::keogh_bounds).
 template <class W, class Space>
 using EnvelopeView =
     Kokkos::View<W***, Kokkos::LayoutRight, typename Space::memory_space>;
+template <class W, class Space>
+using ReferenceEnvelopeView =
+    Kokkos::View<W***, Kokkos::LayoutLeft, typename Space::memory_space>;
 
 // upper(e, t, k) and lower(e, t, k) for t < window.steps: the greatest and
 // least of series s(b, ·, k) over the window's indices at t. A monotone
@@ -78,26 +85,51 @@ KOKKOS_INLINE_FUNCTION void envelope(const Series& s, std::int64_t b,
     }
 }
 
+// Marks a loop whose iterations are independent lanes for the host
+// compiler: GCC vectorises `a < b ? a : b` (min3, a clamp) only where told
+// so. A device thread runs the lanes one after another anyway.
+#if defined(_OPENMP) && !defined(__CUDA_ARCH__) && \
+    !defined(__HIP_DEVICE_COMPILE__)
+#define SOFTWAVE_EACH_LANE _Pragma("omp simd")
+#else
+#define SOFTWAVE_EACH_LANE
+#endif
+
+// term(a, the nearest point of [lo, hi]) for one feature.
+template <Cost metric, class W>
+KOKKOS_INLINE_FUNCTION W feature_gap(W a, W hi, W lo) {
+  return Metric<metric>::term(a, a > hi ? hi : (a < lo ? lo : a));
+}
+
+// sums[c] += feature_gap(a, hi[c], lo[c]) for c < count: one point of a
+// univariate query's LB_Keogh against every reference (Search::keogh_bounds),
+// in vector lanes on the host, none fusing a product into a sum.
+template <Cost metric, class W>
+SOFTWAVE_HOST_ISA_CLONES_EXACT KOKKOS_INLINE_FUNCTION void add_gaps(
+    W a, const W* hi, const W* lo, acc_t* sums, std::int64_t count) {
+  SOFTWAVE_EACH_LANE
+  for (std::int64_t c = 0; c < count; ++c)
+    sums[c] += acc_t(feature_gap<metric>(a, hi[c], lo[c]));
+}
+
 // Σ_k term(v_k, the nearest point of [lower_k, upper_k]) over the d
-// features of one point: termwise at most the cost of v against any point
-// inside, summed in the same order as the cost, so it is at most every
-// in-window cell's cost bit for bit.
+// features of one point (the envelope's k-th at upper[k·feature_step]):
+// termwise at most the cost of v against any point inside, summed in the
+// same order as the cost, so it is at most every in-window cell's cost bit
+// for bit.
 template <Cost metric, class W, class T>
 KOKKOS_INLINE_FUNCTION acc_t gap(const T* v, const W* upper, const W* lower,
-                                 int d) {
-  auto const term = [](W a, W hi, W lo) {
-    return Metric<metric>::term(a, a > hi ? hi : (a < lo ? lo : a));
-  };
-  if (d == 1) return acc_t(term(W(v[0]), upper[0], lower[0]));  // as cells
+                                 int d, std::int64_t feature_step) {
+  if (d == 1)  // as cells
+    return acc_t(feature_gap<metric>(W(v[0]), upper[0], lower[0]));
   W sum = 0;
-  for (int k = 0; k < d; ++k) {
-    W const a = W(v[k]), hi = upper[k], lo = lower[k];
-    sum += term(a, hi, lo);
-  }
+  for (int k = 0; k < d; ++k)
+    sum += feature_gap<metric>(W(v[k]), upper[k * feature_step],
+                               lower[k * feature_step]);
   return acc_t(sum);
 }
 
-// LB_Keogh of `count` points of a series (`step` apart) against an
+// LB_Keogh of `count` points of a series (`step` apart) against a query's
 // envelope (d values a point): their gaps summed in order, only until the
 // sum reaches `limit` (it is then a bound that cuts all the same).
 template <Cost metric, class W, class T>
@@ -106,7 +138,7 @@ KOKKOS_INLINE_FUNCTION acc_t keogh_bound(const T* series, std::int64_t step,
                                          std::int64_t count, acc_t limit) {
   acc_t sum = 0;
   for (std::int64_t t = 0; t < count && sum < limit; ++t)
-    sum += gap<metric>(series + t * step, upper + t * d, lower + t * d, d);
+    sum += gap<metric>(series + t * step, upper + t * d, lower + t * d, d, 1);
   return sum;
 }
 
@@ -124,6 +156,97 @@ struct RowLimits {
   }
 };
 
+// Candidates of one query walked together, a lane each (walk_together).
+constexpr int kLanes = 8;
+
+// Hard DTW of one query of n points against kLanes references of n points
+// each, every lane under its own row limits, as walk_pair_below walks each
+// pair alone: the same cells of the band |i − j| <= w (w >= 0), each
+// cost + min3(diag, up, left) of the same operands, a cell at or above its
+// row's limit dropped (+∞), so a lane's value is walk_pair's bit for bit
+// where it stays below the limits and +∞ otherwise. What it buys: the
+// lanes' cells of one column are independent, so their add-and-min chains
+// overlap (and vectorise), where one pair's row waits on each left
+// neighbour; that chain is what a short, narrow-banded pair costs.
+//   x[i·x_step + f]         the query's points
+//   y[(j·d + f)·kLanes + e] lane e's points, as W
+//   limit[i·kLanes + e]     row i's limit (1-based rows) of lane e
+//   r                       (n + 1)·kLanes values of scratch
+// out[e] = lane e's value, or +∞. On the host a clone for each vector width
+// (kLanes doubles are one AVX-512 vector), none fusing a product into a sum.
+template <Cost metric, class W, class T>
+SOFTWAVE_HOST_ISA_CLONES_EXACT KOKKOS_INLINE_FUNCTION void walk_lanes_below(
+    const T* x, std::int64_t x_step, const acc_t* y, int d, std::int64_t n,
+    std::int64_t w, const acc_t* limit, acc_t* r, acc_t* out) {
+  constexpr int L = kLanes;
+  acc_t const inf = compat::infinity<acc_t>();
+  for (std::int64_t q = 0; q < (n + 1) * L; ++q) r[q] = q < L ? 0 : inf;
+  // Row i − 1's cells in columns [done_first, done_last] hold its values,
+  // the first with a live lane at live_first; the rest of r holds +∞.
+  std::int64_t done_first = 0, done_last = 0, live_first = 0;
+  bool abandoned = false;
+  for (std::int64_t i = 1; i <= n && !abandoned; ++i) {
+    std::int64_t const lo = i - w > 1 ? i - w : 1;
+    std::int64_t const hi = i + w < n ? i + w : n;
+    std::int64_t const first = lo > live_first ? lo : live_first;
+    if (first > hi) {
+      abandoned = true;
+      break;
+    }
+    acc_t diag[L], left[L], row_limit[L];
+    for (int e = 0; e < L; ++e) {
+      diag[e] = r[(first - 1) * L + e];
+      left[e] = inf;
+      row_limit[e] = limit[i * L + e];
+    }
+    const T* const u = x + (i - 1) * x_step;
+    for (std::int64_t j = first; j <= hi; ++j) {
+      // Each step a loop over the lanes alone, on local arrays, so that the
+      // compiler vectorises it.
+      acc_t cost[L], up[L];
+      const acc_t* const v = y + (j - 1) * d * L;
+      if (d == 1) {  // as SeriesCost's cells
+        W const a = W(u[0]);
+        SOFTWAVE_EACH_LANE
+        for (int e = 0; e < L; ++e)
+          cost[e] = acc_t(Metric<metric>::term(a, W(v[e])));
+      } else {
+        W sum[L] = {};
+        for (int f = 0; f < d; ++f) {
+          W const a = W(u[f]);
+          SOFTWAVE_EACH_LANE
+          for (int e = 0; e < L; ++e)
+            sum[e] += Metric<metric>::term(a, W(v[f * L + e]));
+        }
+        for (int e = 0; e < L; ++e) cost[e] = acc_t(sum[e]);
+      }
+      acc_t* const column = r + j * L;
+      for (int e = 0; e < L; ++e) up[e] = column[e];
+      SOFTWAVE_EACH_LANE
+      for (int e = 0; e < L; ++e) {
+        acc_t const value = cost[e] + min3(diag[e], up[e], left[e]);
+        diag[e] = up[e];
+        left[e] = value < row_limit[e] ? value : inf;
+      }
+      for (int e = 0; e < L; ++e) column[e] = left[e];
+    }
+    // Row i − 1's values outside [first, hi] would read as row i's.
+    for (std::int64_t q = done_first; q < first; ++q)
+      for (int e = 0; e < L; ++e) r[q * L + e] = inf;
+    for (std::int64_t q = hi + 1; q <= done_last; ++q)
+      for (int e = 0; e < L; ++e) r[q * L + e] = inf;
+    done_first = first;
+    done_last = hi;
+    for (live_first = first; live_first <= hi; ++live_first) {
+      bool live = false;
+      for (int e = 0; e < L; ++e) live |= r[live_first * L + e] < inf;
+      if (live) break;
+    }
+    abandoned = live_first > hi;
+  }
+  for (int e = 0; e < L; ++e) out[e] = abandoned ? inf : r[n * L + e];
+}
+
 // The search of one chunk of queries, one thread each (see softdtw.hpp).
 template <class T, class Space, Cost metric>
 struct Search {
@@ -137,10 +260,13 @@ struct Search {
   Provider cost;  // pair p = q·B2 + c
   Band band;
   std::int64_t N, M, references, begin;  // begin: the chunk's first query
-  EnvelopeView<W, Space> reference_upper, reference_lower;  // (B2, N, d)
-  EnvelopeView<W, Space> query_upper, query_lower;          // (chunk, M, d)
-  Array2<acc_t> bound, row, rest;                           // per query
+  ReferenceEnvelopeView<W, Space> reference_upper, reference_lower;  // B2,N,d
+  EnvelopeView<W, Space> query_upper, query_lower;  // (chunk, M, d)
+  Array2<acc_t> bound, row, rest;                   // per query
   Array2<int> order, deque;
+  // Per query, where lanes apply (N = M and a band): walk_together's
+  // kLanes references, row limits, rows and values; else no columns.
+  Array2<acc_t> lanes;
   ArrayView2<std::int64_t, Space> indices;
   ArrayView2<V, Space> distances;
   Kokkos::View<std::int64_t[kOutcomes], Memory> outcomes;
@@ -183,44 +309,135 @@ struct Search {
     indices(q, r) = c;
   }
 
-  // Walks reference c for query q (local l) unless LB_Keogh of the reference
-  // against the query's envelope cuts it, and files the distance.
-  KOKKOS_INLINE_FUNCTION void visit(std::int64_t l, std::int64_t q,
-                                    std::int64_t c, std::int64_t n,
-                                    std::int64_t counts[]) const {
-    int const k = int(indices.extent(1));
-    std::int64_t const p = q * references + c, m = cost.m(p);
-    auto const cells = cost.pair_cells(p);
-    int const d = cells.d;
-    acc_t const keep = 1 - acc_t(n + m) * 0x1p-50;
-    acc_t const threshold = next_above<V>(acc_t(distances(q, k - 1)));
-    if (m == M && threshold < compat::infinity<acc_t>()) {
-      acc_t const reverse =
-          keogh_bound<metric>(cells.y, cells.y_step, &query_upper(l, 0, 0),
-                              &query_lower(l, 0, 0), d, m, threshold / keep);
-      if (reverse * keep >= threshold) {
-        ++counts[kPrunedReverse];
-        return;
+  // lb[c] = LB_Keogh of query q (of full length N) against reference c's
+  // envelope, for every c at once: a pass over the query's points, each
+  // against all references' envelopes at that point (contiguous), in place
+  // of a bound a reference stopped early at the k-th best. The sums run in
+  // the same order, so each is the bound keogh_bound would give.
+  KOKKOS_INLINE_FUNCTION void keogh_bounds(std::int64_t q, acc_t* lb) const {
+    std::int64_t const B2 = references;
+    int const d = int(cost.x.extent(2));
+    for (std::int64_t c = 0; c < B2; ++c) lb[c] = 0;
+    for (std::int64_t t = 0; t < N; ++t) {
+      if (d == 1) {
+        add_gaps<metric>(W(cost.x(q, t, 0)), &reference_upper(0, t, 0),
+                         &reference_lower(0, t, 0), lb, B2);
+      } else {
+        for (std::int64_t c = 0; c < B2; ++c) {
+          W sum = 0;
+          for (int f = 0; f < d; ++f)
+            sum += feature_gap<metric>(W(cost.x(q, t, f)),
+                                       reference_upper(c, t, f),
+                                       reference_lower(c, t, f));
+          lb[c] += acc_t(sum);
+        }
       }
     }
-    // rest[i]: the bound of rows i.. for the walk's row limits.
-    acc_t* const tail = &rest(l, 0);
-    tail[n] = 0;
-    const W* const upper = &reference_upper(c, 0, 0);
-    const W* const lower = &reference_lower(c, 0, 0);
-    for (std::int64_t i = n - 1; i >= 0; --i)
-      tail[i] =
-          tail[i + 1] + (n == N ? gap<metric>(cells.x + i * cells.x_step,
-                                              upper + i * d, lower + i * d, d)
-                                : acc_t(0));
-    acc_t const value = walk_pair_below(cost, band, p, &row(l, 0),
-                                        RowLimits{tail, threshold / keep});
+  }
+
+  // The k-th best distance of query q so far as a threshold, and the
+  // rounding margin of pair p (see RowLimits).
+  KOKKOS_INLINE_FUNCTION acc_t threshold_of(std::int64_t q) const {
+    return next_above<V>(acc_t(distances(q, indices.extent(1) - 1)));
+  }
+  KOKKOS_INLINE_FUNCTION acc_t keep_of(std::int64_t p, std::int64_t n) const {
+    return 1 - acc_t(n + cost.m(p)) * 0x1p-50;
+  }
+
+  // Whether LB_Keogh of reference c (of full length) against query q's
+  // envelope (local l) cuts it; counted.
+  KOKKOS_INLINE_FUNCTION bool cut_by_reverse(std::int64_t l, std::int64_t q,
+                                             std::int64_t c, std::int64_t n,
+                                             std::int64_t counts[]) const {
+    std::int64_t const p = q * references + c, m = cost.m(p);
+    acc_t const keep = keep_of(p, n), threshold = threshold_of(q);
+    if (m != M || !(threshold < compat::infinity<acc_t>())) return false;
+    auto const cells = cost.pair_cells(p);
+    acc_t const reverse = keogh_bound<metric>(
+        cells.y, cells.y_step, &query_upper(l, 0, 0), &query_lower(l, 0, 0),
+        cells.d, m, threshold / keep);
+    if (reverse * keep < threshold) return false;
+    ++counts[kPrunedReverse];
+    return true;
+  }
+
+  // Gap of query point i against reference c's envelope (row i's bound).
+  KOKKOS_INLINE_FUNCTION acc_t row_gap(const T* x, std::int64_t x_step,
+                                       std::int64_t c, std::int64_t i,
+                                       int d) const {
+    return gap<metric>(x + i * x_step, &reference_upper(c, i, 0),
+                       &reference_lower(c, i, 0), d, reference_upper.stride(2));
+  }
+
+  // Files the outcome of a walk of reference c: its distance, or +∞ when
+  // abandoned.
+  KOKKOS_INLINE_FUNCTION void file(std::int64_t q, std::int64_t c, acc_t value,
+                                   std::int64_t counts[]) const {
     if (value == compat::infinity<acc_t>()) {
       ++counts[kAbandoned];
       return;
     }
     ++counts[kCompleted];
     insert(q, V(value), c);
+  }
+
+  // Walks reference c for query q (local l) and files the distance.
+  KOKKOS_INLINE_FUNCTION void walk(std::int64_t l, std::int64_t q,
+                                   std::int64_t c, std::int64_t n,
+                                   std::int64_t counts[]) const {
+    std::int64_t const p = q * references + c;
+    auto const cells = cost.pair_cells(p);
+    // rest[i]: the bound of rows i.. for the walk's row limits.
+    acc_t* const tail = &rest(l, 0);
+    tail[n] = 0;
+    for (std::int64_t i = n - 1; i >= 0; --i)
+      tail[i] =
+          tail[i + 1] +
+          (n == N ? row_gap(cells.x, cells.x_step, c, i, cells.d) : acc_t(0));
+    RowLimits const limits{tail, threshold_of(q) / keep_of(p, n)};
+    file(q, c, walk_pair_below(cost, band, p, &row(l, 0), limits), counts);
+  }
+
+  // Walks references cs[0..count) (2 <= count <= kLanes; query and
+  // references of full length N = M, a band) for query q together
+  // (walk_lanes_below) and files their distances. Lanes past `count`
+  // repeat the first reference, unfiled.
+  KOKKOS_INLINE_FUNCTION void walk_together(std::int64_t l, std::int64_t q,
+                                            const int* cs, int count,
+                                            std::int64_t counts[]) const {
+    constexpr int L = kLanes;
+    int const d = int(cost.x.extent(2));
+    acc_t* const y = &lanes(l, 0);
+    acc_t* const limit = y + N * d * L;
+    acc_t* const r = limit + (N + 1) * L;
+    acc_t* const out = r + (N + 1) * L;
+    std::int64_t const first = q * references + cs[0];
+    acc_t const widened = threshold_of(q) / keep_of(first, N);
+    auto const query = cost.pair_cells(first);
+    for (int e = 0; e < L; ++e) {
+      auto const cells =
+          cost.pair_cells(q * references + cs[e < count ? e : 0]);
+      for (std::int64_t j = 0; j < N * d; ++j)  // point j / d, feature j % d
+        y[j * L + e] = acc_t(W(cells.y[j / d * cells.y_step + j % d]));
+      // Row i's limit less the bound of the rows after it, summed as walk's.
+      acc_t after = 0;
+      for (std::int64_t i = N; i >= 1; --i) {
+        limit[i * L + e] = widened - after;
+        after = after +
+                row_gap(query.x, query.x_step, cs[e < count ? e : 0], i - 1, d);
+      }
+    }
+    walk_lanes_below<metric, W>(query.x, query.x_step, y, d, N, band.width,
+                                limit, r, out);
+    for (int e = 0; e < count; ++e) file(q, cs[e], out[e], counts);
+  }
+
+  // Walks reference c for query q unless LB_Keogh of the reference against
+  // the query's envelope cuts it.
+  KOKKOS_INLINE_FUNCTION void visit(std::int64_t l, std::int64_t q,
+                                    std::int64_t c, std::int64_t n,
+                                    std::int64_t counts[]) const {
+    if (!cut_by_reverse(l, q, c, n, counts)) walk(l, q, c, n, counts);
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t l) const {
@@ -237,16 +454,23 @@ struct Search {
                 &deque(l, 0));
     std::int64_t counts[kOutcomes] = {};
 
-    // LB_Kim of every reference; the k least are walked first, so that the
-    // k-th best is finite and every other bound can stop early against it.
-    acc_t const done = -1;  // a bound no reference has
+    // Every reference's bound, the larger of LB_Kim and (for a query of
+    // full length) LB_Keogh; the k least are walked first, so that the k-th
+    // best is finite and cuts the others.
+    acc_t* const lb = &bound(l, 0);
+    if (n == N) {
+      keogh_bounds(q, lb);
+    } else {
+      for (std::int64_t c = 0; c < B2; ++c) lb[c] = 0;
+    }
     for (std::int64_t c = 0; c < B2; ++c) {
       std::int64_t const m = cost.m(q * B2 + c);
       auto const cells = cost.pair_cells(q * B2 + c);
       acc_t kim = cells(0, 0);
       if (n > 1 || m > 1) kim += cells(n - 1, m - 1);
-      bound(l, c) = kim;
+      if (kim > lb[c]) lb[c] = kim;
     }
+    acc_t const done = -1;  // a bound no reference has
     for (int r = 0; r < k; ++r) {
       std::int64_t least = -1;
       for (std::int64_t c = 0; c < B2; ++c)
@@ -256,44 +480,46 @@ struct Search {
       visit(l, q, least, n, counts);
     }
 
-    // The others' bounds, the larger of LB_Kim and LB_Keogh; those that
-    // reach the k-th best are cut here, the rest go on a heap.
-    acc_t const threshold = next_above<V>(acc_t(distances(q, k - 1)));
+    // The others: those whose bounds reach the k-th best are cut here, the
+    // rest go on a heap.
+    acc_t const threshold = threshold_of(q);
     int size = 0;
     for (std::int64_t c = 0; c < B2; ++c) {
-      acc_t const kim = bound(l, c);
-      if (kim == done) continue;
-      std::int64_t const p = q * B2 + c, m = cost.m(p);
-      acc_t const keep = 1 - acc_t(n + m) * 0x1p-50;
-      acc_t lb = kim;
-      if (n == N && kim * keep < threshold) {
-        auto const cells = cost.pair_cells(p);
-        acc_t const keogh = keogh_bound<metric>(
-            cells.x, cells.x_step, &reference_upper(c, 0, 0),
-            &reference_lower(c, 0, 0), cells.d, n, threshold / keep);
-        lb = keogh > kim ? keogh : kim;
-      }
-      if (lb * keep >= threshold) {
+      if (lb[c] == done) continue;
+      if (lb[c] * keep_of(q * B2 + c, n) >= threshold) {
         ++counts[kPruned];
         continue;
       }
-      bound(l, c) = lb;
       order(l, size++) = int(c);
     }
     for (int top = size / 2 - 1; top >= 0; --top) sift_down(l, top, size);
 
-    // In the order of the bounds, until they reach the k-th best.
+    // In the order of the bounds, until they reach the k-th best. Where
+    // they can, kLanes references below it are walked together.
+    int together[kLanes] = {};
+    int waiting = 0;
+    auto const walk_waiting = [&]() {
+      if (waiting == 1) walk(l, q, together[0], n, counts);
+      if (waiting > 1) walk_together(l, q, together, waiting, counts);
+      waiting = 0;
+    };
     while (size > 0) {
       int const c = order(l, 0);
-      order(l, 0) = order(l, --size);
-      sift_down(l, 0, size);
-      acc_t const keep = 1 - acc_t(n + cost.m(q * B2 + c)) * 0x1p-50;
-      if (bound(l, c) * keep >= next_above<V>(acc_t(distances(q, k - 1)))) {
-        counts[kPruned] += size + 1;  // the rest have bounds at least this
+      if (bound(l, c) * keep_of(q * B2 + c, n) >= threshold_of(q)) {
+        counts[kPruned] += size;  // the rest have bounds at least this
         break;
       }
-      visit(l, q, c, n, counts);
+      order(l, 0) = order(l, --size);
+      sift_down(l, 0, size);
+      if (cut_by_reverse(l, q, c, n, counts)) continue;
+      if (lanes.extent(1) == 0 || n != N || cost.m(q * B2 + c) != M) {
+        walk(l, q, c, n, counts);
+        continue;
+      }
+      together[waiting++] = c;
+      if (waiting == kLanes) walk_waiting();
     }
+    walk_waiting();
     for (int o = 0; o < kOutcomes; ++o)
       if (counts[o]) Kokkos::atomic_add(&outcomes(o), counts[o]);
   }
@@ -330,9 +556,9 @@ void search(const Space& space, ConstSeriesView<T, Space> queries,
 
   // The references' envelopes along the queries' rows, for queries of full
   // length N.
-  auto const upper_memory = call_array<EnvelopeView<W, Space>>(
+  auto const upper_memory = call_array<ReferenceEnvelopeView<W, Space>>(
       space, "softwave::nearest::reference_upper", false, B2, N, d);
-  auto const lower_memory = call_array<EnvelopeView<W, Space>>(
+  auto const lower_memory = call_array<ReferenceEnvelopeView<W, Space>>(
       space, "softwave::nearest::reference_lower", false, B2, N, d);
   s.reference_upper = upper_memory.view;
   s.reference_lower = lower_memory.view;
@@ -353,9 +579,11 @@ void search(const Space& space, ConstSeriesView<T, Space> queries,
   }
 
   // Queries in chunks whose per-query arrays stay under 256 MiB.
-  double const per_query = 12.0 * double(B2) + 8.0 * double(N + M + 2) +
-                           2.0 * double(M * d) * sizeof(W) +
-                           4.0 * double(std::max(N, M));
+  std::int64_t const lanes =
+      N == M && band.width >= 0 ? (N * d + 2 * (N + 1) + 1) * kLanes : 0;
+  double const per_query =
+      12.0 * double(B2) + 8.0 * double(N + M + 2) + 8.0 * double(lanes) +
+      2.0 * double(M * d) * sizeof(W) + 4.0 * double(std::max(N, M));
   std::int64_t const chunk = std::clamp<std::int64_t>(
       std::int64_t(double(256ll << 20) / per_query), 1, B1);
   auto const array2 = [&](auto type, const char* label, std::int64_t cols) {
@@ -366,6 +594,7 @@ void search(const Space& space, ConstSeriesView<T, Space> queries,
   auto const bound_memory = array2(acc_t{}, "softwave::nearest::bound", B2);
   auto const row_memory = array2(acc_t{}, "softwave::nearest::row", M + 1);
   auto const rest_memory = array2(acc_t{}, "softwave::nearest::rest", N + 1);
+  auto const lanes_memory = array2(acc_t{}, "softwave::nearest::lanes", lanes);
   auto const order_memory = array2(int{}, "softwave::nearest::order", B2);
   auto const deque_memory = array2(int{}, "softwave::nearest::query_deque", N);
   auto const query_upper_memory = call_array<EnvelopeView<W, Space>>(
@@ -375,6 +604,7 @@ void search(const Space& space, ConstSeriesView<T, Space> queries,
   s.bound = bound_memory.view;
   s.row = row_memory.view;
   s.rest = rest_memory.view;
+  s.lanes = lanes_memory.view;
   s.order = order_memory.view;
   s.deque = deque_memory.view;
   s.query_upper = query_upper_memory.view;
