@@ -264,7 +264,7 @@ struct Search {
   EnvelopeView<W, Space> query_upper, query_lower;  // (chunk, M, d)
   Array2<acc_t> bound, row, rest;                   // per query
   Array2<int> order, deque;
-  // Per query, where lanes apply (N = M and a band): walk_together's
+  // Per query, where lanes apply (host, N = M and a band): walk_together's
   // kLanes references, row limits, rows and values; else no columns.
   Array2<acc_t> lanes;
   ArrayView2<std::int64_t, Space> indices;
@@ -579,8 +579,11 @@ void search(const Space& space, ConstSeriesView<T, Space> queries,
   }
 
   // Queries in chunks whose per-query arrays stay under 256 MiB.
-  std::int64_t const lanes =
-      N == M && band.width >= 0 ? (N * d + 2 * (N + 1) + 1) * kLanes : 0;
+  // Lanes on the host only, where they vectorise: a device thread would run
+  // them one after another, in scratch that shrinks the chunks.
+  std::int64_t const lanes = runs_on_host<Space>() && N == M && band.width >= 0
+                                 ? (N * d + 2 * (N + 1) + 1) * kLanes
+                                 : 0;
   double const per_query =
       12.0 * double(B2) + 8.0 * double(N + M + 2) + 8.0 * double(lanes) +
       2.0 * double(M * d) * sizeof(W) + 4.0 * double(std::max(N, M));
