@@ -415,16 +415,15 @@ struct Search {
     acc_t const widened = threshold_of(q) / keep_of(first, N);
     auto const query = cost.pair_cells(first);
     for (int e = 0; e < L; ++e) {
-      auto const cells =
-          cost.pair_cells(q * references + cs[e < count ? e : 0]);
+      int const c = cs[e < count ? e : 0];
+      auto const cells = cost.pair_cells(q * references + c);
       for (std::int64_t j = 0; j < N * d; ++j)  // point j / d, feature j % d
         y[j * L + e] = acc_t(W(cells.y[j / d * cells.y_step + j % d]));
       // Row i's limit less the bound of the rows after it, summed as walk's.
       acc_t after = 0;
       for (std::int64_t i = N; i >= 1; --i) {
         limit[i * L + e] = widened - after;
-        after = after +
-                row_gap(query.x, query.x_step, cs[e < count ? e : 0], i - 1, d);
+        after = after + row_gap(query.x, query.x_step, c, i - 1, d);
       }
     }
     walk_lanes_below<metric, W>(query.x, query.x_step, y, d, N, band.width,
