@@ -322,6 +322,63 @@ TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
   }
 }
 
+// The cost average (GwOptions::cost_ema_beta) with α = 1 and three
+// iterations: the plan is the Sinkhorn solve of the weighted sum of the
+// three iterations' sampled costs, each rebuilt in float64 from its
+// anchors. The anchors of iteration t are those a run of t + 1 iterations
+// reports: each is drawn from the solve before it, which runs at the first
+// ε in every run (iteration 0's anchors come from the product plan and
+// iteration 1's from the first solve), and the last run's own last ones.
+// Weights (1 − β)², β(1 − β), β where the average keeps three iterations;
+// the last two renormalised where it keeps two (the tolerance leaves the
+// first out); β = 1 is the plain sampled cost.
+TYPED_TEST(SampledGw, CostAverageIsTheSinkhornOfTheAveragedCost) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (int trial = 0; trial < 4; ++trial) {
+    int const n = rng.integer(2, 10), k = rng.integer(2, 10);
+    RandomProblem<T, Space> const pr(rng, n, k);
+    softwave::GwOptions o = one_solve_options<T>(rng);
+    double const beta = trial == 3 ? 1.0 : rng.uniform(0.2, 0.8);
+    bool const window_of_two = trial == 1;
+    o.cost_ema_beta = beta;
+    // W = ceil(log(tolerance) / log(1 − β)): 2, or 4 (all three kept).
+    o.cost_ema_tolerance =
+        beta < 1 ? std::pow(1 - beta, window_of_two ? 1.5 : 3.5) : 1e-3;
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " k " << k << " beta " << beta
+                 << " window of two " << window_of_two);
+    std::vector<softwave::GwResult<T, Space>> runs(3);
+    for (int t = 0; t < 3; ++t) {
+      o.max_iterations = t + 1;
+      runs[t].plan = V2<T, Space>("plan", n, k);
+      softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                           pr.marginals, runs[t], o);
+    }
+    auto const& last = runs[2];
+    std::vector<double> weights{beta, beta * (1 - beta),
+                                (1 - beta) * (1 - beta)};  // by age
+    if (window_of_two) weights = {1 / (2 - beta), (1 - beta) / (2 - beta), 0};
+    if (beta == 1) weights = {1, 0, 0};
+    ref::OTProblem want_problem;
+    for (int age = 0; age < 3; ++age) {
+      auto const p = one_solve_problem(pr, runs[2 - age], o, {});
+      if (age == 0) {
+        want_problem = p;
+        for (double& c : want_problem.cost) c = 0;
+      }
+      for (std::size_t q = 0; q < p.cost.size(); ++q)
+        want_problem.cost[q] += weights[age] * p.cost[q];
+    }
+    want_problem.eps = last.final_epsilon;
+    auto const want = ref::solve_ot(want_problem);
+    EXPECT_LE(relative_difference(swt::to_host(last.plan), want.plan),
+              tolerance<T>(1e-9, 2e-4));
+  }
+}
+
 // Fused GW's linear cost as the library takes it (a matrix, or features
 // on both sides) and as the reference sees it: C_ik (N×K, float64, from
 // the rounded inputs).
@@ -1247,6 +1304,18 @@ TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
   o = {};
   o.kernel = softwave::Kernel::pairs;
   EXPECT_TRUE(swt::throws_naming("kernel", call(sd, td, none, o)));
+  o = {};
+  for (double beta : {-0.1, 1.5, double(NAN)}) {
+    o.cost_ema_beta = beta;
+    EXPECT_TRUE(swt::throws_naming("cost_ema_beta", call(sd, td, none, o)));
+  }
+  o = {};
+  o.cost_ema_beta = 0.5;
+  for (double tolerance : {0.0, 1.0, double(NAN)}) {
+    o.cost_ema_tolerance = tolerance;
+    EXPECT_TRUE(
+        swt::throws_naming("cost_ema_tolerance", call(sd, td, none, o)));
+  }
   o = {};
   // Fused GW: β out of range, β without a linear cost and a cost without
   // β, both forms, wrong shapes, non-finite values.

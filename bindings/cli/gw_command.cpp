@@ -192,6 +192,11 @@ std::string gw_help() {
          "(default kept)\n"
          "  --restarts R           seeds tried, the lowest objective kept "
          "(default 1)\n"
+         "  --lambda-ema-beta B    each solve's cost an exponential moving "
+         "average of\n"
+         "                         the sampled costs, weight B in [0, 1] "
+         "for the\n"
+         "                         newest (default 0: none)\n"
          "  --fgw-alpha A          fused GW: weight in (0, 1] of a linear cost "
          "C, each\n"
          "                         solve's cost (1 - A) GW + A C; C from one "
@@ -249,6 +254,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--semi-relaxed"},
                                          {"--relax-source"},
                                          {"--restarts"},
+                                         {"--lambda-ema-beta"},
                                          {"--fgw-alpha"},
                                          {"--linear-cost"},
                                          {"--source-features"},
@@ -294,6 +300,9 @@ int run_gw(const std::vector<std::string>& arguments) {
   if (auto rho = parsed.positive_number("--relax-source")) options.rho_a = *rho;
   options.restarts = int(parsed.integer_at_least("--restarts", 1).value_or(1));
   options.fused_alpha = parsed.positive_number("--fgw-alpha").value_or(0);
+  options.cost_ema_beta = parsed.number("--lambda-ema-beta").value_or(0);
+  if (!(options.cost_ema_beta >= 0 && options.cost_ema_beta <= 1))
+    throw usage_error("--lambda-ema-beta must be in [0, 1]");
   options.objective_samples =
       int(parsed.integer_at_least("--objective-samples", 2).value_or(2048));
   options.exact_objective_entries =
@@ -420,6 +429,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                   ? std::optional<double>(out.objective_error)
                                   : std::optional<double>())
       .add("fgw_alpha", options.fused_alpha)
+      .add("lambda_ema_beta", options.cost_ema_beta)
       .add("linear_objective", objective && has_linear
                                    ? std::optional<double>(out.linear_objective)
                                    : std::optional<double>())

@@ -1513,6 +1513,28 @@ TEST(CliGw, FusedWithFeaturesOrMatrix) {
     EXPECT_NEAR(pf.element(q), pm.element(q), 1e-9 * largest) << q;
   expect_close(json_number(features.out, "linear_objective"), inner, 1e-6);
   expect_close(json_number(matrix.out, "linear_objective"), inner, 1e-6);
+  // With the sampled costs averaged (their factors side by side, the
+  // features after them) the two forms agree too, and differ from before.
+  const Result features_averaged =
+      gw({"--source-features", (dir / "f.csv").string(), "--target-features",
+          (dir / "g.csv").string(), "--lambda-ema-beta", "0.5"},
+         "pfa.npy");
+  ASSERT_EQ(features_averaged.status, 0) << features_averaged.err;
+  EXPECT_EQ(json_number(features_averaged.out, "lambda_ema_beta"), 0.5);
+  const Result matrix_averaged = gw(
+      {"--linear-cost", (dir / "c.csv").string(), "--lambda-ema-beta", "0.5"},
+      "pma.npy");
+  ASSERT_EQ(matrix_averaged.status, 0) << matrix_averaged.err;
+  const softwave::cli::NpyArray pfa = softwave::cli::parse_npy(
+      read_file(dir / "pfa.npy"), (dir / "pfa.npy").string());
+  const softwave::cli::NpyArray pma = softwave::cli::parse_npy(
+      read_file(dir / "pma.npy"), (dir / "pma.npy").string());
+  double moved = 0;
+  for (std::size_t q = 0; q < 12 * 9; ++q) {
+    EXPECT_NEAR(pfa.element(q), pma.element(q), 1e-9 * largest) << q;
+    moved = std::max(moved, std::fabs(pfa.element(q) - pf.element(q)));
+  }
+  EXPECT_GT(moved, 1e-6 * largest);
 }
 
 // A warm start: after one iteration with momentum 0.5, half of the given
@@ -1611,6 +1633,8 @@ TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
                           "--fgw-alpha needs --linear-cost");
   expect_error_containing(gw({"--fgw-alpha", "1.5"}),
                           "--fgw-alpha must be in (0, 1]");
+  expect_error_containing(gw({"--lambda-ema-beta", "1.5"}),
+                          "--lambda-ema-beta must be in [0, 1]");
   expect_error_containing(gw({"--linear-cost", (dir / "c.csv").string()}),
                           "a linear cost needs --fgw-alpha");
   expect_error_containing(

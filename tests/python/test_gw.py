@@ -282,6 +282,22 @@ def test_fused_gw_at_one_is_entropic_ot_of_the_linear_cost():
     np.testing.assert_allclose(r.plan, want, rtol=1e-7, atol=1e-12)
 
 
+def test_cost_average_steadies_the_plan_and_finds_the_matching():
+    x, y = spiral(300, 0, False), spiral(360, 1, True)
+    kw = dict(distance_mode="landmark", k=5, n_landmarks=20, M=40, alpha=0.8, epsilon=0.005,
+              max_iter=30, min_iter_before_converge=10, check_every=1, tol=0.0, seed=6)
+    plain = ot.sampled_gw(x, y, **kw)
+    averaged = ot.sampled_gw(x, y, lambda_ema_beta=0.5, **kw)
+    assert signed_spearman(averaged.matching) >= 0.99
+    # The averaged cost moves less between iterations, and so does the plan.
+    assert np.mean(averaged.changes) < 0.8 * np.mean(plain.changes), (
+        averaged.changes, plain.changes)
+    # β = 1 (each solve its own cost) and None are the plain algorithm.
+    for beta in (None, 0.0, 1.0):
+        same = ot.sampled_gw(x, y, lambda_ema_beta=beta, **kw)
+        np.testing.assert_array_equal(same.plan, plain.plan)
+
+
 @pytest.mark.parametrize("reversed_start", [False, True])
 def test_warm_start_keeps_the_matching_it_starts_from(reversed_start):
     x, y = spiral(300, 0, False), spiral(360, 1, True)
@@ -320,6 +336,8 @@ def test_warm_start_keeps_the_matching_it_starts_from(reversed_start):
         (dict(objective_samples=1), "objective_samples"),
         (dict(semi_relaxed=True, rho_a=0.0), "rho_a"),
         (dict(T_init=-np.ones((5, 6))), "warm start"),
+        (dict(lambda_ema_beta=1.5), "lambda_ema_beta"),
+        (dict(lambda_ema_beta="0.5"), "lambda_ema_beta"),
     ],
 )
 def test_bad_input_names_the_argument(change, name):

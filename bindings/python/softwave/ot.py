@@ -494,6 +494,17 @@ def _count(name, value, least):
     return int(value)
 
 
+def _ema_beta(beta):
+    if beta is None:
+        return 0.0
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+        raise TypeError(f"softwave: lambda_ema_beta must be a number or None "
+                        f"(got {type(beta).__name__})")
+    if not 0 <= beta <= 1:
+        raise ValueError(f"softwave: lambda_ema_beta must be in [0, 1] (got {beta})")
+    return float(beta)
+
+
 def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: str = "dijkstra",
                dist_source=None, dist_target=None, k: int = 30, n_landmarks: int = 50,
                M: int = 50, alpha: float = 0.9, max_iter: int = 500, tol: float = 0.05,
@@ -503,7 +514,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                sinkhorn_iterations: int = 10, sinkhorn_tolerance: float = 1e-3,
                mixed_precision: bool = True, restarts: int = 1,
                fgw_alpha: float = 0.0, C_linear=None, features_source=None,
-               features_target=None, T_init=None, objective_samples: int = 2048,
+               features_target=None, lambda_ema_beta: Optional[float] = None, T_init=None, objective_samples: int = 2048,
                exact_objective_entries: int = 2 ** 24, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
                multiscale: bool = False, n_coarse: Optional[int] = None,
                check_inputs: Optional[bool] = None, kernel: str = "automatic") -> GwResult:
@@ -535,6 +546,12 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     features_source (N, e) and features_target (K, e), kept low-rank (no N×K
     memory); Λ uses distances scaled to at most about 1, so C is best scaled
     to a similar range; restarts then keep the lowest fused objective.
+    lambda_ema_beta (TorchGW's): each solve's GW cost the exponential moving
+    average Λ̄_t = (1 − β) Λ̄_{t−1} + β Λ_t of the iterations' sampled costs
+    (None or 0: off; 1: each its own), less variance for a bias that fades
+    as the plan settles; kept low-rank over the last W iterations, W the
+    fewest leaving out at most 1e-3 of the weight (W = 10 at β = 0.5: the
+    solves' rank and time grow W-fold).
     The objective is exact where N·K <= exact_objective_entries (an N×K
     plan and O(N²K + NK²) work), else estimated from objective_samples pairs
     drawn from the plan, with its standard error in objective_error.
@@ -648,6 +665,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "seed": _count("seed", seed, 0),
         "restarts": _count("restarts", restarts, 1),
         "fused_alpha": fgw_alpha,
+        "cost_ema_beta": _ema_beta(lambda_ema_beta),
         "warm_start": initial is not None,
         "multiscale_points": coarse_points,
         "objective_samples": _count("objective_samples", objective_samples, 2),

@@ -154,8 +154,9 @@ struct GwSettings {
   bool mixed_precision = true;
   std::uint64_t seed = 0;
   int restarts = 1;
-  double fused_alpha = 0;   // GwOptions::fused_alpha
-  bool warm_start = false;  // GwOptions::warm_start: plan is read
+  double fused_alpha = 0;    // GwOptions::fused_alpha
+  double cost_ema_beta = 0;  // GwOptions::cost_ema_beta
+  bool warm_start = false;   // GwOptions::warm_start: plan is read
   // > 0: multiscale_start with that many coarse points makes the warm
   // start (plan, then read), < 0: with default_coarse_points; the arrays
   // source_points and target_points, where given, are the points it

@@ -152,6 +152,20 @@ struct GwOptions {
   int objective_samples = 2048;  // >= 2
   // Mixture terms whose weight falls below this are dropped.
   double term_tolerance = 1e-6;
+  // TorchGW's lambda_ema_beta: each solve's GW cost is an exponential
+  // moving average of the iterations' sampled costs,
+  //   Λ̄_t = (1 − β) Λ̄_{t−1} + β Λ_t,  Λ̄_0 = Λ_0,
+  // which trades the variance of M fresh anchors for a bias that fades as
+  // the plan settles (β in [0, 1]; 0 and 1: off, each solve its own Λ_t).
+  // Every Λ_s is kept as its factors, so the average is a low-rank cost too:
+  // the last W iterations' anchors, W the fewest whose left-out weight
+  // (1 − β)^W is at most cost_ema_tolerance (at most kCostEmaWindow), their
+  // weights renormalised once older ones are left out. The solves' rank,
+  // their time and the plan's memory grow W-fold (W·M + e + 2); with β =
+  // 0.5, W = 10 at the default tolerance. A fused GW's linear cost is the
+  // same every iteration and is not averaged.
+  double cost_ema_beta = 0;
+  double cost_ema_tolerance = 1e-3;  // in (0, 1)
   std::uint64_t seed = 0;
   int restarts = 1;  // >= 1: seeds seed, seed + 1, ...
   // Start from the plan in GwResult::plan (read; TorchGW's T_init) instead
@@ -292,6 +306,9 @@ struct GwMarginals {
   OTView1<const T, Space> a;
   OTView1<const T, Space> b;
 };
+
+// The most iterations the cost average keeps (GwOptions::cost_ema_beta).
+constexpr int kCostEmaWindow = 64;
 
 // The restarts multiscale_start's coarse problem takes at least.
 constexpr int kMultiscaleRestarts = 4;

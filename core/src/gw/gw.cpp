@@ -184,6 +184,12 @@ void check_options(const GwOptions& o) {
                            " must be >= 0");
   if (o.restarts < 1)
     throw_invalid_argument("restarts = ", o.restarts, " must be >= 1");
+  if (!(o.cost_ema_beta >= 0 && o.cost_ema_beta <= 1))
+    throw_invalid_argument("cost_ema_beta = ", o.cost_ema_beta,
+                           " must be in [0, 1] (0: no average)");
+  if (!(o.cost_ema_tolerance > 0 && o.cost_ema_tolerance < 1))
+    throw_invalid_argument("cost_ema_tolerance = ", o.cost_ema_tolerance,
+                           " must be in (0, 1)");
   if (!(o.fused_alpha >= 0 && o.fused_alpha <= 1))
     throw_invalid_argument("fused_alpha = ", o.fused_alpha,
                            " must be in [0, 1]");
@@ -239,6 +245,29 @@ int slot_count(const GwOptions& o) {
     alive += int(std::ceil(std::log(tol) / std::log1p(-o.alpha)));
   }
   return std::min(alive + 1, 32);
+}
+
+// How many iterations' sampled costs each solve's average takes
+// (GwOptions::cost_ema_beta; 1: no average).
+int cost_window(const GwOptions& o) {
+  double const beta = o.cost_ema_beta;
+  if (!(beta > 0 && beta < 1)) return 1;
+  double const window =
+      std::ceil(std::log(o.cost_ema_tolerance) / std::log1p(-beta));
+  return int(std::clamp(window, 1.0, double(kCostEmaWindow)));
+}
+
+// The weights of iterations t, t − 1, ... in iteration t's cost average:
+// β(1 − β)^j for age j, the first iteration's cost (1 − β)^t, the weights
+// of the ages kept (at most `window`) renormalised to sum 1.
+std::vector<double> cost_weights(double beta, int window, int t) {
+  int const count = std::min(t + 1, window);
+  std::vector<double> weights(count);
+  double total = 0;
+  for (int j = 0; j < count; ++j)
+    total += weights[j] = (j == t ? 1.0 : beta) * std::pow(1 - beta, j);
+  for (auto& w : weights) w /= total;
+  return weights;
 }
 
 template <class T, class Space>
@@ -437,6 +466,82 @@ void anchor_factors(
       });
 }
 
+// The cost average (GwOptions::cost_ema_beta): the last `window`
+// iterations' anchor factors and mean squares of each side (iteration t in
+// block t mod window), and each solve's cost made from them: the weighted
+// sum of low-rank costs u_s + v_s − P_s·Q_s is the low-rank cost with
+// u = Σ w_s u_s, v = Σ w_s v_s and the blocks √w_s P_s, √w_s Q_s side by
+// side (rank window·M; blocks not yet drawn are 0).
+template <class T, class Space>
+struct CostHistory {
+  int window;
+  std::int64_t m;
+  OTView2<T, Space> u, v;  // (window, N), (window, K)
+  OTView3<T, Space> p, q;  // (window, N, M), (window, K, M)
+  Kokkos::View<double*, typename Space::memory_space> weights;
+  typename Kokkos::View<double*, typename Space::memory_space>::HostMirror
+      weights_host;
+
+  CostHistory(const Space& space, int window_, std::int64_t n, std::int64_t k,
+              std::int64_t m_)
+      : window(window_),
+        m(m_),
+        u(uninitialised<T**>(space, "softwave::gw::history_u", window, n)),
+        v(uninitialised<T**>(space, "softwave::gw::history_v", window, k)),
+        p(uninitialised<T***>(space, "softwave::gw::history_p", window, n, m)),
+        q(uninitialised<T***>(space, "softwave::gw::history_q", window, k, m)),
+        weights(uninitialised<double*>(space, "softwave::gw::history_weights",
+                                       window)),
+        weights_host(Kokkos::create_mirror_view(weights)) {}
+
+  // Block r of a side's arrays, as a batch of one.
+  static OTView2<T, Space> row(const OTView2<T, Space>& all, int r) {
+    return OTView2<T, Space>(all.data() + r * all.extent(1), 1, all.extent(1));
+  }
+  static OTView3<T, Space> block(const OTView3<T, Space>& all, int r) {
+    return OTView3<T, Space>(all.data() + r * all.extent(1) * all.extent(2), 1,
+                             all.extent(1), all.extent(2));
+  }
+
+  // Iteration t's average into a term's own terms and first window·M
+  // factor columns, both sides.
+  void average(const Space& space, double beta, int t,
+               const OTView2<T, Space>& term_u, const OTView3<T, Space>& term_p,
+               const OTView2<T, Space>& term_v,
+               const OTView3<T, Space>& term_q) {
+    auto const w = cost_weights(beta, window, t);
+    for (int j = 0; j < window; ++j)
+      weights_host(j) = j < int(w.size()) ? w[j] : 0.0;
+    Kokkos::deep_copy(space, weights, weights_host);
+    side(space, t, u, p, term_u, term_p);
+    side(space, t, v, q, term_v, term_q);
+  }
+
+ private:
+  void side(const Space& space, int t, const OTView2<T, Space>& own,
+            const OTView3<T, Space>& factor, const OTView2<T, Space>& term_own,
+            const OTView3<T, Space>& term_factor) const {
+    auto const w = weights;
+    int const count = window;
+    std::int64_t const columns = m;
+    Kokkos::parallel_for(
+        "softwave::gw::average_cost",
+        Kokkos::RangePolicy<Space>(space, 0, own.extent(1)),
+        KOKKOS_LAMBDA(std::int64_t i) {
+          double sum = 0;
+          for (int j = 0; j < count; ++j) {
+            int const r = ((t - j) % count + count) % count;
+            double const root = compat::sqrt(w(j));
+            if (w(j) > 0) sum += w(j) * double(own(r, i));
+            for (std::int64_t c = 0; c < columns; ++c)
+              term_factor(0, i, j * columns + c) =
+                  w(j) > 0 ? T(root * double(factor(r, i, c))) : T(0);
+          }
+          term_own(0, i) = T(sum);
+        });
+  }
+};
+
 // Fused GW's features F (N, e) into the factor's columns M .. M + e − 1 as
 // √(2β)·F, and β‖F_i‖² added to own: β‖F_i − G_k‖² in the low-rank cost.
 template <class T, class Space>
@@ -567,6 +672,11 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     dense_cost = uninitialised<T***>(space, "softwave::gw::dense_cost", 1,
                                      problem.n, problem.k);
 
+  // The cost average's history, where each solve's cost is one.
+  std::optional<CostHistory<T, Space>> history;
+  if (cost_window(o) > 1)
+    history.emplace(space, cost_window(o), problem.n, problem.k, m);
+
   // A relaxed source: each solve's row sums, for the draws from it.
   Kokkos::View<double*, typename Space::memory_space> slot_row_sums;
   if (!std::isinf(o.rho_a)) {
@@ -604,15 +714,29 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     int const slot = free_slots.back();
     free_slots.pop_back();
     double const share = 1 - problem.fused_alpha;
-    anchor_factors(space, xs.first, xs.second, run.source_scale, share,
-                   terms.row(terms.u, slot), terms.factor(terms.p, slot));
-    anchor_factors(space, ys.first, ys.second, run.target_scale, share,
-                   terms.row(terms.v, slot), terms.factor(terms.q, slot));
+    if (history) {  // this iteration's cost into the history, then the average
+      int const r = t % history->window;
+      anchor_factors(space, xs.first, xs.second, run.source_scale, share,
+                     history->row(history->u, r),
+                     history->block(history->p, r));
+      anchor_factors(space, ys.first, ys.second, run.target_scale, share,
+                     history->row(history->v, r),
+                     history->block(history->q, r));
+      history->average(space, o.cost_ema_beta, t, terms.row(terms.u, slot),
+                       terms.factor(terms.p, slot), terms.row(terms.v, slot),
+                       terms.factor(terms.q, slot));
+    } else {
+      anchor_factors(space, xs.first, xs.second, run.source_scale, share,
+                     terms.row(terms.u, slot), terms.factor(terms.p, slot));
+      anchor_factors(space, ys.first, ys.second, run.target_scale, share,
+                     terms.row(terms.v, slot), terms.factor(terms.q, slot));
+    }
     if (problem.features() > 0) {
-      feature_factors(space, problem.linear.source_features, m,
+      std::int64_t const first = m * cost_window(o);
+      feature_factors(space, problem.linear.source_features, first,
                       problem.fused_alpha, terms.row(terms.u, slot),
                       terms.factor(terms.p, slot));
-      feature_factors(space, problem.linear.target_features, m,
+      feature_factors(space, problem.linear.target_features, first,
                       problem.fused_alpha, terms.row(terms.v, slot),
                       terms.factor(terms.q, slot));
     }
@@ -879,8 +1003,10 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   if (marginals.b.extent(0))
     problem.b2 = OTView2<const T, Space>(marginals.b.data(), 1, k);
 
-  PlanTerms<T, Space> terms(space, n, k, options.anchors + problem.features(),
-                            slot_count(options));
+  PlanTerms<T, Space> terms(
+      space, n, k,
+      std::int64_t(options.anchors) * cost_window(options) + problem.features(),
+      slot_count(options));
   terms.linear = linear.matrix;
   terms.linear_weight = T(options.fused_alpha);
   // The objective: exact from a dense plan where N·K is small enough, else
