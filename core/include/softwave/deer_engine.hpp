@@ -265,6 +265,21 @@ inline std::string label(const char* what) {
   return std::string("softwave::deer::") + what;
 }
 
+// The host's copy of `view` for reading it back: the view itself where the
+// host can read it, else a host View labelled softwave::deer::<what> (a
+// mirror Kokkos made would be named after the view, which the call's
+// memory hands out unlabelled).
+template <class View>
+typename View::HostMirror host_copy(const char* what, const View& view) {
+  if constexpr (Kokkos::SpaceAccessibility<
+                    Kokkos::HostSpace, typename View::memory_space>::accessible)
+    return Kokkos::create_mirror_view(view);
+  else
+    return typename View::HostMirror(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, label(what)),
+        view.layout());
+}
+
 // Steps per chunk: enough chunks to fill the space (a few per thread on the
 // host, about one per thread a device keeps resident), at least the block
 // size k so that the chunks' composed maps (n·k each) take no more memory
@@ -1221,7 +1236,7 @@ struct Solver {
             .values_in(memory_, space_, never_wait_);
     auto const still =
         memory_.template array<Kokkos::View<int, Memory>>("active", false);
-    auto still_host = Kokkos::create_mirror_view(still);
+    auto still_host = host_copy("active_host", still);
     bool const linear_exact = settings_.linear && block == n;
     int const max_iterations = linear_exact ? 1 : settings_.max_iterations;
     for (int k = 1; k <= max_iterations; ++k) {
@@ -1291,7 +1306,7 @@ struct Solver {
         "damped_error", true, batch_);
     auto const still = memory_.template array<Kokkos::View<int, Memory>>(
         "damped_active", false);
-    auto still_host = Kokkos::create_mirror_view(still);
+    auto still_host = host_copy("damped_active_host", still);
     if (!settings_.warm_start) compat::fill(space_, z_, T(0));
     Kokkos::parallel_for(label("damped_start"), work_items(space_, batch_),
                          DampedStart{d, rec_, status, previous, T(lambda)});
