@@ -517,7 +517,8 @@ struct CostHistory {
     side(space, t, v, q, term_v, term_q);
   }
 
- private:
+  // One side's average (public: nvcc refuses a device lambda in a private
+  // member function).
   void side(const Space& space, int t, const OTView2<T, Space>& own,
             const OTView3<T, Space>& factor, const OTView2<T, Space>& term_own,
             const OTView3<T, Space>& term_factor) const {
