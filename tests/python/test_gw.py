@@ -120,6 +120,11 @@ def test_knn_graph_is_the_symmetrised_neighbour_graph():
     m = ot.knn_graph(x, k=4).to_scipy()
     assert isinstance(m, scipy.csr_matrix) and m.shape == (60, 60)
     assert np.allclose(m.toarray(), m.toarray().T)
+    # Each edge once, at its distance (a mutual neighbour is listed twice
+    # in the graph's own rows).
+    edges = m.toarray() > 0
+    assert m.nnz == edges.sum()
+    assert np.allclose(m.toarray()[edges], d[edges], rtol=1e-12)
 
 
 def test_multiscale_starts_from_the_coarse_plan_spread_and_scaled():
@@ -355,3 +360,87 @@ def test_non_finite_distances_are_refused():
     dx[1, 2] = math.nan
     with pytest.raises(ValueError, match="non-finite"):
         ot.sampled_gw(dist_source=dx, dist_target=dy, distance_mode="precomputed", max_iter=3)
+
+
+def dense_laplacian(graph):
+    """D − W of a softwave.ot.knn_graph, W = 1/(distance + 1e-10) made
+    symmetric by the larger weight, in dense float64."""
+    n = graph.shape[0]
+    w = np.zeros((n, n))
+    for i in range(n):
+        for q in range(graph.indptr[i], graph.indptr[i + 1]):
+            j = graph.indices[q]
+            w[i, j] = max(w[i, j], 1.0 / (graph.data[q] + 1e-10))
+    w = np.maximum(w, w.T)
+    return np.diag(w.sum(1)) - w
+
+
+def test_joint_embedding_is_the_svd_of_the_coupled_systems():
+    rng = np.random.default_rng(18)
+    sets = {"a": rng.normal(size=(40, 2)), "b": rng.normal(size=(30, 3)),
+            "anchor": rng.normal(size=(35, 2))}
+    graphs = {name: ot.knn_graph(x, k=4) for name, x in sets.items()}
+    plans = {(name, "anchor"): rng.uniform(0, 1, (len(sets[name]), 35)) / 1000
+             for name in ("a", "b")}
+    lam = 0.7
+    got = ot.joint_embedding("anchor", sets, graphs, plans, lambda_reg=lam, out_dim=4)
+    # H = diag(S_a, S_b)⁻¹ [T_a; T_b] S_anchor⁻¹ formed densely.
+    t = [plans[("a", "anchor")], plans[("b", "anchor")]]
+    s_anchor = dense_laplacian(graphs["anchor"]) + lam * np.diag(t[0].sum(0) + t[1].sum(0))
+    inverses = [np.linalg.inv(dense_laplacian(graphs[n]) + lam * np.diag(p.sum(1)))
+                for n, p in zip(("a", "b"), t)]
+    h = np.vstack([inv @ p for inv, p in zip(inverses, t)]) @ np.linalg.inv(s_anchor)
+    u, values, vt = np.linalg.svd(h)
+    assert np.all(values[:4] > values[1:5] * (1 + 1e-3))  # distinct: vectors up to sign
+    left = np.vstack([got["a"], got["b"]]).astype(np.float64)
+    right = got["anchor"].astype(np.float64)
+    assert left.shape == (70, 4) and right.shape == (35, 4)
+    for c in range(4):
+        sign = np.sign(left[:, c] @ u[:, c])
+        np.testing.assert_allclose(sign * left[:, c], u[:, c], atol=2e-6)
+        np.testing.assert_allclose(sign * right[:, c], vt[c], atol=2e-6)
+    again = ot.joint_embedding("anchor", sets, graphs, plans, lambda_reg=lam, out_dim=4)
+    np.testing.assert_array_equal(again["a"], got["a"])
+
+
+def test_joint_embedding_places_matched_points_together():
+    x, y = spiral(300, 0, False), spiral(360, 1, True)
+    r = ot.sampled_gw(x, y, distance_mode="landmark", k=5, n_landmarks=20, M=80, alpha=0.8,
+                      epsilon=0.005, max_iter=40, seed=3)
+    e = ot.joint_embedding("roll", {"spiral": x, "roll": y},
+                           {"spiral": ot.knn_graph(x, 10), "roll": ot.knn_graph(y, 10)},
+                           {("spiral", "roll"): r.plan}, out_dim=5)
+    a, b = e["spiral"], e["roll"]
+    a, b = a / np.linalg.norm(a, axis=0), b / np.linalg.norm(b, axis=0)
+    nearest = (((a[:, None, :] - b[None, :, :]) ** 2).sum(-1)).argmin(1)
+    assert np.corrcoef(nearest, r.matching)[0, 1] >= 0.99
+
+
+def test_joint_embedding_refuses_bad_input():
+    rng = np.random.default_rng(19)
+    x, y = rng.normal(size=(12, 2)), rng.normal(size=(10, 2))
+    sets, graphs = {"x": x, "y": y}, {"x": ot.knn_graph(x, 3), "y": ot.knn_graph(y, 3)}
+    plan = np.full((12, 10), 1 / 120)
+    call = lambda **kw: ot.joint_embedding(**{**dict(anchor_name="y", data_by_name=sets,
+                                                     graphs_by_name=graphs,
+                                                     transport_plans={("x", "y"): plan},
+                                                     out_dim=3), **kw})
+    assert call()["x"].shape == (12, 3)
+    for kw, name in [(dict(anchor_name="z"), "anchor_name"),
+                     (dict(transport_plans={}), "transport_plans"),
+                     (dict(transport_plans={("x", "y"): plan.T}), "transport_plans"),
+                     (dict(transport_plans={("x", "y"): -plan}), "non-negative"),
+                     (dict(graphs_by_name={"x": graphs["x"]}), "graphs_by_name"),
+                     (dict(out_dim=0), "out_dim"), (dict(lambda_reg=0.0), "lambda_reg")]:
+        with pytest.raises(ValueError, match=name):
+            call(**kw)
+    # A point no edge and no plan mass reaches makes its system singular.
+    lonely = graphs["x"].to_scipy().tolil()
+    lonely[0, :] = 0
+    lonely[:, 0] = 0
+    lonely = lonely.tocsr()
+    lonely.eliminate_zeros()
+    gap = plan.copy()
+    gap[0] = 0
+    with pytest.raises(ValueError, match="no transport plan mass"):
+        call(graphs_by_name={"x": lonely, "y": graphs["y"]}, transport_plans={("x", "y"): gap})

@@ -35,9 +35,10 @@ from typing import Any, Optional, Tuple
 import numpy as np
 
 from . import _core
+from ._embedding import joint_embedding
 
 __all__ = ["sinkhorn", "sinkhorn_divergence", "SinkhornResult", "SamplesLoss", "sampled_gw", "GwResult",
-           "knn_graph", "KnnGraph"]
+           "knn_graph", "KnnGraph", "joint_embedding"]
 
 _POINT_COSTS = ("sqeuclidean", "half_sqeuclidean")
 
@@ -708,10 +709,17 @@ class KnnGraph:
         return (n, n)
 
     def to_scipy(self):
-        """The graph as a scipy.sparse.csr_matrix of distances (TorchGW's
-        ``build_knn_graph`` returns one; needs SciPy)."""
+        """The graph as a scipy.sparse.csr_matrix of distances, each edge
+        once a row (TorchGW's ``build_knn_graph`` returns one; needs SciPy).
+        The rows above list a mutual neighbour twice, which SciPy would
+        add up into twice the distance."""
         from scipy.sparse import csr_matrix
-        return csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+        rows = np.repeat(np.arange(self.shape[0]), np.diff(self.indptr))
+        keys = rows * np.int64(self.shape[1]) + self.indices
+        order = np.lexsort((self.data, keys))  # by edge, shortest first
+        keys, first = np.unique(keys[order], return_index=True)
+        data = self.data[order][first]
+        return csr_matrix((data, (keys // self.shape[1], keys % self.shape[1])), shape=self.shape)
 
 
 def knn_graph(X, k: int = 30) -> KnnGraph:
