@@ -18,8 +18,9 @@ products) and the time.
             linearised cost an iteration: O(N²K + NK²) each);
   softwave  softwave.ot.sampled_gw(distance_mode="precomputed", epsilon),
             its defaults (M = 50 anchors an iteration) with 1 restart and
-            with --restarts (the lowest GW objective kept), and any
-            --ema values as lambda_ema_beta.
+            with --restarts (the lowest GW objective kept), both again
+            with --exact exact entropic GW steps after the sampled ones
+            (exact_iterations), and any --ema values as lambda_ema_beta.
 
 POT is a peer, never a project dependency: install it into a throwaway
 virtual environment that also sees softwave, e.g.
@@ -71,6 +72,7 @@ def main():
     parser.add_argument("--noise", type=float, default=0.1)
     parser.add_argument("--epsilon", type=float, default=5e-3)
     parser.add_argument("--restarts", type=int, default=4)
+    parser.add_argument("--exact", type=int, default=20, help="exact_iterations (0: those runs left out)")
     parser.add_argument("--ema", default="", help="comma-separated lambda_ema_beta values to add")
     parser.add_argument("--pot-iterations", type=int, default=200)
     parser.add_argument("--out", default=None)
@@ -81,6 +83,10 @@ def main():
     import softwave.ot as swot
 
     methods = [("softwave", {}), (f"softwave restarts={args.restarts}", {"restarts": args.restarts})]
+    if args.exact > 0:
+        methods += [(f"softwave exact_iterations={args.exact}", {"exact_iterations": args.exact}),
+                    (f"softwave restarts={args.restarts}, exact={args.exact}",
+                     {"restarts": args.restarts, "exact_iterations": args.exact})]
     methods += [(f"softwave lambda_ema_beta={b}", {"lambda_ema_beta": float(b)})
                 for b in args.ema.split(",") if b]
     records = []

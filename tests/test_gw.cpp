@@ -379,6 +379,81 @@ TYPED_TEST(SampledGw, CostAverageIsTheSinkhornOfTheAveragedCost) {
   }
 }
 
+// GwOptions::exact_iterations after one sampled solve (α = 1): the plan is
+// the Sinkhorn plan of the exact linearised cost of that solve's plan,
+//   L_ik = (Σ_j X_ij² r_j + Σ_l Y_kl² c_l − 2 (X π Y)_ik) / Σπ,
+// X, Y the distances over the reported scales, all rebuilt in float64; the
+// matching is its row argmax and the objective its exact one. Balanced and
+// with a relaxed target.
+TYPED_TEST(SampledGw, ExactIterationIsTheSinkhornOfTheExactCost) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (double rho_b : {double(INFINITY), 0.7}) {
+    int const n = rng.integer(2, 10), k = rng.integer(2, 10);
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " k " << k << " rho_b " << rho_b);
+    RandomProblem<T, Space> const pr(rng, n, k);
+    softwave::GwOptions o = one_solve_options<T>(rng);
+    o.rho_b = rho_b;
+    o.exact_iterations = 1;
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    r.matching = V1<int, Space>("matching", n);
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                         pr.marginals, r, o);
+    auto const sampled = ref::solve_ot(one_solve_problem(pr, r, o, {}));
+    std::vector<double> rows(n, 0), columns(k, 0);
+    double mass = 0;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j) {
+        double const p = sampled.plan[std::size_t(i) * k + j];
+        rows[i] += p;
+        columns[j] += p;
+        mass += p;
+      }
+    auto x = [&](int i, int j) {
+      return pr.source.matrix[std::size_t(i) * n + j] / r.source_scale;
+    };
+    auto y = [&](int i, int j) {
+      return pr.target.matrix[std::size_t(i) * k + j] / r.target_scale;
+    };
+    ref::OTProblem exact = one_solve_problem(pr, r, o, {});
+    exact.eps = r.final_epsilon;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j) {
+        double source = 0, target = 0, cross = 0;
+        for (int l = 0; l < n; ++l) source += x(i, l) * x(i, l) * rows[l];
+        for (int l = 0; l < k; ++l) target += y(j, l) * y(j, l) * columns[l];
+        for (int l = 0; l < n; ++l)
+          for (int m = 0; m < k; ++m)
+            cross += x(i, l) * sampled.plan[std::size_t(l) * k + m] * y(m, j);
+        exact.cost[std::size_t(i) * k + j] =
+            (source + target - 2 * cross) / mass;
+      }
+    auto const want = ref::solve_ot(exact);
+    auto const plan = swt::to_host(r.plan);
+    EXPECT_LE(relative_difference(plan, want.plan), tolerance<T>(1e-9, 2e-4));
+    auto const matching = swt::to_host(r.matching);
+    for (int i = 0; i < n; ++i) {
+      auto const row = plan.begin() + std::size_t(i) * k;
+      EXPECT_EQ(matching[i], int(std::max_element(row, row + k) - row)) << i;
+    }
+    double const gw =
+        ref::gw_objective(pr.source.matrix, pr.target.matrix, plan, n, k);
+    EXPECT_NEAR(r.objective, gw, 1e-10 * (std::fabs(gw) + 1e-12));
+    // Without the refinement the plan is the sampled solve's.
+    softwave::GwResult<T, Space> plain;
+    plain.plan = V2<T, Space>("plan", n, k);
+    o.exact_iterations = 0;
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                         pr.marginals, plain, o);
+    EXPECT_LE(relative_difference(swt::to_host(plain.plan), sampled.plan),
+              tolerance<T>(1e-9, 2e-4));
+  }
+}
+
 // Fused GW's linear cost as the library takes it (a matrix, or features
 // on both sides) and as the reference sees it: C_ik (N×K, float64, from
 // the rounded inputs).
@@ -1309,6 +1384,13 @@ TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
     o.cost_ema_beta = beta;
     EXPECT_TRUE(swt::throws_naming("cost_ema_beta", call(sd, td, none, o)));
   }
+  o = {};
+  o.exact_iterations = -1;
+  EXPECT_TRUE(swt::throws_naming("exact_iterations", call(sd, td, none, o)));
+  o = {};
+  o.exact_iterations = 1;
+  o.exact_objective_entries = n * k - 1;
+  EXPECT_TRUE(swt::throws_naming("exact_iterations", call(sd, td, none, o)));
   o = {};
   o.cost_ema_beta = 0.5;
   for (double tolerance : {0.0, 1.0, double(NAN)}) {

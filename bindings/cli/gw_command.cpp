@@ -226,6 +226,10 @@ std::string gw_help() {
          "                         (default 2^24), else an estimate\n"
          "  --objective-samples S  pairs drawn for the estimate (default "
          "2048)\n"
+         "  --exact-iterations N   then N exact entropic GW steps from the "
+         "plan (its exact\n"
+         "                         linearised cost; N x K at most "
+         "the entries above)\n"
          "  --dtype NAME           float32 (default) or float64\n"
          "  --threads N            OpenMP threads (default: Kokkos')\n"
          "  -o, --output FILE      the plan, N x K (.npy or .csv)\n"
@@ -264,6 +268,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--n-coarse"},
                                          {"--objective-samples"},
                                          {"--exact-objective-entries"},
+                                         {"--exact-iterations"},
                                          {"--seed"},
                                          {"--no-objective", false},
                                          {"--dtype"},
@@ -308,6 +313,8 @@ int run_gw(const std::vector<std::string>& arguments) {
   options.exact_objective_entries =
       parsed.integer_at_least("--exact-objective-entries", 0)
           .value_or(std::int64_t(1) << 24);
+  options.exact_iterations =
+      int(parsed.integer_at_least("--exact-iterations", 0).value_or(0));
   if (options.fused_alpha > 1)
     throw usage_error("--fgw-alpha must be in (0, 1]");
   options.seed =
@@ -430,6 +437,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                   : std::optional<double>())
       .add("fgw_alpha", options.fused_alpha)
       .add("lambda_ema_beta", options.cost_ema_beta)
+      .add("exact_iterations", options.exact_iterations)
       .add("linear_objective", objective && has_linear
                                    ? std::optional<double>(out.linear_objective)
                                    : std::optional<double>())

@@ -1448,6 +1448,30 @@ TEST(CliGw, NoObjectiveStillWritesThePlan) {
     EXPECT_EQ(b.element(q), a.element(q)) << "entry " << q;
 }
 
+// Exact entropic GW steps after the sampled ones descend: a lower
+// objective than the sampled plan's, reported with the steps' count, and
+// the same refined plan without the objective.
+TEST(CliGw, ExactIterationsLowerTheObjective) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const Result sampled = short_gw(dir, "sampled.npy", {"--mode", "euclidean"});
+  const Result refined = short_gw(
+      dir, "refined.npy", {"--mode", "euclidean", "--exact-iterations", "5"});
+  const Result quiet = short_gw(
+      dir, "quiet.npy",
+      {"--mode", "euclidean", "--exact-iterations", "5", "--no-objective"});
+  ASSERT_EQ(sampled.status, 0) << sampled.err;
+  ASSERT_EQ(refined.status, 0) << refined.err;
+  ASSERT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(json_number(refined.out, "exact_iterations"), 5);
+  EXPECT_LT(json_number(refined.out, "objective"),
+            json_number(sampled.out, "objective"));
+  const auto a = plan_in(dir, "refined.npy"), b = plan_in(dir, "quiet.npy");
+  ASSERT_EQ(b.shape, a.shape);
+  for (std::size_t q = 0; q < 12 * 9; ++q)
+    EXPECT_EQ(b.element(q), a.element(q)) << "entry " << q;
+}
+
 // Fused GW with features (one column each) and with the matrix of their
 // squared differences: the same plan for the same seed, and the reported
 // linear objective is <C, T> of the written plan.
@@ -1635,6 +1659,9 @@ TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
                           "--fgw-alpha must be in (0, 1]");
   expect_error_containing(gw({"--lambda-ema-beta", "1.5"}),
                           "--lambda-ema-beta must be in [0, 1]");
+  expect_error_containing(gw({"--mode", "euclidean", "--exact-iterations", "1",
+                              "--exact-objective-entries", "1"}),
+                          "exact_iterations = 1 needs a dense");
   expect_error_containing(gw({"--linear-cost", (dir / "c.csv").string()}),
                           "a linear cost needs --fgw-alpha");
   expect_error_containing(

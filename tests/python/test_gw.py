@@ -192,6 +192,23 @@ def test_objective_marginals_and_matching_match_float64():
     assert np.array_equal(r.matching, r.plan.argmax(1))
 
 
+def test_exact_iterations_lower_the_objective_of_the_sampled_plan():
+    rng = np.random.default_rng(21)
+    dx, dy, p, q = small_problem(rng, 40, 50)
+    kw = dict(dist_source=dx, dist_target=dy, p=p, q=q, distance_mode="precomputed", M=5,
+              max_iter=30, epsilon=0.01, seed=3)
+    sampled = ot.sampled_gw(**kw)
+    refined = ot.sampled_gw(exact_iterations=20, **kw)
+    # Exact steps descend from the sampled plan: a lower objective, the
+    # marginals kept, the matching and objective the refined plan's.
+    assert refined.objective < 0.9 * sampled.objective, (refined.objective, sampled.objective)
+    np.testing.assert_allclose(refined.plan.sum(1), p, rtol=0, atol=1e-3)
+    assert refined.objective == pytest.approx(gw_objective(dx, dy, refined.plan), rel=1e-9)
+    assert np.array_equal(refined.matching, refined.plan.argmax(1))
+    with pytest.raises(ValueError, match="exact_iterations"):
+        ot.sampled_gw(exact_iterations=1, exact_objective_entries=40 * 50 - 1, **kw)
+
+
 def test_objective_estimated_from_drawn_pairs_above_the_exact_size():
     rng = np.random.default_rng(19)
     dx, dy, p, q = small_problem(rng, 40, 50)
@@ -342,6 +359,7 @@ def test_warm_start_keeps_the_matching_it_starts_from(reversed_start):
         (dict(semi_relaxed=True, rho_a=0.0), "rho_a"),
         (dict(T_init=-np.ones((5, 6))), "warm start"),
         (dict(lambda_ema_beta=1.5), "lambda_ema_beta"),
+        (dict(exact_iterations=-1), "exact_iterations"),
         (dict(lambda_ema_beta="0.5"), "lambda_ema_beta"),
     ],
 )

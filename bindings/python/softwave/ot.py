@@ -516,7 +516,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                mixed_precision: bool = True, restarts: int = 1,
                fgw_alpha: float = 0.0, C_linear=None, features_source=None,
                features_target=None, lambda_ema_beta: Optional[float] = None, T_init=None, objective_samples: int = 2048,
-               exact_objective_entries: int = 2 ** 24, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
+               exact_objective_entries: int = 2 ** 24, exact_iterations: int = 0, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
                multiscale: bool = False, n_coarse: Optional[int] = None,
                check_inputs: Optional[bool] = None, kernel: str = "automatic") -> GwResult:
     """Sampled Gromov–Wasserstein between a source (N points) and a target
@@ -556,6 +556,11 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     The objective is exact where N·K <= exact_objective_entries (an N×K
     plan and O(N²K + NK²) work), else estimated from objective_samples pairs
     drawn from the plan, with its standard error in objective_error.
+    exact_iterations: after the sampled iterations, that many exact ones
+    (POT's entropic GW step from the sampled plan: the plan's exact
+    linearised cost, O(N²K + NK²), solved at the last ε with no momentum);
+    needs N·K <= exact_objective_entries, and the plan, matching and
+    objective are the refined plan's.
     T_init: an (N, K) plan to start from instead of p⊗q (non-negative, with
     mass; scaled to p's), the first anchors drawn from it. multiscale
     (TorchGW's): first the same problem between n_coarse farthest points of
@@ -671,6 +676,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "multiscale_points": coarse_points,
         "objective_samples": _count("objective_samples", objective_samples, 2),
         "exact_objective_entries": _count("exact_objective_entries", exact_objective_entries, 0),
+        "exact_iterations": _count("exact_iterations", exact_iterations, 0),
         "objective": bool(objective),
         "kernel": str(kernel),
         "check": frame.default_check() if check_inputs is None else bool(check_inputs),

@@ -714,6 +714,7 @@ GwOptions gw_options_of(const GwSettings& s) {
   o.restarts = s.restarts;
   o.fused_alpha = s.fused_alpha;
   o.cost_ema_beta = s.cost_ema_beta;
+  o.exact_iterations = s.exact_iterations;
   o.exact_objective_entries = s.exact_objective_entries;
   o.objective_samples = s.objective_samples;
   o.warm_start = s.warm_start;

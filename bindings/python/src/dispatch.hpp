@@ -156,6 +156,7 @@ struct GwSettings {
   int restarts = 1;
   double fused_alpha = 0;    // GwOptions::fused_alpha
   double cost_ema_beta = 0;  // GwOptions::cost_ema_beta
+  int exact_iterations = 0;  // GwOptions::exact_iterations
   bool warm_start = false;   // GwOptions::warm_start: plan is read
   // > 0: multiscale_start with that many coarse points makes the warm
   // start (plan, then read), < 0: with default_coarse_points; the arrays

@@ -338,6 +338,8 @@ NB_MODULE(_core, m) {
             s.fused_alpha = nb::cast<double>(value);
           else if (name == "cost_ema_beta")
             s.cost_ema_beta = nb::cast<double>(value);
+          else if (name == "exact_iterations")
+            s.exact_iterations = nb::cast<int>(value);
           else if (name == "exact_objective_entries")
             s.exact_objective_entries = nb::cast<std::int64_t>(value);
           else if (name == "objective_samples")

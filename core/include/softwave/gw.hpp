@@ -150,6 +150,18 @@ struct GwOptions {
   // standard error.
   std::int64_t exact_objective_entries = std::int64_t(1) << 24;
   int objective_samples = 2048;  // >= 2
+  // After the sampled iterations, this many exact ones (>= 0): the plan P
+  // made dense, then P ← the Sinkhorn plan of the exact linearised cost
+  //   L_ik = (Σ_j X_ij² r_j + Σ_l Y_kl² c_l − 2 (X P Y)_ik) / μ
+  // (X, Y the distances normalised as above, r = P1, c = Pᵀ1, μ = Σ P: the
+  // sampled cost's expectation over anchors drawn from P; fused GW blends
+  // it with C as before) at the last iteration's ε, with no momentum:
+  // POT's entropic GW iteration, started from the sampled plan. Each takes
+  // O(N²K + NK²) work and an N×K plan and cost, so it needs N·K <=
+  // exact_objective_entries; each solve runs until sinkhorn_tolerance or
+  // max(1000, sinkhorn_iterations) iterations. The plan, matching and
+  // objective returned are the refined plan's.
+  int exact_iterations = 0;
   // Mixture terms whose weight falls below this are dropped.
   double term_tolerance = 1e-6;
   // TorchGW's lambda_ema_beta: each solve's GW cost is an exponential

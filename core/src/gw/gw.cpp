@@ -193,6 +193,9 @@ void check_options(const GwOptions& o) {
   if (!(o.fused_alpha >= 0 && o.fused_alpha <= 1))
     throw_invalid_argument("fused_alpha = ", o.fused_alpha,
                            " must be in [0, 1]");
+  if (o.exact_iterations < 0)
+    throw_invalid_argument("exact_iterations = ", o.exact_iterations,
+                           " must be >= 0");
   if (o.kernel == Kernel::pairs)
     throw_invalid_argument(
         "kernel = pairs is a Soft-DTW kernel; sampled GW takes automatic, "
@@ -847,6 +850,116 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   return run;
 }
 
+// GwOptions::exact_iterations: steps P ← the Sinkhorn plan of the exact
+// linearised cost L(P) (gw.hpp) from the dense plan given, in place, at the
+// restart's last ε and distance scales; the last solve's row argmax into
+// `matching` where given.
+template <class T, class Space>
+void refine_exactly(const Space& space, const Problem<T, Space>& problem,
+                    const SideDistances<T, Space>& dx,
+                    const SideDistances<T, Space>& dy, const Run& run,
+                    const GwOptions& o, const OTView2<T, Space>& plan,
+                    const OTView1<int, Space>& matching) {
+  using Range = Kokkos::RangePolicy<Space>;
+  std::int64_t const n = problem.n, k = problem.k;
+  auto const cost =
+      uninitialised<T***>(space, "softwave::gw::exact_cost", 1, n, k);
+  auto const plan_dy =
+      uninitialised<double**>(space, "softwave::gw::exact_plan_dy", n, k);
+  auto const rows =
+      uninitialised<double*>(space, "softwave::gw::exact_rows", n);
+  auto const columns =
+      uninitialised<double*>(space, "softwave::gw::exact_columns", k);
+  auto const f = uninitialised<T**>(space, "softwave::gw::exact_f", 1, n);
+  auto const g = uninitialised<T**>(space, "softwave::gw::exact_g", 1, k);
+  OTView3<T, Space> const plan3(plan.data(), 1, n, k);
+  OTView2<int, Space> const matching2(matching.data(), 1,
+                                      matching.size() > 0 ? n : 0);
+  Marginals<T, Space> const weights{problem.a2, problem.b2};
+  SinkhornOptions sink;
+  sink.rho_a = o.rho_a;
+  sink.rho_b = o.rho_b;
+  sink.epsilon = run.final_epsilon;
+  sink.max_iterations = std::max(1000, o.sinkhorn_iterations);
+  sink.tolerance = o.sinkhorn_tolerance;
+  sink.check_values = false;
+  sink.kernel = o.kernel;
+  double const inv_x = 1.0 / run.source_scale, inv_y = 1.0 / run.target_scale;
+  double const beta = problem.fused_alpha, share = 1 - beta;
+  auto const linear = problem.linear;
+  std::int64_t const features = problem.features();
+  for (int step = 0; step < o.exact_iterations; ++step) {
+    Kokkos::parallel_for(
+        "softwave::gw::exact_rows", Range(space, 0, n),
+        KOKKOS_LAMBDA(std::int64_t i) {
+          double s = 0;
+          for (std::int64_t j = 0; j < k; ++j) s += plan(i, j);
+          rows(i) = s;
+        });
+    Kokkos::parallel_for(
+        "softwave::gw::exact_columns", Range(space, 0, k),
+        KOKKOS_LAMBDA(std::int64_t j) {
+          double s = 0;
+          for (std::int64_t i = 0; i < n; ++i) s += plan(i, j);
+          columns(j) = s;
+        });
+    double mass = 0;
+    Kokkos::parallel_reduce(
+        "softwave::gw::exact_mass", Range(space, 0, n),
+        KOKKOS_LAMBDA(std::int64_t i, double& out) { out += rows(i); }, mass);
+    // P Y, then each cost entry from it (X P Y) and the squared distances
+    // weighted by the plan's marginals.
+    Kokkos::parallel_for(
+        "softwave::gw::exact_plan_dy", Range(space, 0, n * k),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const i = q / k, j = q % k;
+          double s = 0;
+          for (std::int64_t l = 0; l < k; ++l) s += plan(i, l) * dy(l, j);
+          plan_dy(i, j) = s * inv_y;
+        });
+    double const inv_mass = 1.0 / mass;
+    Kokkos::parallel_for(
+        "softwave::gw::exact_cost", Range(space, 0, n * k),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const i = q / k, j = q % k;
+          double cross = 0, source = 0, target = 0;
+          for (std::int64_t l = 0; l < n; ++l) {
+            double const x = dx(i, l) * inv_x;
+            cross += x * plan_dy(l, j);
+            source += x * x * rows(l);
+          }
+          for (std::int64_t l = 0; l < k; ++l) {
+            double const y = dy(j, l) * inv_y;
+            target += y * y * columns(l);
+          }
+          double c = share * (source + target - 2 * cross) * inv_mass;
+          if (linear.matrix.extent(0) > 0) {
+            c += beta * double(linear.matrix(i, j));
+          } else if (features > 0) {
+            double d2 = 0;
+            for (std::int64_t e = 0; e < features; ++e) {
+              double const diff = double(linear.source_features(i, e)) -
+                                  double(linear.target_features(j, e));
+              d2 += diff * diff;
+            }
+            c += beta * d2;
+          }
+          cost(0, i, j) = T(c);
+        });
+    sink.warm_start = step > 0;
+    SinkhornResult<T, Space> solved;
+    solved.f = f;
+    solved.g = g;
+    CostMatrix<T, Space> const form{cost};
+    sinkhorn(space, form, weights, solved, sink);
+    PlanQueries<T, Space> queries;
+    queries.plan = plan3;
+    if (step + 1 == o.exact_iterations) queries.row_argmax = matching2;
+    sinkhorn_plan_queries(space, form, weights, OTView2<const T, Space>(f),
+                          OTView2<const T, Space>(g), queries, sink);
+  }
+}
+
 // The GW objective estimated from pairs drawn from a restart's plan
 // (sampled_gw_objective): distances among the drawn points of each side
 // from the side itself, or for a graph from Dijkstra runs from them, a
@@ -1013,8 +1126,14 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   // The objective: exact from a dense plan where N·K is small enough, else
   // estimated from pairs drawn from the plan.
   bool const want_objective = result.compute_objective || options.restarts > 1;
+  bool const exact = options.exact_iterations > 0;
+  if (exact && n * k > options.exact_objective_entries)
+    throw_invalid_argument(
+        "exact_iterations = ", options.exact_iterations, " needs a dense ", n,
+        " x ", k, " plan: N·K must be at most exact_objective_entries = ",
+        options.exact_objective_entries);
   bool const need_dense =
-      want_objective && n * k <= options.exact_objective_entries;
+      (want_objective || exact) && n * k <= options.exact_objective_entries;
   std::optional<ObjectiveSample<T, Space>> sample;
   if (want_objective && !need_dense)
     sample.emplace(space, options.objective_samples, k);
@@ -1061,6 +1180,16 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       first_target_scale = run.target_scale;
     }
     auto const sum = problem.sum(space, terms, run.terms);
+    // The refined plan's matching, kept with the restart that wins.
+    OTView1<int, Space> refined_matching;
+    if (exact) {
+      render_plan(space, sum, dense);
+      if (result.matching.size() > 0)
+        refined_matching =
+            uninitialised<int*>(space, "softwave::gw::exact_matching", n);
+      refine_exactly(space, problem, objective_x, objective_y, run, options,
+                     dense, refined_matching);
+    }
     double objective = NAN, objective_error = NAN, linear_value = NAN,
            linear_error = NAN, criterion = NAN;
     GwObjectiveParts parts;
@@ -1075,8 +1204,8 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
             sampled_linear_objective(space, linear, sample->pairs.rows,
                                      sample->pairs.columns, run.mass(problem));
       }
-    } else if (need_dense) {
-      render_plan(space, sum, dense);
+    } else if (need_dense && want_objective) {
+      if (!exact) render_plan(space, sum, dense);
       OTView2<const T, Space> const plan(dense);
       parts = gw_objective(space, objective_x, objective_y, plan);
       objective = parts.value();
@@ -1102,7 +1231,12 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       else if (dense.data() != result.plan.data())
         Kokkos::deep_copy(space, result.plan, dense);
     }
-    if (result.matching.size() > 0) row_argmax(space, sum, result.matching);
+    if (result.matching.size() > 0) {
+      if (exact)
+        Kokkos::deep_copy(space, result.matching, refined_matching);
+      else
+        row_argmax(space, sum, result.matching);
+    }
     result.objective = objective;
     result.objective_error = objective_error;
     result.linear_objective = linear_value;
