@@ -889,20 +889,7 @@ void refine_exactly(const Space& space, const Problem<T, Space>& problem,
   auto const linear = problem.linear;
   std::int64_t const features = problem.features();
   for (int step = 0; step < o.exact_iterations; ++step) {
-    Kokkos::parallel_for(
-        "softwave::gw::exact_rows", Range(space, 0, n),
-        KOKKOS_LAMBDA(std::int64_t i) {
-          double s = 0;
-          for (std::int64_t j = 0; j < k; ++j) s += plan(i, j);
-          rows(i) = s;
-        });
-    Kokkos::parallel_for(
-        "softwave::gw::exact_columns", Range(space, 0, k),
-        KOKKOS_LAMBDA(std::int64_t j) {
-          double s = 0;
-          for (std::int64_t i = 0; i < n; ++i) s += plan(i, j);
-          columns(j) = s;
-        });
+    plan_marginals(space, OTView2<const T, Space>(plan), rows, columns);
     double mass = 0;
     Kokkos::parallel_reduce(
         "softwave::gw::exact_mass", Range(space, 0, n),

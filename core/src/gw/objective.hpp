@@ -61,6 +61,28 @@ double weighted_squares(const Space& space, const SideDistances<T, Space>& d,
   return total;
 }
 
+// r = T1 and c = Tᵀ1 of a dense plan T (N×K), in float64.
+template <class T, class Space, class Rows, class Columns>
+void plan_marginals(const Space& space, const OTView2<const T, Space>& plan,
+                    const Rows& r, const Columns& c) {
+  using Range = Kokkos::RangePolicy<Space>;
+  std::int64_t const n = plan.extent(0), k = plan.extent(1);
+  Kokkos::parallel_for(
+      "softwave::gw::plan_rows", Range(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t i) {
+        double s = 0;
+        for (std::int64_t j = 0; j < k; ++j) s += plan(i, j);
+        r(i) = s;
+      });
+  Kokkos::parallel_for(
+      "softwave::gw::plan_columns", Range(space, 0, k),
+      KOKKOS_LAMBDA(std::int64_t j) {
+        double s = 0;
+        for (std::int64_t i = 0; i < n; ++i) s += plan(i, j);
+        c(j) = s;
+      });
+}
+
 // The GW objective's three sums (below), so that it can be had for the
 // distances scaled by 1/s_X and 1/s_Y without a second pass.
 struct GwObjectiveParts {
@@ -93,20 +115,7 @@ GwObjectiveParts gw_objective(const Space& space,
   auto const r = r_memory.view;
   auto const c = c_memory.view;
   auto const e = e_memory.view;
-  Kokkos::parallel_for(
-      "softwave::gw::objective_rows", Range(space, 0, n),
-      KOKKOS_LAMBDA(std::int64_t i) {
-        double s = 0;
-        for (std::int64_t j = 0; j < k; ++j) s += plan(i, j);
-        r(i) = s;
-      });
-  Kokkos::parallel_for(
-      "softwave::gw::objective_columns", Range(space, 0, k),
-      KOKKOS_LAMBDA(std::int64_t j) {
-        double s = 0;
-        for (std::int64_t i = 0; i < n; ++i) s += plan(i, j);
-        c(j) = s;
-      });
+  plan_marginals(space, plan, r, c);
   // E = T D_Y.
   Kokkos::parallel_for(
       "softwave::gw::objective_plan_dy", Range(space, 0, n * k),
