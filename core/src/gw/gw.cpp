@@ -896,14 +896,8 @@ void refine_exactly(const Space& space, const Problem<T, Space>& problem,
         KOKKOS_LAMBDA(std::int64_t i, double& out) { out += rows(i); }, mass);
     // P Y, then each cost entry from it (X P Y) and the squared distances
     // weighted by the plan's marginals.
-    Kokkos::parallel_for(
-        "softwave::gw::exact_plan_dy", Range(space, 0, n * k),
-        KOKKOS_LAMBDA(std::int64_t q) {
-          std::int64_t const i = q / k, j = q % k;
-          double s = 0;
-          for (std::int64_t l = 0; l < k; ++l) s += plan(i, l) * dy(l, j);
-          plan_dy(i, j) = s * inv_y;
-        });
+    plan_times_distances(space, OTView2<const T, Space>(plan), dy, inv_y,
+                         plan_dy, "softwave::gw::exact_plan_dy");
     double const inv_mass = 1.0 / mass;
     Kokkos::parallel_for(
         "softwave::gw::exact_cost", Range(space, 0, n * k),

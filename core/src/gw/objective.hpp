@@ -83,6 +83,23 @@ void plan_marginals(const Space& space, const OTView2<const T, Space>& plan,
       });
 }
 
+// E = T D_Y · scale (N×K, float64) of a dense plan T: O(NK²).
+template <class T, class Space, class Out>
+void plan_times_distances(const Space& space,
+                          const OTView2<const T, Space>& plan,
+                          const SideDistances<T, Space>& dy, double scale,
+                          const Out& e, const char* label) {
+  std::int64_t const n = plan.extent(0), k = plan.extent(1);
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Space>(space, 0, n * k),
+      KOKKOS_LAMBDA(std::int64_t q) {
+        std::int64_t const i = q / k, j = q % k;
+        double s = 0;
+        for (std::int64_t l = 0; l < k; ++l) s += plan(i, l) * dy(l, j);
+        e(i, j) = s * scale;
+      });
+}
+
 // The GW objective's three sums (below), so that it can be had for the
 // distances scaled by 1/s_X and 1/s_Y without a second pass.
 struct GwObjectiveParts {
@@ -116,15 +133,8 @@ GwObjectiveParts gw_objective(const Space& space,
   auto const c = c_memory.view;
   auto const e = e_memory.view;
   plan_marginals(space, plan, r, c);
-  // E = T D_Y.
-  Kokkos::parallel_for(
-      "softwave::gw::objective_plan_dy", Range(space, 0, n * k),
-      KOKKOS_LAMBDA(std::int64_t q) {
-        std::int64_t const i = q / k, j = q % k;
-        double s = 0;
-        for (std::int64_t l = 0; l < k; ++l) s += plan(i, l) * dy(l, j);
-        e(i, j) = s;
-      });
+  plan_times_distances(space, plan, dy, 1.0, e,
+                       "softwave::gw::objective_plan_dy");
   double cross = 0;
   double const source = weighted_squares(space, dx, r, "source");
   double const target = weighted_squares(space, dy, c, "target");
