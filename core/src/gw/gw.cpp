@@ -870,6 +870,11 @@ void refine_exactly(const Space& space, const Problem<T, Space>& problem,
       uninitialised<double*>(space, "softwave::gw::exact_rows", n);
   auto const columns =
       uninitialised<double*>(space, "softwave::gw::exact_columns", k);
+  // Σ_l X_il² r_l and Σ_l Y_jl² c_l, once a step (not once an entry).
+  auto const source_squares =
+      uninitialised<double*>(space, "softwave::gw::exact_source_squares", n);
+  auto const target_squares =
+      uninitialised<double*>(space, "softwave::gw::exact_target_squares", k);
   auto const f = uninitialised<T**>(space, "softwave::gw::exact_f", 1, n);
   auto const g = uninitialised<T**>(space, "softwave::gw::exact_g", 1, k);
   OTView3<T, Space> const plan3(plan.data(), 1, n, k);
@@ -898,22 +903,37 @@ void refine_exactly(const Space& space, const Problem<T, Space>& problem,
     // weighted by the plan's marginals.
     plan_times_distances(space, OTView2<const T, Space>(plan), dy, inv_y,
                          plan_dy, "softwave::gw::exact_plan_dy");
+    Kokkos::parallel_for(
+        "softwave::gw::exact_source_squares", Range(space, 0, n),
+        KOKKOS_LAMBDA(std::int64_t i) {
+          double s = 0;
+          for (std::int64_t l = 0; l < n; ++l) {
+            double const x = dx(i, l) * inv_x;
+            s += x * x * rows(l);
+          }
+          source_squares(i) = s;
+        });
+    Kokkos::parallel_for(
+        "softwave::gw::exact_target_squares", Range(space, 0, k),
+        KOKKOS_LAMBDA(std::int64_t j) {
+          double s = 0;
+          for (std::int64_t l = 0; l < k; ++l) {
+            double const y = dy(j, l) * inv_y;
+            s += y * y * columns(l);
+          }
+          target_squares(j) = s;
+        });
     double const inv_mass = 1.0 / mass;
     Kokkos::parallel_for(
         "softwave::gw::exact_cost", Range(space, 0, n * k),
         KOKKOS_LAMBDA(std::int64_t q) {
           std::int64_t const i = q / k, j = q % k;
-          double cross = 0, source = 0, target = 0;
-          for (std::int64_t l = 0; l < n; ++l) {
-            double const x = dx(i, l) * inv_x;
-            cross += x * plan_dy(l, j);
-            source += x * x * rows(l);
-          }
-          for (std::int64_t l = 0; l < k; ++l) {
-            double const y = dy(j, l) * inv_y;
-            target += y * y * columns(l);
-          }
-          double c = share * (source + target - 2 * cross) * inv_mass;
+          double cross = 0;
+          for (std::int64_t l = 0; l < n; ++l)
+            cross += dx(i, l) * inv_x * plan_dy(l, j);
+          double c = share *
+                     (source_squares(i) + target_squares(j) - 2 * cross) *
+                     inv_mass;
           if (linear.matrix.extent(0) > 0) {
             c += beta * double(linear.matrix(i, j));
           } else if (features > 0) {
