@@ -488,6 +488,228 @@ Linear<T, Space> random_linear(Rng& rng, int n, int k, bool features) {
   return l;
 }
 
+namespace {
+
+// Points on each side given as squared Euclidean coordinates (both sides:
+// the exact cost) and their distance matrices in float64.
+template <class T, class Space>
+Side<T, Space> squared_side(Rng& rng, int n) {
+  int const dim = rng.integer(1, 4);
+  std::vector<double> x(std::size_t(n) * dim);
+  for (double& e : x) e = rng.uniform(-1, 1) + 3;  // off the origin
+  Side<T, Space> s;
+  s.n = n;
+  auto const z = rounded<T>(x);
+  s.distances.squared_coordinates = to_device2<T, Space>(z, n, dim);
+  s.matrix = ref::euclidean(z, n, dim);
+  for (double& d : s.matrix) d *= d;
+  return s;
+}
+
+// The exact linearised cost L(P) of a plan P (n × k) on distances over
+// their scales: (Σ_j X_ij² r_j + Σ_l Y_kl² c_l − 2 (X P Y)_ik) / ΣP.
+std::vector<double> exact_cost(const std::vector<double>& dx,
+                               const std::vector<double>& dy, double sx,
+                               double sy, const std::vector<double>& plan,
+                               int n, int k) {
+  std::vector<double> rows(n, 0), columns(k, 0), plan_y(std::size_t(n) * k, 0);
+  double mass = 0;
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < k; ++j) {
+      double const p = plan[std::size_t(i) * k + j];
+      rows[i] += p;
+      columns[j] += p;
+      mass += p;
+    }
+  for (int l = 0; l < n; ++l)
+    for (int j = 0; j < k; ++j)
+      for (int m = 0; m < k; ++m)
+        plan_y[std::size_t(l) * k + j] +=
+            plan[std::size_t(l) * k + m] * dy[std::size_t(m) * k + j] / sy;
+  std::vector<double> cost(std::size_t(n) * k);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < k; ++j) {
+      double source = 0, target = 0, cross = 0;
+      for (int l = 0; l < n; ++l) {
+        double const x = dx[std::size_t(i) * n + l] / sx;
+        source += x * x * rows[l];
+        cross += x * plan_y[std::size_t(l) * k + j];
+      }
+      for (int l = 0; l < k; ++l) {
+        double const y = dy[std::size_t(j) * k + l] / sy;
+        target += y * y * columns[l];
+      }
+      cost[std::size_t(i) * k + j] = (source + target - 2 * cross) / mass;
+    }
+  return cost;
+}
+
+}  // namespace
+
+// Squared Euclidean coordinates on both sides make every solve's cost the
+// exact linearised cost of the plan before it (no anchors): two iterations
+// with momentum α, rebuilt in float64 from the product plan (ε annealed
+// as gw.hpp says, each solve converged), give the library's plan: balanced,
+// with a relaxed target, with the cost average (β = 0.4: the second
+// solve's cost 0.6 L(T_0) + 0.4 L(T_1)), and fused with features.
+TYPED_TEST(SampledGw, EmbeddingCostIsTheExactCostOfThePlan) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (int trial = 0; trial < 4; ++trial) {
+    int const n = rng.integer(2, 9), k = rng.integer(2, 9);
+    bool const relaxed = trial == 1, average = trial == 2, fused = trial == 3;
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " k " << k << " trial " << trial);
+    RandomProblem<T, Space> pr(rng, n, k);
+    pr.source = squared_side<T, Space>(rng, n);
+    pr.target = squared_side<T, Space>(rng, k);
+    softwave::GwOptions o = one_solve_options<T>(rng);
+    o.max_iterations = 2;
+    o.alpha = rng.uniform(0.3, 1.0);
+    if (relaxed) o.rho_b = 0.7;
+    if (average) o.cost_ema_beta = 0.4;
+    std::vector<double> features_cost;
+    softwave::GwLinearCost<T, Space> linear;
+    if (fused) {
+      auto const l = random_linear<T, Space>(rng, n, k, true);
+      linear = l.cost;
+      features_cost = l.matrix;
+      o.fused_alpha = 0.3;
+    }
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                         linear, pr.marginals, r, o);
+    // The scales: the largest distances to the first iteration's anchors.
+    ASSERT_EQ(int(r.source_anchors.size()), o.anchors);
+    double sx = 0, sy = 0;
+    for (int c = 0; c < o.anchors; ++c) {
+      for (int i = 0; i < n; ++i)
+        sx = std::max(
+            sx, pr.source.matrix[std::size_t(i) * n + r.source_anchors[c]]);
+      for (int j = 0; j < k; ++j)
+        sy = std::max(
+            sy, pr.target.matrix[std::size_t(j) * k + r.target_anchors[c]]);
+    }
+    EXPECT_NEAR(r.source_scale, sx, 1e-12 * sx);
+    EXPECT_NEAR(r.target_scale, sy, 1e-12 * sy);
+    ref::OTProblem p = one_solve_problem(pr, r, o, {});
+    std::vector<double> plan(std::size_t(n) * k);  // T_0 = a⊗b/Σb
+    double const mb = std::accumulate(p.b.begin(), p.b.end(), 0.0);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j)
+        plan[std::size_t(i) * k + j] = p.a[i] * p.b[j] / mb;
+    double const final_eps =
+        std::max(o.epsilon / 10, std::min(5e-4, o.epsilon));
+    std::vector<double> previous_cost;
+    for (int t = 0; t < 2; ++t) {
+      auto cost =
+          exact_cost(pr.source.matrix, pr.target.matrix, sx, sy, plan, n, k);
+      if (average && t > 0)
+        for (std::size_t q = 0; q < cost.size(); ++q)
+          cost[q] = 0.6 * previous_cost[q] + 0.4 * cost[q];
+      previous_cost = cost;
+      for (std::size_t q = 0; q < cost.size(); ++q)
+        p.cost[q] = fused ? 0.7 * cost[q] + 0.3 * features_cost[q] : cost[q];
+      p.eps = o.epsilon * std::pow(final_eps / o.epsilon, t / 2.0);
+      auto const solved = ref::solve_ot(p);
+      for (std::size_t q = 0; q < plan.size(); ++q)
+        plan[q] = (1 - o.alpha) * plan[q] + o.alpha * solved.plan[q];
+    }
+    EXPECT_LE(relative_difference(swt::to_host(r.plan), plan),
+              tolerance<T>(1e-9, 5e-4));
+    double const gw =
+        ref::gw_objective(pr.source.matrix, pr.target.matrix, plan, n, k);
+    EXPECT_NEAR(r.objective, gw, tolerance<T>(1e-9, 1e-3) * std::fabs(gw));
+  }
+}
+
+// Cosine embeddings (GwSide's cosine mode) of a shuffled, rotated, noisy
+// copy of the source: the exact cost finds every counterpart, where the
+// distances are dense and concentrated near 1; the objective is that of
+// the 1 − cos matrices.
+TYPED_TEST(SampledGw, CosineEmbeddingsMatchTheirShuffledRotation) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  auto normal = [&]() {
+    return std::normal_distribution<double>()(rng.engine);
+  };
+  int const n = 120, dim = 12, rank = 4;
+  std::vector<double> basis(std::size_t(rank) * dim), x(std::size_t(n) * dim);
+  for (double& e : basis) e = normal();
+  for (int i = 0; i < n; ++i) {
+    std::vector<double> weights(rank);
+    for (double& w : weights) w = normal();
+    for (int c = 0; c < dim; ++c) {
+      double s = 0.3 * normal();
+      for (int r = 0; r < rank; ++r) s += weights[r] * basis[r * dim + c];
+      x[std::size_t(i) * dim + c] = s;
+    }
+  }
+  // A rotation (Gram–Schmidt of a random matrix), 5 % noise, shuffled rows.
+  std::vector<double> q(std::size_t(dim) * dim);
+  for (double& e : q) e = normal();
+  for (int c = 0; c < dim; ++c) {
+    for (int d = 0; d < c; ++d) {
+      double dot = 0;
+      for (int r = 0; r < dim; ++r) dot += q[c * dim + r] * q[d * dim + r];
+      for (int r = 0; r < dim; ++r) q[c * dim + r] -= dot * q[d * dim + r];
+    }
+    double norm = 0;
+    for (int r = 0; r < dim; ++r) norm += q[c * dim + r] * q[c * dim + r];
+    for (int r = 0; r < dim; ++r) q[c * dim + r] /= std::sqrt(norm);
+  }
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  for (int i = n - 1; i > 0; --i) std::swap(order[i], order[rng.integer(0, i)]);
+  std::vector<double> y(std::size_t(n) * dim);
+  for (int row = 0; row < n; ++row)
+    for (int c = 0; c < dim; ++c) {
+      double s = 0.05 * normal();
+      for (int r = 0; r < dim; ++r)
+        s += x[std::size_t(order[row]) * dim + r] * q[r * dim + c];
+      y[std::size_t(row) * dim + c] = s;
+    }
+  auto const xs = rounded<T>(x), ys = rounded<T>(y);
+  auto const xd = to_device2<T, Space>(xs, n, dim);
+  auto const yd = to_device2<T, Space>(ys, n, dim);
+  using Mode = softwave::GwDistanceMode;
+  softwave::GwSide<T, Space> const source(space, V2<const T, Space>(xd),
+                                          Mode::cosine),
+      target(space, V2<const T, Space>(yd), Mode::cosine);
+  softwave::GwOptions o;
+  o.seed = rng.integer(0, 1 << 30);
+  softwave::GwResult<T, Space> r;
+  r.plan = V2<T, Space>("plan", n, n);
+  r.matching = V1<int, Space>("matching", n);
+  softwave::sampled_gw(space, source.distances(), target.distances(), {}, r, o);
+  auto const matching = swt::to_host(r.matching);
+  int found = 0;
+  for (int row = 0; row < n; ++row) found += matching[order[row]] == row;
+  EXPECT_GE(found, n - 1) << "of " << n;
+  auto cosine = [](const std::vector<double>& z, int count, int d) {
+    std::vector<double> out(std::size_t(count) * count);
+    for (int i = 0; i < count; ++i)
+      for (int j = 0; j < count; ++j) {
+        double dot = 0, ni = 0, nj = 0;
+        for (int c = 0; c < d; ++c) {
+          dot += z[std::size_t(i) * d + c] * z[std::size_t(j) * d + c];
+          ni += z[std::size_t(i) * d + c] * z[std::size_t(i) * d + c];
+          nj += z[std::size_t(j) * d + c] * z[std::size_t(j) * d + c];
+        }
+        out[std::size_t(i) * count + j] = 1 - dot / std::sqrt(ni * nj);
+      }
+    return out;
+  };
+  double const gw = ref::gw_objective_by_products(
+      cosine(xs, n, dim), cosine(ys, n, dim), swt::to_host(r.plan), n, n);
+  EXPECT_NEAR(r.objective, gw, tolerance<T>(1e-9, 1e-4) * gw + 1e-12);
+}
+
 // Fused GW with α = 1 and one iteration is one Sinkhorn solve of
 // (1 − β)·Λ + β·C, Λ the sampled cost of the reported anchors (β = 1:
 // entropic OT with cost C), for a linear cost given as a matrix and as
@@ -1351,6 +1573,25 @@ TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
   auto const sd = source.distances, td = target.distances;
   softwave::GwMarginals<T, Space> none;
   softwave::GwOptions o;
+  {  // Squared coordinates: non-finite, or given beside another form;
+     // cosine distances of a zero vector.
+    auto squared = sd;
+    squared.coordinates = {};
+    squared.squared_coordinates = to_device2<T, Space>(
+        std::vector<double>{0, 1, double(NAN), 3, 4}, n, 1);
+    EXPECT_TRUE(swt::throws_naming("source.squared_coordinates",
+                                   call(squared, td, none, o)));
+    auto both = sd;
+    both.squared_coordinates = sd.coordinates;
+    EXPECT_TRUE(swt::throws_naming("source.squared_coordinates",
+                                   call(both, td, none, o)));
+    auto const zero =
+        to_device2<T, Space>(std::vector<double>{1, 0, 0, 0, 2, 1}, 3, 2);
+    EXPECT_TRUE(swt::throws_naming("zero vectors", [&]() {
+      softwave::GwSide<T, Space> const side(space, V2<const T, Space>(zero),
+                                            softwave::GwDistanceMode::cosine);
+    }));
+  }
   for (double eps : {0.0, -1.0, double(NAN), double(INFINITY)}) {
     o.epsilon = eps;
     EXPECT_TRUE(swt::throws_naming("epsilon", call(sd, td, none, o)));

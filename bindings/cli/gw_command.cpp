@@ -170,7 +170,10 @@ std::string gw_help() {
          "coordinates;\n"
          "                         geodesic: all shortest paths on k-NN graphs "
          "(N x N);\n"
-         "                         euclidean; precomputed\n"
+         "                         euclidean; precomputed;\n"
+         "                         sqeuclidean, cosine: embeddings, each "
+         "solve's cost exact\n"
+         "                         (no sampled anchors)\n"
          "  --k K                  neighbours of the k-NN graphs (default "
          "30)\n"
          "  --landmarks L          landmarks in landmark mode (default 50)\n"
@@ -280,14 +283,16 @@ int run_gw(const std::vector<std::string>& arguments) {
   const std::string mode_name =
       parsed
           .choice("--mode", {"dijkstra", "landmark", "geodesic", "euclidean",
-                             "precomputed"})
+                             "precomputed", "sqeuclidean", "cosine"})
           .value_or("dijkstra");
   const GwDistanceMode mode =
-      mode_name == "dijkstra"    ? GwDistanceMode::dijkstra
-      : mode_name == "landmark"  ? GwDistanceMode::landmark
-      : mode_name == "geodesic"  ? GwDistanceMode::geodesic
-      : mode_name == "euclidean" ? GwDistanceMode::euclidean
-                                 : GwDistanceMode::precomputed;
+      mode_name == "dijkstra"      ? GwDistanceMode::dijkstra
+      : mode_name == "landmark"    ? GwDistanceMode::landmark
+      : mode_name == "geodesic"    ? GwDistanceMode::geodesic
+      : mode_name == "euclidean"   ? GwDistanceMode::euclidean
+      : mode_name == "sqeuclidean" ? GwDistanceMode::sqeuclidean
+      : mode_name == "cosine"      ? GwDistanceMode::cosine
+                                   : GwDistanceMode::precomputed;
   const int k = int(parsed.integer_at_least("--k", 1).value_or(30));
   const int landmarks =
       int(parsed.integer_at_least("--landmarks", 1).value_or(50));

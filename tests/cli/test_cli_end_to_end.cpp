@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -1472,6 +1473,46 @@ TEST(CliGw, ExactIterationsLowerTheObjective) {
     EXPECT_EQ(b.element(q), a.element(q)) << "entry " << q;
 }
 
+// The embedding modes (each solve's cost exact): sqeuclidean and cosine
+// report the GW objective of the written plan with squared Euclidean and
+// 1 − cos distances of the files' points, recomputed here.
+TEST(CliGw, EmbeddingModesReportTheirDistancesObjective) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  std::vector<std::array<double, 2>> x, y;
+  for (int i = 0; i < 12; ++i)
+    x.push_back({std::stod(std::to_string(std::cos(0.5 * i))),
+                 std::stod(std::to_string(0.1 * i))});
+  for (int j = 0; j < 9; ++j)
+    y.push_back({std::stod(std::to_string(0.2 * j - 0.5)),
+                 std::stod(std::to_string(std::sin(0.7 * j) + 0.3))});
+  for (const std::string mode : {"sqeuclidean", "cosine"}) {
+    SCOPED_TRACE(mode);
+    auto distance = [&](const std::array<double, 2>& p,
+                        const std::array<double, 2>& q) {
+      double const dot = p[0] * q[0] + p[1] * q[1],
+                   pp = p[0] * p[0] + p[1] * p[1],
+                   qq = q[0] * q[0] + q[1] * q[1];
+      return mode == "cosine" ? 1 - dot / std::sqrt(pp * qq)
+                              : pp + qq - 2 * dot;
+    };
+    const Result run = short_gw(dir, mode + ".npy", {"--mode", mode});
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_EQ(json_field(run.out, "mode"), "\"" + mode + "\"");
+    const auto plan = plan_in(dir, mode + ".npy");
+    ASSERT_EQ(plan.shape, (std::vector<std::size_t>{12, 9}));
+    double gw = 0;  // Σ_ijkl (D_X(i,j) − D_Y(k,l))² T_ik T_jl
+    for (int i = 0; i < 12; ++i)
+      for (int k = 0; k < 9; ++k)
+        for (int j = 0; j < 12; ++j)
+          for (int l = 0; l < 9; ++l) {
+            double const d = distance(x[i], x[j]) - distance(y[k], y[l]);
+            gw += d * d * plan.element(i * 9 + k) * plan.element(j * 9 + l);
+          }
+    expect_close(json_number(run.out, "objective"), gw, 1e-10);
+  }
+}
+
 // Fused GW with features (one column each) and with the matrix of their
 // squared differences: the same plan for the same seed, and the reported
 // linear objective is <C, T> of the written plan.
@@ -1637,7 +1678,7 @@ TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
   };
   expect_error(gw({"--mode", "graph"}),
                "option --mode: expected "
-               "dijkstra|landmark|geodesic|euclidean|precomputed, got 'graph'");
+               "dijkstra|landmark|geodesic|euclidean|precomputed|sqeuclidean|cosine, got 'graph'");
   expect_error(gw({"--anchors", "0"}),
                "option --anchors: expected an integer >= 1, got '0'");
   expect_error(gw({"--epsilon", "0"}),

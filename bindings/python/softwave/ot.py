@@ -450,7 +450,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'softwave.ot' has no attribute {name!r}")
 
 
-_GW_MODES = ("dijkstra", "landmark", "precomputed", "euclidean")
+_GW_MODES = ("dijkstra", "landmark", "precomputed", "euclidean", "sqeuclidean", "cosine")
 
 
 @dataclass
@@ -530,7 +530,14 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     landmarks as coordinates), "precomputed" (dist_source (N, N) and
     dist_target (K, K), or, given X_source and X_target instead, every
     shortest path of their k-NN graphs as those matrices: N² memory) or
-    "euclidean" (Euclidean distances of X_source and X_target). p, q: the marginals (None: uniform). M anchor pairs an
+    "euclidean" (Euclidean distances of X_source and X_target), or, with no
+    sampling at all, "sqeuclidean" (squared Euclidean distances) or
+    "cosine" (1 − cos of each pair; no zero rows): distances of rank d + 2,
+    so each solve's cost is the exact linearised GW cost of the plan (POT's
+    entropic GW step, of rank d + 2, O((N + K)·d) memory), the choice for
+    dense embedding distances such as word vectors', where M sampled
+    anchors are too noisy; M then only draws the first iteration's anchors
+    that set the distances' scale. p, q: the marginals (None: uniform). M anchor pairs an
     iteration, momentum alpha, ε annealed from epsilon to max(ε/10,
     min(5e-4, ε)) over max_iter; each solve at most sinkhorn_iterations
     (stopping at an L1 marginal error of sinkhorn_tolerance); stops once the

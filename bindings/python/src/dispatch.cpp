@@ -760,7 +760,9 @@ GwReport run_gw(const Space& space, const GwSettings& s,
                                   {"euclidean", Mode::euclidean},
                                   {"landmark", Mode::landmark},
                                   {"dijkstra", Mode::dijkstra},
-                                  {"geodesic", Mode::geodesic}});
+                                  {"geodesic", Mode::geodesic},
+                                  {"sqeuclidean", Mode::sqeuclidean},
+                                  {"cosine", Mode::cosine}});
   auto const &source = array(arrays, "source"),
              &target = array(arrays, "target");
   char const* shape = mode == Mode::precomputed ? "(N, N)" : "(N, d)";

@@ -54,6 +54,26 @@
 // folded into the low-rank factors (rank M + e + 2), so that the N×K
 // memory bound above holds for fused GW too.
 //
+// Embeddings: where both sides' distances are squared Euclidean distances
+// of points (GwDistances::squared_coordinates, and so cosine distances),
+// no anchors are drawn. Such a matrix has rank e + 2 (D = F Gᵀ, f_i =
+// (‖z_i‖², 1, z_i), g_j = (1, ‖z_j‖², −2 z_j)), so the cost each solve
+// would sample has an exact expectation that is low-rank too:
+//   Λ_ik = (Σ_j X_ij² r_j + Σ_l Y_kl² c_l − 2 (X T Y)_ik) / μ
+//        = (f_iᵀ R f_i / s_X² + f'_kᵀ C f'_k / s_Y²
+//           − 2 f_iᵀ H f'_k / (s_X s_Y)) / μ,
+// with r = T1, c = Tᵀ1, μ = Σ T and the small matrices R = G_Xᵀ diag(r) G_X,
+// C = G_Yᵀ diag(c) G_Y, H = G_Xᵀ T G_Y, all linear in T: each mixture
+// term's are kept (from one application of its plan to G_Y, O(NK(e + 2))),
+// and the mixture's are their weighted sum. Each solve's cost is then POT's
+// entropic GW cost (its linearised square loss) of T_{t−1}, of rank
+// min(e_X, e_Y) + 2, with no sampling noise: the dense cosine distances of
+// word-embedding matching, on which M sampled anchors fail, are matched as
+// POT matches them, in O((N + K)·e) memory. The scales s_X, s_Y are still
+// the largest distances to the first iteration's M anchors (ε means what it
+// means for the same distances given as matrices); cost_ema_beta averages
+// the iterations' exact costs.
+//
 // GwSide (below) builds one side's distances from a single array in any
 // of TorchGW's distance modes, as the Python and CLI front ends take them.
 //
@@ -87,11 +107,16 @@ namespace softwave {
 //                iteration's anchors (TorchGW's "dijkstra" mode: M runs of
 //                Dijkstra an iteration, on the host); the objective then
 //                takes all N of them once (an N×N matrix).
+//   squared_coordinates  (N, e): the distance of i and j is ‖z_i − z_j‖²
+//                (squared Euclidean; cosine distances 1 − cos(x_i, x_j)
+//                are those of z_i = x_i / (√2 ‖x_i‖)). Where both sides
+//                are given so, every solve's cost is exact (above).
 template <class T, class Space>
 struct GwDistances {
   OTView2<const T, Space> matrix;
   OTView2<const T, Space> coordinates;
   const Graph* graph = nullptr;
+  OTView2<const T, Space> squared_coordinates;
 };
 
 // The linear cost of fused GW: none (both empty), a matrix, or features on
@@ -104,7 +129,9 @@ struct GwLinearCost {
 };
 
 struct GwOptions {
-  int anchors = 50;          // M >= 1: anchor pairs a iteration
+  // M >= 1: anchor pairs a iteration (with exact costs, the first
+  // iteration's only, for the scales).
+  int anchors = 50;
   double alpha = 0.9;        // momentum, in (0, 1]
   int max_iterations = 500;  // >= 1
   int min_iterations = 50;   // no stop before (min_iter_before_converge)
@@ -207,6 +234,15 @@ struct GwOptions {
   Kernel kernel = Kernel::automatic;
 };
 
+namespace impl {
+// The rows x_i / (√2 ‖x_i‖) of `points` (N, e), whose squared Euclidean
+// distances are the cosine distances 1 − cos(x_i, x_j); a zero row (no
+// direction) is an error.
+template <class Space, class T>
+OTView2<T, Space> cosine_coordinates(const Space& space,
+                                     const OTView2<const T, Space>& points);
+}  // namespace impl
+
 // TorchGW's distance modes, for front ends that take each side's data as
 // one array: precomputed (an (N, N) distance matrix), euclidean (points,
 // their Euclidean distances), landmark (points: a k-NN graph, then each
@@ -215,13 +251,18 @@ struct GwOptions {
 // anchors) and geodesic (points: a k-NN graph, then all its shortest paths
 // as an (N, N) matrix, TorchGW's "precomputed" mode given points: N runs of
 // Dijkstra once and N² memory, for graphs small enough that every
-// iteration's anchors should not pay for their own runs).
+// iteration's anchors should not pay for their own runs), and the two
+// whose costs are exact (above): sqeuclidean (points, their squared
+// Euclidean distances) and cosine (points, 1 − cos of each pair; no point
+// may be 0).
 enum class GwDistanceMode {
   precomputed,
   euclidean,
   landmark,
   dijkstra,
-  geodesic
+  geodesic,
+  sqeuclidean,
+  cosine
 };
 
 // One side's distances made from its data as `mode` says, and what they
@@ -239,6 +280,15 @@ class GwSide {
     }
     if (mode == GwDistanceMode::euclidean) {
       distances_.coordinates = data;
+      return;
+    }
+    if (mode == GwDistanceMode::sqeuclidean) {
+      distances_.squared_coordinates = data;
+      return;
+    }
+    if (mode == GwDistanceMode::cosine) {
+      computed_ = impl::cosine_coordinates(space, data);
+      distances_.squared_coordinates = computed_;
       return;
     }
     graph_ = softwave::knn_graph(space, data, k);
@@ -274,7 +324,8 @@ class GwSide {
 
  private:
   Graph graph_;
-  OTView2<T, Space> computed_;  // the landmark embedding or geodesic matrix
+  // The landmark embedding, geodesic matrix or cosine mode's unit points.
+  OTView2<T, Space> computed_;
   GwDistances<T, Space> distances_;
 };
 
@@ -305,7 +356,8 @@ struct GwResult {
   double last_change = NAN;             // the relative change at its last check
   std::vector<double> changes;          // every check's relative change
   // The normalisation of each side's distances (s_X, s_Y above) and the
-  // last iteration's anchors (j_m, l_m): what its sampled cost was made of.
+  // last iteration's anchors (j_m, l_m): what its sampled cost was made of
+  // (with exact costs, the first iteration's, which made the scales).
   double source_scale = NAN, target_scale = NAN;
   std::vector<int> source_anchors, target_anchors;
   double final_epsilon = NAN;  // ε of the last iteration

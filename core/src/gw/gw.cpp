@@ -15,6 +15,7 @@
 #include "../common/call_memory.hpp"
 #include "../common/data_checks.hpp"
 #include "../sinkhorn/passes.hpp"
+#include "exact_cost.hpp"
 #include "graph_rows.hpp"
 #include "objective.hpp"
 #include "plan_terms.hpp"
@@ -79,16 +80,21 @@ void check_finite(DataChecks<Space>& checks, const OTView2<const T, Space>& a,
 template <class T, class Space>
 void check_side(DataChecks<Space>& checks, const GwDistances<T, Space>& d,
                 const char* side, const char* matrix_name,
-                const char* coordinates_name) {
+                const char* coordinates_name, const char* squared_name) {
   bool const has_matrix = d.matrix.size() > 0,
              has_coordinates = d.coordinates.size() > 0,
+             has_squared = d.squared_coordinates.size() > 0,
              has_graph = d.graph != nullptr;
-  if (int(has_matrix) + int(has_coordinates) + int(has_graph) != 1)
+  if (int(has_matrix) + int(has_coordinates) + int(has_squared) +
+          int(has_graph) !=
+      1)
     throw_invalid_argument(side, ": give exactly one of ", matrix_name, " (",
                            d.matrix.extent(0), "×", d.matrix.extent(1), "), ",
                            coordinates_name, " (", d.coordinates.extent(0), "×",
-                           d.coordinates.extent(1), ") and ", side, ".graph (",
-                           has_graph ? "given" : "none", ")");
+                           d.coordinates.extent(1), "), ", squared_name, " (",
+                           d.squared_coordinates.extent(0), "×",
+                           d.squared_coordinates.extent(1), ") and ", side,
+                           ".graph (", has_graph ? "given" : "none", ")");
   if (has_graph) {
     Graph const& g = *d.graph;
     if (g.nodes() < 1 || std::int64_t(g.targets.size()) != g.offsets.back() ||
@@ -118,6 +124,8 @@ void check_side(DataChecks<Space>& checks, const GwDistances<T, Space>& d,
           double const v = m(q / n, q % n);
           return !(compat::isfinite(v) && v >= 0);
         });
+  } else if (has_squared) {
+    check_finite(checks, d.squared_coordinates, squared_name);
   } else {
     check_finite(checks, d.coordinates, coordinates_name);
   }
@@ -628,11 +636,38 @@ anchored(
           identity};
 }
 
+// A sampled cost into slot `slot`'s factors: this iteration's anchor
+// factors (xs, ys: each side's distances to them), or with a cost average
+// their history's average.
+template <class T, class Space, class Anchored>
+void sampled_factors(const Space& space, const Problem<T, Space>& problem,
+                     const PlanTerms<T, Space>& terms,
+                     std::optional<CostHistory<T, Space>>& history,
+                     const Anchored& xs, const Anchored& ys, const Run& run,
+                     const GwOptions& o, int slot, int t) {
+  double const share = 1 - problem.fused_alpha;
+  if (history) {  // this iteration's cost into the history, then the average
+    int const r = t % history->window;
+    anchor_factors(space, xs.first, xs.second, run.source_scale, share,
+                   history->row(history->u, r), history->block(history->p, r));
+    anchor_factors(space, ys.first, ys.second, run.target_scale, share,
+                   history->row(history->v, r), history->block(history->q, r));
+    history->average(space, o.cost_ema_beta, t, terms.row(terms.u, slot),
+                     terms.factor(terms.p, slot), terms.row(terms.v, slot),
+                     terms.factor(terms.q, slot));
+  } else {
+    anchor_factors(space, xs.first, xs.second, run.source_scale, share,
+                   terms.row(terms.u, slot), terms.factor(terms.p, slot));
+    anchor_factors(space, ys.first, ys.second, run.target_scale, share,
+                   terms.row(terms.v, slot), terms.factor(terms.q, slot));
+  }
+}
+
 template <class T, class Space>
 Run run_restart(const Space& space, const Problem<T, Space>& problem,
                 PlanTerms<T, Space>& terms, const GwOptions& o, int restart,
                 GraphRows<T, Space>* source_rows,
-                GraphRows<T, Space>* target_rows) {
+                GraphRows<T, Space>* target_rows, ExactCost<T, Space>* exact) {
   std::uint64_t const seed = o.seed + std::uint64_t(restart);
   std::int64_t const m = o.anchors;
   Run run;
@@ -678,7 +713,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
 
   // The cost average's history, where each solve's cost is one.
   std::optional<CostHistory<T, Space>> history;
-  if (cost_window(o) > 1)
+  if (cost_window(o) > 1 && !exact)
     history.emplace(space, cost_window(o), problem.n, problem.k, m);
 
   // A relaxed source: each solve's row sums, for the draws from it.
@@ -701,42 +736,42 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
 
   for (int t = 0; t < o.max_iterations; ++t) {
     double const eps = o.epsilon * std::pow(decay, t);
-    // 1. Anchors from the mixture T_{t−1}.
-    anchors.draw(space, problem, terms, run, seed, std::uint64_t(t));
-    if (graph_side)  // the graph's Dijkstra runs start on the host
-      anchors.copy_columns(space);
-
-    // 2. The anchors' distances, normalised by the first iteration's scale.
-    auto const xs = anchored(space, problem.dx, source_rows, source_anchors,
-                             source_host, source_columns, identity);
-    auto const ys = anchored(space, problem.dy, target_rows, target_anchors,
-                             target_host, target_columns, identity);
-    if (t == 0) {
-      run.source_scale = anchor_scale(space, xs.first, xs.second);
-      run.target_scale = anchor_scale(space, ys.first, ys.second);
-    }
     int const slot = free_slots.back();
     free_slots.pop_back();
     double const share = 1 - problem.fused_alpha;
-    if (history) {  // this iteration's cost into the history, then the average
-      int const r = t % history->window;
-      anchor_factors(space, xs.first, xs.second, run.source_scale, share,
-                     history->row(history->u, r),
-                     history->block(history->p, r));
-      anchor_factors(space, ys.first, ys.second, run.target_scale, share,
-                     history->row(history->v, r),
-                     history->block(history->q, r));
-      history->average(space, o.cost_ema_beta, t, terms.row(terms.u, slot),
-                       terms.factor(terms.p, slot), terms.row(terms.v, slot),
-                       terms.factor(terms.q, slot));
+    // 1. Anchors from the mixture T_{t−1} (an exact cost's, for the scales
+    // only).
+    if (!exact || t == 0) {
+      anchors.draw(space, problem, terms, run, seed, std::uint64_t(t));
+      if (graph_side)  // the graph's Dijkstra runs start on the host
+        anchors.copy_columns(space);
+    }
+    if (exact) {
+      if (t == 0) {
+        run.source_scale = anchor_scale(space, problem.dx, source_anchors);
+        run.target_scale = anchor_scale(space, problem.dy, target_anchors);
+      }
+      // 2. The exact cost of T_{t−1}.
+      exact_factors(space, exact->x, exact->y,
+                    exact->cost_of(run.terms, t, o.cost_ema_beta),
+                    run.source_scale, run.target_scale, share,
+                    terms.row(terms.u, slot), terms.factor(terms.p, slot),
+                    terms.row(terms.v, slot), terms.factor(terms.q, slot));
     } else {
-      anchor_factors(space, xs.first, xs.second, run.source_scale, share,
-                     terms.row(terms.u, slot), terms.factor(terms.p, slot));
-      anchor_factors(space, ys.first, ys.second, run.target_scale, share,
-                     terms.row(terms.v, slot), terms.factor(terms.q, slot));
+      // 2. The anchors' distances, normalised by the first iteration's
+      // scale.
+      auto const xs = anchored(space, problem.dx, source_rows, source_anchors,
+                               source_host, source_columns, identity);
+      auto const ys = anchored(space, problem.dy, target_rows, target_anchors,
+                               target_host, target_columns, identity);
+      if (t == 0) {
+        run.source_scale = anchor_scale(space, xs.first, xs.second);
+        run.target_scale = anchor_scale(space, ys.first, ys.second);
+      }
+      sampled_factors(space, problem, terms, history, xs, ys, run, o, slot, t);
     }
     if (problem.features() > 0) {
-      std::int64_t const first = m * cost_window(o);
+      std::int64_t const first = exact ? exact->rank() : m * cost_window(o);
       feature_factors(space, problem.linear.source_features, first,
                       problem.fused_alpha, terms.row(terms.u, slot),
                       terms.factor(terms.p, slot));
@@ -762,10 +797,13 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
       Marginals<T, Space> const weights{problem.a2, problem.b2};
       if (dense_cost.size() > 0) {
         form_cost(space, terms, slot, dense_cost);
-        sinkhorn(space, CostMatrix<T, Space>{dense_cost}, weights, solved,
-                 sink);
+        CostMatrix<T, Space> const form{dense_cost};
+        sinkhorn(space, form, weights, solved, sink);
+        if (exact) exact->record(space, slot, form, weights, solved, sink);
       } else {
         sinkhorn(space, terms.cost(slot), weights, solved, sink);
+        if (exact)
+          exact->record(space, slot, terms.cost(slot), weights, solved, sink);
       }
     }
     if (!run.slot_rows.empty()) {  // the source relaxed: this solve's rows
@@ -1039,8 +1077,10 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   compat::ScopedRegion region("softwave::gw::sampled_gw");
   check_options(options);
   DataChecks<Space> checks(space, options.check_values, "gw");
-  check_side(checks, source, "source", "source.matrix", "source.coordinates");
-  check_side(checks, target, "target", "target.matrix", "target.coordinates");
+  check_side(checks, source, "source", "source.matrix", "source.coordinates",
+             "source.squared_coordinates");
+  check_side(checks, target, "target", "target.matrix", "target.coordinates",
+             "target.squared_coordinates");
   Problem<T, Space> problem(source, target, linear, options.fused_alpha,
                             marginals);
   std::int64_t const n = problem.n, k = problem.k;
@@ -1118,10 +1158,21 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   if (marginals.b.extent(0))
     problem.b2 = OTView2<const T, Space>(marginals.b.data(), 1, k);
 
-  PlanTerms<T, Space> terms(
-      space, n, k,
-      std::int64_t(options.anchors) * cost_window(options) + problem.features(),
-      slot_count(options));
+  // Embeddings on both sides: every solve's cost exact (gw.hpp).
+  std::optional<ExactCost<T, Space>> exact_cost;
+  if (source.squared_coordinates.size() > 0 &&
+      target.squared_coordinates.size() > 0) {
+    exact_cost.emplace(space, source.squared_coordinates,
+                       target.squared_coordinates, slot_count(options));
+    exact_cost->record_initial(space, problem.initial, problem.initial_scale,
+                               marginals.a, marginals.b,
+                               problem.product_scale());
+  }
+  std::int64_t const cost_rank =
+      exact_cost ? exact_cost->rank()
+                 : std::int64_t(options.anchors) * cost_window(options);
+  PlanTerms<T, Space> terms(space, n, k, cost_rank + problem.features(),
+                            slot_count(options));
   terms.linear = linear.matrix;
   terms.linear_weight = T(options.fused_alpha);
   // The objective: exact from a dense plan where N·K is small enough, else
@@ -1175,7 +1226,8 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     std::uint64_t const seed = options.seed + std::uint64_t(restart);
     Run run = run_restart(space, problem, terms, options, restart,
                           source_rows ? &*source_rows : nullptr,
-                          target_rows ? &*target_rows : nullptr);
+                          target_rows ? &*target_rows : nullptr,
+                          exact_cost ? &*exact_cost : nullptr);
     if (restart == 0) {
       first_source_scale = run.source_scale;
       first_target_scale = run.target_scale;
@@ -1256,11 +1308,44 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   space.fence();
 }
 
-#define SOFTWAVE_INSTANTIATE_GW(SPACE, T)                          \
-  template void sampled_gw<SPACE, T>(                              \
-      const SPACE&, const GwDistances<T, SPACE>&,                  \
-      const GwDistances<T, SPACE>&, const GwLinearCost<T, SPACE>&, \
-      const GwMarginals<T, SPACE>&, GwResult<T, SPACE>&, const GwOptions&);
+template <class Space, class T>
+OTView2<T, Space> cosine_coordinates(const Space& space,
+                                     const OTView2<const T, Space>& points) {
+  std::int64_t const n = points.extent(0), e = points.extent(1);
+  auto const out =
+      uninitialised<T**>(space, "softwave::gw::cosine_coordinates", n, e);
+  std::int64_t zero_rows = 0;
+  Kokkos::parallel_reduce(
+      "softwave::gw::cosine_coordinates",
+      Kokkos::RangePolicy<Space>(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t & zero) {
+        double norm = 0;
+        for (std::int64_t c = 0; c < e; ++c) {
+          double const x = points(i, c);
+          norm += x * x;
+        }
+        // Non-finite rows pass through to the distance checks.
+        bool const none = !(norm > 0);
+        if (none && norm == 0) ++zero;
+        double const scale = none ? 1.0 : 1.0 / compat::sqrt(2 * norm);
+        for (std::int64_t c = 0; c < e; ++c)
+          out(i, c) = T(double(points(i, c)) * scale);
+      },
+      zero_rows);
+  if (zero_rows > 0)
+    throw_invalid_argument(
+        "cosine distances: ", zero_rows, " of the ", n,
+        " points are zero vectors (a cosine needs a direction)");
+  return out;
+}
+
+#define SOFTWAVE_INSTANTIATE_GW(SPACE, T)                                   \
+  template void sampled_gw<SPACE, T>(                                       \
+      const SPACE&, const GwDistances<T, SPACE>&,                           \
+      const GwDistances<T, SPACE>&, const GwLinearCost<T, SPACE>&,          \
+      const GwMarginals<T, SPACE>&, GwResult<T, SPACE>&, const GwOptions&); \
+  template OTView2<T, SPACE> cosine_coordinates<SPACE, T>(                  \
+      const SPACE&, const OTView2<const T, SPACE>&);
 
 SOFTWAVE_INSTANTIATE_GW(Kokkos::DefaultExecutionSpace, float)
 SOFTWAVE_INSTANTIATE_GW(Kokkos::DefaultExecutionSpace, double)

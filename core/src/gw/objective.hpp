@@ -15,16 +15,19 @@
 
 namespace softwave::impl {
 
-// D(i, j) of a GwDistances: the matrix entry, or ‖z_i − z_j‖₂ in float64.
+// D(i, j) of a GwDistances: the matrix entry, or ‖z_i − z_j‖₂ (squared
+// for squared coordinates) in float64.
 template <class T, class Space>
 struct SideDistances {
   OTView2<const T, Space> matrix, coordinates;
-  bool dense = false;
+  bool dense = false, squared = false;
 
   explicit SideDistances(const GwDistances<T, Space>& d)
       : matrix(d.matrix),
-        coordinates(d.coordinates),
-        dense(d.matrix.extent(0) > 0) {}
+        coordinates(d.squared_coordinates.extent(0) > 0 ? d.squared_coordinates
+                                                        : d.coordinates),
+        dense(d.matrix.extent(0) > 0),
+        squared(d.squared_coordinates.extent(0) > 0) {}
   std::int64_t size() const {
     return dense ? matrix.extent(0) : coordinates.extent(0);
   }
@@ -36,7 +39,7 @@ struct SideDistances {
       double const diff = double(coordinates(i, e)) - coordinates(j, e);
       s += diff * diff;
     }
-    return compat::sqrt(s);
+    return squared ? s : compat::sqrt(s);
   }
 };
 

@@ -1,0 +1,366 @@
+#pragma once
+// The exact GW cost of sampled GW where both sides' distances are squared
+// Euclidean distances of points (softwave/gw.hpp, "Embeddings"): each side's
+// distance matrix as the product D = F Gᵀ of rank e + 2, the small matrices
+// R, C, H each plan term contributes, and the low-rank factors of the cost
+// made from a mixture's.
+
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <cstdint>
+#include <softwave/gw.hpp>
+#include <softwave/sinkhorn.hpp>
+#include <vector>
+
+#include "plan_terms.hpp"
+
+namespace softwave::impl {
+
+// One side's D(i, j) = ‖z_i − z_j‖² as f_i·g_j with f_i = (‖z̄_i‖², 1, z̄_i)
+// and g_j = (1, ‖z̄_j‖², −2 z̄_j), z̄ the points less their mean: the same
+// distances, with smaller norms to cancel in the product's rounding.
+template <class T, class Space>
+struct DistanceFactors {
+  OTView2<T, Space> f, g;  // (N, e + 2)
+  std::int64_t width() const { return std::int64_t(f.extent(1)); }
+
+  DistanceFactors(const Space& space, const OTView2<const T, Space>& z,
+                  const char* side) {
+    std::int64_t const n = z.extent(0), e = z.extent(1), m = e + 2;
+    f = uninitialised<T**>(
+        space,
+        side[0] == 's' ? "softwave::gw::source_f" : "softwave::gw::target_f", n,
+        m);
+    g = uninitialised<T**>(
+        space,
+        side[0] == 's' ? "softwave::gw::source_g" : "softwave::gw::target_g", n,
+        m);
+    auto const mean = uninitialised<double*>(
+        space, "softwave::gw::embedding_mean", std::max<std::int64_t>(e, 1));
+    Kokkos::parallel_for(
+        "softwave::gw::embedding_mean", Kokkos::RangePolicy<Space>(space, 0, e),
+        KOKKOS_LAMBDA(std::int64_t c) {
+          double s = 0;
+          for (std::int64_t i = 0; i < n; ++i) s += double(z(i, c));
+          mean(c) = s / double(n);
+        });
+    auto const f_ = f, g_ = g;
+    Kokkos::parallel_for(
+        "softwave::gw::distance_factors",
+        Kokkos::RangePolicy<Space>(space, 0, n), KOKKOS_LAMBDA(std::int64_t i) {
+          double norm = 0;
+          for (std::int64_t c = 0; c < e; ++c) {
+            double const x = double(z(i, c)) - mean(c);
+            norm += x * x;
+            f_(i, 2 + c) = T(x);
+            g_(i, 2 + c) = T(-2 * x);
+          }
+          f_(i, 0) = T(norm);
+          f_(i, 1) = T(1);
+          g_(i, 0) = T(1);
+          g_(i, 1) = T(norm);
+        });
+  }
+};
+
+// What one plan term π contributes to the exact cost, in float64 on the
+// host: cross = G_Xᵀ π G_Y (m_X × m_Y), source = G_Xᵀ diag(π1) G_X
+// (m_X × m_X), target = G_Yᵀ diag(πᵀ1) G_Y (m_Y × m_Y), mass = Σπ; all
+// linear in π, so a mixture's are its terms' weighted sums.
+struct TermStatistics {
+  std::vector<double> cross, source, target;
+  double mass = 0;
+
+  void add(const TermStatistics& other, double weight) {
+    auto axpy = [&](std::vector<double>& to, const std::vector<double>& from) {
+      if (to.empty()) to.assign(from.size(), 0.0);
+      for (std::size_t q = 0; q < from.size(); ++q) to[q] += weight * from[q];
+    };
+    axpy(cross, other.cross);
+    axpy(source, other.source);
+    axpy(target, other.target);
+    mass += weight * other.mass;
+  }
+};
+
+// out(p, q) = Σ_i left(i, p) weight(i) right(i, q) in float64, a team an
+// entry.
+template <class Space, class Left, class Weight, class Right>
+std::vector<double> weighted_products(const Space& space, const char* label,
+                                      std::int64_t count, std::int64_t rows,
+                                      std::int64_t columns, const Left& left,
+                                      const Weight& weight,
+                                      const Right& right) {
+  using Policy = Kokkos::TeamPolicy<Space>;
+  using Member = typename Policy::member_type;
+  auto const out = uninitialised<double*>(space, label, rows * columns);
+  Kokkos::parallel_for(
+      label, Policy(space, int(rows * columns), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& team) {
+        std::int64_t const p = team.league_rank() / columns,
+                           q = team.league_rank() % columns;
+        double sum = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, count),
+            [&](std::int64_t i, double& s) {
+              s += double(left(i, p)) * weight(i) * double(right(i, q));
+            },
+            sum);
+        Kokkos::single(Kokkos::PerTeam(team),
+                       [&]() { out(team.league_rank()) = sum; });
+      });
+  auto const host = Kokkos::create_mirror_view(out);
+  Kokkos::deep_copy(space, host, out);
+  space.fence();
+  return std::vector<double>(host.data(), host.data() + rows * columns);
+}
+
+// The statistics of a term from its plan applied to G_Y (`applied`, (N,
+// m_Y): its first column, G_Y's column of ones, is π1) and its column sums
+// πᵀ1 (`column_sums`, K).
+template <class T, class Space, class ColumnSums>
+TermStatistics term_statistics(const Space& space,
+                               const DistanceFactors<T, Space>& x,
+                               const DistanceFactors<T, Space>& y,
+                               const OTView2<const T, Space>& applied,
+                               const ColumnSums& column_sums) {
+  std::int64_t const n = x.g.extent(0), k = y.g.extent(0);
+  auto const gx = x.g, gy = y.g;
+  TermStatistics s;
+  s.cross = weighted_products(
+      space, "softwave::gw::exact_cross", n, x.width(), y.width(), gx,
+      KOKKOS_LAMBDA(std::int64_t) { return 1.0; }, applied);
+  s.source = weighted_products(
+      space, "softwave::gw::exact_source", n, x.width(), x.width(), gx,
+      KOKKOS_LAMBDA(std::int64_t i) { return double(applied(i, 0)); }, gx);
+  s.target = weighted_products(
+      space, "softwave::gw::exact_target", k, y.width(), y.width(), gy,
+      KOKKOS_LAMBDA(std::int64_t j) { return double(column_sums(j)); }, gy);
+  double mass = 0;
+  Kokkos::parallel_reduce(
+      "softwave::gw::exact_mass", Kokkos::RangePolicy<Space>(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t i, double& out) { out += applied(i, 0); },
+      mass);
+  s.mass = mass;
+  return s;
+}
+
+// The cost of the normalised statistics S (a mixture's over its mass) as
+// low-rank factors, with share = 1 − β of fused GW:
+//   u_i = share f_iᵀ R f_i / s_X²,  v_k = share f'_kᵀ C f'_k / s_Y²,
+//   P_i·Q_k = 2 share f_iᵀ H f'_k / (s_X s_Y),
+// H applied on the wider side so that the rank is min(m_X, m_Y) (columns
+// 0 .. rank − 1 of the factors; fused GW's features follow).
+template <class T, class Space>
+void exact_factors(const Space& space, const DistanceFactors<T, Space>& x,
+                   const DistanceFactors<T, Space>& y, const TermStatistics& s,
+                   double source_scale, double target_scale, double share,
+                   const OTView2<T, Space>& u, const OTView3<T, Space>& p,
+                   const OTView2<T, Space>& v, const OTView3<T, Space>& q) {
+  std::int64_t const mx = x.width(), my = y.width();
+  auto to_device = [&](const std::vector<double>& host, const char* label) {
+    auto const out = uninitialised<double*>(space, label, host.size());
+    auto const mirror = Kokkos::create_mirror_view(out);
+    for (std::size_t c = 0; c < host.size(); ++c) mirror(c) = host[c];
+    Kokkos::deep_copy(space, out, mirror);
+    space.fence();  // the mirror is a temporary
+    return out;
+  };
+  auto const cross = to_device(s.cross, "softwave::gw::exact_cross_matrix");
+  auto const source = to_device(s.source, "softwave::gw::exact_source_matrix");
+  auto const target = to_device(s.target, "softwave::gw::exact_target_matrix");
+  double const cu = share / (source_scale * source_scale),
+               cv = share / (target_scale * target_scale),
+               cp = 2 * share / (source_scale * target_scale);
+  bool const cross_on_source = mx >= my;  // rank my: P_i = cp Hᵀ f_i
+  auto const fx = x.f, fy = y.f;
+  Kokkos::parallel_for(
+      "softwave::gw::exact_source_factors",
+      Kokkos::RangePolicy<Space>(space, 0, fx.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t i) {
+        double quadratic = 0;
+        for (std::int64_t a = 0; a < mx; ++a) {
+          double row = 0;
+          for (std::int64_t b = 0; b < mx; ++b)
+            row += source(a * mx + b) * double(fx(i, b));
+          quadratic += double(fx(i, a)) * row;
+        }
+        u(0, i) = T(cu * quadratic);
+        if (cross_on_source) {
+          for (std::int64_t c = 0; c < my; ++c) {
+            double sum = 0;
+            for (std::int64_t a = 0; a < mx; ++a)
+              sum += double(fx(i, a)) * cross(a * my + c);
+            p(0, i, c) = T(cp * sum);
+          }
+        } else {
+          for (std::int64_t c = 0; c < mx; ++c) p(0, i, c) = fx(i, c);
+        }
+      });
+  Kokkos::parallel_for(
+      "softwave::gw::exact_target_factors",
+      Kokkos::RangePolicy<Space>(space, 0, fy.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t j) {
+        double quadratic = 0;
+        for (std::int64_t a = 0; a < my; ++a) {
+          double row = 0;
+          for (std::int64_t b = 0; b < my; ++b)
+            row += target(a * my + b) * double(fy(j, b));
+          quadratic += double(fy(j, a)) * row;
+        }
+        v(0, j) = T(cv * quadratic);
+        if (cross_on_source) {
+          for (std::int64_t c = 0; c < my; ++c) q(0, j, c) = fy(j, c);
+        } else {
+          for (std::int64_t c = 0; c < mx; ++c) {
+            double sum = 0;
+            for (std::int64_t b = 0; b < my; ++b)
+              sum += cross(c * my + b) * double(fy(j, b));
+            q(0, j, c) = T(cp * sum);
+          }
+        }
+      });
+}
+
+// The exact cost's state for one sampled_gw call: both sides' factors, the
+// statistics of the initial coupling and of each slot's plan, and the
+// average of the costs (cost_ema_beta).
+template <class T, class Space>
+struct ExactCost {
+  DistanceFactors<T, Space> x, y;
+  OTView3<T, Space> applied;      // (1, N, m_Y): a plan times G_Y
+  OTView3<T, Space> column_sums;  // (1, K, 1): its πᵀ1
+  OTView3<T, Space> ones;         // (1, N, 1)
+  TermStatistics initial;
+  std::vector<TermStatistics> slots;
+  TermStatistics average;
+
+  ExactCost(const Space& space, const OTView2<const T, Space>& source,
+            const OTView2<const T, Space>& target, int slot_count)
+      : x(space, source, "source"),
+        y(space, target, "target"),
+        applied(uninitialised<T***>(space, "softwave::gw::exact_applied", 1,
+                                    source.extent(0), y.width())),
+        column_sums(uninitialised<T***>(
+            space, "softwave::gw::exact_column_sums", 1, target.extent(0), 1)),
+        ones(uninitialised<T***>(space, "softwave::gw::exact_ones", 1,
+                                 source.extent(0), 1)),
+        slots(slot_count) {
+    Kokkos::deep_copy(space, ones, T(1));
+  }
+  std::int64_t rank() const { return std::min(x.width(), y.width()); }
+
+  TermStatistics statistics(const Space& space) const {
+    std::int64_t const n = applied.extent(1), m = applied.extent(2);
+    OTView2<const T, Space> const plan_g(applied.data(), n, m);
+    auto const sums = column_sums;
+    return term_statistics(
+        space, x, y, plan_g,
+        KOKKOS_LAMBDA(std::int64_t j) { return double(sums(0, j, 0)); });
+  }
+
+  // The statistics of slot `slot`'s plan, its Sinkhorn solve (form,
+  // potentials) just done.
+  template <class Form>
+  void record(const Space& space, int slot, const Form& form,
+              const Marginals<T, Space>& marginals,
+              const SinkhornResult<T, Space>& solved,
+              const SinkhornOptions& options) {
+    PlanQueries<T, Space> queries;
+    queries.v =
+        OTView3<const T, Space>(y.g.data(), 1, y.g.extent(0), y.width());
+    queries.plan_v = applied;
+    queries.u = ones;
+    queries.plan_t_u = column_sums;
+    sinkhorn_plan_queries(space, form, marginals,
+                          OTView2<const T, Space>(solved.f),
+                          OTView2<const T, Space>(solved.g), queries, options);
+    slots[slot] = statistics(space);
+  }
+
+  // The initial coupling's statistics: scale·T0 for a plan T0 (N, K) given,
+  // else the product plan a⊗b·product_scale (a, b empty: uniform).
+  void record_initial(const Space& space, const OTView2<const T, Space>& plan,
+                      double scale, const OTView1<const T, Space>& a,
+                      const OTView1<const T, Space>& b, double product_scale) {
+    std::int64_t const n = applied.extent(1), k = column_sums.extent(1),
+                       m = applied.extent(2);
+    auto const out = applied, sums = column_sums;
+    auto const gy = y.g;
+    using Range = Kokkos::RangePolicy<Space>;
+    if (plan.size() > 0) {
+      Kokkos::parallel_for(
+          "softwave::gw::exact_initial_applied", Range(space, 0, n * m),
+          KOKKOS_LAMBDA(std::int64_t q) {
+            std::int64_t const i = q / m, c = q % m;
+            double s = 0;
+            for (std::int64_t j = 0; j < k; ++j)
+              s += double(plan(i, j)) * double(gy(j, c));
+            out(0, i, c) = T(scale * s);
+          });
+      Kokkos::parallel_for(
+          "softwave::gw::exact_initial_columns", Range(space, 0, k),
+          KOKKOS_LAMBDA(std::int64_t j) {
+            double s = 0;
+            for (std::int64_t i = 0; i < n; ++i) s += double(plan(i, j));
+            sums(0, j, 0) = T(scale * s);
+          });
+    } else {
+      bool const a_given = a.extent(0) > 0, b_given = b.extent(0) > 0;
+      auto const b_at = KOKKOS_LAMBDA(std::int64_t j) {
+        return b_given ? double(b(j)) : 1.0 / double(k);
+      };
+      // Σ_j b_j g'_j, the product plan's rows but for a_i.
+      auto const b_g = weighted_products(
+          space, "softwave::gw::exact_initial_b_g", k, 1, m,
+          KOKKOS_LAMBDA(std::int64_t, std::int64_t) { return 1.0; }, b_at, gy);
+      auto const b_g_device =
+          uninitialised<double*>(space, "softwave::gw::exact_initial_b_g", m);
+      auto const mirror = Kokkos::create_mirror_view(b_g_device);
+      for (std::int64_t c = 0; c < m; ++c) mirror(c) = b_g[c];
+      Kokkos::deep_copy(space, b_g_device, mirror);
+      Kokkos::parallel_for(
+          "softwave::gw::exact_initial_applied", Range(space, 0, n * m),
+          KOKKOS_LAMBDA(std::int64_t q) {
+            std::int64_t const i = q / m, c = q % m;
+            double const ai = a_given ? double(a(i)) : 1.0 / double(n);
+            out(0, i, c) = T(ai * product_scale * b_g_device(c));
+          });
+      double mass = 0;
+      Kokkos::parallel_reduce(
+          "softwave::gw::exact_initial_mass", Range(space, 0, n),
+          KOKKOS_LAMBDA(std::int64_t i, double& s) {
+            s += a_given ? double(a(i)) : 1.0 / double(n);
+          },
+          mass);
+      Kokkos::parallel_for(
+          "softwave::gw::exact_initial_columns", Range(space, 0, k),
+          KOKKOS_LAMBDA(std::int64_t j) {
+            sums(0, j, 0) = T(b_at(j) * mass * product_scale);
+          });
+    }
+    initial = statistics(space);
+  }
+
+  // The mixture's statistics over its mass (the cost of T_{t−1}), averaged
+  // over the iterations with weight β on the newest where 0 < β < 1.
+  TermStatistics cost_of(const std::vector<TermWeight>& terms, int iteration,
+                         double beta) {
+    TermStatistics mixture;
+    for (auto const& w : terms)
+      mixture.add(w.slot < 0 ? initial : slots[w.slot], w.weight);
+    TermStatistics normalised;
+    normalised.add(mixture, 1.0 / mixture.mass);
+    if (!(beta > 0 && beta < 1) || iteration == 0) {
+      average = normalised;
+    } else {
+      TermStatistics next;
+      next.add(average, 1 - beta);
+      next.add(normalised, beta);
+      average = next;
+    }
+    return average;
+  }
+};
+
+}  // namespace softwave::impl
