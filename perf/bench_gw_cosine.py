@@ -16,11 +16,15 @@ products) and the time.
             epsilon, max_iter --pot-iterations, tol 1e-9) from the product
             coupling (its default solver, a Sinkhorn solve of the exact
             linearised cost an iteration: O(N²K + NK²) each);
-  softwave  softwave.ot.sampled_gw(distance_mode="precomputed", epsilon),
+  softwave  softwave.ot.sampled_gw(distance_mode="cosine", epsilon) on the
+            points themselves: each solve's cost exact and of rank d + 2
+            (no sampled anchors, no N×N matrix);
+  sampled   softwave.ot.sampled_gw(distance_mode="precomputed", epsilon),
             its defaults (M = 50 anchors an iteration) with 1 restart and
             with --restarts (the lowest GW objective kept), both again
             with --exact exact entropic GW steps after the sampled ones
             (exact_iterations), and any --ema values as lambda_ema_beta.
+--methods picks among pot, cosine and sampled (default all three).
 
 POT is a peer, never a project dependency: install it into a throwaway
 virtual environment that also sees softwave, e.g.
@@ -53,7 +57,8 @@ def embeddings_task(n, dim, rank, noise, seed):
         unit = points / np.linalg.norm(points, axis=1, keepdims=True)
         return np.clip(1.0 - unit @ unit.T, 0.0, None)
 
-    return cosine_distances(z), cosine_distances(y[order]), np.argsort(order)
+    return (cosine_distances(z), cosine_distances(y[order]), np.argsort(order), z,
+            np.ascontiguousarray(y[order]))
 
 
 def gw_objective(dx, dy, plan):
@@ -75,6 +80,7 @@ def main():
     parser.add_argument("--exact", type=int, default=20, help="exact_iterations (0: those runs left out)")
     parser.add_argument("--ema", default="", help="comma-separated lambda_ema_beta values to add")
     parser.add_argument("--pot-iterations", type=int, default=200)
+    parser.add_argument("--methods", default="pot,cosine,sampled")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -82,31 +88,38 @@ def main():
 
     import softwave.ot as swot
 
-    methods = [("softwave", {}), (f"softwave restarts={args.restarts}", {"restarts": args.restarts})]
-    if args.exact > 0:
+    chosen = set(args.methods.split(","))
+    methods = [("softwave cosine embeddings", {"distance_mode": "cosine"})] if "cosine" in chosen else []
+    if "sampled" in chosen:
+        methods += [("softwave", {}), (f"softwave restarts={args.restarts}", {"restarts": args.restarts})]
+    if args.exact > 0 and "sampled" in chosen:
         methods += [(f"softwave exact_iterations={args.exact}", {"exact_iterations": args.exact}),
                     (f"softwave restarts={args.restarts}, exact={args.exact}",
                      {"restarts": args.restarts, "exact_iterations": args.exact})]
     methods += [(f"softwave lambda_ema_beta={b}", {"lambda_ema_beta": float(b)})
-                for b in args.ema.split(",") if b]
+                for b in args.ema.split(",") if b and "sampled" in chosen]
     records = []
     print(f"threads {os.environ.get('OMP_NUM_THREADS', 'all')}; d = {args.dim}, rank {args.rank}, "
           f"noise {args.noise}, epsilon {args.epsilon}", flush=True)
     print(f"{'n':>6} {'seed':>4} {'method':34s} {'P@1':>6} {'objective':>11} {'seconds':>8}")
     for n in (int(s) for s in args.sizes.split(",")):
         for seed in range(args.seeds):
-            dx, dy, truth = embeddings_task(n, args.dim, args.rank, args.noise, seed)
+            dx, dy, truth, zx, zy = embeddings_task(n, args.dim, args.rank, args.noise, seed)
             weights = np.full(n, 1.0 / n)
             runs = []
-            start = time.perf_counter()
-            plan = pot.gromov.entropic_gromov_wasserstein(
-                dx, dy, weights, weights, "square_loss", epsilon=args.epsilon,
-                max_iter=args.pot_iterations, tol=1e-9)
-            runs.append(("POT entropic GW", plan, time.perf_counter() - start, None))
+            if "pot" in chosen:
+                start = time.perf_counter()
+                plan = pot.gromov.entropic_gromov_wasserstein(
+                    dx, dy, weights, weights, "square_loss", epsilon=args.epsilon,
+                    max_iter=args.pot_iterations, tol=1e-9)
+                runs.append(("POT entropic GW", plan, time.perf_counter() - start, None))
             for name, options in methods:
                 start = time.perf_counter()
-                r = swot.sampled_gw(dist_source=dx, dist_target=dy, distance_mode="precomputed",
-                                    epsilon=args.epsilon, seed=seed, **options)
+                if options.get("distance_mode") == "cosine":
+                    r = swot.sampled_gw(zx, zy, epsilon=args.epsilon, seed=seed, **options)
+                else:
+                    r = swot.sampled_gw(dist_source=dx, dist_target=dy, distance_mode="precomputed",
+                                        epsilon=args.epsilon, seed=seed, **options)
                 runs.append((name, r.plan, time.perf_counter() - start, r.iterations))
             for name, plan, seconds, iterations in runs:
                 record = dict(n=n, seed=seed, method=name,

@@ -247,6 +247,49 @@ def test_euclidean_mode_is_the_precomputed_one():
     np.testing.assert_allclose(a.plan, b.plan, rtol=1e-9, atol=1e-15)
 
 
+def rotated_embeddings(rng, n, dim, rank, noise):
+    """Points with a rank-`rank` structure, and a shuffled, rotated, noisy
+    copy: the target row that holds each source point's counterpart."""
+    z = rng.normal(size=(n, rank)) @ rng.normal(size=(rank, dim)) + 0.3 * rng.normal(size=(n, dim))
+    rotation, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
+    order = rng.permutation(n)
+    y = (z @ rotation + noise * z.std() * rng.normal(size=(n, dim)))[order]
+    return z, np.ascontiguousarray(y), np.argsort(order)
+
+
+def cosine(x):
+    unit = x / np.linalg.norm(x, axis=1, keepdims=True)
+    return 1.0 - unit @ unit.T
+
+
+def test_cosine_mode_matches_embeddings_with_the_exact_cost():
+    # Dense cosine distances, every pair near 1: each solve's exact cost
+    # (no sampled anchors) finds the counterparts, the objective is that of
+    # the 1 − cos matrices, and cosine mode is sqeuclidean mode of the rows
+    # scaled to length 1/√2.
+    rng = np.random.default_rng(17)
+    x, y, truth = rotated_embeddings(rng, 150, 16, 4, 0.1)
+    r = ot.sampled_gw(x, y, distance_mode="cosine", epsilon=5e-3, seed=3)
+    assert np.mean(r.matching == truth) >= 0.99
+    assert r.objective == pytest.approx(gw_objective(cosine(x), cosine(y), r.plan), rel=1e-8)
+    unit = lambda z: z / (math.sqrt(2) * np.linalg.norm(z, axis=1, keepdims=True))
+    same = ot.sampled_gw(unit(x), unit(y), distance_mode="sqeuclidean", epsilon=5e-3, seed=3)
+    np.testing.assert_allclose(same.plan, r.plan, rtol=1e-7, atol=1e-15)
+    with pytest.raises(ValueError, match="zero vectors"):
+        ot.sampled_gw(np.vstack([x[:-1], np.zeros(16)]), y, distance_mode="cosine", max_iter=2)
+
+
+def test_sqeuclidean_mode_reports_its_distances_objective():
+    rng = np.random.default_rng(18)
+    x, y = rng.uniform(-1, 1, (20, 2)), rng.uniform(-1, 1, (25, 3))
+    r = ot.sampled_gw(x, y, distance_mode="sqeuclidean", max_iter=20, epsilon=0.02, seed=1,
+                      sinkhorn_iterations=1000, sinkhorn_tolerance=1e-6)
+    assert r.objective == pytest.approx(gw_objective(euclidean(x) ** 2, euclidean(y) ** 2, r.plan),
+                                        rel=1e-9)
+    assert np.abs(r.plan.sum(1) - 1 / 20).sum() <= 1e-5
+    assert np.abs(r.plan.sum(0) - 1 / 25).sum() <= 1e-5
+
+
 def test_restarts_keep_the_lowest_objective_and_seeds_repeat():
     rng = np.random.default_rng(13)
     dx, dy, _, _ = small_problem(rng, 12, 10)

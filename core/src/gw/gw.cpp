@@ -676,9 +676,15 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   for (int s = terms.slots - 1; s >= 0; --s) free_slots.push_back(s);
   int latest = -1;  // the slot of the last solve (its potentials warm-start)
 
+  // ε falls geometrically to final_eps over max_iterations, or with an
+  // exact cost over min_iterations (then stays there): an exact cost's
+  // plan settles at each ε, so the change test would pass while ε is still
+  // large and return a blurred plan.
   double const final_eps = std::max(o.epsilon / 10, std::min(5e-4, o.epsilon));
-  double const decay =
-      std::pow(final_eps / o.epsilon, 1.0 / std::max(1, o.max_iterations));
+  int const annealing =
+      std::max(1, exact ? std::min(o.min_iterations, o.max_iterations)
+                        : o.max_iterations);
+  double const decay = std::pow(final_eps / o.epsilon, 1.0 / annealing);
 
   // The anchors j_m (rows) and l_m (columns) of each iteration.
   PairDraws<T, Space> anchors(space, m, problem.k);
@@ -735,7 +741,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   sink.tf32_low_rank = o.mixed_precision;
 
   for (int t = 0; t < o.max_iterations; ++t) {
-    double const eps = o.epsilon * std::pow(decay, t);
+    double const eps = o.epsilon * std::pow(decay, std::min(t, annealing));
     int const slot = free_slots.back();
     free_slots.pop_back();
     double const share = 1 - problem.fused_alpha;
