@@ -11,6 +11,14 @@
 //                     the landmark embeddings, as TorchGW's does.
 //   BM_SampledGw_fp32_products/N/K  the same with mixed_precision off (the
 //                     low-rank solves' products in FP32 FMAs, not TF32).
+//   BM_CosineGw/N     matching embeddings by their cosine distances
+//                     (perf/bench_gw_cosine.py's task: N points of rank-8
+//                     structure plus noise in 64 dimensions, and a rotated,
+//                     10 % noisy, shuffled copy), GwSide's cosine mode (each
+//                     solve's cost exact, of rank 66), ε = 0.005, defaults
+//                     otherwise, float32, seed 0; the time includes making
+//                     the unit vectors. Counter precision_at_1: the share of
+//                     points whose plan row peaks at their counterpart.
 //
 // With SOFTWAVE_BENCH_KERNEL_TIMES=1 in the environment, the timed call also
 // prints where its time went: each kernel label's total and each profiling
@@ -44,6 +52,7 @@
 #include <cstdlib>
 #include <exception>
 #include <map>
+#include <random>
 #include <softwave/graph.hpp>
 #include <softwave/gw.hpp>
 #include <string>
@@ -247,6 +256,111 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
   }
 }
 
+// The cosine task: source rows Z = A·B + 0.3·E (n × 64, A: n × 8, B: 8 ×
+// 64, E standard normal), target rows Z·Q + 0.1·std(Z)·E' (Q a rotation)
+// in a shuffled order; `counterpart[i]` is the target row of source row i.
+struct CosineTask {
+  std::vector<double> source, target;
+  std::vector<int> counterpart;
+  static constexpr int dim = 64, rank = 8;
+  explicit CosineTask(std::int64_t n) : source(n * dim), target(n * dim) {
+    std::mt19937_64 engine(0);
+    std::normal_distribution<double> normal;
+    std::vector<double> a(n * rank), b(rank * dim), q(dim * dim);
+    for (double& e : a) e = normal(engine);
+    for (double& e : b) e = normal(engine);
+    double sum = 0, squares = 0;
+    for (std::int64_t i = 0; i < n; ++i)
+      for (int c = 0; c < dim; ++c) {
+        double z = 0.3 * normal(engine);
+        for (int r = 0; r < rank; ++r) z += a[i * rank + r] * b[r * dim + c];
+        source[i * dim + c] = z;
+        sum += z;
+        squares += z * z;
+      }
+    double const spread = std::sqrt(squares / double(n * dim) -
+                                    std::pow(sum / double(n * dim), 2));
+    for (double& e : q) e = normal(engine);
+    for (int c = 0; c < dim; ++c) {  // Gram–Schmidt: rows of Q orthonormal
+      for (int d = 0; d < c; ++d) {
+        double dot = 0;
+        for (int r = 0; r < dim; ++r) dot += q[c * dim + r] * q[d * dim + r];
+        for (int r = 0; r < dim; ++r) q[c * dim + r] -= dot * q[d * dim + r];
+      }
+      double norm = 0;
+      for (int r = 0; r < dim; ++r) norm += q[c * dim + r] * q[c * dim + r];
+      for (int r = 0; r < dim; ++r) q[c * dim + r] /= std::sqrt(norm);
+    }
+    std::vector<int> order(n);
+    for (std::int64_t i = 0; i < n; ++i) order[i] = int(i);
+    std::shuffle(order.begin(), order.end(), engine);
+    counterpart.resize(n);
+    for (std::int64_t row = 0; row < n; ++row) {
+      std::int64_t const i = order[row];
+      counterpart[i] = int(row);
+      for (int c = 0; c < dim; ++c) {
+        double y = 0.1 * spread * normal(engine);
+        for (int r = 0; r < dim; ++r) y += source[i * dim + r] * q[r * dim + c];
+        target[row * dim + c] = y;
+      }
+    }
+  }
+};
+
+void run_cosine_gw(benchmark::State& state) {
+  Space const space;
+  std::int64_t const n = state.range(0);
+  CosineTask const task(n);
+  auto const x = device_points(task.source, n, CosineTask::dim,
+                               "softwave_bench::cosine_source");
+  auto const y = device_points(task.target, n, CosineTask::dim,
+                               "softwave_bench::cosine_target");
+  softwave::GwOptions options;
+  options.epsilon = 0.005;
+  bool const objective = std::getenv("SOFTWAVE_BENCH_GW_OBJECTIVE") != nullptr;
+  softwave::GwResult<float, Space> result;
+  result.compute_objective = objective;
+  result.matching =
+      softwave::OTView1<int, Space>("softwave_bench::matching", n);
+  using Mode = softwave::GwDistanceMode;
+  auto const call = [&] {
+    softwave::GwSide<float, Space> const source(
+        space, softwave::OTView2<const float, Space>(x), Mode::cosine);
+    softwave::GwSide<float, Space> const target(
+        space, softwave::OTView2<const float, Space>(y), Mode::cosine);
+    softwave::sampled_gw(space, source.distances(), target.distances(), {},
+                         result, options);
+  };
+  softwave_tools::AllocationTracker::Peaks peaks;
+  try {
+    peaks = measured_call(space, call);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  double const total_s = timed_calls(state, space, call);
+  if (std::getenv("SOFTWAVE_BENCH_KERNEL_TIMES")) {
+    KernelTimes const times;
+    call();
+    space.fence();
+  }
+  auto const matching =
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), result.matching);
+  std::int64_t found = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    found += matching(i) == task.counterpart[i];
+  using benchmark::Counter;
+  state.counters["ms"] = Counter(
+      state.iterations() ? 1e3 * total_s / double(state.iterations()) : 0);
+  state.counters["iterations"] = Counter(result.iterations);
+  state.counters["precision_at_1"] = Counter(double(found) / double(n));
+  state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
+  if (objective) {
+    state.counters["objective"] = Counter(result.objective);
+    state.counters["objective_error"] = Counter(result.objective_error);
+  }
+}
+
 }  // namespace
 
 void register_sampled_gw(bool gpu) {
@@ -283,6 +397,26 @@ void register_sampled_gw(bool gpu) {
   };
   for (auto const& s : sizes) add("BM_SampledGw", s.first, s.second, true);
   if (gpu) add("BM_SampledGw_fp32_products", 10000, 12000, false);
+  std::vector<std::int64_t> cosine_sizes =
+      gpu ? std::vector<std::int64_t>{1000, 5000, 20000, 50000}
+          : std::vector<std::int64_t>{300, 1000};
+  if (char const* list =
+          gpu ? std::getenv("SOFTWAVE_BENCH_GW_COSINE_SIZES") : nullptr) {
+    cosine_sizes.clear();
+    for (char const* at = list; *at;) {
+      char* end = nullptr;
+      long long const n = std::strtoll(at, &end, 10);
+      if (end == at) break;
+      cosine_sizes.push_back(n);
+      at = *end == ',' ? end + 1 : end;
+    }
+  }
+  for (std::int64_t n : cosine_sizes)
+    benchmark::RegisterBenchmark("BM_CosineGw", run_cosine_gw)
+        ->Args({n})
+        ->UseManualTime()
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace softwave_bench

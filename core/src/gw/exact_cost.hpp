@@ -12,6 +12,7 @@
 #include <softwave/sinkhorn.hpp>
 #include <vector>
 
+#include "objective.hpp"
 #include "plan_terms.hpp"
 
 namespace softwave::impl {
@@ -19,49 +20,75 @@ namespace softwave::impl {
 // One side's D(i, j) = ‖z_i − z_j‖² as f_i·g_j with f_i = (‖z̄_i‖², 1, z̄_i)
 // and g_j = (1, ‖z̄_j‖², −2 z̄_j), z̄ the points less their mean: the same
 // distances, with smaller norms to cancel in the product's rounding.
+// Entries of f (g_side false) or g in float64 from the points, for the
+// objective, whose three sums cancel to far below their size.
+template <class T, class Space>
+struct ExactFactor {
+  OTView2<const T, Space> z;
+  Kokkos::View<double*, typename Space::memory_space> mean, norms;
+  bool g_side = false;
+  KOKKOS_INLINE_FUNCTION double operator()(std::int64_t i,
+                                           std::int64_t c) const {
+    if (c == 0) return g_side ? 1.0 : norms(i);
+    if (c == 1) return g_side ? norms(i) : 1.0;
+    double const x = double(z(i, c - 2)) - mean(c - 2);
+    return g_side ? -2 * x : x;
+  }
+};
+
 template <class T, class Space>
 struct DistanceFactors {
   OTView2<T, Space> f, g;  // (N, e + 2)
+  ExactFactor<T, Space> f64, g64;
   std::int64_t width() const { return std::int64_t(f.extent(1)); }
-
-  DistanceFactors(const Space& space, const OTView2<const T, Space>& z,
-                  const char* side) {
-    std::int64_t const n = z.extent(0), e = z.extent(1), m = e + 2;
-    f = uninitialised<T**>(
-        space,
-        side[0] == 's' ? "softwave::gw::source_f" : "softwave::gw::target_f", n,
-        m);
-    g = uninitialised<T**>(
-        space,
-        side[0] == 's' ? "softwave::gw::source_g" : "softwave::gw::target_g", n,
-        m);
-    auto const mean = uninitialised<double*>(
-        space, "softwave::gw::embedding_mean", std::max<std::int64_t>(e, 1));
-    Kokkos::parallel_for(
-        "softwave::gw::embedding_mean", Kokkos::RangePolicy<Space>(space, 0, e),
-        KOKKOS_LAMBDA(std::int64_t c) {
-          double s = 0;
-          for (std::int64_t i = 0; i < n; ++i) s += double(z(i, c));
-          mean(c) = s / double(n);
-        });
-    auto const f_ = f, g_ = g;
-    Kokkos::parallel_for(
-        "softwave::gw::distance_factors",
-        Kokkos::RangePolicy<Space>(space, 0, n), KOKKOS_LAMBDA(std::int64_t i) {
-          double norm = 0;
-          for (std::int64_t c = 0; c < e; ++c) {
-            double const x = double(z(i, c)) - mean(c);
-            norm += x * x;
-            f_(i, 2 + c) = T(x);
-            g_(i, 2 + c) = T(-2 * x);
-          }
-          f_(i, 0) = T(norm);
-          f_(i, 1) = T(1);
-          g_(i, 0) = T(1);
-          g_(i, 1) = T(norm);
-        });
-  }
 };
+
+// One side's factors of the points z (a free function: nvcc takes no device
+// lambda in a constructor).
+template <class T, class Space>
+DistanceFactors<T, Space> distance_factors(const Space& space,
+                                           const OTView2<const T, Space>& z,
+                                           bool source) {
+  DistanceFactors<T, Space> out;
+  std::int64_t const n = z.extent(0), e = z.extent(1), m = e + 2;
+  out.f = uninitialised<T**>(
+      space, source ? "softwave::gw::source_f" : "softwave::gw::target_f", n,
+      m);
+  out.g = uninitialised<T**>(
+      space, source ? "softwave::gw::source_g" : "softwave::gw::target_g", n,
+      m);
+  auto const mean = uninitialised<double*>(
+      space, "softwave::gw::embedding_mean", std::max<std::int64_t>(e, 1));
+  Kokkos::parallel_for(
+      "softwave::gw::embedding_mean", Kokkos::RangePolicy<Space>(space, 0, e),
+      KOKKOS_LAMBDA(std::int64_t c) {
+        double s = 0;
+        for (std::int64_t i = 0; i < n; ++i) s += double(z(i, c));
+        mean(c) = s / double(n);
+      });
+  auto const norms =
+      uninitialised<double*>(space, "softwave::gw::embedding_norms", n);
+  auto const f = out.f, g = out.g;
+  Kokkos::parallel_for(
+      "softwave::gw::distance_factors", Kokkos::RangePolicy<Space>(space, 0, n),
+      KOKKOS_LAMBDA(std::int64_t i) {
+        double norm = 0;
+        for (std::int64_t c = 0; c < e; ++c) {
+          double const x = double(z(i, c)) - mean(c);
+          norm += x * x;
+          f(i, 2 + c) = T(x);
+          g(i, 2 + c) = T(-2 * x);
+        }
+        norms(i) = norm;
+        f(i, 0) = T(norm);
+        f(i, 1) = T(1);
+        g(i, 0) = T(1);
+        g(i, 1) = T(norm);
+      });
+  out.f64 = {z, mean, norms, false};
+  out.g64 = {z, mean, norms, true};
+  return out;
+}
 
 // What one plan term π contributes to the exact cost, in float64 on the
 // host: cross = G_Xᵀ π G_Y (m_X × m_Y), source = G_Xᵀ diag(π1) G_X
@@ -237,8 +264,8 @@ struct ExactCost {
 
   ExactCost(const Space& space, const OTView2<const T, Space>& source,
             const OTView2<const T, Space>& target, int slot_count)
-      : x(space, source, "source"),
-        y(space, target, "target"),
+      : x(distance_factors(space, source, true)),
+        y(distance_factors(space, target, false)),
         applied(uninitialised<T***>(space, "softwave::gw::exact_applied", 1,
                                     source.extent(0), y.width())),
         column_sums(uninitialised<T***>(
@@ -340,6 +367,71 @@ struct ExactCost {
           });
     }
     initial = statistics(space);
+  }
+
+  // The GW objective's three sums (objective.hpp) of a dense plan P (N, K)
+  // from the factors, O(NK·m) instead of O(N²K·e): with r = P1, c = Pᵀ1,
+  //   Σ_ij D_X² r_i r_j = ⟨F_Xᵀ diag(r) F_X, G_Xᵀ diag(r) G_X⟩ (and Y's),
+  //   Σ_ik P_ik (D_X P D_Y)_ik = ⟨G_Xᵀ P G_Y, F_Xᵀ P F_Y⟩.
+  GwObjectiveParts objective(const Space& space,
+                             const OTView2<const T, Space>& plan) const {
+    using Range = Kokkos::RangePolicy<Space>;
+    std::int64_t const n = plan.extent(0), k = plan.extent(1), m = y.width();
+    auto const plan_g = uninitialised<double**>(
+        space, "softwave::gw::exact_objective_plan_g", n, m);
+    auto const plan_f = uninitialised<double**>(
+        space, "softwave::gw::exact_objective_plan_f", n, m);
+    auto const columns = uninitialised<double*>(
+        space, "softwave::gw::exact_objective_columns", k);
+    auto const gy = y.g64, fy = y.f64;
+    Kokkos::parallel_for(
+        "softwave::gw::exact_objective_products", Range(space, 0, n * m),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const i = q / m, c = q % m;
+          double sg = 0, sf = 0;
+          for (std::int64_t j = 0; j < k; ++j) {
+            double const p = plan(i, j);
+            sg += p * double(gy(j, c));
+            sf += p * double(fy(j, c));
+          }
+          plan_g(i, c) = sg;
+          plan_f(i, c) = sf;
+        });
+    Kokkos::parallel_for(
+        "softwave::gw::exact_objective_columns", Range(space, 0, k),
+        KOKKOS_LAMBDA(std::int64_t j) {
+          double s = 0;
+          for (std::int64_t i = 0; i < n; ++i) s += plan(i, j);
+          columns(j) = s;
+        });
+    auto const one = KOKKOS_LAMBDA(std::int64_t) { return 1.0; };
+    auto const row = KOKKOS_LAMBDA(std::int64_t i) { return plan_g(i, 0); };
+    auto const column = KOKKOS_LAMBDA(std::int64_t j) { return columns(j); };
+    auto inner = [](const std::vector<double>& u,
+                    const std::vector<double>& v) {
+      double s = 0;
+      for (std::size_t q = 0; q < u.size(); ++q) s += u[q] * v[q];
+      return s;
+    };
+    auto const fx = x.f64, gx = x.g64;
+    std::int64_t const mx = x.width();
+    GwObjectiveParts parts;
+    parts.source =
+        inner(weighted_products(space, "softwave::gw::exact_objective_source_f",
+                                n, mx, mx, fx, row, fx),
+              weighted_products(space, "softwave::gw::exact_objective_source_g",
+                                n, mx, mx, gx, row, gx));
+    parts.target =
+        inner(weighted_products(space, "softwave::gw::exact_objective_target_f",
+                                k, m, m, fy, column, fy),
+              weighted_products(space, "softwave::gw::exact_objective_target_g",
+                                k, m, m, gy, column, gy));
+    parts.cross =
+        inner(weighted_products(space, "softwave::gw::exact_objective_cross_g",
+                                n, mx, m, gx, one, plan_g),
+              weighted_products(space, "softwave::gw::exact_objective_cross_f",
+                                n, mx, m, fx, one, plan_f));
+    return parts;
   }
 
   // The mixture's statistics over its mass (the cost of T_{t−1}), averaged

@@ -1266,7 +1266,8 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     } else if (need_dense && want_objective) {
       if (!exact) render_plan(space, sum, dense);
       OTView2<const T, Space> const plan(dense);
-      parts = gw_objective(space, objective_x, objective_y, plan);
+      parts = exact_cost ? exact_cost->objective(space, plan)
+                         : gw_objective(space, objective_x, objective_y, plan);
       objective = parts.value();
       objective_error = 0;
       criterion = objective;
