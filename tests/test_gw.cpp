@@ -552,13 +552,13 @@ std::vector<double> exact_cost(const std::vector<double>& dx,
 // annealed over min_iterations = 2 as gw.hpp says, each solve converged),
 // give the library's plan: balanced, with a relaxed target, with the cost
 // average (β = 0.4: each solve's cost 0.6 times the last one's plus 0.4
-// L(T_t)), and fused with features.
+// L(T_t)), fused with features, and with low-rank solves.
 TYPED_TEST(SampledGw, EmbeddingCostIsTheExactCostOfThePlan) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
   SWT_SEEDED_RNG(rng);
   Space space;
-  for (int trial = 0; trial < 4; ++trial) {
+  for (int trial = 0; trial < 5; ++trial) {
     int const n = rng.integer(2, 9), k = rng.integer(2, 9);
     bool const relaxed = trial == 1, average = trial == 2, fused = trial == 3;
     SCOPED_TRACE(::testing::Message()
@@ -573,6 +573,9 @@ TYPED_TEST(SampledGw, EmbeddingCostIsTheExactCostOfThePlan) {
     o.alpha = rng.uniform(0.3, 1.0);
     if (relaxed) o.rho_b = 0.7;
     if (average) o.cost_ema_beta = 0.4;
+    // Solves on the low-rank cost, whose plans the Sinkhorn's queries apply
+    // (else the cost is dense and so is each plan's product).
+    if (trial == 4) o.dense_cost_entries = 0;
     std::vector<double> features_cost;
     softwave::GwLinearCost<T, Space> linear;
     if (fused) {

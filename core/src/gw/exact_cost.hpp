@@ -305,6 +305,60 @@ struct ExactCost {
     slots[slot] = statistics(space);
   }
 
+  // The same from a dense solve: its plan, a_i b_j exp((f_i + g_j −
+  // C_ij)/ε), written over the cost C (formed again for each solve), then
+  // multiplied by G_Y: one exp an entry, where the plan queries take a pass
+  // over N×K for every 8 columns of G_Y.
+  void record_dense(const Space& space, int slot, const OTView3<T, Space>& cost,
+                    const OTView1<const T, Space>& a,
+                    const OTView1<const T, Space>& b,
+                    const SinkhornResult<T, Space>& solved, double epsilon) {
+    using Range = Kokkos::RangePolicy<Space>;
+    std::int64_t const n = cost.extent(1), k = cost.extent(2),
+                       m = applied.extent(2);
+    auto const f = solved.f, g = solved.g;
+    auto const out = applied, sums = column_sums;
+    auto const gy = y.g;
+    bool const a_given = a.extent(0) > 0, b_given = b.extent(0) > 0;
+    double const inv = 1.0 / epsilon;
+    Kokkos::parallel_for(
+        "softwave::gw::exact_dense_plan", Range(space, 0, n * k),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const i = q / k, j = q % k;
+          double const ai = a_given ? double(a(i)) : 1.0 / double(n),
+                       bj = b_given ? double(b(j)) : 1.0 / double(k);
+          cost(0, i, j) = T(ai * bj *
+                            compat::exp((double(f(0, i)) + double(g(0, j)) -
+                                         double(cost(0, i, j))) *
+                                        inv));
+        });
+    // A thread a row and 8 columns of G_Y: each plan entry read once for
+    // all 8.
+    constexpr std::int64_t chunk = 8;
+    std::int64_t const chunks = (m + chunk - 1) / chunk;
+    Kokkos::parallel_for(
+        "softwave::gw::exact_dense_applied", Range(space, 0, n * chunks),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const i = q / chunks, c0 = (q % chunks) * chunk,
+                             width = m - c0 < chunk ? m - c0 : chunk;
+          double s[chunk] = {};
+          for (std::int64_t j = 0; j < k; ++j) {
+            double const p = cost(0, i, j);
+            for (std::int64_t c = 0; c < width; ++c)
+              s[c] += p * double(gy(j, c0 + c));
+          }
+          for (std::int64_t c = 0; c < width; ++c) out(0, i, c0 + c) = T(s[c]);
+        });
+    Kokkos::parallel_for(
+        "softwave::gw::exact_dense_columns", Range(space, 0, k),
+        KOKKOS_LAMBDA(std::int64_t j) {
+          double s = 0;
+          for (std::int64_t i = 0; i < n; ++i) s += double(cost(0, i, j));
+          sums(0, j, 0) = T(s);
+        });
+    slots[slot] = statistics(space);
+  }
+
   // The initial coupling's statistics: scale·T0 for a plan T0 (N, K) given,
   // else the product plan a⊗b·product_scale (a, b empty: uniform).
   void record_initial(const Space& space, const OTView2<const T, Space>& plan,

@@ -805,7 +805,9 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
         form_cost(space, terms, slot, dense_cost);
         CostMatrix<T, Space> const form{dense_cost};
         sinkhorn(space, form, weights, solved, sink);
-        if (exact) exact->record(space, slot, form, weights, solved, sink);
+        if (exact)
+          exact->record_dense(space, slot, dense_cost, problem.marginals.a,
+                              problem.marginals.b, solved, eps);
       } else {
         sinkhorn(space, terms.cost(slot), weights, solved, sink);
         if (exact)
