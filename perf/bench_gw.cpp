@@ -26,8 +26,9 @@
 // kernels), the instance fenced around every kernel and region, so the
 // sums are a breakdown, not the ms above.
 // SOFTWAVE_BENCH_GW_TOLERANCE, _SINKHORN_ITERATIONS, _ANCHORS, _EPSILON,
-// _MAX_ITERATIONS, _RESTARTS, _SEED and _MIXED_PRECISION (0 or 1) replace those
-// options (for choosing defaults); SOFTWAVE_BENCH_GW_SIZES="NxK,NxK,..."
+// _MAX_ITERATIONS, _RESTARTS, _SEED, _MIXED_PRECISION (0 or 1) and
+// _DENSE_COST_ENTRIES replace those options (for choosing defaults; in
+// BM_CosineGw too); SOFTWAVE_BENCH_GW_SIZES="NxK,NxK,..."
 // replaces the GPU grid's sizes; SOFTWAVE_BENCH_GW_OBJECTIVE=1 computes the
 // objective too (estimated from drawn pairs above 2^24 entries) and reports
 // it and its standard error; SOFTWAVE_BENCH_GW_TRACE=1 prints every check's
@@ -159,21 +160,8 @@ class KernelTimes {
   Kokkos::Tools::Experimental::EventSet saved_;
 };
 
-void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
-  Space const space;
-  std::int64_t const n = state.range(0), k = state.range(1);
-  int const neighbours = 5, landmarks = 50;
-  auto const x = device_points(softwave_ref::spiral(int(n), 0, false), n, 2,
-                               "softwave_bench::spiral");
-  auto const y = device_points(softwave_ref::spiral(int(k), 1, true), k, 3,
-                               "softwave_bench::swiss_roll");
-  softwave::OTView2<float, Space> zx("softwave_bench::zx", n, landmarks);
-  softwave::OTView2<float, Space> zy("softwave_bench::zy", k, landmarks);
-  softwave::GwOptions options;
-  options.anchors = 80;
-  options.epsilon = 0.005;
-  options.max_iterations = 300;
-  options.mixed_precision = mixed_precision;
+// The options the environment replaces (the header says which).
+void options_from_environment(softwave::GwOptions& options) {
   if (char const* tolerance = std::getenv("SOFTWAVE_BENCH_GW_TOLERANCE"))
     options.tolerance = std::atof(tolerance);
   if (char const* its = std::getenv("SOFTWAVE_BENCH_GW_SINKHORN_ITERATIONS"))
@@ -190,6 +178,26 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
     options.restarts = std::atoi(restarts);
   if (char const* seed = std::getenv("SOFTWAVE_BENCH_GW_SEED"))
     options.seed = std::strtoull(seed, nullptr, 10);
+  if (char const* entries = std::getenv("SOFTWAVE_BENCH_GW_DENSE_COST_ENTRIES"))
+    options.dense_cost_entries = std::atoll(entries);
+}
+
+void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
+  Space const space;
+  std::int64_t const n = state.range(0), k = state.range(1);
+  int const neighbours = 5, landmarks = 50;
+  auto const x = device_points(softwave_ref::spiral(int(n), 0, false), n, 2,
+                               "softwave_bench::spiral");
+  auto const y = device_points(softwave_ref::spiral(int(k), 1, true), k, 3,
+                               "softwave_bench::swiss_roll");
+  softwave::OTView2<float, Space> zx("softwave_bench::zx", n, landmarks);
+  softwave::OTView2<float, Space> zy("softwave_bench::zy", k, landmarks);
+  softwave::GwOptions options;
+  options.anchors = 80;
+  options.epsilon = 0.005;
+  options.max_iterations = 300;
+  options.mixed_precision = mixed_precision;
+  options_from_environment(options);
   bool const objective = std::getenv("SOFTWAVE_BENCH_GW_OBJECTIVE") != nullptr;
   softwave::GwResult<float, Space> result;
   result.compute_objective = objective;
@@ -317,6 +325,7 @@ void run_cosine_gw(benchmark::State& state) {
                                "softwave_bench::cosine_target");
   softwave::GwOptions options;
   options.epsilon = 0.005;
+  options_from_environment(options);
   bool const objective = std::getenv("SOFTWAVE_BENCH_GW_OBJECTIVE") != nullptr;
   softwave::GwResult<float, Space> result;
   result.compute_objective = objective;

@@ -738,7 +738,8 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   sink.tolerance = o.sinkhorn_tolerance;
   sink.check_values = false;
   sink.kernel = o.kernel;
-  sink.tf32_low_rank = o.mixed_precision;
+  // TF32 rounding is far below a sampled cost's noise, not an exact one's.
+  sink.tf32_low_rank = o.mixed_precision && !exact;
 
   for (int t = 0; t < o.max_iterations; ++t) {
     double const eps = o.epsilon * std::pow(decay, std::min(t, annealing));
