@@ -160,6 +160,27 @@ class KernelTimes {
   Kokkos::Tools::Experimental::EventSet saved_;
 };
 
+// The call's peak memory and time (into peaks and total_s), and with
+// SOFTWAVE_BENCH_KERNEL_TIMES its breakdown; false (the benchmark skipped
+// with the error) where it threw.
+template <class Call>
+bool measure(benchmark::State& state, const Space& space, const Call& call,
+             softwave_tools::AllocationTracker::Peaks& peaks, double& total_s) {
+  try {
+    peaks = measured_call(space, call);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return false;
+  }
+  total_s = timed_calls(state, space, call);
+  if (std::getenv("SOFTWAVE_BENCH_KERNEL_TIMES")) {
+    KernelTimes const times;
+    call();
+    space.fence();
+  }
+  return true;
+}
+
 // The options the environment replaces (the header says which).
 void options_from_environment(softwave::GwOptions& options) {
   if (char const* tolerance = std::getenv("SOFTWAVE_BENCH_GW_TOLERANCE"))
@@ -215,18 +236,8 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
                          result, options);
   };
   softwave_tools::AllocationTracker::Peaks peaks;
-  try {
-    peaks = measured_call(space, call);
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
-  double const total_s = timed_calls(state, space, call);
-  if (std::getenv("SOFTWAVE_BENCH_KERNEL_TIMES")) {
-    KernelTimes const times;
-    call();
-    space.fence();
-  }
+  double total_s = 0;
+  if (!measure(state, space, call, peaks, total_s)) return;
   if (std::getenv("SOFTWAVE_BENCH_GW_TRACE")) {
     std::printf("BM_SampledGw/%lld/%lld tolerance %g changes:", (long long)n,
                 (long long)k, options.tolerance);
@@ -289,16 +300,7 @@ struct CosineTask {
     double const spread = std::sqrt(squares / double(n * dim) -
                                     std::pow(sum / double(n * dim), 2));
     for (double& e : q) e = normal(engine);
-    for (int c = 0; c < dim; ++c) {  // Gram–Schmidt: rows of Q orthonormal
-      for (int d = 0; d < c; ++d) {
-        double dot = 0;
-        for (int r = 0; r < dim; ++r) dot += q[c * dim + r] * q[d * dim + r];
-        for (int r = 0; r < dim; ++r) q[c * dim + r] -= dot * q[d * dim + r];
-      }
-      double norm = 0;
-      for (int r = 0; r < dim; ++r) norm += q[c * dim + r] * q[c * dim + r];
-      for (int r = 0; r < dim; ++r) q[c * dim + r] /= std::sqrt(norm);
-    }
+    softwave_ref::orthonormalise_rows(q, dim);
     std::vector<int> order(n);
     for (std::int64_t i = 0; i < n; ++i) order[i] = int(i);
     std::shuffle(order.begin(), order.end(), engine);
@@ -341,18 +343,8 @@ void run_cosine_gw(benchmark::State& state) {
                          result, options);
   };
   softwave_tools::AllocationTracker::Peaks peaks;
-  try {
-    peaks = measured_call(space, call);
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
-  double const total_s = timed_calls(state, space, call);
-  if (std::getenv("SOFTWAVE_BENCH_KERNEL_TIMES")) {
-    KernelTimes const times;
-    call();
-    space.fence();
-  }
+  double total_s = 0;
+  if (!measure(state, space, call, peaks, total_s)) return;
   auto const matching =
       Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), result.matching);
   std::int64_t found = 0;

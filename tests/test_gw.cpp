@@ -659,16 +659,7 @@ TYPED_TEST(SampledGw, CosineEmbeddingsMatchTheirShuffledRotation) {
   // A rotation (Gram–Schmidt of a random matrix), 5 % noise, shuffled rows.
   std::vector<double> q(std::size_t(dim) * dim);
   for (double& e : q) e = normal();
-  for (int c = 0; c < dim; ++c) {
-    for (int d = 0; d < c; ++d) {
-      double dot = 0;
-      for (int r = 0; r < dim; ++r) dot += q[c * dim + r] * q[d * dim + r];
-      for (int r = 0; r < dim; ++r) q[c * dim + r] -= dot * q[d * dim + r];
-    }
-    double norm = 0;
-    for (int r = 0; r < dim; ++r) norm += q[c * dim + r] * q[c * dim + r];
-    for (int r = 0; r < dim; ++r) q[c * dim + r] /= std::sqrt(norm);
-  }
+  ref::orthonormalise_rows(q, dim);
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);
   for (int i = n - 1; i > 0; --i) std::swap(order[i], order[rng.integer(0, i)]);

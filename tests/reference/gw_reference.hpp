@@ -75,6 +75,21 @@ inline double gw_objective_by_products(const std::vector<double>& dx,
   return total;
 }
 
+// The rows of a square matrix q (dim × dim, row-major) made orthonormal by
+// Gram–Schmidt, in order: a random rotation from a matrix of normal draws.
+inline void orthonormalise_rows(std::vector<double>& q, int dim) {
+  for (int c = 0; c < dim; ++c) {
+    for (int d = 0; d < c; ++d) {
+      double dot = 0;
+      for (int r = 0; r < dim; ++r) dot += q[c * dim + r] * q[d * dim + r];
+      for (int r = 0; r < dim; ++r) q[c * dim + r] -= dot * q[d * dim + r];
+    }
+    double norm = 0;
+    for (int r = 0; r < dim; ++r) norm += q[c * dim + r] * q[c * dim + r];
+    for (int r = 0; r < dim; ++r) q[c * dim + r] /= std::sqrt(norm);
+  }
+}
+
 // Euclidean distances of points (n × dim, row-major).
 inline std::vector<double> euclidean(const std::vector<double>& x, int n,
                                      int dim) {

@@ -172,6 +172,44 @@ TermStatistics term_statistics(const Space& space,
   return s;
 }
 
+// One side's share of the cost: own_i = coefficient·f_iᵀ Q f_i (Q: m × m,
+// row-major), and its factor's first columns: f_i as it is, or where
+// `apply`, scale·Σ_a f_ia M(a, c) with M(a, c) = matrix[a·row_stride +
+// c·column_stride] (c < columns).
+template <class T, class Space, class Matrix>
+void side_factors(const Space& space, const char* label,
+                  const OTView2<T, Space>& f, const Matrix& quadratic,
+                  double coefficient, const Matrix& matrix, bool apply,
+                  std::int64_t columns, std::int64_t row_stride,
+                  std::int64_t column_stride, double scale,
+                  const OTView2<T, Space>& own,
+                  const OTView3<T, Space>& factor) {
+  std::int64_t const m = f.extent(1), width = apply ? columns : m;
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Space>(space, 0, f.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t i) {
+        double sum = 0;
+        for (std::int64_t a = 0; a < m; ++a) {
+          double row = 0;
+          for (std::int64_t b = 0; b < m; ++b)
+            row += quadratic(a * m + b) * double(f(i, b));
+          sum += double(f(i, a)) * row;
+        }
+        own(0, i) = T(coefficient * sum);
+        for (std::int64_t c = 0; c < width; ++c) {
+          if (!apply) {
+            factor(0, i, c) = f(i, c);
+            continue;
+          }
+          double product = 0;
+          for (std::int64_t a = 0; a < m; ++a)
+            product +=
+                double(f(i, a)) * matrix(a * row_stride + c * column_stride);
+          factor(0, i, c) = T(scale * product);
+        }
+      });
+}
+
 // The cost of the normalised statistics S (a mixture's over its mass) as
 // low-rank factors, with share = 1 − β of fused GW:
 //   u_i = share f_iᵀ R f_i / s_X²,  v_k = share f'_kᵀ C f'_k / s_Y²,
@@ -200,53 +238,12 @@ void exact_factors(const Space& space, const DistanceFactors<T, Space>& x,
                cv = share / (target_scale * target_scale),
                cp = 2 * share / (source_scale * target_scale);
   bool const cross_on_source = mx >= my;  // rank my: P_i = cp Hᵀ f_i
-  auto const fx = x.f, fy = y.f;
-  Kokkos::parallel_for(
-      "softwave::gw::exact_source_factors",
-      Kokkos::RangePolicy<Space>(space, 0, fx.extent(0)),
-      KOKKOS_LAMBDA(std::int64_t i) {
-        double quadratic = 0;
-        for (std::int64_t a = 0; a < mx; ++a) {
-          double row = 0;
-          for (std::int64_t b = 0; b < mx; ++b)
-            row += source(a * mx + b) * double(fx(i, b));
-          quadratic += double(fx(i, a)) * row;
-        }
-        u(0, i) = T(cu * quadratic);
-        if (cross_on_source) {
-          for (std::int64_t c = 0; c < my; ++c) {
-            double sum = 0;
-            for (std::int64_t a = 0; a < mx; ++a)
-              sum += double(fx(i, a)) * cross(a * my + c);
-            p(0, i, c) = T(cp * sum);
-          }
-        } else {
-          for (std::int64_t c = 0; c < mx; ++c) p(0, i, c) = fx(i, c);
-        }
-      });
-  Kokkos::parallel_for(
-      "softwave::gw::exact_target_factors",
-      Kokkos::RangePolicy<Space>(space, 0, fy.extent(0)),
-      KOKKOS_LAMBDA(std::int64_t j) {
-        double quadratic = 0;
-        for (std::int64_t a = 0; a < my; ++a) {
-          double row = 0;
-          for (std::int64_t b = 0; b < my; ++b)
-            row += target(a * my + b) * double(fy(j, b));
-          quadratic += double(fy(j, a)) * row;
-        }
-        v(0, j) = T(cv * quadratic);
-        if (cross_on_source) {
-          for (std::int64_t c = 0; c < my; ++c) q(0, j, c) = fy(j, c);
-        } else {
-          for (std::int64_t c = 0; c < mx; ++c) {
-            double sum = 0;
-            for (std::int64_t b = 0; b < my; ++b)
-              sum += cross(c * my + b) * double(fy(j, b));
-            q(0, j, c) = T(cp * sum);
-          }
-        }
-      });
+  // H (m_X × m_Y, row-major) read as Hᵀ on the source side, H on the
+  // target side.
+  side_factors(space, "softwave::gw::exact_source_factors", x.f, source, cu,
+               cross, cross_on_source, my, my, std::int64_t(1), cp, u, p);
+  side_factors(space, "softwave::gw::exact_target_factors", y.f, target, cv,
+               cross, !cross_on_source, mx, std::int64_t(1), my, cp, v, q);
 }
 
 // The exact cost's state for one sampled_gw call: both sides' factors, the
