@@ -705,6 +705,29 @@ TYPED_TEST(SampledGw, CosineEmbeddingsMatchTheirShuffledRotation) {
   double const gw = ref::gw_objective_by_products(
       cosine(xs, n, dim), cosine(ys, n, dim), swt::to_host(r.plan), n, n);
   EXPECT_NEAR(r.objective, gw, tolerance<T>(1e-9, 1e-4) * gw + 1e-12);
+  // Above exact_objective_entries the objective is still exact, from each
+  // mixture term's plan applied to the distance factors (no N×K plan): the
+  // returned plan's, and after one iteration with α = 0.5 that of half the
+  // product plan and half the first solve.
+  for (int iterations : {o.max_iterations, 1}) {
+    SCOPED_TRACE(iterations);
+    softwave::GwOptions dense = o, factored = o;
+    dense.max_iterations = factored.max_iterations = iterations;
+    if (iterations == 1) dense.alpha = factored.alpha = 0.5;
+    factored.exact_objective_entries = 0;
+    softwave::GwResult<T, Space> want, got;
+    want.plan = V2<T, Space>("plan", n, n);
+    softwave::sampled_gw(space, source.distances(), target.distances(), {},
+                         want, dense);
+    softwave::sampled_gw(space, source.distances(), target.distances(), {}, got,
+                         factored);
+    double const exact = ref::gw_objective_by_products(
+        cosine(xs, n, dim), cosine(ys, n, dim), swt::to_host(want.plan), n, n);
+    EXPECT_EQ(got.objective_error, 0);
+    // float: the plans' products are rounded to float before the three
+    // sums cancel (to about 1/2000 of their size here).
+    EXPECT_NEAR(got.objective, exact, tolerance<T>(1e-9, 1e-2) * exact);
+  }
 }
 
 // Fused GW with α = 1 and one iteration is one Sinkhorn solve of

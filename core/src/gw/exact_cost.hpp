@@ -356,16 +356,34 @@ struct ExactCost {
     slots[slot] = statistics(space);
   }
 
-  // The initial coupling's statistics: scale·T0 for a plan T0 (N, K) given,
-  // else the product plan a⊗b·product_scale (a, b empty: uniform).
+  // The initial coupling: scale·T0 for a plan T0 (N, K) given, else the
+  // product plan a⊗b·product_scale (a, b empty: uniform). Kept for the
+  // objective, and its statistics recorded.
+  OTView2<const T, Space> initial_plan;
+  double initial_scale = 1, product_scale = 1;
+  OTView1<const T, Space> a, b;
+
   void record_initial(const Space& space, const OTView2<const T, Space>& plan,
-                      double scale, const OTView1<const T, Space>& a,
-                      const OTView1<const T, Space>& b, double product_scale) {
-    std::int64_t const n = applied.extent(1), k = column_sums.extent(1),
-                       m = applied.extent(2);
-    auto const out = applied, sums = column_sums;
-    auto const gy = y.g;
+                      double scale, const OTView1<const T, Space>& a_,
+                      const OTView1<const T, Space>& b_, double product) {
+    initial_plan = plan;
+    initial_scale = scale;
+    product_scale = product;
+    a = a_;
+    b = b_;
+    apply_initial(space, y.g, applied, column_sums);
+    initial = statistics(space);
+  }
+
+  // The initial coupling times v (K, m) into out (1, N, m), and its column
+  // sums into sums (1, K, 1).
+  void apply_initial(const Space& space, const OTView2<T, Space>& v,
+                     const OTView3<T, Space>& out,
+                     const OTView3<T, Space>& sums) const {
+    std::int64_t const n = out.extent(1), k = sums.extent(1), m = out.extent(2);
     using Range = Kokkos::RangePolicy<Space>;
+    auto const plan = initial_plan;
+    double const scale = initial_scale, product = product_scale;
     if (plan.size() > 0) {
       Kokkos::parallel_for(
           "softwave::gw::exact_initial_applied", Range(space, 0, n * m),
@@ -373,7 +391,7 @@ struct ExactCost {
             std::int64_t const i = q / m, c = q % m;
             double s = 0;
             for (std::int64_t j = 0; j < k; ++j)
-              s += double(plan(i, j)) * double(gy(j, c));
+              s += double(plan(i, j)) * double(v(j, c));
             out(0, i, c) = T(scale * s);
           });
       Kokkos::parallel_for(
@@ -383,41 +401,42 @@ struct ExactCost {
             for (std::int64_t i = 0; i < n; ++i) s += double(plan(i, j));
             sums(0, j, 0) = T(scale * s);
           });
-    } else {
-      bool const a_given = a.extent(0) > 0, b_given = b.extent(0) > 0;
-      auto const b_at = KOKKOS_LAMBDA(std::int64_t j) {
-        return b_given ? double(b(j)) : 1.0 / double(k);
-      };
-      // Σ_j b_j g'_j, the product plan's rows but for a_i.
-      auto const b_g = weighted_products(
-          space, "softwave::gw::exact_initial_b_g", k, 1, m,
-          KOKKOS_LAMBDA(std::int64_t, std::int64_t) { return 1.0; }, b_at, gy);
-      auto const b_g_device =
-          uninitialised<double*>(space, "softwave::gw::exact_initial_b_g", m);
-      auto const mirror = Kokkos::create_mirror_view(b_g_device);
-      for (std::int64_t c = 0; c < m; ++c) mirror(c) = b_g[c];
-      Kokkos::deep_copy(space, b_g_device, mirror);
-      Kokkos::parallel_for(
-          "softwave::gw::exact_initial_applied", Range(space, 0, n * m),
-          KOKKOS_LAMBDA(std::int64_t q) {
-            std::int64_t const i = q / m, c = q % m;
-            double const ai = a_given ? double(a(i)) : 1.0 / double(n);
-            out(0, i, c) = T(ai * product_scale * b_g_device(c));
-          });
-      double mass = 0;
-      Kokkos::parallel_reduce(
-          "softwave::gw::exact_initial_mass", Range(space, 0, n),
-          KOKKOS_LAMBDA(std::int64_t i, double& s) {
-            s += a_given ? double(a(i)) : 1.0 / double(n);
-          },
-          mass);
-      Kokkos::parallel_for(
-          "softwave::gw::exact_initial_columns", Range(space, 0, k),
-          KOKKOS_LAMBDA(std::int64_t j) {
-            sums(0, j, 0) = T(b_at(j) * mass * product_scale);
-          });
+      return;
     }
-    initial = statistics(space);
+    auto const a_ = a, b_ = b;
+    bool const a_given = a_.extent(0) > 0, b_given = b_.extent(0) > 0;
+    auto const b_at = KOKKOS_LAMBDA(std::int64_t j) {
+      return b_given ? double(b_(j)) : 1.0 / double(k);
+    };
+    // Σ_j b_j v_j, the product plan's rows but for a_i.
+    auto const b_v = weighted_products(
+        space, "softwave::gw::exact_initial_b_v", k, 1, m,
+        KOKKOS_LAMBDA(std::int64_t, std::int64_t) { return 1.0; }, b_at, v);
+    auto const b_v_device =
+        uninitialised<double*>(space, "softwave::gw::exact_initial_b_v", m);
+    auto const mirror = Kokkos::create_mirror_view(b_v_device);
+    for (std::int64_t c = 0; c < m; ++c) mirror(c) = b_v[c];
+    Kokkos::deep_copy(space, b_v_device, mirror);
+    space.fence();  // the mirror is freed on return
+    Kokkos::parallel_for(
+        "softwave::gw::exact_initial_applied", Range(space, 0, n * m),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const i = q / m, c = q % m;
+          double const ai = a_given ? double(a_(i)) : 1.0 / double(n);
+          out(0, i, c) = T(ai * product * b_v_device(c));
+        });
+    double mass = 0;
+    Kokkos::parallel_reduce(
+        "softwave::gw::exact_initial_mass", Range(space, 0, n),
+        KOKKOS_LAMBDA(std::int64_t i, double& s) {
+          s += a_given ? double(a_(i)) : 1.0 / double(n);
+        },
+        mass);
+    Kokkos::parallel_for(
+        "softwave::gw::exact_initial_columns", Range(space, 0, k),
+        KOKKOS_LAMBDA(std::int64_t j) {
+          sums(0, j, 0) = T(b_at(j) * mass * product);
+        });
   }
 
   // The GW objective's three sums (objective.hpp) of a dense plan P (N, K)
@@ -455,6 +474,17 @@ struct ExactCost {
           for (std::int64_t i = 0; i < n; ++i) s += plan(i, j);
           columns(j) = s;
         });
+    return objective_parts(space, plan_g, plan_f, columns);
+  }
+
+  // The three sums from P G_Y, P F_Y (N, m) and Pᵀ1 (K), float64.
+  template <class Products, class Columns>
+  GwObjectiveParts objective_parts(const Space& space, const Products& plan_g,
+                                   const Products& plan_f,
+                                   const Columns& columns) const {
+    std::int64_t const n = plan_g.extent(0), k = columns.extent(0),
+                       m = y.width();
+    auto const gy = y.g64, fy = y.f64;
     auto const one = KOKKOS_LAMBDA(std::int64_t) { return 1.0; };
     auto const row = KOKKOS_LAMBDA(std::int64_t i) { return plan_g(i, 0); };
     auto const column = KOKKOS_LAMBDA(std::int64_t j) { return columns(j); };
@@ -483,6 +513,67 @@ struct ExactCost {
               weighted_products(space, "softwave::gw::exact_objective_cross_f",
                                 n, mx, m, fx, one, plan_f));
     return parts;
+  }
+
+  // The three sums of a mixture Σ_w weight·π_w (`terms`' plans from their
+  // potentials and low-rank costs, the initial coupling as recorded; no
+  // dense linear cost), with no N×K array: each term's plan applied to G_Y
+  // and F_Y by the Sinkhorn's plan queries, O(NK·m) a term. `options` are
+  // the solves' (ε from each term).
+  GwObjectiveParts mixture_objective(const Space& space,
+                                     const PlanTerms<T, Space>& terms,
+                                     const std::vector<TermWeight>& weights,
+                                     const Marginals<T, Space>& marginals,
+                                     SinkhornOptions options) const {
+    std::int64_t const n = applied.extent(1), k = column_sums.extent(1),
+                       m = applied.extent(2);
+    using Memory = typename Space::memory_space;
+    Kokkos::View<double**, Kokkos::LayoutRight, Memory> sum_g(
+        Kokkos::view_alloc(space, "softwave::gw::exact_mixture_g"), n, m),
+        sum_f(Kokkos::view_alloc(space, "softwave::gw::exact_mixture_f"), n, m);
+    Kokkos::View<double*, Memory> sum_c(
+        Kokkos::view_alloc(space, "softwave::gw::exact_mixture_columns"), k);
+    auto const applied_f =
+        uninitialised<T***>(space, "softwave::gw::exact_applied_f", 1, n, m);
+    auto const g_out = applied, f_out = applied_f, sums = column_sums;
+    for (auto const& w : weights) {
+      if (w.slot < 0) {
+        apply_initial(space, y.g, applied, column_sums);
+        apply_initial(space, y.f, applied_f, column_sums);
+      } else {
+        options.epsilon = 1.0 / w.inverse_epsilon;
+        OTView2<const T, Space> const f(terms.row(terms.f, w.slot)),
+            g(terms.row(terms.g, w.slot));
+        PlanQueries<T, Space> queries;
+        queries.v = OTView3<const T, Space>(y.g.data(), 1, k, m);
+        queries.plan_v = applied;
+        queries.u = ones;
+        queries.plan_t_u = column_sums;
+        sinkhorn_plan_queries(space, terms.cost(w.slot), marginals, f, g,
+                              queries, options);
+        PlanQueries<T, Space> f_queries;
+        f_queries.v = OTView3<const T, Space>(y.f.data(), 1, k, m);
+        f_queries.plan_v = applied_f;
+        sinkhorn_plan_queries(space, terms.cost(w.slot), marginals, f, g,
+                              f_queries, options);
+      }
+      double const weight = w.weight;
+      Kokkos::parallel_for(
+          "softwave::gw::exact_mixture_sum",
+          Kokkos::RangePolicy<Space>(space, 0, n * m),
+          KOKKOS_LAMBDA(std::int64_t q) {
+            std::int64_t const i = q / m, c = q % m;
+            sum_g(i, c) += weight * double(g_out(0, i, c));
+            sum_f(i, c) += weight * double(f_out(0, i, c));
+          });
+      Kokkos::parallel_for(
+          "softwave::gw::exact_mixture_columns",
+          Kokkos::RangePolicy<Space>(space, 0, k),
+          KOKKOS_LAMBDA(std::int64_t j) {
+            sum_c(j) += weight * double(sums(0, j, 0));
+          });
+    }
+    return objective_parts(space, sum_g, sum_f, sum_c);
   }
 
   // The mixture's statistics over its mass (the cost of T_{t−1}), averaged

@@ -636,6 +636,20 @@ anchored(
           identity};
 }
 
+// The options of each outer iteration's Sinkhorn solve (ε set per solve).
+SinkhornOptions solve_options(const GwOptions& o, bool exact_cost) {
+  SinkhornOptions sink;
+  sink.rho_a = o.rho_a;
+  sink.rho_b = o.rho_b;
+  sink.max_iterations = o.sinkhorn_iterations;
+  sink.tolerance = o.sinkhorn_tolerance;
+  sink.check_values = false;
+  sink.kernel = o.kernel;
+  // TF32 rounding is far below a sampled cost's noise, not an exact one's.
+  sink.tf32_low_rank = o.mixed_precision && !exact_cost;
+  return sink;
+}
+
 // A sampled cost into slot `slot`'s factors: this iteration's anchor
 // factors (xs, ys: each side's distances to them), or with a cost average
 // their history's average.
@@ -731,15 +745,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   }
   auto slot_row_sums_host = Kokkos::create_mirror_view(slot_row_sums);
 
-  SinkhornOptions sink;
-  sink.rho_a = o.rho_a;
-  sink.rho_b = o.rho_b;
-  sink.max_iterations = o.sinkhorn_iterations;
-  sink.tolerance = o.sinkhorn_tolerance;
-  sink.check_values = false;
-  sink.kernel = o.kernel;
-  // TF32 rounding is far below a sampled cost's noise, not an exact one's.
-  sink.tf32_low_rank = o.mixed_precision && !exact;
+  SinkhornOptions sink = solve_options(o, exact != nullptr);
 
   for (int t = 0; t < o.max_iterations; ++t) {
     double const eps = o.epsilon * std::pow(decay, std::min(t, annealing));
@@ -1195,8 +1201,11 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
         options.exact_objective_entries);
   bool const need_dense =
       (want_objective || exact) && n * k <= options.exact_objective_entries;
+  // Exact costs (not fused) have an exact objective at any size, from each
+  // term's plan applied to the distance factors.
+  bool const factored_objective = exact_cost && !(options.fused_alpha > 0);
   std::optional<ObjectiveSample<T, Space>> sample;
-  if (want_objective && !need_dense)
+  if (want_objective && !need_dense && !factored_objective)
     sample.emplace(space, options.objective_samples, k);
   OTView2<T, Space> dense = result.plan;
   if (need_dense && (dense.size() == 0 || options.restarts > 1))
@@ -1266,6 +1275,13 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
             sampled_linear_objective(space, linear, sample->pairs.rows,
                                      sample->pairs.columns, run.mass(problem));
       }
+    } else if (want_objective && !need_dense) {  // factored_objective
+      parts = exact_cost->mixture_objective(
+          space, terms, run.terms, Marginals<T, Space>{problem.a2, problem.b2},
+          solve_options(options, true));
+      objective = parts.value();
+      objective_error = 0;
+      criterion = objective;
     } else if (need_dense && want_objective) {
       if (!exact) render_plan(space, sum, dense);
       OTView2<const T, Space> const plan(dense);
