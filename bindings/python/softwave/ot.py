@@ -537,7 +537,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     entropic GW step, of rank d + 2, O((N + K)·d) memory), the choice for
     dense embedding distances such as word vectors', where M sampled
     anchors are too noisy; M then only draws the first iteration's anchors
-    that set the distances' scale, and ε reaches its final value at
+    that set the distances' scale, and ε reaches its final value by
     min_iter_before_converge (not max_iter) and stays there. p, q: the marginals (None: uniform). M anchor pairs an
     iteration, momentum alpha, ε annealed from epsilon to max(ε/10,
     min(5e-4, ε)) over max_iter; each solve at most sinkhorn_iterations

@@ -73,11 +73,14 @@
 // POT matches them, in O((N + K)·e) memory. The scales s_X, s_Y are still
 // the largest distances to the first iteration's M anchors (ε means what it
 // means for the same distances given as matrices); cost_ema_beta averages
-// the iterations' exact costs. ε reaches its final value at min_iterations
-// rather than max_iterations and stays there: without sampling noise the
-// plan settles at each ε, and the change test would otherwise stop while ε
-// is still large, with a blurred plan (on a cosine matching at 300 points,
-// a GW objective 66 times POT's instead of 3 % below it).
+// the iterations' exact costs. ε reaches its final value by iteration
+// min_iterations (counted from 1; the first change check) rather than
+// max_iterations and stays there: without sampling noise the plan settles
+// at each ε, and the change test would otherwise stop while ε is still
+// large, with a blurred plan (on a cosine matching at 300 points, a GW
+// objective 66 times POT's instead of 3 % below it). Restarts differ only
+// in the first iteration's anchors, the scales: without sampling they find
+// nearly the same plan.
 //
 // GwSide (below) builds one side's distances from a single array in any
 // of TorchGW's distance modes, as the Python and CLI front ends take them.
@@ -350,8 +353,8 @@ struct GwResult {
   // drawn from the plan (no N×K memory); NaN when compute_objective is
   // false and restarts == 1. With exact costs (embeddings, not fused) it
   // is exact at any size: each mixture term's plan applied to the distance
-  // factors, O(NK·e) a term, no N×K array; in float to about 0.5 % (the
-  // products are rounded to float before the sums cancel). objective_error: the
+  // factors, the plan evaluated a block at a time and its products summed
+  // in float64: O(NK·(terms·rank + e)), no N×K array. objective_error: the
   // estimate's standard error (0 when exact).
   bool compute_objective = true;
   double objective = NAN;

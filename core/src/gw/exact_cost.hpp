@@ -515,65 +515,62 @@ struct ExactCost {
     return parts;
   }
 
-  // The three sums of a mixture Σ_w weight·π_w (`terms`' plans from their
-  // potentials and low-rank costs, the initial coupling as recorded; no
-  // dense linear cost), with no N×K array: each term's plan applied to G_Y
-  // and F_Y by the Sinkhorn's plan queries, O(NK·m) a term. `options` are
-  // the solves' (ε from each term).
+  // The three sums of the mixture `sum` (its terms' plans, the initial
+  // coupling's included; no dense linear cost) with no N×K array: the plan
+  // evaluated a block of rows and a column at a time (TermSum::block) and
+  // multiplied by G_Y and F_Y in float64, 8 of their 2m columns a thread.
   GwObjectiveParts mixture_objective(const Space& space,
-                                     const PlanTerms<T, Space>& terms,
-                                     const std::vector<TermWeight>& weights,
-                                     const Marginals<T, Space>& marginals,
-                                     SinkhornOptions options) const {
-    std::int64_t const n = applied.extent(1), k = column_sums.extent(1),
-                       m = applied.extent(2);
-    using Memory = typename Space::memory_space;
-    Kokkos::View<double**, Kokkos::LayoutRight, Memory> sum_g(
-        Kokkos::view_alloc(space, "softwave::gw::exact_mixture_g"), n, m),
-        sum_f(Kokkos::view_alloc(space, "softwave::gw::exact_mixture_f"), n, m);
-    Kokkos::View<double*, Memory> sum_c(
-        Kokkos::view_alloc(space, "softwave::gw::exact_mixture_columns"), k);
-    auto const applied_f =
-        uninitialised<T***>(space, "softwave::gw::exact_applied_f", 1, n, m);
-    auto const g_out = applied, f_out = applied_f, sums = column_sums;
-    for (auto const& w : weights) {
-      if (w.slot < 0) {
-        apply_initial(space, y.g, applied, column_sums);
-        apply_initial(space, y.f, applied_f, column_sums);
-      } else {
-        options.epsilon = 1.0 / w.inverse_epsilon;
-        OTView2<const T, Space> const f(terms.row(terms.f, w.slot)),
-            g(terms.row(terms.g, w.slot));
-        PlanQueries<T, Space> queries;
-        queries.v = OTView3<const T, Space>(y.g.data(), 1, k, m);
-        queries.plan_v = applied;
-        queries.u = ones;
-        queries.plan_t_u = column_sums;
-        sinkhorn_plan_queries(space, terms.cost(w.slot), marginals, f, g,
-                              queries, options);
-        PlanQueries<T, Space> f_queries;
-        f_queries.v = OTView3<const T, Space>(y.f.data(), 1, k, m);
-        f_queries.plan_v = applied_f;
-        sinkhorn_plan_queries(space, terms.cost(w.slot), marginals, f, g,
-                              f_queries, options);
-      }
-      double const weight = w.weight;
-      Kokkos::parallel_for(
-          "softwave::gw::exact_mixture_sum",
-          Kokkos::RangePolicy<Space>(space, 0, n * m),
-          KOKKOS_LAMBDA(std::int64_t q) {
-            std::int64_t const i = q / m, c = q % m;
-            sum_g(i, c) += weight * double(g_out(0, i, c));
-            sum_f(i, c) += weight * double(f_out(0, i, c));
-          });
-      Kokkos::parallel_for(
-          "softwave::gw::exact_mixture_columns",
-          Kokkos::RangePolicy<Space>(space, 0, k),
-          KOKKOS_LAMBDA(std::int64_t j) {
-            sum_c(j) += weight * double(sums(0, j, 0));
-          });
-    }
-    return objective_parts(space, sum_g, sum_f, sum_c);
+                                     const TermSum<T, Space>& sum) const {
+    constexpr int R = TermSum<T, Space>::rows, chunk = 8;
+    std::int64_t const n = sum.row_count(), k = y.g.extent(0), m = y.width(),
+                       blocks = (n + R - 1) / R,
+                       chunks = (2 * m + chunk - 1) / chunk;
+    auto const plan_g =
+        uninitialised<double**>(space, "softwave::gw::exact_mixture_g", n, m);
+    auto const plan_f =
+        uninitialised<double**>(space, "softwave::gw::exact_mixture_f", n, m);
+    auto const columns =
+        uninitialised<double*>(space, "softwave::gw::exact_mixture_columns", k);
+    auto const gy = y.g64, fy = y.f64;
+    Kokkos::parallel_for(
+        "softwave::gw::exact_mixture_products",
+        Kokkos::RangePolicy<Space>(space, 0, blocks * chunks),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const q0 = (q / chunks) * R, c0 = (q % chunks) * chunk,
+                             width = 2 * m - c0 < chunk ? 2 * m - c0 : chunk;
+          int const count = sum.rows_from(q0);
+          double acc[R][chunk] = {};
+          double out[R];
+          for (std::int64_t j = 0; j < k; ++j) {
+            sum.block(q0, count, j, out);
+            for (std::int64_t c = 0; c < width; ++c) {
+              std::int64_t const col = c0 + c;
+              double const v = col < m ? gy(j, col) : fy(j, col - m);
+              for (int r = 0; r < count; ++r) acc[r][c] += out[r] * v;
+            }
+          }
+          for (int r = 0; r < count; ++r)
+            for (std::int64_t c = 0; c < width; ++c) {
+              std::int64_t const col = c0 + c;
+              if (col < m)
+                plan_g(q0 + r, col) = acc[r][c];
+              else
+                plan_f(q0 + r, col - m) = acc[r][c];
+            }
+        });
+    Kokkos::parallel_for(
+        "softwave::gw::exact_mixture_columns",
+        Kokkos::RangePolicy<Space>(space, 0, k), KOKKOS_LAMBDA(std::int64_t j) {
+          double out[R];
+          double total = 0;
+          for (std::int64_t q0 = 0; q0 < n; q0 += R) {
+            int const count = sum.rows_from(q0);
+            sum.block(q0, count, j, out);
+            for (int r = 0; r < count; ++r) total += out[r];
+          }
+          columns(j) = total;
+        });
+    return objective_parts(space, plan_g, plan_f, columns);
   }
 
   // The mixture's statistics over its mass (the cost of T_{t−1}), averaged

@@ -691,12 +691,13 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   int latest = -1;  // the slot of the last solve (its potentials warm-start)
 
   // ε falls geometrically to final_eps over max_iterations, or with an
-  // exact cost over min_iterations (then stays there): an exact cost's
-  // plan settles at each ε, so the change test would pass while ε is still
+  // exact cost by the last iteration before the first change check
+  // (iteration min_iterations, counted from 1) and stays there: an exact
+  // cost's plan settles at each ε, so the check would pass while ε is still
   // large and return a blurred plan.
   double const final_eps = std::max(o.epsilon / 10, std::min(5e-4, o.epsilon));
   int const annealing =
-      std::max(1, exact ? std::min(o.min_iterations, o.max_iterations)
+      std::max(1, exact ? std::min(o.min_iterations, o.max_iterations) - 1
                         : o.max_iterations);
   double const decay = std::pow(final_eps / o.epsilon, 1.0 / annealing);
 
@@ -1276,9 +1277,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
                                      sample->pairs.columns, run.mass(problem));
       }
     } else if (want_objective && !need_dense) {  // factored_objective
-      parts = exact_cost->mixture_objective(
-          space, terms, run.terms, Marginals<T, Space>{problem.a2, problem.b2},
-          solve_options(options, true));
+      parts = exact_cost->mixture_objective(space, sum);
       objective = parts.value();
       objective_error = 0;
       criterion = objective;
