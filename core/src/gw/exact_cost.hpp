@@ -467,13 +467,9 @@ struct ExactCost {
           plan_g(i, c) = sg;
           plan_f(i, c) = sf;
         });
-    Kokkos::parallel_for(
-        "softwave::gw::exact_objective_columns", Range(space, 0, k),
-        KOKKOS_LAMBDA(std::int64_t j) {
-          double s = 0;
-          for (std::int64_t i = 0; i < n; ++i) s += plan(i, j);
-          columns(j) = s;
-        });
+    auto const rows =
+        uninitialised<double*>(space, "softwave::gw::exact_objective_rows", n);
+    plan_marginals(space, plan, rows, columns);
     return objective_parts(space, plan_g, plan_f, columns);
   }
 
