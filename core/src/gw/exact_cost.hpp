@@ -223,17 +223,12 @@ void exact_factors(const Space& space, const DistanceFactors<T, Space>& x,
                    const OTView2<T, Space>& u, const OTView3<T, Space>& p,
                    const OTView2<T, Space>& v, const OTView3<T, Space>& q) {
   std::int64_t const mx = x.width(), my = y.width();
-  auto to_device = [&](const std::vector<double>& host, const char* label) {
-    auto const out = uninitialised<double*>(space, label, host.size());
-    auto const mirror = Kokkos::create_mirror_view(out);
-    for (std::size_t c = 0; c < host.size(); ++c) mirror(c) = host[c];
-    Kokkos::deep_copy(space, out, mirror);
-    space.fence();  // the mirror is a temporary
-    return out;
-  };
-  auto const cross = to_device(s.cross, "softwave::gw::exact_cross_matrix");
-  auto const source = to_device(s.source, "softwave::gw::exact_source_matrix");
-  auto const target = to_device(s.target, "softwave::gw::exact_target_matrix");
+  auto const cross =
+      on_device(space, s.cross, "softwave::gw::exact_cross_matrix");
+  auto const source =
+      on_device(space, s.source, "softwave::gw::exact_source_matrix");
+  auto const target =
+      on_device(space, s.target, "softwave::gw::exact_target_matrix");
   double const cu = share / (source_scale * source_scale),
                cv = share / (target_scale * target_scale),
                cp = 2 * share / (source_scale * target_scale);
@@ -413,11 +408,7 @@ struct ExactCost {
         space, "softwave::gw::exact_initial_b_v", k, 1, m,
         KOKKOS_LAMBDA(std::int64_t, std::int64_t) { return 1.0; }, b_at, v);
     auto const b_v_device =
-        uninitialised<double*>(space, "softwave::gw::exact_initial_b_v", m);
-    auto const mirror = Kokkos::create_mirror_view(b_v_device);
-    for (std::int64_t c = 0; c < m; ++c) mirror(c) = b_v[c];
-    Kokkos::deep_copy(space, b_v_device, mirror);
-    space.fence();  // the mirror is freed on return
+        on_device(space, b_v, "softwave::gw::exact_initial_b_v");
     Kokkos::parallel_for(
         "softwave::gw::exact_initial_applied", Range(space, 0, n * m),
         KOKKOS_LAMBDA(std::int64_t q) {

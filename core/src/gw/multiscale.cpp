@@ -80,17 +80,6 @@ std::vector<int> farthest_points(const Space& space,
   return chosen;
 }
 
-template <class Space>
-Indices<Space> on_device(const Space& space, const std::vector<int>& values,
-                         const char* label) {
-  auto const out = uninitialised<int*>(space, label, values.size());
-  auto const host = Kokkos::create_mirror_view(out);
-  for (std::size_t q = 0; q < values.size(); ++q) host(q) = values[q];
-  Kokkos::deep_copy(space, out, host);
-  space.fence();  // host is freed on return
-  return out;
-}
-
 // data's rows `rows` and, where `columns` has entries, only those columns
 // of them (else every column).
 template <class Space, class T>

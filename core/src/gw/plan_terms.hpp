@@ -28,6 +28,20 @@ uninitialised(const Space& space, const char* label, Extents... extents) {
       extents...);
 }
 
+// A host vector copied into a new array of the call (fenced: the host
+// staging copy is freed on return).
+template <class Value, class Space>
+Kokkos::View<Value*, Kokkos::LayoutRight, typename Space::memory_space>
+on_device(const Space& space, const std::vector<Value>& values,
+          const char* label) {
+  auto const out = uninitialised<Value*>(space, label, values.size());
+  auto const host = Kokkos::create_mirror_view(out);
+  for (std::size_t q = 0; q < values.size(); ++q) host(q) = values[q];
+  Kokkos::deep_copy(space, out, host);
+  space.fence();
+  return out;
+}
+
 // One term of a sum on the device: `slot` of PlanTerms (−1: the initial
 // coupling, the product plan a⊗b or the plan given as a warm start), its
 // weight and 1/ε.
