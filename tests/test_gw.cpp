@@ -776,6 +776,105 @@ TYPED_TEST(SampledGw, FusedOneIterationIsTheSinkhornOfTheFusedCost) {
   }
 }
 
+// The last solve's plan (GwResult::last_plan): one iteration with α < 1
+// returns (1 − α)·a⊗b/Σb + α·π_1, π_1 the reference's solve of the fused
+// cost; the derivative of ⟨G, T⟩ with respect to C_linear, α·β times
+// sinkhorn_plan_vjp of that plan, matches central differences of whole
+// runs (the first anchors come from a⊗b, so they do not move with C);
+// after exact iterations the last plan is the plan, with weight 1.
+TYPED_TEST(SampledGw, LastPlanAndItsDerivative) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (int trial = 0; trial < 4; ++trial) {
+    int const n = rng.integer(2, 6), k = rng.integer(2, 6);
+    RandomProblem<T, Space> const pr(rng, n, k);
+    auto const linear = random_linear<T, Space>(rng, n, k, false);
+    softwave::GwOptions o = one_solve_options<T>(rng);
+    o.alpha = rng.uniform(0.3, 0.9);
+    o.fused_alpha = rng.uniform(0.2, 0.8);
+    if (trial == 3) o.rho_b = rng.uniform(0.5, 2);
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " k " << k << " alpha " << o.alpha << " beta "
+                 << o.fused_alpha << " rho_b " << o.rho_b);
+    auto run = [&](const std::vector<double>& matrix,
+                   softwave::GwResult<T, Space>& r) {
+      softwave::GwLinearCost<T, Space> cost;
+      cost.matrix = to_device2<T, Space>(matrix, n, k);
+      r.plan = V2<T, Space>("plan", n, k);
+      r.last_plan = V2<T, Space>("last_plan", n, k);
+      r.compute_objective = false;
+      softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                           cost, pr.marginals, r, o);
+    };
+    softwave::GwResult<T, Space> r;
+    run(linear.matrix, r);
+    EXPECT_DOUBLE_EQ(r.last_plan_weight, o.alpha);
+    auto const plan = swt::to_host(r.plan);
+    auto const last = swt::to_host(r.last_plan);
+    auto const want = ref::solve_ot(one_solve_problem(pr, r, o, linear.matrix));
+    EXPECT_LE(relative_difference(last, want.plan), tolerance<T>(1e-9, 2e-4));
+    double const mb = std::accumulate(pr.b.begin(), pr.b.end(), 0.0);
+    std::vector<double> mixed(plan.size());
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j)
+        mixed[std::size_t(i) * k + j] = (1 - o.alpha) * pr.a[i] * pr.b[j] / mb +
+                                        o.alpha * last[std::size_t(i) * k + j];
+    EXPECT_LE(relative_difference(plan, mixed), tolerance<T>(1e-12, 1e-5));
+
+    if (!std::is_same_v<T, double>) continue;  // differences: float64 only
+    std::vector<double> weights(plan.size());
+    for (double& g : weights) g = rng.uniform(-1, 1);
+    auto const grad_plan = to_device2<T, Space>(weights, n, k);
+    softwave::OTView3<T, Space> grad_cost("grad_cost", 1, n, k);
+    softwave::SinkhornOptions so;
+    so.epsilon = r.final_epsilon;
+    so.rho_a = o.rho_a;
+    so.rho_b = o.rho_b;
+    softwave::PlanVjpOptions vjp;
+    vjp.tolerance = 1e-13;
+    softwave::sinkhorn_plan_vjp(
+        space, softwave::OTView3<const T, Space>(r.last_plan.data(), 1, n, k),
+        softwave::OTView3<const T, Space>(grad_plan.data(), 1, n, k), grad_cost,
+        so, vjp);
+    auto analytic = swt::to_host(grad_cost);
+    for (double& e : analytic) e *= r.last_plan_weight * o.fused_alpha;
+    std::vector<double> differences;
+    double const h = 1e-5;
+    for (std::size_t q = 0; q < plan.size(); ++q) {
+      double value[2];
+      for (int side = 0; side < 2; ++side) {
+        auto matrix = linear.matrix;
+        matrix[q] += side ? -h : h;
+        softwave::GwResult<T, Space> moved;
+        run(matrix, moved);
+        auto const p = swt::to_host(moved.plan);
+        value[side] = 0;
+        for (std::size_t e = 0; e < p.size(); ++e)
+          value[side] += weights[e] * p[e];
+      }
+      differences.push_back((value[0] - value[1]) / (2 * h));
+    }
+    EXPECT_TRUE(swt::near_arrays(analytic, differences, 1e-5, 1e-3,
+                                 "d<G, T>/dC_linear"));
+  }
+  // Exact iterations: the refined plan is the last solve's.
+  RandomProblem<T, Space> const pr(rng, 5, 4);
+  auto const linear = random_linear<T, Space>(rng, 5, 4, false);
+  softwave::GwOptions o = one_solve_options<T>(rng);
+  o.alpha = 0.5;
+  o.fused_alpha = 0.5;
+  o.exact_iterations = 2;
+  softwave::GwResult<T, Space> r;
+  r.plan = V2<T, Space>("plan", 5, 4);
+  r.last_plan = V2<T, Space>("last_plan", 5, 4);
+  softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                       linear.cost, pr.marginals, r, o);
+  EXPECT_EQ(r.last_plan_weight, 1.0);
+  EXPECT_EQ(swt::to_host(r.plan), swt::to_host(r.last_plan));
+}
+
 // Features and the matrix of their squared distances are the same linear
 // cost: the same seed gives the same plan through the low-rank factors and
 // through the dense matrix, over many iterations.

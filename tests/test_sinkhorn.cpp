@@ -984,6 +984,195 @@ TYPED_TEST(Sinkhorn, DivergenceIsZeroOnEqualCloudsAndDifferentiable) {
   }
 }
 
+// Plans' derivatives with respect to their costs (sinkhorn_plan_vjp),
+// from float64 reference plans: the implicit one against central
+// differences of converged reference solves, the unrolled one against
+// differences of that many reference updates from the fixed point, for
+// balanced, semi-relaxed and unbalanced problems of several shapes.
+struct VjpCase {
+  std::vector<ref::OTProblem> problems;
+  std::vector<ref::OTSolution> solutions;
+  Batch plan, grad_plan;
+};
+
+VjpCase vjp_case(swt::Rng& rng, int B, int n, int k, double eps, double rho_a,
+                 double rho_b) {
+  VjpCase c;
+  c.plan = Batch(B, n, k);
+  c.grad_plan = Batch(B, n, k);
+  for (int q = 0; q < B; ++q) {
+    ref::OTProblem p;
+    p.n = n;
+    p.k = k;
+    p.eps = eps;
+    p.rho_a = rho_a;
+    p.rho_b = rho_b;
+    for (int e = 0; e < n * k; ++e) p.cost.push_back(rng.uniform(0, 1));
+    double sum_a = 0, sum_b = 0;
+    for (int i = 0; i < n; ++i) sum_a += p.a.emplace_back(rng.uniform(0.2, 1));
+    for (int j = 0; j < k; ++j) sum_b += p.b.emplace_back(rng.uniform(0.2, 1));
+    for (double& w : p.a) w /= sum_a;
+    for (double& w : p.b) w /= sum_b;
+    auto const s = ref::solve_ot(p);
+    for (int e = 0; e < n * k; ++e) {
+      c.plan.v[std::size_t(q) * n * k + e] = s.plan[e];
+      c.grad_plan.v[std::size_t(q) * n * k + e] = rng.uniform(-1, 1);
+    }
+    c.problems.push_back(p);
+    c.solutions.push_back(s);
+  }
+  return c;
+}
+
+template <class T, class Space>
+std::vector<double> plan_vjp(const Space& space, const VjpCase& c, double eps,
+                             double rho_a, double rho_b,
+                             const softwave::PlanVjpOptions& vjp,
+                             softwave::PlanVjpReport* report = nullptr) {
+  auto const plan = swt::to_device<T>(space, c.plan);
+  auto const grad_plan = swt::to_device<T>(space, c.grad_plan);
+  V3<T, Space> grad_cost("grad_cost", c.plan.B, c.plan.n, c.plan.d);
+  softwave::SinkhornOptions o;
+  o.epsilon = eps;
+  o.rho_a = rho_a;
+  o.rho_b = rho_b;
+  auto const r = softwave::sinkhorn_plan_vjp(space, V3<const T, Space>(plan),
+                                             V3<const T, Space>(grad_plan),
+                                             grad_cost, o, vjp);
+  if (report) *report = r;
+  return swt::to_host(grad_cost);
+}
+
+// ⟨G, π⟩ of problem q's plan, from `plan_of_cost` of each perturbed cost:
+// central differences over every cost entry.
+template <class PlanOfCost>
+std::vector<double> differences(const VjpCase& c,
+                                const PlanOfCost& plan_of_cost) {
+  std::vector<double> out;
+  double const h = 1e-5;
+  int const n = c.plan.n, k = c.plan.d;
+  for (int q = 0; q < c.plan.B; ++q)
+    for (int e = 0; e < n * k; ++e) {
+      double value[2];
+      for (int side = 0; side < 2; ++side) {
+        ref::OTProblem p = c.problems[q];
+        p.cost[e] += side ? -h : h;
+        auto const plan = plan_of_cost(q, p);
+        double sum = 0;
+        for (int f = 0; f < n * k; ++f)
+          sum += c.grad_plan.v[std::size_t(q) * n * k + f] * plan[f];
+        value[side] = sum;
+      }
+      out.push_back((value[0] - value[1]) / (2 * h));
+    }
+  return out;
+}
+
+TYPED_TEST(Sinkhorn, PlanDerivativeMatchesFiniteDifferences) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  double const inf = INFINITY;
+  struct Shape {
+    int n, k;
+    double eps, rho_a, rho_b;
+  };
+  for (Shape const sh :
+       {Shape{6, 5, 0.3, inf, inf}, Shape{1, 4, 0.5, inf, inf},
+        Shape{9, 13, 0.1, inf, inf}, Shape{7, 4, 0.2, inf, 0.6},
+        Shape{5, 8, 0.4, 0.5, 2.0}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << sh.n << "x" << sh.k << " eps " << sh.eps << " rho "
+                 << sh.rho_a << ", " << sh.rho_b);
+    auto const c = vjp_case(rng, 2, sh.n, sh.k, sh.eps, sh.rho_a, sh.rho_b);
+    // Implicit: the derivative of the converged plan.
+    auto const converged = differences(
+        c, [](int, const ref::OTProblem& p) { return ref::solve_ot(p).plan; });
+    softwave::PlanVjpOptions vjp;
+    vjp.tolerance = std::is_same_v<T, double> ? 1e-12 : 1e-6;
+    softwave::PlanVjpReport report;
+    auto const implicit =
+        plan_vjp<T>(space, c, sh.eps, sh.rho_a, sh.rho_b, vjp, &report);
+    EXPECT_TRUE(report.converged) << report.residual;
+    double const tol = std::is_same_v<T, double> ? 1e-5 : 2e-3;
+    EXPECT_TRUE(swt::near_arrays(implicit, converged, tol, 1e-3, "implicit"));
+    // Unrolled: the derivative of three updates from the fixed point (held
+    // at the unperturbed cost's potentials).
+    auto const unrolled_fd =
+        differences(c, [&](int q, const ref::OTProblem& p) {
+          auto f = c.solutions[q].f, g = c.solutions[q].g;
+          ref::run_updates(p, f, g, 3);
+          return ref::plan_of(p, f, g);
+        });
+    vjp.mode = softwave::PlanDerivative::unrolled;
+    vjp.iterations = 3;
+    auto const unrolled =
+        plan_vjp<T>(space, c, sh.eps, sh.rho_a, sh.rho_b, vjp);
+    EXPECT_TRUE(swt::near_arrays(unrolled, unrolled_fd, tol, 1e-3, "unrolled"));
+    // Unrolled far enough, it is the implicit derivative.
+    vjp.iterations = 3000;
+    auto const long_unrolled =
+        plan_vjp<T>(space, c, sh.eps, sh.rho_a, sh.rho_b, vjp);
+    EXPECT_TRUE(swt::near_arrays(long_unrolled, implicit,
+                                 std::is_same_v<T, double> ? 1e-8 : 1e-3, 1e-3,
+                                 "long unrolled"));
+  }
+}
+
+TYPED_TEST(Sinkhorn, PlanDerivativeBadInput) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  auto const c = vjp_case(rng, 1, 3, 4, 0.5, INFINITY, INFINITY);
+  auto const plan = swt::to_device<T>(space, c.plan);
+  auto const grad_plan = swt::to_device<T>(space, c.grad_plan);
+  V3<T, Space> grad_cost("grad_cost", 1, 3, 4), wrong("wrong", 1, 4, 3);
+  auto call = [&](const softwave::SinkhornOptions& o,
+                  const softwave::PlanVjpOptions& vjp, V3<T, Space> p,
+                  V3<T, Space> g, V3<T, Space> out) {
+    return [=]() {
+      softwave::sinkhorn_plan_vjp(space, V3<const T, Space>(p),
+                                  V3<const T, Space>(g), out, o, vjp);
+    };
+  };
+  softwave::SinkhornOptions o;
+  softwave::PlanVjpOptions vjp;
+  for (double eps : {0.0, -1.0, double(NAN), double(INFINITY)}) {
+    o.epsilon = eps;
+    EXPECT_TRUE(swt::throws_naming("epsilon",
+                                   call(o, vjp, plan, grad_plan, grad_cost)));
+  }
+  o = {};
+  o.epsilon_relative = true;
+  EXPECT_TRUE(swt::throws_naming("epsilon_relative",
+                                 call(o, vjp, plan, grad_plan, grad_cost)));
+  o = {};
+  o.rho_b = -1;
+  EXPECT_TRUE(
+      swt::throws_naming("rho_b", call(o, vjp, plan, grad_plan, grad_cost)));
+  o = {};
+  vjp.iterations = 0;
+  EXPECT_TRUE(swt::throws_naming("iterations",
+                                 call(o, vjp, plan, grad_plan, grad_cost)));
+  vjp = {};
+  EXPECT_TRUE(
+      swt::throws_naming("grad_plan", call(o, vjp, plan, wrong, grad_cost)));
+  EXPECT_TRUE(
+      swt::throws_naming("grad_cost", call(o, vjp, plan, grad_plan, wrong)));
+  Batch bad = c.plan;
+  bad.v[2] = -0.1;
+  EXPECT_TRUE(swt::throws_naming(
+      "plan",
+      call(o, vjp, swt::to_device<T>(space, bad), grad_plan, grad_cost)));
+  bad = c.grad_plan;
+  bad.v[1] = NAN;
+  EXPECT_TRUE(swt::throws_naming(
+      "grad_plan",
+      call(o, vjp, plan, swt::to_device<T>(space, bad), grad_cost)));
+}
+
 TYPED_TEST(Sinkhorn, BadInputNamesTheArgument) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;

@@ -112,4 +112,42 @@ inline OTSolution solve_ot(const OTProblem& p, int max_iterations = 200000,
   return s;
 }
 
+// `iterations` updates (f from g, then g from f, as solve_ot) from the
+// potentials given, in place.
+inline void run_updates(const OTProblem& p, std::vector<double>& f,
+                        std::vector<double>& g, int iterations) {
+  double const la = 1.0 / (1.0 + p.eps / p.rho_a);
+  double const lb = 1.0 / (1.0 + p.eps / p.rho_b);
+  std::vector<double> terms;
+  for (int it = 0; it < iterations; ++it) {
+    terms.resize(p.k);
+    for (int i = 0; i < p.n; ++i) {
+      for (int j = 0; j < p.k; ++j)
+        terms[j] = p.b[j] > 0 ? (g[j] - p.c(i, j)) / p.eps + std::log(p.b[j])
+                              : -std::numeric_limits<double>::infinity();
+      f[i] = -la * p.eps * lse(terms);
+    }
+    terms.resize(p.n);
+    for (int j = 0; j < p.k; ++j) {
+      for (int i = 0; i < p.n; ++i)
+        terms[i] = p.a[i] > 0 ? (f[i] - p.c(i, j)) / p.eps + std::log(p.a[i])
+                              : -std::numeric_limits<double>::infinity();
+      g[j] = -lb * p.eps * lse(terms);
+    }
+  }
+}
+
+// The plan a_i b_j exp((f_i + g_j − C_ij)/ε) of given potentials (n×k).
+inline std::vector<double> plan_of(const OTProblem& p,
+                                   const std::vector<double>& f,
+                                   const std::vector<double>& g) {
+  std::vector<double> plan(std::size_t(p.n) * p.k, 0.0);
+  for (int i = 0; i < p.n; ++i)
+    for (int j = 0; j < p.k; ++j)
+      if (p.a[i] > 0 && p.b[j] > 0)
+        plan[std::size_t(i) * p.k + j] =
+            p.a[i] * p.b[j] * std::exp((f[i] + g[j] - p.c(i, j)) / p.eps);
+  return plan;
+}
+
 }  // namespace softwave_ref

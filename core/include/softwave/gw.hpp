@@ -346,6 +346,16 @@ template <class T, class Space>
 struct GwResult {
   OTView2<T, Space> plan;        // (N, K): the dense plan T
   OTView1<int, Space> matching;  // (N,): argmax_k T_ik
+  // Optional (N, K): the last solve's own plan π_t (after exact_iterations,
+  // the refined plan), with last_plan_weight its weight w in the returned
+  // plan T = w·π_t + (the earlier terms) (w = α, or 1 after
+  // exact_iterations). What differentiating T through its last solve needs
+  // (TorchGW's differentiable mode, which holds T_{t−1} fixed): π_t's cost
+  // is (1 − β)Λ_t + β·C, so
+  //   ∂⟨G, T⟩/∂C = w·β·sinkhorn_plan_vjp(π_t, G)
+  // at ε = final_epsilon and the problem's rho_a, rho_b.
+  OTView2<T, Space> last_plan;
+  double last_plan_weight = NAN;
   // The GW objective of the returned plan with the distances as given
   // (unnormalised), accumulated in float64: exact (an N×K plan, the `plan`
   // view or a temporary one, and O(N²K + NK²) work) or, above

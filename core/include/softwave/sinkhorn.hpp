@@ -206,6 +206,36 @@ struct PlanQueries {
   OTView3<T, Space> plan;
 };
 
+// How sinkhorn_plan_vjp differentiates a plan (below).
+enum class PlanDerivative {
+  // At the fixed point: the adjoint linear system of the optimality
+  // conditions, solved by preconditioned conjugate gradients.
+  implicit,
+  // Through `iterations` alternating updates (f from g, then g from f)
+  // started at the fixed point: what backpropagation through a solve's last
+  // iterations gives once its potentials have settled (the first
+  // `iterations` terms of the implicit solution's Neumann series).
+  unrolled,
+};
+
+struct PlanVjpOptions {
+  PlanDerivative mode = PlanDerivative::implicit;
+  // implicit: at most this many conjugate-gradient iterations; unrolled:
+  // the updates differentiated through. >= 1.
+  int iterations = 1000;
+  // implicit: stop once the adjoint system's residual is at most this
+  // fraction of its right-hand side (every problem). >= 0.
+  double tolerance = 1e-6;
+  // Data checks: a non-negative, finite plan and a finite grad_plan.
+  bool check_values = true;
+};
+
+struct PlanVjpReport {
+  int iterations = 0;     // conjugate-gradient iterations (or updates) run
+  double residual = 0;    // implicit: the largest relative residual left
+  bool converged = true;  // implicit: every residual <= tolerance
+};
+
 namespace impl {
 template <class Space, class T, class Form>
 void sinkhorn(const Space& space, const Form& form,
@@ -231,6 +261,13 @@ void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
                          const SinkhornGradients<T, Space>* gradients,
                          const SinkhornOptions& options,
                          OTView1<int, Space> converged);
+template <class Space, class T>
+PlanVjpReport sinkhorn_plan_vjp(const Space& space,
+                                OTView3<const T, Space> plan,
+                                OTView3<const T, Space> grad_plan,
+                                OTView3<T, Space> grad_cost,
+                                const SinkhornOptions& options,
+                                const PlanVjpOptions& vjp);
 }  // namespace impl
 
 // Solves every problem of the batch. form: CostMatrix, PointClouds or
@@ -286,6 +323,37 @@ void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
                          OTView1<int, Space> converged = {}) {
   impl::sinkhorn_divergence<Space, T>(space, form, marginals, values, gradients,
                                       options, converged);
+}
+
+// The vector–Jacobian product of entropic plans with respect to their
+// costs: grad_cost = ∂⟨grad_plan, π(C)⟩/∂C, for each problem's plan π
+// (B, N, K), dense, as sinkhorn_plan_queries renders it, at options'
+// (absolute) epsilon and rho_a, rho_b. Only the plan is needed: with its
+// marginals r = π1, c = πᵀ1, κ_a = 1 + ε/ρ_a and κ_b = 1 + ε/ρ_b (1 on a
+// balanced side), the optimality conditions of the solve, perturbed, give
+//   grad_cost_ij = π_ij (x_i + y_j − grad_plan_ij) / ε,
+// with (x, y) the solution of the symmetric adjoint system
+//   κ_a r ⊙ x + π y = (grad_plan ⊙ π) 1,   πᵀ x + κ_b c ⊙ y = (grad_plan ⊙ π)ᵀ
+//   1
+// (implicit: its Schur complement on y, diag(κ_b c) − πᵀ diag(1/(κ_a r)) π,
+// by conjugate gradients preconditioned with diag(κ_b c); defined up to
+// (1, −1) when both sides are balanced, which leaves x_i + y_j unchanged),
+// or its first `iterations` terms (unrolled: exactly the reverse sweep of
+// that many alternating updates f ← F(g), g ← G(f) from the fixed point).
+// Empty rows and columns of the plan get no gradient. Work: two passes over
+// the plan per iteration; memory O(B·(N + K)) beyond the arrays given.
+// Fences once per conjugate-gradient iteration (to test the residual).
+template <class Space, class T>
+PlanVjpReport sinkhorn_plan_vjp(const Space& space,
+                                OTView3<const T, Space> plan,
+                                OTView3<const T, Space> grad_plan,
+                                OTView3<T, Space> grad_cost,
+                                const SinkhornOptions& options,
+                                const PlanVjpOptions& vjp = {}) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>,
+                "softwave::sinkhorn_plan_vjp: float or double data");
+  return impl::sinkhorn_plan_vjp<Space, T>(space, plan, grad_plan, grad_cost,
+                                           options, vjp);
 }
 
 }  // namespace softwave

@@ -1121,6 +1121,12 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
           return !(compat::isfinite(v) && v >= 0);
         });
   }
+  if (result.last_plan.size() > 0 &&
+      (std::int64_t(result.last_plan.extent(0)) != n ||
+       std::int64_t(result.last_plan.extent(1)) != k))
+    check_extent(result.last_plan, "last_plan",
+                 {std::size_t(n), std::size_t(k)},
+                 "(source points, target points)");
   if (result.matching.size() > 0 &&
       std::int64_t(result.matching.extent(0)) != n)
     check_extent(result.matching, "matching", {std::size_t(n)},
@@ -1308,6 +1314,21 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
         render_plan(space, sum, result.plan);
       else if (dense.data() != result.plan.data())
         Kokkos::deep_copy(space, result.plan, dense);
+    }
+    // The last solve's own plan: after exact iterations the refined plan,
+    // else the mixture's newest term alone.
+    if (result.last_plan.size() > 0) {
+      if (exact) {
+        Kokkos::deep_copy(space, result.last_plan, dense);
+        result.last_plan_weight = 1;
+      } else {
+        TermWeight const newest = run.terms.back();
+        render_plan(space,
+                    problem.sum(space, terms,
+                                {{newest.slot, 1.0, newest.inverse_epsilon}}),
+                    result.last_plan);
+        result.last_plan_weight = newest.weight;
+      }
     }
     if (result.matching.size() > 0) {
       if (exact)
