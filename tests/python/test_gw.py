@@ -505,3 +505,92 @@ def test_joint_embedding_refuses_bad_input():
     gap[0] = 0
     with pytest.raises(ValueError, match="no transport plan mass"):
         call(graphs_by_name={"x": lonely, "y": graphs["y"]}, transport_plans={("x", "y"): gap})
+
+
+def _differentiable_problem(seed, n=6, k=5):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(seed)
+    dx, dy, p, q = small_problem(rng, n, k)
+    as_tensor = lambda a: torch.tensor(a, dtype=torch.float64)
+    return (torch, rng, dict(dist_source=as_tensor(dx), dist_target=as_tensor(dy), p=as_tensor(p),
+                             q=as_tensor(q), distance_mode="precomputed", M=4, alpha=0.6,
+                             max_iter=1, min_iter_before_converge=0, epsilon=0.2,
+                             sinkhorn_iterations=100000, sinkhorn_tolerance=1e-13, seed=3))
+
+
+def _central_differences(loss, x, h=1e-5):
+    out = np.zeros(tuple(x.shape))
+    for index in np.ndindex(*x.shape):
+        up, down = x.clone(), x.clone()
+        up[index] += h
+        down[index] -= h
+        out[index] = (loss(up) - loss(down)) / (2 * h)
+    return out
+
+
+@pytest.mark.parametrize("semi_relaxed", [False, True])
+def test_differentiable_plan_matches_finite_differences_in_the_linear_cost(semi_relaxed):
+    # One iteration: T = (1 − α) p⊗q + α π(C), the first anchors drawn from
+    # p⊗q, so the whole run is a smooth function of C_linear.
+    torch, rng, kw = _differentiable_problem(21)
+    kw.update(fgw_alpha=0.4, semi_relaxed=semi_relaxed, rho=0.7)
+    c = torch.tensor(rng.uniform(0, 1, (6, 5)), requires_grad=True)
+    weights = torch.tensor(rng.uniform(-1, 1, (6, 5)))
+
+    def loss(cost):
+        with torch.no_grad():
+            return float((ot.sampled_gw(C_linear=cost, **kw).plan * weights).sum())
+
+    want = _central_differences(loss, c.detach())
+    r = ot.sampled_gw(C_linear=c, differentiable=True, **kw)
+    assert r.plan.requires_grad
+    (r.plan * weights).sum().backward()
+    np.testing.assert_allclose(c.grad.numpy(), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    # Unrolled through the solve's (many) updates it is the implicit one.
+    c.grad = None
+    r = ot.sampled_gw(C_linear=c, differentiable=True, grad_mode="unrolled",
+                      **{**kw, "sinkhorn_iterations": 3000})
+    (r.plan * weights).sum().backward()
+    np.testing.assert_allclose(c.grad.numpy(), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_differentiable_plan_reaches_the_features_and_unrolls_few_updates():
+    torch, rng, kw = _differentiable_problem(22)
+    kw.update(fgw_alpha=0.5)
+    f = torch.tensor(rng.uniform(-1, 1, (6, 2)), requires_grad=True)
+    g = torch.tensor(rng.uniform(-1, 1, (5, 2)), requires_grad=True)
+    weights = torch.tensor(rng.uniform(-1, 1, (6, 5)))
+
+    def loss_of(features_source, features_target):
+        with torch.no_grad():
+            plan = ot.sampled_gw(features_source=features_source, features_target=features_target,
+                                 **kw).plan
+            return float((plan * weights).sum())
+
+    r = ot.sampled_gw(features_source=f, features_target=g, differentiable=True, **kw)
+    (r.plan * weights).sum().backward()
+    want_f = _central_differences(lambda x: loss_of(x, g.detach()), f.detach())
+    want_g = _central_differences(lambda y: loss_of(f.detach(), y), g.detach())
+    np.testing.assert_allclose(f.grad.numpy(), want_f, rtol=1e-5, atol=1e-5 * np.abs(want_f).max())
+    np.testing.assert_allclose(g.grad.numpy(), want_g, rtol=1e-5, atol=1e-5 * np.abs(want_g).max())
+    # Two unrolled updates are not yet the fixed point's derivative.
+    implicit = f.grad.clone()
+    f.grad = None
+    r = ot.sampled_gw(features_source=f, features_target=g.detach(), differentiable=True,
+                      grad_mode="unrolled", **{**kw, "sinkhorn_iterations": 2})
+    (r.plan * weights).sum().backward()
+    assert not torch.allclose(f.grad, implicit, rtol=1e-3)
+
+
+def test_differentiable_refuses_what_it_cannot_differentiate():
+    torch, rng, kw = _differentiable_problem(23)
+    c = torch.tensor(rng.uniform(0, 1, (6, 5)), requires_grad=True)
+    with pytest.raises(ValueError, match="linear cost"):
+        ot.sampled_gw(differentiable=True, **kw)
+    with pytest.raises(ValueError, match="grad_mode"):
+        ot.sampled_gw(C_linear=c, fgw_alpha=0.5, differentiable=True, grad_mode="approximate", **kw)
+    with pytest.raises(ValueError, match="plan"):
+        ot.sampled_gw(C_linear=c, fgw_alpha=0.5, differentiable=True, plan=False, **kw)
+    numpy_kw = {key: (v.numpy() if isinstance(v, torch.Tensor) else v) for key, v in kw.items()}
+    with pytest.raises(TypeError, match="torch"):
+        ot.sampled_gw(C_linear=c.detach().numpy(), fgw_alpha=0.5, differentiable=True, **numpy_kw)

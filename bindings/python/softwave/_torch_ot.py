@@ -16,6 +16,7 @@ softwave.ot._settings makes them.
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional, Tuple
 
 import torch
@@ -325,3 +326,51 @@ if OPS:
         kind, z, draws = rest[len(SETTINGS):len(SETTINGS) + 3]
         shape, integer, _, _ = _query_layout(kind, sizes(_named((x, y, cost_matrix, u, v, p, q, a, b))), z, draws)
         return _empty_like(f)(shape, integer)
+
+
+class _GwPlan(torch.autograd.Function):
+    """Sampled GW's plan (the solve runs in forward), differentiable in
+    fused GW's linear cost through the last solve (softwave.ot.sampled_gw's
+    differentiable mode): ∂⟨G, T⟩/∂C = w·β·(the last plan's derivative)."""
+
+    @staticmethod
+    def forward(ctx, solve, vjp, linear, source_features, target_features):
+        plan, last_plan, report = solve()
+        ctx.vjp = dict(vjp, epsilon=report["final_epsilon"],
+                       scale=report["last_plan_weight"] * vjp["fgw_alpha"])
+        ctx.save_for_backward(last_plan, source_features, target_features)
+        return plan
+
+    @staticmethod
+    def backward(ctx, grad_plan):
+        last_plan, source_features, target_features = ctx.saved_tensors
+        v = ctx.vjp
+        grad_cost = torch.empty_like(last_plan)
+        report = _core.sinkhorn_plan_vjp(
+            {"plan": last_plan[None], "grad_plan": grad_plan.to(last_plan.dtype).contiguous()[None],
+             "grad_cost": grad_cost[None]},
+            v["epsilon"], v["rho_a"], v["rho_b"], v["mode"], v["iterations"], 1e-6, v["check"],
+            _stream(last_plan))
+        if not report["converged"]:
+            warnings.warn(f"softwave: the plan's adjoint system stopped at a relative residual of "
+                          f"{report['residual']:.2g} after {report['iterations']} iterations "
+                          f"(the gradient is that accurate)", RuntimeWarning, stacklevel=2)
+        grad_cost.mul_(v["scale"])
+        grad_linear = grad_source = grad_target = None
+        if ctx.needs_input_grad[2]:
+            grad_linear = grad_cost
+        if ctx.needs_input_grad[3] or ctx.needs_input_grad[4]:
+            # C_ik = ‖F_i − G_k‖²: ∂/∂F_i = 2 Σ_k dC_ik (F_i − G_k), and the same
+            # for G with the transpose.
+            f, g = source_features.detach(), target_features.detach()
+            if ctx.needs_input_grad[3]:
+                grad_source = 2 * (grad_cost.sum(1, keepdim=True) * f - grad_cost @ g)
+            if ctx.needs_input_grad[4]:
+                grad_target = 2 * (grad_cost.sum(0)[:, None] * g - grad_cost.T @ f)
+        return None, None, grad_linear, grad_source, grad_target
+
+
+def gw_plan(solve, vjp: dict, linear, source_features, target_features) -> torch.Tensor:
+    """The plan solve() returns (its call to the core), differentiable in the
+    linear cost given (C_linear, or the features) where it requires grad."""
+    return _GwPlan.apply(solve, vjp, linear, source_features, target_features)

@@ -518,7 +518,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                features_target=None, lambda_ema_beta: Optional[float] = None, T_init=None, objective_samples: int = 2048,
                exact_objective_entries: int = 2 ** 24, exact_iterations: int = 0, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
                multiscale: bool = False, n_coarse: Optional[int] = None,
-               check_inputs: Optional[bool] = None, kernel: str = "automatic") -> GwResult:
+               check_inputs: Optional[bool] = None, kernel: str = "automatic",
+               differentiable: bool = False, grad_mode: str = "implicit") -> GwResult:
     """Sampled Gromov–Wasserstein between a source (N points) and a target
     (K points), as TorchGW's ``sampled_gw`` with the same argument names
     (softwave/gw.hpp has the algorithm; the plan is kept as the factors of
@@ -587,6 +588,19 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     outputs to compute (the objective needs an N×K plan, made for the call
     when plan is False). NumPy arrays run on the host; torch tensors where
     they are (CUDA in a CUDA build, on the current stream).
+    differentiable (torch tensors, TorchGW's): the returned plan is
+    differentiable with respect to fused GW's linear cost (C_linear, or
+    features_source and features_target), through the last solve only, the
+    earlier plans held fixed as TorchGW holds them: T = (1 − w)·T_{t−1} +
+    w·π_t, π_t the Sinkhorn plan of (1 − fgw_alpha)·Λ_t + fgw_alpha·C, so
+    ∂T/∂C is w·fgw_alpha times the plan's derivative
+    (softwave::sinkhorn_plan_vjp, an N×K pass per iteration, O(N + K)
+    memory beyond the plan). grad_mode: "implicit" (at the solve's fixed
+    point: its adjoint system by conjugate gradients, to a relative
+    residual of 1e-6 in at most 2000 iterations, else a warning) or "unrolled" (backpropagation through
+    sinkhorn_iterations updates from the fixed point, the adjoint
+    system's first terms). Needs fgw_alpha > 0 with a linear cost and
+    plan=True; the last solve's plan (N×K) is kept for the backward pass.
     """
     if distance_mode not in _GW_MODES:
         raise ValueError(f"softwave: distance_mode must be one of {', '.join(_GW_MODES)} "
@@ -647,6 +661,17 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         raise ValueError("softwave: fgw_alpha > 0 needs C_linear or features_source and features_target")
     if fgw_alpha == 0 and has_linear:
         raise ValueError("softwave: a linear cost needs fgw_alpha > 0 (at 0 it has no effect)")
+    if differentiable:
+        if not frame.torch:
+            raise TypeError("softwave: differentiable needs torch tensors (its gradients are autograd's)")
+        if grad_mode not in ("implicit", "unrolled"):
+            raise ValueError(f"softwave: grad_mode must be 'implicit' or 'unrolled' (got {grad_mode!r})")
+        if not has_linear:
+            raise ValueError("softwave: differentiable needs fused GW's linear cost (fgw_alpha > 0 with "
+                             "C_linear or features_source and features_target): the GW cost is held "
+                             "fixed, so the plan has no other input to differentiate in")
+        if not plan:
+            raise ValueError("softwave: differentiable returns the plan: plan must be True")
     initial = frame.array("T_init", T_init)
     if initial is not None:
         if tuple(initial.shape) != (n, m):
@@ -704,8 +729,27 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "source_points": frame.array("X_source", X_source) if sampled else None,
         "target_points": frame.array("X_target", X_target) if sampled else None,
     }
-    report = _core.gromov_wasserstein(arrays, settings)
-    return GwResult(plan=arrays["plan"] if plan else None, matching=arrays["matching"], **report)
+    if not differentiable:
+        report = _core.gromov_wasserstein(arrays, settings)
+        report.pop("last_plan_weight")
+        return GwResult(plan=arrays["plan"] if plan else None, matching=arrays["matching"], **report)
+    from . import _torch_ot
+
+    arrays["last_plan"] = frame.empty((n, m))
+    report = {}
+
+    def solve():
+        report.update(_core.gromov_wasserstein(arrays, settings))
+        return arrays["plan"], arrays["last_plan"], report
+
+    differentiable_plan = _torch_ot.gw_plan(
+        solve, dict(rho_a=settings["rho_a"], rho_b=settings["rho_b"], fgw_alpha=fgw_alpha,
+                    mode=grad_mode,
+                    iterations=settings["sinkhorn_iterations"] if grad_mode == "unrolled" else 2000,
+                    check=settings["check"]),
+        C_linear, features_source, features_target)
+    report.pop("last_plan_weight")
+    return GwResult(plan=differentiable_plan, matching=arrays["matching"], **report)
 
 
 @dataclass

@@ -774,6 +774,7 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   check_rank(array(arrays, "source_features"), 2, "(N, e)");
   check_rank(array(arrays, "target_features"), 2, "(K, e)");
   check_rank(array(arrays, "plan"), 2, "(N, K)");
+  check_rank(array(arrays, "last_plan"), 2, "(N, K)");
   check_rank(array(arrays, "matching"), 1, "(N,)");
   check_rank(array(arrays, "source_points"), 2, "(N, d)");
   check_rank(array(arrays, "target_points"), 2, "(K, d)");
@@ -792,6 +793,7 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   GwResult<T, Space> result;
   result.plan = view2<T, Space>(array(arrays, "plan"));
   result.matching = view1<int, Space>(array(arrays, "matching"));
+  result.last_plan = view2<T, Space>(array(arrays, "last_plan"));
   result.compute_objective = s.compute_objective;
   GwOptions options = gw_options_of(s);
   if (s.multiscale_points != 0) {
@@ -824,6 +826,7 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   r.source_scale = result.source_scale;
   r.target_scale = result.target_scale;
   r.final_epsilon = result.final_epsilon;
+  r.last_plan_weight = result.last_plan_weight;
   r.changes = result.changes;
   r.source_anchors = result.source_anchors;
   r.target_anchors = result.target_anchors;
@@ -845,6 +848,37 @@ GwReport gromov_wasserstein(const GwSettings& settings,
                       report = run_gw<Space, decltype(zero)>(space, settings,
                                                              arrays);
                     });
+  return report;
+}
+
+PlanVjpReport plan_vjp(const OTSettings& settings, const std::string& mode,
+                       int iterations, double tolerance,
+                       const OTArrays& arrays) {
+  auto const& plan = array(arrays, "plan");
+  if (!plan.given()) throw_invalid_argument("give the plan");
+  PlanVjpOptions vjp;
+  vjp.mode = choice<PlanDerivative>("grad_mode", mode,
+                                    {{"implicit", PlanDerivative::implicit},
+                                     {"unrolled", PlanDerivative::unrolled}});
+  vjp.iterations = iterations;
+  vjp.tolerance = tolerance;
+  vjp.check_values = settings.check_values;
+  SinkhornOptions const options = sinkhorn_options_of(settings);
+  PlanVjpReport report;
+  for (const char* name : {"plan", "grad_plan", "grad_cost"})
+    check_rank(array(arrays, name), 3, "(B, N, K)");
+  with_named_arrays(
+      plan, arrays, {}, settings.stream, [&](const auto& space, auto zero) {
+        using Space = std::decay_t<decltype(space)>;
+        using T = decltype(zero);
+        auto const r = softwave::sinkhorn_plan_vjp(
+            space, view3<const T, Space>(plan),
+            view3<const T, Space>(array(arrays, "grad_plan")),
+            view3<T, Space>(array(arrays, "grad_cost")), options, vjp);
+        report.iterations = r.iterations;
+        report.residual = r.residual;
+        report.converged = r.converged;
+      });
   return report;
 }
 

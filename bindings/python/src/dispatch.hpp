@@ -129,6 +129,19 @@ using OTArrays = std::map<std::string, Borrowed>;
 void optimal_transport(const std::string& operation, const OTSettings& settings,
                        const OTArrays& arrays);
 
+// The derivative of dense plans with respect to their costs
+// (softwave::sinkhorn_plan_vjp): arrays plan (B, N, K), grad_plan and
+// grad_cost of its shape; settings' epsilon (absolute), rho_a, rho_b,
+// check_values and stream; mode "implicit" or "unrolled".
+struct PlanVjpReport {
+  int iterations = 0;
+  double residual = 0;
+  bool converged = true;
+};
+PlanVjpReport plan_vjp(const OTSettings& settings, const std::string& mode,
+                       int iterations, double tolerance,
+                       const OTArrays& arrays);
+
 // Sampled Gromov–Wasserstein (softwave/gw.hpp) with TorchGW's distance
 // modes: "precomputed" (source and target are (N, N), (K, K) distance
 // matrices), "euclidean" (they are points; Euclidean distances),
@@ -179,6 +192,7 @@ struct GwReport {
   double objective = 0, objective_error = 0, linear_objective = 0,
          linear_objective_error = 0, last_change = 0, source_scale = 0,
          target_scale = 0, final_epsilon = 0;
+  double last_plan_weight = 0;  // GwResult::last_plan_weight
   std::vector<double> changes;
   std::vector<int> source_anchors, target_anchors;
   int joined_components = 0;  // edges the k-NN graphs needed, both sides
@@ -186,8 +200,8 @@ struct GwReport {
 
 // arrays: source, target (as the mode says), a (N,), b (K,) (absent:
 // uniform), fused GW's linear cost as linear (N, K) or source_features
-// (N, e) and target_features (K, e) (absent: none), plan (N, K) and
-// matching int32 (N,) (absent: not computed).
+// (N, e) and target_features (K, e) (absent: none), plan (N, K),
+// last_plan (N, K) and matching int32 (N,) (absent: not computed).
 GwReport gromov_wasserstein(const GwSettings& settings, const OTArrays& arrays);
 
 // The symmetrised k-NN graph of arrays' "points" (N, d), joined into one

@@ -293,6 +293,32 @@ NB_MODULE(_core, m) {
       "operation"_a, "arrays"_a, "settings"_a);
 
   m.def(
+      "sinkhorn_plan_vjp",
+      [](nb::dict arrays, double epsilon, double rho_a, double rho_b,
+         const std::string& mode, int iterations, double tolerance, bool check,
+         std::uintptr_t stream) {
+        OTSettings s;
+        s.epsilon = epsilon;
+        s.rho_a = rho_a;
+        s.rho_b = rho_b;
+        s.check_values = check;
+        s.stream = stream;
+        OTArrays const borrowed = borrow_all(arrays);
+        PlanVjpReport r;
+        {
+          nb::gil_scoped_release release;
+          r = plan_vjp(s, mode, iterations, tolerance, borrowed);
+        }
+        nb::dict report;
+        report["iterations"] = r.iterations;
+        report["residual"] = r.residual;
+        report["converged"] = r.converged;
+        return report;
+      },
+      "arrays"_a, "epsilon"_a, "rho_a"_a, "rho_b"_a, "mode"_a, "iterations"_a,
+      "tolerance"_a, "check"_a, "stream"_a);
+
+  m.def(
       "gromov_wasserstein",
       [](nb::dict arrays, nb::dict settings) {
         GwSettings s;
@@ -383,6 +409,7 @@ NB_MODULE(_core, m) {
         report["source_scale"] = r.source_scale;
         report["target_scale"] = r.target_scale;
         report["final_epsilon"] = r.final_epsilon;
+        report["last_plan_weight"] = r.last_plan_weight;
         report["source_anchors"] = source_anchors;
         report["target_anchors"] = target_anchors;
         report["joined_components"] = r.joined_components;
