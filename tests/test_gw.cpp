@@ -776,6 +776,59 @@ TYPED_TEST(SampledGw, FusedOneIterationIsTheSinkhornOfTheFusedCost) {
   }
 }
 
+// Low-rank couplings (GwOptions::coupling_rank): with α = 1 and one
+// iteration the plan is the coupling of the sampled cost, rebuilt in
+// float64 with dense products by the reference (the core's products are
+// the factors'); its marginals are a and b. Several iterations mix
+// couplings: the marginals stay, and the plan keeps the matching.
+TYPED_TEST(SampledGw, OneIterationIsTheLowRankCouplingOfTheSampledCost) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (int trial = 0; trial < 6; ++trial) {
+    int const n = rng.integer(3, 12), k = rng.integer(3, 12);
+    RandomProblem<T, Space> const pr(rng, n, k);
+    softwave::GwOptions o = one_solve_options<T>(rng);
+    o.coupling_rank = rng.integer(1, 5);
+    o.coupling_iterations = rng.integer(1, 4);
+    o.coupling_step = rng.uniform(0.5, 5);
+    o.dykstra_iterations = 2000;
+    o.dykstra_tolerance = tolerance<T>(1e-13, 1e-6);
+    Linear<T, Space> linear;
+    if (trial >= 3) {  // fused: features, then a matrix
+      linear = random_linear<T, Space>(rng, n, k, trial == 3);
+      o.fused_alpha = rng.uniform(0.1, 0.9);
+    }
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " k " << k << " rank " << o.coupling_rank
+                 << " steps " << o.coupling_iterations << " eps " << o.epsilon
+                 << " beta " << o.fused_alpha);
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                         linear.cost, pr.marginals, r, o);
+    auto const plan = swt::to_host(r.plan);
+    auto const problem = one_solve_problem(
+        pr, r, o, o.fused_alpha > 0 ? linear.matrix : std::vector<double>{});
+    auto const want = ref::lowrank_coupling(
+        problem.cost, problem.a, problem.b, o.epsilon, o.coupling_rank,
+        o.coupling_step, o.coupling_iterations, o.dykstra_iterations,
+        o.dykstra_tolerance);
+    EXPECT_LE(relative_difference(plan, want), tolerance<T>(1e-8, 2e-3));
+    std::vector<double> rows(n, 0), columns(k, 0);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j) {
+        rows[i] += plan[std::size_t(i) * k + j];
+        columns[j] += plan[std::size_t(i) * k + j];
+      }
+    EXPECT_TRUE(swt::near_arrays(rows, problem.a, tolerance<T>(1e-9, 1e-4),
+                                 1e-3, "row sums"));
+    EXPECT_TRUE(swt::near_arrays(columns, problem.b, tolerance<T>(1e-9, 1e-4),
+                                 1e-3, "column sums"));
+  }
+}
+
 // The last solve's plan (GwResult::last_plan): one iteration with α < 1
 // returns (1 − α)·a⊗b/Σb + α·π_1, π_1 the reference's solve of the fused
 // cost; the derivative of ⟨G, T⟩ with respect to C_linear, α·β times
@@ -1256,7 +1309,8 @@ enum class Mode { matrices, landmarks, graphs };
 // matrices, as a 20-landmark embedding, or as the graphs themselves
 // (shortest paths from each iteration's anchors).
 template <class T, class Space>
-void spiral_to_swiss_roll(const Space& space, Mode mode) {
+void spiral_to_swiss_roll(const Space& space, Mode mode,
+                          int coupling_rank = 0) {
   bool const landmarks = mode == Mode::landmarks;
   int const n = 400, k = 500, neighbours = 5;
   auto const x = ref::spiral(n, 0, false);
@@ -1306,6 +1360,7 @@ void spiral_to_swiss_roll(const Space& space, Mode mode) {
   o.max_iterations = 40;
   o.sinkhorn_iterations = 10;
   o.seed = 7;
+  o.coupling_rank = coupling_rank;
   softwave::GwResult<T, Space> r;
   r.matching = V1<int, Space>("matching", n);
   // (The objective with coordinates is O(N²K + NK²) distances of L
@@ -1331,6 +1386,13 @@ void spiral_to_swiss_roll(const Space& space, Mode mode) {
 }
 
 }  // namespace
+
+// Low-rank couplings of rank 20 (TorchGW's sampled_lowrank_gw default).
+TYPED_TEST(SampledGw, SpiralToSwissRollWithLowRankCouplings) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  spiral_to_swiss_roll<T>(Space(), Mode::landmarks, 20);
+}
 
 TYPED_TEST(SampledGw, SpiralToSwissRollWithGeodesicMatrices) {
   using Space = typename TypeParam::space;
@@ -1739,6 +1801,34 @@ TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
   o = {};
   o.restarts = 0;
   EXPECT_TRUE(swt::throws_naming("restarts", call(sd, td, none, o)));
+  {  // Low-rank couplings: their settings, balanced, sampled costs.
+    o = {};
+    o.coupling_rank = -1;
+    EXPECT_TRUE(swt::throws_naming("coupling_rank", call(sd, td, none, o)));
+    o.coupling_rank = 2;
+    for (double step : {0.0, double(NAN), double(INFINITY)}) {
+      o.coupling_step = step;
+      EXPECT_TRUE(swt::throws_naming("coupling_step", call(sd, td, none, o)));
+    }
+    o.coupling_step = 1;
+    o.coupling_iterations = 0;
+    EXPECT_TRUE(
+        swt::throws_naming("coupling_iterations", call(sd, td, none, o)));
+    o.coupling_iterations = 1;
+    o.dykstra_iterations = 0;
+    EXPECT_TRUE(
+        swt::throws_naming("dykstra_iterations", call(sd, td, none, o)));
+    o.dykstra_iterations = 1;
+    o.rho_b = 1;
+    EXPECT_TRUE(swt::throws_naming("rho_a and rho_b", call(sd, td, none, o)));
+    o.rho_b = INFINITY;
+    auto squared = sd;
+    squared.coordinates = {};
+    squared.squared_coordinates = sd.coordinates;
+    auto squared_target = squared;
+    EXPECT_TRUE(swt::throws_naming("exact costs",
+                                   call(squared, squared_target, none, o)));
+  }
   o = {};
   o.objective_samples = 1;
   EXPECT_TRUE(swt::throws_naming("objective_samples", call(sd, td, none, o)));

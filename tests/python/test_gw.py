@@ -594,3 +594,38 @@ def test_differentiable_refuses_what_it_cannot_differentiate():
     numpy_kw = {key: (v.numpy() if isinstance(v, torch.Tensor) else v) for key, v in kw.items()}
     with pytest.raises(TypeError, match="torch"):
         ot.sampled_gw(C_linear=c.detach().numpy(), fgw_alpha=0.5, differentiable=True, **numpy_kw)
+
+
+def test_lowrank_couplings_match_the_spiral_and_keep_the_marginals():
+    x, y = spiral(300, 0, False), spiral(360, 1, True)
+    p = np.random.default_rng(5).uniform(0.5, 1, 300)
+    p /= p.sum()
+    kw = dict(p=p, rank=20, distance_mode="landmark", k=5, n_landmarks=20, M=80, alpha=0.8,
+              epsilon=0.005, max_iter=40, restarts=2, seed=3)
+    r = ot.sampled_lowrank_gw(x, y, **kw)
+    assert signed_spearman(r.matching) >= 0.99, (r.seed, r.objective)
+    # TorchGW's 50 Dykstra iterations leave a few per cent on the marginals
+    # here; more close them.
+    assert np.abs(r.plan.sum(1) - p).max() < 0.05 * p.max()
+    r = ot.sampled_lowrank_gw(x, y, lr_dykstra_max_iter=500, **{**kw, "restarts": 1})
+    np.testing.assert_allclose(r.plan.sum(1), p, rtol=3e-3)
+    np.testing.assert_allclose(r.plan.sum(0), np.full(360, 1 / 360), rtol=3e-3)
+    # Each term has rank 20; the mixture of the last few is far below 300.
+    assert np.linalg.matrix_rank(r.plan, tol=1e-9 * np.abs(r.plan).max()) < 300
+    plain = ot.sampled_gw(x, y, p=p, distance_mode="landmark", k=5, n_landmarks=20, M=80,
+                          alpha=0.8, epsilon=0.005, max_iter=40, restarts=2, seed=3)
+    assert np.linalg.matrix_rank(plain.plan, tol=1e-9 * np.abs(plain.plan).max()) == 300
+
+
+def test_lowrank_couplings_refuse_what_they_do_not_do():
+    x, y = spiral(60, 0, False), spiral(70, 1, True)
+    with pytest.raises(ValueError, match="semi_relaxed"):
+        ot.sampled_lowrank_gw(x, y, semi_relaxed=True)
+    with pytest.raises(ValueError, match="differentiable"):
+        ot.sampled_lowrank_gw(x, y, differentiable=True)
+    with pytest.raises(ValueError, match="exact costs"):
+        ot.sampled_lowrank_gw(x, y, distance_mode="cosine")
+    with pytest.raises(ValueError, match="rank"):
+        ot.sampled_lowrank_gw(x, y, rank=0)
+    with pytest.raises(ValueError, match="lr_step"):
+        ot.sampled_lowrank_gw(x, y, lr_step=0.0)

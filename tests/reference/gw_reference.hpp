@@ -245,4 +245,146 @@ inline double spearman(const std::vector<int>& matching) {
   return sxy / std::sqrt(sxx * syy);
 }
 
+// The low-rank coupling π = Q diag(1/g) Rᵀ of a dense cost C (n×k) as
+// GwOptions::coupling_rank defines it (mirror steps from the fixed start,
+// each projected by Dykstra's alternating KL projections), with dense
+// products throughout. Returns π (n×k).
+inline std::vector<double> lowrank_coupling(
+    const std::vector<double>& cost, const std::vector<double>& a,
+    const std::vector<double>& b, double eps, int rank, double step_size,
+    int steps, int dykstra_steps, double dykstra_tolerance) {
+  int const n = int(a.size()), k = int(b.size()), r = rank;
+  double const mass = std::accumulate(a.begin(), a.end(), 0.0);
+  auto start = [&](const std::vector<double>& w) {
+    std::vector<double> x(w.size() * r);
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      double total = 0;
+      for (int c = 0; c < r; ++c) {
+        double const t = double(i * r + c) * 0.6180339887498949;
+        total += x[i * r + c] = 1 + (t - std::floor(t));
+      }
+      for (int c = 0; c < r; ++c) x[i * r + c] *= w[i] / total;
+    }
+    return x;
+  };
+  std::vector<double> q = start(a), rr = start(b), g(r, mass / r);
+  for (int step = 0; step < steps; ++step) {
+    std::vector<double> cr(std::size_t(n) * r, 0), cq(std::size_t(k) * r, 0),
+        omega(r, 0);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < k; ++j)
+        for (int c = 0; c < r; ++c) {
+          cr[i * r + c] += cost[std::size_t(i) * k + j] * rr[j * r + c];
+          cq[j * r + c] += cost[std::size_t(i) * k + j] * q[i * r + c];
+        }
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < r; ++c) omega[c] += q[i * r + c] * cr[i * r + c];
+    double largest = 0;
+    auto size = [&](const std::vector<double>& x,
+                    const std::vector<double>& cx) {
+      for (std::size_t e = 0; e < x.size(); ++e)
+        largest = std::max(largest,
+                           std::fabs(cx[e] / g[e % r] +
+                                     eps * std::log(std::max(x[e], 1e-300))));
+    };
+    size(q, cr);
+    size(rr, cq);
+    for (int c = 0; c < r; ++c)
+      largest = std::max(largest, std::fabs(omega[c] / (g[c] * g[c])));
+    double const gamma =
+        largest > 0 ? step_size / (largest * largest) : 1 / eps;
+    double const keep = gamma * eps - 1;
+    auto kernel = [&](const std::vector<double>& x,
+                      const std::vector<double>& cx) {
+      std::vector<double> xi(x.size());
+      for (std::size_t i = 0; i < x.size() / r; ++i) {
+        double top = -std::numeric_limits<double>::infinity();
+        for (int c = 0; c < r; ++c) {
+          double const e = -gamma * cx[i * r + c] / g[c] -
+                           keep * std::log(std::max(x[i * r + c], 1e-300));
+          xi[i * r + c] = e;
+          top = std::max(top, e);
+        }
+        for (int c = 0; c < r; ++c)
+          xi[i * r + c] = std::exp(xi[i * r + c] - top);
+      }
+      return xi;
+    };
+    auto const xi1 = kernel(q, cr), xi2 = kernel(rr, cq);
+    std::vector<double> xi3(r);
+    double top = -std::numeric_limits<double>::infinity();
+    for (int c = 0; c < r; ++c)
+      top = std::max(top, xi3[c] = gamma * omega[c] / (g[c] * g[c]) -
+                                   keep * std::log(std::max(g[c], 1e-300)));
+    for (double& e : xi3) e = std::exp(e - top);
+    // Dykstra.
+    std::vector<double> gt = xi3, v1(r, 1), v2(r, 1), q1(r, 1), q2(r, 1),
+                        q31(r, 1), q32(r, 1), u1(n), u2(k);
+    auto scale_rows =
+        [&](const std::vector<double>& xi, const std::vector<double>& w,
+            const std::vector<double>& v, std::vector<double>& u) {
+          for (std::size_t i = 0; i < w.size(); ++i) {
+            double s = 0;
+            for (int c = 0; c < r; ++c) s += xi[i * r + c] * v[c];
+            u[i] = w[i] / std::max(s, 1e-300);
+          }
+        };
+    auto column_sums = [&](const std::vector<double>& xi,
+                           const std::vector<double>& u) {
+      std::vector<double> out(r, 0);
+      for (std::size_t i = 0; i < u.size(); ++i)
+        for (int c = 0; c < r; ++c) out[c] += xi[i * r + c] * u[i];
+      return out;
+    };
+    auto error_of =
+        [&](const std::vector<double>& xi, const std::vector<double>& w,
+            const std::vector<double>& v, const std::vector<double>& u) {
+          double e = 0;
+          for (std::size_t i = 0; i < w.size(); ++i) {
+            double s = 0;
+            for (int c = 0; c < r; ++c) s += xi[i * r + c] * v[c];
+            e += std::fabs(u[i] * s - w[i]);
+          }
+          return e;
+        };
+    for (int it = 0; it < dykstra_steps; ++it) {
+      scale_rows(xi1, a, v1, u1);
+      scale_rows(xi2, b, v2, u2);
+      auto const s1 = column_sums(xi1, u1), s2 = column_sums(xi2, u2);
+      for (int c = 0; c < r; ++c) {
+        double const g1 = std::max(1e-10 * mass, gt[c] * q31[c]);
+        q31[c] = gt[c] * q31[c] / g1;
+        double const a1 = std::max(s1[c], 1e-300), a2 = std::max(s2[c], 1e-300);
+        double const g2 =
+            std::max(std::cbrt(g1 * q32[c] * (v1[c] * q1[c] * a1) *
+                               (v2[c] * q2[c] * a2)),
+                     1e-300);
+        double const n1 = g2 / a1, n2 = g2 / a2;
+        q1[c] = v1[c] * q1[c] / n1;
+        q2[c] = v2[c] * q2[c] / n2;
+        q32[c] = g1 * q32[c] / g2;
+        v1[c] = n1;
+        v2[c] = n2;
+        gt[c] = g2;
+      }
+      if ((it + 1) % 10 == 0 &&
+          error_of(xi1, a, v1, u1) + error_of(xi2, b, v2, u2) <=
+              dykstra_tolerance * mass)
+        break;
+    }
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < r; ++c) q[i * r + c] = u1[i] * xi1[i * r + c] * v1[c];
+    for (int j = 0; j < k; ++j)
+      for (int c = 0; c < r; ++c)
+        rr[j * r + c] = u2[j] * xi2[j * r + c] * v2[c];
+    g = gt;
+  }
+  std::vector<double> plan(std::size_t(n) * k, 0);
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < k; ++j)
+      for (int c = 0; c < r; ++c)
+        plan[std::size_t(i) * k + j] += q[i * r + c] * rr[j * r + c] / g[c];
+  return plan;
+}
+
 }  // namespace softwave_ref

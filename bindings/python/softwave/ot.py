@@ -37,7 +37,8 @@ import numpy as np
 from . import _core
 from ._embedding import joint_embedding
 
-__all__ = ["sinkhorn", "sinkhorn_divergence", "SinkhornResult", "SamplesLoss", "sampled_gw", "GwResult",
+__all__ = ["sinkhorn", "sinkhorn_divergence", "SinkhornResult", "SamplesLoss", "sampled_gw",
+           "sampled_lowrank_gw", "GwResult",
            "knn_graph", "KnnGraph", "joint_embedding"]
 
 _POINT_COSTS = ("sqeuclidean", "half_sqeuclidean")
@@ -519,7 +520,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                exact_objective_entries: int = 2 ** 24, exact_iterations: int = 0, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
                multiscale: bool = False, n_coarse: Optional[int] = None,
                check_inputs: Optional[bool] = None, kernel: str = "automatic",
-               differentiable: bool = False, grad_mode: str = "implicit") -> GwResult:
+               differentiable: bool = False, grad_mode: str = "implicit",
+               _coupling: Optional[dict] = None) -> GwResult:
     """Sampled Gromov–Wasserstein between a source (N points) and a target
     (K points), as TorchGW's ``sampled_gw`` with the same argument names
     (softwave/gw.hpp has the algorithm; the plan is kept as the factors of
@@ -716,6 +718,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "exact_iterations": _count("exact_iterations", exact_iterations, 0),
         "objective": bool(objective),
         "kernel": str(kernel),
+        **(_coupling or {}),
         "check": frame.default_check() if check_inputs is None else bool(check_inputs),
         "stream": frame.stream(),
     }
@@ -750,6 +753,44 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         C_linear, features_source, features_target)
     report.pop("last_plan_weight")
     return GwResult(plan=differentiable_plan, matching=arrays["matching"], **report)
+
+
+def sampled_lowrank_gw(X_source=None, X_target=None, p=None, q=None, *, rank: int = 20,
+                       lr_max_iter: int = 5, lr_dykstra_max_iter: int = 50,
+                       lr_dykstra_tol: float = 1e-7, lr_step: float = 1.0,
+                       **kwargs) -> GwResult:
+    """Sampled GW with low-rank couplings (TorchGW's ``sampled_lowrank_gw``;
+    Scetbon, Cuturi and Peyré 2021): as ``sampled_gw`` (the same keyword
+    arguments), but each iteration's solve is the coupling
+    π = Q diag(1/g) Rᵀ of non-negative rank ``rank`` found by
+    ``lr_max_iter`` mirror-descent steps on ⟨C, π⟩ − ε H, each projected
+    on the couplings of p and q by ``lr_dykstra_max_iter`` Dykstra
+    iterations (stopping at an L1 marginal error of lr_dykstra_tol·Σp),
+    each solve starting from the last coupling (softwave/gw.hpp,
+    GwOptions::coupling_rank, has the steps). lr_step: Scetbon et al.'s
+    adaptive step, γ = lr_step/‖∇‖²_∞ (TorchGW's γ >= 1/ε overshoots at
+    small ε; gw.hpp has the figures). The sampled cost stays
+    low-rank, so a step costs O((N + K)·rank·M) and each term of the plan
+    O((N + K)·rank) memory; the plan, matching and objective are those of
+    sampled_gw. Balanced only (no semi_relaxed, as TorchGW's), sampled
+    distance modes only (not "sqeuclidean" or "cosine"), and not
+    differentiable."""
+    for name in ("semi_relaxed", "rho", "rho_a"):
+        if name in kwargs:
+            raise ValueError(f"softwave: {name}: low-rank couplings are balanced "
+                             "(sampled_gw relaxes the marginals)")
+    if kwargs.get("differentiable"):
+        raise ValueError("softwave: differentiable: a low-rank coupling has no Sinkhorn "
+                         "fixed point to differentiate (use sampled_gw)")
+    if kwargs.get("distance_mode") in ("sqeuclidean", "cosine"):
+        raise ValueError(f"softwave: distance_mode {kwargs['distance_mode']!r} gives exact "
+                         "costs, which sampled_gw solves; low-rank couplings take sampled ones")
+    coupling = {"coupling_rank": _count("rank", rank, 1),
+                "coupling_step": _positive("lr_step", lr_step),
+                "coupling_iterations": _count("lr_max_iter", lr_max_iter, 1),
+                "dykstra_iterations": _count("lr_dykstra_max_iter", lr_dykstra_max_iter, 1),
+                "dykstra_tolerance": _positive("lr_dykstra_tol", lr_dykstra_tol)}
+    return sampled_gw(X_source, X_target, p, q, _coupling=coupling, **kwargs)
 
 
 @dataclass

@@ -715,6 +715,11 @@ GwOptions gw_options_of(const GwSettings& s) {
   o.fused_alpha = s.fused_alpha;
   o.cost_ema_beta = s.cost_ema_beta;
   o.exact_iterations = s.exact_iterations;
+  o.coupling_rank = s.coupling_rank;
+  o.coupling_step = s.coupling_step;
+  o.coupling_iterations = s.coupling_iterations;
+  o.dykstra_iterations = s.dykstra_iterations;
+  o.dykstra_tolerance = s.dykstra_tolerance;
   o.exact_objective_entries = s.exact_objective_entries;
   o.objective_samples = s.objective_samples;
   o.warm_start = s.warm_start;

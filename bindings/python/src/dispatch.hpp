@@ -170,7 +170,13 @@ struct GwSettings {
   double fused_alpha = 0;    // GwOptions::fused_alpha
   double cost_ema_beta = 0;  // GwOptions::cost_ema_beta
   int exact_iterations = 0;  // GwOptions::exact_iterations
-  bool warm_start = false;   // GwOptions::warm_start: plan is read
+  // GwOptions::coupling_rank (0: Sinkhorn solves) and its iterations.
+  int coupling_rank = 0;
+  double coupling_step = 1;
+  int coupling_iterations = 5;
+  int dykstra_iterations = 50;
+  double dykstra_tolerance = 1e-7;
+  bool warm_start = false;  // GwOptions::warm_start: plan is read
   // > 0: multiscale_start with that many coarse points makes the warm
   // start (plan, then read), < 0: with default_coarse_points; the arrays
   // source_points and target_points, where given, are the points it

@@ -366,6 +366,16 @@ NB_MODULE(_core, m) {
             s.cost_ema_beta = nb::cast<double>(value);
           else if (name == "exact_iterations")
             s.exact_iterations = nb::cast<int>(value);
+          else if (name == "coupling_rank")
+            s.coupling_rank = nb::cast<int>(value);
+          else if (name == "coupling_step")
+            s.coupling_step = nb::cast<double>(value);
+          else if (name == "coupling_iterations")
+            s.coupling_iterations = nb::cast<int>(value);
+          else if (name == "dykstra_iterations")
+            s.dykstra_iterations = nb::cast<int>(value);
+          else if (name == "dykstra_tolerance")
+            s.dykstra_tolerance = nb::cast<double>(value);
           else if (name == "exact_objective_entries")
             s.exact_objective_entries = nb::cast<std::int64_t>(value);
           else if (name == "objective_samples")

@@ -20,10 +20,13 @@
 namespace softwave::compat {
 
 // Math functions moved from Kokkos::Experimental (3.x) to Kokkos (4.x).
+using SOFTWAVE_KOKKOS_MATH::cbrt;
 using SOFTWAVE_KOKKOS_MATH::exp;
 using SOFTWAVE_KOKKOS_MATH::exp2;
 using SOFTWAVE_KOKKOS_MATH::expm1;
 using SOFTWAVE_KOKKOS_MATH::fabs;
+using SOFTWAVE_KOKKOS_MATH::floor;
+using SOFTWAVE_KOKKOS_MATH::fmax;
 using SOFTWAVE_KOKKOS_MATH::isfinite;
 using SOFTWAVE_KOKKOS_MATH::log;
 using SOFTWAVE_KOKKOS_MATH::log2;

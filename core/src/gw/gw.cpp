@@ -17,6 +17,7 @@
 #include "../sinkhorn/passes.hpp"
 #include "exact_cost.hpp"
 #include "graph_rows.hpp"
+#include "lowrank_coupling.hpp"
 #include "objective.hpp"
 #include "plan_terms.hpp"
 
@@ -208,6 +209,28 @@ void check_options(const GwOptions& o) {
     throw_invalid_argument(
         "kernel = pairs is a Soft-DTW kernel; sampled GW takes automatic, "
         "portable or specialised");
+  if (o.coupling_rank < 0)
+    throw_invalid_argument("coupling_rank = ", o.coupling_rank,
+                           " must be >= 0 (0: Sinkhorn solves)");
+  if (o.coupling_rank > 0) {
+    if (!(o.coupling_step > 0 && std::isfinite(o.coupling_step)))
+      throw_invalid_argument("coupling_step = ", o.coupling_step,
+                             " must be positive and finite");
+    if (o.coupling_iterations < 1)
+      throw_invalid_argument("coupling_iterations = ", o.coupling_iterations,
+                             " must be >= 1");
+    if (o.dykstra_iterations < 1)
+      throw_invalid_argument("dykstra_iterations = ", o.dykstra_iterations,
+                             " must be >= 1");
+    if (!(o.dykstra_tolerance >= 0))
+      throw_invalid_argument("dykstra_tolerance = ", o.dykstra_tolerance,
+                             " must be >= 0");
+    if (!std::isinf(o.rho_a) || !std::isinf(o.rho_b))
+      throw_invalid_argument(
+          "coupling_rank = ", o.coupling_rank,
+          ": low-rank couplings are balanced (rho_a and rho_b must be "
+          "infinite)");
+  }
 }
 
 // Fused GW's linear cost: a matrix or features on both sides, finite, and
@@ -431,7 +454,8 @@ struct PairDraws {
                                           uniform_draw(seed, round, c, 2))
                              : -1;
       rows_host(c) = row;
-      draws_host(c) = AnchorDraw{w.slot, row, column, w.inverse_epsilon};
+      draws_host(c) =
+          AnchorDraw{w.slot, row, column, w.inverse_epsilon, w.coupling};
     }
     Kokkos::deep_copy(space, rows, rows_host);
     Kokkos::deep_copy(space, draws, draws_host);
@@ -681,8 +705,12 @@ template <class T, class Space>
 Run run_restart(const Space& space, const Problem<T, Space>& problem,
                 PlanTerms<T, Space>& terms, const GwOptions& o, int restart,
                 GraphRows<T, Space>* source_rows,
-                GraphRows<T, Space>* target_rows, ExactCost<T, Space>* exact) {
+                GraphRows<T, Space>* target_rows, ExactCost<T, Space>* exact,
+                LowRankCoupling<T, Space>* coupling) {
   std::uint64_t const seed = o.seed + std::uint64_t(restart);
+  if (coupling)
+    coupling->start(space, problem.marginals.a, problem.marginals.b,
+                    problem.mass());
   std::int64_t const m = o.anchors;
   Run run;
   run.terms = {{-1, 1.0, 0.0}};
@@ -727,8 +755,8 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   // The dense sampled cost, where it is small enough or a dense linear cost
   // makes every solve dense.
   OTView3<T, Space> dense_cost;
-  if (problem.n * problem.k <= o.dense_cost_entries ||
-      problem.linear.matrix.size() > 0)
+  if (!coupling && (problem.n * problem.k <= o.dense_cost_entries ||
+                    problem.linear.matrix.size() > 0))
     dense_cost = uninitialised<T***>(space, "softwave::gw::dense_cost", 1,
                                      problem.n, problem.k);
 
@@ -794,16 +822,21 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
                       terms.factor(terms.q, slot));
     }
 
-    // 3. The solve, warm-started from the last one's potentials.
+    // 3. The solve, warm-started from the last one's potentials (a
+    // coupling: from the last coupling).
     sink.epsilon = eps;
     sink.warm_start = latest >= 0;
-    if (latest >= 0) {
+    if (coupling) {
+      compat::ScopedRegion solve_region("softwave::gw::coupling");
+      coupling->solve(space, terms, slot, eps, o);
+      coupling->write(space, terms, slot);
+    } else if (latest >= 0) {
       Kokkos::deep_copy(space, terms.row(terms.f, slot),
                         terms.row(terms.f, latest));
       Kokkos::deep_copy(space, terms.row(terms.g, slot),
                         terms.row(terms.g, latest));
     }
-    {
+    if (!coupling) {
       compat::ScopedRegion solve_region("softwave::gw::solve");
       SinkhornResult<T, Space> solved;
       solved.f = terms.row(terms.f, slot);
@@ -855,7 +888,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
         free_slots.push_back(w.slot);
       }
     }
-    next.push_back({slot, o.alpha, 1.0 / eps});
+    next.push_back({slot, o.alpha, 1.0 / eps, coupling != nullptr});
     kept += o.alpha;
     for (auto& w : next) w.weight /= kept;
     if (check) {
@@ -872,8 +905,11 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
                          [&](const TermWeight& d) { return d.slot == w.slot; });
         if (same != difference.end())
           same->weight -= w.weight;
-        else
-          difference.push_back({w.slot, -w.weight, w.inverse_epsilon});
+        else {
+          TermWeight negated = w;
+          negated.weight = -w.weight;
+          difference.push_back(negated);
+        }
       }
       double const offset = uniform_draw(seed, t, 0, 3);
       for (std::int64_t q = 0; q < checked; ++q)
@@ -1193,8 +1229,23 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   std::int64_t const cost_rank =
       exact_cost ? exact_cost->rank()
                  : std::int64_t(options.anchors) * cost_window(options);
-  PlanTerms<T, Space> terms(space, n, k, cost_rank + problem.features(),
-                            slot_count(options));
+  // Low-rank couplings: their factors share the slots' (a slot holds a
+  // cost, then the coupling solved for it).
+  std::optional<LowRankCoupling<T, Space>> coupling;
+  if (options.coupling_rank > 0) {
+    if (exact_cost)
+      throw_invalid_argument(
+          "coupling_rank = ", options.coupling_rank,
+          ": low-rank couplings take sampled costs, not the exact costs of "
+          "embeddings (squared_coordinates on both sides)");
+    coupling.emplace(space, n, k, options.coupling_rank,
+                     cost_rank + problem.features());
+  }
+  PlanTerms<T, Space> terms(
+      space, n, k,
+      std::max<std::int64_t>(cost_rank + problem.features(),
+                             options.coupling_rank),
+      slot_count(options));
   terms.linear = linear.matrix;
   terms.linear_weight = T(options.fused_alpha);
   // The objective: exact from a dense plan where N·K is small enough, else
@@ -1252,7 +1303,8 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     Run run = run_restart(space, problem, terms, options, restart,
                           source_rows ? &*source_rows : nullptr,
                           target_rows ? &*target_rows : nullptr,
-                          exact_cost ? &*exact_cost : nullptr);
+                          exact_cost ? &*exact_cost : nullptr,
+                          coupling ? &*coupling : nullptr);
     if (restart == 0) {
       first_source_scale = run.source_scale;
       first_target_scale = run.target_scale;
@@ -1322,12 +1374,11 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
         Kokkos::deep_copy(space, result.last_plan, dense);
         result.last_plan_weight = 1;
       } else {
-        TermWeight const newest = run.terms.back();
-        render_plan(space,
-                    problem.sum(space, terms,
-                                {{newest.slot, 1.0, newest.inverse_epsilon}}),
+        TermWeight alone = run.terms.back();
+        result.last_plan_weight = alone.weight;
+        alone.weight = 1;
+        render_plan(space, problem.sum(space, terms, {alone}),
                     result.last_plan);
-        result.last_plan_weight = newest.weight;
       }
     }
     if (result.matching.size() > 0) {

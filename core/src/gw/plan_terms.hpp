@@ -49,12 +49,15 @@ struct TermWeight {
   int slot;
   double weight;
   double inverse_epsilon;
+  // A low-rank coupling (GwOptions::coupling_rank): the slot's factors hold
+  // Q diag(1/√g) and R diag(1/√g), and the term is P_i·Q_k itself.
+  bool coupling = false;
 };
 
 // Storage for up to `slots` terms: term s is
 //   π_s(i, k) = a_i b_k exp((f_i + g_k − u_i − v_k + P_i·Q_k − βC_ik) / ε_s),
 // with βC_ik the dense linear cost of fused GW, shared by every term (0
-// without one).
+// without one), or for a low-rank coupling π_s(i, k) = P_i·Q_k.
 template <class T, class Space>
 struct PlanTerms {
   std::int64_t n = 0, k = 0, rank = 0;
@@ -163,6 +166,10 @@ struct TermSum {
         T const qc = terms.q(t.slot, j, c);
         for (int r = 0; r < rows; ++r)
           dot[r] += terms.p(t.slot, row[r], c) * qc;
+      }
+      if (t.coupling) {  // the entry itself, not scaled by a_i b_j
+        for (int r = 0; r < count; ++r) given[r] += t.weight * double(dot[r]);
+        continue;
       }
       T const column = terms.g(t.slot, j) - terms.v(t.slot, j);
       T const inverse = T(t.inverse_epsilon);
@@ -296,6 +303,7 @@ struct AnchorDraw {
   int row;
   int column;
   double inverse_epsilon;
+  bool coupling;  // TermWeight::coupling
 };
 
 // A Gumbel draw for (key, column): −log(−log u), u uniform in (0, 1).
@@ -306,7 +314,8 @@ KOKKOS_INLINE_FUNCTION double gumbel(std::uint64_t key, std::int64_t j) {
 }
 
 // Draws each anchor's column from row draws(c).row of its term's plan
-// π_s(i, ·) ∝ b_k exp((f_i + g_k − u_i − v_k + P_i·Q_k − βC_ik)/ε_s), or
+// π_s(i, ·) ∝ b_k exp((f_i + g_k − u_i − v_k + P_i·Q_k − βC_ik)/ε_s) (a
+// coupling's ∝ P_i·Q_k), or
 // of the initial coupling given (a column with column = −1), by Gumbel-max
 // with the counter-based key (key, c, column), all anchors at once: a team
 // per anchor and part of the columns keeps its best, then a thread per
@@ -362,6 +371,13 @@ class ColumnSampler {
                 T dot = 0;
                 for (std::int64_t r = 0; r < rank; ++r)
                   dot += terms.p(d.slot, d.row, r) * terms.q(d.slot, j, r);
+                if (d.coupling) {  // the entry's log (zero: never drawn)
+                  double const score =
+                      compat::log(double(dot)) + gumbel(anchor_key, j);
+                  if (score > score_of_thread)
+                    score_of_thread = score, column_of_thread = j;
+                  return;
+                }
                 double score =
                     double(row + terms.g(d.slot, j) - terms.v(d.slot, j) + dot -
                            terms.linear_at(d.row, j)) *
