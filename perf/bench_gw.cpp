@@ -26,8 +26,9 @@
 // kernels), the instance fenced around every kernel and region, so the
 // sums are a breakdown, not the ms above.
 // SOFTWAVE_BENCH_GW_TOLERANCE, _SINKHORN_ITERATIONS, _ANCHORS, _EPSILON,
-// _MAX_ITERATIONS, _RESTARTS, _SEED, _MIXED_PRECISION (0 or 1) and
-// _DENSE_COST_ENTRIES replace those options (for choosing defaults; in
+// _MAX_ITERATIONS, _RESTARTS, _SEED, _MIXED_PRECISION (0 or 1),
+// _DENSE_COST_ENTRIES and _COUPLING_RANK (low-rank couplings, as
+// sampled_lowrank_gw) replace those options (for choosing defaults; in
 // BM_CosineGw too); SOFTWAVE_BENCH_GW_SIZES="NxK,NxK,..."
 // replaces the GPU grid's sizes; SOFTWAVE_BENCH_GW_OBJECTIVE=1 computes the
 // objective too (estimated from drawn pairs above 2^24 entries) and reports
@@ -201,6 +202,8 @@ void options_from_environment(softwave::GwOptions& options) {
     options.seed = std::strtoull(seed, nullptr, 10);
   if (char const* entries = std::getenv("SOFTWAVE_BENCH_GW_DENSE_COST_ENTRIES"))
     options.dense_cost_entries = std::atoll(entries);
+  if (char const* rank = std::getenv("SOFTWAVE_BENCH_GW_COUPLING_RANK"))
+    options.coupling_rank = std::atoi(rank);
 }
 
 void run_sampled_gw(benchmark::State& state, bool mixed_precision) {

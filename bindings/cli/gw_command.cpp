@@ -233,6 +233,12 @@ std::string gw_help() {
          "plan (its exact\n"
          "                         linearised cost; N x K at most "
          "the entries above)\n"
+         "  --coupling-rank R      low-rank couplings of rank R instead of "
+         "Sinkhorn\n"
+         "                         solves (TorchGW's sampled_lowrank_gw; "
+         "balanced)\n"
+         "  --coupling-iterations N  their mirror steps a solve (default 5)\n"
+         "  --dykstra-iterations N   Dykstra iterations a step (default 50)\n"
          "  --dtype NAME           float32 (default) or float64\n"
          "  --threads N            OpenMP threads (default: Kokkos')\n"
          "  -o, --output FILE      the plan, N x K (.npy or .csv)\n"
@@ -272,6 +278,9 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--objective-samples"},
                                          {"--exact-objective-entries"},
                                          {"--exact-iterations"},
+                                         {"--coupling-rank"},
+                                         {"--coupling-iterations"},
+                                         {"--dykstra-iterations"},
                                          {"--seed"},
                                          {"--no-objective", false},
                                          {"--dtype"},
@@ -320,6 +329,12 @@ int run_gw(const std::vector<std::string>& arguments) {
           .value_or(std::int64_t(1) << 24);
   options.exact_iterations =
       int(parsed.integer_at_least("--exact-iterations", 0).value_or(0));
+  options.coupling_rank =
+      int(parsed.integer_at_least("--coupling-rank", 1).value_or(0));
+  options.coupling_iterations =
+      int(parsed.integer_at_least("--coupling-iterations", 1).value_or(5));
+  options.dykstra_iterations =
+      int(parsed.integer_at_least("--dykstra-iterations", 1).value_or(50));
   if (options.fused_alpha > 1)
     throw usage_error("--fgw-alpha must be in (0, 1]");
   options.seed =
@@ -443,6 +458,7 @@ int run_gw(const std::vector<std::string>& arguments) {
       .add("fgw_alpha", options.fused_alpha)
       .add("lambda_ema_beta", options.cost_ema_beta)
       .add("exact_iterations", options.exact_iterations)
+      .add("coupling_rank", options.coupling_rank)
       .add("linear_objective", objective && has_linear
                                    ? std::optional<double>(out.linear_objective)
                                    : std::optional<double>())

@@ -1473,6 +1473,48 @@ TEST(CliGw, ExactIterationsLowerTheObjective) {
     EXPECT_EQ(b.element(q), a.element(q)) << "entry " << q;
 }
 
+// Low-rank couplings: reported, their plan a coupling of the uniform
+// weights (Dykstra run long), of rank at most 2 a term, and not the
+// Sinkhorn solves' plan.
+TEST(CliGw, LowRankCouplingsAreCouplings) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const Result sinkhorn =
+      short_gw(dir, "sinkhorn.npy", {"--mode", "euclidean"});
+  const Result low_rank =
+      short_gw(dir, "low_rank.npy",
+               {"--mode", "euclidean", "--coupling-rank", "2",
+                "--dykstra-iterations", "3000", "--alpha", "1"});
+  ASSERT_EQ(sinkhorn.status, 0) << sinkhorn.err;
+  ASSERT_EQ(low_rank.status, 0) << low_rank.err;
+  EXPECT_EQ(json_number(low_rank.out, "coupling_rank"), 2);
+  EXPECT_EQ(json_number(sinkhorn.out, "coupling_rank"), 0);
+  const auto plan = plan_in(dir, "low_rank.npy");
+  const auto other = plan_in(dir, "sinkhorn.npy");
+  ASSERT_EQ(plan.shape, (std::vector<std::size_t>{12, 9}));
+  double rows[12] = {}, columns[9] = {}, difference = 0;
+  for (std::size_t q = 0; q < 12 * 9; ++q) {
+    rows[q / 9] += plan.element(q);
+    columns[q % 9] += plan.element(q);
+    difference =
+        std::max(difference, std::fabs(plan.element(q) - other.element(q)));
+  }
+  for (double r : rows) EXPECT_NEAR(r, 1.0 / 12, 1e-5);
+  for (double c : columns) EXPECT_NEAR(c, 1.0 / 9, 1e-5);
+  EXPECT_GT(difference, 1e-3 / (12 * 9));
+  // α = 1: the plan is the last coupling alone, of rank 2: every 3 × 3
+  // minor of its first rows and columns vanishes.
+  auto at = [&](int i, int j) { return plan.element(std::size_t(i) * 9 + j); };
+  double const minor = at(0, 0) * (at(1, 1) * at(2, 2) - at(1, 2) * at(2, 1)) -
+                       at(0, 1) * (at(1, 0) * at(2, 2) - at(1, 2) * at(2, 0)) +
+                       at(0, 2) * (at(1, 0) * at(2, 1) - at(1, 1) * at(2, 0));
+  EXPECT_NEAR(minor, 0.0, 1e-12);
+  expect_error_containing(short_gw(dir, "bad.npy",
+                                   {"--mode", "euclidean", "--coupling-rank",
+                                    "2", "--semi-relaxed", "1"}),
+                          "rho_a and rho_b");
+}
+
 // The embedding modes (each solve's cost exact): sqeuclidean and cosine
 // report the GW objective of the written plan with squared Euclidean and
 // 1 − cos distances of the files' points, recomputed here.
@@ -1678,7 +1720,8 @@ TEST(CliGw, BadInputIsAnErrorAndWritesNothing) {
   };
   expect_error(gw({"--mode", "graph"}),
                "option --mode: expected "
-               "dijkstra|landmark|geodesic|euclidean|precomputed|sqeuclidean|cosine, got 'graph'");
+               "dijkstra|landmark|geodesic|euclidean|precomputed|sqeuclidean|"
+               "cosine, got 'graph'");
   expect_error(gw({"--anchors", "0"}),
                "option --anchors: expected an integer >= 1, got '0'");
   expect_error(gw({"--epsilon", "0"}),

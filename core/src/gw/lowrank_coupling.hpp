@@ -21,6 +21,17 @@ using CouplingMatrix =
 template <class Space>
 using CouplingVector = Kokkos::View<double*, typename Space::memory_space>;
 
+// u(i) of a vector, u(i, c) of a matrix (a free function: nvcc refuses
+// `if constexpr` around a device lambda's first use of a capture).
+template <class Weights>
+KOKKOS_INLINE_FUNCTION double weight_at(const Weights& u, std::int64_t i,
+                                        std::int64_t c) {
+  if constexpr (Weights::rank == 1)
+    return u(i);
+  else
+    return u(i, c);
+}
+
 // out(j, c) = Σ_i w_j(i) X(i, c) over one side's points, for the weights
 // w_0 = 1, w_1 = own (u or v) and w_{2+m} = factor column m: what C R and
 // Cᵀ Q need of the other side. A team per output.
@@ -262,10 +273,7 @@ struct LowRankCoupling {
           Kokkos::parallel_reduce(
               Kokkos::TeamThreadRange(team, count),
               [&](std::int64_t i, double& s) {
-                if constexpr (Weights::rank == 1)
-                  s += xi(i, c) * u(i);
-                else
-                  s += xi(i, c) * u(i, c);
+                s += xi(i, c) * weight_at(u, i, c);
               },
               sum);
           Kokkos::single(Kokkos::PerTeam(team), [&] { vs(row, c) = sum; });
