@@ -779,8 +779,7 @@ TYPED_TEST(SampledGw, FusedOneIterationIsTheSinkhornOfTheFusedCost) {
 // Low-rank couplings (GwOptions::coupling_rank): with α = 1 and one
 // iteration the plan is the coupling of the sampled cost, rebuilt in
 // float64 with dense products by the reference (the core's products are
-// the factors'); its marginals are a and b. Several iterations mix
-// couplings: the marginals stay, and the plan keeps the matching.
+// the factors'); its marginals are a and b.
 TYPED_TEST(SampledGw, OneIterationIsTheLowRankCouplingOfTheSampledCost) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
