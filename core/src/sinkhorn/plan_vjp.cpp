@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "../common/data_checks.hpp"
+#include "options_check.hpp"
 
 namespace softwave::impl {
 namespace {
@@ -357,19 +358,11 @@ PlanVjpReport sinkhorn_plan_vjp(const Space& space,
                                 const SinkhornOptions& options,
                                 const PlanVjpOptions& vjp) {
   compat::ScopedRegion region("softwave::sinkhorn::plan_vjp");
-  if (!(options.epsilon > 0) || !std::isfinite(options.epsilon))
-    throw_invalid_argument("epsilon must be finite and > 0 (got ",
-                           options.epsilon, ")");
+  check_sinkhorn_options(options);
   if (options.epsilon_relative)
     throw_invalid_argument(
         "the plan's derivative needs an absolute epsilon (epsilon_relative "
         "scales it by a cost the plan does not carry)");
-  if (!(options.rho_a > 0))
-    throw_invalid_argument("rho_a must be > 0 (infinity: balanced; got ",
-                           options.rho_a, ")");
-  if (!(options.rho_b > 0))
-    throw_invalid_argument("rho_b must be > 0 (infinity: balanced; got ",
-                           options.rho_b, ")");
   if (vjp.iterations < 1)
     throw_invalid_argument("iterations must be >= 1 (got ", vjp.iterations,
                            ")");

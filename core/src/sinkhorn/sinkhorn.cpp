@@ -11,36 +11,13 @@
 
 #include "../common/call_memory.hpp"
 #include "../common/data_checks.hpp"
+#include "options_check.hpp"
 #include "passes.hpp"
 #include "specialised.hpp"
 
 namespace softwave::impl {
-namespace {
 
-template <class Space>
-using Memory = typename Space::memory_space;
-template <class Space>
-using Totals = Kokkos::View<double**, Memory<Space>>;
-template <class Space>
-using Mask = Kokkos::View<int*, Memory<Space>>;
-// Keeps a parameter out of template argument deduction, so that a view of
-// T converts to a view of const T at the call.
-template <class U>
-struct same_type {
-  using type = U;
-};
-template <class U>
-using same_t = typename same_type<U>::type;
-
-template <class View, class Space, class... Extents>
-CallArray<View> scratch(const Space& space, const char* name, bool zero,
-                        Extents... extents) {
-  return call_array<View>(space,
-                          (std::string("softwave::sinkhorn::") + name).c_str(),
-                          zero, extents...);
-}
-
-void check_options(const SinkhornOptions& o) {
+void check_sinkhorn_options(const SinkhornOptions& o) {
   if (!(o.epsilon > 0) || !std::isfinite(o.epsilon))
     throw_invalid_argument("epsilon must be finite and > 0 (got ", o.epsilon,
                            ")");
@@ -65,6 +42,31 @@ void check_options(const SinkhornOptions& o) {
     throw_invalid_argument(
         "kernel = pairs is Soft-DTW's; Sinkhorn takes automatic, portable or "
         "specialised");
+}
+
+namespace {
+
+template <class Space>
+using Memory = typename Space::memory_space;
+template <class Space>
+using Totals = Kokkos::View<double**, Memory<Space>>;
+template <class Space>
+using Mask = Kokkos::View<int*, Memory<Space>>;
+// Keeps a parameter out of template argument deduction, so that a view of
+// T converts to a view of const T at the call.
+template <class U>
+struct same_type {
+  using type = U;
+};
+template <class U>
+using same_t = typename same_type<U>::type;
+
+template <class View, class Space, class... Extents>
+CallArray<View> scratch(const Space& space, const char* name, bool zero,
+                        Extents... extents) {
+  return call_array<View>(space,
+                          (std::string("softwave::sinkhorn::") + name).c_str(),
+                          zero, extents...);
 }
 
 // Every value of v finite.
@@ -337,7 +339,7 @@ Sizes<T, Space> prepare(const Space& space, const PublicForm& form,
                         const Marginals<T, Space>& marginals,
                         const SinkhornOptions& options,
                         DataChecks<Space>& checks) {
-  check_options(options);
+  check_sinkhorn_options(options);
   auto const sizes = check_form(checks, form);
   check_weights<Space, T>(checks, marginals.a, "a", sizes.batch, sizes.rows);
   check_weights<Space, T>(checks, marginals.b, "b", sizes.batch, sizes.columns);

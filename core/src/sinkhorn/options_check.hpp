@@ -1,0 +1,12 @@
+#pragma once
+// The argument checks of SinkhornOptions, shared by every Sinkhorn entry
+// point (sinkhorn.cpp defines them).
+
+#include <softwave/sinkhorn.hpp>
+
+namespace softwave::impl {
+
+// Throws std::invalid_argument naming the first bad option.
+void check_sinkhorn_options(const SinkhornOptions& o);
+
+}  // namespace softwave::impl
