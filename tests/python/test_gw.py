@@ -629,3 +629,17 @@ def test_lowrank_couplings_refuse_what_they_do_not_do():
         ot.sampled_lowrank_gw(x, y, rank=0)
     with pytest.raises(ValueError, match="lr_step"):
         ot.sampled_lowrank_gw(x, y, lr_step=0.0)
+
+
+def test_differentiable_plan_takes_numpy_features_beside_torch_distances():
+    # NumPy features beside torch distances: the core reads them as tensors,
+    # autograd has no input to reach, and the plan is the plain run's. Low-rank
+    # couplings take semi_relaxed=False and a zero Dykstra tolerance.
+    torch, rng, kw = _differentiable_problem(24)
+    f, g = rng.uniform(-1, 1, (6, 2)), rng.uniform(-1, 1, (5, 2))
+    r = ot.sampled_gw(features_source=f, features_target=g, fgw_alpha=0.5, differentiable=True,
+                      **kw)
+    plain = ot.sampled_gw(features_source=f, features_target=g, fgw_alpha=0.5, **kw)
+    assert torch.equal(r.plan, plain.plan) and not r.plan.requires_grad
+    low_rank = ot.sampled_lowrank_gw(semi_relaxed=False, lr_dykstra_tol=0.0, rank=2, **kw)
+    assert low_rank.plan.shape == (6, 5)

@@ -290,7 +290,9 @@ inline std::vector<double> lowrank_coupling(
     size(q, cr);
     size(rr, cq);
     for (int c = 0; c < r; ++c)
-      largest = std::max(largest, std::fabs(omega[c] / (g[c] * g[c])));
+      largest =
+          std::max(largest, std::fabs(-omega[c] / (g[c] * g[c]) +
+                                      eps * std::log(std::max(g[c], 1e-300))));
     double const gamma =
         largest > 0 ? step_size / (largest * largest) : 1 / eps;
     double const keep = gamma * eps - 1;

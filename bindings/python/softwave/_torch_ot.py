@@ -334,11 +334,11 @@ class _GwPlan(torch.autograd.Function):
     differentiable mode): ∂⟨G, T⟩/∂C = w·β·(the last plan's derivative)."""
 
     @staticmethod
-    def forward(ctx, solve, vjp, linear, source_features, target_features):
+    def forward(ctx, solve, vjp, saved_features, linear, source_features, target_features):
         plan, last_plan, report = solve()
         ctx.vjp = dict(vjp, epsilon=report["final_epsilon"],
                        scale=report["last_plan_weight"] * vjp["fgw_alpha"])
-        ctx.save_for_backward(last_plan, source_features, target_features)
+        ctx.save_for_backward(last_plan, *saved_features)
         return plan
 
     @staticmethod
@@ -347,7 +347,8 @@ class _GwPlan(torch.autograd.Function):
         v = ctx.vjp
         grad_cost = torch.empty_like(last_plan)
         report = _core.sinkhorn_plan_vjp(
-            {"plan": last_plan[None], "grad_plan": grad_plan.to(last_plan.dtype).contiguous()[None],
+            {"plan": last_plan[None],
+             "grad_plan": grad_plan.detach().to(last_plan.dtype).contiguous()[None],
              "grad_cost": grad_cost[None]},
             v["epsilon"], v["rho_a"], v["rho_b"], v["mode"], v["iterations"], 1e-6, v["check"],
             _stream(last_plan))
@@ -357,20 +358,23 @@ class _GwPlan(torch.autograd.Function):
                           f"(the gradient is that accurate)", RuntimeWarning, stacklevel=2)
         grad_cost.mul_(v["scale"])
         grad_linear = grad_source = grad_target = None
-        if ctx.needs_input_grad[2]:
+        if ctx.needs_input_grad[3]:
             grad_linear = grad_cost
-        if ctx.needs_input_grad[3] or ctx.needs_input_grad[4]:
+        if ctx.needs_input_grad[4] or ctx.needs_input_grad[5]:
             # C_ik = ‖F_i − G_k‖²: ∂/∂F_i = 2 Σ_k dC_ik (F_i − G_k), and the same
             # for G with the transpose.
-            f, g = source_features.detach(), target_features.detach()
-            if ctx.needs_input_grad[3]:
-                grad_source = 2 * (grad_cost.sum(1, keepdim=True) * f - grad_cost @ g)
+            f, g = source_features, target_features
             if ctx.needs_input_grad[4]:
+                grad_source = 2 * (grad_cost.sum(1, keepdim=True) * f - grad_cost @ g)
+            if ctx.needs_input_grad[5]:
                 grad_target = 2 * (grad_cost.sum(0)[:, None] * g - grad_cost.T @ f)
-        return None, None, grad_linear, grad_source, grad_target
+        return None, None, None, grad_linear, grad_source, grad_target
 
 
-def gw_plan(solve, vjp: dict, linear, source_features, target_features) -> torch.Tensor:
+def gw_plan(solve, vjp: dict, linear, source_features, target_features,
+            saved_features) -> torch.Tensor:
     """The plan solve() returns (its call to the core), differentiable in the
-    linear cost given (C_linear, or the features) where it requires grad."""
-    return _GwPlan.apply(solve, vjp, linear, source_features, target_features)
+    linear cost given (C_linear, or the features) where it requires grad;
+    saved_features: the features as tensors the core read (or None)."""
+    return _GwPlan.apply(solve, vjp, saved_features, linear, source_features,
+                         target_features)

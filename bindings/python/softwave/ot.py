@@ -118,6 +118,15 @@ def _positive(name, value, allow_inf=False):
     return value
 
 
+def _non_negative(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"softwave: {name} must be a real number (got {type(value).__name__})")
+    value = float(value)
+    if not (value >= 0) or math.isinf(value):
+        raise ValueError(f"softwave: {name} must be finite and >= 0 (got {value})")
+    return value
+
+
 def _settings(frame, *, epsilon, epsilon_relative, epsilon_scaling, rho, rho_a, rho_b,
               max_iterations, tolerance, check_every, cost, check_inputs, kernel="automatic"):
     if rho is not None:
@@ -745,12 +754,15 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         report.update(_core.gromov_wasserstein(arrays, settings))
         return arrays["plan"], arrays["last_plan"], report
 
+    # The features as the core read them (converted to tensors), saved for
+    # the backward pass; the arguments as given are autograd's inputs.
     differentiable_plan = _torch_ot.gw_plan(
         solve, dict(rho_a=settings["rho_a"], rho_b=settings["rho_b"], fgw_alpha=fgw_alpha,
                     mode=grad_mode,
                     iterations=settings["sinkhorn_iterations"] if grad_mode == "unrolled" else 2000,
                     check=settings["check"]),
-        C_linear, features_source, features_target)
+        C_linear, features_source, features_target,
+        (linear["features_source"], linear["features_target"]))
     report.pop("last_plan_weight")
     return GwResult(plan=differentiable_plan, matching=arrays["matching"], **report)
 
@@ -775,10 +787,9 @@ def sampled_lowrank_gw(X_source=None, X_target=None, p=None, q=None, *, rank: in
     sampled_gw. Balanced only (no semi_relaxed, as TorchGW's), sampled
     distance modes only (not "sqeuclidean" or "cosine"), and not
     differentiable."""
-    for name in ("semi_relaxed", "rho", "rho_a"):
-        if name in kwargs:
-            raise ValueError(f"softwave: {name}: low-rank couplings are balanced "
-                             "(sampled_gw relaxes the marginals)")
+    if kwargs.get("semi_relaxed"):
+        raise ValueError("softwave: semi_relaxed: low-rank couplings are balanced "
+                         "(sampled_gw relaxes the marginals)")
     if kwargs.get("differentiable"):
         raise ValueError("softwave: differentiable: a low-rank coupling has no Sinkhorn "
                          "fixed point to differentiate (use sampled_gw)")
@@ -789,7 +800,7 @@ def sampled_lowrank_gw(X_source=None, X_target=None, p=None, q=None, *, rank: in
                 "coupling_step": _positive("lr_step", lr_step),
                 "coupling_iterations": _count("lr_max_iter", lr_max_iter, 1),
                 "dykstra_iterations": _count("lr_dykstra_max_iter", lr_dykstra_max_iter, 1),
-                "dykstra_tolerance": _positive("lr_dykstra_tol", lr_dykstra_tol)}
+                "dykstra_tolerance": _non_negative("lr_dykstra_tol", lr_dykstra_tol)}
     return sampled_gw(X_source, X_target, p, q, _coupling=coupling, **kwargs)
 
 

@@ -211,7 +211,8 @@ struct GwOptions {
   //   Q ← Q^(1−γε) exp(−γ C R diag(1/g)),  R ← R^(1−γε) exp(−γ Cᵀ Q diag(1/g)),
   //   g ← g^(1−γε) exp(γ diag(Qᵀ C R)/g²)
   // with the adaptive step γ = coupling_step/‖∇‖²_∞ (‖∇‖_∞ the largest
-  // entry of the three gradients, each with its ε log term), then projected
+  // entry of the three gradients, C R diag(1/g) + ε log Q,
+  // Cᵀ Q diag(1/g) + ε log R and −diag(Qᵀ C R)/g² + ε log g), then projected
   // back on those constraints by dykstra_iterations of Dykstra's alternating KL
   // projections (lr_dykstra_max_iter; stopped once the marginal error is at
   // most dykstra_tolerance·Σa). The low-rank cost never becomes N×K: C R
@@ -378,12 +379,14 @@ struct GwResult {
   OTView1<int, Space> matching;  // (N,): argmax_k T_ik
   // Optional (N, K): the last solve's own plan π_t (after exact_iterations,
   // the refined plan), with last_plan_weight its weight w in the returned
-  // plan T = w·π_t + (the earlier terms) (w = α, or 1 after
-  // exact_iterations). What differentiating T through its last solve needs
-  // (TorchGW's differentiable mode, which holds T_{t−1} fixed): π_t's cost
-  // is (1 − β)Λ_t + β·C, so
+  // plan T = w·π_t + (the earlier terms) (w = α renormalised over the terms
+  // kept, or 1 after exact_iterations). What differentiating T through its
+  // last Sinkhorn solve needs (TorchGW's differentiable mode, which holds
+  // T_{t−1} fixed): π_t's cost is (1 − β)Λ_t + β·C, so
   //   ∂⟨G, T⟩/∂C = w·β·sinkhorn_plan_vjp(π_t, G)
-  // at ε = final_epsilon and the problem's rho_a, rho_b.
+  // at ε = final_epsilon and the problem's rho_a, rho_b. (With
+  // coupling_rank > 0, π_t is a low-rank coupling, not a Sinkhorn plan: that
+  // derivative does not apply.)
   OTView2<T, Space> last_plan;
   double last_plan_weight = NAN;
   // The GW objective of the returned plan with the distances as given

@@ -333,8 +333,8 @@ void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
 // balanced side), the optimality conditions of the solve, perturbed, give
 //   grad_cost_ij = π_ij (x_i + y_j − grad_plan_ij) / ε,
 // with (x, y) the solution of the symmetric adjoint system
-//   κ_a r ⊙ x + π y = (grad_plan ⊙ π) 1,   πᵀ x + κ_b c ⊙ y = (grad_plan ⊙ π)ᵀ
-//   1
+//   κ_a r ⊙ x + π y = (grad_plan ⊙ π) 1,
+//   πᵀ x + κ_b c ⊙ y = (grad_plan ⊙ π)ᵀ 1
 // (implicit: its Schur complement on y, diag(κ_b c) − πᵀ diag(1/(κ_a r)) π,
 // by conjugate gradients preconditioned with diag(κ_b c); defined up to
 // (1, −1) when both sides are balanced, which leaves x_i + y_j unchanged),

@@ -385,7 +385,9 @@ struct LowRankCoupling {
           "softwave::gw::coupling_gradient_g",
           Kokkos::RangePolicy<Space>(space, 0, r_),
           KOKKOS_LAMBDA(int c, double& out) {
-            double const v = compat::fabs(vs(kOmega, c) / (g_(c) * g_(c)));
+            double const v =
+                compat::fabs(-vs(kOmega, c) / (g_(c) * g_(c)) +
+                             eps * compat::log(compat::fmax(g_(c), 1e-300)));
             if (v > out) out = v;
           },
           Kokkos::Max<double>(largest_g));

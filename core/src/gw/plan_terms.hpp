@@ -352,8 +352,10 @@ class ColumnSampler {
           if (d.column >= 0) return;  // drawn on the host
           bool const given = d.slot < 0;
           std::uint64_t const anchor_key = mix64(key + std::uint64_t(c));
-          T const row =
-              given ? T(0) : terms.f(d.slot, d.row) - terms.u(d.slot, d.row);
+          // (A coupling's slot has no potentials: its f and u are unset.)
+          T const row = given || d.coupling
+                            ? T(0)
+                            : terms.f(d.slot, d.row) - terms.u(d.slot, d.row);
           // The thread's best score and its first column, then the team's.
           double score_of_thread = -INFINITY;
           std::int64_t column_of_thread = k;
