@@ -160,11 +160,13 @@ PlanVjpReport run_plan_vjp(const Space& space,
     auto const phi_f = scratch_n, phi_g = scratch_k;
     Kokkos::deep_copy(space, phi_g, target);
     for (int step = 0; step < vjp.iterations; ++step) {
+      // After the first step φ_g is πᵀ of the last x step, its sign taken here.
+      double const sign = step == 0 ? 1.0 : -1.0;
       Kokkos::parallel_for(
           "softwave::sinkhorn::vjp_unroll_g", Range(space, 0, batch * k),
           KOKKOS_LAMBDA(std::int64_t q) {
             std::int64_t const b = q / k, j = q % k;
-            phi_g(b, j) *= inv_b(b, j);
+            phi_g(b, j) *= sign * inv_b(b, j);
             y(b, j) += phi_g(b, j);
           });
       apply_rows(space, plan, none, phi_g, phi_f);
@@ -179,9 +181,6 @@ PlanVjpReport run_plan_vjp(const Space& space,
             x(b, i) += adjoint;
           });
       apply_columns(space, plan, none, phi_f, phi_g);
-      Kokkos::parallel_for(
-          "softwave::sinkhorn::vjp_unroll_negate", Range(space, 0, batch * k),
-          KOKKOS_LAMBDA(std::int64_t q) { phi_g(q / k, q % k) *= -1; });
     }
     report.iterations = vjp.iterations;
   } else {
