@@ -149,11 +149,49 @@ Batch warped_family(Rng& rng, int B, int n, int d, int max_shift) {
 // tol = 1e-10 runs each method to the end of what T resolves: f is summed
 // from values of T, so a float objective is flat below ~1e-7 relative, and
 // float L-BFGS ends when its line search finds no step.
+// The series x (one of `batch`, B = 1 or `series` chosen) with each point
+// moved by at most `fraction` of its distance to the nearest other point of
+// the series (Euclidean, fraction < 1/2), so each point stays nearest its
+// own: a start in the basin of the minimum at x, away from the local minima
+// of hard DTW (small γ) where z warps onto x. A fixed noise level instead
+// lands in one of those about once in 1000 draws, when two points of x are
+// close.
+Batch perturbed_near(Rng& rng, const Batch& batch, int series,
+                     double fraction) {
+  const int n = batch.n, d = batch.d;
+  Batch start(1, n, d);
+  for (int i = 0; i < n; ++i) {
+    double nearest = std::numeric_limits<double>::infinity();
+    for (int j = 0; j < n; ++j) {
+      if (j == i) continue;
+      double squared = 0;
+      for (int k = 0; k < d; ++k) {
+        const double diff = batch(series, i, k) - batch(series, j, k);
+        squared += diff * diff;
+      }
+      nearest = std::min(nearest, std::sqrt(squared));
+    }
+    // A random direction scaled to at most fraction · nearest.
+    std::vector<double> step(d);
+    double norm = 0;
+    for (double& e : step) {
+      e = rng.uniform(-1.0, 1.0);
+      norm += e * e;
+    }
+    const double length = fraction * nearest * rng.uniform(0.0, 1.0);
+    for (int k = 0; k < d; ++k)
+      start(0, i, k) = batch(series, i, k) +
+                       (norm > 0 ? step[k] * length / std::sqrt(norm) : 0.0);
+  }
+  return start;
+}
+
 BarycenterOptions method_options(BarycenterMethod method) {
   BarycenterOptions o;
   o.method = method;
-  o.tol = 1e-10;
+  o.tol = 1e-12;
   if (method == BarycenterMethod::adam) {
+    o.tol = 1e-10;
     o.max_iter = 400;
     o.learning_rate = 0.01;
   }
@@ -161,12 +199,11 @@ BarycenterOptions method_options(BarycenterMethod method) {
 }
 
 // A stationary point's float64 gradient, relative to the gradient at the
-// start: what a run to tol = 1e-10 reaches, with a margin of 5-10 (double:
-// the relative-decrease rule stops first; float: f's resolution).
-template <class T>
-double stationary() {
-  return std::is_same_v<T, double> ? 5e-4 : 5e-3;
-}
+// start. L-BFGS to tol = 1e-12 reaches at most 4e-5 in double (where the
+// relative-decrease rule stops it) and 1.3e-5 in float (where f no longer
+// resolves the decrease and the slope-only line search ends) over 1500 runs
+// of the test below, so this keeps a margin of 7.
+constexpr double stationary_gradient = 3e-4;
 
 // Typed on the execution space and the value type T.
 template <class SpaceAndT>
@@ -188,8 +225,7 @@ TYPED_TEST(Barycenter, IdenticalSeriesGiveThatSeries) {
     for (int i = 0; i < n; ++i)
       for (int k = 0; k < d; ++k) p.X(b, i, k) = one(0, i, k);
   round_to<T>(p.X);
-  Batch start = one;
-  for (double& e : start.v) e += rng.uniform(-0.2, 0.2);
+  const Batch start = perturbed_near(rng, one, 0, 0.3);
   for (const auto method : {BarycenterMethod::lbfgs, BarycenterMethod::adam}) {
     SCOPED_TRACE(method == BarycenterMethod::lbfgs ? "lbfgs" : "adam");
     const Solved s = solve<T>(space, p, start, method_options(method));
@@ -265,12 +301,10 @@ TYPED_TEST(Barycenter, LbfgsIsStationaryAndBeatsMeanAndAdam) {
   const double f_end = reference_objective(p, lbfgs.z, &g_end);
   const double f_adam = reference_objective(p, adam.z);
   const double scale = std::max(1.0, std::fabs(f_end));
-  // float stops where its line search no longer resolves f (see
-  // method_options), which is not a convergence by the header's rules.
-  if (std::is_same_v<T, double>) EXPECT_TRUE(lbfgs.report.converged);
+  EXPECT_TRUE(lbfgs.report.converged);
   EXPECT_NEAR(lbfgs.report.objective, f_end,
               (std::is_same_v<T, double> ? 1e-10 : 1e-5) * scale);
-  EXPECT_LE(max_abs(g_end), stationary<T>() * max_abs(g_start))
+  EXPECT_LE(max_abs(g_end), stationary_gradient * max_abs(g_start))
       << "f " << f_end << " after " << lbfgs.report.iterations << " iterations";
   EXPECT_LT(f_end, f_start);
   EXPECT_LE(f_end, f_adam + 1e-3 * scale);
@@ -295,8 +329,7 @@ TYPED_TEST(Barycenter, OneHotWeightsGiveThatSeries) {
       host_point(std::vector<double>(p.X.v.begin() + chosen * n * d,
                                      p.X.v.begin() + (chosen + 1) * n * d),
                  n, d);
-  Batch start = want;
-  for (double& e : start.v) e += rng.uniform(-0.1, 0.1);
+  const Batch start = perturbed_near(rng, p.X, chosen, 0.3);
   const Solved s =
       solve<T>(space, p, start, method_options(BarycenterMethod::lbfgs));
   EXPECT_TRUE(near_arrays(s.z.v, want.v, 0.03, 1.0, "barycenter"));
@@ -327,7 +360,7 @@ TYPED_TEST(Barycenter, VariableLengths) {
   std::vector<double> g_start, g_end;
   reference_objective(p, start, &g_start);
   reference_objective(p, a.z, &g_end);
-  EXPECT_LE(max_abs(g_end), stationary<T>() * max_abs(g_start));
+  EXPECT_LE(max_abs(g_end), stationary_gradient * max_abs(g_start));
 }
 
 // The report's objective is f at the returned point; empty weights are 1/B.

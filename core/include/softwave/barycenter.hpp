@@ -16,9 +16,12 @@
 //          enforces the strong Wolfe conditions; stops when the gradient's
 //          max-norm falls below tol · max(1, |f|) or the relative decrease of
 //          f over one iteration, (f_prev − f) / max(|f_prev|, |f|, 1), falls
-//          below tol. A line search that finds no acceptable step (f is flat
-//          to rounding along the direction) first retries along −∇f with the
-//          history cleared, then stops, not converged.
+//          below tol. Where f is flat to rounding along the direction (a
+//          float objective near its minimum), the step is found from the
+//          directional derivative alone, which is still resolved there, and
+//          f's change is not a stopping rule for it. When neither finds a
+//          step, it retries along −∇f with the history cleared, then stops,
+//          not converged.
 //   adam:  Adam (β1 = 0.9, β2 = 0.999, ε = 1e-8) with step `learning_rate`;
 //          stops when the relative change of f over one iteration,
 //          |f_prev − f| / max(|f_prev|, |f|, 1), falls below tol (after at

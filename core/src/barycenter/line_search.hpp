@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 namespace softwave::impl {
@@ -105,6 +106,36 @@ std::optional<LinePoint> strong_wolfe(Phi&& phi, const LinePoint& start,
     if (p.slope >= 0) return zoom(p, previous);
     previous = p;
     alpha *= 2;
+  }
+  return std::nullopt;
+}
+
+// When φ rounds to the same value over the whole step (a float objective
+// near its minimum: |f|·ε exceeds the decrease left), strong_wolfe finds no
+// step although φ' is still resolved. This search uses φ' alone: it doubles
+// the step while φ' < 0 and then bisects the bracket where φ' changes sign,
+// until |φ'(α)| ≤ c2·|φ'(0)|, so φ' rose from φ'(0) < 0 and the pair it
+// gives L-BFGS has sᵀy > 0. A non-finite point counts as past the minimum.
+// Returns nothing when the bracket shrinks to rounding or the evaluation
+// budget runs out (φ' is noise there); otherwise the last point evaluated.
+template <class Phi>
+std::optional<LinePoint> slope_search(Phi&& phi, const LinePoint& start,
+                                      double first_step,
+                                      const WolfeSettings& settings = {}) {
+  if (!(start.slope < 0)) return std::nullopt;
+  double lo = 0, hi = std::numeric_limits<double>::infinity();
+  double alpha = first_step;
+  for (int evaluations = 0; evaluations < settings.max_evaluations;
+       ++evaluations) {
+    LinePoint const p = phi(alpha);
+    bool const finite = std::isfinite(p.value) && std::isfinite(p.slope);
+    if (finite && std::fabs(p.slope) <= -settings.c2 * start.slope) return p;
+    if (finite && p.slope < 0)
+      lo = alpha;
+    else
+      hi = alpha;
+    alpha = std::isinf(hi) ? 2 * alpha : 0.5 * (lo + hi);
+    if (!(hi - lo > 1e-12 * hi)) return std::nullopt;
   }
   return std::nullopt;
 }

@@ -122,7 +122,11 @@ BarycenterReport lbfgs(const VectorOps<Space>& ops, Objective& objective,
     // a good step: start from a unit move of the largest entry.
     double const first_step =
         history.empty() ? std::min(1.0, 1 / ops.max_abs(g)) : 1.0;
-    auto const accepted = strong_wolfe(phi, LinePoint{0, f, slope}, first_step);
+    LinePoint const start{0, f, slope};
+    auto accepted = strong_wolfe(phi, start, first_step);
+    // Without a resolved decrease of f, its change says nothing either.
+    bool const f_resolved = accepted.has_value();
+    if (!accepted) accepted = slope_search(phi, start, first_step);
     if (!accepted) {
       if (history.empty()) break;  // even steepest descent found no step
       history.clear();
@@ -135,7 +139,8 @@ BarycenterReport lbfgs(const VectorOps<Space>& ops, Objective& objective,
     f = accepted->value;
     ++report.iterations;
     report.converged =
-        gradient_small(f, g) || relative_change(previous, f) <= options.tol;
+        gradient_small(f, g) ||
+        (f_resolved && relative_change(previous, f) <= options.tol);
   }
   report.objective = f;
   return report;
