@@ -10,11 +10,22 @@ paths of its symmetrised 5-NN graph, softwave.ot.knn_graph then scipy's
 Dijkstra), each matrix divided by its largest entry. Both solvers get these
 matrices and uniform marginals:
   softwave  ot.sampled_gw(distance_mode="precomputed", epsilon, M, restarts,
-            tol and max_iter as given), its defaults otherwise;
+            tol and max_iter as given), its defaults otherwise, once for
+            each --exact-iterations count (0: the sampled plan as returned);
   POT       ot.gromov.entropic_gromov_wasserstein(loss_fun="square_loss",
-            epsilon, solver "PGD" (its default: a Sinkhorn solve of the
+            solver "PGD" (its default: a Sinkhorn solve of the
             linearised cost an iteration), max_iter --pot-iterations,
-            tol 1e-9), from the product coupling (its default).
+            tol 1e-9), from the product coupling (its default), at the
+            epsilon of the same regularised problem as softwave's last
+            solve (below).
+The same epsilon means two problems in the two libraries. softwave's (and
+TorchGW's) Sinkhorn cost is the linearised square loss L of the distances
+divided by s_X and s_Y; POT's is its gradient 2 L of the distances as given.
+So softwave's last solve, at final_epsilon, is POT's at
+    epsilon_POT = 2 * final_epsilon * s_X * s_Y,
+and softwave's exact iterations converge to POT's plan there (the same
+fixed point, to rounding). softwave anneals epsilon down from the given
+value, so its final one is below it. --pot-epsilon fixes POT's instead.
 POT is a peer, never a project dependency: install it into a throwaway
 virtual environment that also sees softwave, e.g.
     python3 -m venv --system-site-packages /tmp/potenv
@@ -60,28 +71,30 @@ def signed_rho(matching):
     return float(spearmanr(np.arange(len(matching)), matching).statistic)
 
 
-def run_softwave(dx, dy, args, seed):
+def run_softwave(dx, dy, args, seed, exact_iterations):
     import softwave.ot as swot
 
     start = time.perf_counter()
     r = swot.sampled_gw(dist_source=dx, dist_target=dy, distance_mode="precomputed", epsilon=args.epsilon,
                         M=args.anchors, restarts=args.restarts, seed=seed, objective=False, tol=args.tol,
-                        max_iter=args.max_iter)
+                        max_iter=args.max_iter, exact_iterations=exact_iterations)
     seconds = time.perf_counter() - start
     plan = np.asarray(r.plan, dtype=np.float64)
-    return dict(seconds=seconds, iterations=r.iterations, plan=plan)
+    matched = 2 * r.final_epsilon * r.source_scale * r.target_scale
+    return dict(seconds=seconds, iterations=r.iterations, exact_iterations=exact_iterations,
+                final_epsilon=r.final_epsilon, pot_epsilon=matched, plan=plan)
 
 
-def run_pot(dx, dy, args):
+def run_pot(dx, dy, args, epsilon):
     import ot
 
     p, q = np.full(dx.shape[0], 1 / dx.shape[0]), np.full(dy.shape[0], 1 / dy.shape[0])
     start = time.perf_counter()
-    plan, log = ot.gromov.entropic_gromov_wasserstein(dx, dy, p, q, loss_fun="square_loss", epsilon=args.epsilon,
+    plan, log = ot.gromov.entropic_gromov_wasserstein(dx, dy, p, q, loss_fun="square_loss", epsilon=epsilon,
                                                       solver="PGD", max_iter=args.pot_iterations, tol=1e-9,
                                                       log=True)
     seconds = time.perf_counter() - start
-    return dict(seconds=seconds, iterations=len(log.get("err", [])) * 10, plan=np.asarray(plan))
+    return dict(seconds=seconds, iterations=len(log.get("err", [])) * 10, epsilon=epsilon, plan=np.asarray(plan))
 
 
 def main():
@@ -98,6 +111,11 @@ def main():
     # (ε down to a tenth over --max-iter).
     parser.add_argument("--tol", type=float, default=0.05)
     parser.add_argument("--max-iter", type=int, default=500)
+    # softwave's runs: this many exact iterations after the sampled ones
+    # (POT's iteration on the exact linearised cost, from the sampled plan).
+    parser.add_argument("--exact-iterations", type=lambda text: [int(c) for c in text.split(",")], default=[0])
+    # POT's epsilon; by default that of softwave's last solve (see above).
+    parser.add_argument("--pot-epsilon", type=float, default=None)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -108,20 +126,25 @@ def main():
     records = []
     meta = dict(pot=ot.__version__, softwave=getattr(softwave, "__version__", "?"),
                 threads=os.environ.get("OMP_NUM_THREADS", "?"), epsilon=args.epsilon, anchors=args.anchors,
-                restarts=args.restarts, pot_iterations=args.pot_iterations, tol=args.tol, max_iter=args.max_iter)
+                restarts=args.restarts, pot_iterations=args.pot_iterations, tol=args.tol, max_iter=args.max_iter,
+                exact_iterations=args.exact_iterations, pot_epsilon=args.pot_epsilon)
     print(json.dumps(meta))
     for n, k in args.sizes:
         for seed in range(args.seeds):
             dx = geodesics(cloud(np, n, seed, False).astype(np.float64), args.neighbours)
             dy = geodesics(cloud(np, k, seed + 1000, True).astype(np.float64), args.neighbours)
-            for method in ("softwave", "pot"):
-                r = run_softwave(dx, dy, args, seed) if method == "softwave" else run_pot(dx, dy, args)
+            runs = [run_softwave(dx, dy, args, seed, e) for e in args.exact_iterations]
+            pot_epsilon = args.pot_epsilon if args.pot_epsilon is not None else runs[0]["pot_epsilon"]
+            runs.append(run_pot(dx, dy, args, pot_epsilon))
+            for r in runs:
+                method = "pot" if "pot_epsilon" not in r else f"softwave+{r['exact_iterations']}"
                 plan = r.pop("plan")
                 r.update(method=method, n=n, k=k, seed=seed, objective=gw_objective(dx, dy, plan),
                          rho=signed_rho(plan.argmax(1)), mass=float(plan.sum()))
                 records.append(r)
-                print(f"{method:9s} {n}x{k} seed {seed}: {r['seconds']:8.3f} s  objective {r['objective']:.5f}  "
-                      f"rho {r['rho']:+.4f}  iterations {r['iterations']}", flush=True)
+                print(f"{method:11s} {n}x{k} seed {seed}: {r['seconds']:8.3f} s  objective {r['objective']:.6f}  "
+                      f"rho {r['rho']:+.4f}  iterations {r['iterations']}  "
+                      f"epsilon {r.get('epsilon', r.get('final_epsilon')):.3e}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(dict(meta=meta, records=records), indent=1))
 
