@@ -10,7 +10,7 @@ paths of its symmetrised 5-NN graph, softwave.ot.knn_graph then scipy's
 Dijkstra), each matrix divided by its largest entry. Both solvers get these
 matrices and uniform marginals:
   softwave  ot.sampled_gw(distance_mode="precomputed", epsilon, M, restarts,
-            tol and max_iter as given), its defaults otherwise, once for
+            restart_iterations, tol and max_iter as given), its defaults otherwise, once for
             each --exact-iterations count (0: the sampled plan as returned);
   POT       ot.gromov.entropic_gromov_wasserstein(loss_fun="square_loss",
             solver "PGD" (its default: a Sinkhorn solve of the
@@ -76,12 +76,13 @@ def run_softwave(dx, dy, args, seed, exact_iterations):
 
     start = time.perf_counter()
     r = swot.sampled_gw(dist_source=dx, dist_target=dy, distance_mode="precomputed", epsilon=args.epsilon,
-                        M=args.anchors, restarts=args.restarts, seed=seed, objective=False, tol=args.tol,
+                        M=args.anchors, restarts=args.restarts, restart_iterations=args.restart_iterations,
+                        seed=seed, objective=False, tol=args.tol,
                         max_iter=args.max_iter, exact_iterations=exact_iterations)
     seconds = time.perf_counter() - start
     plan = np.asarray(r.plan, dtype=np.float64)
     matched = 2 * r.final_epsilon * r.source_scale * r.target_scale
-    return dict(seconds=seconds, iterations=r.iterations, exact_iterations=exact_iterations,
+    return dict(seconds=seconds, iterations=r.iterations, exact_iterations=exact_iterations, chosen_seed=r.seed,
                 final_epsilon=r.final_epsilon, pot_epsilon=matched, plan=plan)
 
 
@@ -104,6 +105,8 @@ def main():
     parser.add_argument("--epsilon", type=float, default=5e-3)
     parser.add_argument("--anchors", type=int, default=80)
     parser.add_argument("--restarts", type=int, default=1)
+    # > 0: race the restarts over this many iterations (GwOptions::restart_iterations).
+    parser.add_argument("--restart-iterations", type=int, default=0)
     parser.add_argument("--neighbours", type=int, default=5)
     parser.add_argument("--pot-iterations", type=int, default=200)
     # softwave's stop: the default relative change 0.05 ends the run early,
@@ -126,7 +129,7 @@ def main():
     records = []
     meta = dict(pot=ot.__version__, softwave=getattr(softwave, "__version__", "?"),
                 threads=os.environ.get("OMP_NUM_THREADS", "?"), epsilon=args.epsilon, anchors=args.anchors,
-                restarts=args.restarts, pot_iterations=args.pot_iterations, tol=args.tol, max_iter=args.max_iter,
+                restarts=args.restarts, restart_iterations=args.restart_iterations, pot_iterations=args.pot_iterations, tol=args.tol, max_iter=args.max_iter,
                 exact_iterations=args.exact_iterations, pot_epsilon=args.pot_epsilon)
     print(json.dumps(meta))
     for n, k in args.sizes:

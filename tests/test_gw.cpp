@@ -1067,6 +1067,78 @@ TYPED_TEST(SampledGw, RestartsKeepTheBestSeedAndSeedsRepeat) {
   EXPECT_EQ(solve(1, o.seed + 1).second, solve(1, o.seed + 1).second);
 }
 
+// A race (restart_iterations = s) runs each seed s iterations, reports
+// their objectives then (the runs of max_iterations = s: ε at most 5e-4 is
+// not annealed, so a shorter run is the longer one's prefix), and returns
+// the whole run of the lowest: its plan, objective and seed exactly. The
+// hook sees every iteration run, the race's and the winner's.
+TYPED_TEST(SampledGw, RaceRunsTheLowestSeedToTheEnd) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const n = rng.integer(6, 14), k = rng.integer(6, 14);
+  auto const source = random_side<T, Space>(rng, n);
+  auto const target = random_side<T, Space>(rng, k);
+  softwave::GwOptions o;
+  o.anchors = rng.integer(2, 6);
+  o.max_iterations = 8;
+  o.min_iterations = 0;
+  o.tolerance = 0;
+  o.epsilon = 5e-4;
+  o.seed = rng.integer(0, 1 << 30);
+  struct Outcome {
+    double objective;
+    std::uint64_t seed;
+    std::vector<double> plan, restart_objectives;
+    int calls;
+  };
+  auto solve = [&](const softwave::GwOptions& oo) {
+    softwave::GwOptions counted = oo;
+    int calls = 0;
+    counted.on_iteration = [&](int, int) { ++calls; };
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    softwave::sampled_gw(space, source.distances, target.distances, {}, r,
+                         counted);
+    return Outcome{r.objective, r.seed, swt::to_host(r.plan),
+                   r.restart_objectives, calls};
+  };
+  auto single = [&](std::uint64_t seed, int iterations) {
+    softwave::GwOptions oo = o;
+    oo.seed = seed;
+    oo.max_iterations = iterations;
+    return solve(oo);
+  };
+  int const restarts = 4, s = rng.integer(1, 7);
+  softwave::GwOptions raced = o;
+  raced.restarts = restarts;
+  raced.restart_iterations = s;
+  auto const race = solve(raced);
+  ASSERT_EQ(race.restart_objectives.size(), std::size_t(restarts));
+  int winner = 0;
+  for (int r = 0; r < restarts; ++r) {
+    EXPECT_EQ(race.restart_objectives[r], single(o.seed + r, s).objective)
+        << "seed " << r;
+    if (race.restart_objectives[r] < race.restart_objectives[winner])
+      winner = r;
+  }
+  auto const whole = single(o.seed + winner, o.max_iterations);
+  EXPECT_EQ(race.seed, o.seed + winner);
+  EXPECT_EQ(race.objective, whole.objective);
+  EXPECT_EQ(race.plan, whole.plan);
+  EXPECT_EQ(race.calls, restarts * s + o.max_iterations);
+  // Whole restarts report each seed's final objective.
+  softwave::GwOptions all = o;
+  all.restarts = restarts;
+  auto const every = solve(all);
+  ASSERT_EQ(every.restart_objectives.size(), std::size_t(restarts));
+  for (int r = 0; r < restarts; ++r)
+    EXPECT_EQ(every.restart_objectives[r],
+              single(o.seed + r, o.max_iterations).objective);
+  EXPECT_TRUE(single(o.seed, o.max_iterations).restart_objectives.empty());
+}
+
 // Above exact_objective_entries the objective is estimated from pairs
 // drawn from the plan: within 5 standard errors of the exact objective of
 // the same run (the estimate's draws leave the run alone), with matrices,
@@ -1307,15 +1379,21 @@ enum class Mode { matrices, landmarks, graphs };
 // TorchGW's task at n × m points: geodesics on a 5-NN graph, given as
 // matrices, as a 20-landmark embedding, or as the graphs themselves
 // (shortest paths from each iteration's anchors).
+struct SpiralAndRoll {
+  static constexpr int n = 400, k = 500, neighbours = 5;
+  std::vector<double> x = ref::spiral(n, 0, false);  // (n, 2)
+  std::vector<double> y = ref::spiral(k, 1, true);   // (k, 3)
+  std::vector<double> dx = ref::knn_geodesics(x, n, 2, neighbours);
+  std::vector<double> dy = ref::knn_geodesics(y, k, 3, neighbours);
+};
+
 template <class T, class Space>
 void spiral_to_swiss_roll(const Space& space, Mode mode,
                           int coupling_rank = 0) {
   bool const landmarks = mode == Mode::landmarks;
-  int const n = 400, k = 500, neighbours = 5;
-  auto const x = ref::spiral(n, 0, false);
-  auto const y = ref::spiral(k, 1, true);
-  auto const dx = ref::knn_geodesics(x, n, 2, neighbours);
-  auto const dy = ref::knn_geodesics(y, k, 3, neighbours);
+  SpiralAndRoll const task;
+  int const n = task.n, k = task.k, neighbours = task.neighbours;
+  auto const &x = task.x, &y = task.y, &dx = task.dx, &dy = task.dy;
   for (double e : dx) ASSERT_TRUE(std::isfinite(e));
   for (double e : dy) ASSERT_TRUE(std::isfinite(e));
   Side<T, Space> source, target;
@@ -1385,6 +1463,40 @@ void spiral_to_swiss_roll(const Space& space, Mode mode,
 }
 
 }  // namespace
+
+// Of seeds 8 to 11 on the spiral task (TorchGW's settings, 40
+// iterations), 8 and 9 end in the reversed matching (objective 0.62 and
+// 0.66 against 0.146 and 0.147, in float and double). A race over their
+// first 10 iterations already tells them apart and runs a forward seed to
+// the end.
+TYPED_TEST(SampledGw, RaceAvoidsTheReversedMatching) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SpiralAndRoll const task;
+  auto const source = matrix_side<T, Space>(task.dx, task.n);
+  auto const target = matrix_side<T, Space>(task.dy, task.k);
+  softwave::GwOptions o;
+  o.anchors = 80;
+  o.alpha = 0.8;
+  o.epsilon = 0.005;
+  o.max_iterations = 40;
+  o.sinkhorn_iterations = 10;
+  o.seed = 8;
+  o.restarts = 4;
+  o.restart_iterations = 10;
+  softwave::GwResult<T, Space> r;
+  r.matching = V1<int, Space>("matching", task.n);
+  softwave::sampled_gw(Space(), source.distances, target.distances, {}, r, o);
+  auto const matching = swt::to_host(r.matching);
+  EXPECT_GE(ref::spearman(std::vector<int>(matching.begin(), matching.end())),
+            0.99)
+      << "seed " << r.seed;
+  EXPECT_GE(r.seed, 10u);
+  EXPECT_EQ(r.iterations, o.max_iterations);
+  ASSERT_EQ(r.restart_objectives.size(), 4u);
+  EXPECT_LT(r.restart_objectives[2], r.restart_objectives[0]);
+  EXPECT_LT(r.restart_objectives[3], r.restart_objectives[1]);
+}
 
 // Low-rank couplings of rank 20 (TorchGW's sampled_lowrank_gw default).
 TYPED_TEST(SampledGw, SpiralToSwissRollWithLowRankCouplings) {
@@ -1800,6 +1912,9 @@ TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
   o = {};
   o.restarts = 0;
   EXPECT_TRUE(swt::throws_naming("restarts", call(sd, td, none, o)));
+  o = {};
+  o.restart_iterations = -1;
+  EXPECT_TRUE(swt::throws_naming("restart_iterations", call(sd, td, none, o)));
   {  // Low-rank couplings: their settings, balanced, sampled costs.
     o = {};
     o.coupling_rank = -1;

@@ -30,6 +30,7 @@ struct GwOutcome {
   int iterations = 0, joined_components = 0;
   bool converged = false;
   std::uint64_t seed = 0;
+  std::vector<double> restart_objectives;
 };
 
 // A (rows, cols) array of the values on the space (cols 0: a vector).
@@ -111,12 +112,16 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
     options.warm_start = true;
   }
   // A progress bar over every restart's iterations, on a terminal.
-  ProgressBar progress("gw", std::size_t(options.restarts) *
-                                 std::size_t(options.max_iterations));
-  options.on_iteration = [&](int restart, int iterations) {
-    progress.update(std::size_t(restart) * std::size_t(options.max_iterations) +
-                    std::size_t(iterations));
-  };
+  // (A race runs every seed's first iterations, then the winner's all.)
+  bool const race = options.restarts > 1 && options.restart_iterations > 0 &&
+                    options.restart_iterations < options.max_iterations;
+  std::size_t const per_seed =
+      std::size_t(race ? options.restart_iterations : options.max_iterations);
+  ProgressBar progress("gw",
+                       std::size_t(options.restarts) * per_seed +
+                           (race ? std::size_t(options.max_iterations) : 0));
+  std::size_t done = 0;  // iterations run, each reported once
+  options.on_iteration = [&](int, int) { progress.update(++done); };
   sampled_gw(space, source.distances(), target.distances(), linear, marginals,
              r, options);
   GwOutcome out;
@@ -137,6 +142,7 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
   out.iterations = r.iterations;
   out.converged = r.converged;
   out.seed = r.seed;
+  out.restart_objectives = r.restart_objectives;
   out.joined_components =
       source.joined_components() + target.joined_components();
   return out;
@@ -156,7 +162,8 @@ std::string gw_help() {
          "last_change, objective (the GW objective of the plan; null with\n"
          "--no-objective), objective_error (its standard error where it is "
          "estimated,\n"
-         "else 0), linear_objective (<C, T> with --fgw-alpha), seed and "
+         "else 0), linear_objective (<C, T> with --fgw-alpha), seed,\n"
+         "restart_objectives (with --restarts: what chose the seed) and "
          "seconds.\n"
          "\n"
          "options:\n"
@@ -195,6 +202,11 @@ std::string gw_help() {
          "(default kept)\n"
          "  --restarts R           seeds tried, the lowest objective kept "
          "(default 1)\n"
+         "  --restart-iterations S race the seeds over their first S "
+         "iterations and\n"
+         "                         run the best one to the end (default 0: "
+         "every seed\n"
+         "                         runs to the end)\n"
          "  --lambda-ema-beta B    each solve's cost an exponential moving "
          "average of\n"
          "                         the sampled costs, weight B in [0, 1] "
@@ -267,6 +279,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--semi-relaxed"},
                                          {"--relax-source"},
                                          {"--restarts"},
+                                         {"--restart-iterations"},
                                          {"--lambda-ema-beta"},
                                          {"--fgw-alpha"},
                                          {"--linear-cost"},
@@ -318,6 +331,8 @@ int run_gw(const std::vector<std::string>& arguments) {
   if (auto rho = parsed.positive_number("--semi-relaxed")) options.rho_b = *rho;
   if (auto rho = parsed.positive_number("--relax-source")) options.rho_a = *rho;
   options.restarts = int(parsed.integer_at_least("--restarts", 1).value_or(1));
+  options.restart_iterations =
+      int(parsed.integer_at_least("--restart-iterations", 0).value_or(0));
   options.fused_alpha = parsed.positive_number("--fgw-alpha").value_or(0);
   options.cost_ema_beta = parsed.number("--lambda-ema-beta").value_or(0);
   if (!(options.cost_ema_beta >= 0 && options.cost_ema_beta <= 1))
@@ -463,6 +478,8 @@ int run_gw(const std::vector<std::string>& arguments) {
                                    ? std::optional<double>(out.linear_objective)
                                    : std::optional<double>())
       .add("seed", std::int64_t(out.seed))
+      .add("restart_iterations", options.restart_iterations)
+      .add("restart_objectives", out.restart_objectives)
       .add("coarse_points", coarse_points)
       .add("joined_components", out.joined_components)
       .add("seconds", seconds, "%.6g");

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace softwave::cli {
 
@@ -34,6 +35,15 @@ class JsonLine {
                 const char* format = "%.17g") {
     if (!value) return raw(key, "null");
     return add(key, *value, format);
+  }
+
+  // An array of numbers, each as above.
+  JsonLine& add(const std::string& key, const std::vector<double>& values,
+                const char* format = "%.17g") {
+    std::string text = "[";
+    for (std::size_t i = 0; i < values.size(); ++i)
+      text += (i > 0 ? "," : "") + number(values[i], format);
+    return raw(key, text + "]");
   }
 
   // "{...}\n"

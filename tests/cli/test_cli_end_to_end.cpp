@@ -39,6 +39,25 @@ double json_number(const std::string& json, const std::string& key) {
   return value;
 }
 
+// A flat array of numbers, "key": [a,b,...].
+std::vector<double> json_numbers(const std::string& json,
+                                 const std::string& key) {
+  const std::string tag = "\"" + key + "\": [";
+  const std::size_t at = json.find(tag);
+  EXPECT_NE(at, std::string::npos) << "no array " << key << " in " << json;
+  if (at == std::string::npos) return {};
+  std::vector<double> values;
+  const char* p = json.c_str() + at + tag.size();
+  while (*p != ']') {
+    char* end = nullptr;
+    values.push_back(std::strtod(p, &end));
+    EXPECT_NE(end, p) << key << ": not a number at " << p;
+    if (end == p) return values;
+    p = *end == ',' ? end + 1 : end;
+  }
+  return values;
+}
+
 using Matrix = std::vector<std::vector<double>>;
 
 Matrix parse_csv(const std::string& text) {
@@ -1385,7 +1404,8 @@ TEST(CliGw, WritesPlanMatchingAndObjective) {
 // iterations, ε = 0.05, seed 4) with `more` options, its plan written to
 // `plan` in dir; and that plan read back.
 Result short_gw(const fs::path& dir, const std::string& plan,
-                const std::vector<std::string>& more) {
+                const std::vector<std::string>& more,
+                const std::string& seed = "4") {
   std::vector<std::string> args = {"gw",
                                    "--source",
                                    (dir / "source.csv").string(),
@@ -1400,7 +1420,7 @@ Result short_gw(const fs::path& dir, const std::string& plan,
                                    "--dtype",
                                    "float64",
                                    "--seed",
-                                   "4",
+                                   seed,
                                    "-o",
                                    (dir / plan).string()};
   args.insert(args.end(), more.begin(), more.end());
@@ -1408,6 +1428,44 @@ Result short_gw(const fs::path& dir, const std::string& plan,
 }
 softwave::cli::NpyArray plan_in(const fs::path& dir, const std::string& plan) {
   return softwave::cli::parse_npy(read_file(dir / plan), plan);
+}
+
+// A race (--restarts 3 --restart-iterations 2) reports each seed's
+// objective after 2 iterations and writes the whole run of the lowest:
+// the same plan as that seed alone; whole restarts report each seed's
+// final objective.
+TEST(CliGw, RaceWritesTheLowestSeedsWholeRun) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const Result race = short_gw(
+      dir, "race.npy",
+      {"--mode", "euclidean", "--restarts", "3", "--restart-iterations", "2"});
+  ASSERT_EQ(race.status, 0) << race.err;
+  EXPECT_EQ(json_number(race.out, "restart_iterations"), 2);
+  const std::vector<double> early =
+      json_numbers(race.out, "restart_objectives");
+  ASSERT_EQ(early.size(), 3u);
+  const int winner =
+      int(std::min_element(early.begin(), early.end()) - early.begin());
+  EXPECT_EQ(json_number(race.out, "seed"), 4 + winner);
+  const Result alone = short_gw(dir, "alone.npy", {"--mode", "euclidean"},
+                                std::to_string(4 + winner));
+  ASSERT_EQ(alone.status, 0) << alone.err;
+  EXPECT_EQ(plan_in(dir, "race.npy").data, plan_in(dir, "alone.npy").data);
+  EXPECT_EQ(json_field(race.out, "objective"),
+            json_field(alone.out, "objective"));
+  EXPECT_TRUE(json_numbers(alone.out, "restart_objectives").empty());
+  const Result whole =
+      short_gw(dir, "whole.npy", {"--mode", "euclidean", "--restarts", "3"});
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  const std::vector<double> final_objectives =
+      json_numbers(whole.out, "restart_objectives");
+  ASSERT_EQ(final_objectives.size(), 3u);
+  EXPECT_EQ(*std::min_element(final_objectives.begin(), final_objectives.end()),
+            json_number(whole.out, "objective"));
+  expect_error(short_gw(dir, "bad.npy", {"--restart-iterations", "-1"}),
+               "option --restart-iterations: expected an integer >= 0, got "
+               "'-1'");
 }
 
 // The graph's shortest paths as matrices (geodesic) or from each

@@ -301,6 +301,26 @@ def test_restarts_keep_the_lowest_objective_and_seeds_repeat():
     assert best.objective == lowest.objective and best.seed == lowest.seed
     np.testing.assert_array_equal(best.plan, lowest.plan)
     np.testing.assert_array_equal(ot.sampled_gw(seed=21, **kw).plan, singles[1].plan)
+    assert best.restart_objectives == [r.objective for r in singles]
+    assert singles[0].restart_objectives == []
+
+
+def test_a_race_runs_the_lowest_seed_to_the_end():
+    # ε <= 5e-4 is not annealed, so a run of max_iter=3 is the first three
+    # iterations of the run of max_iter=6.
+    rng = np.random.default_rng(23)
+    dx, dy, _, _ = small_problem(rng, 12, 10)
+    kw = dict(dist_source=dx, dist_target=dy, distance_mode="precomputed", M=4, epsilon=5e-4,
+              min_iter_before_converge=0, tol=0)
+    race = ot.sampled_gw(restarts=4, restart_iterations=3, seed=30, max_iter=6, **kw)
+    early = [ot.sampled_gw(seed=30 + s, max_iter=3, **kw).objective for s in range(4)]
+    assert race.restart_objectives == early
+    winner = int(np.argmin(early))
+    whole = ot.sampled_gw(seed=30 + winner, max_iter=6, **kw)
+    assert race.seed == 30 + winner and race.objective == whole.objective
+    np.testing.assert_array_equal(race.plan, whole.plan)
+    with pytest.raises(ValueError, match="restart_iterations"):
+        ot.sampled_gw(restarts=2, restart_iterations=-1, max_iter=6, **kw)
 
 
 def test_torch_tensors_match_numpy():

@@ -469,7 +469,9 @@ class GwResult:
     asked for); matching: argmax_k T_ik per source point (None when not asked
     for); objective: the exact GW objective of the plan (square loss, with the
     distances as given; NaN when not computed); iterations, converged, seed (the
-    restart kept); changes: every check's relative change ‖T_t − T_{t−1}‖_F /
+    restart kept); restart_objectives: with restarts > 1, each seed's
+    objective at the end of its run (in a race, after restart_iterations),
+    what chose the seed kept; changes: every check's relative change ‖T_t − T_{t−1}‖_F /
     ‖T_t‖_F; source_scale, target_scale: the normalisation of each side's
     distances; source_anchors, target_anchors: the last iteration's anchors;
     final_epsilon; joined_components: edges added to connect the k-NN graphs;
@@ -488,6 +490,7 @@ class GwResult:
     converged: bool
     seed: int
     changes: list = field(default_factory=list)
+    restart_objectives: list = field(default_factory=list)
     last_change: float = math.nan
     source_scale: float = math.nan
     target_scale: float = math.nan
@@ -523,7 +526,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                check_rows: int = 1024, semi_relaxed: bool = False, rho: float = 1.0,
                rho_a: float = math.inf,
                sinkhorn_iterations: int = 10, sinkhorn_tolerance: float = 1e-3,
-               mixed_precision: bool = True, restarts: int = 1,
+               mixed_precision: bool = True, restarts: int = 1, restart_iterations: int = 0,
                fgw_alpha: float = 0.0, C_linear=None, features_source=None,
                features_target=None, lambda_ema_beta: Optional[float] = None, T_init=None, objective_samples: int = 2048,
                exact_objective_entries: int = 2 ** 24, exact_iterations: int = 0, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
@@ -552,7 +555,11 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     that set the distances' scale, and ε reaches its final value by
     min_iter_before_converge (not max_iter) and stays there. p, q: the marginals (None: uniform). M anchor pairs an
     iteration, momentum alpha, ε annealed from epsilon to max(ε/10,
-    min(5e-4, ε)) over max_iter; each solve at most sinkhorn_iterations
+    min(5e-4, ε)) over max_iter (TorchGW's ε: each solve's cost is Λ of
+    the distances divided by source_scale and target_scale; POT's
+    entropic_gromov_wasserstein, whose Sinkhorn cost is the gradient 2Λ of
+    the distances as given, solves the last solve's problem at epsilon =
+    2·final_epsilon·source_scale·target_scale); each solve at most sinkhorn_iterations
     (stopping at an L1 marginal error of sinkhorn_tolerance); stops once the
     relative change of the plan
     is at most tol (checked every check_every iterations from
@@ -560,7 +567,12 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     target marginal is a KL penalty of weight rho, and the source's one of
     weight rho_a (infinity: the source kept; TorchGW's semi_relaxed relaxes
     both, with rho_a = 1 by default). restarts: seeds seed,
-    seed + 1, ...; the lowest GW objective is kept. Fused GW: fgw_alpha in
+    seed + 1, ...; the lowest GW objective is kept. restart_iterations > 0
+    races them instead: each seed runs its first restart_iterations
+    iterations (on the whole run's ε schedule), and the seed whose plan then
+    has the lowest objective is run again to the end (the same plan as that
+    seed alone), for restarts·restart_iterations extra iterations rather
+    than restarts whole runs. Fused GW: fgw_alpha in
     (0, 1] weighs a linear cost against the GW cost, each solve's cost being
     (1 − fgw_alpha)·Λ + fgw_alpha·C, with C either C_linear (N, K), which
     makes every solve dense, or the squared Euclidean distances of
@@ -718,6 +730,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "mixed_precision": bool(mixed_precision),
         "seed": _count("seed", seed, 0),
         "restarts": _count("restarts", restarts, 1),
+        "restart_iterations": _count("restart_iterations", restart_iterations, 0),
         "fused_alpha": fgw_alpha,
         "cost_ema_beta": _ema_beta(lambda_ema_beta),
         "warm_start": initial is not None,

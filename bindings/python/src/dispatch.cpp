@@ -712,6 +712,7 @@ GwOptions gw_options_of(const GwSettings& s) {
   o.mixed_precision = s.mixed_precision;
   o.seed = s.seed;
   o.restarts = s.restarts;
+  o.restart_iterations = s.restart_iterations;
   o.fused_alpha = s.fused_alpha;
   o.cost_ema_beta = s.cost_ema_beta;
   o.exact_iterations = s.exact_iterations;
@@ -833,6 +834,7 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   r.final_epsilon = result.final_epsilon;
   r.last_plan_weight = result.last_plan_weight;
   r.changes = result.changes;
+  r.restart_objectives = result.restart_objectives;
   r.source_anchors = result.source_anchors;
   r.target_anchors = result.target_anchors;
   r.joined_components = x.joined_components() + y.joined_components();

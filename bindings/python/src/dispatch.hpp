@@ -167,9 +167,10 @@ struct GwSettings {
   bool mixed_precision = true;
   std::uint64_t seed = 0;
   int restarts = 1;
-  double fused_alpha = 0;    // GwOptions::fused_alpha
-  double cost_ema_beta = 0;  // GwOptions::cost_ema_beta
-  int exact_iterations = 0;  // GwOptions::exact_iterations
+  int restart_iterations = 0;  // GwOptions::restart_iterations
+  double fused_alpha = 0;      // GwOptions::fused_alpha
+  double cost_ema_beta = 0;    // GwOptions::cost_ema_beta
+  int exact_iterations = 0;    // GwOptions::exact_iterations
   // GwOptions::coupling_rank (0: Sinkhorn solves) and its iterations.
   int coupling_rank = 0;
   double coupling_step = 1;
@@ -200,6 +201,7 @@ struct GwReport {
          target_scale = 0, final_epsilon = 0;
   double last_plan_weight = 0;  // GwResult::last_plan_weight
   std::vector<double> changes;
+  std::vector<double> restart_objectives;
   std::vector<int> source_anchors, target_anchors;
   int joined_components = 0;  // edges the k-NN graphs needed, both sides
 };

@@ -360,6 +360,8 @@ NB_MODULE(_core, m) {
             s.seed = nb::cast<std::uint64_t>(value);
           else if (name == "restarts")
             s.restarts = nb::cast<int>(value);
+          else if (name == "restart_iterations")
+            s.restart_iterations = nb::cast<int>(value);
           else if (name == "fused_alpha")
             s.fused_alpha = nb::cast<double>(value);
           else if (name == "cost_ema_beta")
@@ -402,8 +404,9 @@ NB_MODULE(_core, m) {
           nb::gil_scoped_release release;
           r = gromov_wasserstein(s, borrowed);
         }
-        nb::list changes, source_anchors, target_anchors;
+        nb::list changes, restart_objectives, source_anchors, target_anchors;
         for (double c : r.changes) changes.append(c);
+        for (double c : r.restart_objectives) restart_objectives.append(c);
         for (int i : r.source_anchors) source_anchors.append(i);
         for (int i : r.target_anchors) target_anchors.append(i);
         nb::dict report;
@@ -416,6 +419,7 @@ NB_MODULE(_core, m) {
         report["linear_objective_error"] = r.linear_objective_error;
         report["last_change"] = r.last_change;
         report["changes"] = changes;
+        report["restart_objectives"] = restart_objectives;
         report["source_scale"] = r.source_scale;
         report["target_scale"] = r.target_scale;
         report["final_epsilon"] = r.final_epsilon;

@@ -152,7 +152,11 @@ struct GwOptions {
   double tolerance = 0.05;
   int check_every = 5;    // >= 1: iterations between change checks
   int check_rows = 1024;  // rows the change is measured on (0: all)
-  double epsilon = 1e-3;  // > 0: ε at the first iteration (see above)
+  // > 0: ε at the first iteration (see above), TorchGW's: the solves' cost
+  // is Λ of the distances divided by s_X and s_Y. POT's entropic GW (its
+  // Sinkhorn cost is the gradient 2Λ of the distances as given) solves the
+  // same problem at epsilon = 2·ε·s_X·s_Y; exact_iterations reach its plan.
+  double epsilon = 1e-3;
   // KL penalties of the source and target marginals: infinity (kept) or
   // > 0. rho_b alone is the semi-relaxed problem; TorchGW's semi_relaxed
   // relaxes both (its rho_a = rho_b = 1 by default).
@@ -249,6 +253,17 @@ struct GwOptions {
   double cost_ema_tolerance = 1e-3;  // in (0, 1)
   std::uint64_t seed = 0;
   int restarts = 1;  // >= 1: seeds seed, seed + 1, ...
+  // With restarts > 1, > 0: a race instead of whole restarts. Each seed
+  // runs its first restart_iterations iterations (ε on the schedule of the
+  // whole run; it only stops early), the seed whose plan then has the
+  // lowest objective (as the restarts compare them below) is run again
+  // from its start to the end, and its plan is returned: the same plan as
+  // a single run of that seed. The orientation of a matching (forward or
+  // reversed) is settled once the plan has formed, well before the end, so
+  // this costs restarts·restart_iterations + one run's iterations instead
+  // of restarts whole runs. 0 (or >= the iterations a run takes): every
+  // restart runs to the end.
+  int restart_iterations = 0;
   // Start from the plan in GwResult::plan (read; TorchGW's T_init) instead
   // of a⊗b/Σb: non-negative, finite, with mass (scaled to a's). Its
   // anchors are drawn from it (a row by its sum, then a column by its
@@ -261,7 +276,8 @@ struct GwOptions {
   double fused_alpha = 0;
   // Called on the host after each outer iteration's solve with the
   // restart (0 .. restarts − 1) and the iterations it has done (a progress
-  // bar's hook); empty: none.
+  // bar's hook: it is called once an iteration, the race's included);
+  // empty: none.
   std::function<void(int restart, int iterations)> on_iteration;
   // Graph sides: the device memory (bytes, each side) that keeps the
   // anchors' shortest-path columns across iterations and restarts, so that
@@ -410,8 +426,13 @@ struct GwResult {
   int iterations = 0;                   // outer iterations of the kept restart
   bool converged = false;               // it stopped on the tolerance
   std::uint64_t seed = 0;               // its seed
-  double last_change = NAN;             // the relative change at its last check
-  std::vector<double> changes;          // every check's relative change
+  // With restarts > 1, what chose among them: each seed's criterion (the
+  // objective, or the fused one above) at the end of its run, or, in a race
+  // (GwOptions::restart_iterations), after its first restart_iterations
+  // iterations. Empty with one restart.
+  std::vector<double> restart_objectives;
+  double last_change = NAN;     // the relative change at its last check
+  std::vector<double> changes;  // every check's relative change
   // The normalisation of each side's distances (s_X, s_Y above) and the
   // last iteration's anchors (j_m, l_m): what its sampled cost was made of
   // (with exact costs, the first iteration's, which made the scales).

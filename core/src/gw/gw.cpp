@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <numeric>
 #include <optional>
 #include <softwave/gw.hpp>
 #include <softwave/kokkos_compat.hpp>
@@ -193,6 +195,9 @@ void check_options(const GwOptions& o) {
                            " must be >= 0");
   if (o.restarts < 1)
     throw_invalid_argument("restarts = ", o.restarts, " must be >= 1");
+  if (o.restart_iterations < 0)
+    throw_invalid_argument("restart_iterations = ", o.restart_iterations,
+                           " must be >= 0 (0: whole restarts)");
   if (!(o.cost_ema_beta >= 0 && o.cost_ema_beta <= 1))
     throw_invalid_argument("cost_ema_beta = ", o.cost_ema_beta,
                            " must be in [0, 1] (0: no average)");
@@ -706,7 +711,8 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
                 PlanTerms<T, Space>& terms, const GwOptions& o, int restart,
                 GraphRows<T, Space>* source_rows,
                 GraphRows<T, Space>* target_rows, ExactCost<T, Space>* exact,
-                LowRankCoupling<T, Space>* coupling) {
+                LowRankCoupling<T, Space>* coupling,
+                int stop_after = std::numeric_limits<int>::max()) {
   std::uint64_t const seed = o.seed + std::uint64_t(restart);
   if (coupling)
     coupling->start(space, problem.marginals.a, problem.marginals.b,
@@ -776,7 +782,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
 
   SinkhornOptions sink = solve_options(o, exact != nullptr);
 
-  for (int t = 0; t < o.max_iterations; ++t) {
+  for (int t = 0; t < std::min(o.max_iterations, stop_after); ++t) {
     double const eps = o.epsilon * std::pow(decay, std::min(t, annealing));
     int const slot = free_slots.back();
     free_slots.pop_back();
@@ -1297,18 +1303,88 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
                         options.graph_cache_bytes);
 
   bool const fused = options.fused_alpha > 0;
-  double best = INFINITY, first_source_scale = 1, first_target_scale = 1;
-  for (int restart = 0; restart < options.restarts; ++restart) {
-    std::uint64_t const seed = options.seed + std::uint64_t(restart);
+  double first_source_scale = 1, first_target_scale = 1;
+  // The objective of a run's plan (`sum` the mixture; `rendered`: the dense
+  // plan already holds it, refined) and the restarts' criterion.
+  struct Assessment {
+    double objective = NAN, objective_error = NAN, linear_value = NAN,
+           linear_error = NAN, criterion = NAN;
+  };
+  auto assess = [&](const Run& run, const auto& sum, std::uint64_t seed,
+                    bool rendered) {
+    Assessment a;
+    GwObjectiveParts parts;
+    if (sample) {
+      auto const estimate = sample->estimate(space, problem, terms, run, seed);
+      parts = estimate.parts;
+      a.objective = parts.value();
+      a.objective_error = estimate.error;
+      a.criterion = a.objective;
+      if (fused) {
+        std::tie(a.linear_value, a.linear_error) =
+            sampled_linear_objective(space, linear, sample->pairs.rows,
+                                     sample->pairs.columns, run.mass(problem));
+      }
+    } else if (want_objective && !need_dense) {  // factored_objective
+      parts = exact_cost->mixture_objective(space, sum);
+      a.objective = parts.value();
+      a.objective_error = 0;
+      a.criterion = a.objective;
+    } else if (need_dense && want_objective) {
+      if (!rendered) render_plan(space, sum, dense);
+      OTView2<const T, Space> const plan(dense);
+      parts = exact_cost ? exact_cost->objective(space, plan)
+                         : gw_objective(space, objective_x, objective_y, plan);
+      a.objective = parts.value();
+      a.objective_error = 0;
+      a.criterion = a.objective;
+      if (fused) {
+        a.linear_value = linear_objective(space, linear, plan);
+        a.linear_error = 0;
+      }
+    }
+    if (fused && want_objective)
+      a.criterion = (1 - options.fused_alpha) *
+                        parts.value(first_source_scale, first_target_scale) +
+                    options.fused_alpha * a.linear_value;
+    return a;
+  };
+  auto run_of = [&](int restart, int stop_after) {
     Run run = run_restart(space, problem, terms, options, restart,
                           source_rows ? &*source_rows : nullptr,
                           target_rows ? &*target_rows : nullptr,
                           exact_cost ? &*exact_cost : nullptr,
-                          coupling ? &*coupling : nullptr);
+                          coupling ? &*coupling : nullptr, stop_after);
     if (restart == 0) {
       first_source_scale = run.source_scale;
       first_target_scale = run.target_scale;
     }
+    return run;
+  };
+
+  // The restarts run to the end: all, or the race's winner alone (a rerun
+  // from its start, which the counter-based draws make the same run).
+  std::vector<int> finalists(options.restarts);
+  std::iota(finalists.begin(), finalists.end(), 0);
+  std::vector<double> criteria;
+  bool const race = options.restarts > 1 && options.restart_iterations > 0 &&
+                    options.restart_iterations < options.max_iterations;
+  if (race) {
+    for (int restart = 0; restart < options.restarts; ++restart) {
+      Run const run = run_of(restart, options.restart_iterations);
+      criteria.push_back(assess(run, problem.sum(space, terms, run.terms),
+                                options.seed + std::uint64_t(restart), false)
+                             .criterion);
+    }
+    // The first lowest (as whole restarts keep it).
+    finalists = {int(std::min_element(criteria.begin(), criteria.end()) -
+                     criteria.begin())};
+  }
+
+  double best = INFINITY;
+  for (int restart : finalists) {
+    std::uint64_t const seed = options.seed + std::uint64_t(restart);
+    Run run = run_of(restart, std::numeric_limits<int>::max());
     auto const sum = problem.sum(space, terms, run.terms);
     // The refined plan's matching, kept with the restart that wins.
     OTView1<int, Space> refined_matching;
@@ -1320,43 +1396,10 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       refine_exactly(space, problem, objective_x, objective_y, run, options,
                      dense, refined_matching);
     }
-    double objective = NAN, objective_error = NAN, linear_value = NAN,
-           linear_error = NAN, criterion = NAN;
-    GwObjectiveParts parts;
-    if (sample) {
-      auto const estimate = sample->estimate(space, problem, terms, run, seed);
-      parts = estimate.parts;
-      objective = parts.value();
-      objective_error = estimate.error;
-      criterion = objective;
-      if (fused) {
-        std::tie(linear_value, linear_error) =
-            sampled_linear_objective(space, linear, sample->pairs.rows,
-                                     sample->pairs.columns, run.mass(problem));
-      }
-    } else if (want_objective && !need_dense) {  // factored_objective
-      parts = exact_cost->mixture_objective(space, sum);
-      objective = parts.value();
-      objective_error = 0;
-      criterion = objective;
-    } else if (need_dense && want_objective) {
-      if (!exact) render_plan(space, sum, dense);
-      OTView2<const T, Space> const plan(dense);
-      parts = exact_cost ? exact_cost->objective(space, plan)
-                         : gw_objective(space, objective_x, objective_y, plan);
-      objective = parts.value();
-      objective_error = 0;
-      criterion = objective;
-      if (fused) {
-        linear_value = linear_objective(space, linear, plan);
-        linear_error = 0;
-      }
-    }
-    if (fused && want_objective)
-      criterion = (1 - options.fused_alpha) *
-                      parts.value(first_source_scale, first_target_scale) +
-                  options.fused_alpha * linear_value;
-    bool const keep = restart == 0 || criterion < best;
+    auto const [objective, objective_error, linear_value, linear_error,
+                criterion] = assess(run, sum, seed, exact);
+    if (!race && options.restarts > 1) criteria.push_back(criterion);
+    bool const keep = restart == finalists.front() || criterion < best;
     if (!keep) continue;
     best = criterion;
     // The plan asked for: rendered here, unless the objective's dense
@@ -1402,6 +1445,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     result.target_anchors = run.target_anchors;
     result.final_epsilon = run.final_epsilon;
   }
+  result.restart_objectives = criteria;
   space.fence();
 }
 
