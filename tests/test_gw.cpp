@@ -1029,6 +1029,24 @@ TYPED_TEST(SampledGw, WarmStartKeepsTheMatchingItStartsFrom) {
   }
 }
 
+// Two random sides of 6 to 13 points, and options for short runs with a
+// random anchor count and seed: the restart tests' problem.
+template <class T, class Space>
+struct RestartProblem {
+  int n, k;
+  Side<T, Space> source, target;
+  softwave::GwOptions o;
+  explicit RestartProblem(Rng& rng)
+      : n(rng.integer(6, 14)),
+        k(rng.integer(6, 14)),
+        source(random_side<T, Space>(rng, n)),
+        target(random_side<T, Space>(rng, k)) {
+    o.anchors = rng.integer(2, 6);
+    o.min_iterations = 0;
+    o.seed = rng.integer(0, 1 << 30);
+  }
+};
+
 // Restarts keep the lowest objective of their seeds; a seed repeats its
 // plan exactly.
 TYPED_TEST(SampledGw, RestartsKeepTheBestSeedAndSeedsRepeat) {
@@ -1036,15 +1054,12 @@ TYPED_TEST(SampledGw, RestartsKeepTheBestSeedAndSeedsRepeat) {
   using T = typename TypeParam::value;
   SWT_SEEDED_RNG(rng);
   Space space;
-  int const n = rng.integer(6, 14), k = rng.integer(6, 14);
-  auto const source = random_side<T, Space>(rng, n);
-  auto const target = random_side<T, Space>(rng, k);
-  softwave::GwOptions o;
-  o.anchors = rng.integer(2, 6);
+  RestartProblem<T, Space> problem(rng);
+  auto const &source = problem.source, &target = problem.target;
+  int const n = problem.n, k = problem.k;
+  softwave::GwOptions o = problem.o;
   o.max_iterations = 6;
-  o.min_iterations = 0;
   o.epsilon = 0.02;
-  o.seed = rng.integer(0, 1 << 30);
   auto solve = [&](int restarts, std::uint64_t seed) {
     softwave::GwOptions oo = o;
     oo.restarts = restarts;
@@ -1077,16 +1092,13 @@ TYPED_TEST(SampledGw, RaceRunsTheLowestSeedToTheEnd) {
   using T = typename TypeParam::value;
   SWT_SEEDED_RNG(rng);
   Space space;
-  int const n = rng.integer(6, 14), k = rng.integer(6, 14);
-  auto const source = random_side<T, Space>(rng, n);
-  auto const target = random_side<T, Space>(rng, k);
-  softwave::GwOptions o;
-  o.anchors = rng.integer(2, 6);
+  RestartProblem<T, Space> problem(rng);
+  auto const &source = problem.source, &target = problem.target;
+  int const n = problem.n, k = problem.k;
+  softwave::GwOptions o = problem.o;
   o.max_iterations = 8;
-  o.min_iterations = 0;
   o.tolerance = 0;
   o.epsilon = 5e-4;
-  o.seed = rng.integer(0, 1 << 30);
   struct Outcome {
     double objective;
     std::uint64_t seed;
