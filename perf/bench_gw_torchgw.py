@@ -70,6 +70,9 @@ def main(argv=None):
     p.add_argument("--max-iter", type=int, default=300)
     p.add_argument("--data", default="spiral", choices=["spiral", "random"],
                    help="random: uniform points in the unit cube (3-D), seeds 0 and 1")
+    # softwave's restarts: whole, or raced over their first iterations.
+    p.add_argument("--restarts", type=int, default=1)
+    p.add_argument("--restart-iterations", type=int, default=0)
     p.add_argument("--out", default=None)
     p.add_argument("--install", action="store_true")
     p.add_argument("--target", default="/tmp/peer-site")
@@ -119,9 +122,10 @@ def main(argv=None):
                     r = swot.sampled_gw(xt, yt, distance_mode=args.mode, k=5,
                                         n_landmarks=args.landmarks, alpha=args.alpha,
                                         epsilon=0.005, M=80, max_iter=args.max_iter,
-                                        mixed_precision=True,
+                                        mixed_precision=True, restarts=args.restarts,
+                                        restart_iterations=args.restart_iterations,
                                         seed=seed, plan=False, objective=False)
-                    return r.matching, {"n_iter": r.iterations}
+                    return r.matching, {"n_iter": r.iterations, "kept_seed": r.seed}
                 if method not in warm:
                     solve()
                     warm.add(method)
@@ -134,6 +138,8 @@ def main(argv=None):
                 record = {"method": "softwave", "n": n, "k": k, "seed": seed, "mode": args.mode,
                           "data": args.data,
                           "seconds": seconds, "iterations": int(log["n_iter"]),
+                          "restarts": args.restarts, "restart_iterations": args.restart_iterations,
+                          "kept_seed": int(log["kept_seed"]),
                           "rho": float(spearmanr(np.arange(n), matching)[0]),
                           "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
                           **cuts}

@@ -407,7 +407,9 @@ struct GwResult {
   double last_plan_weight = NAN;
   // The GW objective of the returned plan with the distances as given
   // (unnormalised), accumulated in float64: exact (an N×K plan, the `plan`
-  // view or a temporary one, and O(N²K + NK²) work) or, above
+  // view or a temporary one, and O(N²K + NK²) work; a side given by
+  // coordinates has its distances formed once, N² doubles, where N² is at
+  // most exact_objective_entries) or, above
   // GwOptions::exact_objective_entries, the unbiased estimate from pairs
   // drawn from the plan (no N×K memory); NaN when compute_objective is
   // false and restarts == 1. With exact costs (embeddings, not fused) it

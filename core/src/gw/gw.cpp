@@ -1291,6 +1291,18 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   if (need_dense && problem.target_graph)
     objective_y =
         all_pairs(*problem.target_graph, "softwave::gw::target_all_pairs");
+  // Coordinates (Euclidean distances): formed once where N² fits the same
+  // budget as the dense plan.
+  auto from_coordinates = [&](const SideDistances<T, Space>& side) {
+    return need_dense && !side.dense && !side.squared &&
+           side.size() * side.size() <= options.exact_objective_entries;
+  };
+  if (from_coordinates(objective_x))
+    objective_x =
+        formed_distances(space, objective_x, "softwave::gw::source_distances");
+  if (from_coordinates(objective_y))
+    objective_y =
+        formed_distances(space, objective_y, "softwave::gw::target_distances");
 
   // Graph sides: their anchors' shortest paths, kept across iterations and
   // restarts.

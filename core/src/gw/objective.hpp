@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "../common/call_memory.hpp"
+#include "plan_terms.hpp"
 
 namespace softwave::impl {
 
@@ -20,6 +21,9 @@ namespace softwave::impl {
 template <class T, class Space>
 struct SideDistances {
   OTView2<const T, Space> matrix, coordinates;
+  // Coordinates' distances formed once in float64 (formed_distances), read
+  // in their place.
+  OTView2<const double, Space> formed;
   bool dense = false, squared = false;
 
   explicit SideDistances(const GwDistances<T, Space>& d)
@@ -34,6 +38,7 @@ struct SideDistances {
   KOKKOS_INLINE_FUNCTION double operator()(std::int64_t i,
                                            std::int64_t j) const {
     if (dense) return matrix(i, j);
+    if (formed.extent(0) > 0) return formed(i, j);
     double s = 0;
     for (std::size_t e = 0; e < coordinates.extent(1); ++e) {
       double const diff = double(coordinates(i, e)) - coordinates(j, e);
@@ -42,6 +47,26 @@ struct SideDistances {
     return squared ? s : compat::sqrt(s);
   }
 };
+
+// A side given by coordinates with its distances formed once, in float64
+// (O(N²·L) work, N² doubles): the exact objective reads every distance
+// K + 1 times and each exact iteration once more, O(N²K·L) work when each
+// read computes it from the coordinates. The same values either way.
+template <class T, class Space>
+SideDistances<T, Space> formed_distances(const Space& space,
+                                         const SideDistances<T, Space>& side,
+                                         const char* label) {
+  std::int64_t const n = side.size();
+  auto const out = uninitialised<double**>(space, label, n, n);
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Space>(space, 0, n * n),
+      KOKKOS_LAMBDA(std::int64_t q) {
+        out(q / n, q % n) = side(q / n, q % n);
+      });
+  SideDistances<T, Space> formed = side;
+  formed.formed = out;
+  return formed;
+}
 
 // Σ_ij D(i, j)² w_i w_j.
 template <class T, class Space, class Weights>
