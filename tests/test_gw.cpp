@@ -1033,9 +1033,16 @@ TYPED_TEST(SampledGw, WarmStartKeepsTheMatchingItStartsFrom) {
 }
 
 // Two random sides of 6 to 13 points, and options for short runs with a
-// random anchor count and seed: the restart tests' problem.
+// random anchor count and seed: the restart tests' problem, and what a
+// call on it gives (with the iteration hook's calls counted).
 template <class T, class Space>
 struct RestartProblem {
+  struct Outcome {
+    double objective;
+    std::uint64_t seed;
+    std::vector<double> plan, restart_objectives;
+    int calls;
+  };
   int n, k;
   Side<T, Space> source, target;
   softwave::GwOptions o;
@@ -1048,41 +1055,48 @@ struct RestartProblem {
     o.min_iterations = 0;
     o.seed = rng.integer(0, 1 << 30);
   }
+  // o with the given seed, restarts and race, and iterations (0: o's).
+  Outcome solve(std::uint64_t seed, int restarts, int race = 0,
+                int iterations = 0) const {
+    softwave::GwOptions counted = o;
+    counted.seed = seed;
+    counted.restarts = restarts;
+    counted.restart_iterations = race;
+    if (iterations > 0) counted.max_iterations = iterations;
+    int calls = 0;
+    counted.on_iteration = [&](int, int) { ++calls; };
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    softwave::sampled_gw(Space(), source.distances, target.distances, {}, r,
+                         counted);
+    return Outcome{r.objective, r.seed, swt::to_host(r.plan),
+                   r.restart_objectives, calls};
+  }
 };
 
-// Restarts keep the lowest objective of their seeds; a seed repeats its
-// plan exactly.
+// Restarts keep the lowest objective of their seeds and report each one's;
+// a seed repeats its plan exactly.
 TYPED_TEST(SampledGw, RestartsKeepTheBestSeedAndSeedsRepeat) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
   SWT_SEEDED_RNG(rng);
-  Space space;
-  RestartProblem<T, Space> problem(rng);
-  auto const &source = problem.source, &target = problem.target;
-  int const n = problem.n, k = problem.k;
-  softwave::GwOptions o = problem.o;
-  o.max_iterations = 6;
-  o.epsilon = 0.02;
-  auto solve = [&](int restarts, std::uint64_t seed) {
-    softwave::GwOptions oo = o;
-    oo.restarts = restarts;
-    oo.seed = seed;
-    softwave::GwResult<T, Space> r;
-    r.plan = V2<T, Space>("plan", n, k);
-    softwave::sampled_gw(space, source.distances, target.distances, {}, r, oo);
-    return std::make_pair(r.objective, swt::to_host(r.plan));
-  };
+  RestartProblem<T, Space> p(rng);
+  p.o.max_iterations = 6;
+  p.o.epsilon = 0.02;
   int const restarts = 4;
-  auto const best = solve(restarts, o.seed);
+  auto const best = p.solve(p.o.seed, restarts);
+  ASSERT_EQ(best.restart_objectives.size(), std::size_t(restarts));
   double lowest = INFINITY;
   std::vector<double> lowest_plan;
   for (int s = 0; s < restarts; ++s) {
-    auto const one = solve(1, o.seed + s);
-    if (one.first < lowest) lowest = one.first, lowest_plan = one.second;
+    auto const one = p.solve(p.o.seed + s, 1);
+    EXPECT_EQ(best.restart_objectives[s], one.objective) << "seed " << s;
+    EXPECT_TRUE(one.restart_objectives.empty());
+    if (one.objective < lowest) lowest = one.objective, lowest_plan = one.plan;
   }
-  EXPECT_EQ(best.first, lowest);
-  EXPECT_EQ(best.second, lowest_plan);
-  EXPECT_EQ(solve(1, o.seed + 1).second, solve(1, o.seed + 1).second);
+  EXPECT_EQ(best.objective, lowest);
+  EXPECT_EQ(best.plan, lowest_plan);
+  EXPECT_EQ(p.solve(p.o.seed + 1, 1).plan, p.solve(p.o.seed + 1, 1).plan);
 }
 
 // A race (restart_iterations = s) runs each seed s iterations, reports
@@ -1094,64 +1108,26 @@ TYPED_TEST(SampledGw, RaceRunsTheLowestSeedToTheEnd) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
   SWT_SEEDED_RNG(rng);
-  Space space;
-  RestartProblem<T, Space> problem(rng);
-  auto const &source = problem.source, &target = problem.target;
-  int const n = problem.n, k = problem.k;
-  softwave::GwOptions o = problem.o;
-  o.max_iterations = 8;
-  o.tolerance = 0;
-  o.epsilon = 5e-4;
-  struct Outcome {
-    double objective;
-    std::uint64_t seed;
-    std::vector<double> plan, restart_objectives;
-    int calls;
-  };
-  auto solve = [&](const softwave::GwOptions& oo) {
-    softwave::GwOptions counted = oo;
-    int calls = 0;
-    counted.on_iteration = [&](int, int) { ++calls; };
-    softwave::GwResult<T, Space> r;
-    r.plan = V2<T, Space>("plan", n, k);
-    softwave::sampled_gw(space, source.distances, target.distances, {}, r,
-                         counted);
-    return Outcome{r.objective, r.seed, swt::to_host(r.plan),
-                   r.restart_objectives, calls};
-  };
-  auto single = [&](std::uint64_t seed, int iterations) {
-    softwave::GwOptions oo = o;
-    oo.seed = seed;
-    oo.max_iterations = iterations;
-    return solve(oo);
-  };
+  RestartProblem<T, Space> p(rng);
+  p.o.max_iterations = 8;
+  p.o.tolerance = 0;
+  p.o.epsilon = 5e-4;
   int const restarts = 4, s = rng.integer(1, 7);
-  softwave::GwOptions raced = o;
-  raced.restarts = restarts;
-  raced.restart_iterations = s;
-  auto const race = solve(raced);
+  auto const race = p.solve(p.o.seed, restarts, s);
   ASSERT_EQ(race.restart_objectives.size(), std::size_t(restarts));
   int winner = 0;
   for (int r = 0; r < restarts; ++r) {
-    EXPECT_EQ(race.restart_objectives[r], single(o.seed + r, s).objective)
+    EXPECT_EQ(race.restart_objectives[r],
+              p.solve(p.o.seed + r, 1, 0, s).objective)
         << "seed " << r;
     if (race.restart_objectives[r] < race.restart_objectives[winner])
       winner = r;
   }
-  auto const whole = single(o.seed + winner, o.max_iterations);
-  EXPECT_EQ(race.seed, o.seed + winner);
+  auto const whole = p.solve(p.o.seed + winner, 1);
+  EXPECT_EQ(race.seed, p.o.seed + winner);
   EXPECT_EQ(race.objective, whole.objective);
   EXPECT_EQ(race.plan, whole.plan);
-  EXPECT_EQ(race.calls, restarts * s + o.max_iterations);
-  // Whole restarts report each seed's final objective.
-  softwave::GwOptions all = o;
-  all.restarts = restarts;
-  auto const every = solve(all);
-  ASSERT_EQ(every.restart_objectives.size(), std::size_t(restarts));
-  for (int r = 0; r < restarts; ++r)
-    EXPECT_EQ(every.restart_objectives[r],
-              single(o.seed + r, o.max_iterations).objective);
-  EXPECT_TRUE(single(o.seed, o.max_iterations).restart_objectives.empty());
+  EXPECT_EQ(race.calls, restarts * s + p.o.max_iterations);
 }
 
 // Above exact_objective_entries the objective is estimated from pairs
@@ -1402,6 +1378,17 @@ struct SpiralAndRoll {
   std::vector<double> dy = ref::knn_geodesics(y, k, 3, neighbours);
 };
 
+// TorchGW's test settings (M = 80, α = 0.8, ε = 0.005), shorter solves.
+softwave::GwOptions spiral_options() {
+  softwave::GwOptions o;
+  o.anchors = 80;
+  o.alpha = 0.8;
+  o.epsilon = 0.005;
+  o.max_iterations = 40;
+  o.sinkhorn_iterations = 10;
+  return o;
+}
+
 template <class T, class Space>
 void spiral_to_swiss_roll(const Space& space, Mode mode,
                           int coupling_rank = 0) {
@@ -1444,13 +1431,7 @@ void spiral_to_swiss_roll(const Space& space, Mode mode,
     source.distances = {{}, {}, &gx};
     target.distances = {{}, {}, &gy};
   }
-  // TorchGW's test settings (M = 80, α = 0.8, ε = 0.005), shorter solves.
-  softwave::GwOptions o;
-  o.anchors = 80;
-  o.alpha = 0.8;
-  o.epsilon = 0.005;
-  o.max_iterations = 40;
-  o.sinkhorn_iterations = 10;
+  softwave::GwOptions o = spiral_options();
   o.seed = 7;
   o.coupling_rank = coupling_rank;
   softwave::GwResult<T, Space> r;
@@ -1490,12 +1471,7 @@ TYPED_TEST(SampledGw, RaceAvoidsTheReversedMatching) {
   SpiralAndRoll const task;
   auto const source = matrix_side<T, Space>(task.dx, task.n);
   auto const target = matrix_side<T, Space>(task.dy, task.k);
-  softwave::GwOptions o;
-  o.anchors = 80;
-  o.alpha = 0.8;
-  o.epsilon = 0.005;
-  o.max_iterations = 40;
-  o.sinkhorn_iterations = 10;
+  softwave::GwOptions o = spiral_options();
   o.seed = 8;
   o.restarts = 4;
   o.restart_iterations = 10;
