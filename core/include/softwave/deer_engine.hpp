@@ -53,6 +53,67 @@ auto work_items(const Space& space, std::int64_t n) {
   return compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, n));
 }
 
+// for_each_step's kernel: a team per run of one sequence's consecutive
+// steps, its threads every team_size-th step of the run.
+template <class Space, class Body>
+struct StepRuns {
+  Body body;
+  std::int64_t steps;
+  int runs, run_length;
+  KOKKOS_INLINE_FUNCTION void operator()(
+      const typename Kokkos::TeamPolicy<Space>::member_type& member) const {
+    int const b = member.league_rank() / runs;
+    std::int64_t const first =
+        std::int64_t(member.league_rank() - b * runs) * run_length;
+    int const count =
+        int(steps - first < run_length ? steps - first : run_length);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, count),
+                         [&](int i) { body(b, first + i); });
+  }
+};
+
+// body(b, t) for every step t < steps of each of `batch` sequences. A flat
+// range over batch·steps split every index with a 64-bit division, which
+// cost more than the work itself in a pass over the whole trajectory: at
+// n = 1, B = 16, T = 1M such a pass took 156 µs on an H200, several times
+// its bytes. Here the division is one a team, and a warp's threads take
+// consecutive steps (whole lines where a step's values are contiguous).
+template <class Space, class Body>
+void for_each_step(const Space& space, const std::string& label,
+                   std::int64_t batch, std::int64_t steps, const Body& body) {
+  if (batch <= 0 || steps <= 0) return;
+  bool const host =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                 typename Space::memory_space>::accessible;
+  int const team_size = host ? 1 : 256;
+  // Runs of 8 steps a thread on a device; longer where the league would
+  // not fit Kokkos' int league size.
+  std::int64_t run_length = host ? 4096 : 8 * team_size;
+  std::int64_t const most_runs = std::int64_t(1) << 30;
+  while (batch * ((steps + run_length - 1) / run_length) > most_runs)
+    run_length *= 2;
+  int const runs = int((steps + run_length - 1) / run_length);
+  Kokkos::parallel_for(
+      label,
+      compat::light_weight(
+          Kokkos::TeamPolicy<Space>(space, int(batch * runs), team_size)),
+      StepRuns<Space, Body>{body, steps, runs, int(run_length)});
+}
+
+// Sequence b and step t of flat step index q = b·steps + t, by a 32-bit
+// division where q allows (a 64-bit one costs several times as many
+// instructions on a GPU, where a kernel of a thread a step runs it once a
+// step).
+KOKKOS_INLINE_FUNCTION void split_step(std::int64_t q, std::int64_t steps,
+                                       int& b, int& t) {
+  std::int64_t const quotient =
+      q <= std::int64_t(0xffffffffu) && steps <= std::int64_t(0xffffffffu)
+          ? std::int64_t(std::uint32_t(q) / std::uint32_t(steps))
+          : q / steps;
+  b = int(quotient);
+  t = int(q - quotient * steps);
+}
+
 // Resolved settings of one solve.
 struct Settings {
   double atol = 0, rtol = 0;
@@ -1002,11 +1063,9 @@ struct Solver {
     Buffer home, away;
     Recurrence rec;
     Counts status;
-    std::int64_t length;
     int n;
-    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t q) const {
-      std::int64_t const b = q / length, t = q % length;
-      if (status(b) != converged_odd || t >= rec.length(int(b))) return;
+    KOKKOS_INLINE_FUNCTION void operator()(int b, std::int64_t t) const {
+      if (status(b) != converged_odd || t >= rec.length(b)) return;
       for (int i = 0; i < n; ++i) home(b, t, i) = away(b, t, i);
     }
   };
@@ -1126,11 +1185,9 @@ struct Solver {
   struct ClearTail {
     Recurrence rec;
     Buffer z;
-    std::int64_t length;
     int n;
-    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t q) const {
-      std::int64_t const b = q / length, t = q % length;
-      if (t < rec.length(int(b))) return;
+    KOKKOS_INLINE_FUNCTION void operator()(int b, std::int64_t t) const {
+      if (t < rec.length(b)) return;
       for (int i = 0; i < n; ++i) z(b, t, i) = 0;
     }
   };
@@ -1266,8 +1323,8 @@ struct Solver {
       if (still_host() == 0) break;
     }
     // Results that ended in the second buffer come home.
-    Kokkos::parallel_for(label("gather"), work_items(space_, batch_ * length_),
-                         Gather{z_, other, rec_, status, length_, n});
+    for_each_step(space_, label("gather"), batch_, length_,
+                  Gather{z_, other, rec_, status, n});
   }
 
   // Damped (Levenberg–Marquardt, quasi-ELK) iterations of every sequence,
@@ -1366,9 +1423,8 @@ struct Solver {
               Kokkos::View<int*, Memory> count,
               DeerView1<int, Space> iterations, DeerView1<int, Space> path,
               DeerPath sequential_path) {
-    Kokkos::parallel_for(label("clear_tail"),
-                         work_items(space_, batch_ * length_),
-                         ClearTail{rec_, z_, length_, rec_.state_size()});
+    for_each_step(space_, label("clear_tail"), batch_, length_,
+                  ClearTail{rec_, z_, rec_.state_size()});
     Kokkos::parallel_for(
         label("report"), work_items(space_, batch_),
         Report{status, count, iterations, path, int(sequential_path)});
@@ -1642,7 +1698,8 @@ struct InputGradients {
   std::int64_t steps;
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t q, T* init) const {
     int const n = cell.state_size(), m = cell.input_size();
-    int const b = int(q / steps), t = int(q % steps);
+    int b, t;
+    split_step(q, steps, b, t);
     bool const first = t == 0;
     if (t >= lengths(b)) {
       if (grad_x.size())

@@ -159,13 +159,12 @@ struct Projections {
 };
 
 // p_t = W_ih x_t + b_ih for every step, (B, T, G·H): a thread per step
-// (the step's index split once, x_t read once, the weights' reads shared
-// by the warp). With `units` (H > 0) unit-major instead, (B·H, T, G)
-// (transpose_units), from the same thread per step: a thread per value
-// would read x_t once for each of the H units (at H = 16, T = 100k, B = 16
-// on an H200 that kernel took 1.8 ms of a 4.8 ms forward). With weight_ih
-// empty x holds W_ih x_t (RnnWeights): p is x plus b_ih, and x itself
-// where there is no b_ih to add or layout to change.
+// (for_each_step; x_t read once, the weights' reads shared by the warp). With
+// `units` (H > 0) unit-major instead, (B·H, T, G) (transpose_units), from the
+// same thread per step: a thread per value would read x_t once for each of the
+// H units (at H = 16, T = 100k, B = 16 on an H200 that kernel took 1.8 ms of
+// a 4.8 ms forward). With weight_ih empty x holds W_ih x_t (RnnWeights): p is x
+// plus b_ih, and x itself where there is no b_ih to add or layout to change.
 template <class Space, class T>
 Projections<Space, T> project_inputs(const Space& space,
                                      const RnnWeights<T, Space>& w,
@@ -198,10 +197,9 @@ Projections<Space, T> project_inputs(const Space& space,
                                      B, steps, rows);
   auto const p = out.owner.view;
   bool const unit_major = units > 0;
-  Kokkos::parallel_for(
-      "softwave::deer::project_inputs", work_items(space, B * steps),
-      KOKKOS_LAMBDA(std::int64_t q) {
-        std::int64_t const b = q / steps, t = q - b * steps;
+  for_each_step(
+      space, "softwave::deer::project_inputs", B, steps,
+      KOKKOS_LAMBDA(int b, std::int64_t t) {
         for (std::int64_t k = 0; k < rows; ++k) {
           T sum = has_bias ? bias(k) : T(0);
           for (std::int64_t j = 0; j < m; ++j) sum += product(k, j, b, t);
@@ -284,10 +282,16 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
           std::int64_t const j = j0 + column;
           T sum = 0;
           if (group < groups && j < width)
-            for (std::int64_t r = r0 + group; r < r1; r += groups) {
-              std::int64_t const b = r / steps, t = r % steps;
-              T const gk = g(b, t, k);
-              sum += j < J ? gk * rows(b, t, k, j) : gk;
+            if (r0 + group < r1) {
+              // (b, t) of step r, advanced with r rather than divided out
+              // of it each step.
+              std::int64_t b = (r0 + group) / steps;
+              std::int64_t t = r0 + group - b * steps;
+              for (std::int64_t r = r0 + group; r < r1; r += groups) {
+                T const gk = g(b, t, k);
+                sum += j < J ? gk * rows(b, t, k, j) : gk;
+                for (t += groups; t >= steps; t -= steps) ++b;
+              }
             }
           shared[member.team_rank()] = sum;
           member.team_barrier();
@@ -381,7 +385,8 @@ void gate_gradients(const Space& space, const Cell& cell,
   items.template for_each<T>(
       space, "softwave::deer::gate_gradients",
       KOKKOS_LAMBDA(std::int64_t q, T * init) {
-        int const b = int(q / steps), t = int(q % steps);
+        int b, t;
+        split_step(q, steps, b, t);
         if (t >= lengths(b)) {
           for (int k = 0; k < rows; ++k) g_in(b, t, k) = g_h(b, t, k) = 0;
           return;
@@ -409,16 +414,17 @@ void transpose_units(const Space& space, V3<const T, Space> from,
   V3<const T, Space> const units = to_units ? V3<const T, Space>(to) : from;
   std::int64_t const BH = units.extent(0), steps = units.extent(1),
                      C = units.extent(2);
-  Kokkos::parallel_for(
-      to_units ? "softwave::deer::to_units" : "softwave::deer::from_units",
-      work_items(space, BH * steps * C), KOKKOS_LAMBDA(std::int64_t q) {
-        std::int64_t const c = q % C, ut = q / C;
-        std::int64_t const u = ut / steps, t = ut % steps;
-        std::int64_t const b = u / H, j = c * H + u % H;
-        if (to_units)
-          to(u, t, c) = from(b, t, j);
-        else
-          to(b, t, j) = from(u, t, c);
+  for_each_step(
+      space,
+      to_units ? "softwave::deer::to_units" : "softwave::deer::from_units", BH,
+      steps, KOKKOS_LAMBDA(int u, std::int64_t t) {
+        int const b = u / H, i = u % H;
+        for (std::int64_t c = 0; c < C; ++c) {
+          if (to_units)
+            to(u, t, c) = from(b, t, c * H + i);
+          else
+            to(b, t, c * H + i) = from(u, t, c);
+        }
       });
 }
 
@@ -748,16 +754,15 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     auto const gin = g_in.view;
     auto const weight = weights.weight_ih;
     std::int64_t const R = rows, M = m, S = steps;
-    Kokkos::parallel_for(
-        "softwave::deer::input_gradients",
-        d::work_items(space, std::int64_t(B) * S * M),
-        KOKKOS_LAMBDA(std::int64_t q) {
-          std::int64_t const j = q % M, bt = q / M;
-          std::int64_t const b = bt / S, t = bt % S;
-          T sum = 0;
-          for (std::int64_t k = 0; k < R; ++k)
-            sum += gin(b, t, k) * weight(k, j);
-          grad_x(b, t, j) = sum;
+    d::for_each_step(
+        space, "softwave::deer::input_gradients", B, S,
+        KOKKOS_LAMBDA(int b, std::int64_t t) {
+          for (std::int64_t j = 0; j < M; ++j) {
+            T sum = 0;
+            for (std::int64_t k = 0; k < R; ++k)
+              sum += gin(b, t, k) * weight(k, j);
+            grad_x(b, t, j) = sum;
+          }
         });
   }
   // Without W_ih's gradient only the bias column is summed.
