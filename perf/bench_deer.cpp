@@ -38,11 +38,15 @@
 // reading x and writing y (B·T·(n + state)·4 bytes: the memory floor of
 // any method);
 // peak_workspace_MB.
+//
+// SOFTWAVE_BENCH_DEER_START_WARM_UP replaces DeerOptions::start_warm_up (0:
+// Newton from zeros), for comparing starts in one run.
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <softwave/deer.hpp>
 #include <softwave/kokkos_compat.hpp>
 #include <string>
@@ -154,6 +158,8 @@ void run_deer(benchmark::State& state, Variant variant) {
   }
   options.check_values = false;
   options.check_every = variant.check_every;
+  if (char const* warm_up = std::getenv("SOFTWAVE_BENCH_DEER_START_WARM_UP"))
+    options.start_warm_up = std::atoi(warm_up);
   // Never reading convergence back issues every iteration: a bound near
   // what exact Newton takes on these cells.
   if (variant.check_every == 0) options.max_iterations = 8;

@@ -346,6 +346,9 @@ TYPED_TEST(DeerRnn, DiagonalHiddenWeightsTakeExactNewtonSteps) {
       softwave::DeerOptions newton;
       newton.method = softwave::DeerMethod::deer;
       newton.chunk = s.chunk;
+      // From zeros: the units' chunks and the full state's differ, and
+      // with them a start evaluated chunk by chunk.
+      newton.start_warm_up = 0;
       std::vector<int> full_iterations, path;
       auto const y_full = full.run(space, newton, &full_iterations);
       softwave::DeerOptions o = newton;
@@ -437,6 +440,7 @@ TYPED_TEST(DeerRnn, LongSequences) {
   r.path = V1<int, Space>("swt::path", 3);
   softwave::DeerOptions o;
   o.method = softwave::DeerMethod::deer;
+  o.start_warm_up = 0;  // from zeros: several iterations
   softwave::deer_rnn(space, d.weights, d.inputs, r, o);
   auto const first = swt::to_host(r.iterations);
   auto const y = swt::to_host(r.y);
@@ -453,6 +457,76 @@ TYPED_TEST(DeerRnn, LongSequences) {
     EXPECT_EQ(second[b], first[b]) << "sequence " << b;
     EXPECT_EQ(path[b], int(softwave::DeerPath::deer)) << "sequence " << b;
   }
+}
+
+// Without a warm start Newton starts from the trajectory evaluated chunk by
+// chunk (DeerOptions::start_warm_up). For cells that forget their past
+// (hidden weights of half PyTorch's scale: an Elman cell at full scale can
+// expand, and then neither start is better), with short chunks whose
+// warm-up does not reach back to the first step (so that the start is not
+// the answer), it gives the reference's states, every cell and Jacobian
+// mode, in no more iterations than from zeros; with a warm-up that reaches
+// the first step the start is the sequential answer, which the first
+// iteration confirms.
+TYPED_TEST(DeerRnn, LocalStartTakesFewerIterations) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  constexpr bool single = std::is_same_v<T, float>;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  struct Case {
+    int B, T, H, m;
+  };
+  for (auto cell : kCells)
+    for (Case const& c :
+         {Case{1, 1, 1, 1}, Case{3, 300, 2, 2}, Case{2, 500, 4, 3}}) {
+      bool const variable = rng.coin();
+      Problem<T> const problem(rng, cell, c.B, c.T, c.H, c.m, variable, 0.5);
+      auto const expected = problem.reference();
+      for (auto jacobian :
+           {softwave::DeerJacobian::full, softwave::DeerJacobian::diagonal})
+        for (auto kernel : iteration_kernels<Space>()) {
+          SCOPED_TRACE(::testing::Message()
+                       << "cell " << int(cell) << " B=" << c.B << " T=" << c.T
+                       << " H=" << c.H << (variable ? " variable lengths" : "")
+                       << " jacobian " << int(jacobian) << " kernel "
+                       << int(kernel));
+          softwave::DeerOptions zeros;
+          zeros.method = softwave::DeerMethod::deer;
+          zeros.jacobian = jacobian;
+          zeros.kernel = kernel;
+          zeros.chunk = 16;
+          zeros.start_warm_up = 0;
+          // Quasi-Newton's last step bounds its error only loosely
+          // (MatchesSequentialAndReference).
+          if (jacobian == softwave::DeerJacobian::diagonal) {
+            zeros.atol = single ? 1e-6 : 1e-13;
+            zeros.rtol = single ? 1e-6 : 1e-12;
+          }
+          softwave::DeerOptions local = zeros;
+          local.start_warm_up = 4;
+          softwave::DeerOptions exact = zeros;
+          exact.start_warm_up = c.T;
+          std::vector<int> from_zeros, from_local, from_exact, path;
+          auto const y_zeros = problem.run(space, zeros, &from_zeros);
+          auto const y_local = problem.run(space, local, &from_local, &path);
+          double const tolerance = single ? 3e-5 : 1e-10;
+          EXPECT_LE(worst_difference(y_zeros, expected), tolerance);
+          EXPECT_LE(worst_difference(y_local, expected), tolerance);
+          for (int b = 0; b < c.B; ++b) {
+            EXPECT_EQ(path[b], int(softwave::DeerPath::deer))
+                << "sequence " << b;
+            EXPECT_LE(from_local[b], from_zeros[b]) << "sequence " << b;
+          }
+          auto const y_exact = problem.run(space, exact, &from_exact, &path);
+          EXPECT_LE(worst_difference(y_exact, expected), tolerance);
+          for (int b = 0; b < c.B; ++b) {
+            EXPECT_EQ(path[b], int(softwave::DeerPath::deer))
+                << "sequence " << b;
+            EXPECT_EQ(from_exact[b], 1) << "sequence " << b;
+          }
+        }
+    }
 }
 
 // The automatic choice gives the same states whichever path it takes.
@@ -481,6 +555,7 @@ TYPED_TEST(DeerRnn, WarmStartFromTheSolutionTakesOneIteration) {
   auto const r = problem.template outputs<Space>();
   softwave::DeerOptions o;
   o.method = softwave::DeerMethod::deer;
+  o.start_warm_up = 0;  // from zeros: several iterations
   softwave::deer_rnn(space, d.weights, d.inputs, r, o);
   auto const cold = swt::to_host(r.iterations);
   o.warm_start = true;
@@ -589,6 +664,7 @@ TYPED_TEST(DeerRnn, GuardFallsBackToSequential) {
   o.method = softwave::DeerMethod::deer;
   o.jacobian = softwave::DeerJacobian::diagonal;
   o.max_iterations = 1;
+  o.start_warm_up = 0;  // from zeros, one iteration cannot confirm
   std::vector<int> path, iterations;
   auto const y = problem.run(space, o, &iterations, &path);
   for (int b = 0; b < 2; ++b) {
@@ -665,6 +741,7 @@ TYPED_TEST(DeerRnn, CheckEveryChangesNoResult) {
         o.block_layout = softwave::DeerBlockLayout::strided;
         o.damping = c.damping;
         o.max_iterations = c.max_iterations;
+        o.start_warm_up = 0;  // from zeros: several iterations to check
         o.kernel = kernel;
         o.check_every = check_every;
         auto const r = problem.template outputs<Space>();
@@ -1162,6 +1239,10 @@ TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
   o.check_every = -1;
   EXPECT_TRUE(
       swt::throws_naming("check_every", call(d.weights, d.inputs, r, o)));
+  o = {};
+  o.start_warm_up = -1;
+  EXPECT_TRUE(
+      swt::throws_naming("start_warm_up", call(d.weights, d.inputs, r, o)));
   for (double damping : {-1.0, double(NAN), double(INFINITY)}) {
     o = {};
     o.jacobian = softwave::DeerJacobian::diagonal;

@@ -89,11 +89,11 @@ def test_float32_and_numpy_agree_with_torch():
     module = torch_module("gru", 2, 4, 3).float()
     x = torch.randn(2, 500, 2)
     expected, _ = module(x)
-    got, report = deer.gru(x, None, *weights(module), method="deer")
+    got, report = deer.gru(x, None, *weights(module), method="deer", start_warm_up=0)
     assert torch.allclose(got, expected, atol=2e-5)
     assert max(report.iterations) > 1
     w = [p.detach().numpy() for p in weights(module)]
-    y_np, report_np = deer.gru(x.numpy(), None, *w, method="deer")
+    y_np, report_np = deer.gru(x.numpy(), None, *w, method="deer", start_warm_up=0)
     assert isinstance(y_np, np.ndarray) and y_np.dtype == np.float32
     assert np.allclose(y_np, got.detach().numpy(), atol=1e-6)
     assert report_np.iterations == report.iterations
@@ -124,6 +124,31 @@ def test_errors_name_the_argument():
         deer.gru(x, None, *weights(module), jacobian="diagonal", damping=-1)
     with pytest.raises(ValueError, match="jacobian"):
         deer.gru(x, None, *weights(module), damping=1)
+    with pytest.raises(ValueError, match="start_warm_up"):
+        deer.gru(x, None, *weights(module), start_warm_up=-1)
+
+
+@pytest.mark.parametrize("Module,cell", [(deer.GRU, "gru"), (deer.LSTM, "lstm")])
+def test_start_from_chunks_matches_torch_in_fewer_iterations(Module, cell):
+    """The default start (each chunk evaluated from zeros start_warm_up
+    steps before it; chunks of 16 steps here, so that it is not the answer)
+    and the start from zeros give torch's states and gradients; the first
+    takes fewer Newton iterations, and one where its warm-up reaches the
+    first step."""
+    torch.manual_seed(3)
+    x = torch.randn(2, 400, 3, dtype=torch.float64, requires_grad=True)
+    module = TORCH_CELLS[cell](3, 4, batch_first=True).double()
+    iterations = {}
+    for warm_up in (0, 8, 400):
+        got = deer.rnn(x, None, *weights(module), cell=cell, method="deer", chunk=16, start_warm_up=warm_up)
+        run_against_torch(cell, module, x, method="deer", chunk=16, start_warm_up=warm_up)
+        iterations[warm_up] = got[-1].iterations
+    assert all(a < b for a, b in zip(iterations[8], iterations[0])), iterations
+    assert iterations[400] == [1, 1], iterations
+    layer = Module(3, 4, method="deer", start_warm_up=0).double()
+    layer.load_state_dict(module.state_dict())
+    layer(x)
+    assert layer.last_report.iterations == iterations[0]
 
 
 def run_against_torch(cell, module, x, **options):
@@ -188,9 +213,11 @@ def test_diagonal_cells_match_torch_with_diagonal_weights(Module, cell):
     # diagonal=True: torch's cell with each gate's W_hh diagonal, states and
     # gradients (weight_hh's: its diagonal's); the module solves by exact
     # Newton on the Jacobian's structure (diagonal, or an LSTM's strided 2x2
-    # blocks), in the iterations full-Jacobian Newton takes.
+    # blocks), in the iterations full-Jacobian Newton takes (from zeros: the
+    # units' chunks and the whole state's differ, and with them the start
+    # evaluated chunk by chunk).
     m, H, B, T = 3, 6, 2, 400
-    ours = getattr(deer, Module)(m, H, diagonal=True, method="deer", dtype=torch.float64)
+    ours = getattr(deer, Module)(m, H, diagonal=True, method="deer", start_warm_up=0, dtype=torch.float64)
     assert ours.weight_hh_l0.shape == ({"gru": 3, "lstm": 4}[cell] * H, 1)
     assert ours.options["jacobian"] == ("block" if cell == "lstm" else "diagonal")
     reference = torch_module(cell, m, H, 17)
@@ -209,7 +236,7 @@ def test_diagonal_cells_match_torch_with_diagonal_weights(Module, cell):
         if name == "weight_hh_l0":
             b = torch.stack([torch.diagonal(block) for block in b.reshape(-1, H, H)]).reshape(-1, 1)
         assert torch.allclose(a, b, atol=1e-9, rtol=1e-7), name
-    full_options = dict(method="deer", jacobian="full")
+    full_options = dict(method="deer", jacobian="full", start_warm_up=0)
     if cell == "lstm":
         _, _, full_report = deer.lstm(x.detach(), None, *weights(reference), **full_options)
     else:
@@ -219,10 +246,10 @@ def test_diagonal_cells_match_torch_with_diagonal_weights(Module, cell):
     numpy_weights = [p.detach().numpy() for p in weights(ours)]
     if cell == "lstm":
         h, _, report = deer.lstm(x.detach().numpy(), None, *numpy_weights, diagonal=True, method="deer",
-                                 jacobian="block", block_size=2, block_layout="strided")
+                                 jacobian="block", block_size=2, block_layout="strided", start_warm_up=0)
     else:
         h, report = deer.gru(x.detach().numpy(), None, *numpy_weights, diagonal=True, method="deer",
-                             jacobian="diagonal")
+                             jacobian="diagonal", start_warm_up=0)
     assert np.allclose(h, got.detach().numpy(), atol=1e-10)
     assert report.iterations == full_report.iterations
 

@@ -21,8 +21,8 @@ from ._torch_ops import OPS, _anchors, _first_order, _none, _traced
 
 # The settings an operator takes, in its argument order (softwave.deer._settings
 # makes them; atol and rtol may be None: the dtype's defaults).
-SETTINGS = ("cell", "method", "jacobian", "kernel", "atol", "rtol", "max_iterations", "chunk", "damping",
-            "block_size", "block_layout", "diagonal", "check")
+SETTINGS = ("cell", "method", "jacobian", "kernel", "atol", "rtol", "max_iterations", "chunk", "start_warm_up",
+            "damping", "block_size", "block_layout", "diagonal", "check")
 WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "peephole")
 
 
@@ -102,10 +102,10 @@ if OPS:
     def _deer_op(x: T, h0: O, lengths: O, weight_ih: T, weight_hh: T, bias_ih: O, bias_hh: O, peephole: O, n: int,
                  cell: str,
                  method: str, jacobian: str, kernel: str, atol: Optional[float], rtol: Optional[float],
-                 max_iterations: int, chunk: int, damping: float, block_size: int, block_layout: str,
-                 diagonal: bool, check: bool) -> Tuple[T, T, T]:
-        settings = dict(zip(SETTINGS, (cell, method, jacobian, kernel, atol, rtol, max_iterations, chunk, damping,
-                                       block_size, block_layout, diagonal, check)))
+                 max_iterations: int, chunk: int, start_warm_up: int, damping: float, block_size: int,
+                 block_layout: str, diagonal: bool, check: bool) -> Tuple[T, T, T]:
+        settings = dict(zip(SETTINGS, (cell, method, jacobian, kernel, atol, rtol, max_iterations, chunk,
+                                       start_warm_up, damping, block_size, block_layout, diagonal, check)))
         return forward(settings, lengths, n, x, h0, weight_ih, weight_hh, bias_ih, bias_hh, peephole)
 
     @_deer_op.register_fake
@@ -132,12 +132,12 @@ if OPS:
     def _deer_gradients_op(grad_y: T, y: T, x: T, h0: O, lengths: O, weight_ih: T, weight_hh: T, bias_ih: O,
                            bias_hh: O, peephole: O, n: int, cell: str, method: str, jacobian: str, kernel: str,
                            atol: Optional[float], rtol: Optional[float], max_iterations: int, chunk: int,
-                           damping: float, block_size: int, block_layout: str, diagonal: bool, check: bool,
-                           need_x: bool, need_h0: bool,
+                           start_warm_up: int, damping: float, block_size: int, block_layout: str,
+                           diagonal: bool, check: bool, need_x: bool, need_h0: bool,
                            need_weight_ih: bool, need_weight_hh: bool, need_bias_ih: bool,
                            need_bias_hh: bool, need_peephole: bool) -> Tuple[T, T, T, T, T, T, T]:
-        settings = dict(zip(SETTINGS, (cell, method, jacobian, kernel, atol, rtol, max_iterations, chunk, damping,
-                                       block_size, block_layout, diagonal, check)))
+        settings = dict(zip(SETTINGS, (cell, method, jacobian, kernel, atol, rtol, max_iterations, chunk,
+                                       start_warm_up, damping, block_size, block_layout, diagonal, check)))
         need = (need_x, need_h0, need_weight_ih, need_weight_hh, need_bias_ih, need_bias_hh, need_peephole)
         grads = gradients(settings, lengths, grad_y, y, x, h0, weight_ih, weight_hh, bias_ih, bias_hh, peephole, need)
         return tuple(_none(x) if g is None else g for g in grads)

@@ -93,14 +93,15 @@ def _is_torch(a) -> bool:
 
 
 def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, on_cuda,
-              damping=0.0, block_size=2, block_layout="contiguous", diagonal=False):
+              damping=0.0, block_size=2, block_layout="contiguous", diagonal=False, start_warm_up=32):
     """The core's settings; atol and rtol None: the dtype's defaults.
     The stream is added where the core is called."""
     if cell not in _GATES:
         raise ValueError(f"softwave: cell must be one of {', '.join(_GATES)} (got {cell!r})")
     return {"cell": cell, "method": str(method), "jacobian": str(jacobian), "kernel": str(kernel),
             "atol": None if atol is None else float(atol), "rtol": None if rtol is None else float(rtol),
-            "max_iterations": int(max_iter), "chunk": int(chunk), "damping": float(damping),
+            "max_iterations": int(max_iter), "chunk": int(chunk), "start_warm_up": int(start_warm_up),
+            "damping": float(damping),
             "block_size": int(block_size), "block_layout": str(block_layout), "diagonal": bool(diagonal),
             "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
 
@@ -139,7 +140,7 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         atol: Optional[float] = None,
         rtol: Optional[float] = None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
         block_size: int = 2, block_layout: str = "contiguous", diagonal: bool = False,
-        peephole=None, check_inputs: Optional[bool] = None):
+        peephole=None, start_warm_up: int = 32, check_inputs: Optional[bool] = None):
     """The states of a one-layer recurrent cell over every step.
 
     x: (B, T, m) (or (T, m)); h0: (B, n) initial state (n = H, or 2H for
@@ -154,7 +155,11 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
     past a length are zero). atol / rtol: Newton's stopping tolerances
     (defaults 1e-4 / 1e-3 in float32, 1e-10 / 1e-8 in float64). damping:
     the starting λ of damped (quasi-ELK) steps, 0 for Newton's.
-    block_size, block_layout: the blocks with jacobian="block". Returns
+    block_size, block_layout: the blocks with jacobian="block".
+    start_warm_up: Newton starts from the states evaluated chunk by chunk,
+    each chunk from zeros this many steps before it (a cell that forgets
+    its past is then close to its answer, and Newton takes fewer
+    iterations); 0 starts from zeros, as the DEER paper does. Returns
     (y, report): y (B, T, n) with autograd for torch tensors.
     """
     if weight_hh is None:
@@ -172,7 +177,7 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         from . import _torch_deer
 
         settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs,
-                             x.device.type == "cuda", damping, block_size, block_layout, diagonal)
+                             x.device.type == "cuda", damping, block_size, block_layout, diagonal, start_warm_up)
         if lengths is not None:
             lengths = torch.as_tensor(lengths, dtype=torch.int32, device=x.device).contiguous()
         y, iterations, path = _torch_deer.rnn(settings, lengths, n, x, h0, weight_ih, weight_hh, bias_ih, bias_hh,
@@ -180,7 +185,7 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         report = DeerReport(iterations, path)
     else:
         settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, False,
-                             damping, block_size, block_layout, diagonal)
+                             damping, block_size, block_layout, diagonal, start_warm_up)
         out = _forward_numpy(x, h0, (weight_ih, weight_hh, bias_ih, bias_hh, peephole), lengths, settings)
         y = out["y"]
         report = DeerReport(out["iterations"], out["path"])
@@ -244,7 +249,7 @@ def _module_classes():
 
         def __init__(self, input_size, hidden_size, bias=True, *, method="auto", jacobian=None,
                      kernel="automatic", atol=None, rtol=None, max_iter=100, damping=0.0, block_size=None,
-                     block_layout=None, diagonal=False, device=None, dtype=None):
+                     block_layout=None, diagonal=False, start_warm_up=32, device=None, dtype=None):
             super().__init__()
             rows = _GATES[self.cell] * hidden_size
             kw = {"device": device, "dtype": dtype}
@@ -262,7 +267,7 @@ def _module_classes():
                                                   zip((jacobian, block_size, block_layout), exact))
             self.options = {"method": method, "jacobian": jacobian, "kernel": kernel, "atol": atol, "rtol": rtol,
                             "max_iter": max_iter, "damping": damping, "block_size": block_size,
-                            "block_layout": block_layout, "diagonal": diagonal}
+                            "block_layout": block_layout, "diagonal": diagonal, "start_warm_up": start_warm_up}
             self.last_report = None
             bound = 1.0 / hidden_size ** 0.5
             with torch.no_grad():
@@ -321,7 +326,7 @@ def _module_classes():
         cell = "gru"
 
         def __init__(self, input_size, hidden_size, num_heads=1, *, method="auto", kernel="automatic", atol=None,
-                     rtol=None, max_iter=100, device=None, dtype=None):
+                     rtol=None, max_iter=100, start_warm_up=32, device=None, dtype=None):
             super().__init__()
             if num_heads < 1 or input_size % num_heads or hidden_size % num_heads:
                 raise ValueError(f"softwave: num_heads ({num_heads}) must divide input_size ({input_size}) and "
@@ -337,7 +342,7 @@ def _module_classes():
             jacobian, block_size, block_layout = _exact_newton(self.cell, True)
             self.options = {"method": method, "jacobian": jacobian, "kernel": kernel, "atol": atol, "rtol": rtol,
                             "max_iter": max_iter, "block_size": block_size, "block_layout": block_layout,
-                            "diagonal": True}
+                            "diagonal": True, "start_warm_up": start_warm_up}
             self.last_report = None
             bound = 1.0 / hidden_size ** 0.5
             with torch.no_grad():

@@ -594,6 +594,7 @@ def _deer_run(settings, operation, names, arrays, results):
                       atol=nan if settings["atol"] is None else np.float64(settings["atol"]),
                       rtol=nan if settings["rtol"] is None else np.float64(settings["rtol"]),
                       max_iterations=np.int64(settings["max_iterations"]), chunk=np.int64(settings["chunk"]),
+                      start_warm_up=np.int64(settings["start_warm_up"]),
                       damping=np.float64(settings["damping"]), block_size=np.int64(settings["block_size"]),
                       block_layout=settings["block_layout"], diagonal=bool(settings["diagonal"]))
     from . import deer as _deer_module
@@ -634,7 +635,7 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
              lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic", atol=None,
              rtol=None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
              block_size: int = 2, block_layout: str = "contiguous", diagonal: bool = False,
-             peephole=None) -> DeerOutput:
+             peephole=None, start_warm_up: int = 32) -> DeerOutput:
     """softwave.deer.rnn under ``jit``: the states of a one-layer Elman, GRU
     or LSTM cell (PyTorch's definitions and weight layouts), or ParaRNN's
     LSTM (cell="cifg_lstm" with its peepholes (2H,)), over every step,
@@ -650,7 +651,7 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
     if weight_hh is None:
         raise ValueError("softwave: weight_hh is required")
     settings = _deer_module._settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, True, False,
-                                      damping, block_size, block_layout, diagonal)
+                                      damping, block_size, block_layout, diagonal, start_warm_up)
     settings.pop("check")
     settings = tuple(sorted(settings.items()))
     x = _float("x", x)

@@ -237,6 +237,7 @@ void deer_target(const Place& place, const Arrays& a,
   s.rtol_given = !std::isnan(s.rtol);
   s.max_iterations = int(attribute<std::int64_t>(attrs, "max_iterations"));
   s.chunk = int(attribute<std::int64_t>(attrs, "chunk"));
+  s.start_warm_up = int(attribute<std::int64_t>(attrs, "start_warm_up"));
   s.damping = attribute<double>(attrs, "damping");
   s.block_size = int(attribute<std::int64_t>(attrs, "block_size"));
   s.block_layout =

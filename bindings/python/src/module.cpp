@@ -473,6 +473,8 @@ NB_MODULE(_core, m) {
             s.max_iterations = nb::cast<int>(value);
           else if (name == "chunk")
             s.chunk = nb::cast<int>(value);
+          else if (name == "start_warm_up")
+            s.start_warm_up = nb::cast<int>(value);
           else if (name == "damping")
             s.damping = nb::cast<double>(value);
           else if (name == "block_size")

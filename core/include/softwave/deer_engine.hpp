@@ -120,6 +120,7 @@ struct Settings {
   int max_iterations = 1;
   int chunk = 0;  // 0: choose
   bool warm_start = false;
+  int start_warm_up = 0;  // DeerOptions::start_warm_up
   DeerMethod method = DeerMethod::automatic;
   DeerJacobian jacobian = DeerJacobian::full;
   int block = 1;         // the Jacobians' diagonal blocks: n full, 1 diagonal
@@ -1159,6 +1160,43 @@ struct Solver {
     }
   };
 
+  // iterate: the starting trajectory without a warm start
+  // (Settings::start_warm_up): chunk c of sequence b evaluated step by step
+  // from zeros `warm_up` steps before it (from the initial state where that
+  // reaches its first step), a thread a chunk. The warm-up's states
+  // alternate between the thread's two vectors.
+  struct LocalStart {
+    Recurrence rec;
+    Buffer z;
+    std::int64_t chunks;
+    int chunk, warm_up, n;
+    bool reversed;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item, T* values) const {
+      int const b = int(item / chunks);
+      int const L = rec.length(b);
+      std::int64_t const s0 = (item % chunks) * chunk;
+      if (s0 >= L) return;
+      std::int64_t const s1 = s0 + chunk < L ? s0 + chunk : L;
+      T* const vectors[2] = {values, values + n};
+      T* const work = values + 2 * n;
+      std::int64_t s = s0 - warm_up;
+      if (s <= 0) {
+        s = 0;
+        rec.initial(b, vectors[0]);
+      } else {
+        for (int i = 0; i < n; ++i) vectors[0][i] = 0;
+      }
+      T const* previous = vectors[0];
+      for (int parity = 1; s < s1; ++s, parity ^= 1) {
+        int const t = reversed ? L - 1 - int(s) : int(s);
+        T* const out = s >= s0 ? &z(b, t, 0) : vectors[parity];
+        rec.step(b, t, previous, out, static_cast<T*>(nullptr), Linearise::none,
+                 work);
+        previous = out;
+      }
+    }
+  };
+
   // sequential: a diverged sequence by the loop over its steps.
   struct Sequential {
     Recurrence rec;
@@ -1264,8 +1302,22 @@ struct Solver {
     std::int64_t const chunks = (length_ + chunk - 1) / chunk;
     auto const other =
         memory_.template array<Buffer>("trajectory", false, batch_, length_, n);
-    // The fused iteration starts from zeros without reading them.
-    if (!settings_.warm_start && !fused) compat::fill(space_, z_, T(0));
+    // The start: the given trajectory, one evaluated chunk by chunk, or
+    // zeros (which the fused iteration takes without reading them).
+    bool const linear_exact = settings_.linear && block == n;
+    bool const local_start =
+        !settings_.warm_start && settings_.start_warm_up > 0 && !linear_exact;
+    if (local_start) {
+      Items const start = Items(batch_ * chunks, 2 * n + rec_.work_size(), T())
+                              .values_in(memory_, space_, never_wait_);
+      start.template for_each<T>(
+          space_, label("local_start"),
+          LocalStart{rec_, z_, chunks, chunk, settings_.start_warm_up, n,
+                     reversed_});
+    } else if (!settings_.warm_start && !fused) {
+      compat::fill(space_, z_, T(0));
+    }
+    bool const from_zeros = !settings_.warm_start && !local_start;
     std::optional<FusedIteration<Space, Recurrence>> fused_iteration;
     if (fused)
       fused_iteration.emplace(space_, rec_, batch_, length_, block == n);
@@ -1294,7 +1346,6 @@ struct Solver {
     auto const still =
         memory_.template array<Kokkos::View<int, Memory>>("active", false);
     auto still_host = host_copy("active_host", still);
-    bool const linear_exact = settings_.linear && block == n;
     int const max_iterations = linear_exact ? 1 : settings_.max_iterations;
     for (int k = 1; k <= max_iterations; ++k) {
       bool const odd = k % 2 == 1;
@@ -1304,7 +1355,7 @@ struct Solver {
         fused_iteration->run(
             space_, IterationArrays<Space, Recurrence>{
                         d.rec, d.old_z, d.new_z, status, d.error, d.atol,
-                        d.rtol, d.reversed, k == 1 && !settings_.warm_start});
+                        d.rtol, d.reversed, k == 1 && from_zeros});
       } else {
         Kokkos::parallel_for(label("count_chunks"), work_items(space_, batch_),
                              CountIterating{d, status});
