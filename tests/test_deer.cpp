@@ -525,6 +525,14 @@ TYPED_TEST(DeerRnn, LocalStartTakesFewerIterations) {
                 << "sequence " << b;
             EXPECT_EQ(from_exact[b], 1) << "sequence " << b;
           }
+          // Unset: 32 steps on the host, zeros on a device.
+          softwave::DeerOptions unset = zeros, chosen = zeros;
+          unset.start_warm_up.reset();
+          chosen.start_warm_up = swt::on_host<Space> ? 32 : 0;
+          std::vector<int> from_unset, from_chosen;
+          EXPECT_EQ(problem.run(space, unset, &from_unset),
+                    problem.run(space, chosen, &from_chosen));
+          EXPECT_EQ(from_unset, from_chosen);
         }
     }
 }

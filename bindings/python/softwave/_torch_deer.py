@@ -102,7 +102,7 @@ if OPS:
     def _deer_op(x: T, h0: O, lengths: O, weight_ih: T, weight_hh: T, bias_ih: O, bias_hh: O, peephole: O, n: int,
                  cell: str,
                  method: str, jacobian: str, kernel: str, atol: Optional[float], rtol: Optional[float],
-                 max_iterations: int, chunk: int, start_warm_up: int, damping: float, block_size: int,
+                 max_iterations: int, chunk: int, start_warm_up: Optional[int], damping: float, block_size: int,
                  block_layout: str, diagonal: bool, check: bool) -> Tuple[T, T, T]:
         settings = dict(zip(SETTINGS, (cell, method, jacobian, kernel, atol, rtol, max_iterations, chunk,
                                        start_warm_up, damping, block_size, block_layout, diagonal, check)))
@@ -132,7 +132,7 @@ if OPS:
     def _deer_gradients_op(grad_y: T, y: T, x: T, h0: O, lengths: O, weight_ih: T, weight_hh: T, bias_ih: O,
                            bias_hh: O, peephole: O, n: int, cell: str, method: str, jacobian: str, kernel: str,
                            atol: Optional[float], rtol: Optional[float], max_iterations: int, chunk: int,
-                           start_warm_up: int, damping: float, block_size: int, block_layout: str,
+                           start_warm_up: Optional[int], damping: float, block_size: int, block_layout: str,
                            diagonal: bool, check: bool, need_x: bool, need_h0: bool,
                            need_weight_ih: bool, need_weight_hh: bool, need_bias_ih: bool,
                            need_bias_hh: bool, need_peephole: bool) -> Tuple[T, T, T, T, T, T, T]:

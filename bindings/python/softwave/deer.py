@@ -93,14 +93,16 @@ def _is_torch(a) -> bool:
 
 
 def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, on_cuda,
-              damping=0.0, block_size=2, block_layout="contiguous", diagonal=False, start_warm_up=32):
-    """The core's settings; atol and rtol None: the dtype's defaults.
-    The stream is added where the core is called."""
+              damping=0.0, block_size=2, block_layout="contiguous", diagonal=False, start_warm_up=None):
+    """The core's settings; atol, rtol and start_warm_up None: the core's
+    defaults. The stream is added where the core is called."""
     if cell not in _GATES:
         raise ValueError(f"softwave: cell must be one of {', '.join(_GATES)} (got {cell!r})")
+    if start_warm_up is not None and int(start_warm_up) < 0:
+        raise ValueError(f"softwave: start_warm_up must be >= 0 or None (got {start_warm_up})")
     return {"cell": cell, "method": str(method), "jacobian": str(jacobian), "kernel": str(kernel),
             "atol": None if atol is None else float(atol), "rtol": None if rtol is None else float(rtol),
-            "max_iterations": int(max_iter), "chunk": int(chunk), "start_warm_up": int(start_warm_up),
+            "max_iterations": int(max_iter), "chunk": int(chunk), "start_warm_up": None if start_warm_up is None else int(start_warm_up),
             "damping": float(damping),
             "block_size": int(block_size), "block_layout": str(block_layout), "diagonal": bool(diagonal),
             "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
@@ -140,7 +142,7 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         atol: Optional[float] = None,
         rtol: Optional[float] = None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
         block_size: int = 2, block_layout: str = "contiguous", diagonal: bool = False,
-        peephole=None, start_warm_up: int = 32, check_inputs: Optional[bool] = None):
+        peephole=None, start_warm_up: Optional[int] = None, check_inputs: Optional[bool] = None):
     """The states of a one-layer recurrent cell over every step.
 
     x: (B, T, m) (or (T, m)); h0: (B, n) initial state (n = H, or 2H for
@@ -159,7 +161,8 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
     start_warm_up: Newton starts from the states evaluated chunk by chunk,
     each chunk from zeros this many steps before it (a cell that forgets
     its past is then close to its answer, and Newton takes fewer
-    iterations); 0 starts from zeros, as the DEER paper does. Returns
+    iterations); 0 starts from zeros, as the DEER paper does; None: 32 on
+    the CPU, zeros on a GPU. Returns
     (y, report): y (B, T, n) with autograd for torch tensors.
     """
     if weight_hh is None:
@@ -249,7 +252,7 @@ def _module_classes():
 
         def __init__(self, input_size, hidden_size, bias=True, *, method="auto", jacobian=None,
                      kernel="automatic", atol=None, rtol=None, max_iter=100, damping=0.0, block_size=None,
-                     block_layout=None, diagonal=False, start_warm_up=32, device=None, dtype=None):
+                     block_layout=None, diagonal=False, start_warm_up=None, device=None, dtype=None):
             super().__init__()
             rows = _GATES[self.cell] * hidden_size
             kw = {"device": device, "dtype": dtype}
@@ -326,7 +329,7 @@ def _module_classes():
         cell = "gru"
 
         def __init__(self, input_size, hidden_size, num_heads=1, *, method="auto", kernel="automatic", atol=None,
-                     rtol=None, max_iter=100, start_warm_up=32, device=None, dtype=None):
+                     rtol=None, max_iter=100, start_warm_up=None, device=None, dtype=None):
             super().__init__()
             if num_heads < 1 or input_size % num_heads or hidden_size % num_heads:
                 raise ValueError(f"softwave: num_heads ({num_heads}) must divide input_size ({input_size}) and "

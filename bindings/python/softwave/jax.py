@@ -28,7 +28,7 @@ Example::
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -594,7 +594,8 @@ def _deer_run(settings, operation, names, arrays, results):
                       atol=nan if settings["atol"] is None else np.float64(settings["atol"]),
                       rtol=nan if settings["rtol"] is None else np.float64(settings["rtol"]),
                       max_iterations=np.int64(settings["max_iterations"]), chunk=np.int64(settings["chunk"]),
-                      start_warm_up=np.int64(settings["start_warm_up"]),
+                      start_warm_up=np.int64(-1 if settings["start_warm_up"] is None
+                                             else settings["start_warm_up"]),
                       damping=np.float64(settings["damping"]), block_size=np.int64(settings["block_size"]),
                       block_layout=settings["block_layout"], diagonal=bool(settings["diagonal"]))
     from . import deer as _deer_module
@@ -635,7 +636,7 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
              lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic", atol=None,
              rtol=None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
              block_size: int = 2, block_layout: str = "contiguous", diagonal: bool = False,
-             peephole=None, start_warm_up: int = 32) -> DeerOutput:
+             peephole=None, start_warm_up: Optional[int] = None) -> DeerOutput:
     """softwave.deer.rnn under ``jit``: the states of a one-layer Elman, GRU
     or LSTM cell (PyTorch's definitions and weight layouts), or ParaRNN's
     LSTM (cell="cifg_lstm" with its peepholes (2H,)), over every step,

@@ -950,7 +950,7 @@ void run_deer(const Space& space, const std::string& operation,
   options.kernel = kernel_of(s.kernel);
   options.max_iterations = s.max_iterations;
   options.chunk = s.chunk;
-  options.start_warm_up = s.start_warm_up;
+  if (s.start_warm_up >= 0) options.start_warm_up = s.start_warm_up;
   options.damping = s.damping;
   options.block_size = s.block_size;
   options.block_layout =

@@ -237,9 +237,9 @@ struct DeerSettings {
   bool atol_given = false, rtol_given = false;
   int max_iterations = 100;
   int chunk = 0;
-  int start_warm_up = 32;                   // DeerOptions::start_warm_up
-  double damping = 0;                       // DeerOptions::damping
-  int block_size = 2;                       // DeerOptions::block_size
+  int start_warm_up = -1;  // DeerOptions::start_warm_up; < 0: unset
+  double damping = 0;      // DeerOptions::damping
+  int block_size = 2;      // DeerOptions::block_size
   std::string block_layout = "contiguous";  // or strided
   bool diagonal = false;                    // RnnWeights::diagonal_hh
   bool warm_start = false;

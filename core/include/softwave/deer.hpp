@@ -129,15 +129,18 @@ struct DeerOptions {
   // Start from the trajectory in DeerResult::y (read): a warm start from
   // the previous training step's states.
   bool warm_start = false;
-  // Without warm_start, Newton starts from a trajectory evaluated chunk by
-  // chunk (the scan's chunks, a thread each): each chunk's steps one after
-  // another from zeros this many steps before it, or from the initial state
-  // where that reaches the first step. A cell that forgets its past (a
-  // trained or freshly initialised GRU or LSTM) is then close to its answer
-  // at every step, and Newton takes fewer iterations than from zeros; the
-  // pass costs about (chunk + start_warm_up) / chunk evaluations of each
-  // step. 0 starts from zeros, as the DEER paper does. >= 0.
-  int start_warm_up = 32;
+  // Without warm_start, where Newton starts: > 0, from a trajectory
+  // evaluated chunk by chunk (the scan's chunks, a thread each), each
+  // chunk's steps one after another from zeros this many steps before it,
+  // or from the initial state where that reaches the first step. A cell
+  // that forgets its past (a trained or freshly initialised GRU or LSTM) is
+  // then close to its answer at every step, and Newton takes fewer
+  // iterations than from zeros; the pass costs about
+  // (chunk + start_warm_up) / chunk evaluations of each step. 0: from
+  // zeros, as the DEER paper does. Unset: 32 on the host (measured faster,
+  // perf/RESULTS.md), zeros on a device, where the pass (a thread per chunk
+  // of tens of steps) has not been measured against the fused iteration.
+  std::optional<int> start_warm_up;
   // Steps per chunk of the scan (>= 1), and chunks per group at each level
   // of the scan over chunks where above 1; 0 chooses from the batch, the
   // length and the space's concurrency.

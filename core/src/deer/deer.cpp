@@ -42,9 +42,9 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
                            options.check_every, ")");
   if (options.chunk < 0)
     throw_invalid_argument("chunk must be >= 0 (got ", options.chunk, ")");
-  if (options.start_warm_up < 0)
+  if (options.start_warm_up && *options.start_warm_up < 0)
     throw_invalid_argument("start_warm_up must be >= 0 (got ",
-                           options.start_warm_up, ")");
+                           *options.start_warm_up, ")");
   if (!(options.damping >= 0) || !std::isfinite(options.damping))
     throw_invalid_argument("damping must be finite and >= 0 (got ",
                            options.damping, ")");
@@ -68,7 +68,10 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   s.check_every = options.check_every;
   s.chunk = options.chunk;
   s.warm_start = options.warm_start;
-  s.start_warm_up = options.start_warm_up;
+  bool const host =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                 typename Space::memory_space>::accessible;
+  s.start_warm_up = options.start_warm_up.value_or(host ? 32 : 0);
   s.method = options.method;
   s.jacobian = options.jacobian;
   s.kernel = options.kernel;
