@@ -102,8 +102,8 @@ def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check
         raise ValueError(f"softwave: start_warm_up must be >= 0 or None (got {start_warm_up})")
     return {"cell": cell, "method": str(method), "jacobian": str(jacobian), "kernel": str(kernel),
             "atol": None if atol is None else float(atol), "rtol": None if rtol is None else float(rtol),
-            "max_iterations": int(max_iter), "chunk": int(chunk), "start_warm_up": None if start_warm_up is None else int(start_warm_up),
-            "damping": float(damping),
+            "max_iterations": int(max_iter), "chunk": int(chunk),
+            "start_warm_up": None if start_warm_up is None else int(start_warm_up), "damping": float(damping),
             "block_size": int(block_size), "block_layout": str(block_layout), "diagonal": bool(diagonal),
             "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
 
