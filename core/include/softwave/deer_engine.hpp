@@ -44,6 +44,12 @@ enum Status : int {
   converged_damped = 4,  // converged damped iterations; in the first buffer
 };
 
+// Whether Space runs on the host (its threads share the host's memory).
+template <class Space>
+inline constexpr bool runs_on_host =
+    Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                               typename Space::memory_space>::accessible;
+
 // A range of n work items on `space` whose kernel takes its functor as a
 // launch argument (compat::light_weight): Kokkos' CUDA backend otherwise
 // passes a functor over 512 bytes through constant memory, waiting on the
@@ -82,9 +88,7 @@ template <class Space, class Body>
 void for_each_step(const Space& space, const std::string& label,
                    std::int64_t batch, std::int64_t steps, const Body& body) {
   if (batch <= 0 || steps <= 0) return;
-  bool const host =
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace,
-                                 typename Space::memory_space>::accessible;
+  bool const host = runs_on_host<Space>;
   int const team_size = host ? 1 : 256;
   // Runs of 8 steps a thread on a device; longer where the league would
   // not fit Kokkos' int league size.
@@ -232,9 +236,7 @@ KOKKOS_INLINE_FUNCTION R worse(R worst, R ratio) {
 // host (a team per OpenMP thread), 64 on a device.
 template <class Space>
 struct ThreadItems {
-  static constexpr bool host =
-      Kokkos::SpaceAccessibility<Kokkos::HostSpace,
-                                 typename Space::memory_space>::accessible;
+  static constexpr bool host = runs_on_host<Space>;
   using Policy = Kokkos::TeamPolicy<Space>;
   using Member = typename Policy::member_type;
   int team_size = host ? 1 : 64;
