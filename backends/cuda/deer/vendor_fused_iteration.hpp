@@ -347,6 +347,103 @@ __global__ void __launch_bounds__(kThreads, 4)
   fold_worst(worst_step, warp_worst, it.error(b));
 }
 
+// The first iteration's own start (IterationArrays::start_warm_up), for
+// fused_iteration: start[k] ← the state z0 at this thread's step k, its
+// steps evaluated one after another from the state before them, which the
+// thread reaches from zeros warm_up steps earlier (from the initial state
+// where that reaches step 0). The tile's first thread, whose predecessor
+// runs in another block, reaches back warm_up + K steps: to the state that
+// predecessor ends on. Then each step's linearisation (a, e): step k > 0
+// at z0 of step k − 1, whose residual f − z0 is 0; the first step at the
+// predecessor's last state (shuffled within the warp, through shared
+// memory across warps), its residual the gap between the two threads'
+// states. Every thread of the block calls it (it shuffles and syncs).
+template <int K, int MaxState, class Recurrence, class Slot, class T>
+__device__ inline void start_locally(
+    const IterationArrays<Kokkos::Cuda, Recurrence>& it, int b, int L,
+    std::int64_t first, const Slot& slot, T (&warp_last)[kWarps][MaxState],
+    T (&start)[K][MaxState], T (&a)[K][MaxState], T (&e)[K][MaxState],
+    T* work) {
+  Recurrence const& rec = it.rec;
+  int const n = rec.state_size();
+  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  bool const runs = first < L;
+  T state[MaxState], next[MaxState], f[MaxState], J[MaxState];
+  if (runs) {
+    std::int64_t s = first - it.start_warm_up - (threadIdx.x == 0 ? K : 0);
+    if (s <= 0) {
+      s = 0;
+      rec.initial(b, state);
+    } else {
+#pragma unroll
+      for (int i = 0; i < MaxState; ++i) state[i] = 0;
+    }
+    // The warm-up, two steps at a time so that both states stay in
+    // registers; its last state back in `state`.
+    for (; s + 1 < first; s += 2) {
+      rec.step(b, slot(s), state, next, static_cast<T*>(nullptr),
+               Linearise::none, work);
+      rec.step(b, slot(s + 1), next, state, static_cast<T*>(nullptr),
+               Linearise::none, work);
+    }
+    if (s < first) {
+      rec.step(b, slot(s), state, next, static_cast<T*>(nullptr),
+               Linearise::none, work);
+#pragma unroll
+      for (int i = 0; i < MaxState; ++i) state[i] = next[i];
+    }
+    rec.step(b, slot(first), state, start[0], static_cast<T*>(nullptr),
+             Linearise::none, work);
+#pragma unroll
+    for (int k = 1; k < K; ++k) {
+      std::int64_t const s = first + k;
+      if (s >= L) break;
+      rec.step(b, slot(s), start[k - 1], start[k], J, Linearise::diagonal,
+               work);
+#pragma unroll
+      for (int i = 0; i < MaxState; ++i) {
+        if (i >= n) break;
+        a[k][i] = J[i];
+        e[k][i] = 0;
+      }
+    }
+  }
+  // The predecessor's last state. (A thread with fewer than K steps has no
+  // successor that runs: what it shuffles on is not read.)
+  T previous[MaxState];
+#pragma unroll
+  for (int i = 0; i < MaxState; ++i) {
+    if (i >= n) break;
+    previous[i] = __shfl_up_sync(kAllLanes, start[K - 1][i], 1);
+    if (lane == 31) warp_last[warp][i] = start[K - 1][i];
+  }
+  __syncthreads();
+  if (lane == 0)
+#pragma unroll
+    for (int i = 0; i < MaxState; ++i) {
+      if (i >= n) break;
+      previous[i] = warp > 0 ? warp_last[warp - 1][i] : state[i];
+    }
+  if (runs) {
+    rec.step(b, slot(first), previous, f, J, Linearise::diagonal, work);
+#pragma unroll
+    for (int i = 0; i < MaxState; ++i) {
+      if (i >= n) break;
+      a[0][i] = J[i];
+      e[0][i] = f[i] - start[0][i];
+    }
+  }
+}
+
+// Whether fused_iteration takes IterationArrays::start_warm_up for
+// Recurrence: the forward recurrences. (The adjoint, linear, is not given
+// a start; leaving start_locally out of its kernels keeps their code and
+// compile time as they were.)
+template <class Recurrence>
+struct StartsLocally : std::false_type {};
+template <class Cell>
+struct StartsLocally<Forward<Kokkos::Cuda, Cell>> : std::true_type {};
+
 template <class Recurrence, int K, int MaxState, int MaxWork, int MinBlocks>
 __global__ void __launch_bounds__(kThreads, MinBlocks)
     fused_iteration(const IterationArrays<Kokkos::Cuda, Recurrence> it,
@@ -356,6 +453,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   __shared__ T warp_a[kWarps][MaxState], warp_e[kWarps][MaxState];
   __shared__ T carried[MaxState];
   __shared__ double warp_worst[kWarps];
+  __shared__ T warp_last[kWarps][MaxState];  // start_locally's exchange
 
   Tile taken;
   if (!take_tile<K>(it, d, ticket, taken)) return;
@@ -369,11 +467,14 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     return int(it.reversed ? L - 1 - s : s);
   };
 
-  // Linearise this thread's steps and compose them.
+  // Linearise this thread's steps (around the old trajectory, or the
+  // start this iteration evaluates) and compose them.
   T a[K][MaxState], e[K][MaxState], A[MaxState], E[MaxState];
+  T start[K][MaxState] = {};  // the local start's states: the updates' base
   T f[MaxState], J[MaxState], init[MaxState], zeros[MaxState], work[MaxWork];
-  auto const old = [&](int t, int i) {
-    return it.zero_start ? T(0) : it.old_z(b, t, i);
+  bool const local = StartsLocally<Recurrence>::value && it.start_warm_up > 0;
+  auto const old = [&](int k, int t, int i) {
+    return local ? start[k][i] : it.zero_start ? T(0) : it.old_z(b, t, i);
   };
 #pragma unroll
   for (int i = 0; i < MaxState; ++i) {
@@ -381,20 +482,29 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     E[i] = 0;
     zeros[i] = 0;
   }
+  if constexpr (StartsLocally<Recurrence>::value)
+    if (local)
+      start_locally(it, b, L, first, slot, warp_last, start, a, e, work);
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     std::int64_t const s = first + k;
     if (s >= L) break;
-    int const t = slot(s);
-    T const* z_prev = state_before(it, b, s, slot, init, zeros);
-    rec.step(b, t, z_prev, f, J, Linearise::diagonal, work);
+    if (!local) {
+      int const t = slot(s);
+      T const* z_prev = state_before(it, b, s, slot, init, zeros);
+      rec.step(b, t, z_prev, f, J, Linearise::diagonal, work);
+#pragma unroll
+      for (int i = 0; i < MaxState; ++i) {
+        if (i >= n) break;
+        a[k][i] = J[i];
+        e[k][i] = f[i] - old(k, t, i);
+      }
+    }
 #pragma unroll
     for (int i = 0; i < MaxState; ++i) {
       if (i >= n) break;
-      a[k][i] = J[i];
-      e[k][i] = f[i] - old(t, i);
-      E[i] = J[i] * E[i] + e[k][i];
-      A[i] *= J[i];
+      E[i] = a[k][i] * E[i] + e[k][i];
+      A[i] *= a[k][i];
     }
   }
 
@@ -500,7 +610,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     for (int i = 0; i < MaxState; ++i) {
       if (i >= n) break;
       delta[i] = a[k][i] * delta[i] + e[k][i];
-      T const y = old(t, i) + delta[i];
+      T const y = old(k, t, i) + delta[i];
       it.new_z(b, t, i) = y;
       worst_step =
           worse(worst_step, tolerance_ratio(delta[i], y, it.atol, it.rtol));
@@ -600,6 +710,12 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
 
   int map_values() const { return pair_ ? n_ * n_ : n_; }
 
+  // fused_iteration evaluates its first iteration's start (start_locally)
+  // for the forward recurrences; fused_pair_iteration does not.
+  bool starts_locally() const {
+    return !pair_ && cuda_deer::StartsLocally<Recurrence>::value;
+  }
+
   void run(const Kokkos::Cuda& space,
            const IterationArrays<Kokkos::Cuda, Recurrence>& it) const {
     std::int64_t const entries = flags_.view.extent(0);
@@ -680,7 +796,8 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
           it.atol,
           it.rtol,
           it.reversed,
-          it.zero_start};
+          it.zero_start,
+          it.start_warm_up};
       kernel<<<blocks, cuda_deer::kThreads, 0, stream>>>(fixed, d);
       SOFTWAVE_CUDA_CHECK(cudaGetLastError());
       return true;

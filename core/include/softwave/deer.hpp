@@ -136,10 +136,13 @@ struct DeerOptions {
   // that forgets its past (a trained or freshly initialised GRU or LSTM) is
   // then close to its answer at every step, and Newton takes fewer
   // iterations than from zeros; the pass costs about
-  // (chunk + start_warm_up) / chunk evaluations of each step. 0: from
-  // zeros, as the DEER paper does. Unset: 32 on the host (measured faster,
-  // perf/RESULTS.md), zeros on a device, where the pass (a thread per chunk
-  // of tens of steps) has not been measured against the fused iteration.
+  // (chunk + start_warm_up) / chunk evaluations of each step. Where the
+  // CUDA fused iteration runs, its first pass evaluates the start itself,
+  // a thread per run of steps (8 at n = 1, else 1), each from zeros this
+  // many steps before its run. 0: from zeros, as the DEER paper does.
+  // Unset: 32 (measured faster, perf/RESULTS.md), except where the fused
+  // iteration runs and cannot start itself (full Jacobians of a state of
+  // 2: an LSTM unit's (h, c)), which starts from zeros.
   std::optional<int> start_warm_up;
   // Steps per chunk of the scan (>= 1), and chunks per group at each level
   // of the scan over chunks where above 1; 0 chooses from the batch, the

@@ -124,7 +124,7 @@ struct Settings {
   int max_iterations = 1;
   int chunk = 0;  // 0: choose
   bool warm_start = false;
-  int start_warm_up = 0;  // DeerOptions::start_warm_up
+  int start_warm_up = -1;  // DeerOptions::start_warm_up; -1: unset
   DeerMethod method = DeerMethod::automatic;
   DeerJacobian jacobian = DeerJacobian::full;
   int block = 1;         // the Jacobians' diagonal blocks: n full, 1 diagonal
@@ -804,7 +804,11 @@ struct ChunkLevel {
 // What one Newton iteration reads and writes: old_z → new_z for every
 // sequence whose status is active, each sequence's worst tolerance ratio
 // folded into error(b) (worse). zero_start: old_z is all zeros (the first
-// iteration of a cold start) and is not read.
+// iteration of a cold start) and is not read. start_warm_up > 0 (the first
+// iteration of a cold start, where FusedIteration::starts_locally()): the
+// kernel evaluates its own starting trajectory instead of reading old_z,
+// each of its threads' runs of steps from zeros start_warm_up steps before
+// it (Settings::start_warm_up, as LocalStart does chunk by chunk).
 template <class Space, class Recurrence>
 struct IterationArrays {
   using T = typename Recurrence::value_type;
@@ -816,6 +820,7 @@ struct IterationArrays {
   T atol, rtol;
   bool reversed;
   bool zero_start;
+  int start_warm_up = 0;
 };
 
 // A vendor's fused Newton iteration (linearise, scan and update in one
@@ -826,7 +831,8 @@ struct IterationArrays {
 // library's cells. The primary template is the portable answer: none.
 // unavailable() says why it cannot run (empty when it can); an instance,
 // made once per solve (`full`: the Jacobians are full), holds its
-// workspace; run() is one iteration.
+// workspace; run() is one iteration. starts_locally(): whether its first
+// iteration evaluates the start itself (IterationArrays::start_warm_up).
 template <class Space, class Recurrence>
 struct FusedIteration {
   static std::string unavailable(const Recurrence&, bool /*full*/) {
@@ -835,6 +841,7 @@ struct FusedIteration {
   }
   FusedIteration(const Space&, const Recurrence&, std::int64_t /*batch*/,
                  std::int64_t /*length*/, bool /*full*/) {}
+  bool starts_locally() const { return false; }
   void run(const Space&, const IterationArrays<Space, Recurrence>&) const {}
 };
 
@@ -1304,25 +1311,34 @@ struct Solver {
     std::int64_t const chunks = (length_ + chunk - 1) / chunk;
     auto const other =
         memory_.template array<Buffer>("trajectory", false, batch_, length_, n);
-    // The start: the given trajectory, one evaluated chunk by chunk, or
-    // zeros (which the fused iteration takes without reading them).
+    std::optional<FusedIteration<Space, Recurrence>> fused_iteration;
+    if (fused)
+      fused_iteration.emplace(space_, rec_, batch_, length_, block == n);
+    // The start: the given trajectory, one evaluated chunk by chunk (by the
+    // fused iteration's first pass where it starts locally, else by
+    // LocalStart), or zeros (which the fused iteration takes without
+    // reading them). Unset, a warm-up of 32 steps, but zeros where the
+    // fused iteration runs and cannot start locally (its n = 2 pair
+    // kernel): there LocalStart, a thread per chunk of tens of steps, costs
+    // more than the fused iterations it saves (perf/RESULTS.md).
     bool const linear_exact = settings_.linear && block == n;
-    bool const local_start =
-        !settings_.warm_start && settings_.start_warm_up > 0 && !linear_exact;
+    int const warm_up = settings_.warm_start || linear_exact ? 0
+                        : settings_.start_warm_up >= 0 ? settings_.start_warm_up
+                        : fused && !fused_iteration->starts_locally() ? 0
+                                                                      : 32;
+    bool const fused_start =
+        warm_up > 0 && fused && fused_iteration->starts_locally();
+    bool const local_start = warm_up > 0 && !fused_start;
     if (local_start) {
       Items const start = Items(batch_ * chunks, 2 * n + rec_.work_size(), T())
                               .values_in(memory_, space_, never_wait_);
       start.template for_each<T>(
           space_, label("local_start"),
-          LocalStart{rec_, z_, chunks, chunk, settings_.start_warm_up, n,
-                     reversed_});
+          LocalStart{rec_, z_, chunks, chunk, warm_up, n, reversed_});
     } else if (!settings_.warm_start && !fused) {
       compat::fill(space_, z_, T(0));
     }
-    bool const from_zeros = !settings_.warm_start && !local_start;
-    std::optional<FusedIteration<Space, Recurrence>> fused_iteration;
-    if (fused)
-      fused_iteration.emplace(space_, rec_, batch_, length_, block == n);
+    bool const from_zeros = !settings_.warm_start && warm_up == 0;
     Level const first = fused ? Level{} : make_level(chunks, na, n);
     Data data{rec_,
               z_,
@@ -1357,7 +1373,8 @@ struct Solver {
         fused_iteration->run(
             space_, IterationArrays<Space, Recurrence>{
                         d.rec, d.old_z, d.new_z, status, d.error, d.atol,
-                        d.rtol, d.reversed, k == 1 && from_zeros});
+                        d.rtol, d.reversed, k == 1 && from_zeros,
+                        k == 1 && fused_start ? warm_up : 0});
       } else {
         Kokkos::parallel_for(label("count_chunks"), work_items(space_, batch_),
                              CountIterating{d, status});

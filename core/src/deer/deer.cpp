@@ -68,8 +68,7 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   s.check_every = options.check_every;
   s.chunk = options.chunk;
   s.warm_start = options.warm_start;
-  s.start_warm_up =
-      options.start_warm_up.value_or(runs_on_host<Space> ? 32 : 0);
+  s.start_warm_up = options.start_warm_up.value_or(-1);
   s.method = options.method;
   s.jacobian = options.jacobian;
   s.kernel = options.kernel;
