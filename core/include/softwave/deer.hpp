@@ -140,9 +140,10 @@ struct DeerOptions {
   // CUDA fused iteration runs, its first pass evaluates the start itself,
   // a thread per run of steps (8 at n = 1, else 1), each from zeros this
   // many steps before its run. 0: from zeros, as the DEER paper does.
-  // Unset: 32 (measured faster, perf/RESULTS.md), except where the fused
-  // iteration runs and cannot start itself (full Jacobians of a state of
-  // 2: an LSTM unit's (h, c)), which starts from zeros.
+  // Unset: 32 (measured faster, perf/RESULTS.md); where the fused iteration
+  // runs, 16 at n > 1 (a thread's one step pays its warm-up alone) and
+  // zeros for full Jacobians of a state of 2 (an LSTM unit's (h, c)), where
+  // it cannot start itself.
   std::optional<int> start_warm_up;
   // Steps per chunk of the scan (>= 1), and chunks per group at each level
   // of the scan over chunks where above 1; 0 chooses from the batch, the

@@ -832,7 +832,9 @@ struct IterationArrays {
 // unavailable() says why it cannot run (empty when it can); an instance,
 // made once per solve (`full`: the Jacobians are full), holds its
 // workspace; run() is one iteration. starts_locally(): whether its first
-// iteration evaluates the start itself (IterationArrays::start_warm_up).
+// iteration evaluates the start itself (IterationArrays::start_warm_up);
+// default_start_warm_up(): the warm-up it takes where
+// DeerOptions::start_warm_up is unset (0: from zeros).
 template <class Space, class Recurrence>
 struct FusedIteration {
   static std::string unavailable(const Recurrence&, bool /*full*/) {
@@ -842,6 +844,7 @@ struct FusedIteration {
   FusedIteration(const Space&, const Recurrence&, std::int64_t /*batch*/,
                  std::int64_t /*length*/, bool /*full*/) {}
   bool starts_locally() const { return false; }
+  int default_start_warm_up() const { return 0; }
   void run(const Space&, const IterationArrays<Space, Recurrence>&) const {}
 };
 
@@ -1317,15 +1320,13 @@ struct Solver {
     // The start: the given trajectory, one evaluated chunk by chunk (by the
     // fused iteration's first pass where it starts locally, else by
     // LocalStart), or zeros (which the fused iteration takes without
-    // reading them). Unset, a warm-up of 32 steps, but zeros where the
-    // fused iteration runs and cannot start locally (its n = 2 pair
-    // kernel): there LocalStart, a thread per chunk of tens of steps, costs
-    // more than the fused iterations it saves (perf/RESULTS.md).
+    // reading them). Unset, a warm-up of 32 steps, or the fused
+    // iteration's choice where it runs.
     bool const linear_exact = settings_.linear && block == n;
     int const warm_up = settings_.warm_start || linear_exact ? 0
                         : settings_.start_warm_up >= 0 ? settings_.start_warm_up
-                        : fused && !fused_iteration->starts_locally() ? 0
-                                                                      : 32;
+                        : fused ? fused_iteration->default_start_warm_up()
+                                : 32;
     bool const fused_start =
         warm_up > 0 && fused && fused_iteration->starts_locally();
     bool const local_start = warm_up > 0 && !fused_start;
