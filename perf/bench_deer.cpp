@@ -17,6 +17,7 @@
 //                               CUDA build's fused iteration that the
 //                               first two take where it applies
 //               deer_damped     damped (quasi-ELK) iterations from λ = 1
+//               deer_damped_full  the same with full Jacobians (ELK)
 //               diagonal_hh_deer, diagonal_hh_sequential: the GRU with
 //                               diagonal hidden weights (ParaRNN's cell
 //                               structure, RnnWeights::diagonal_hh), by
@@ -26,8 +27,8 @@
 //                               convergence back after every 4th iteration,
 //                               and never (DeerOptions::check_every; with
 //                               max_iterations = 8)
-//   (deer_full only where n³·T <= 1e8: beyond, its portable kernels take
-//   minutes.)
+//   (deer_full and deer_damped_full only where n³·T <= 1e8: beyond, their
+//   kernels take minutes.)
 //     gradient  0: forward (deer_rnn); 1: forward and every gradient
 //               (deer_rnn_gradients with dL/dy = 1: x, y0, the weights),
 //               the adjoint solved the variant's way.
@@ -81,6 +82,8 @@ constexpr Variant kVariants[] = {
      softwave::DeerJacobian::diagonal, softwave::Kernel::portable, true},
     {"deer_damped", softwave::DeerMethod::deer,
      softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 1.0},
+    {"deer_damped_full", softwave::DeerMethod::deer,
+     softwave::DeerJacobian::full, softwave::Kernel::automatic, false, 1.0},
     {"diagonal_hh_deer", softwave::DeerMethod::deer,
      softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 0,
      true},

@@ -588,9 +588,10 @@ TYPED_TEST(DeerRnn, WarmStartFromTheSolutionTakesOneIteration) {
             (std::is_same_v<T, float> ? 3e-5 : 1e-10));
 }
 
-// Damped (quasi-ELK) iterations, every cell, λ from light to heavy, over
-// shapes with one to three scan levels: the states of the sequential
-// evaluation and the float64 reference.
+// Damped iterations, quasi-ELK (the Jacobians' diagonal) and ELK (full
+// ones), every cell, λ from light to heavy, over shapes with one to three
+// scan levels (ELK: chunks of the shape's chunk or about √T steps): the
+// states of the sequential evaluation and the float64 reference.
 TYPED_TEST(DeerRnn, DampedIterationsMatchSequential) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
@@ -599,39 +600,42 @@ TYPED_TEST(DeerRnn, DampedIterationsMatchSequential) {
   Space space;
   for (auto cell : kCells)
     for (Shape const& s : kShapes)
-      for (double lambda : {0.01, 0.3, 2.0}) {
-        // Heavy damping converges slowly: the long shapes take the lighter.
-        if (lambda > 1 && s.T > 300) continue;
-        bool const variable = rng.coin();
-        Problem<T> const problem(rng, cell, s.B, s.T, s.H, s.m, variable);
-        softwave::DeerOptions seq;
-        seq.method = softwave::DeerMethod::sequential;
-        auto const sequential = problem.run(space, seq);
-        softwave::DeerOptions o;
-        o.method = softwave::DeerMethod::deer;
-        o.jacobian = softwave::DeerJacobian::diagonal;
-        o.damping = lambda;
-        o.chunk = s.chunk;
-        o.max_iterations = 5000;
-        // The residual bounds the error left by about 1 / (1 − |J|), so
-        // the tolerance sits below the bound tested.
-        o.atol = single ? 1e-6 : 1e-13;
-        o.rtol = single ? 1e-6 : 1e-12;
-        std::vector<int> iterations, path;
-        auto const y = problem.run(space, o, &iterations, &path);
-        SCOPED_TRACE(::testing::Message()
-                     << "cell " << int(cell) << " B=" << s.B << " T=" << s.T
-                     << " H=" << s.H << " chunk=" << s.chunk << " lambda "
-                     << lambda << (variable ? " variable lengths" : ""));
-        for (int b = 0; b < s.B; ++b) {
-          EXPECT_EQ(path[b], int(softwave::DeerPath::damped))
-              << "sequence " << b << " iterations " << iterations[b];
-          EXPECT_GE(iterations[b], 1);
+      for (double lambda : {0.01, 0.3, 2.0})
+        for (auto jacobian :
+             {softwave::DeerJacobian::diagonal, softwave::DeerJacobian::full}) {
+          // Heavy damping converges slowly: the long shapes take the lighter.
+          if (lambda > 1 && s.T > 300) continue;
+          bool const variable = rng.coin();
+          Problem<T> const problem(rng, cell, s.B, s.T, s.H, s.m, variable);
+          softwave::DeerOptions seq;
+          seq.method = softwave::DeerMethod::sequential;
+          auto const sequential = problem.run(space, seq);
+          softwave::DeerOptions o;
+          o.method = softwave::DeerMethod::deer;
+          o.jacobian = jacobian;
+          o.damping = lambda;
+          o.chunk = s.chunk;
+          o.max_iterations = 5000;
+          // The residual bounds the error left by about 1 / (1 − |J|), so
+          // the tolerance sits below the bound tested.
+          o.atol = single ? 1e-6 : 1e-13;
+          o.rtol = single ? 1e-6 : 1e-12;
+          std::vector<int> iterations, path;
+          auto const y = problem.run(space, o, &iterations, &path);
+          SCOPED_TRACE(::testing::Message()
+                       << "cell " << int(cell) << " B=" << s.B << " T=" << s.T
+                       << " H=" << s.H << " chunk=" << s.chunk << " lambda "
+                       << lambda << " jacobian " << int(jacobian)
+                       << (variable ? " variable lengths" : ""));
+          for (int b = 0; b < s.B; ++b) {
+            EXPECT_EQ(path[b], int(softwave::DeerPath::damped))
+                << "sequence " << b << " iterations " << iterations[b];
+            EXPECT_GE(iterations[b], 1);
+          }
+          EXPECT_LE(worst_difference(y, sequential), single ? 2e-5 : 1e-10);
+          EXPECT_LE(worst_difference(y, problem.reference()),
+                    single ? 4e-5 : 1e-10);
         }
-        EXPECT_LE(worst_difference(y, sequential), single ? 2e-5 : 1e-10);
-        EXPECT_LE(worst_difference(y, problem.reference()),
-                  single ? 4e-5 : 1e-10);
-      }
 }
 
 // A damped start from the solution stops at its first check, without an
@@ -666,6 +670,123 @@ TYPED_TEST(DeerRnn, DampedWarmStartAndIterationCounts) {
     EXPECT_GT(heavy[b], light[b]) << "sequence " << b;
     EXPECT_EQ(warm[b], 0) << "sequence " << b;
     EXPECT_EQ(path[b], int(softwave::DeerPath::damped));
+  }
+}
+
+// One ELK update (softwave/deer_elk.hpp: the parallel Kalman filter and
+// smoother over chunks, chunks of 4 steps so that both scans carry across
+// several) is the damped least-squares step: δ minimising
+// Σ_s |δ_s − F_s δ_{s−1} − u_s|² + λ Σ_s |δ_s|², δ_{−1} = 0, which the
+// float64 reference solves densely from its normal equations
+// (HᵀH + λI) δ = Hᵀu, (Hδ)_s = δ_s − F_s δ_{s−1}. Random Jacobians of
+// spectral radius about 1.5 (expanding and contracting steps alike),
+// lengths 23 and 18 of T = 23, λ light to heavy.
+TYPED_TEST(DeerRnn, ElkUpdateIsTheDampedLeastSquaresStep) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  namespace d = softwave::impl::deer;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 2, steps = 23, n = 3, chunk = 4;
+  std::int64_t const chunks = (steps + chunk - 1) / chunk;
+  int const lengths[B] = {23, 18};
+  for (double lambda : {0.05, 1.0, 20.0}) {
+    SCOPED_TRACE(::testing::Message() << "lambda " << lambda);
+    std::vector<double> F(B * steps * n * n), u(B * steps * n),
+        z0(B * steps * n);
+    // Entries of standard deviation 1.5 / √n.
+    for (double& e : F) e = rng.uniform(-2.6, 2.6) / std::sqrt(double(n));
+    for (double& e : u) e = rng.uniform(-1, 1);
+    for (double& e : z0) e = rng.uniform(-1, 1);
+    auto to_view = [&](const std::vector<double>& v, int width,
+                       const char* what) {
+      V3<T, Space> view(std::string(what), B, steps, width);
+      auto host = Kokkos::create_mirror_view(view);
+      for (int b = 0; b < B; ++b)
+        for (int s = 0; s < steps; ++s)
+          for (int q = 0; q < width; ++q)
+            host(b, s, q) = T(v[(b * steps + s) * width + q]);
+      Kokkos::deep_copy(view, host);
+      return view;
+    };
+    Kokkos::View<int*, typename Space::memory_space> count("swt::steps", B);
+    auto count_host = Kokkos::create_mirror_view(count);
+    for (int b = 0; b < B; ++b) count_host(b) = lengths[b];
+    Kokkos::deep_copy(count, count_host);
+    softwave::DeerView1<T, Space> lambdas("swt::lambda", B);
+    Kokkos::deep_copy(lambdas, T(lambda));
+    d::DampedStep<Space, T> const step{to_view(F, n * n, "swt::J"),
+                                       to_view(u, n, "swt::r"),
+                                       V3<T, Space>("swt::P", B, steps, n * n),
+                                       V3<T, Space>("swt::m", B, steps, n),
+                                       to_view(z0, n, "swt::z"),
+                                       count,
+                                       lambdas,
+                                       false};
+    d::ElkUpdate<Space, T> const elk{
+        step,
+        V3<T, Space>("swt::maps", B, chunks, d::KalmanElement<T>::size(n)),
+        V3<T, Space>("swt::carried", B, chunks, n * n + n),
+        chunks,
+        chunk,
+        n};
+    d::SolveMemory<Space> memory(space);
+    elk.run(space, B, memory, false);
+    auto const z = swt::to_host(step.z);
+    for (int b = 0; b < B; ++b) {
+      // The normal equations, dense (L·n unknowns).
+      int const L = lengths[b], N = L * n;
+      auto Fs = [&](int s, int i, int j) {
+        return F[((b * steps + s) * n + i) * n + j];
+      };
+      std::vector<double> H(std::size_t(N) * N, 0.0), A(H.size(), 0.0),
+          rhs(N, 0.0);
+      for (int s = 0; s < L; ++s)
+        for (int i = 0; i < n; ++i) {
+          H[std::size_t(s * n + i) * N + s * n + i] = 1;
+          if (s > 0)
+            for (int j = 0; j < n; ++j)
+              H[std::size_t(s * n + i) * N + (s - 1) * n + j] = -Fs(s, i, j);
+        }
+      for (int p = 0; p < N; ++p) {
+        for (int q = 0; q < N; ++q) {
+          double sum = p == q ? lambda : 0.0;
+          for (int k = 0; k < N; ++k)
+            sum += H[std::size_t(k) * N + p] * H[std::size_t(k) * N + q];
+          A[std::size_t(p) * N + q] = sum;
+        }
+        for (int k = 0; k < N; ++k)
+          rhs[p] += H[std::size_t(k) * N + p] * u[(b * steps) * n + k];
+      }
+      // Gaussian elimination (symmetric positive definite: no pivoting).
+      for (int p = 0; p < N; ++p)
+        for (int r = p + 1; r < N; ++r) {
+          double const f =
+              A[std::size_t(r) * N + p] / A[std::size_t(p) * N + p];
+          for (int c = p; c < N; ++c)
+            A[std::size_t(r) * N + c] -= f * A[std::size_t(p) * N + c];
+          rhs[r] -= f * rhs[p];
+        }
+      std::vector<double> delta(N);
+      for (int p = N - 1; p >= 0; --p) {
+        double sum = rhs[p];
+        for (int c = p + 1; c < N; ++c)
+          sum -= A[std::size_t(p) * N + c] * delta[c];
+        delta[p] = sum / A[std::size_t(p) * N + p];
+      }
+      double worst = 0, scale = 0;
+      for (int k = 0; k < N; ++k) {
+        std::size_t const at = std::size_t(b * steps) * n + k;
+        worst = std::max(worst, std::abs(z[at] - z0[at] - delta[k]));
+        scale = std::max(scale, std::abs(delta[k]));
+      }
+      EXPECT_LE(worst, (std::is_same_v<T, float> ? 1e-4 : 1e-10) * scale)
+          << "sequence " << b;
+      // Past the length, z is left alone.
+      for (std::size_t at = std::size_t(b * steps + L) * n;
+           at < std::size_t(b + 1) * steps * n; ++at)
+        EXPECT_EQ(z[at], double(T(z0[at]))) << "sequence " << b;
+    }
   }
 }
 
@@ -727,6 +848,7 @@ TYPED_TEST(DeerRnn, CheckEveryChangesNoResult) {
        {Case{RnnCell::gru, DeerJacobian::full, false, 0, 100},
         Case{RnnCell::lstm, DeerJacobian::diagonal, false, 0, 100},
         Case{RnnCell::elman, DeerJacobian::diagonal, false, 0.3, 200},
+        Case{RnnCell::gru, DeerJacobian::full, false, 0.3, 200},
         Case{RnnCell::cifg_lstm, DeerJacobian::block, true, 0, 100},
         Case{RnnCell::gru, DeerJacobian::diagonal, true, 0, 100},
         Case{RnnCell::gru, DeerJacobian::full, false, 0, 1},
@@ -1269,7 +1391,9 @@ TYPED_TEST(DeerRnnGradients, BadInputNamesTheArgument) {
     EXPECT_TRUE(swt::throws_naming("damping", call(d.weights, d.inputs, r, o)));
   }
   o = {};
-  o.damping = 1;  // with full Jacobians
+  o.damping = 1;  // with diagonal blocks
+  o.jacobian = softwave::DeerJacobian::block;
+  o.block_size = 1;
   EXPECT_TRUE(swt::throws_naming("jacobian", call(d.weights, d.inputs, r, o)));
   for (int block : {0, 2}) {  // n = 3
     o = {};

@@ -123,7 +123,7 @@ def test_errors_name_the_argument():
     with pytest.raises(ValueError, match="damping"):
         deer.gru(x, None, *weights(module), jacobian="diagonal", damping=-1)
     with pytest.raises(ValueError, match="jacobian"):
-        deer.gru(x, None, *weights(module), damping=1)
+        deer.gru(x, None, *weights(module), jacobian="block", damping=1)
     with pytest.raises(ValueError, match="start_warm_up"):
         deer.gru(x, None, *weights(module), start_warm_up=-1)
 
@@ -168,14 +168,15 @@ def run_against_torch(cell, module, x, **options):
     return expected.detach(), report
 
 
-@pytest.mark.parametrize("cell", ["gru", "lstm"])
-def test_damped_matches_torch(cell):
-    # Levenberg-Marquardt (quasi-ELK) steps: torch's states and gradients,
-    # the report says "damped", the drop-in module takes damping too.
+@pytest.mark.parametrize("cell,jacobian", [("gru", "diagonal"), ("lstm", "diagonal"), ("gru", "full"),
+                                           ("lstm", "full")])
+def test_damped_matches_torch(cell, jacobian):
+    # Levenberg-Marquardt steps (quasi-ELK, ELK): torch's states and
+    # gradients, the report says "damped", the drop-in module takes damping too.
     m, H, B, T = 3, 5, 2, 200
     module = torch_module(cell, m, H, 11)
     x = torch.randn(B, T, m, dtype=torch.float64, requires_grad=True)
-    options = dict(method="deer", jacobian="diagonal", damping=0.5, atol=1e-13, rtol=1e-12,
+    options = dict(method="deer", jacobian=jacobian, damping=0.5, atol=1e-13, rtol=1e-12,
                    max_iter=5000)
     expected, report = run_against_torch(cell, module, x, **options)
     assert report.path == ["damped"] * B

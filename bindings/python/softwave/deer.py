@@ -27,8 +27,9 @@ hidden-side matrix is diagonal, as in ParaRNN's cells (weight_hh is
 exact Newton for elman and gru, and for lstm and cifg_lstm
 jacobian="block", block_size=2, block_layout="strided" (each unit's (h, c)
 pair). ``damping``: 0
-(plain Newton) or the starting λ of Levenberg–Marquardt steps (quasi-ELK,
-Gonzalez et al. 2024; with jacobian="diagonal"): each update is the
+(plain Newton) or the starting λ of Levenberg–Marquardt steps (Gonzalez et
+al. 2024: quasi-ELK with jacobian="diagonal", ELK with jacobian="full",
+O(n³) a step): each update is the
 smoothed mean of a Kalman smoother, so Jacobian products that make Newton
 overflow stay finite; λ then halves after an update that lowered the
 residual and returns to its start after one that did not. Damped runs stop on the
@@ -156,7 +157,8 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
     bias_ih, if given, is still added). lengths: (B,) steps of each sequence (states
     past a length are zero). atol / rtol: Newton's stopping tolerances
     (defaults 1e-4 / 1e-3 in float32, 1e-10 / 1e-8 in float64). damping:
-    the starting λ of damped (quasi-ELK) steps, 0 for Newton's.
+    the starting λ of damped steps (ELK with jacobian="full", quasi-ELK with
+    "diagonal"), 0 for Newton's.
     block_size, block_layout: the blocks with jacobian="block".
     start_warm_up: Newton starts from the states evaluated chunk by chunk,
     each chunk from zeros this many steps before it (a cell that forgets

@@ -662,7 +662,9 @@ struct ScalarScan {
 //   smoother  δ_s = m_s + G_s (δ_{s+1} − J_{s+1} m_s − r_{s+1}),
 //             G_s = P_s J_{s+1} / P⁻_{s+1},  δ_{L−1} = m_{L−1}
 // (the Kalman filter and Rauch–Tung–Striebel smoother of DeerOptions'
-// state-space model), and z_{slot(s)} += δ_s.
+// state-space model), and z_{slot(s)} += δ_s. With full Jacobians J and P
+// hold n² values a step, the Jacobians and the filter's covariances, and
+// the update is ElkUpdate's (softwave/deer_elk.hpp).
 template <class Space, class T>
 struct DampedStep {
   DeerView3<T, Space> J, r, P, m, z;
@@ -727,6 +729,12 @@ struct DampedStep {
     }
   };
 };
+
+}  // namespace softwave::impl::deer
+
+#include <softwave/deer_elk.hpp>
+
+namespace softwave::impl::deer {
 
 // One pass over a worker's items, for ThreadItems::for_each: the item's
 // body is Worker::run_item(item, values, replay).
@@ -1098,8 +1106,8 @@ struct Solver {
     }
   };
 
-  // damped: the Jacobians' diagonal and the residuals of one chunk of
-  // steps, and its worst residual ratio.
+  // damped: the Jacobians (their diagonal, or full ones for ELK) and the
+  // residuals of one chunk of steps, and its worst residual ratio.
   struct DampedLinearise {
     DampedStep<Space, T> d;
     Recurrence rec;
@@ -1108,6 +1116,7 @@ struct Solver {
     int chunk, n;
     T atol, rtol;
     bool reversed;
+    bool full;
     KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item, T* init) const {
       int const b = int(item / chunks);
       int const L = d.steps(b);
@@ -1116,7 +1125,7 @@ struct Solver {
       std::int64_t const s1 = s0 + chunk < L ? s0 + chunk : L;
       T* const f = init + n;
       T* const J = f + n;
-      T* const work = J + n;
+      T* const work = J + (full ? n * n : n);
       double worst = 0;
       for (std::int64_t s = s0; s < s1; ++s) {
         int const t = reversed ? L - 1 - int(s) : int(s);
@@ -1127,10 +1136,13 @@ struct Solver {
         } else {
           z_prev = &d.z(b, reversed ? L - int(s) : int(s) - 1, 0);
         }
-        rec.step(b, t, z_prev, f, J, Linearise::diagonal, work);
+        rec.step(b, t, z_prev, f, J,
+                 full ? Linearise::full : Linearise::diagonal, work);
+        if (full)
+          for (int q = 0; q < n * n; ++q) d.J(b, s, q) = J[q];
         for (int i = 0; i < n; ++i) {
           T const residual = f[i] - d.z(b, t, i);
-          d.J(b, s, i) = J[i];
+          if (!full) d.J(b, s, i) = J[i];
           d.r(b, s, i) = residual;
           worst = worse(worst,
                         tolerance_ratio(double(residual), double(d.z(b, t, i)),
@@ -1413,15 +1425,17 @@ struct Solver {
               bool host) {
     double const lambda = settings_.damping;
     int const n = rec_.state_size();
-    auto const array = [&](const char* what) {
+    // ELK: full Jacobians of a state of more than one value.
+    bool const full = settings_.block == n && n > 1;
+    auto const array = [&](const char* what, int width) {
       return memory_.template array<DeerView3<T, Space>>(what, false, batch_,
-                                                         length_, n);
+                                                         length_, width);
     };
     DampedStep<Space, T> const d{
-        array("damped_jacobians"),
-        array("damped_residuals"),
-        array("damped_variances"),
-        array("damped_means"),
+        array("damped_jacobians", full ? n * n : n),
+        array("damped_residuals", n),
+        array("damped_variances", full ? n * n : n),
+        array("damped_means", n),
         z_,
         memory_.template array<Kokkos::View<int*, Memory>>("damped_steps", true,
                                                            batch_),
@@ -1438,10 +1452,18 @@ struct Solver {
     if (!settings_.warm_start) compat::fill(space_, z_, T(0));
     Kokkos::parallel_for(label("damped_start"), work_items(space_, batch_),
                          DampedStart{d, rec_, status, previous, T(lambda)});
-    int const chunk = choose_chunk(batch_, length_, 1, concurrency, host);
+    // ELK's scans carry sequentially over a sequence's chunks: at least
+    // √T steps a chunk balances that carry against the chunks' passes.
+    int chunk = choose_chunk(batch_, length_, 1, concurrency, host);
+    if (full)
+      chunk = settings_.chunk > 0
+                  ? int(std::min<std::int64_t>(settings_.chunk, length_))
+                  : std::max(chunk, int(std::ceil(std::sqrt(double(length_)))));
     std::int64_t const chunks = (length_ + chunk - 1) / chunk;
-    Items const items = Items(batch_ * chunks, 3 * n + rec_.work_size(), T())
-                            .values_in(memory_, space_, never_wait_);
+    Items const items =
+        Items(batch_ * chunks, 2 * n + (full ? n * n : n) + rec_.work_size(),
+              T())
+            .values_in(memory_, space_, never_wait_);
     ScalarScan<Space, T> scan{memory_};
     scan.space = space_;
     scan.batch = batch_;
@@ -1457,7 +1479,20 @@ struct Solver {
                                     n,
                                     T(settings_.atol),
                                     T(settings_.rtol),
-                                    reversed_};
+                                    reversed_,
+                                    full};
+    auto const per_chunk = [&](const char* what, int width) {
+      return full ? memory_.template array<Buffer>(what, false, batch_, chunks,
+                                                   width)
+                  : Buffer();
+    };
+    ElkUpdate<Space, T> const elk{
+        d,
+        per_chunk("elk_chunk_maps", KalmanElement<T>::size(n)),
+        per_chunk("elk_carried", n * n + n),
+        chunks,
+        chunk,
+        n};
     // The judge of iteration max_iterations ends every sequence.
     for (int k = 0; k <= settings_.max_iterations; ++k) {
       items.template for_each<T>(space_, label("damped_linearise"), linearise);
@@ -1470,6 +1505,10 @@ struct Solver {
         Kokkos::deep_copy(space_, still_host, still);
         space_.fence();
         if (still_host() == 0) break;
+      }
+      if (full) {
+        elk.run(space_, batch_, memory_, never_wait_);
+        continue;
       }
       scan.template run<MobiusMap>(typename DampedStep<Space, T>::Variance{{d}},
                                    length_);

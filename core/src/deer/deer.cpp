@@ -48,10 +48,10 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   if (!(options.damping >= 0) || !std::isfinite(options.damping))
     throw_invalid_argument("damping must be finite and >= 0 (got ",
                            options.damping, ")");
-  if (options.damping > 0 && options.jacobian != DeerJacobian::diagonal)
+  if (options.damping > 0 && options.jacobian == DeerJacobian::block)
     throw_invalid_argument(
-        "damping > 0 takes jacobian = diagonal: the damped steps are "
-        "quasi-ELK's, with the Jacobians' diagonal");
+        "damping > 0 takes jacobian = diagonal (quasi-ELK's steps) or full "
+        "(ELK's), not block");
   if (options.jacobian == DeerJacobian::block &&
       (options.block_size < 1 || n % options.block_size != 0))
     throw_invalid_argument(
