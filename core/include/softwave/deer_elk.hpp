@@ -194,18 +194,22 @@ struct ElkUpdate {
   std::int64_t chunks;
   int chunk, n;
 
-  // The steps [s0, s1) of item (b, c) of the chunked passes; false where
-  // the chunk lies past the sequence's iterating length.
-  KOKKOS_INLINE_FUNCTION bool span(std::int64_t item, int& b, int& L,
-                                   std::int64_t& c, std::int64_t& s0,
-                                   std::int64_t& s1) const {
-    b = int(item / chunks);
-    c = item % chunks;
-    L = d.steps(b);
-    s0 = c * chunk;
-    s1 = s0 + chunk < L ? s0 + chunk : L;
-    return s0 < L;
-  }
+  // A pass of a thread per chunk: item (b, c) runs Body::run(b, L, c, s0,
+  // s1, values) over the chunk's steps [s0, s1) where the chunk lies within
+  // sequence b's iterating length L.
+  template <class Body>
+  struct PerChunk {
+    Body body;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item, T* values) const {
+      ElkUpdate const& u = body.u;
+      int const b = int(item / u.chunks);
+      std::int64_t const c = item % u.chunks;
+      int const L = u.d.steps(b);
+      std::int64_t const s0 = c * u.chunk;
+      if (s0 >= L) return;
+      body.run(b, L, c, s0, s0 + u.chunk < L ? s0 + u.chunk : L, values);
+    }
+  };
 
   // Step s's filtering element.
   KOKKOS_INLINE_FUNCTION void step_element(int b, std::int64_t s,
@@ -231,10 +235,9 @@ struct ElkUpdate {
   // Filter, compose: each chunk's elements into filter_maps(b, c).
   struct FilterCompose {
     ElkUpdate u;
-    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item, T* values) const {
-      int b, L;
-      std::int64_t c, s0, s1;
-      if (!u.span(item, b, L, c, s0, s1)) return;
+    KOKKOS_INLINE_FUNCTION void run(int b, int L, std::int64_t c,
+                                    std::int64_t s0, std::int64_t s1,
+                                    T* values) const {
       int const size = KalmanElement<T>::size(u.n);
       KalmanElement<T> acc{values, u.n}, next{values + size, u.n},
           step{values + 2 * size, u.n};
@@ -277,10 +280,9 @@ struct ElkUpdate {
   // (m, P), by the Kalman step.
   struct FilterReplay {
     ElkUpdate u;
-    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item, T* values) const {
-      int b, L;
-      std::int64_t c, s0, s1;
-      if (!u.span(item, b, L, c, s0, s1)) return;
+    KOKKOS_INLINE_FUNCTION void run(int b, int L, std::int64_t c,
+                                    std::int64_t s0, std::int64_t s1,
+                                    T* values) const {
       int const n = u.n, nn = n * n;
       T* const m = values;
       T* const P = m + n;
@@ -340,10 +342,9 @@ struct ElkUpdate {
   // its first step, (Ā, ḡ) into carried(b, c) (Ā, then ḡ).
   struct SmootherCompose {
     ElkUpdate u;
-    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item, T* values) const {
-      int b, L;
-      std::int64_t c, s0, s1;
-      if (!u.span(item, b, L, c, s0, s1)) return;
+    KOKKOS_INLINE_FUNCTION void run(int b, int L, std::int64_t c,
+                                    std::int64_t s0, std::int64_t s1,
+                                    T* values) const {
       int const n = u.n, nn = n * n;
       T* const Abar = values;
       T* const gbar = Abar + nn;
@@ -398,10 +399,9 @@ struct ElkUpdate {
   // Smoother, replay: each step's δ_s from δ after the chunk, added to z.
   struct SmootherReplay {
     ElkUpdate u;
-    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item, T* values) const {
-      int b, L;
-      std::int64_t c, s0, s1;
-      if (!u.span(item, b, L, c, s0, s1)) return;
+    KOKKOS_INLINE_FUNCTION void run(int b, int L, std::int64_t c,
+                                    std::int64_t s0, std::int64_t s1,
+                                    T* values) const {
       int const n = u.n, nn = n * n;
       T* const delta = values;
       T* const Et = delta + n;
@@ -440,12 +440,15 @@ struct ElkUpdate {
           .values_in(memory, space, never_wait)
           .template for_each<T>(space, label(what), body);
     };
-    pass(batch * chunks, "elk_filter_compose", FilterCompose{*this});
+    pass(batch * chunks, "elk_filter_compose",
+         PerChunk<FilterCompose>{{*this}});
     pass(batch, "elk_filter_carry", FilterCarry{*this});
-    pass(batch * chunks, "elk_filter_replay", FilterReplay{*this});
-    pass(batch * chunks, "elk_smoother_compose", SmootherCompose{*this});
+    pass(batch * chunks, "elk_filter_replay", PerChunk<FilterReplay>{{*this}});
+    pass(batch * chunks, "elk_smoother_compose",
+         PerChunk<SmootherCompose>{{*this}});
     pass(batch, "elk_smoother_carry", SmootherCarry{*this});
-    pass(batch * chunks, "elk_smoother_replay", SmootherReplay{*this});
+    pass(batch * chunks, "elk_smoother_replay",
+         PerChunk<SmootherReplay>{{*this}});
   }
 };
 
