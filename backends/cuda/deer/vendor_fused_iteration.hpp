@@ -719,10 +719,10 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
   // Unset DeerOptions::start_warm_up: 32 steps where a thread takes
   // kSmallSteps steps (8 steps share one warm-up), 16 where it takes one
   // (each pays its own: GRU, B = 16, H200, diagonal Jacobians at n = 16,
-  // T = 100k took 23.3 ms with 32, 17.4 with 16, 18.4 from zeros; at
-  // n = 4, 2.30, 2.55 and 2.74 ms; perf/RESULTS.md). Zeros where the kernel
-  // cannot start itself: before the pair kernel, LocalStart's pass (a
-  // thread per chunk of tens of steps) saved time on ParaRNN's LSTM at
+  // T = 100k took 23.3 ms with 32, 17.3 with 16, 18.2 from zeros; at
+  // n = 4, 2.28, 2.54 and 2.68 ms; perf/RESULTS.md, best of two rounds). Zeros
+  // where the kernel cannot start itself: before the pair kernel, LocalStart's
+  // pass (a thread per chunk of tens of steps) saved time on ParaRNN's LSTM at
   // n = 1, T = 1M (4.0 -> 3.5 ms) and lost it at n = 16, T = 100k
   // (8.3 -> 10.2 ms).
   int default_start_warm_up() const {
