@@ -1070,6 +1070,109 @@ TYPED_TEST(DeerRnnGradients, MatchFiniteDifferences) {
   }
 }
 
+// Long batches (several parts of the weights' sums, sequences ending inside
+// a part, variable lengths) at the small hidden sizes whose gradients are
+// summed in one pass: every gradient's directional derivative along a random
+// direction against central differences of the float64 reference; then a
+// call asking for a few of the gradients gives those same values.
+TYPED_TEST(DeerRnnGradients, LongBatchesMatchDirectionalDerivatives) {
+  using Space = TypeParam;
+  using T = double;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 4, steps = 2100;
+  for (auto cell : kCells)
+    for (int H : {1, 2})
+      for (int m : {1, 4})
+        for (bool diagonal : {false, true}) {
+          if (diagonal && H == 1) continue;
+          Problem<T> problem(rng, cell, B, steps, H, m, true, 1.0, diagonal);
+          int const n = problem.n();
+          int const rows = ref::rnn_gates(problem.params.cell) * H;
+          SCOPED_TRACE(::testing::Message()
+                       << "cell " << int(cell) << " H=" << H << " m=" << m
+                       << (diagonal ? " diagonal" : ""));
+          std::vector<double> w(std::size_t(B) * steps * n);
+          for (double& e : w) e = rng.uniform(-1, 1);
+          auto const d = problem.device(space);
+          softwave::DeerResult<T, Space> r;
+          r.y = V3<T, Space>("swt::y", B, steps, n);
+          softwave::deer_rnn(space, d.weights, d.inputs, r);
+          swt::Batch wb(B, steps, n);
+          wb.v = w;
+          softwave::DeerGradients<T, Space> g;
+          g.grad_y = swt::to_device<T>(space, wb);
+          g.grad_x = V3<T, Space>("swt::grad_x", B, steps, m);
+          g.grad_y0 = V2<T, Space>("swt::grad_y0", B, n);
+          softwave::RnnWeightGradients<T, Space> wg;
+          wg.weight_ih = V2<T, Space>("swt::gw_ih", rows, m);
+          wg.weight_hh = V2<T, Space>("swt::gw_hh", rows, diagonal ? 1 : H);
+          wg.bias_ih = V1<T, Space>("swt::gb_ih", rows);
+          wg.bias_hh = V1<T, Space>("swt::gb_hh", rows);
+          wg.peephole =
+              V1<T, Space>("swt::g_peephole", problem.params.peephole.size());
+          softwave::deer_rnn_gradients(space, d.weights, d.inputs,
+                                       V3<const T, Space>(r.y), g, wg);
+          // Σ_i got[i] dir[i] against (L(v + h dir) − L(v − h dir)) / 2h,
+          // over the entries index(0 … count − 1) of v.
+          auto along = [&](const char* what, std::vector<double>& v,
+                           const std::vector<double>& got, auto index) {
+            std::vector<double> dir(got.size());
+            for (double& e : dir) e = rng.uniform(-1, 1);
+            auto loss = [&](double h) {
+              auto const keep = v;
+              for (std::size_t q = 0; q < dir.size(); ++q)
+                v[index(q)] += h * dir[q];
+              auto const y = problem.reference();
+              v = keep;
+              double sum = 0;
+              for (std::size_t i = 0; i < y.size(); ++i) sum += w[i] * y[i];
+              return sum;
+            };
+            double const h = 1e-6;
+            double const numeric = (loss(h) - loss(-h)) / (2 * h);
+            double analytic = 0, scale = 0;
+            for (std::size_t q = 0; q < dir.size(); ++q) {
+              analytic += got[q] * dir[q];
+              scale += std::fabs(got[q] * dir[q]);
+            }
+            EXPECT_NEAR(analytic, numeric, 1e-6 * (1 + scale)) << what;
+          };
+          auto all = [](std::size_t q) { return q; };
+          along("grad_x", problem.x, swt::to_host(g.grad_x), all);
+          along("grad_y0", problem.y0, swt::to_host(g.grad_y0), all);
+          auto const gw_ih = swt::to_host(wg.weight_ih);
+          along("grad weight_ih", problem.params.w_ih, gw_ih, all);
+          auto const gw_hh = swt::to_host(wg.weight_hh);
+          if (diagonal)
+            along(
+                "grad weight_hh", problem.params.w_hh, gw_hh,
+                [&](std::size_t k) { return problem.diagonal_entry(int(k)); });
+          else
+            along("grad weight_hh", problem.params.w_hh, gw_hh, all);
+          auto const gb_ih = swt::to_host(wg.bias_ih);
+          along("grad bias_ih", problem.params.b_ih, gb_ih, all);
+          along("grad bias_hh", problem.params.b_hh, swt::to_host(wg.bias_hh),
+                all);
+          if (!problem.params.peephole.empty())
+            along("grad peephole", problem.params.peephole,
+                  swt::to_host(wg.peephole), all);
+
+          // Asked for W_hh's and b_ih's gradients alone.
+          softwave::DeerGradients<T, Space> few;
+          few.grad_y = g.grad_y;
+          softwave::RnnWeightGradients<T, Space> wg_few;
+          wg_few.weight_hh = V2<T, Space>("swt::gw_hh", rows, diagonal ? 1 : H);
+          wg_few.bias_ih = V1<T, Space>("swt::gb_ih", rows);
+          softwave::deer_rnn_gradients(space, d.weights, d.inputs,
+                                       V3<const T, Space>(r.y), few, wg_few);
+          EXPECT_LE(worst_difference(swt::to_host(wg_few.weight_hh), gw_hh),
+                    1e-12);
+          EXPECT_LE(worst_difference(swt::to_host(wg_few.bias_ih), gb_ih),
+                    1e-12);
+        }
+}
+
 // ParaRNN-style cells (RnnWeights::diagonal_hh): the same gradients.
 TYPED_TEST(DeerRnnGradients, DiagonalHiddenWeightsMatchFiniteDifferences) {
   SWT_SEEDED_RNG(rng);

@@ -1378,9 +1378,16 @@ struct Solver {
         memory_.template array<Kokkos::View<int, Memory>>("active", false);
     auto still_host = host_copy("active_host", still);
     int const max_iterations = linear_exact ? 1 : settings_.max_iterations;
+    // A first fused iteration that reads no old trajectory (from zeros, or
+    // from the start it evaluates) writes z itself: a sequence that
+    // converges there then needs no copy home (a whole-trajectory pass).
+    bool const first_home = fused && (from_zeros || fused_start);
+    if (first_home) std::swap(data.old_z, data.new_z);
+    int last = 0;  // the iterations run
     for (int k = 1; k <= max_iterations; ++k) {
-      bool const odd = k % 2 == 1;
+      last = k;
       if (k > 1) std::swap(data.old_z, data.new_z);
+      bool const odd = data.new_z.data() != z_.data();  // ends in `other`
       auto const d = data;
       if (fused) {
         fused_iteration->run(
@@ -1405,9 +1412,11 @@ struct Solver {
       space_.fence();
       if (still_host() == 0) break;
     }
-    // Results that ended in the second buffer come home.
-    for_each_step(space_, label("gather"), batch_, length_,
-                  Gather{z_, other, rec_, status, n});
+    // Results that ended in the second buffer come home (none can where
+    // one iteration, home, was all).
+    if (!(first_home && last == 1))
+      for_each_step(space_, label("gather"), batch_, length_,
+                    Gather{z_, other, rec_, status, n});
   }
 
   // Damped (Levenberg–Marquardt, quasi-ELK) iterations of every sequence,

@@ -432,6 +432,10 @@ struct TorchCell {
                                          ? state_of(RnnCell(FixedKind),
                                                     FixedHidden)
                                          : 0;
+  // Its hidden size and the gates' rows G·H where the shape is fixed.
+  static constexpr int kFixedHidden = kFixedState > 0 ? FixedHidden : 0;
+  static constexpr int kFixedRows =
+      kFixedState > 0 ? gates_of(RnnCell(FixedKind)) * FixedHidden : 0;
   RnnCell kind;
   HiddenWeights<T, Space, FixedHidden> w;
 

@@ -405,6 +405,261 @@ void gate_gradients(const Space& space, const Cell& cell,
       });
 }
 
+// --- the weights' gradients in one pass, for cells of small fixed shape ---
+// gate_gradients writes two (B, T, G·H) arrays that input_gradients and two
+// sum_outer_products passes then read again, several times the bytes of the
+// steps' own inputs: at hidden size 1 (B = 16, T = 1M) 384 MB written and
+// over 1 GB read, where a step's gate gradients, dL/dx_t and its terms of
+// the sums need only p_t, x_t, y_{t−1} and λ_t (28 bytes). For cells of
+// small fixed shape a thread keeps its share of every sum in registers
+// instead: one pass over the steps, each team's sums into an array of
+// parts, then the parts' totals (in a fixed order, so that the sums are the
+// same on every run).
+
+// The shapes the one pass takes: hidden sizes up to kOnePassHidden and at
+// most kOnePassInputs inputs a step (or projected inputs), whose sums fit
+// in a thread's registers.
+constexpr int kOnePassHidden = 2, kOnePassInputs = 4;
+
+// The sums, in the order of the parts' array: W_ih's (rows × inputs, each
+// row's bias after its columns), then W_hh's (rows × hidden_columns, and
+// the bias).
+struct OnePassLayout {
+  int rows = 0, inputs = 0, hidden_columns = 0;
+  KOKKOS_INLINE_FUNCTION int input_sums() const { return rows * (inputs + 1); }
+  KOKKOS_INLINE_FUNCTION int count() const {
+    return input_sums() + rows * (hidden_columns + 1);
+  }
+};
+
+// The pass: a team per part of per_part consecutive steps of the flat
+// (b, t) order, its threads every team-th step.
+template <class Space, class Cell>
+struct OnePassGradients {
+  using T = typename Cell::value_type;
+  using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+  static constexpr int kHidden = Cell::kFixedHidden, kRows = Cell::kFixedRows,
+                       kState = Cell::kFixedState, kInputs = kOnePassInputs;
+  Cell cell;
+  V3<const T, Space> p, x, y, adjoint;
+  V2<const T, Space> y0;
+  V2<const T, Space> weight_ih;  // empty: x holds the projections
+  V3<T, Space> grad_x;
+  V2<T, Space> grad_y0;
+  V2<T, Space> parts;  // (parts, layout.count())
+  Lengths<Space> lengths;
+  OnePassLayout layout;
+  std::int64_t steps, total, per_part;
+
+  KOKKOS_INLINE_FUNCTION void step(int b, int t, T (&in)[kRows][kInputs + 1],
+                                   T (&hidden)[kRows][kHidden + 1]) const {
+    int const m = int(grad_x.extent(2));
+    if (t >= lengths(b)) {
+      for (int j = 0; j < m; ++j) grad_x(b, t, j) = 0;
+      return;
+    }
+    T previous[kState], lambda[kState], gradient_previous[kState];
+    T g_in[kRows], g_h[kRows], work[9 * kHidden];
+    SOFTWAVE_DEER_UNROLL
+    for (int i = 0; i < kState; ++i) {
+      previous[i] = t > 0 ? y(b, t - 1, i) : y0.extent(0) ? y0(b, i) : T(0);
+      lambda[i] = adjoint(b, t, i);
+    }
+    bool const first = t == 0 && grad_y0.extent(0);
+    cell.gate_gradients(previous, &p(b, t, 0), lambda, g_in, g_h,
+                        first ? gradient_previous : static_cast<T*>(nullptr),
+                        work);
+    if (first) {
+      SOFTWAVE_DEER_UNROLL
+      for (int i = 0; i < kState; ++i) grad_y0(b, i) = gradient_previous[i];
+    }
+    // dL/dx_t = W_ihᵀ g_in (g_in itself for projected inputs).
+    if (m > 0 && weight_ih.extent(0) == 0) {
+      SOFTWAVE_DEER_UNROLL
+      for (int k = 0; k < kRows; ++k) grad_x(b, t, k) = g_in[k];
+    } else {
+      for (int j = 0; j < m; ++j) {
+        T sum = 0;
+        SOFTWAVE_DEER_UNROLL
+        for (int k = 0; k < kRows; ++k) sum += g_in[k] * weight_ih(k, j);
+        grad_x(b, t, j) = sum;
+      }
+    }
+    T inputs[kInputs];
+    SOFTWAVE_DEER_UNROLL
+    for (int j = 0; j < kInputs; ++j)
+      inputs[j] = j < layout.inputs ? x(b, t, j) : T(0);
+    bool const diagonal = layout.hidden_columns == 1 && kHidden > 1;
+    SOFTWAVE_DEER_UNROLL
+    for (int k = 0; k < kRows; ++k) {
+      SOFTWAVE_DEER_UNROLL
+      for (int j = 0; j < kInputs; ++j) in[k][j] += g_in[k] * inputs[j];
+      in[k][kInputs] += g_in[k];
+      // h_{t−1}: the state's first H values (LSTM's (h, c) too).
+      if (diagonal) {
+        hidden[k][0] += g_h[k] * previous[k % kHidden];
+      } else {
+        SOFTWAVE_DEER_UNROLL
+        for (int j = 0; j < kHidden; ++j) hidden[k][j] += g_h[k] * previous[j];
+      }
+      hidden[k][kHidden] += g_h[k];
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    std::int64_t const part = member.league_rank();
+    std::int64_t const r0 = part * per_part;
+    std::int64_t const r1 = r0 + per_part < total ? r0 + per_part : total;
+    int const rank = member.team_rank(), team = member.team_size();
+    T in[kRows][kInputs + 1] = {}, hidden[kRows][kHidden + 1] = {};
+    if (r0 + rank < r1) {
+      // (b, t) of step r, advanced with r rather than divided out of it.
+      std::int64_t b = (r0 + rank) / steps;
+      std::int64_t t = r0 + rank - b * steps;
+      for (std::int64_t r = r0 + rank; r < r1; r += team) {
+        step(int(b), int(t), in, hidden);
+        for (t += team; t >= steps; t -= steps) ++b;
+      }
+    }
+    // The team's sums: each thread's values in team memory (value-major),
+    // then a thread per value adds the team's.
+    int const count = layout.count();
+    T* const shared = static_cast<T*>(
+        member.team_scratch(0).get_shmem(team * count * sizeof(T)));
+    auto const keep = [&](int v, T value) { shared[v * team + rank] = value; };
+    int const stride = layout.inputs + 1;
+    int const hidden_stride = layout.hidden_columns + 1;
+    SOFTWAVE_DEER_UNROLL
+    for (int k = 0; k < kRows; ++k) {
+      SOFTWAVE_DEER_UNROLL
+      for (int j = 0; j < kInputs; ++j)
+        if (j < layout.inputs) keep(k * stride + j, in[k][j]);
+      keep(k * stride + layout.inputs, in[k][kInputs]);
+      int const first = layout.input_sums() + k * hidden_stride;
+      SOFTWAVE_DEER_UNROLL
+      for (int j = 0; j < kHidden; ++j)
+        if (j < layout.hidden_columns) keep(first + j, hidden[k][j]);
+      keep(first + layout.hidden_columns, hidden[k][kHidden]);
+    }
+    member.team_barrier();
+    for (int v = rank; v < count; v += team) {
+      T sum = 0;
+      for (int q = 0; q < team; ++q) sum += shared[v * team + q];
+      parts(part, v) = sum;
+    }
+  }
+};
+
+// The parts' totals, a team per sum, into the weights' gradients (those
+// asked for).
+template <class Space, class T>
+struct OnePassTotals {
+  using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+  V2<const T, Space> parts;
+  OnePassLayout layout;
+  RnnWeightGradients<T, Space> out;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    int const v = member.league_rank();
+    T sum = 0;
+    Kokkos::parallel_reduce(
+        Kokkos::TeamThreadRange(member, std::int64_t(parts.extent(0))),
+        [&](std::int64_t q, T& s) { s += parts(q, v); }, sum);
+    Kokkos::single(Kokkos::PerTeam(member), [&]() {
+      bool const input_side = v < layout.input_sums();
+      int const columns = input_side ? layout.inputs : layout.hidden_columns;
+      int const w = input_side ? v : v - layout.input_sums();
+      int const k = w / (columns + 1), j = w % (columns + 1);
+      auto const weight = input_side ? out.weight_ih : out.weight_hh;
+      auto const bias = input_side ? out.bias_ih : out.bias_hh;
+      if (j < columns) {
+        if (weight.extent(0)) weight(k, j) = sum;
+      } else if (bias.extent(0)) {
+        bias(k) = sum;
+      }
+    });
+  }
+};
+
+// Whether the one pass takes a TorchCell of fixed shape with m inputs a
+// step (0: x holds the projections) and no peepholes.
+template <class Cell>
+bool takes_one_pass(int m) {
+  return Cell::kFixedState > 0 && Cell::kFixedHidden <= kOnePassHidden &&
+         m <= kOnePassInputs;
+}
+
+template <class Space, class Cell>
+void launch_one_pass(
+    const Space& space, const Cell& cell,
+    const RnnWeights<typename Cell::value_type, Space>& weights,
+    const DeerInputs<typename Cell::value_type, Space>& inputs,
+    V3<const typename Cell::value_type, Space> projected,
+    V3<const typename Cell::value_type, Space> y,
+    V3<const typename Cell::value_type, Space> adjoint,
+    const DeerGradients<typename Cell::value_type, Space>& gradients,
+    const RnnWeightGradients<typename Cell::value_type, Space>& wg) {
+  using T = typename Cell::value_type;
+  using Policy = Kokkos::TeamPolicy<Space>;
+  std::int64_t const B = y.extent(0), steps = y.extent(1);
+  OnePassLayout const layout{Cell::kFixedRows,
+                             wg.weight_ih.size() ? int(inputs.x.extent(2)) : 0,
+                             weights.diagonal_hh ? 1 : Cell::kFixedHidden};
+  bool const host = runs_on_host<Space>;
+  int const count = layout.count();
+  // Team memory for the team's sums of 32 KB at most.
+  int const team = host ? 1 : (128 * count * sizeof(T) <= 32768 ? 128 : 64);
+  std::int64_t const total = B * steps;
+  // 32 steps a thread on a device; on a host a few parts a thread.
+  std::int64_t const per_part =
+      host
+          ? std::max<std::int64_t>(4096, (total + 4 * space.concurrency() - 1) /
+                                             (4 * space.concurrency()))
+          : std::int64_t(team) * 32;
+  std::int64_t const part_count = (total + per_part - 1) / per_part;
+  auto const parts = call_array<V2<T, Space>>(
+      space, "softwave::deer::one_pass_parts", false, part_count, count);
+  Kokkos::parallel_for(
+      "softwave::deer::one_pass_gradients",
+      compat::light_weight(
+          Policy(space, int(part_count), team)
+              .set_scratch_size(0, Kokkos::PerTeam(team * count * sizeof(T)))),
+      OnePassGradients<Space, Cell>{
+          cell, projected, inputs.x, y, adjoint, inputs.y0, weights.weight_ih,
+          gradients.grad_x, gradients.grad_y0, parts.view,
+          Lengths<Space>{inputs.lengths, int(steps)}, layout, steps, total,
+          per_part});
+  Kokkos::parallel_for(
+      "softwave::deer::one_pass_totals",
+      compat::light_weight(Policy(space, count, host ? 1 : 128)),
+      OnePassTotals<Space, T>{parts.view, layout, wg});
+}
+
+// The weights' gradients, dL/dx and dL/dy_0 of a TorchCell of fixed shape
+// in one pass (above); false, with nothing done, where the cell's shape is
+// not one it takes.
+template <class Space, class T>
+bool one_pass_gradients(const Space& space, const TorchCell<T, Space>& cell,
+                        const RnnWeights<T, Space>& weights,
+                        const DeerInputs<T, Space>& inputs,
+                        V3<const T, Space> projected, V3<const T, Space> y,
+                        V3<const T, Space> adjoint,
+                        const DeerGradients<T, Space>& gradients,
+                        const RnnWeightGradients<T, Space>& wg) {
+  if (weights.peephole.size()) return false;
+  int const m = weights.weight_ih.size() ? int(inputs.x.extent(2)) : 0;
+  return with_fixed_shape(cell, [&](const auto& fixed) {
+    using Fixed = std::decay_t<decltype(fixed)>;
+    if constexpr (Fixed::kFixedHidden > kOnePassHidden) {
+      return false;
+    } else {
+      if (!takes_one_pass<Fixed>(m)) return false;
+      launch_one_pass(space, fixed, weights, inputs, projected, y, adjoint,
+                      gradients, wg);
+      return true;
+    }
+  });
+}
+
 // --- diagonal hidden weights: each unit a sequence of its own ------------
 // (DiagonalUnits, cells.hpp). Unit-major arrays put unit i of sequence b
 // at b·H + i, with C values a step: a (B, T, C·H) array of the caller's
@@ -734,8 +989,6 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     g_h = gate_array("softwave::deer::hidden_gate_gradients");
     back(g_h_units.view, g_h.view);
   } else {
-    g_in = gate_array("softwave::deer::input_gate_gradients");
-    g_h = gate_array("softwave::deer::hidden_gate_gradients");
     auto const projected = d::project_inputs(space, weights, inputs.x);
     DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
                                            inputs.lengths};
@@ -745,6 +998,12 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
         space, cell, cell_inputs, y,
         d::with_adjoint(space, gradients, B, steps, n, adjoint_array),
         settings);
+    if (d::one_pass_gradients(space, cell, weights, inputs, projected.view, y,
+                              DeerView3<const T, Space>(adjoint), gradients,
+                              wg))
+      return;
+    g_in = gate_array("softwave::deer::input_gate_gradients");
+    g_h = gate_array("softwave::deer::hidden_gate_gradients");
     d::gate_gradients(space, cell, cell_inputs, y,
                       DeerView3<const T, Space>(adjoint), g_in.view, g_h.view,
                       gradients.grad_y0, settings.check_every == 0);
