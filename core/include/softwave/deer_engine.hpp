@@ -1542,8 +1542,10 @@ struct Solver {
               Kokkos::View<int*, Memory> count,
               DeerView1<int, Space> iterations, DeerView1<int, Space> path,
               DeerPath sequential_path) {
-    for_each_step(space_, label("clear_tail"), batch_, length_,
-                  ClearTail{rec_, z_, rec_.state_size()});
+    // (Without lengths every sequence runs to the end: no tail to clear.)
+    if (rec_.lengths.lengths.extent(0))
+      for_each_step(space_, label("clear_tail"), batch_, length_,
+                    ClearTail{rec_, z_, rec_.state_size()});
     Kokkos::parallel_for(
         label("report"), work_items(space_, batch_),
         Report{status, count, iterations, path, int(sequential_path)});
