@@ -199,11 +199,22 @@ struct StepProducts {
   KOKKOS_INLINE_FUNCTION void stage(const Member& member, T* staged, int b,
                                     std::int64_t t0, int count, int c0) const {
     int const columns = inputs - c0 < chunk ? inputs - c0 : chunk;
-    // Zeros past the sequence's end, which the threads' sums then read.
+    // Zeros past the sequence's end, which the threads' sums then read. A
+    // host's one thread walks the rows (a division a value cost it more
+    // than the products).
+    auto value = [&](int s, int c) {
+      return s < count ? in(b, t0 + s, c0 + c) : T(0);
+    };
+    if (member.team_size() == 1) {
+      for (int s = 0; s < tile_steps(); ++s)
+        for (int c = 0; c < columns; ++c)
+          staged[s * (chunk + 1) + c] = value(s, c);
+      return;
+    }
     for (int q = member.team_rank(); q < tile_steps() * columns;
          q += member.team_size()) {
       int const s = q / columns, c = q - s * columns;
-      staged[s * (chunk + 1) + c] = s < count ? in(b, t0 + s, c0 + c) : T(0);
+      staged[s * (chunk + 1) + c] = value(s, c);
     }
   }
   KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
@@ -226,19 +237,35 @@ struct StepProducts {
       member.team_barrier();
     }
     int const rank = member.team_rank();
-    int const lane = rank % width, group = rank / width;
-    // Thread (lane, group)'s steps: with units consecutive, so that a
-    // thread's unit-major stores are adjacent; otherwise every groups-th,
-    // so that the tile's threads store consecutive steps' outputs.
+    // On a device a thread per (output, group), on a host's one thread
+    // each in turn (a loop the same length in every thread: the stages'
+    // barriers are in it).
+    int const lane = rank % width, per_lane = member.team_size() / width;
+    for (int i0 = 0; i0 < outputs; i0 += width)
+      for (int g0 = 0; g0 < groups; g0 += per_lane) {
+        int const i = i0 + lane, group = g0 + rank / width;
+        bool const active =
+            rank / width < per_lane && group < groups && i < outputs;
+        product_of_group(member, staged, b, t0, count, staged_once, active, i,
+                         group);
+      }
+  }
+  // Output i of kSteps steps of the tile (those of `group`).
+  KOKKOS_INLINE_FUNCTION void product_of_group(const Member& member, T* staged,
+                                               int b, std::int64_t t0,
+                                               int count, bool staged_once,
+                                               bool active, int i,
+                                               int group) const {
+    // The group's steps: with units consecutive, so that a thread's
+    // unit-major stores are adjacent; otherwise every groups-th, so that
+    // the tile's threads store consecutive steps' outputs.
     auto step_of = [&](int j) {
       return units > 0 ? group * kSteps + j : group + j * groups;
     };
-    for (int i0 = 0; i0 < outputs; i0 += width) {
-      int const i = i0 + lane;
-      bool const active = group < groups && i < outputs;
+    {
       T sums[kSteps];
       for (int j = 0; j < kSteps; ++j) sums[j] = 0;
-      if (identity) {
+      if (weight.size() == 0) {
         for (int j = 0; j < kSteps; ++j)
           if (active && step_of(j) < count) sums[j] = in(b, t0 + step_of(j), i);
       } else {
@@ -257,7 +284,7 @@ struct StepProducts {
             }
         }
       }
-      if (!active) continue;
+      if (!active) return;
       T const offset = bias.size() ? bias(i) : T(0);
       for (int j = 0; j < kSteps; ++j) {
         int const s = step_of(j);
@@ -289,11 +316,13 @@ void step_products(const Space& space, const char* label, V3<const T, Space> in,
   f.steps = steps;
   f.outputs = outputs;
   f.inputs = weight.size() ? int(in.extent(2)) : outputs;
-  int const team_size = runs_on_host<Space> ? 1 : 256;
+  bool const host = runs_on_host<Space>;
+  int const team_size = host ? 1 : 256;
   f.width = std::min(outputs, team_size);
-  f.groups = team_size / f.width;
-  // At most 16 KB of staged inputs a team.
-  std::int64_t const staged_values = 16384 / sizeof(T);
+  // A host's one thread takes 64 steps a tile.
+  f.groups = host ? 8 : team_size / f.width;
+  // At most 16 KB of staged inputs a team (32 KB on a host).
+  std::int64_t const staged_values = (host ? 32768 : 16384) / sizeof(T);
   f.chunk = int(std::clamp<std::int64_t>(staged_values / f.tile_steps() - 1, 1,
                                          std::max(f.inputs, 1)));
   f.batch = B;
