@@ -162,188 +162,13 @@ struct Projections {
   V3<const T, Space> view;
 };
 
-// Products of a small matrix with every step's vector:
-//   out(b, t, i) = bias(i) + Σ_c a(i, c) · in(b, t, c),
-// a = weight (outputs × inputs), its transpose, or the identity where weight
-// is empty. A thread a step with its own loop over i wrote each step's
-// outputs alone, a warp's stores 32 lines apart: at n = 16, T = 100k,
-// B = 16 the input projections took 4.57 ms on an H200 (409 MB, 0.1 ms of
-// bytes). Here a team takes a tile of one sequence's steps: its inputs are
-// staged in team memory (in chunks of columns), each thread owns an output
-// i for kSteps steps of the tile (the coefficient read once for them), and
-// a warp's threads take consecutive outputs, so that loads and stores are
-// whole lines. With `units` (H > 0) row i = g·H + u goes unit-major to
-// out(b·H + u, t, g) (transpose_units), a thread's steps then consecutive
-// steps of the tile's threads.
-template <class Space, class T>
-struct StepProducts {
-  static constexpr int kSteps = 8;
-  using Member = typename Kokkos::TeamPolicy<Space>::member_type;
-  V3<const T, Space> in;
-  V2<const T, Space> weight;  // empty: the identity
-  bool transposed = false;
-  V1<const T, Space> bias;  // may be empty
-  V3<T, Space> out;
-  int units = 0;
-  std::int64_t batch = 0, steps = 0;
-  int outputs = 0, inputs = 0;
-  // Threads a tile per output block (min(outputs, team size)), groups of
-  // them (each kSteps steps), columns staged at a time, tiles a sequence.
-  int width = 1, groups = 1, chunk = 1;
-  std::int64_t tiles = 1;
-
-  KOKKOS_INLINE_FUNCTION int tile_steps() const { return groups * kSteps; }
-  KOKKOS_INLINE_FUNCTION T coefficient(int i, int c) const {
-    return transposed ? weight(c, i) : weight(i, c);
-  }
-  KOKKOS_INLINE_FUNCTION void stage(const Member& member, T* staged, int b,
-                                    std::int64_t t0, int count, int c0) const {
-    int const columns = inputs - c0 < chunk ? inputs - c0 : chunk;
-    // Zeros past the sequence's end, which the threads' sums then read. A
-    // host's one thread walks the rows (a division a value cost it more
-    // than the products).
-    auto value = [&](int s, int c) {
-      return s < count ? in(b, t0 + s, c0 + c) : T(0);
-    };
-    if (member.team_size() == 1) {
-      for (int s = 0; s < tile_steps(); ++s)
-        for (int c = 0; c < columns; ++c)
-          staged[s * (chunk + 1) + c] = value(s, c);
-      return;
-    }
-    for (int q = member.team_rank(); q < tile_steps() * columns;
-         q += member.team_size()) {
-      int const s = q / columns, c = q - s * columns;
-      staged[s * (chunk + 1) + c] = value(s, c);
-    }
-  }
-  KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
-    for (std::int64_t tile = member.league_rank(); tile < batch * tiles;
-         tile += member.league_size())
-      product_of_tile(member, int(tile / tiles), tile % tiles);
-  }
-  KOKKOS_INLINE_FUNCTION void product_of_tile(const Member& member, int b,
-                                              std::int64_t tile) const {
-    std::int64_t const t0 = tile * tile_steps();
-    int const count =
-        int(steps - t0 < tile_steps() ? steps - t0 : tile_steps());
-    T* const staged = static_cast<T*>(member.team_scratch(0).get_shmem(
-        std::size_t(tile_steps()) * (chunk + 1) * sizeof(T)));
-    bool const identity = weight.size() == 0;
-    bool const staged_once = !identity && inputs <= chunk;
-    if (staged_once) {
-      member.team_barrier();  // the team's previous tile is read
-      stage(member, staged, b, t0, count, 0);
-      member.team_barrier();
-    }
-    int const rank = member.team_rank();
-    // On a device a thread per (output, group), on a host's one thread
-    // each in turn (a loop the same length in every thread: the stages'
-    // barriers are in it).
-    int const lane = rank % width, per_lane = member.team_size() / width;
-    for (int i0 = 0; i0 < outputs; i0 += width)
-      for (int g0 = 0; g0 < groups; g0 += per_lane) {
-        int const i = i0 + lane, group = g0 + rank / width;
-        bool const active =
-            rank / width < per_lane && group < groups && i < outputs;
-        product_of_group(member, staged, b, t0, count, staged_once, active, i,
-                         group);
-      }
-  }
-  // Output i of kSteps steps of the tile (those of `group`).
-  KOKKOS_INLINE_FUNCTION void product_of_group(const Member& member, T* staged,
-                                               int b, std::int64_t t0,
-                                               int count, bool staged_once,
-                                               bool active, int i,
-                                               int group) const {
-    // The group's steps: with units consecutive, so that a thread's
-    // unit-major stores are adjacent; otherwise every groups-th, so that
-    // the tile's threads store consecutive steps' outputs.
-    auto step_of = [&](int j) {
-      return units > 0 ? group * kSteps + j : group + j * groups;
-    };
-    {
-      T sums[kSteps];
-      for (int j = 0; j < kSteps; ++j) sums[j] = 0;
-      if (weight.size() == 0) {
-        for (int j = 0; j < kSteps; ++j)
-          if (active && step_of(j) < count) sums[j] = in(b, t0 + step_of(j), i);
-      } else {
-        for (int c0 = 0; c0 < inputs; c0 += chunk) {
-          if (!staged_once) {
-            member.team_barrier();
-            stage(member, staged, b, t0, count, c0);
-            member.team_barrier();
-          }
-          int const columns = inputs - c0 < chunk ? inputs - c0 : chunk;
-          if (active)
-            for (int c = 0; c < columns; ++c) {
-              T const a = coefficient(i, c0 + c);
-              for (int j = 0; j < kSteps; ++j)
-                sums[j] += a * staged[step_of(j) * (chunk + 1) + c];
-            }
-        }
-      }
-      if (!active) return;
-      T const offset = bias.size() ? bias(i) : T(0);
-      for (int j = 0; j < kSteps; ++j) {
-        int const s = step_of(j);
-        if (s >= count) break;
-        if (units > 0)
-          out(std::int64_t(b) * units + i % units, t0 + s, i / units) =
-              sums[j] + offset;
-        else
-          out(b, t0 + s, i) = sums[j] + offset;
-      }
-    }
-  }
-};
-
-template <class Space, class T>
-void step_products(const Space& space, const char* label, V3<const T, Space> in,
-                   V2<const T, Space> weight, bool transposed,
-                   V1<const T, Space> bias, V3<T, Space> out, int outputs,
-                   int units = 0) {
-  std::int64_t const B = in.extent(0), steps = in.extent(1);
-  if (B == 0 || steps == 0 || outputs == 0) return;
-  StepProducts<Space, T> f;
-  f.in = in;
-  f.weight = weight;
-  f.transposed = transposed;
-  f.bias = bias;
-  f.out = out;
-  f.units = units;
-  f.steps = steps;
-  f.outputs = outputs;
-  f.inputs = weight.size() ? int(in.extent(2)) : outputs;
-  bool const host = runs_on_host<Space>;
-  int const team_size = host ? 1 : 256;
-  f.width = std::min(outputs, team_size);
-  // A host's one thread takes 64 steps a tile.
-  f.groups = host ? 8 : team_size / f.width;
-  // At most 16 KB of staged inputs a team (32 KB on a host).
-  std::int64_t const staged_values = (host ? 32768 : 16384) / sizeof(T);
-  f.chunk = int(std::clamp<std::int64_t>(staged_values / f.tile_steps() - 1, 1,
-                                         std::max(f.inputs, 1)));
-  f.batch = B;
-  f.tiles = (steps + f.tile_steps() - 1) / f.tile_steps();
-  // A team takes several tiles where the league's int would not hold them.
-  std::int64_t const league =
-      std::min<std::int64_t>(B * f.tiles, std::int64_t(1) << 30);
-  std::size_t const scratch =
-      std::size_t(f.tile_steps()) * (f.chunk + 1) * sizeof(T);
-  Kokkos::parallel_for(
-      std::string("softwave::deer::") + label,
-      compat::light_weight(
-          Kokkos::TeamPolicy<Space>(space, int(league), team_size)
-              .set_scratch_size(0, Kokkos::PerTeam(scratch))),
-      f);
-}
-
-// p_t = W_ih x_t + b_ih for every step, (B, T, G·H), by step_products; with
-// `units` (H > 0) unit-major instead, (B·H, T, G) (transpose_units). With
-// weight_ih empty x holds W_ih x_t (RnnWeights): p is x plus b_ih, and x
-// itself where there is no b_ih to add or layout to change.
+// p_t = W_ih x_t + b_ih for every step, (B, T, G·H): a thread per step
+// (for_each_step; x_t read once, the weights' reads shared by the warp). With
+// `units` (H > 0) unit-major instead, (B·H, T, G) (transpose_units), from the
+// same thread per step: a thread per value would read x_t once for each of the
+// H units (at H = 16, T = 100k, B = 16 on an H200 that kernel took 1.8 ms of
+// a 4.8 ms forward). With weight_ih empty x holds W_ih x_t (RnnWeights): p is x
+// plus b_ih, and x itself where there is no b_ih to add or layout to change.
 template <class Space, class T>
 Projections<Space, T> project_inputs(const Space& space,
                                      const RnnWeights<T, Space>& w,
@@ -351,11 +176,22 @@ Projections<Space, T> project_inputs(const Space& space,
   std::int64_t const B = x.extent(0), steps = x.extent(1);
   std::int64_t const rows = w.weight_hh.extent(0);
   bool const projected = w.weight_ih.size() == 0;
+  // Projected inputs: the sum below over one column of the identity.
+  std::int64_t const m = projected ? 1 : x.extent(2);
+  auto const weight = w.weight_ih;
+  auto const bias = w.bias_ih;
+  bool const has_bias = bias.size() > 0;
   Projections<Space, T> out;
-  if (projected && w.bias_ih.size() == 0 && units == 0) {
+  if (projected && !has_bias && units == 0) {
     out.view = x;
     return out;
   }
+  auto const product = KOKKOS_LAMBDA(std::int64_t k, std::int64_t j,
+                                     std::int64_t b, std::int64_t t) {
+    return projected ? x(b, t, k) : weight(k, j) * x(b, t, j);
+  };
+  // Row k = g·H + i of step (b, t) goes to p(b, t, k), or with units to
+  // p(b·H + i, t, g).
   std::int64_t const H = units > 0 ? units : 1;
   out.owner =
       units > 0
@@ -363,8 +199,20 @@ Projections<Space, T> project_inputs(const Space& space,
                                      false, B * H, steps, rows / H)
           : call_array<V3<T, Space>>(space, "softwave::deer::projected", false,
                                      B, steps, rows);
-  step_products<Space, T>(space, "project_inputs", x, w.weight_ih, false,
-                          w.bias_ih, out.owner.view, int(rows), units);
+  auto const p = out.owner.view;
+  bool const unit_major = units > 0;
+  for_each_step(
+      space, "softwave::deer::project_inputs", B, steps,
+      KOKKOS_LAMBDA(int b, std::int64_t t) {
+        for (std::int64_t k = 0; k < rows; ++k) {
+          T sum = has_bias ? bias(k) : T(0);
+          for (std::int64_t j = 0; j < m; ++j) sum += product(k, j, b, t);
+          if (unit_major)
+            p(b * H + k % H, t, k / H) = sum;
+          else
+            p(b, t, k) = sum;
+        }
+      });
   out.view = out.owner.view;
   return out;
 }
@@ -1165,9 +1013,20 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
   if (gradients.grad_x.size() && projected) {
     Kokkos::deep_copy(space, gradients.grad_x, g_in.view);
   } else if (gradients.grad_x.size()) {
-    d::step_products<Space, T>(
-        space, "input_gradients", DeerView3<const T, Space>(g_in.view),
-        weights.weight_ih, true, {}, gradients.grad_x, int(m));
+    auto const grad_x = gradients.grad_x;
+    auto const gin = g_in.view;
+    auto const weight = weights.weight_ih;
+    std::int64_t const R = rows, M = m, S = steps;
+    d::for_each_step(
+        space, "softwave::deer::input_gradients", B, S,
+        KOKKOS_LAMBDA(int b, std::int64_t t) {
+          for (std::int64_t j = 0; j < M; ++j) {
+            T sum = 0;
+            for (std::int64_t k = 0; k < R; ++k)
+              sum += gin(b, t, k) * weight(k, j);
+            grad_x(b, t, j) = sum;
+          }
+        });
   }
   // Without W_ih's gradient only the bias column is summed.
   d::sum_outer_products<Space, T>(space, g_in.view,
