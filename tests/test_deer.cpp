@@ -1067,6 +1067,11 @@ TYPED_TEST(DeerRnnGradients, MatchFiniteDifferences) {
     check_gradients<TypeParam>(cell, rng, 1, 1, 1, 1);
     check_gradients<TypeParam>(cell, rng, 2, 9, 3, 2);
     check_gradients<TypeParam>(cell, rng, 3, 23, 2, 3);
+    // Wide inputs: on a GPU the products of more than 4 outputs a step
+    // (the projections, dL/dx) stage the steps' inputs in team memory in
+    // chunks of columns, here more than one.
+    check_gradients<TypeParam>(cell, rng, 2, 13, 3, 40);
+    check_gradients<TypeParam>(cell, rng, 1, 3, 2, 300);
   }
 }
 

@@ -436,6 +436,9 @@ struct TorchCell {
   static constexpr int kFixedHidden = kFixedState > 0 ? FixedHidden : 0;
   static constexpr int kFixedRows =
       kFixedState > 0 ? gates_of(RnnCell(FixedKind)) * FixedHidden : 0;
+  // A step's work values where the shape is fixed: the most any cell asks
+  // (GRU's 9H).
+  static constexpr int kFixedWork = 9 * kFixedHidden;
   RnnCell kind;
   HiddenWeights<T, Space, FixedHidden> w;
 
