@@ -177,9 +177,6 @@ struct Projections {
 // to out(b·H + u, t, g) (transpose_units), a thread's steps then consecutive
 // steps of the tile's threads. (On a host, and for few outputs a step,
 // products_per_step below.)
-// At most this many outputs a step, products_per_step (below).
-constexpr int kPerStepOutputs = 4;
-
 template <class Space, class T>
 struct StepProducts {
   static constexpr int kSteps = 8;
@@ -276,6 +273,9 @@ struct StepProducts {
     }
   }
 };
+
+// At most this many outputs a step take products_per_step on a device.
+constexpr int kPerStepOutputs = 4;
 
 // step_products by a thread a step, each with its own loop over the
 // outputs: on a host, and on a device where a step's outputs span at most
