@@ -10,6 +10,7 @@
 #include <string>
 #include <type_traits>
 
+#include "common/async_copy.hpp"
 #include "common/check.hpp"
 #include "common/tf32.hpp"
 
@@ -274,11 +275,22 @@ __global__ void __launch_bounds__(kThreads)
 // A block owns 128 rows: 8 warps of one 16-row tile each, or 4 warps of two
 // (R = 2), whose two tiles share each B fragment loaded from shared memory
 // (the A operands, the rows' coordinates in TF32, stay in registers);
-// columns are staged 64 at a time.
+// columns are staged 64 at a time, the next tile copied asynchronously
+// into a second buffer while the warps compute on the current one.
 constexpr int kTensorRows = 128;
 constexpr int kTensorTile = 64;
 template <int R>
 constexpr int kTensorThreads = kTensorRows / (16 * R) * 32;
+
+// A staged column's row in shared memory: 8KS values and padding that
+// keeps the 64-bit B loads of a half-warp on distinct banks.
+template <int KS>
+constexpr int kTensorStride = (8 * KS + 31) / 32 * 32 + 8;
+// The tensor-core kernel's (dynamic) shared memory: two buffers of a tile
+// and its heads.
+template <int KS>
+constexpr int kTensorSharedBytes = 2 * kTensorTile*(kTensorStride<KS> + 1) *
+                                   int(sizeof(float));
 
 // 16-row tiles a warp owns (tensor_row_tiles): 0 the library's choice
 // (set_tensor_row_tiles).
@@ -340,11 +352,13 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
                         unsigned long long* tickets,
                         unsigned long long first_ticket, const float* records,
                         const float* heads) {
-  // A staged column's row: 8KS values and padding that keeps the 64-bit
-  // B loads of a half-warp on distinct banks.
-  constexpr int kStride = (8 * KS + 31) / 32 * 32 + 8;
-  __shared__ __align__(16) float tile[kTensorTile * kStride];
-  __shared__ float tile_heads[kTensorTile];
+  constexpr int kStride = kTensorStride<KS>;
+  constexpr int kTileFloats = kTensorTile * kStride;
+  // Buffer u's tile at buffers + u·kTileFloats, its heads at
+  // heads_of + u·kTensorTile.
+  extern __shared__ __align__(16) float staged[];
+  float* const buffers = staged;
+  float* const heads_of = staged + 2 * kTileFloats;
   __shared__ std::int64_t taken;
   int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int const g = lane / 4, t = lane % 4;
@@ -404,23 +418,42 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
 
     std::int64_t const first = part * w.tiles_per_part;
     std::int64_t const last = min(first + w.tiles_per_part, tiles);
-    for (std::int64_t q = first; q < last; ++q) {
+    // Tile q's records and heads into buffer u, as one group of copies
+    // (next_item's barrier: no warp still reads the buffers).
+    std::int64_t const problem = b;
+    auto const stage = [&](std::int64_t q, int u) {
       std::int64_t const j0 = q * kTensorTile;
-      __syncthreads();  // the previous tile is no longer read
+      float* const tile = buffers + u * kTileFloats;
       constexpr int kVectors = kTensorTile * 8 * KS / 4;
       for (int e = threadIdx.x; e < kVectors; e += kTensorThreads<R>) {
         int const col = e / (2 * KS), v = e % (2 * KS);
-        float4 value = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (j0 + col < k)
-          value = reinterpret_cast<const float4*>(records + (b * k + j0 + col) *
-                                                                (8 * KS))[v];
-        *reinterpret_cast<float4*>(tile + col * kStride + 4 * v) = value;
+        bool const inside = j0 + col < k;
+        cuda_support::copy_async_16(
+            tile + col * kStride + 4 * v,
+            records + (problem * k + (inside ? j0 + col : 0)) * (8 * KS) +
+                4 * v,
+            inside);
       }
       if (threadIdx.x < kTensorTile) {
         std::int64_t const j = j0 + threadIdx.x;
-        tile_heads[threadIdx.x] = j < k ? heads[b * k + j] : -INFINITY;
+        float* const head = heads_of + u * kTensorTile + threadIdx.x;
+        if (j < k)
+          cuda_support::copy_async_4(head, heads + problem * k + j);
+        else
+          *head = -INFINITY;
       }
+      cuda_support::commit_async();
+    };
+    if (first < last) stage(first, 0);
+    for (std::int64_t q = first; q < last; ++q) {
+      int const u = int(q - first) % 2;
+      cuda_support::wait_async_all();
+      // Tile q is in, and every warp is done with tile q − 1, whose buffer
+      // the next stage fills while this one is computed on.
       __syncthreads();
+      if (q + 1 < last) stage(q + 1, 1 - u);
+      float const* const tile = buffers + u * kTileFloats;
+      float const* const tile_heads = heads_of + u * kTensorTile;
       float acc[R][8][4];
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
@@ -839,13 +872,18 @@ Layout layout_of(std::int64_t batch, std::int64_t n, std::int64_t k, int d,
   return l;
 }
 
-// Blocks of `kernel` (with `threads` threads) an SM holds at once.
+// Blocks of `kernel` (with `threads` threads and `shared` bytes of dynamic
+// shared memory) an SM holds at once. Beyond 48 KiB the kernel is allowed
+// that much first, on the current device (an attribute of each device's).
 template <auto kernel>
-int resident_blocks(int threads) {
-  static int const count = [threads] {
+int resident_blocks(int threads, int shared = 0) {
+  if (shared > 48 * 1024)
+    SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared));
+  static int const count = [threads, shared] {
     int blocks = 0;
     SOFTWAVE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &blocks, kernel, threads, 0));
+        &blocks, kernel, threads, shared));
     return std::max(blocks, 1);
   }();
   return count;
@@ -870,16 +908,17 @@ struct Launcher {
     return reinterpret_cast<unsigned long long*>(workspace);
   }
 
-  // One launch of a persistent sums kernel over its items; their layout.
+  // One launch of a persistent sums kernel over its items (with `shared`
+  // bytes of dynamic shared memory); their layout.
   template <auto kernel, class... Extra>
-  Work persistent(int threads, int rows_per_block, int tile_columns,
+  Work persistent(int threads, int shared, int rows_per_block, int tile_columns,
                   Extra... extra) {
-    std::int64_t const slots =
-        std::int64_t(multiprocessors()) * resident_blocks<kernel>(threads);
+    std::int64_t const slots = std::int64_t(multiprocessors()) *
+                               resident_blocks<kernel>(threads, shared);
     Work const w = work_of(h.batch, h.rows.n, h.columns.n, rows_per_block,
                            tile_columns, slots);
     std::int64_t const grid = std::min(slots, w.items);
-    kernel<<<unsigned(grid), threads, 0, stream>>>(
+    kernel<<<unsigned(grid), threads, shared, stream>>>(
         h, w, partial(), shift(), counter(), tickets, extra...);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
     tickets += std::uint64_t(w.items + grid);
@@ -914,7 +953,7 @@ struct Launcher {
   void exact_half_iteration() {
     passes<d>([&](auto pass) {
       return persistent<partial_sums<d, R, decltype(pass)::value>>(
-          kThreads, R * kThreads, kTileColumns<d>);
+          kThreads, 0, R * kThreads, kTileColumns<d>);
     });
   }
 
@@ -930,7 +969,7 @@ struct Launcher {
       constexpr int R = decltype(row_tiles)::value;
       passes<0>([&](auto pass) {
         return persistent<tensor_partial_sums<KS, R, decltype(pass)::value>>(
-            kTensorThreads<R>, kTensorRows, kTensorTile,
+            kTensorThreads<R>, kTensorSharedBytes<KS>, kTensorRows, kTensorTile,
             static_cast<const float*>(records),
             static_cast<const float*>(heads));
       });
