@@ -34,7 +34,8 @@
 // replaces the GPU grid's sizes; SOFTWAVE_BENCH_GW_OBJECTIVE=1 computes the
 // objective too (estimated from drawn pairs above 2^24 entries) and reports
 // it and its standard error; SOFTWAVE_BENCH_GW_TRACE=1 prints every check's
-// relative change.
+// relative change; SOFTWAVE_BENCH_GW_TF32=1 runs the CUDA tensor-core
+// products on TF32 operands instead of scaled FP16 (set_tensor_operands).
 //
 // Counters: ms; iterations; rho, the signed Spearman correlation of the
 // row-argmax matching with the right (increasing) one, 1 for the forward
@@ -63,6 +64,9 @@
 
 #include "bench_common.hpp"
 #include "reference/gw_reference.hpp"
+#if defined(KOKKOS_ENABLE_CUDA)
+#include "sinkhorn/updates.hpp"  // set_tensor_operands
+#endif
 
 namespace softwave_bench {
 namespace {
@@ -207,6 +211,12 @@ void options_from_environment(softwave::GwOptions& options) {
     options.dense_cost_entries = std::atoll(entries);
   if (char const* rank = std::getenv("SOFTWAVE_BENCH_GW_COUPLING_RANK"))
     options.coupling_rank = std::atoi(rank);
+#if defined(KOKKOS_ENABLE_CUDA)
+  namespace cs = softwave::impl::cuda_sinkhorn;
+  char const* tf32 = std::getenv("SOFTWAVE_BENCH_GW_TF32");
+  cs::set_tensor_operands(tf32 && std::atoi(tf32) ? cs::TensorOperands::tf32
+                                                  : cs::TensorOperands::fp16);
+#endif
 }
 
 void run_sampled_gw(benchmark::State& state, bool mixed_precision) {

@@ -14,6 +14,8 @@
 //   BM_Sinkhorn_specialised_tilesT/N/d  the same with T 16-row tiles a warp
 //                                  in the tensor-core sums kernel (d > 16;
 //                                  set_tensor_row_tiles).
+//   BM_Sinkhorn_specialised_tf32/N/d  the same with TF32 operands instead of
+//                                  scaled FP16 (set_tensor_operands).
 //
 // Timing as the Soft-DTW benchmarks: manual time between fences, inputs
 // allocated once, one un-timed call first that records the peak of what
@@ -58,10 +60,12 @@ struct Peer {
 constexpr Peer kFlashTf32[] = {
     {10000, 3, 20.03}, {50000, 3, 235.13}, {100000, 3, 897.45}};
 
-// A variant of the CUDA sums kernels: rows a thread (the exact kernel) and
-// 16-row tiles a warp (the tensor-core kernel); 0 is the library's choice.
+// A variant of the CUDA sums kernels: rows a thread (the exact kernel),
+// 16-row tiles a warp and TF32 instead of scaled FP16 operands (the
+// tensor-core kernel); 0 / false is the library's choice.
 struct Variant {
   int rows = 0, tiles = 0;
+  bool tf32 = false;
 };
 
 // Sets a variant for one benchmark, and the library's choice back after it.
@@ -72,6 +76,9 @@ struct ForcedVariant {
 #if defined(KOKKOS_ENABLE_CUDA)
     softwave::impl::cuda_sinkhorn::set_rows_per_thread(v.rows);
     softwave::impl::cuda_sinkhorn::set_tensor_row_tiles(v.tiles);
+    softwave::impl::cuda_sinkhorn::set_tensor_operands(
+        v.tf32 ? softwave::impl::cuda_sinkhorn::TensorOperands::tf32
+               : softwave::impl::cuda_sinkhorn::TensorOperands::fp16);
 #endif
   }
 };
@@ -158,6 +165,9 @@ void register_sinkhorn(bool gpu, bool checks) {
         shapes.push_back({n, 64, true, {0, tiles}});
       shapes.push_back({50000, 48, true, {0, tiles}});
     }
+    for (std::int64_t n : {10000, 50000, 100000})
+      shapes.push_back({n, 64, true, {0, 0, true}});
+    shapes.push_back({50000, 48, true, {0, 0, true}});
 #endif
   } else {
     shapes = {{1000, 3, false, {}}, {1000, 64, false, {}}};
@@ -169,6 +179,7 @@ void register_sinkhorn(bool gpu, bool checks) {
         s.specialised ? "BM_Sinkhorn_specialised" : "BM_Sinkhorn";
     if (s.variant.rows) name += "_rows" + std::to_string(s.variant.rows);
     if (s.variant.tiles) name += "_tiles" + std::to_string(s.variant.tiles);
+    if (s.variant.tf32) name += "_tf32";
     Variant const variant = s.variant;
     benchmark::RegisterBenchmark(
         name.c_str(),

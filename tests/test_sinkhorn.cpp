@@ -10,7 +10,7 @@
 #include "test_helpers.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA)
-#include "sinkhorn/updates.hpp"  // set_tensor_row_tiles
+#include "sinkhorn/updates.hpp"  // set_tensor_row_tiles, set_tensor_operands
 #endif
 
 namespace {
@@ -407,20 +407,26 @@ constexpr bool specialised_updates() {
 }
 
 // Runs f once for each variant of the CUDA tensor-core sums kernel (16-row
-// tiles a warp: 1 and, up to d = 64, 2; set_tensor_row_tiles), and once on
-// other backends.
+// tiles a warp: 1 and, up to d = 64, 2, set_tensor_row_tiles; scaled FP16
+// and TF32 operands, set_tensor_operands), and once on other backends.
 template <class F>
-void for_each_row_tiles(const F& f) {
+void for_each_tensor_variant(const F& f) {
 #if defined(KOKKOS_ENABLE_CUDA)
-  using softwave::impl::cuda_sinkhorn::set_tensor_row_tiles;
+  namespace cs = softwave::impl::cuda_sinkhorn;
   struct Restore {
-    ~Restore() { set_tensor_row_tiles(0); }
+    ~Restore() {
+      cs::set_tensor_row_tiles(0);
+      cs::set_tensor_operands(cs::TensorOperands::fp16);
+    }
   } const restore;
-  for (int tiles : {1, 2}) {
-    set_tensor_row_tiles(tiles);
-    SCOPED_TRACE(::testing::Message() << "row tiles " << tiles);
-    f();
-  }
+  for (auto operands : {cs::TensorOperands::fp16, cs::TensorOperands::tf32})
+    for (int tiles : {1, 2}) {
+      cs::set_tensor_operands(operands);
+      cs::set_tensor_row_tiles(tiles);
+      SCOPED_TRACE(::testing::Message()
+                   << "row tiles " << tiles << " operands " << int(operands));
+      f();
+    }
 #else
   f();
 #endif
@@ -510,26 +516,35 @@ TYPED_TEST(Sinkhorn, SpecialisedUpdatesMatchReference) {
                              INFINITY, 1.0, {Form::low_rank}, specialised);
   check_against_reference<T>(space, rng, 1, 530, 600, 100, 0.5, 5.0, INFINITY,
                              INFINITY, 1.0, {Form::low_rank}, specialised);
-  // d > 16: x·y on tensor cores in TF32 (10-bit mantissas), so the
-  // answer is the portable one to TF32's accuracy, after the same fixed
-  // number of iterations; likewise low-rank costs with tf32_low_rank (ranks
-  // 17 to 128, rounded up to 16).
+  // d > 16: x·y on tensor cores with 10-bit mantissas (TF32, or FP16
+  // scaled by powers of two into its range), so the answer is the portable
+  // one to that accuracy, after the same fixed number of iterations;
+  // likewise low-rank costs with tf32_low_rank (ranks 17 to 128, rounded up
+  // to 16). `magnitude` scales the points (and ε by its square): at 2^20
+  // the centred coordinates pass FP16's largest value and the records'
+  // fall below its smallest unless both are scaled.
   struct TensorCase {
     Form form;
     int d;
+    double magnitude;
   };
   for (TensorCase const c :
-       {TensorCase{Form::points, 24}, TensorCase{Form::points, 64},
-        TensorCase{Form::low_rank, 40}, TensorCase{Form::low_rank, 100},
-        TensorCase{Form::low_rank, 128}})
-    for_each_row_tiles([&] {
+       {TensorCase{Form::points, 24, 1}, TensorCase{Form::points, 64, 1},
+        TensorCase{Form::points, 40, 1048576},
+        TensorCase{Form::low_rank, 40, 1}, TensorCase{Form::low_rank, 100, 1},
+        TensorCase{Form::low_rank, 128, 1}})
+    for_each_tensor_variant([&] {
       SCOPED_TRACE(::testing::Message()
-                   << "tensor cores, form " << int(c.form) << " d " << c.d);
+                   << "tensor cores, form " << int(c.form) << " d " << c.d
+                   << " magnitude " << c.magnitude);
       int const B = 2, n = 600, k = 530;
-      auto const pr = random_problems<T>(rng, B, n, k, c.d, 0.5);
+      auto pr = random_problems<T>(rng, B, n, k, c.d, 0.5);
+      for (auto* side : {&pr.x, &pr.y})
+        for (double& e : side->v) e *= c.magnitude;
+      recompute_cost(pr);
       DeviceProblems<T, Space> dev(space, pr);
       softwave::SinkhornOptions o;
-      o.epsilon = 0.05 * c.d;
+      o.epsilon = 0.05 * c.d * c.magnitude * c.magnitude;
       o.max_iterations = 200;
       o.tolerance = 0;
       o.tf32_low_rank = true;

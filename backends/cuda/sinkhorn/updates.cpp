@@ -4,6 +4,8 @@
 
 #include "updates.hpp"
 
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <stdexcept>
@@ -34,6 +36,14 @@ __device__ __forceinline__ float epsilon_of(const HalfIteration& h,
                                             std::int64_t b) {
   float const annealed = h.epsilon_scale[b] * h.epsilon_factor;
   return annealed > h.epsilon_target[b] ? annealed : h.epsilon_target[b];
+}
+
+// A tensor-core record's coordinate scale for problem b: 2c·log₂e/ε, or
+// log₂e/ε for a low-rank cost's factor.
+__device__ __forceinline__ float record_scale(const HalfIteration& h,
+                                              std::int64_t b) {
+  float const unit = kLog2e / epsilon_of(h, b);
+  return h.low_rank ? unit : 2.f * h.cost_scale * unit;
 }
 
 // Whether problem b takes part (a measurement has no mask: all do).
@@ -269,12 +279,13 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The tensor-core layout (d > max_exact_features): a column's record is
-// its coordinates × 2c·log₂e/ε rounded to TF32, zero-padded to 8·KS and
-// stored permuted within each group of 8 (k and k + 4 side by side, so a
-// lane's two B operands are one 64-bit load), and h_j beside, in float.
-// A block owns 128 rows: 8 warps of one 16-row tile each, or 4 warps of two
-// (R = 2), whose two tiles share each B fragment loaded from shared memory
-// (the A operands, the rows' coordinates in TF32, stay in registers);
+// its coordinates × 2c·log₂e/ε, as TF32 zero-padded to 8·KS and stored
+// permuted within each group of 8 (k and k + 4 side by side, so a lane's
+// two B operands are one 64-bit load), or as scaled FP16 (below) padded to
+// 16 and permuted within each group of 16 to the same end; h_j beside, in
+// float. A block owns 128 rows: 8 warps of one 16-row tile each, or 4 warps
+// of two (R = 2), whose two tiles share each B fragment loaded from shared
+// memory (the A operands, the rows' coordinates, stay in registers);
 // columns are staged 64 at a time, the next tile copied asynchronously
 // into a second buffer while the warps compute on the current one.
 constexpr int kTensorRows = 128;
@@ -282,19 +293,27 @@ constexpr int kTensorTile = 64;
 template <int R>
 constexpr int kTensorThreads = kTensorRows / (16 * R) * 32;
 
-// A staged column's row in shared memory: 8KS values and padding that
-// keeps the 64-bit B loads of a half-warp on distinct banks.
-template <int KS>
-constexpr int kTensorStride = (8 * KS + 31) / 32 * 32 + 8;
+// Words (32 bits) of a column's record: 8KS TF32 values, or 16⌈KS/2⌉ FP16
+// ones (k rounded up to m16n8k16's 16).
+template <int KS, bool fp16>
+constexpr int kRecordWords = fp16 ? 8 * ((KS + 1) / 2) : 8 * KS;
+// A staged column's row in shared memory: its record's words and padding
+// that keeps the 64-bit B loads of a half-warp on distinct banks.
+template <int KS, bool fp16>
+constexpr int kTensorStride = (kRecordWords<KS, fp16> + 31) / 32 * 32 + 8;
 // The tensor-core kernel's (dynamic) shared memory: two buffers of a tile
 // and its heads.
-template <int KS>
-constexpr int kTensorSharedBytes = 2 * kTensorTile*(kTensorStride<KS> + 1) *
+template <int KS, bool fp16>
+constexpr int kTensorSharedBytes = 2 *
+                                   kTensorTile*(kTensorStride<KS, fp16> + 1) *
                                    int(sizeof(float));
 
 // 16-row tiles a warp owns (tensor_row_tiles): 0 the library's choice
 // (set_tensor_row_tiles).
 int g_tensor_row_tiles = 0;
+
+// The tensor-core products' operands (set_tensor_operands).
+TensorOperands g_tensor_operands = TensorOperands::fp16;
 
 // Two tiles a warp halve the shared-memory reads of B per product: on an
 // H200 9–14 % faster at d = 64 and 6 % at d = 48 than one (perf/RESULTS.md;
@@ -310,15 +329,80 @@ bool two_row_tiles() {
   return KS >= 6;
 }
 
+// The FP16 operands (TensorOperands::fp16). FP16 keeps TF32's 11-bit
+// significands, and its m16n8k16 product runs at twice the rate of TF32's
+// m16n8k8, but its range is ±65504: each problem's two operands are scaled
+// by powers of two, exactly, so that their largest magnitudes meet near the
+// geometric mean of max|x| and max|y·s| (s the record's scale). That
+// covers every problem whose products TF32 resolves: where that mean
+// passes 65504 a product's TF32 rounding alone is over 2^17 in the
+// exponent. Values beyond the range are clamped (NaN kept).
+__device__ __forceinline__ float within_half_range(float v) {
+  constexpr float kLargest = 65504.f;
+  return v > kLargest ? kLargest : v < -kLargest ? -kLargest : v;
+}
+__device__ __forceinline__ unsigned half2_bits(float low, float high) {
+  __half2 const v =
+      __floats2half2_rn(within_half_range(low), within_half_range(high));
+  return *reinterpret_cast<const unsigned*>(&v);
+}
+
+// maxima[2b] = max |x| over the rows' coordinates of problem b, and
+// maxima[2b + 1] over the columns' (as float bits; zeroed beforehand): a
+// grid-stride pass, blocks along x over a problem's coordinates and along y
+// over the problems.
+__global__ void __launch_bounds__(256)
+    coordinate_maxima(HalfIteration h, unsigned* maxima) {
+  for (std::int64_t b = blockIdx.y; b < h.batch; b += gridDim.y) {
+    if (!h.active[b]) continue;
+    for (int side = 0; side < 2; ++side) {
+      Side const& s = side == 0 ? h.rows : h.columns;
+      std::int64_t const count = s.n * h.d;
+      float const* v = s.points + b * count;
+      float largest = 0.f;
+      for (std::int64_t e = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+           e < count; e += std::int64_t(gridDim.x) * blockDim.x)
+        largest = fmaxf(largest, fabsf(v[e]));
+      for (int o = 16; o > 0; o /= 2)
+        largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, o));
+      // Non-negative floats order as their bits do.
+      if (threadIdx.x % 32 == 0)
+        atomicMax(maxima + 2 * b + side, __float_as_uint(largest));
+    }
+  }
+}
+
+// The power of two 2^e of problem b: the rows' operands are x·2^−e, the
+// columns' y·s·2^e (their product x·y·s exactly).
+__device__ __forceinline__ int balancing_exponent(const unsigned* maxima,
+                                                  std::int64_t b, float s) {
+  int row_exponent = 0, column_exponent = 0;
+  frexpf(__uint_as_float(maxima[2 * b]), &row_exponent);
+  frexpf(__uint_as_float(maxima[2 * b + 1]) * s, &column_exponent);
+  int const e = (row_exponent - column_exponent) / 2;
+  return e < -100 ? -100 : e > 100 ? 100 : e;
+}
+
+// Position of coordinate k in an FP16 record: within each group of 16,
+// lane t's B operands of m16n8k16 (k = 2t, 2t + 1 and 2t + 8, 2t + 9) side
+// by side, one 64-bit load.
+__device__ __forceinline__ int permuted16(int k) {
+  int const k16 = k % 16, pair = k16 / 2, low = k16 % 2;
+  return k - k16 + (pair < 4 ? 4 * pair + low : 4 * (pair - 4) + 2 + low);
+}
+
 __device__ __forceinline__ int permuted(int k) {
   int const k8 = k % 8;
   return k - k8 + (k8 < 4 ? 2 * k8 : 2 * (k8 - 4) + 1);
 }
 
-// records[(b·k + j)·8KS + permuted(c)] and heads[b·k + j] of every column.
-template <int KS>
+// records[(b·k + j)·8KS + permuted(c)] (TF32), or the FP16 values at
+// permuted16(c) of a record of kRecordWords words, and heads[b·k + j] of
+// every column.
+template <int KS, bool fp16>
 __global__ void __launch_bounds__(256)
-    tensor_records(HalfIteration h, float* records, float* heads) {
+    tensor_records(HalfIteration h, float* records, float* heads,
+                   const unsigned* maxima) {
   Side const& s = h.columns;
   std::int64_t const q = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (q >= h.batch * s.n) return;
@@ -326,15 +410,27 @@ __global__ void __launch_bounds__(256)
   if (!h.active[b]) return;
   float const unit = kLog2e / epsilon_of(h, b);
   float const c = h.cost_scale;
-  float const coordinate_scale = h.low_rank ? unit : 2.f * c * unit;
+  float const coordinate_scale = record_scale(h, b);
   float const* y = s.points + q * h.d;
-  float* const out = records + q * (8 * KS);
   float norm = 0.f;
-  for (int k = 0; k < 8 * KS; ++k) {
-    float const v = k < h.d ? y[k] : 0.f;
-    norm = fmaf(v, v, norm);
-    out[permuted(k)] = __uint_as_float(
-        cuda_support::round_tf32(v * coordinate_scale) & 0xffffe000u);
+  if constexpr (fp16) {
+    float const scale = ldexpf(coordinate_scale,
+                               balancing_exponent(maxima, b, coordinate_scale));
+    __half* const out =
+        reinterpret_cast<__half*>(records + q * kRecordWords<KS, true>);
+    for (int k = 0; k < 2 * kRecordWords<KS, true>; ++k) {
+      float const v = k < h.d ? y[k] : 0.f;
+      norm = fmaf(v, v, norm);
+      out[permuted16(k)] = __float2half_rn(within_half_range(v * scale));
+    }
+  } else {
+    float* const out = records + q * (8 * KS);
+    for (int k = 0; k < 8 * KS; ++k) {
+      float const v = k < h.d ? y[k] : 0.f;
+      norm = fmaf(v, v, norm);
+      out[permuted(k)] = __uint_as_float(
+          cuda_support::round_tf32(v * coordinate_scale) & 0xffffe000u);
+    }
   }
   float const own = !h.low_rank  ? c * norm
                     : s.own_term ? s.own_term[b * s.own_term_stride + j]
@@ -344,15 +440,31 @@ __global__ void __launch_bounds__(256)
   heads[q] = fmaf(g - own, unit, log_b * kLog2e);
 }
 
-// partial_sums with the x·y products on tensor cores (TF32, FP32
-// accumulation), from the records of tensor_records; R 16-row tiles a warp.
-template <int KS, int R, Pass pass>
+// d (an m16n8 accumulator fragment) += A·B, one FP16 m16n8k16 product
+// (fragments as m16n8k8's, each register a pair of FP16 values along k:
+// a[0..3] rows g, g + 8 at k = 2t, 2t + 1, then g, g + 8 at k + 8; b[0..1]
+// column g at k = 2t, 2t + 1 and k + 8).
+__device__ __forceinline__ void mma_fp16(float* d, const unsigned* a,
+                                         unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// partial_sums with the x·y products on tensor cores (TF32 or scaled FP16
+// operands, FP32 accumulation), from the records of tensor_records; R
+// 16-row tiles a warp.
+template <int KS, int R, Pass pass, bool fp16>
 __global__ void __launch_bounds__(kTensorThreads<R>)
     tensor_partial_sums(HalfIteration h, Work w, float* partial, float* shift,
                         unsigned long long* tickets,
                         unsigned long long first_ticket, const float* records,
-                        const float* heads) {
-  constexpr int kStride = kTensorStride<KS>;
+                        const float* heads, const unsigned* maxima) {
+  constexpr int kWords = kRecordWords<KS, fp16>;
+  constexpr int kSteps = fp16 ? (KS + 1) / 2 : KS;  // products along k
+  constexpr int kStride = kTensorStride<KS, fp16>;
   constexpr int kTileFloats = kTensorTile * kStride;
   // Buffer u's tile at buffers + u·kTileFloats, its heads at
   // heads_of + u·kTensorTile.
@@ -374,8 +486,11 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
 
     // This lane's A operands (rows g and g + 8 of each of the warp's 16-row
     // tiles) and the rows' norms, added over the quad that shares them.
-    unsigned a[R][KS][4];
+    unsigned a[R][kSteps][4];
     float norm[R][2] = {};
+    float const row_scale =
+        fp16 ? ldexpf(1.f, -balancing_exponent(maxima, b, record_scale(h, b)))
+             : 1.f;
 #pragma unroll
     for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -383,13 +498,22 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
         std::int64_t const i = i0 + 16 * r + g + 8 * half;
         float const* x = h.rows.points + (b * n + (i < n ? i : 0)) * h.d;
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks)
+        for (int ks = 0; ks < kSteps; ++ks)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            int const c = ks * 8 + t + 4 * e;
-            float const v = i < n && c < h.d ? x[c] : 0.f;
-            norm[r][half] = fmaf(v, v, norm[r][half]);
-            a[r][ks][half + 2 * e] = cuda_support::round_tf32(v);
+            if constexpr (fp16) {
+              int const c = ks * 16 + 2 * t + 8 * e;
+              float const v0 = i < n && c < h.d ? x[c] : 0.f;
+              float const v1 = i < n && c + 1 < h.d ? x[c + 1] : 0.f;
+              norm[r][half] = fmaf(v0, v0, fmaf(v1, v1, norm[r][half]));
+              a[r][ks][half + 2 * e] =
+                  half2_bits(v0 * row_scale, v1 * row_scale);
+            } else {
+              int const c = ks * 8 + t + 4 * e;
+              float const v = i < n && c < h.d ? x[c] : 0.f;
+              norm[r][half] = fmaf(v, v, norm[r][half]);
+              a[r][ks][half + 2 * e] = cuda_support::round_tf32(v);
+            }
           }
       }
     float base[R][2], sum[R][2];
@@ -424,14 +548,13 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
     auto const stage = [&](std::int64_t q, int u) {
       std::int64_t const j0 = q * kTensorTile;
       float* const tile = buffers + u * kTileFloats;
-      constexpr int kVectors = kTensorTile * 8 * KS / 4;
+      constexpr int kVectors = kTensorTile * kWords / 4;
       for (int e = threadIdx.x; e < kVectors; e += kTensorThreads<R>) {
-        int const col = e / (2 * KS), v = e % (2 * KS);
+        int const col = e / (kWords / 4), v = e % (kWords / 4);
         bool const inside = j0 + col < k;
         cuda_support::copy_async_16(
             tile + col * kStride + 4 * v,
-            records + (problem * k + (inside ? j0 + col : 0)) * (8 * KS) +
-                4 * v,
+            records + (problem * k + (inside ? j0 + col : 0)) * kWords + 4 * v,
             inside);
       }
       if (threadIdx.x < kTensorTile) {
@@ -468,16 +591,20 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
         }
       }
 #pragma unroll
-      for (int ks = 0; ks < KS; ++ks)
+      for (int ks = 0; ks < kSteps; ++ks)
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
           float2 const bv = *reinterpret_cast<const float2*>(
               tile + (nt * 8 + g) * kStride + ks * 8 + 2 * t);
 #pragma unroll
           for (int r = 0; r < R; ++r)
-            cuda_support::mma_tf32(
-                acc[r][nt], a[r][ks][0], a[r][ks][1], a[r][ks][2], a[r][ks][3],
-                __float_as_uint(bv.x), __float_as_uint(bv.y));
+            if constexpr (fp16)
+              mma_fp16(acc[r][nt], a[r][ks], __float_as_uint(bv.x),
+                       __float_as_uint(bv.y));
+            else
+              cuda_support::mma_tf32(
+                  acc[r][nt], a[r][ks][0], a[r][ks][1], a[r][ks][2],
+                  a[r][ks][3], __float_as_uint(bv.x), __float_as_uint(bv.y));
         }
 #pragma unroll
       for (int r = 0; r < R; ++r)
@@ -854,9 +981,9 @@ std::int64_t most_parts(std::int64_t batch, std::int64_t n, std::int64_t k) {
 // Where update() keeps things in its workspace: the ticket counter (4
 // floats' room, keeping what follows 16-byte aligned), the rows' shifts,
 // the partials, and for d > max_exact_features the columns' records and
-// heads.
+// heads and each problem's two coordinate maxima.
 struct Layout {
-  std::int64_t shift, partial, records, heads, total;
+  std::int64_t shift, partial, records, heads, maxima, total;
 };
 Layout layout_of(std::int64_t batch, std::int64_t n, std::int64_t k, int d,
                  bool low_rank, bool tf32) {
@@ -868,7 +995,8 @@ Layout layout_of(std::int64_t batch, std::int64_t n, std::int64_t k, int d,
                                   ? tensor_record_floats(d, low_rank)
                                   : 0;
   l.heads = l.records + batch * k * record;
-  l.total = l.heads + (record ? batch * k : 0);
+  l.maxima = l.heads + (record ? batch * k : 0);
+  l.total = l.maxima + (record ? 2 * batch : 0);
   return l;
 }
 
@@ -959,19 +1087,45 @@ struct Launcher {
 
   template <int KS>
   void tensor_half_iteration() {
+    if (g_tensor_operands == TensorOperands::tf32)
+      tensor_half_iteration<KS, false>();
+    else
+      tensor_half_iteration<KS, true>();
+  }
+
+  template <int KS, bool fp16>
+  void tensor_half_iteration() {
     float* const records = workspace + l.records;
     float* const heads = workspace + l.heads;
+    auto* const maxima = reinterpret_cast<unsigned*>(workspace + l.maxima);
+    if (fp16) {
+      SOFTWAVE_CUDA_CHECK(
+          cudaMemsetAsync(maxima, 0, 2 * h.batch * sizeof(unsigned), stream));
+      // About 8 coordinates a thread, so that enough loads are in flight
+      // (a block an SM left a 100k × 64 pass latency-bound at ~0.2 ms).
+      std::int64_t const elements =
+          std::max(h.rows.n, h.columns.n) * std::int64_t(h.d);
+      unsigned const blocks =
+          unsigned(std::clamp<std::int64_t>(elements / (8 * 256), 1, 65535));
+      unsigned const problems =
+          unsigned(std::min<std::int64_t>(h.batch, 65535));
+      coordinate_maxima<<<dim3(blocks, problems), 256, 0, stream>>>(h, maxima);
+      SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+    }
     std::int64_t const columns = h.batch * h.columns.n;
-    tensor_records<KS><<<unsigned((columns + 255) / 256), 256, 0, stream>>>(
-        h, records, heads);
+    tensor_records<KS, fp16>
+        <<<unsigned((columns + 255) / 256), 256, 0, stream>>>(h, records, heads,
+                                                              maxima);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
     auto const run = [&](auto row_tiles) {
       constexpr int R = decltype(row_tiles)::value;
       passes<0>([&](auto pass) {
-        return persistent<tensor_partial_sums<KS, R, decltype(pass)::value>>(
-            kTensorThreads<R>, kTensorSharedBytes<KS>, kTensorRows, kTensorTile,
-            static_cast<const float*>(records),
-            static_cast<const float*>(heads));
+        return persistent<
+            tensor_partial_sums<KS, R, decltype(pass)::value, fp16>>(
+            kTensorThreads<R>, kTensorSharedBytes<KS, fp16>, kTensorRows,
+            kTensorTile, static_cast<const float*>(records),
+            static_cast<const float*>(heads),
+            static_cast<const unsigned*>(maxima));
       });
     };
     if constexpr (two_row_tiles_fit<KS>) {
@@ -1004,8 +1158,8 @@ struct Launcher {
 
   // A low-rank cost of rank above max_exact_features: exact FP32 products
   // for the rank rounded up to 16, 2 rows a thread to 32 and 1 above (the
-  // rows' factors stay in registers), or (h.tf32_low_rank) TF32 tensor-core
-  // products for the rank rounded up to 16.
+  // rows' factors stay in registers), or (h.tf32_low_rank) tensor-core
+  // products with 10-bit mantissas for the rank rounded up to 16.
   template <int d = 32>
   void for_ranks() {
     if constexpr (d > max_rank) {
@@ -1113,6 +1267,10 @@ void measure(cudaStream_t stream, const HalfIteration& h,
 void set_rows_per_thread(int rows) { g_rows_per_thread = rows; }
 
 void set_tensor_row_tiles(int tiles) { g_tensor_row_tiles = tiles; }
+
+void set_tensor_operands(TensorOperands operands) {
+  g_tensor_operands = operands;
+}
 
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
                               std::int64_t k, int d, bool low_rank,

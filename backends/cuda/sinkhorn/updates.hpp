@@ -40,11 +40,12 @@
 namespace softwave::impl::cuda_sinkhorn {
 
 // Exponents formed exactly in FP32 FMAs up to max_exact_features
-// coordinates; with TF32 tensor-core products up to max_features.
+// coordinates; with tensor-core products (10-bit mantissas,
+// set_tensor_operands) up to max_features.
 constexpr int max_exact_features = 16;
 constexpr int max_features = 64;
 // Ranks of a low-rank cost the updates take (exact FP32 at every rank, or
-// on request TF32 tensor-core products above max_exact_features).
+// on request tensor-core products above max_exact_features).
 constexpr int max_rank = 128;
 
 // Whether the update of d features runs its products on tensor cores, and
@@ -81,7 +82,7 @@ struct HalfIteration {
   float cost_scale = 1;  // C = cost_scale · ‖x − y‖²
   // C = u_i + v_j − p_i·q_j instead (the sides' own terms and factors),
   // with d = r; the products are exact FP32 FMAs at every rank, or with
-  // tf32_low_rank above max_exact_features TF32 tensor-core products (the
+  // tf32_low_rank above max_exact_features tensor-core products (the
   // records' q_j/ε rounded to 10-bit mantissas, as for points above).
   bool low_rank = false;
   bool tf32_low_rank = false;
@@ -147,5 +148,12 @@ void set_rows_per_thread(int rows);
 // up to d = 64, 2 (sharing each B fragment); 0 (the default) lets the
 // library choose. For tests and benchmarks comparing the two.
 void set_tensor_row_tiles(int tiles);
+
+// The tensor-core products' operands: FP16, each problem's two operands
+// scaled by powers of two to meet within FP16's range (the default: the
+// 11-bit significands of TF32 at twice its product rate), or TF32. For
+// tests and benchmarks comparing the two.
+enum class TensorOperands { fp16, tf32 };
+void set_tensor_operands(TensorOperands operands);
 
 }  // namespace softwave::impl::cuda_sinkhorn

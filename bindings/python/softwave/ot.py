@@ -606,8 +606,9 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     coarse points stand for their neighbourhoods: on embeddings (cosine
     mode, 200 shuffled word-vector-like points) the coarse points of the two
     sides are not counterparts, and the fine solve kept their plan's wrong
-    matching (P@1 0.01 against 0.995 without it). mixed_precision: TF32
-    products in the CUDA low-rank solves. plan / matching / objective: which
+    matching (P@1 0.01 against 0.995 without it). mixed_precision:
+    tensor-core products with TF32's 10-bit mantissas in the CUDA low-rank
+    solves. plan / matching / objective: which
     outputs to compute (the objective needs an N×K plan, made for the call
     when plan is False). NumPy arrays run on the host; torch tensors where
     they are (CUDA in a CUDA build, on the current stream).

@@ -176,8 +176,9 @@ struct GwOptions {
   // update instead of an M-long product. Above, the low-rank form (memory
   // O((N + K)·M)). 0: always low-rank.
   std::int64_t dense_cost_entries = std::int64_t(1) << 24;
-  // The low-rank solves' products p_i·q_j on tensor cores in TF32 where
-  // the CUDA-specialised updates run them (SinkhornOptions::tf32_low_rank;
+  // The low-rank solves' products p_i·q_j on tensor cores with 10-bit
+  // mantissas (TF32's; scaled FP16 operands) where the CUDA-specialised
+  // updates run them (SinkhornOptions::tf32_low_rank;
   // TorchGW's mixed_precision): their rounding, about 2⁻¹¹ of each product,
   // is far below the sampled cost's own error, the spread of its M
   // anchors' terms. No effect on other kernels, nor on exact costs

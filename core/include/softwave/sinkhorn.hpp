@@ -93,8 +93,10 @@ struct SinkhornOptions {
   // at least 512 points. Up to d = 16 they form each cost exactly in FP32 FMAs
   // (the clouds centred on their common mean, so that the expansion ‖x‖² + ‖y‖²
   // − 2x·y loses no digits to an offset); above, the products x·y run on
-  // tensor cores in TF32 (10-bit mantissas, as FlashSinkhorn's TF32 mode;
-  // the exact marginal_error of the result then carries that rounding, and
+  // tensor cores with 10-bit mantissas (FP16 operands, each problem's two
+  // scaled by powers of two into FP16's range: TF32's significands, as
+  // FlashSinkhorn's TF32 mode, at twice TF32's product rate; the exact
+  // marginal_error of the result then carries that rounding, and
   // `converged` stays false for tolerances below it). Each row's
   // exponentials are shifted by its previous log-sum-exp, so one exp2 per
   // pair is all the special-function work; a row whose sum leaves the safe
@@ -105,8 +107,9 @@ struct SinkhornOptions {
   // gradients and plan queries run on the portable kernels.
   Kernel kernel = Kernel::automatic;
   // Low-rank costs of rank above 16 on the CUDA-specialised updates: the
-  // products p_i·q_j on TF32 tensor cores too (faster where they bound it;
-  // each exponent then carries a rounding of about 2⁻¹¹·|p_i||q_j|/ε).
+  // products p_i·q_j on tensor cores too, as the points' above (faster
+  // where they bound it; each exponent then carries a rounding of about
+  // 2⁻¹¹·|p_i||q_j|/ε).
   // For costs whose own error is larger (sampled GW's); no effect
   // elsewhere.
   bool tf32_low_rank = false;
