@@ -19,6 +19,17 @@
 //                     otherwise, float32, seed 0; the time includes making
 //                     the unit vectors. Counter precision_at_1: the share of
 //                     points whose plan row peaks at their counterpart.
+//   BM_ShortestPaths_host/N/S and BM_ShortestPaths_device/N/S
+//                     graph_distances on the 5-NN graph of TorchGW's spiral
+//                     of N points (built beforehand), from S sources spread
+//                     evenly, with Dijkstra on the host or the device
+//                     method: S = 80 is one iteration's anchors in
+//                     dijkstra mode, S = N the geodesic mode's matrix.
+//   BM_Landmarks_host/N and BM_Landmarks_device/N
+//                     landmark_embedding of that graph with 50 landmarks
+//                     (one run after another), by either method.
+//                     Counters: ms; edges, the graph's (each listed from
+//                     both ends).
 //
 // With SOFTWAVE_BENCH_KERNEL_TIMES=1 in the environment, the timed call also
 // prints where its time went: each kernel label's total and each profiling
@@ -378,6 +389,48 @@ void run_cosine_gw(benchmark::State& state) {
   }
 }
 
+// The spiral's 5-NN graph of n points, float32 coordinates.
+softwave::Graph spiral_graph(const Space& space, std::int64_t n) {
+  auto const x = device_points(softwave_ref::spiral(int(n), 0, false), n, 2,
+                               "softwave_bench::spiral");
+  return softwave::knn_graph(space, softwave::OTView2<const float, Space>(x),
+                             5);
+}
+
+void run_shortest_paths(benchmark::State& state,
+                        softwave::ShortestPaths method) {
+  Space space;
+  std::int64_t const n = state.range(0), count = state.range(1);
+  auto const graph = spiral_graph(space, n);
+  std::vector<int> sources(count);
+  for (std::int64_t c = 0; c < count; ++c) sources[c] = int(c * n / count);
+  softwave::OTView2<float, Space> distances("softwave_bench::distances", n,
+                                            count);
+  auto const call = [&] {
+    softwave::graph_distances(space, graph, sources, distances, method);
+  };
+  softwave_tools::AllocationTracker::Peaks peaks;
+  double total_s = 0;
+  if (!measure(state, space, call, peaks, total_s)) return;
+  state.counters["ms"] = 1e3 * total_s / double(state.iterations());
+  state.counters["edges"] = double(graph.targets.size());
+}
+
+void run_landmarks(benchmark::State& state, softwave::ShortestPaths method) {
+  Space space;
+  std::int64_t const n = state.range(0);
+  auto const graph = spiral_graph(space, n);
+  softwave::OTView2<float, Space> embedding("softwave_bench::embedding", n, 50);
+  auto const call = [&] {
+    softwave::landmark_embedding(space, graph, embedding, method);
+  };
+  softwave_tools::AllocationTracker::Peaks peaks;
+  double total_s = 0;
+  if (!measure(state, space, call, peaks, total_s)) return;
+  state.counters["ms"] = 1e3 * total_s / double(state.iterations());
+  state.counters["edges"] = double(graph.targets.size());
+}
+
 }  // namespace
 
 void register_sampled_gw(bool gpu) {
@@ -434,6 +487,40 @@ void register_sampled_gw(bool gpu) {
         ->UseManualTime()
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
+  using softwave::ShortestPaths;
+  for (auto const& [suffix, method] :
+       {std::pair{"host", ShortestPaths::host_dijkstra},
+        std::pair{"device", ShortestPaths::device}}) {
+    auto const paths = std::string("BM_ShortestPaths_") + suffix;
+    auto const shapes =
+        gpu ? std::vector<std::pair<std::int64_t, std::int64_t>>{{50000, 1},
+                                                                 {50000, 80},
+                                                                 {250000, 80},
+                                                                 {5000, 5000},
+                                                                 {20000, 20000}}
+            : std::vector<std::pair<std::int64_t, std::int64_t>>{
+                  {5000, 1}, {5000, 80}, {2000, 2000}};
+    for (auto const& [n, count] : shapes)
+      benchmark::RegisterBenchmark(paths.c_str(),
+                                   [method = method](benchmark::State& state) {
+                                     run_shortest_paths(state, method);
+                                   })
+          ->Args({n, count})
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
+    auto const landmarks = std::string("BM_Landmarks_") + suffix;
+    for (std::int64_t n :
+         gpu ? std::vector<std::int64_t>{50000, 250000, 1000000}
+             : std::vector<std::int64_t>{5000})
+      benchmark::RegisterBenchmark(landmarks.c_str(),
+                                   [method = method](benchmark::State& state) {
+                                     run_landmarks(state, method);
+                                   })
+          ->Args({n})
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Unit(benchmark::kMillisecond);
+  }
 }
 
 }  // namespace softwave_bench

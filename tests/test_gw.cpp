@@ -1,4 +1,5 @@
-// softwave/graph.hpp: kNN graphs, shortest paths and landmark embeddings
+// softwave/graph.hpp: kNN graphs, shortest paths (Dijkstra on the host and
+// the device method, alike to the last bit) and landmark embeddings
 // against plain float64 ones.
 // softwave/gw.hpp: the GW objective and matching of the returned plan
 // against float64 sums, one iteration against the float64 Sinkhorn of the
@@ -1794,29 +1795,35 @@ TYPED_TEST(SampledGw, GraphDistancesAndLandmarksMatchFloat64) {
     auto const want = ref::knn_geodesics(x, n, dim, k);
     std::vector<int> sources(n);
     for (int i = 0; i < n; ++i) sources[i] = i;
-    V2<T, Space> d("distances", n, n);
-    softwave::graph_distances(space, graph, sources, d);
-    auto const got = swt::to_host(d);
-    double worst = 0;
-    for (std::size_t q = 0; q < got.size(); ++q) {
-      ASSERT_TRUE(std::isfinite(got[q]));
-      // d(i, s) is column s: the matrix is symmetric.
-      worst = std::max(worst, std::fabs(got[q] - want[q]) /
-                                  std::max(1.0, std::fabs(want[q])));
-    }
-    EXPECT_LE(worst, tolerance<T>(1e-12, 1e-6));
     int const count = rng.integer(1, n);
-    V2<T, Space> z("embedding", n, count);
-    auto const landmarks = softwave::landmark_embedding(space, graph, z);
-    auto const zh = swt::to_host(z);
     auto const want_z = ref::landmark_embedding(want, n, count);
-    ASSERT_EQ(int(landmarks.size()), count);
-    EXPECT_EQ(landmarks[0], 0);
-    worst = 0;
-    for (std::size_t q = 0; q < zh.size(); ++q)
-      worst = std::max(worst, std::fabs(zh[q] - want_z[q]) /
-                                  std::max(1.0, std::fabs(want_z[q])));
-    EXPECT_LE(worst, tolerance<T>(1e-12, 1e-6));
+    for (auto const method : {softwave::ShortestPaths::automatic,
+                              softwave::ShortestPaths::host_dijkstra,
+                              softwave::ShortestPaths::device}) {
+      SCOPED_TRACE(::testing::Message() << "method " << int(method));
+      V2<T, Space> d("distances", n, n);
+      softwave::graph_distances(space, graph, sources, d, method);
+      auto const got = swt::to_host(d);
+      double worst = 0;
+      for (std::size_t q = 0; q < got.size(); ++q) {
+        ASSERT_TRUE(std::isfinite(got[q]));
+        // d(i, s) is column s: the matrix is symmetric.
+        worst = std::max(worst, std::fabs(got[q] - want[q]) /
+                                    std::max(1.0, std::fabs(want[q])));
+      }
+      EXPECT_LE(worst, tolerance<T>(1e-12, 1e-6));
+      V2<T, Space> z("embedding", n, count);
+      auto const landmarks =
+          softwave::landmark_embedding(space, graph, z, method);
+      auto const zh = swt::to_host(z);
+      ASSERT_EQ(int(landmarks.size()), count);
+      EXPECT_EQ(landmarks[0], 0);
+      worst = 0;
+      for (std::size_t q = 0; q < zh.size(); ++q)
+        worst = std::max(worst, std::fabs(zh[q] - want_z[q]) /
+                                    std::max(1.0, std::fabs(want_z[q])));
+      EXPECT_LE(worst, tolerance<T>(1e-12, 1e-6));
+    }
   }
   // Bad input.
   auto const pts = to_device2<T, Space>(std::vector<double>{0, 1, 2, 3}, 4, 1);
@@ -1840,6 +1847,70 @@ TYPED_TEST(SampledGw, GraphDistancesAndLandmarksMatchFloat64) {
   V2<T, Space> z("z", 4, 5);
   EXPECT_TRUE(swt::throws_naming(
       "embedding", [&]() { softwave::landmark_embedding(space, graph, z); }));
+  // Graphs without shortest paths, or not graphs at all.
+  V2<T, Space> one("one", 4, 1);
+  for (auto const method : {softwave::ShortestPaths::host_dijkstra,
+                            softwave::ShortestPaths::device}) {
+    auto broken = graph;
+    broken.lengths[1] = -0.5;
+    EXPECT_TRUE(swt::throws_naming("lengths", [&]() {
+      softwave::graph_distances(space, broken, std::vector<int>{0}, one,
+                                method);
+    }));
+    broken.lengths[1] = NAN;
+    EXPECT_TRUE(swt::throws_naming("lengths", [&]() {
+      softwave::landmark_embedding(space, broken, one, method);
+    }));
+    broken = graph;
+    broken.targets[2] = 4;
+    EXPECT_TRUE(swt::throws_naming("targets", [&]() {
+      softwave::graph_distances(space, broken, std::vector<int>{0}, one,
+                                method);
+    }));
+    broken = graph;
+    broken.offsets.pop_back();
+    EXPECT_TRUE(swt::throws_naming("graph", [&]() {
+      softwave::graph_distances(space, broken, std::vector<int>{0}, one,
+                                method);
+    }));
+  }
+}
+
+// The device method gives Dijkstra's distances to the last bit, on k-NN
+// graphs of TorchGW's spiral deep enough for many rounds, with sources
+// repeated and runs concurrent in each launch, and the same landmarks.
+TYPED_TEST(SampledGw, DeviceShortestPathsAreDijkstras) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (int trial = 0; trial < 2; ++trial) {
+    int const n = rng.integer(300, 2500), k = rng.integer(2, 8);
+    bool const roll = rng.integer(0, 1) == 1;
+    int const dim = roll ? 3 : 2;
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " k " << k << " roll " << roll);
+    auto const x = ref::spiral(n, rng.integer(0, 1 << 30), roll);
+    auto const graph = softwave::knn_graph(
+        space, V2<const T, Space>(to_device2<T, Space>(x, n, dim)), k);
+    int const count = rng.integer(1, 40);
+    std::vector<int> sources(count);
+    for (int& s : sources) s = rng.integer(0, n - 1);
+    sources[count - 1] = sources[0];
+    V2<T, Space> host("host", n, count), device("device", n, count);
+    softwave::graph_distances(space, graph, sources, host,
+                              softwave::ShortestPaths::host_dijkstra);
+    softwave::graph_distances(space, graph, sources, device,
+                              softwave::ShortestPaths::device);
+    EXPECT_EQ(swt::to_host(device), swt::to_host(host));
+    int const landmarks = rng.integer(1, 12);
+    V2<T, Space> zh("zh", n, landmarks), zd("zd", n, landmarks);
+    EXPECT_EQ(softwave::landmark_embedding(space, graph, zd,
+                                           softwave::ShortestPaths::device),
+              softwave::landmark_embedding(
+                  space, graph, zh, softwave::ShortestPaths::host_dijkstra));
+    EXPECT_EQ(swt::to_host(zd), swt::to_host(zh));
+  }
 }
 
 TYPED_TEST(SampledGw, BadInputNamesTheArgument) {

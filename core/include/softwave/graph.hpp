@@ -9,10 +9,11 @@
 // O(N²·d), labelled softwave::graph::*); the graph is joined into one
 // component as TorchGW does (while it is disconnected, an edge between the
 // closest pair of points of node 0's component and the rest, found on the
-// instance); shortest paths are Dijkstra's on the host, in parallel over
-// the sources (on Kokkos::DefaultHostExecutionSpace, or where that is
-// Serial, as in the GPU builds, on one std::thread per hardware thread),
-// and copied back.
+// instance); shortest paths are found as ShortestPaths says: Dijkstra's
+// on the host, in parallel over the sources (on
+// Kokkos::DefaultHostExecutionSpace, or where that is Serial, as in the GPU
+// builds, on one std::thread per hardware thread) and copied back, or on
+// the instance itself.
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
@@ -34,6 +35,21 @@ struct Graph {
   }
 };
 
+// How shortest paths are found.
+//   host_dijkstra: Dijkstra's algorithm on the host, in parallel over the
+//     sources; the distances are copied to the instance's memory.
+//   device: on the instance, one team per source (a chunk of sources a
+//     launch): a label-correcting method over a work list, each round
+//     relaxing the edges of the nodes whose distance fell in the last one
+//     (Bellman–Ford on a frontier), as many rounds as the deepest shortest
+//     path has edges. The graph and every distance stay in the instance's
+//     memory.
+//   automatic: host_dijkstra, on every backend.
+// Both give the same distances to the last bit: each is the least fixed
+// point of d(w) = min(d(w), d(v) + length(v, w)) over the same
+// floating-point sums (float64).
+enum class ShortestPaths { automatic, host_dijkstra, device };
+
 namespace impl {
 template <class Space, class T>
 Graph knn_graph(const Space& space, const OTView2<const T, Space>& points,
@@ -41,10 +57,11 @@ Graph knn_graph(const Space& space, const OTView2<const T, Space>& points,
 template <class Space, class T>
 void graph_distances(const Space& space, const Graph& graph,
                      const std::vector<int>& sources,
-                     const OTView2<T, Space>& distances);
+                     const OTView2<T, Space>& distances, ShortestPaths method);
 template <class Space, class T>
 std::vector<int> landmark_embedding(const Space& space, const Graph& graph,
-                                    const OTView2<T, Space>& embedding);
+                                    const OTView2<T, Space>& embedding,
+                                    ShortestPaths method);
 }  // namespace impl
 
 // The k-nearest-neighbour graph of points (N, d) (Euclidean lengths,
@@ -56,21 +73,23 @@ Graph knn_graph(const Space& space, const OTView2<const T, Space>& points,
 }
 
 // distances(i, s) = the shortest-path distance from sources[s] to node i,
-// (N, S).
+// (N, S). The edge lengths must be finite and >= 0.
 template <class Space, class T>
 void graph_distances(const Space& space, const Graph& graph,
                      const std::vector<int>& sources,
-                     const OTView2<T, Space>& distances) {
-  impl::graph_distances<Space, T>(space, graph, sources, distances);
+                     const OTView2<T, Space>& distances,
+                     ShortestPaths method = ShortestPaths::automatic) {
+  impl::graph_distances<Space, T>(space, graph, sources, distances, method);
 }
 
 // Farthest-point landmarks (the first node 0, each next one the node
 // farthest from those chosen) and every node's distances to them:
 // embedding (N, L) for L = embedding.extent(1) landmarks. Returns them.
 template <class Space, class T>
-std::vector<int> landmark_embedding(const Space& space, const Graph& graph,
-                                    const OTView2<T, Space>& embedding) {
-  return impl::landmark_embedding<Space, T>(space, graph, embedding);
+std::vector<int> landmark_embedding(
+    const Space& space, const Graph& graph, const OTView2<T, Space>& embedding,
+    ShortestPaths method = ShortestPaths::automatic) {
+  return impl::landmark_embedding<Space, T>(space, graph, embedding, method);
 }
 
 }  // namespace softwave

@@ -66,16 +66,8 @@ std::vector<int> farthest_points(const Space& space,
         },
         Kokkos::Max<double>(farthest));
     if (c + 1 == count) break;
-    // The first point at that distance, as a sequential argmax picks.
-    std::int64_t first = n;
-    Kokkos::parallel_reduce(
-        "softwave::gw::multiscale_first_farthest",
-        Kokkos::RangePolicy<Space>(space, 0, n),
-        KOKKOS_LAMBDA(std::int64_t i, std::int64_t & least) {
-          if (nearest(i) == farthest && i < least) least = i;
-        },
-        Kokkos::Min<std::int64_t>(first));
-    next = first;
+    next = first_index_of(space, nearest, farthest,
+                          "softwave::gw::multiscale_first_farthest");
   }
   return chosen;
 }

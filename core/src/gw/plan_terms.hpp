@@ -42,6 +42,21 @@ on_device(const Space& space, const std::vector<Value>& values,
   return out;
 }
 
+// The first i with values(i) == value (for the maximum, the argmax a
+// sequential scan picks among ties); values.extent(0) where there is none.
+template <class Space, class Values>
+std::int64_t first_index_of(const Space& space, const Values& values,
+                            double value, const char* label) {
+  std::int64_t first = values.extent(0);
+  Kokkos::parallel_reduce(
+      label, Kokkos::RangePolicy<Space>(space, 0, values.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t & least) {
+        if (values(i) == value && i < least) least = i;
+      },
+      Kokkos::Min<std::int64_t>(first));
+  return first;
+}
+
 // One term of a sum on the device: `slot` of PlanTerms (−1: the initial
 // coupling, the product plan a⊗b or the plan given as a warm start), its
 // weight and 1/ε.
