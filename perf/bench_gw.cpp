@@ -46,7 +46,9 @@
 // objective too (estimated from drawn pairs above 2^24 entries) and reports
 // it and its standard error; SOFTWAVE_BENCH_GW_TRACE=1 prints every check's
 // relative change; SOFTWAVE_BENCH_GW_TF32=1 runs the CUDA tensor-core
-// products on TF32 operands instead of scaled FP16 (set_tensor_operands).
+// products on TF32 operands instead of scaled FP16 (set_tensor_operands);
+// SOFTWAVE_BENCH_GW_DEVICE_PATHS=1 finds the graphs' shortest paths (the
+// landmark embeddings') with ShortestPaths::device.
 //
 // Counters: ms; iterations; rho, the signed Spearman correlation of the
 // row-argmax matching with the right (increasing) one, 1 for the forward
@@ -222,6 +224,9 @@ void options_from_environment(softwave::GwOptions& options) {
     options.dense_cost_entries = std::atoll(entries);
   if (char const* rank = std::getenv("SOFTWAVE_BENCH_GW_COUPLING_RANK"))
     options.coupling_rank = std::atoi(rank);
+  if (char const* device = std::getenv("SOFTWAVE_BENCH_GW_DEVICE_PATHS"))
+    if (std::atoi(device) != 0)
+      options.shortest_paths = softwave::ShortestPaths::device;
 #if defined(KOKKOS_ENABLE_CUDA)
   namespace cs = softwave::impl::cuda_sinkhorn;
   char const* tf32 = std::getenv("SOFTWAVE_BENCH_GW_TF32");
@@ -247,6 +252,7 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
   options.mixed_precision = mixed_precision;
   options_from_environment(options);
   bool const objective = std::getenv("SOFTWAVE_BENCH_GW_OBJECTIVE") != nullptr;
+  auto const paths = options.shortest_paths;
   softwave::GwResult<float, Space> result;
   result.compute_objective = objective;
   result.matching =
@@ -256,8 +262,8 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
         space, softwave::OTView2<const float, Space>(x), neighbours);
     auto const gy = softwave::knn_graph(
         space, softwave::OTView2<const float, Space>(y), neighbours);
-    softwave::landmark_embedding(space, gx, zx);
-    softwave::landmark_embedding(space, gy, zy);
+    softwave::landmark_embedding(space, gx, zx, paths);
+    softwave::landmark_embedding(space, gy, zy, paths);
     softwave::sampled_gw(space, softwave::GwDistances<float, Space>{{}, zx},
                          softwave::GwDistances<float, Space>{{}, zy}, {},
                          result, options);
@@ -356,6 +362,7 @@ void run_cosine_gw(benchmark::State& state) {
   options.epsilon = 0.005;
   options_from_environment(options);
   bool const objective = std::getenv("SOFTWAVE_BENCH_GW_OBJECTIVE") != nullptr;
+  auto const paths = options.shortest_paths;
   softwave::GwResult<float, Space> result;
   result.compute_objective = objective;
   result.matching =

@@ -1729,7 +1729,8 @@ TYPED_TEST(SampledGw, PlanIsWrittenWithoutTheObjective) {
 // Graph sides keep their anchors' shortest paths across iterations and
 // restarts: the same plan and objective with nothing kept, with a store of
 // exactly one iteration's anchors on the larger side (evicting every
-// iteration), and with the default budget (everything kept).
+// iteration), and with the default budget (everything kept); and the same
+// again with the device method's shortest paths.
 TYPED_TEST(SampledGw, KeptGraphRowsGiveTheSamePlan) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
@@ -1751,9 +1752,11 @@ TYPED_TEST(SampledGw, KeptGraphRowsGiveTheSamePlan) {
   o.epsilon = 0.05;
   o.restarts = 2;
   o.seed = rng.integer(0, 1 << 30);
-  auto solve = [&](std::int64_t bytes) {
+  auto solve = [&](std::int64_t bytes, softwave::ShortestPaths method =
+                                           softwave::ShortestPaths::automatic) {
     softwave::GwOptions oo = o;
     oo.graph_cache_bytes = bytes;
+    oo.shortest_paths = method;
     softwave::GwResult<T, Space> r;
     r.plan = V2<T, Space>("plan", n, k);
     softwave::sampled_gw(space, softwave::GwDistances<T, Space>{{}, {}, &gx},
@@ -1761,13 +1764,20 @@ TYPED_TEST(SampledGw, KeptGraphRowsGiveTheSamePlan) {
                          oo);
     return std::make_pair(r.objective, swt::to_host(r.plan));
   };
+  std::int64_t const one_iteration = std::int64_t(k) * sizeof(T) * anchors;
   auto const none = solve(0);
-  auto const evicting = solve(std::int64_t(k) * sizeof(T) * anchors);
+  auto const evicting = solve(one_iteration);
   auto const all = solve(softwave::GwOptions{}.graph_cache_bytes);
   EXPECT_EQ(evicting.second, none.second);
   EXPECT_EQ(all.second, none.second);
   EXPECT_EQ(evicting.first, none.first);
   EXPECT_EQ(all.first, none.first);
+  for (std::int64_t bytes : {std::int64_t(0), one_iteration,
+                             softwave::GwOptions{}.graph_cache_bytes}) {
+    auto const device = solve(bytes, softwave::ShortestPaths::device);
+    EXPECT_EQ(device.second, none.second) << bytes << " bytes";
+    EXPECT_EQ(device.first, none.first) << bytes << " bytes";
+  }
   EXPECT_TRUE(swt::throws_naming("graph_cache_bytes", [&] { solve(-1); }));
 }
 

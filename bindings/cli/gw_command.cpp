@@ -76,8 +76,10 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
   std::size_t const N = x.count, K = y.count;
   auto const source_data = on_space<T, Space>(x.values, N, x.length, "source");
   auto const target_data = on_space<T, Space>(y.values, K, y.length, "target");
-  GwSide<T, Space> const source(space, source_data, mode, k, landmarks);
-  GwSide<T, Space> const target(space, target_data, mode, k, landmarks);
+  GwSide<T, Space> const source(space, source_data, mode, k, landmarks,
+                                options.shortest_paths);
+  GwSide<T, Space> const target(space, target_data, mode, k, landmarks,
+                                options.shortest_paths);
   // The weights as vectors over arrays this scope keeps.
   using Array = decltype(on_space<T, Space>({}, 0, 0, ""));
   Array const a2 = a ? on_space<T, Space>(*a, N, 1, "a") : Array();
@@ -184,6 +186,10 @@ std::string gw_help() {
          "  --k K                  neighbours of the k-NN graphs (default "
          "30)\n"
          "  --landmarks L          landmarks in landmark mode (default 50)\n"
+         "  --shortest-paths WHERE the k-NN graphs' shortest paths: host "
+         "(Dijkstra,\n"
+         "                         default) or device (on the device, the "
+         "same distances)\n"
          "  --source-weights FILE  weights, one per source point (default "
          "uniform)\n"
          "  --target-weights FILE  weights, one per target point (default "
@@ -268,6 +274,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--mode"},
                                          {"--k"},
                                          {"--landmarks"},
+                                         {"--shortest-paths"},
                                          {"--source-weights"},
                                          {"--target-weights"},
                                          {"--anchors"},
@@ -319,6 +326,9 @@ int run_gw(const std::vector<std::string>& arguments) {
   const int landmarks =
       int(parsed.integer_at_least("--landmarks", 1).value_or(50));
   GwOptions options;
+  if (parsed.choice("--shortest-paths", {"host", "device"}).value_or("host") ==
+      "device")
+    options.shortest_paths = ShortestPaths::device;
   options.anchors = int(parsed.integer_at_least("--anchors", 1).value_or(50));
   options.alpha = parsed.positive_number("--alpha").value_or(0.9);
   if (options.alpha > 1) throw usage_error("--alpha must be in (0, 1]");

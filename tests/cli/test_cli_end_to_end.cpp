@@ -1490,6 +1490,29 @@ TEST(CliGw, GeodesicMatricesAreTheDijkstraRuns) {
                json_number(dijkstra.out, "objective"), 1e-12);
 }
 
+// --shortest-paths device gives Dijkstra's distances, so the same plan, in
+// each graph mode; other values are refused.
+TEST(CliGw, DeviceShortestPathsGiveTheSamePlan) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  for (std::string mode : {"dijkstra", "landmark", "geodesic"}) {
+    SCOPED_TRACE(mode);
+    const Result host = short_gw(dir, "host.npy",
+                                 {"--mode", mode, "--k", "3", "--landmarks",
+                                  "4", "--shortest-paths", "host"});
+    const Result device = short_gw(dir, "device.npy",
+                                   {"--mode", mode, "--k", "3", "--landmarks",
+                                    "4", "--shortest-paths", "device"});
+    ASSERT_EQ(host.status, 0) << host.err;
+    ASSERT_EQ(device.status, 0) << device.err;
+    EXPECT_EQ(read_file(dir / "device.npy"), read_file(dir / "host.npy"));
+    EXPECT_EQ(json_number(device.out, "objective"),
+              json_number(host.out, "objective"));
+  }
+  expect_error(short_gw(dir, "bad.npy", {"--shortest-paths", "gpu"}),
+               "option --shortest-paths: expected host|device, got 'gpu'");
+}
+
 // --no-objective still writes the plan (the same one), and reports the
 // objective as null.
 TEST(CliGw, NoObjectiveStillWritesThePlan) {

@@ -51,6 +51,20 @@ def test_spiral_to_swiss_roll(mode):
     assert math.isfinite(r.objective) and r.objective > 0
 
 
+@pytest.mark.parametrize("mode", ["landmark", "dijkstra", "precomputed"])
+def test_device_shortest_paths_give_the_same_plan(mode):
+    """shortest_paths="device" finds the k-NN graphs' distances where the
+    arrays are; they are Dijkstra's to the last bit, so the plan is too."""
+    x, y = spiral(120, 0, False), spiral(150, 1, True)
+    kw = dict(distance_mode=mode, k=5, n_landmarks=12, M=20, epsilon=0.01, max_iter=8, seed=2)
+    host = ot.sampled_gw(x, y, shortest_paths="host", **kw)
+    device = ot.sampled_gw(x, y, shortest_paths="device", **kw)
+    assert np.array_equal(device.plan, host.plan)
+    assert device.objective == host.objective
+    with pytest.raises(ValueError, match="shortest_paths"):
+        ot.sampled_gw(x, y, shortest_paths="gpu", **kw)
+
+
 def knn_geodesics(x, k):
     """Shortest paths on the symmetrised k-NN graph of x (Floyd–Warshall)."""
     d = euclidean(x)

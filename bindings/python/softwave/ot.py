@@ -532,6 +532,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                exact_objective_entries: int = 2 ** 24, exact_iterations: int = 0, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
                multiscale: bool = False, n_coarse: Optional[int] = None,
                check_inputs: Optional[bool] = None, kernel: str = "automatic",
+               shortest_paths: str = "automatic",
                differentiable: bool = False, grad_mode: str = "implicit",
                _coupling: Optional[dict] = None) -> GwResult:
     """Sampled Gromov–Wasserstein between a source (N points) and a target
@@ -607,8 +608,11 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     mode, 200 shuffled word-vector-like points) the coarse points of the two
     sides are not counterparts, and the fine solve kept their plan's wrong
     matching (P@1 0.01 against 0.995 without it). mixed_precision:
-    tensor-core products with TF32's 10-bit mantissas in the CUDA low-rank
-    solves. plan / matching / objective: which
+    tensor-core products on 10-bit-mantissa operands (scaled FP16) in the
+    CUDA low-rank solves. shortest_paths (k-NN graph modes): "host"
+    (Dijkstra on the host, in parallel over the sources), "device" (on the
+    device with the arrays, one team a source; the same distances to the
+    last bit) or "automatic" (the host). plan / matching / objective: which
     outputs to compute (the objective needs an N×K plan, made for the call
     when plan is False). NumPy arrays run on the host; torch tensors where
     they are (CUDA in a CUDA build, on the current stream).
@@ -741,6 +745,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "exact_iterations": _count("exact_iterations", exact_iterations, 0),
         "objective": bool(objective),
         "kernel": str(kernel),
+        "shortest_paths": str(shortest_paths),
         **(_coupling or {}),
         "check": frame.default_check() if check_inputs is None else bool(check_inputs),
         "stream": frame.stream(),

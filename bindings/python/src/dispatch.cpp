@@ -698,6 +698,11 @@ namespace {
 GwOptions gw_options_of(const GwSettings& s) {
   GwOptions o;
   o.anchors = s.anchors;
+  o.shortest_paths =
+      choice<ShortestPaths>("shortest_paths", s.shortest_paths,
+                            {{"automatic", ShortestPaths::automatic},
+                             {"host", ShortestPaths::host_dijkstra},
+                             {"device", ShortestPaths::device}});
   o.alpha = s.alpha;
   o.max_iterations = s.max_iterations;
   o.min_iterations = s.min_iterations;
@@ -786,9 +791,11 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   check_rank(array(arrays, "target_points"), 2, "(K, d)");
   if (!source.given() || !target.given())
     throw_invalid_argument("give both the source and the target");
+  GwOptions options = gw_options_of(s);
   GwSide<T, Space> const x(space, view2<const T, Space>(source), mode, s.k,
-                           s.n_landmarks),
-      y(space, view2<const T, Space>(target), mode, s.k, s.n_landmarks);
+                           s.n_landmarks, options.shortest_paths),
+      y(space, view2<const T, Space>(target), mode, s.k, s.n_landmarks,
+        options.shortest_paths);
   GwMarginals<T, Space> const marginals{
       view1<const T, Space>(array(arrays, "a")),
       view1<const T, Space>(array(arrays, "b"))};
@@ -801,7 +808,6 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   result.matching = view1<int, Space>(array(arrays, "matching"));
   result.last_plan = view2<T, Space>(array(arrays, "last_plan"));
   result.compute_objective = s.compute_objective;
-  GwOptions options = gw_options_of(s);
   if (s.multiscale_points != 0) {
     if (result.plan.size() == 0)  // the warm start needs a plan to read
       result.plan = OTView2<T, Space>(

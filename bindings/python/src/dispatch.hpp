@@ -188,6 +188,7 @@ struct GwSettings {
   bool check_values = true;
   bool compute_objective = true;
   std::string kernel = "automatic";  // automatic, portable or specialised
+  std::string shortest_paths = "automatic";  // automatic, host or device
   std::uintptr_t stream = 0;
 };
 

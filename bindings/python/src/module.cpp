@@ -392,6 +392,8 @@ NB_MODULE(_core, m) {
             s.compute_objective = nb::cast<bool>(value);
           else if (name == "kernel")
             s.kernel = nb::cast<std::string>(value);
+          else if (name == "shortest_paths")
+            s.shortest_paths = nb::cast<std::string>(value);
           else if (name == "stream")
             s.stream = nb::cast<std::uintptr_t>(value);
           else

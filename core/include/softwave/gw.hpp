@@ -287,6 +287,11 @@ struct GwOptions {
   // iteration's anchors (or 0) runs every anchor every iteration. The
   // plan is the same either way.
   std::int64_t graph_cache_bytes = std::int64_t(256) << 20;
+  // Graph sides: how their shortest paths are found (softwave/graph.hpp).
+  // With ShortestPaths::device the graph is copied to the instance once a
+  // call and every iteration's runs stay there. The plan is the same
+  // either way (the distances are).
+  ShortestPaths shortest_paths = ShortestPaths::automatic;
   // Finite, non-negative distances and weights, checked (one fence).
   bool check_values = true;
   // The kernels of the Sinkhorn solves (softwave/kernel_choice.hpp).
@@ -332,7 +337,8 @@ template <class T, class Space>
 class GwSide {
  public:
   GwSide(const Space& space, const OTView2<const T, Space>& data,
-         GwDistanceMode mode, int k = 30, int landmarks = 50) {
+         GwDistanceMode mode, int k = 30, int landmarks = 50,
+         ShortestPaths shortest_paths = ShortestPaths::automatic) {
     if (mode == GwDistanceMode::precomputed) {
       distances_.matrix = data;
       return;
@@ -363,7 +369,8 @@ class GwSide {
           n, n);
       std::vector<int> every_node(n);
       for (std::int64_t i = 0; i < n; ++i) every_node[i] = int(i);
-      softwave::graph_distances(space, graph_, every_node, computed_);
+      softwave::graph_distances(space, graph_, every_node, computed_,
+                                shortest_paths);
       distances_.matrix = computed_;
       return;
     }
@@ -371,7 +378,7 @@ class GwSide {
         Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
                            std::string("softwave::gw::landmark_embedding")),
         n, landmarks);
-    softwave::landmark_embedding(space, graph_, computed_);
+    softwave::landmark_embedding(space, graph_, computed_, shortest_paths);
     distances_.coordinates = computed_;
   }
   GwSide(const GwSide&) = delete;

@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <optional>
 #include <softwave/graph.hpp>
 #include <softwave/sinkhorn.hpp>
 #include <unordered_map>
 #include <vector>
 
+#include "frontier_paths.hpp"
 #include "plan_terms.hpp"
 
 namespace softwave::impl {
@@ -52,12 +54,13 @@ class GraphRows {
   // min(N, anchors) columns (one iteration's distinct anchors); else every
   // iteration runs its anchors.
   GraphRows(const Space& space, const Graph& graph, std::int64_t anchors,
-            std::int64_t capacity_bytes)
+            std::int64_t capacity_bytes, ShortestPaths method)
       : graph_(&graph),
         anchors_(anchors),
         lists_(uninitialised<int*>(space, "softwave::gw::graph_row_lists",
                                    4 * anchors)),
         lists_host_(Kokkos::create_mirror_view(lists_)) {
+    if (runs_on_device(method)) paths_.emplace(space, graph, anchors);
     std::int64_t const n = graph.nodes();
     std::int64_t const fits =
         capacity_bytes / std::max<std::int64_t>(1, n * std::int64_t(sizeof(T)));
@@ -76,7 +79,7 @@ class GraphRows {
   void gather(const Space& space, const std::vector<int>& sources,
               const OTView2<T, Space>& columns) {
     if (capacity() == 0) {
-      softwave::graph_distances(space, *graph_, sources, columns);
+      run(space, sources, columns);
       return;
     }
     ++stamp_;
@@ -125,7 +128,7 @@ class GraphRows {
     if (!missing.empty()) {
       OTView2<T, Space> const fresh(fresh_.data(), graph_->nodes(),
                                     missing.size());
-      softwave::graph_distances(space, *graph_, missing, fresh);
+      run(space, missing, fresh);
       copy_graph_columns<T, Space>(space, fresh, store_, list(0), list(1),
                                    missing.size());
     }
@@ -133,7 +136,17 @@ class GraphRows {
   }
 
  private:
+  void run(const Space& space, const std::vector<int>& sources,
+           const OTView2<T, Space>& columns) {
+    if (paths_)
+      paths_->compute(space, sources, columns);
+    else
+      softwave::graph_distances(space, *graph_, sources, columns,
+                                ShortestPaths::host_dijkstra);
+  }
+
   const Graph* graph_;
+  std::optional<FrontierPaths<Space>> paths_;  // the device method's
   std::int64_t anchors_;
   OTView2<T, Space> store_;  // (N, capacity), empty: nothing kept
   Kokkos::View<T*, Kokkos::LayoutRight, Memory> fresh_;

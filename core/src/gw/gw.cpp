@@ -1070,11 +1070,14 @@ struct ObjectiveSample {
   PairDraws<T, Space> pairs;
   Kokkos::View<int*, Kokkos::LayoutRight, typename Space::memory_space>
       identity;
+  ShortestPaths shortest_paths;
 
-  ObjectiveSample(const Space& space, std::int64_t count, std::int64_t k)
+  ObjectiveSample(const Space& space, std::int64_t count, std::int64_t k,
+                  ShortestPaths method)
       : pairs(space, count, k),
         identity(
-            identity_indices(space, count, "softwave::gw::sample_identity")) {}
+            identity_indices(space, count, "softwave::gw::sample_identity")),
+        shortest_paths(method) {}
 
   // One side's distances among the drawn points `index` (host copy
   // `index_host`), with the points' indices in them.
@@ -1096,7 +1099,8 @@ struct ObjectiveSample {
       std::vector<int> sources(chunk, index_host(first));
       for (std::int64_t c = 0; c < width; ++c)
         sources[c] = index_host(first + c);
-      softwave::graph_distances(space, *graph, sources, columns);
+      softwave::graph_distances(space, *graph, sources, columns,
+                                shortest_paths);
       Kokkos::parallel_for(
           "softwave::gw::sample_distances",
           Kokkos::RangePolicy<Space>(space, 0, count * width),
@@ -1270,7 +1274,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   bool const factored_objective = exact_cost && !(options.fused_alpha > 0);
   std::optional<ObjectiveSample<T, Space>> sample;
   if (want_objective && !need_dense && !factored_objective)
-    sample.emplace(space, options.objective_samples, k);
+    sample.emplace(space, options.objective_samples, k, options.shortest_paths);
   OTView2<T, Space> dense = result.plan;
   if (need_dense && (dense.size() == 0 || options.restarts > 1))
     dense = uninitialised<T**>(space, "softwave::gw::dense_plan", n, k);
@@ -1281,7 +1285,8 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
         uninitialised<T**>(space, label, graph.nodes(), graph.nodes());
     std::vector<int> sources(graph.nodes());
     for (std::size_t i = 0; i < sources.size(); ++i) sources[i] = int(i);
-    softwave::graph_distances(space, graph, sources, out);
+    softwave::graph_distances(space, graph, sources, out,
+                              options.shortest_paths);
     return SideDistances<T, Space>(GwDistances<T, Space>{out, {}, nullptr});
   };
   SideDistances<T, Space> objective_x = problem.dx, objective_y = problem.dy;
@@ -1309,10 +1314,10 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   std::optional<GraphRows<T, Space>> source_rows, target_rows;
   if (problem.source_graph)
     source_rows.emplace(space, *problem.source_graph, options.anchors,
-                        options.graph_cache_bytes);
+                        options.graph_cache_bytes, options.shortest_paths);
   if (problem.target_graph)
     target_rows.emplace(space, *problem.target_graph, options.anchors,
-                        options.graph_cache_bytes);
+                        options.graph_cache_bytes, options.shortest_paths);
 
   bool const fused = options.fused_alpha > 0;
   double first_source_scale = 1, first_target_scale = 1;

@@ -178,9 +178,9 @@ void multiscale_start(const Space& space, const OTView2<const T, Space>& source,
       pick(space, target, target_chosen, matrices ? target_chosen : every,
            "softwave::gw::multiscale_target");
   GwSide<T, Space> const x(space, source_data, mode, std::min(k, count - 1),
-                           std::min(landmarks, count));
+                           std::min(landmarks, count), options.shortest_paths);
   GwSide<T, Space> const y(space, target_data, mode, std::min(k, count - 1),
-                           std::min(landmarks, count));
+                           std::min(landmarks, count), options.shortest_paths);
   OTView2<T, Space> linear_matrix, source_features, target_features;
   if (linear.matrix.size() > 0)
     linear_matrix = pick(space, linear.matrix, source_chosen, target_chosen,
