@@ -11,6 +11,7 @@
 
 #include <softwave/graph.hpp>
 #include <softwave/gw.hpp>
+#include <tuple>
 
 #include "reference/gw_reference.hpp"
 #include "reference/sinkhorn_reference.hpp"
@@ -1778,6 +1779,22 @@ TYPED_TEST(SampledGw, KeptGraphRowsGiveTheSamePlan) {
     EXPECT_EQ(device.second, none.second) << bytes << " bytes";
     EXPECT_EQ(device.first, none.first) << bytes << " bytes";
   }
+  // The objective estimated from drawn pairs (no N×K plan): the sampled
+  // points' shortest paths by either method.
+  auto estimate = [&](softwave::ShortestPaths method) {
+    softwave::GwOptions oo = o;
+    oo.exact_objective_entries = 1;
+    oo.objective_samples = 96;
+    oo.shortest_paths = method;
+    softwave::GwResult<T, Space> r;
+    softwave::sampled_gw(space, softwave::GwDistances<T, Space>{{}, {}, &gx},
+                         softwave::GwDistances<T, Space>{{}, {}, &gy}, {}, r,
+                         oo);
+    return std::make_pair(r.objective, r.objective_error);
+  };
+  auto const drawn = estimate(softwave::ShortestPaths::host_dijkstra);
+  EXPECT_TRUE(std::isfinite(drawn.first) && drawn.second > 0);
+  EXPECT_EQ(estimate(softwave::ShortestPaths::device), drawn);
   EXPECT_TRUE(swt::throws_naming("graph_cache_bytes", [&] { solve(-1); }));
 }
 
@@ -1920,6 +1937,48 @@ TYPED_TEST(SampledGw, DeviceShortestPathsAreDijkstras) {
               softwave::landmark_embedding(
                   space, graph, zh, softwave::ShortestPaths::host_dijkstra));
     EXPECT_EQ(swt::to_host(zd), swt::to_host(zh));
+  }
+  // Graphs made by hand: zero-length edges, two components (infinite
+  // distances across), and only zero-length edges (no threshold to move).
+  auto graph_of = [](int n,
+                     std::vector<std::tuple<int, int, double>> const& edges) {
+    std::vector<std::vector<std::pair<int, double>>> adjacent(n);
+    for (auto const& [i, j, length] : edges) {
+      adjacent[i].push_back({j, length});
+      adjacent[j].push_back({i, length});
+    }
+    softwave::Graph g;
+    g.offsets.push_back(0);
+    for (auto const& list : adjacent) {
+      for (auto const& [j, length] : list) {
+        g.targets.push_back(j);
+        g.lengths.push_back(length);
+      }
+      g.offsets.push_back(std::int64_t(g.targets.size()));
+    }
+    return g;
+  };
+  for (auto const& g : {graph_of(7, {{0, 1, 0.0},
+                                     {1, 2, 0.5},
+                                     {2, 3, 0.0},
+                                     {0, 3, 1.0},
+                                     {4, 5, 0.25},
+                                     {5, 6, 0.0}}),
+                        graph_of(3, {{0, 1, 0.0}, {1, 2, 0.0}})}) {
+    int const n = int(g.nodes());
+    std::vector<int> sources(n);
+    for (int i = 0; i < n; ++i) sources[i] = i;
+    V2<T, Space> host("host", n, n), device("device", n, n);
+    softwave::graph_distances(space, g, sources, host,
+                              softwave::ShortestPaths::host_dijkstra);
+    softwave::graph_distances(space, g, sources, device,
+                              softwave::ShortestPaths::device);
+    auto const want = swt::to_host(host);
+    EXPECT_EQ(swt::to_host(device), want);
+    if (n == 7) {
+      EXPECT_EQ(want[0 * 7 + 3], T(0.5));  // 3 from 0: by 1 and 2
+      EXPECT_TRUE(std::isinf(want[4 * 7 + 0]));
+    }
   }
 }
 

@@ -41,9 +41,10 @@ struct Graph {
 //   device: on the instance, one team per source (a chunk of sources a
 //     launch): a label-correcting method over a work list, each round
 //     relaxing the edges of the nodes whose distance fell in the last one
-//     (Bellman–Ford on a frontier), as many rounds as the deepest shortest
-//     path has edges. The graph and every distance stay in the instance's
-//     memory.
+//     below a threshold that moves up as they run out (Bellman–Ford with
+//     a near-far split). The graph and every distance stay in the
+//     instance's memory. A single source (each landmark's run) is one
+//     team, a small part of a GPU.
 //   automatic: host_dijkstra, on every backend.
 // Both give the same distances to the last bit: each is the least fixed
 // point of d(w) = min(d(w), d(v) + length(v, w)) over the same

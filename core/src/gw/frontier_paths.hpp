@@ -87,8 +87,8 @@ class FrontierPaths {
         offsets_(on_device(space, graph.offsets, "softwave::graph::offsets")),
         targets_(on_device(space, graph.targets, "softwave::graph::targets")),
         lengths_(on_device(space, graph.lengths, "softwave::graph::lengths")) {
-    std::int64_t const chunk =
-        std::clamp<std::int64_t>(kWorkBytes / (kBytesPerNode * n_), 1, runs);
+    std::int64_t const chunk = std::clamp<std::int64_t>(
+        kWorkBytes / (kBytesPerNode * n_), 1, std::max<std::int64_t>(runs, 1));
     distance = uninitialised<double**>(space, "softwave::graph::run_distances",
                                        chunk, n_);
     flags_ = uninitialised<int***>(space, "softwave::graph::run_flags", chunk,
@@ -209,6 +209,8 @@ class FrontierPaths {
         }
         int const waiting = *static_cast<volatile int*>(&sizes(c, far));
         if (waiting == 0) break;
+        // (Kokkos 3.4's team reductions share one static scratch buffer
+        // with no barrier after it: keep a barrier between two of them.)
         double smallest = 0;
         Kokkos::parallel_reduce(
             Kokkos::TeamThreadRange(team, waiting),

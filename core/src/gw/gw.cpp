@@ -18,6 +18,7 @@
 #include "../common/data_checks.hpp"
 #include "../sinkhorn/passes.hpp"
 #include "exact_cost.hpp"
+#include "frontier_paths.hpp"
 #include "graph_rows.hpp"
 #include "lowrank_coupling.hpp"
 #include "objective.hpp"
@@ -1071,6 +1072,8 @@ struct ObjectiveSample {
   Kokkos::View<int*, Kokkos::LayoutRight, typename Space::memory_space>
       identity;
   ShortestPaths shortest_paths;
+  // The device method's runs, kept across restarts (made on first use).
+  std::optional<FrontierPaths<Space>> source_paths, target_paths;
 
   ObjectiveSample(const Space& space, std::int64_t count, std::int64_t k,
                   ShortestPaths method)
@@ -1084,8 +1087,8 @@ struct ObjectiveSample {
   template <class HostIndex>
   std::pair<SideDistances<T, Space>, Index> among(
       const Space& space, const SideDistances<T, Space>& side,
-      const Graph* graph, const Index& index,
-      const HostIndex& index_host) const {
+      const Graph* graph, std::optional<FrontierPaths<Space>>& paths,
+      const Index& index, const HostIndex& index_host) const {
     if (graph == nullptr) return {side, index};
     std::int64_t const count = index.extent(0);
     auto const matrix = uninitialised<T**>(
@@ -1099,8 +1102,13 @@ struct ObjectiveSample {
       std::vector<int> sources(chunk, index_host(first));
       for (std::int64_t c = 0; c < width; ++c)
         sources[c] = index_host(first + c);
-      softwave::graph_distances(space, *graph, sources, columns,
-                                shortest_paths);
+      if (runs_on_device(shortest_paths)) {
+        if (!paths) paths.emplace(space, *graph, chunk);
+        paths->compute(space, sources, columns);
+      } else {
+        softwave::graph_distances(space, *graph, sources, columns,
+                                  shortest_paths);
+      }
       Kokkos::parallel_for(
           "softwave::gw::sample_distances",
           Kokkos::RangePolicy<Space>(space, 0, count * width),
@@ -1119,9 +1127,9 @@ struct ObjectiveSample {
                             std::uint64_t seed) {
     pairs.draw(space, problem, terms, run, seed, kRound);
     pairs.copy_columns(space);
-    auto const xs = among(space, problem.dx, problem.source_graph, pairs.rows,
-                          pairs.rows_host);
-    auto const ys = among(space, problem.dy, problem.target_graph,
+    auto const xs = among(space, problem.dx, problem.source_graph, source_paths,
+                          pairs.rows, pairs.rows_host);
+    auto const ys = among(space, problem.dy, problem.target_graph, target_paths,
                           pairs.columns, pairs.columns_host);
     return sampled_gw_objective(space, xs.first, xs.second, ys.first, ys.second,
                                 run.mass(problem));

@@ -54,7 +54,8 @@ std::int64_t first_index_of(const Space& space, const Values& values,
         if (values(i) == value && i < least) least = i;
       },
       Kokkos::Min<std::int64_t>(first));
-  return first;
+  // (A reduction starts from the reducer's identity, not from `first`.)
+  return std::min<std::int64_t>(first, values.extent(0));
 }
 
 // One term of a sum on the device: `slot` of PlanTerms (−1: the initial
