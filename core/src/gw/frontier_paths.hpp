@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <softwave/errors.hpp>
 #include <softwave/graph.hpp>
 #include <softwave/kokkos_compat.hpp>
@@ -82,8 +83,9 @@ class FrontierPaths {
   static constexpr std::int64_t kWorkBytes = std::int64_t(256) << 20;
   static constexpr double kStepEdges = 16;
 
+  // `graph` must have passed check_graph.
   FrontierPaths(const Space& space, const Graph& graph, std::int64_t runs)
-      : n_((check_graph(graph), graph.nodes())),
+      : n_(graph.nodes()),
         offsets_(on_device(space, graph.offsets, "softwave::graph::offsets")),
         targets_(on_device(space, graph.targets, "softwave::graph::targets")),
         lengths_(on_device(space, graph.lengths, "softwave::graph::lengths")) {
@@ -271,6 +273,45 @@ class FrontierPaths {
   Array<int**> sizes_;
   Array<int*> sources_;
   typename Array<int*>::HostMirror sources_host_;
+};
+
+// graph_distances' host method on a graph that passed check_graph: one
+// Dijkstra run a source, on host threads, copied to the instance
+// (graph.cpp).
+template <class Space, class T>
+void host_graph_distances(const Space& space, const Graph& graph,
+                          const std::vector<int>& sources,
+                          const OTView2<T, Space>& distances);
+
+// Shortest paths on one graph for callers that ask again and again (the
+// graph sides of sampled GW): the graph is checked once, here, and the
+// device method's work space is made on first use, for `runs` sources at a
+// time, and kept.
+template <class Space>
+class GraphPaths {
+ public:
+  GraphPaths(const Graph& graph, ShortestPaths method, std::int64_t runs)
+      : graph_(&graph), method_(method), runs_(runs) {
+    check_graph(graph);
+  }
+
+  // out(i, s) = the path length from sources[s] to node i, (N, S).
+  template <class T>
+  void compute(const Space& space, const std::vector<int>& sources,
+               const OTView2<T, Space>& out) {
+    if (!runs_on_device(method_)) {
+      host_graph_distances(space, *graph_, sources, out);
+      return;
+    }
+    if (!device_) device_.emplace(space, *graph_, runs_);
+    device_->compute(space, sources, out);
+  }
+
+ private:
+  const Graph* graph_;
+  ShortestPaths method_;
+  std::int64_t runs_;
+  std::optional<FrontierPaths<Space>> device_;
 };
 
 }  // namespace softwave::impl

@@ -252,6 +252,14 @@ void graph_distances(const Space& space, const Graph& graph,
     space.fence();
     return;
   }
+  host_graph_distances(space, graph, sources, distances);
+}
+
+template <class Space, class T>
+void host_graph_distances(const Space& space, const Graph& graph,
+                          const std::vector<int>& sources,
+                          const OTView2<T, Space>& distances) {
+  std::int64_t const n = graph.nodes(), s = sources.size();
   Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace> host(
       Kokkos::view_alloc(Kokkos::WithoutInitializing,
                          std::string("softwave::graph::distances_host")),
@@ -337,6 +345,9 @@ std::vector<int> landmark_embedding(const Space& space, const Graph& graph,
   template void graph_distances<SPACE, T>(                                 \
       const SPACE&, const Graph&, const std::vector<int>&,                 \
       const OTView2<T, SPACE>&, ShortestPaths);                            \
+  template void host_graph_distances<SPACE, T>(const SPACE&, const Graph&, \
+                                               const std::vector<int>&,    \
+                                               const OTView2<T, SPACE>&);  \
   template std::vector<int> landmark_embedding<SPACE, T>(                  \
       const SPACE&, const Graph&, const OTView2<T, SPACE>&, ShortestPaths);
 

@@ -59,8 +59,8 @@ class GraphRows {
         anchors_(anchors),
         lists_(uninitialised<int*>(space, "softwave::gw::graph_row_lists",
                                    4 * anchors)),
-        lists_host_(Kokkos::create_mirror_view(lists_)) {
-    if (runs_on_device(method)) paths_.emplace(space, graph, anchors);
+        lists_host_(Kokkos::create_mirror_view(lists_)),
+        paths_(graph, method, anchors) {
     std::int64_t const n = graph.nodes();
     std::int64_t const fits =
         capacity_bytes / std::max<std::int64_t>(1, n * std::int64_t(sizeof(T)));
@@ -79,7 +79,7 @@ class GraphRows {
   void gather(const Space& space, const std::vector<int>& sources,
               const OTView2<T, Space>& columns) {
     if (capacity() == 0) {
-      run(space, sources, columns);
+      paths_.compute(space, sources, columns);
       return;
     }
     ++stamp_;
@@ -128,7 +128,7 @@ class GraphRows {
     if (!missing.empty()) {
       OTView2<T, Space> const fresh(fresh_.data(), graph_->nodes(),
                                     missing.size());
-      run(space, missing, fresh);
+      paths_.compute(space, missing, fresh);
       copy_graph_columns<T, Space>(space, fresh, store_, list(0), list(1),
                                    missing.size());
     }
@@ -136,23 +136,14 @@ class GraphRows {
   }
 
  private:
-  void run(const Space& space, const std::vector<int>& sources,
-           const OTView2<T, Space>& columns) {
-    if (paths_)
-      paths_->compute(space, sources, columns);
-    else
-      softwave::graph_distances(space, *graph_, sources, columns,
-                                ShortestPaths::host_dijkstra);
-  }
-
   const Graph* graph_;
-  std::optional<FrontierPaths<Space>> paths_;  // the device method's
   std::int64_t anchors_;
   OTView2<T, Space> store_;  // (N, capacity), empty: nothing kept
   Kokkos::View<T*, Kokkos::LayoutRight, Memory> fresh_;
   Kokkos::View<int*, Kokkos::LayoutRight, Memory> lists_;
   typename Kokkos::View<int*, Kokkos::LayoutRight, Memory>::HostMirror
       lists_host_;
+  GraphPaths<Space> paths_;
   std::vector<int> node_of_slot_;   // -1: free
   std::vector<std::int64_t> used_;  // the call that last read each slot
   std::unordered_map<int, int> slot_of_node_;

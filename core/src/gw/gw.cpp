@@ -1072,8 +1072,8 @@ struct ObjectiveSample {
   Kokkos::View<int*, Kokkos::LayoutRight, typename Space::memory_space>
       identity;
   ShortestPaths shortest_paths;
-  // The device method's runs, kept across restarts (made on first use).
-  std::optional<FrontierPaths<Space>> source_paths, target_paths;
+  // Each graph side's runs, kept across restarts (made on first use).
+  std::optional<GraphPaths<Space>> source_paths, target_paths;
 
   ObjectiveSample(const Space& space, std::int64_t count, std::int64_t k,
                   ShortestPaths method)
@@ -1087,7 +1087,7 @@ struct ObjectiveSample {
   template <class HostIndex>
   std::pair<SideDistances<T, Space>, Index> among(
       const Space& space, const SideDistances<T, Space>& side,
-      const Graph* graph, std::optional<FrontierPaths<Space>>& paths,
+      const Graph* graph, std::optional<GraphPaths<Space>>& paths,
       const Index& index, const HostIndex& index_host) const {
     if (graph == nullptr) return {side, index};
     std::int64_t const count = index.extent(0);
@@ -1102,13 +1102,8 @@ struct ObjectiveSample {
       std::vector<int> sources(chunk, index_host(first));
       for (std::int64_t c = 0; c < width; ++c)
         sources[c] = index_host(first + c);
-      if (runs_on_device(shortest_paths)) {
-        if (!paths) paths.emplace(space, *graph, chunk);
-        paths->compute(space, sources, columns);
-      } else {
-        softwave::graph_distances(space, *graph, sources, columns,
-                                  shortest_paths);
-      }
+      if (!paths) paths.emplace(*graph, shortest_paths, chunk);
+      paths->compute(space, sources, columns);
       Kokkos::parallel_for(
           "softwave::gw::sample_distances",
           Kokkos::RangePolicy<Space>(space, 0, count * width),
