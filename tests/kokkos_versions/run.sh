@@ -7,7 +7,7 @@
 #   develop + patch, g++  the same, with the upstream fix for g++ 12's
 #                         miscompilation (cmake/patches/kokkos-develop-gcc12-tracker.patch):
 #                         configure's empty-View check passes, and the library
-#                         and CLI build (at -O3)
+#                         and CLI compile (at -O0) and link
 #   develop, g++          unpatched: configure must refuse it, naming the cause
 #
 # Each Kokkos (OpenMP + Serial, Release) is built from the archives in
@@ -15,9 +15,7 @@
 # .cache/kokkos-versions/; softwave's library, CLI and GoogleTest suite (not
 # the CLI's tests, which run the binary the test command checks) are built
 # against it in build/kokkos-<name>/ and run at one OpenMP thread (ctest -L
-# threads1, two tests at a time). These builds check the Kokkos versions, not
-# the optimiser: the library is compiled at -O1, which halves its compile
-# time; the test command checks it at -O3 with the bootstrapped 3.4.1.
+# threads1, two tests at a time).
 #
 # With `hip`, instead: Kokkos 4.6.01's HIP backend for gfx90a (hipcc), and
 # softwave's library, CLI, benchmarks and tests compiled and linked against it,
@@ -85,8 +83,13 @@ suite() {
     echo "kokkos_versions: Kokkos $name was configured with the legacy View" >&2
     exit 1
   fi
+  # These builds check the Kokkos versions, not the optimiser (the test
+  # command checks the library at -O3): at -O1, which makes a build and its
+  # tests 9-21 % quicker than -O3 (g++ 12: 415 s against 455 s; clang++ 14:
+  # 413 s against about 525 s), and the patched build, compiled and not
+  # run, at -O0.
   local flags=(-DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG")
-  [ -z "$patch_file" ] || flags=()
+  [ -z "$patch_file" ] || flags=(-DCMAKE_CXX_FLAGS_RELEASE="-O0 -DNDEBUG")
   configure_softwave "$name" "$cxx" "${flags[@]}" >"$cache/$name.configure.log" ||
     { cat "$cache/$name.configure.log"; exit 1; }
   grep -E "Kokkos  |empty-View check" "$cache/$name.configure.log" || true
