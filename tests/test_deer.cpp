@@ -1078,10 +1078,6 @@ TYPED_TEST(DeerRnnGradients, MatchFiniteDifferences) {
     check_gradients<TypeParam>(cell, rng, 1, 1, 1, 1);
     check_gradients<TypeParam>(cell, rng, 2, 9, 3, 2);
     check_gradients<TypeParam>(cell, rng, 3, 23, 2, 3);
-    // Either side of the cells' own projections (kInStepInputs, 4 inputs a
-    // step): above it the projections are formed once for all steps.
-    check_gradients<TypeParam>(cell, rng, 2, 11, 2, 4);
-    check_gradients<TypeParam>(cell, rng, 2, 11, 2, 5);
     // Wide inputs: on a GPU the products of more than 4 outputs a step
     // (the projections, dL/dx) stage the steps' inputs in team memory in
     // chunks of columns, here more than one.

@@ -2,10 +2,9 @@
 // PyTorch's recurrent cells and ParaRNN's LSTM (softwave/deer.hpp, RnnCell)
 // as DEER cells over projected inputs: step t reads p_t = W_ih x_t + b_ih
 // (G·H values, formed once for all steps), so that a step's work is the
-// hidden-side product W_hh h alone; or, for a few inputs a step
-// (TorchCell::input), x_t, which the step projects itself. Besides the cell
-// interface of deer.hpp, each gives the gradients of its gates'
-// pre-activations, from which the weights' gradients are summed:
+// hidden-side product W_hh h alone. Besides the cell interface of deer.hpp,
+// each gives the gradients of its gates' pre-activations, from which the
+// weights' gradients are summed:
 //   gate_gradients(h_prev, p, λ, g_in, g_h, grad_y_prev, work)
 // with g_in = dL/d(W_ih x + b_ih) and g_h = dL/d(W_hh h + b_hh) (they
 // differ only in GRU's candidate gate, which multiplies the hidden side by
@@ -417,58 +416,6 @@ struct CifgLstmCell
   }
 };
 
-// At most this many inputs a step are projected inside the cell's steps
-// (InputWeights) rather than formed once for all steps: a step's W_ih x_t
-// then costs G·H·m multiply-adds in registers, where the array of
-// projections costs writing G·H values a step and reading them back in
-// every Newton iteration and every pass of the gradients (at n = 1, B = 16,
-// T = 1M on an H200 each projection pass took 179 µs of a 0.81 ms forward).
-constexpr int kInStepInputs = 4;
-
-// W_ih and b_ih where a TorchCell projects its own inputs: its steps then
-// read x_t (m <= kInStepInputs values) instead of p_t. Empty: they read p_t.
-template <class T, class Space>
-struct InputWeights {
-  DeerView2<const T, Space> weight;  // (G·H, m), or empty
-  DeerView1<const T, Space> bias;    // (G·H), or empty (no bias)
-
-  KOKKOS_INLINE_FUNCTION bool in_step() const { return weight.size() > 0; }
-  KOKKOS_INLINE_FUNCTION int inputs() const { return int(weight.extent(1)); }
-  // p[k] = b_ih(k) + Σ_j W_ih(k, j) x[j] for k < rows (the bias first and
-  // the columns in order, as project_inputs sums them), or p = x where the
-  // steps read projections.
-  KOKKOS_INLINE_FUNCTION void project(const T* x, int rows, T* p) const {
-    if (!in_step()) {
-      SOFTWAVE_DEER_UNROLL
-      for (int k = 0; k < rows; ++k) p[k] = x[k];
-      return;
-    }
-    int const m = inputs();
-    bool const with_bias = bias.size() > 0;
-    SOFTWAVE_DEER_UNROLL
-    for (int k = 0; k < rows; ++k) {
-      T sum = with_bias ? bias(k) : T(0);
-      SOFTWAVE_DEER_UNROLL
-      for (int j = 0; j < kInStepInputs; ++j)
-        if (j < m) sum += weight(k, j) * x[j];
-      p[k] = sum;
-    }
-  }
-  // grad_x = W_ihᵀ grad_p (m values), or grad_p itself (rows values).
-  KOKKOS_INLINE_FUNCTION void project_back(const T* grad_p, int rows,
-                                           T* grad_x) const {
-    if (!in_step()) {
-      for (int k = 0; k < rows; ++k) grad_x[k] = grad_p[k];
-      return;
-    }
-    for (int j = 0; j < inputs(); ++j) {
-      T sum = 0;
-      for (int k = 0; k < rows; ++k) sum += weight(k, j) * grad_p[k];
-      grad_x[j] = sum;
-    }
-  }
-};
-
 // Any of the four, chosen at run time: one type for the solver's kernels
 // instead of four (a quarter of the code to compile, for a branch per step
 // that every thread takes the same way). FixedHidden > 0 and FixedKind >= 0
@@ -489,13 +436,11 @@ struct TorchCell {
   static constexpr int kFixedHidden = kFixedState > 0 ? FixedHidden : 0;
   static constexpr int kFixedRows =
       kFixedState > 0 ? gates_of(RnnCell(FixedKind)) * FixedHidden : 0;
-  // A step's work values where the shape is fixed: the step's projected
-  // inputs and their gradients (2·G·H, input_work()), then the most any cell
-  // asks (GRU's 9H).
-  static constexpr int kFixedWork = 2 * kFixedRows + 9 * kFixedHidden;
+  // A step's work values where the shape is fixed: the most any cell asks
+  // (GRU's 9H).
+  static constexpr int kFixedWork = 9 * kFixedHidden;
   RnnCell kind;
   HiddenWeights<T, Space, FixedHidden> w;
-  InputWeights<T, Space> input;  // empty: a step reads its projections p_t
 
   KOKKOS_INLINE_FUNCTION RnnCell cell_kind() const {
     if constexpr (FixedKind >= 0)
@@ -527,55 +472,36 @@ struct TorchCell {
       }
   }
   KOKKOS_INLINE_FUNCTION int gates() const { return gates_of(cell_kind()); }
-  KOKKOS_INLINE_FUNCTION int rows() const { return gates() * w.size(); }
   KOKKOS_INLINE_FUNCTION int state_size() const {
     return state_of(cell_kind(), w.size());
   }
-  // What a step reads: x_t where the cell projects it, else p_t.
-  KOKKOS_INLINE_FUNCTION int input_size() const {
-    return input.in_step() ? input.inputs() : rows();
-  }
-  // A step's projections p_t, then room for their gradients, ahead of the
-  // gates' work. The step copies p_t there even where it reads it from
-  // memory: with one place for p_t a fixed-shape cell's loads stay indices
-  // known at compile time into an array the compiler keeps in registers.
-  KOKKOS_INLINE_FUNCTION int input_work() const { return 2 * rows(); }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return gates() * w.size(); }
   KOKKOS_INLINE_FUNCTION int work_size() const {
-    return input_work() +
-           visit([](const auto& cell) { return cell.work_size(); });
+    return visit([](const auto& cell) { return cell.work_size(); });
   }
-  // `in` is x_t or p_t (input_size()).
-  KOKKOS_INLINE_FUNCTION void step(const T* y_prev, const T* in, T* y,
+  KOKKOS_INLINE_FUNCTION void step(const T* y_prev, const T* p, T* y,
                                    T* jacobian, DeerJacobian mode,
                                    T* work) const {
-    input.project(in, rows(), work);
     visit([&](const auto& cell) {
-      cell.step(y_prev, work, y, jacobian, mode, work + input_work());
+      cell.step(y_prev, p, y, jacobian, mode, work);
       return 0;
     });
   }
-  KOKKOS_INLINE_FUNCTION void gate_gradients(const T* y_prev, const T* in,
+  KOKKOS_INLINE_FUNCTION void gate_gradients(const T* y_prev, const T* p,
                                              const T* lambda, T* g_in, T* g_h,
                                              T* grad_y_prev, T* work) const {
-    input.project(in, rows(), work);
     visit([&](const auto& cell) {
-      cell.gate_gradients(y_prev, work, lambda, g_in, g_h, grad_y_prev,
-                          work + input_work());
+      cell.gate_gradients(y_prev, p, lambda, g_in, g_h, grad_y_prev, work);
       return 0;
     });
   }
-  // grad_in: dL/dx_t where the cell projects x_t, else dL/dp_t.
-  KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* y_prev, const T* in,
+  KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* y_prev, const T* p,
                                               const T* lambda, T* grad_y_prev,
-                                              T* grad_in, T* work) const {
-    input.project(in, rows(), work);
-    T* const grad_p = grad_in ? work + rows() : static_cast<T*>(nullptr);
+                                              T* grad_p, T* work) const {
     visit([&](const auto& cell) {
-      cell.vector_jacobian(y_prev, work, lambda, grad_y_prev, grad_p,
-                           work + input_work());
+      cell.vector_jacobian(y_prev, p, lambda, grad_y_prev, grad_p, work);
       return 0;
     });
-    if (grad_in) input.project_back(grad_p, rows(), grad_in);
   }
 };
 
@@ -653,17 +579,13 @@ bool visit_sizes(const TorchCell<T, Space>& cell, const Body& body) {
     if (cell.kind == RnnCell::cifg_lstm) return false;
     HiddenWeights<T, Space, H> const w{cell.w.weight, cell.w.bias, H,
                                        cell.w.diagonal};
-    auto const& in = cell.input;
     switch (cell.kind) {
       case RnnCell::elman:
-        return body(
-            TorchCell<T, Space, H, int(RnnCell::elman)>{cell.kind, w, in});
+        return body(TorchCell<T, Space, H, int(RnnCell::elman)>{cell.kind, w});
       case RnnCell::gru:
-        return body(
-            TorchCell<T, Space, H, int(RnnCell::gru)>{cell.kind, w, in});
+        return body(TorchCell<T, Space, H, int(RnnCell::gru)>{cell.kind, w});
       default:
-        return body(
-            TorchCell<T, Space, H, int(RnnCell::lstm)>{cell.kind, w, in});
+        return body(TorchCell<T, Space, H, int(RnnCell::lstm)>{cell.kind, w});
     }
   }
 }

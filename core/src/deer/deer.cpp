@@ -377,29 +377,6 @@ Projections<Space, T> project_inputs(const Space& space,
   return out;
 }
 
-// The cell of a call's dense path and the inputs its steps read: x itself
-// where the cell projects each step's few inputs (kInStepInputs, cells.hpp),
-// else the projections formed once by project_inputs.
-template <class Space, class T>
-struct CellInputs {
-  TorchCell<T, Space> cell;
-  Projections<Space, T> read;  // x where the cell projects in its steps
-};
-template <class Space, class T>
-CellInputs<Space, T> cell_inputs(const Space& space,
-                                 const RnnWeights<T, Space>& w,
-                                 const HiddenWeights<T, Space>& hidden,
-                                 V3<const T, Space> x) {
-  CellInputs<Space, T> out{TorchCell<T, Space>{w.cell, hidden, {}}, {}};
-  if (w.weight_ih.size() && w.weight_ih.extent(1) <= kInStepInputs) {
-    out.cell.input = {w.weight_ih, w.bias_ih};
-    out.read.view = x;
-  } else {
-    out.read = project_inputs(space, w, x);
-  }
-  return out;
-}
-
 // The hidden-side weights, with zeros for a missing bias.
 template <class Space, class T>
 struct Hidden {
@@ -629,8 +606,7 @@ struct GateGradientsOfTeam {
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
   static constexpr int kRows = Cell::kFixedRows, kState = Cell::kFixedState;
   Cell cell;
-  V3<const T, Space> p;  // what the cell's steps read (CellInputs)
-  V3<const T, Space> y, adjoint;
+  V3<const T, Space> p, y, adjoint;
   V2<const T, Space> y0;
   V3<T, Space> g_in, g_h;
   V2<T, Space> grad_y0;
@@ -749,8 +725,7 @@ struct OnePassGradients {
   static constexpr int kHidden = Cell::kFixedHidden, kRows = Cell::kFixedRows,
                        kState = Cell::kFixedState, kInputs = kOnePassInputs;
   Cell cell;
-  V3<const T, Space> p;  // what the cell's steps read (CellInputs)
-  V3<const T, Space> x, y, adjoint;
+  V3<const T, Space> p, x, y, adjoint;
   V2<const T, Space> y0;
   V2<const T, Space> weight_ih;  // empty: x holds the projections
   V3<T, Space> grad_x;
@@ -1191,11 +1166,11 @@ void deer_rnn(const Space& space, const RnnWeights<T, Space>& weights,
     d::report_of_units(space, iterations.view, path.view, result, H);
     return;
   }
-  auto const dense = d::cell_inputs(space, weights, hidden.weights, inputs.x);
-  d::solve_forward(
-      space, dense.cell,
-      DeerInputs<T, Space>{dense.read.view, inputs.y0, inputs.lengths}, result,
-      settings);
+  auto const projected = d::project_inputs(space, weights, inputs.x);
+  DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
+                                         inputs.lengths};
+  d::solve_forward(space, d::TorchCell<T, Space>{weights.cell, hidden.weights},
+                   cell_inputs, result, settings);
 }
 
 template <class Space, class T>
@@ -1298,16 +1273,16 @@ void deer_rnn_gradients(const Space& space, const RnnWeights<T, Space>& weights,
     g_h = gate_array("softwave::deer::hidden_gate_gradients");
     back(g_h_units.view, g_h.view);
   } else {
-    auto const dense = d::cell_inputs(space, weights, hidden.weights, inputs.x);
-    auto const& cell = dense.cell;
-    DeerInputs<T, Space> const cell_inputs{dense.read.view, inputs.y0,
+    auto const projected = d::project_inputs(space, weights, inputs.x);
+    DeerInputs<T, Space> const cell_inputs{projected.view, inputs.y0,
                                            inputs.lengths};
+    d::TorchCell<T, Space> const cell{weights.cell, hidden.weights};
     impl::CallArray<DeerView3<T, Space>> adjoint_array;
     auto const adjoint = d::solve_adjoint(
         space, cell, cell_inputs, y,
         d::with_adjoint(space, gradients, B, steps, n, adjoint_array),
         settings);
-    if (d::one_pass_gradients(space, cell, weights, inputs, dense.read.view, y,
+    if (d::one_pass_gradients(space, cell, weights, inputs, projected.view, y,
                               DeerView3<const T, Space>(adjoint), gradients,
                               wg))
       return;
