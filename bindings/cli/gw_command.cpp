@@ -186,10 +186,13 @@ std::string gw_help() {
          "  --k K                  neighbours of the k-NN graphs (default "
          "30)\n"
          "  --landmarks L          landmarks in landmark mode (default 50)\n"
-         "  --shortest-paths WHERE the k-NN graphs' shortest paths: host "
-         "(Dijkstra,\n"
-         "                         default) or device (on the device, the "
-         "same distances)\n"
+         "  --shortest-paths WHERE the k-NN graphs' shortest paths: "
+         "automatic\n"
+         "                         (default: the device on a GPU for 64 or "
+         "more sources\n"
+         "                         at a time, else the host), host "
+         "(Dijkstra) or device\n"
+         "                         (on the device); the same distances\n"
          "  --source-weights FILE  weights, one per source point (default "
          "uniform)\n"
          "  --target-weights FILE  weights, one per target point (default "
@@ -326,9 +329,12 @@ int run_gw(const std::vector<std::string>& arguments) {
   const int landmarks =
       int(parsed.integer_at_least("--landmarks", 1).value_or(50));
   GwOptions options;
-  if (parsed.choice("--shortest-paths", {"host", "device"}).value_or("host") ==
-      "device")
-    options.shortest_paths = ShortestPaths::device;
+  const std::string paths =
+      parsed.choice("--shortest-paths", {"automatic", "host", "device"})
+          .value_or("automatic");
+  options.shortest_paths = paths == "device" ? ShortestPaths::device
+                           : paths == "host" ? ShortestPaths::host_dijkstra
+                                             : ShortestPaths::automatic;
   options.anchors = int(parsed.integer_at_least("--anchors", 1).value_or(50));
   options.alpha = parsed.positive_number("--alpha").value_or(0.9);
   if (options.alpha > 1) throw usage_error("--alpha must be in (0, 1]");

@@ -1491,7 +1491,8 @@ TEST(CliGw, GeodesicMatricesAreTheDijkstraRuns) {
 }
 
 // --shortest-paths device gives Dijkstra's distances, so the same plan, in
-// each graph mode; other values are refused.
+// each graph mode, as does the default (automatic); other values are
+// refused.
 TEST(CliGw, DeviceShortestPathsGiveTheSamePlan) {
   const fs::path dir = scratch();
   write_clouds(dir);
@@ -1503,14 +1504,19 @@ TEST(CliGw, DeviceShortestPathsGiveTheSamePlan) {
     const Result device = short_gw(dir, "device.npy",
                                    {"--mode", mode, "--k", "3", "--landmarks",
                                     "4", "--shortest-paths", "device"});
+    const Result automatic = short_gw(
+        dir, "automatic.npy", {"--mode", mode, "--k", "3", "--landmarks", "4"});
     ASSERT_EQ(host.status, 0) << host.err;
     ASSERT_EQ(device.status, 0) << device.err;
+    ASSERT_EQ(automatic.status, 0) << automatic.err;
     EXPECT_EQ(read_file(dir / "device.npy"), read_file(dir / "host.npy"));
+    EXPECT_EQ(read_file(dir / "automatic.npy"), read_file(dir / "host.npy"));
     EXPECT_EQ(json_number(device.out, "objective"),
               json_number(host.out, "objective"));
   }
-  expect_error(short_gw(dir, "bad.npy", {"--shortest-paths", "gpu"}),
-               "option --shortest-paths: expected host|device, got 'gpu'");
+  expect_error(
+      short_gw(dir, "bad.npy", {"--shortest-paths", "gpu"}),
+      "option --shortest-paths: expected automatic|host|device, got 'gpu'");
 }
 
 // --no-objective still writes the plan (the same one), and reports the

@@ -612,7 +612,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     CUDA low-rank solves. shortest_paths (k-NN graph modes): "host"
     (Dijkstra on the host, in parallel over the sources), "device" (on the
     device with the arrays, one team a source; the same distances to the
-    last bit) or "automatic" (the host). plan / matching / objective: which
+    last bit) or "automatic" (the device on a GPU for 64 or more sources at
+    a time, else the host). plan / matching / objective: which
     outputs to compute (the objective needs an N×K plan, made for the call
     when plan is False). NumPy arrays run on the host; torch tensors where
     they are (CUDA in a CUDA build, on the current stream).

@@ -45,7 +45,11 @@ struct Graph {
 //     a near-far split). The graph and every distance stay in the
 //     instance's memory. A single source (each landmark's run) is one
 //     team, a small part of a GPU.
-//   automatic: host_dijkstra, on every backend.
+//   automatic: device on a GPU for 64 or more sources at a time (the
+//     landmarks' runs, one source each, stay on the host), else
+//     host_dijkstra. On an H200 at 50,000 nodes 80 sources took 39.8 ms
+//     on the device against 72.2 ms on 16 host threads, one source 35.8
+//     against 11.3 ms.
 // Both give the same distances to the last bit: each is the least fixed
 // point of d(w) = min(d(w), d(v) + length(v, w)) over the same
 // floating-point sums (float64).

@@ -41,10 +41,25 @@ inline void check_graph(const Graph& graph) {
   }
 }
 
-// Whether `method` runs on the instance (automatic: Dijkstra on the host,
-// on every backend).
-inline bool runs_on_device(ShortestPaths method) {
-  return method == ShortestPaths::device;
+// Below this many sources at a time `automatic` runs Dijkstra on the host:
+// the device method runs a source a team, so a few runs leave a GPU idle
+// while each walks its rounds. On an H200 against 16 host threads, the 5-NN
+// graph of TorchGW's spiral (perf/RESULTS.md): 50,000 nodes, 1 source
+// 35.8 ms against 11.3 ms, 80 sources 39.8 against 72.2 ms; 250,000 nodes,
+// 80 sources 417 against 509 ms; 5,000 × 5,000 27.6 against 339 ms.
+constexpr std::int64_t kDeviceSources = 64;
+
+// Whether `method` runs on the instance for `sources` sources at a time
+// (automatic: on a device from kDeviceSources on, else Dijkstra on the
+// host).
+template <class Space>
+bool runs_on_device(ShortestPaths method, std::int64_t sources) {
+  if (method != ShortestPaths::automatic)
+    return method == ShortestPaths::device;
+  bool const device =
+      !Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                  typename Space::memory_space>::accessible;
+  return device && sources >= kDeviceSources;
 }
 
 // Lowers *target to value if value is smaller; whether it did.
@@ -299,7 +314,7 @@ class GraphPaths {
   template <class T>
   void compute(const Space& space, const std::vector<int>& sources,
                const OTView2<T, Space>& out) {
-    if (!runs_on_device(method_)) {
+    if (!runs_on_device<Space>(method_, std::int64_t(sources.size()))) {
       host_graph_distances(space, *graph_, sources, out);
       return;
     }

@@ -246,7 +246,7 @@ void graph_distances(const Space& space, const Graph& graph,
       throw_invalid_argument("sources[", c, "] = ", sources[c],
                              " is not a node (N = ", n, ")");
   if (s == 0) return;
-  if (runs_on_device(method)) {
+  if (runs_on_device<Space>(method, s)) {
     FrontierPaths<Space> paths(space, graph, s);
     paths.compute(space, sources, distances);
     space.fence();
@@ -318,7 +318,9 @@ std::vector<int> landmark_embedding(const Space& space, const Graph& graph,
     throw_invalid_argument("embedding has shape (", embedding.extent(0), ", ",
                            count, "), expected (", n,
                            ", L) with 1 <= L <= N landmarks");
-  if (runs_on_device(method)) return device_landmarks(space, graph, embedding);
+  // One source a run: `automatic` keeps them on the host.
+  if (runs_on_device<Space>(method, 1))
+    return device_landmarks(space, graph, embedding);
   Kokkos::View<T**, Kokkos::LayoutRight, Kokkos::HostSpace> host(
       Kokkos::view_alloc(Kokkos::WithoutInitializing,
                          std::string("softwave::graph::embedding_host")),
