@@ -133,17 +133,12 @@ class FrontierPaths {
   void compute(const Space& space, const std::vector<int>& sources,
                const OTView2<T, Space>& out) {
     std::int64_t const count = sources.size();
-    auto const runs = distance;
     for (std::int64_t first = 0; first < count; first += chunk()) {
       run(space, sources, first);
       std::int64_t const width = std::min(chunk(), count - first);
-      Kokkos::parallel_for(
-          "softwave::graph::distances",
-          Kokkos::RangePolicy<Space>(space, 0, n_ * width),
-          KOKKOS_LAMBDA(std::int64_t q) {
-            std::int64_t const i = q / width, c = q % width;
-            out(i, first + c) = T(runs(c, i));
-          });
+      Kokkos::parallel_for("softwave::graph::distances",
+                           Kokkos::RangePolicy<Space>(space, 0, n_ * width),
+                           RunsOut<T>{distance, out, width, first});
     }
   }
 
@@ -156,21 +151,43 @@ class FrontierPaths {
     space.fence();  // the last run's sources have been read
     for (int c = 0; c < width; ++c) sources_host_(c) = sources[first + c];
     Kokkos::deep_copy(space, sources_, sources_host_);
-    auto const distance_ = distance;
-    auto const flags = flags_;
-    auto const lists = lists_;
-    auto const sizes = sizes_;
-    auto const run_sources = sources_;
-    auto const offsets = offsets_;
-    auto const targets = targets_;
-    auto const lengths = lengths_;
-    std::int64_t const n = n_;
-    double const step = step_;
-    // Lists 0 and 1: this round's near nodes and the next round's; 2 and 3:
-    // the far nodes and those kept when the threshold moves. Every thread
-    // keeps the same `now`, `far` and `threshold`: each follows the same
-    // branches, on sizes read after a barrier.
-    auto const kernel = KOKKOS_LAMBDA(const Member& team) {
+    Rounds const kernel{distance, flags_,   lists_,   sizes_, sources_,
+                        offsets_, targets_, lengths_, n_,     step_};
+    Policy const probe(space, width, 1);
+    int const team_size = std::min(
+        kTeamSize, probe.team_size_max(kernel, Kokkos::ParallelForTag()));
+    Kokkos::parallel_for("softwave::graph::frontier_paths",
+                         Policy(space, width, team_size), kernel);
+  }
+
+  template <class Data>
+  using Array = Kokkos::View<Data, Kokkos::LayoutRight, Memory>;
+  Array<double**> distance;
+
+  // (The kernels' functors are public: nvcc's launch stubs name them
+  // outside the class.)
+  // A run a team: run c finds the paths from run_sources(c). Lists 0 and 1:
+  // this round's near nodes and the next round's; 2 and 3: the far nodes
+  // and those kept when the threshold moves. Every thread keeps the same
+  // `now`, `far` and `threshold`: each follows the same branches, on sizes
+  // read after a barrier. (Functors, not lambdas, here and in RunsOut:
+  // this header is compiled into several units, and nvcc's extended
+  // lambdas keep their host-side hooks per unit, so that a host space's
+  // run could call through another unit's hook, never set;
+  // tests/static_checks/lambda_wrappers.py.)
+  struct Rounds {
+    Array<double**> distance_;
+    Array<int***> flags;
+    Array<int***> lists;
+    Array<int**> sizes;
+    Array<int*> run_sources;
+    Array<std::int64_t*> offsets;
+    Array<int*> targets;
+    Array<double*> lengths;
+    std::int64_t n;
+    double step;
+
+    KOKKOS_INLINE_FUNCTION void operator()(const Member& team) const {
       int const c = team.league_rank();
       double* const d = &distance_(c, 0);
       int* const in_near = &flags(c, 0, 0);
@@ -260,17 +277,20 @@ class FrontierPaths {
         far ^= 1;
         threshold = next;
       }
-    };
-    Policy const probe(space, width, 1);
-    int const team_size = std::min(
-        kTeamSize, probe.team_size_max(kernel, Kokkos::ParallelForTag()));
-    Kokkos::parallel_for("softwave::graph::frontier_paths",
-                         Policy(space, width, team_size), kernel);
-  }
+    }
+  };
 
-  template <class Data>
-  using Array = Kokkos::View<Data, Kokkos::LayoutRight, Memory>;
-  Array<double**> distance;
+  // out(i, first + c) = the distance of run c to node i, c < width.
+  template <class T>
+  struct RunsOut {
+    Array<double**> runs;
+    OTView2<T, Space> out;
+    std::int64_t width, first;
+    KOKKOS_INLINE_FUNCTION void operator()(std::int64_t q) const {
+      std::int64_t const i = q / width, c = q % width;
+      out(i, first + c) = T(runs(c, i));
+    }
+  };
 
  private:
   // A near list holds tens to hundreds of nodes on k-NN graphs of tens of

@@ -42,6 +42,19 @@ on_device(const Space& space, const std::vector<Value>& values,
   return out;
 }
 
+// first_index_of's reduction. (A functor, not a lambda: this header is
+// compiled into several units, and nvcc's extended lambdas keep their
+// host-side hooks per unit; tests/static_checks/lambda_wrappers.py.)
+template <class Values>
+struct FirstIndexOf {
+  Values values;
+  double value;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i,
+                                         std::int64_t& least) const {
+    if (values(i) == value && i < least) least = i;
+  }
+};
+
 // The first i with values(i) == value (for the maximum, the argmax a
 // sequential scan picks among ties); values.extent(0) where there is none.
 template <class Space, class Values>
@@ -50,10 +63,7 @@ std::int64_t first_index_of(const Space& space, const Values& values,
   std::int64_t first = values.extent(0);
   Kokkos::parallel_reduce(
       label, Kokkos::RangePolicy<Space>(space, 0, values.extent(0)),
-      KOKKOS_LAMBDA(std::int64_t i, std::int64_t & least) {
-        if (values(i) == value && i < least) least = i;
-      },
-      Kokkos::Min<std::int64_t>(first));
+      FirstIndexOf<Values>{values, value}, Kokkos::Min<std::int64_t>(first));
   // (A reduction starts from the reducer's identity, not from `first`.)
   return std::min<std::int64_t>(first, values.extent(0));
 }
