@@ -234,8 +234,9 @@ void graph_distances(const Space& space, const Graph& graph,
                      const std::vector<int>& sources,
                      const OTView2<T, Space>& distances, ShortestPaths method) {
   compat::ScopedRegion region("softwave::graph::graph_distances");
-  check_graph(graph);
-  std::int64_t const n = graph.nodes(), s = sources.size();
+  std::int64_t const s = sources.size();
+  GraphPaths<Space> paths(graph, method, s);  // checks the graph
+  std::int64_t const n = graph.nodes();
   if (std::int64_t(distances.extent(0)) != n ||
       std::int64_t(distances.extent(1)) != s)
     throw_invalid_argument("distances has shape (", distances.extent(0), ", ",
@@ -246,13 +247,8 @@ void graph_distances(const Space& space, const Graph& graph,
       throw_invalid_argument("sources[", c, "] = ", sources[c],
                              " is not a node (N = ", n, ")");
   if (s == 0) return;
-  if (runs_on_device<Space>(method, s)) {
-    FrontierPaths<Space> paths(space, graph, s);
-    paths.compute(space, sources, distances);
-    space.fence();
-    return;
-  }
-  host_graph_distances(space, graph, sources, distances);
+  paths.compute(space, sources, distances);
+  space.fence();
 }
 
 template <class Space, class T>
