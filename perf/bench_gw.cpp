@@ -362,7 +362,6 @@ void run_cosine_gw(benchmark::State& state) {
   options.epsilon = 0.005;
   options_from_environment(options);
   bool const objective = std::getenv("SOFTWAVE_BENCH_GW_OBJECTIVE") != nullptr;
-  auto const paths = options.shortest_paths;
   softwave::GwResult<float, Space> result;
   result.compute_objective = objective;
   result.matching =

@@ -21,10 +21,11 @@
 // allocated once, one un-timed call first that records the peak of what
 // the library allocates.
 //
-// Counters: ms; pairs_per_s (N² pairs per half-iteration, 2 half-iterations
-// per iteration); exp_floor_ms, the special-function floor of one exp per
-// pair per half-iteration at 4.2e12 exp/s (an H100's or H200's 132 SMs × 16
-// a clock × 1.98 GHz), and x_floor = ms / exp_floor_ms (GPU grid);
+// Counters: ms; value, the transport value; pairs_per_s (N² pairs per
+// half-iteration, 2 half-iterations per iteration); exp_floor_ms, the
+// special-function floor of one exp per pair per half-iteration at 4.2e12
+// exp/s (an H100's or H200's 132 SMs × 16 a clock × 1.98 GHz), and x_floor
+// = ms / exp_floor_ms (GPU grid);
 // peak_workspace_MB; peer_ms and speedup_vs_peer where a peer figure of the
 // same shape exists (table below).
 
@@ -128,6 +129,11 @@ void run_sinkhorn(benchmark::State& state, softwave::Kernel kernel, bool checks,
   state.counters["pairs_per_s"] =
       Counter(exps, Counter::kIsIterationInvariantRate);
   state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
+  // The transport value, so that variants can be seen to agree.
+  Kokkos::View<float*, Kokkos::HostSpace> value("softwave_bench::value_host",
+                                                1);
+  Kokkos::deep_copy(value, result.value);
+  state.counters["value"] = Counter(double(value(0)));
   if (gpu) {
     double const floor_ms = 1e3 * exps / kExpPerSecond;
     state.counters["exp_floor_ms"] = Counter(floor_ms);
