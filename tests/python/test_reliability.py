@@ -1,5 +1,6 @@
 """Answers that used to be silently wrong: unchecked NaN inputs, values that
-overflow, and thread counts Kokkos' OpenMP backend cannot run."""
+overflow, thread counts Kokkos' OpenMP backend cannot run, and calls from
+threads other than the one that started Kokkos."""
 
 import os
 import subprocess
@@ -72,3 +73,80 @@ def test_too_many_openmp_threads_are_lowered_not_a_crash():
     assert done.stdout.strip() == "4.0"
     if softwave.host_space() == "OpenMP":  # a CUDA build's host may be Serial
         assert "600 OpenMP threads asked for" in done.stderr
+
+
+def test_calls_from_other_threads_agree_with_the_main_thread():
+    """Any thread may call softwave, several at once: Python threads here
+    (Kokkos 3's OpenMP backend ran host work only from the thread that
+    started it, and a call from another thread raised "uninitialized
+    execution space"). Soft-DTW and DEER from NumPy and torch, on CPU arrays."""
+    import threading
+
+    import softwave.deer as deer
+
+    rng = np.random.default_rng(11)
+    x, y = rng.random((4, 30, 2)), rng.random((4, 25, 2))
+    xs = rng.standard_normal((3, 200, 2))
+    weights = [0.5 * rng.standard_normal(s) for s in ((12, 2), (12, 4), (12,), (12,))]
+
+    def work():
+        return (swn.soft_dtw(x, y, 0.5), swt.soft_dtw(torch.from_numpy(x), torch.from_numpy(y), 0.5).numpy(),
+                deer.gru(xs, None, *weights, method="deer")[0])
+
+    want = work()
+    got, errors = [], []
+
+    def run():
+        try:
+            for _ in range(3):
+                got.append(work())
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(got) == 12
+    for answer in got:
+        for a, b in zip(answer, want):
+            assert np.array_equal(a, b)
+
+
+def test_jax_calls_on_xla_threads():
+    """jax.jit on the CPU runs a call whose inputs are still being computed
+    on one of XLA's threads once they are ready: DEER and Sinkhorn values
+    and gradients from such calls equal those of calls on ready inputs."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    import softwave.jax as swj
+
+    if not swj.uses_ffi("cpu"):
+        pytest.skip("softwave.jax calls the core through pure_callback here")
+    jax_cpu = jax.devices("cpu")[0]
+
+    def inputs():
+        keys = jax.random.split(jax.random.PRNGKey(3), 5)
+        shapes = ((12, 3), (12, 4), (12,), (12,))
+        weights = tuple(jax.random.uniform(k, s, jnp.float32, -0.5, 0.5) for k, s in zip(keys[1:], shapes))
+        return jax.random.normal(keys[0], (2, 300, 3), jnp.float32), weights
+
+    def deer_loss(x, w):
+        return jnp.mean(jnp.square(swj.deer_gru(x, None, *w, method="deer").y))
+
+    def ot_loss(x, w):
+        y = jnp.broadcast_to(w[0], (x.shape[0],) + w[0].shape)
+        return swj.sinkhorn(x, y, epsilon=0.5, tolerance=0.0, max_iterations=20).value.sum()
+
+    with jax.default_device(jax_cpu):
+        for loss in (deer_loss, ot_loss):
+            program = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
+            ready = jax.block_until_ready(inputs())
+            want = jax.block_until_ready(program(*ready))
+            for _ in range(5):
+                got = jax.block_until_ready(program(*inputs()))
+                assert all(np.array_equal(a, b) for a, b in zip(jax.tree_util.tree_leaves(got),
+                                                                 jax.tree_util.tree_leaves(want)))

@@ -270,6 +270,8 @@ void with_space(const Settings& settings, const Borrowed& first,
         return run(space, float16{});
     }
   };
+  // Any thread may call (a Python thread, XLA's CPU threads for JAX).
+  compat::HostThreadGuard const host_thread(first.device == Device::cpu);
   if (first.device == Device::cpu) {
     run_typed(Kokkos::DefaultHostExecutionSpace());
     return;
@@ -1019,7 +1021,10 @@ void deer_rnn(const std::string& operation, const DeerSettings& settings,
 }
 
 void initialize() {
-  if (Kokkos::is_initialized()) return;
+  if (Kokkos::is_initialized()) {
+    compat::remember_host_thread();  // started by another library here
+    return;
+  }
   kokkos_started_here = true;
   // Kokkos 3.x prints its start-up warnings (e.g. OMP_PROC_BIND unset) to
   // stdout, which belongs to the user's program.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <mutex>
 #include <string>
 #ifdef KOKKOS_ENABLE_OPENMP
 #include <omp.h>
@@ -15,6 +16,11 @@
 #define SOFTWAVE_KOKKOS_MATH Kokkos
 #else
 #define SOFTWAVE_KOKKOS_MATH Kokkos::Experimental
+#endif
+// Kokkos 3's OpenMP backend marks the thread that initialised it with a
+// thread-local pointer and dispatches only from a thread so marked.
+#if KOKKOS_VERSION < 40000 && defined(KOKKOS_ENABLE_OPENMP)
+#define SOFTWAVE_KOKKOS_HOST_THREAD_MARK 1
 #endif
 
 namespace softwave::compat {
@@ -50,6 +56,63 @@ auto light_weight(const Policy& policy) {
   return Kokkos::Experimental::require(
       policy, Kokkos::Experimental::WorkItemProperty::HintLightWeight);
 }
+
+// Calls from threads other than the one that initialised Kokkos: a Python
+// thread, or XLA's CPU threads running JAX's calls once their inputs are
+// ready. Kokkos 3 runs host work from the initialising thread alone (its
+// OpenMP backend refuses any other: "in parallel or not initialized") and
+// one call at a time; Kokkos 4 takes kernels from any thread and serialises
+// them itself. Under Kokkos 3 a HostThreadGuard, held around a call, takes a
+// process-wide lock (`serialise`: for calls whose work runs on the host) and
+// lends a calling thread without the mark the initialising thread's for the
+// call, so that host views can be made and host kernels run (unlocked, for
+// a device call, only its host views' initialisation runs there). Under
+// Kokkos 4 and 5 it does nothing. remember_host_thread() records the mark
+// on the initialising thread: initialize() calls it, and a front end that
+// finds Kokkos already started calls it there.
+namespace detail {
+#ifdef SOFTWAVE_KOKKOS_HOST_THREAD_MARK
+inline Kokkos::Impl::OpenMPExec* host_thread_mark = nullptr;
+#endif
+#if KOKKOS_VERSION < 40000
+inline std::mutex host_calls;
+#endif
+}  // namespace detail
+
+inline void remember_host_thread() {
+#ifdef SOFTWAVE_KOKKOS_HOST_THREAD_MARK
+  if (Kokkos::Impl::t_openmp_instance)
+    detail::host_thread_mark = Kokkos::Impl::t_openmp_instance;
+#endif
+}
+
+class HostThreadGuard {
+ public:
+  explicit HostThreadGuard(bool serialise) {
+#if KOKKOS_VERSION < 40000
+    if (serialise) lock_ = std::unique_lock<std::mutex>(detail::host_calls);
+#else
+    (void)serialise;
+#endif
+#ifdef SOFTWAVE_KOKKOS_HOST_THREAD_MARK
+    if (!Kokkos::Impl::t_openmp_instance && detail::host_thread_mark) {
+      Kokkos::Impl::t_openmp_instance = detail::host_thread_mark;
+      lent_ = true;
+    }
+#endif
+  }
+  ~HostThreadGuard() {
+#ifdef SOFTWAVE_KOKKOS_HOST_THREAD_MARK
+    if (lent_) Kokkos::Impl::t_openmp_instance = nullptr;
+#endif
+  }
+  HostThreadGuard(const HostThreadGuard&) = delete;
+  HostThreadGuard& operator=(const HostThreadGuard&) = delete;
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  bool lent_ = false;
+};
 
 // Initialisation settings: InitArguments (3.x) became InitializationSettings
 // (3.7+, the only form in 4.x). num_threads <= 0 keeps Kokkos' default.
@@ -106,6 +169,7 @@ inline void initialize(int num_threads, bool quiet = false,
 #endif
   Kokkos::initialize(arguments);
 #endif
+  remember_host_thread();
 }
 
 // A Kokkos Tools region for a scope, which profilers show around the
