@@ -355,16 +355,23 @@ def _module_classes():
                 for p in self.parameters():
                     p.uniform_(-bound, bound)
 
-        def _projections(self, x):
-            """B x + b per head, by torch's batched matrix product (the core's
-            projection kernel would take the heads' block-diagonal W_ih
-            whole): (…, T, 3, H), gate v's unit h·(H/heads) + j."""
+        def _projections(self, x, weight, bias):
+            """weight x + bias per head (weight and bias shaped as B and b), by
+            torch's matrix products (the core's projection kernel would take
+            the heads' block-diagonal W_ih whole): (…, T, 3·H), gate v's unit
+            h·(H/heads) + j at v·H + h·(H/heads) + j. One head: one product
+            with the bias added in it, since every torch operation costs the
+            host more than these products cost the device."""
+            m = x.shape[-1]
+            if self.num_heads == 1:
+                p = torch.addmm(bias.reshape(-1), x.reshape(-1, m), weight[0].reshape(m, -1))
+                return p.reshape(*x.shape[:-1], -1)
             heads = x.reshape(*x.shape[:-1], self.num_heads, -1)
-            p = torch.einsum("...hi,hivj->...vhj", heads, self.B)
-            return p.reshape(*x.shape[:-1], 3, self.hidden_size) + self.b
+            p = torch.einsum("...hi,hivj->...vhj", heads, weight)
+            return (p.reshape(*x.shape[:-1], 3, self.hidden_size) + bias).flatten(-2)
 
         def _run(self, p, h0, lengths, weight_hh, peephole=None):
-            y, self.last_report = rnn(p.flatten(-2), h0, None, weight_hh, cell=self.cell, lengths=lengths,
+            y, self.last_report = rnn(p, h0, None, weight_hh, cell=self.cell, lengths=lengths,
                                       peephole=peephole, **self.options)
             return y
 
@@ -377,12 +384,28 @@ def _module_classes():
 
         cell = "gru"
 
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            # ParaRNN's gates (z, r, h) as PyTorch's (r, z, n), z negated
+            # (σ(−a) = 1 − σ(a)): applied to the parameters, which are smaller
+            # than the projections. Buffers, so that they follow the module's
+            # device and dtype, left out of its state dict.
+            p = self.A
+            self.register_buffer("_gate_order", torch.tensor([1, 0, 2], device=p.device), persistent=False)
+            self.register_buffer("_gate_sign", torch.tensor([[1.0], [-1.0], [1.0]], device=p.device,
+                                                            dtype=p.dtype), persistent=False)
+
+        def _pytorch_gates(self):
+            """B, b and A in PyTorch's gate order and signs: (weight, bias,
+            weight_hh (3·H, 1))."""
+            order, sign = self._gate_order, self._gate_sign
+            weight = self.B.index_select(2, order) * sign
+            bias = self.b.index_select(0, order) * sign
+            return weight, bias, (self.A.index_select(0, order) * sign).reshape(-1, 1)
+
         def forward(self, x, h0=None, lengths=None):
-            # ParaRNN's gates (z, r, h) as PyTorch's (r, z, n).
-            p = self._projections(x)
-            p = torch.stack((p[..., 1, :], -p[..., 0, :], p[..., 2, :]), -2)
-            weight_hh = torch.cat((self.A[1], -self.A[0], self.A[2]))[:, None]
-            return self._run(p, h0, lengths, weight_hh)
+            weight, bias, weight_hh = self._pytorch_gates()
+            return self._run(self._projections(x, weight, bias), h0, lengths, weight_hh)
 
     class ParaLSTM(_ParaRecurrent):
         """ParaRNN's LSTM (cell="cifg_lstm", softwave/deer.hpp): gates f, o, c,
@@ -394,8 +417,8 @@ def _module_classes():
         cell = "cifg_lstm"
 
         def forward(self, x, state=None, lengths=None):
-            y = self._run(self._projections(x), _joined_state(state), lengths, self.A.reshape(-1, 1),
-                          self.C.reshape(-1))
+            y = self._run(self._projections(x, self.B, self.b), _joined_state(state), lengths,
+                          self.A.reshape(-1, 1), self.C.reshape(-1))
             return y[..., :self.hidden_size]
 
     return GRU, LSTM, ParaGRU, ParaLSTM
