@@ -140,6 +140,39 @@ def test_sinkhorn_value_and_gradients_under_jit(rng):
         np.testing.assert_allclose(grads[which], tensors[which].grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
+def test_gradients_of_some_inputs_equal_those_of_all(rng):
+    """Differentiated w.r.t. some inputs only (JAX's symbolic zeros tell the
+    core which gradients to compute), Sinkhorn's and DEER's gradients equal
+    the same entries of the gradients w.r.t. every input."""
+    x, y = rng.standard_normal((2, 14, 3)), rng.standard_normal((2, 11, 3))
+    a, b = _weights(rng, 2, 14), _weights(rng, 2, 11)
+
+    def ot_loss(*args):
+        return swj.sinkhorn(*args, **_OT).value.sum()
+
+    every = jax.jit(jax.grad(ot_loss, argnums=(0, 1, 2, 3)))(x, y, a, b)
+    for argnums in [(0,), (1,), (3,), (0, 2)]:
+        some = jax.jit(jax.grad(ot_loss, argnums=argnums))(x, y, a, b)
+        for k, got in zip(argnums, some):
+            np.testing.assert_array_equal(got, every[k])
+    B, T, m, H = 2, 30, 2, 3
+    w = _cell_weights(rng, "gru", m, H)
+    xs = rng.standard_normal((B, T, m))
+    weight = rng.standard_normal((B, T, H))
+
+    def deer_loss(*args):
+        return (swj.deer_rnn(args[0], None, *args[1:], cell="gru", method="deer").y * weight).sum()
+
+    every = jax.jit(jax.grad(deer_loss, argnums=(0, 1, 2, 3, 4)))(xs, *w)
+    for argnums in [(0,), (2,), (1, 4)]:
+        some = jax.jit(jax.grad(deer_loss, argnums=argnums))(xs, *w)
+        for k, got in zip(argnums, some):
+            np.testing.assert_array_equal(got, every[k])
+    # A loss of the potentials alone, which carry no gradient: zeros.
+    none = jax.jit(jax.grad(lambda x: swj.sinkhorn(x, y, a, b, **_OT).f.sum()))(x)
+    assert not np.asarray(none).any()
+
+
 def test_sinkhorn_on_a_cost_matrix(rng):
     """A cost matrix's value equals softwave.ot's, and its gradient is the plan."""
     C = rng.uniform(0, 2, (2, 9, 12))

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
 
 from . import _core, _engine
 from . import numpy as _swn
@@ -451,11 +452,30 @@ def _ot_solve_shapes(names, arrays):
             for name, shape in zip(_OT_SOLVE, shapes)]
 
 
+@jax.tree_util.register_pytree_node_class
+class _Static:
+    """A hashable Python value carried in a custom_vjp's residuals (as
+    pytree structure, not as an array)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def tree_flatten(self):
+        return (), self.value
+
+    @classmethod
+    def tree_unflatten(cls, value, children):
+        return cls(value)
+
+
 def _named_vjp(run, backward):
     """run(settings, names, *arrays) (settings and names static) as a
-    custom_vjp whose backward(settings, names, arrays, outputs, cotangents)
-    returns the arrays' cotangents; its forward pass refuses to be
-    differentiated (first derivatives only)."""
+    custom_vjp whose backward(settings, names, arrays, outputs, cotangents,
+    wanted) returns the arrays' cotangents, None where wanted (one bool an
+    array, from JAX's symbolic zeros) says the array is not being
+    differentiated: the core then computes no gradient that nobody reads
+    (a Sinkhorn loss against a fixed target needs one side's). Its forward
+    pass refuses to be differentiated (first derivatives only)."""
     first_order = _first_order_only(nondiff_argnums=(0, 1))(run)
 
     @partial(jax.custom_vjp, nondiff_argnums=(0, 1))
@@ -463,26 +483,38 @@ def _named_vjp(run, backward):
         return run(settings, names, *arrays)
 
     def forward(settings, names, *arrays):
-        outputs = first_order(settings, names, *arrays)
-        return outputs, (arrays, outputs)
+        values = tuple(a.value for a in arrays)
+        outputs = first_order(settings, names, *values)
+        return outputs, (values, outputs, _Static(tuple(bool(a.perturbed) for a in arrays)))
 
     def reverse(settings, names, residuals, cotangents):
-        return backward(settings, names, *residuals, cotangents)
+        arrays, outputs, wanted = residuals
+        return backward(settings, names, arrays, outputs, cotangents, wanted.value)
 
-    function.defvjp(forward, reverse)
+    function.defvjp(forward, reverse, symbolic_zeros=True)
     return function
 
 
-@_first_order_only(nondiff_argnums=(0, 1))
-def _ot_gradients(settings, names, f, g, grad_value, *arrays):
-    results = [("grad_" + name, jax.ShapeDtypeStruct(a.shape, a.dtype)) for name, a in zip(names, arrays)]
+def _wanted_gradients(gradients, wanted):
+    """The backward's cotangents: the core's `gradients` (one per wanted
+    array, in order) and None for the others."""
+    gradients = iter(gradients)
+    return tuple(next(gradients) if w else None for w in wanted)
+
+
+@_first_order_only(nondiff_argnums=(0, 1, 2))
+def _ot_gradients(settings, names, wanted, f, g, grad_value, *arrays):
+    results = [("grad_" + name, jax.ShapeDtypeStruct(a.shape, a.dtype))
+               for name, a, w in zip(names, arrays, wanted) if w]
     return _ot_run(settings, "gradients", names + ("f", "g", "grad_output"), arrays + (f, g, grad_value), results)
 
 
-def _ot_solve_backward(settings, names, arrays, outputs, cotangents):
+def _ot_solve_backward(settings, names, arrays, outputs, cotangents, wanted):
     f, g = outputs[0], outputs[1]
     grad_value = cotangents[_OT_SOLVE.index("value")]
-    return tuple(_ot_gradients(settings, names, f, g, grad_value, *arrays))
+    if isinstance(grad_value, SymbolicZero) or not any(wanted):
+        return (None,) * len(arrays)
+    return _wanted_gradients(_ot_gradients(settings, names, wanted, f, g, grad_value, *arrays), wanted)
 
 
 _ot_solve = _named_vjp(lambda settings, names, *arrays: _ot_run(settings, "solve", names, arrays,
@@ -616,17 +648,19 @@ def _deer_forward_run(settings, names, *arrays):
     return _deer_run(settings, "forward", names, arrays, results)
 
 
-@_first_order_only(nondiff_argnums=(0, 1))
-def _deer_gradients(settings, names, y, grad_y, *arrays):
+@_first_order_only(nondiff_argnums=(0, 1, 2))
+def _deer_gradients(settings, names, wanted, y, grad_y, *arrays):
     results = [("grad_" + name, jax.ShapeDtypeStruct(a.shape, a.dtype))
-               for name, a in zip(names, arrays) if name != "lengths"]
+               for name, a, w in zip(names, arrays, wanted) if w]
     return _deer_run(settings, "gradients", names + ("y", "grad_y"), arrays + (y, grad_y), results)
 
 
-def _deer_backward(settings, names, arrays, outputs, cotangents):
-    y = outputs[0]
-    grads = iter(_deer_gradients(settings, names, y, cotangents[0].astype(y.dtype), *arrays))
-    return tuple(None if name == "lengths" else next(grads) for name in names)
+def _deer_backward(settings, names, arrays, outputs, cotangents, wanted):
+    y, grad_y = outputs[0], cotangents[0]
+    wanted = tuple(w and name != "lengths" for name, w in zip(names, wanted))
+    if isinstance(grad_y, SymbolicZero) or not any(wanted):
+        return (None,) * len(arrays)
+    return _wanted_gradients(_deer_gradients(settings, names, wanted, y, grad_y.astype(y.dtype), *arrays), wanted)
 
 
 _deer = _named_vjp(_deer_forward_run, _deer_backward)
