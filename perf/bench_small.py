@@ -112,7 +112,9 @@ def peers():
     return found
 
 
-def jax_step(b, n, d):
+def jax_on_gpu():
+    """(jax, jax.numpy, softwave.jax) where JAX runs on a GPU and softwave
+    calls the core there as XLA FFI targets; else None."""
     try:
         import jax
         import jax.numpy as jnp
@@ -122,6 +124,14 @@ def jax_step(b, n, d):
         return None
     if jax.default_backend() != "gpu" or not swj.uses_ffi():
         return None
+    return jax, jnp, swj
+
+
+def jax_step(b, n, d):
+    found = jax_on_gpu()
+    if found is None:
+        return None
+    jax, jnp, swj = found
     key = jax.random.PRNGKey(0)
     x = jax.random.normal(key, (b, n, d), jnp.float32)
     y = jax.random.normal(jax.random.PRNGKey(1), (b, n, d), jnp.float32)

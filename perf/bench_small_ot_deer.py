@@ -19,6 +19,14 @@ reading back, max_iter set to the most iterations eager took on the same
 data (recorded, with the largest difference between the graph's states and
 eager's). Timing as in perf/bench_small.py (CUDA events around batches of
 back-to-back steps, median over batches).
+
+JAX, where it runs on the GPU: ``jax.jit(jax.value_and_grad(...))`` of the
+same losses through softwave.jax (the core as XLA FFI targets on XLA's
+stream): Sinkhorn's summed values w.r.t. x; DEER's mean squared states
+w.r.t. the weights, ``deer_gru`` with PyTorch's layouts (for ParaGRU's rows
+the GRU with diagonal hidden weights, which is ParaGRU's cell with one
+head, its input projection done by the core). Host-timed as in
+perf/bench_small.py.
 """
 
 import argparse
@@ -27,7 +35,7 @@ import json
 import sys
 
 import torch
-from bench_small import per_step_ms
+from bench_small import jax_ms, jax_on_gpu, per_step_ms
 
 import softwave.deer as deer
 import softwave.ot as ot
@@ -66,6 +74,38 @@ def sinkhorn_core(x, y, iterations):
     return step
 
 
+def jax_sinkhorn_step(b, n, d, iterations):
+    found = jax_on_gpu()
+    if found is None:
+        return None
+    jax, jnp, swj = found
+    x = jax.random.normal(jax.random.PRNGKey(0), (b, n, d), jnp.float32)
+    y = jax.random.normal(jax.random.PRNGKey(1), (b, n, d), jnp.float32)
+    program = jax.jit(jax.value_and_grad(
+        lambda a: swj.sinkhorn(a, y, epsilon=0.1, tolerance=0.0, max_iterations=iterations).value.sum()))
+    return (lambda: program(x)), jax
+
+
+def jax_deer_step(layer, b, t, m, hidden):
+    found = jax_on_gpu()
+    if found is None:
+        return None
+    jax, jnp, swj = found
+    diagonal = layer == "ParaGRU"
+    keys = jax.random.split(jax.random.PRNGKey(0), 5)
+    bound = hidden ** -0.5
+    shapes = ((3 * hidden, m), (3 * hidden, 1 if diagonal else hidden), (3 * hidden,), (3 * hidden,))
+    weights = tuple(jax.random.uniform(k, s, jnp.float32, -bound, bound) for k, s in zip(keys[1:], shapes))
+    x = jax.random.normal(keys[0], (b, t, m), jnp.float32)
+    options = {"method": "deer", "diagonal": diagonal, "jacobian": "diagonal" if diagonal else "full"}
+
+    def loss(w):
+        return jnp.mean(jnp.square(swj.deer_gru(x, None, *w, **options).y))
+
+    program = jax.jit(jax.value_and_grad(loss))
+    return (lambda: program(weights)), jax
+
+
 def graph_of(step):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
@@ -97,7 +137,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="bench-small-ot-deer.json")
     parser.add_argument("--only", choices=("sinkhorn", "deer"), help="one family's rows")
-    parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variants of DEER")
+    parser.add_argument("--no-compile", action="store_true", help="leave out the torch.compile variants")
+    parser.add_argument("--layer", choices=("ParaGRU", "GRU"), help="one DEER layer's rows")
     args = parser.parse_args()
     torch.manual_seed(0)
     rows = []
@@ -108,18 +149,24 @@ def main():
         row["core_ms"] = per_step_ms(sinkhorn_core(x.detach(), y, iterations))
         row["eager_ms"] = per_step_ms(sinkhorn_step(sinkhorn_value, x, y, iterations))
         row["graph_ms"] = per_step_ms(graph_of(sinkhorn_step(sinkhorn_value, x, y, iterations)))
-        torch._dynamo.reset()
-        compiled = torch.compile(sinkhorn_value, fullgraph=True)
-        row["compiled_ms"] = per_step_ms(sinkhorn_step(compiled, x, y, iterations))
-        torch._dynamo.reset()
-        graphed = torch.compile(sinkhorn_value, fullgraph=True, mode="reduce-overhead")
-        row["compiled_graphs_ms"] = per_step_ms(sinkhorn_step(graphed, x, y, iterations))
-        torch._dynamo.reset()
-        trivial = torch.compile(lambda a, c, _: a * c, fullgraph=True, mode="reduce-overhead")
-        row["torch_compiled_floor_ms"] = per_step_ms(sinkhorn_step(trivial, x, y, iterations))
+        found = jax_sinkhorn_step(b, n, d, iterations)
+        row["jax_ms"] = jax_ms(*found, per_batch=20) if found else None
+        row["compiled_ms"] = row["compiled_graphs_ms"] = row["torch_compiled_floor_ms"] = None
+        if not args.no_compile:
+            torch._dynamo.reset()
+            compiled = torch.compile(sinkhorn_value, fullgraph=True)
+            row["compiled_ms"] = per_step_ms(sinkhorn_step(compiled, x, y, iterations))
+            torch._dynamo.reset()
+            graphed = torch.compile(sinkhorn_value, fullgraph=True, mode="reduce-overhead")
+            row["compiled_graphs_ms"] = per_step_ms(sinkhorn_step(graphed, x, y, iterations))
+            torch._dynamo.reset()
+            trivial = torch.compile(lambda a, c, _: a * c, fullgraph=True, mode="reduce-overhead")
+            row["torch_compiled_floor_ms"] = per_step_ms(sinkhorn_step(trivial, x, y, iterations))
         rows.append(row)
         print(json.dumps(row), flush=True)
     for layer, b, t, m, hidden in DEER_SHAPES if args.only != "sinkhorn" else []:
+        if args.layer and layer != args.layer:
+            continue
         x = torch.randn(b, t, m, device="cuda")
         module = getattr(deer, layer)(m, hidden, method="deer").cuda()
         row = {"family": "deer", "layer": layer, "B": b, "T": t, "inputs": m, "hidden": hidden}
@@ -127,6 +174,8 @@ def main():
         with torch.no_grad():
             eager_y = states(module, x)
         row["eager_iterations"] = max(module.last_report.iterations)
+        found = jax_deer_step(layer, b, t, m, hidden)
+        row["jax_ms"] = jax_ms(*found, per_batch=20) if found else None
         # A copy of the layer for the capture: the eager steps made the
         # parameters' gradient accumulators on the default stream, and a
         # capture on the side stream would have to wait on it.
@@ -139,37 +188,39 @@ def main():
             replay_of_forward = graph_of(lambda: graph_y.copy_(states(captured, x)))
             replay_of_forward()
             row["graph_max_dy"] = float((graph_y - eager_y).abs().max())
-        if args.no_compile:
-            row["compiled_ms"] = None
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            continue
-        torch._dynamo.reset()
-        try:
-            row["compiled_ms"] = per_step_ms(deer_step(torch.compile(module, fullgraph=True), x), batches=5)
-        except Exception as e:  # noqa: BLE001 - reported; the eager figure stands
-            row["compiled_ms"] = None
-            print(f"deer compile failed at {b}/{t}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+        row["compiled_ms"] = None
+        if not args.no_compile:
+            torch._dynamo.reset()
+            try:
+                row["compiled_ms"] = per_step_ms(deer_step(torch.compile(module, fullgraph=True), x), batches=5)
+            except Exception as e:  # noqa: BLE001 - reported; the eager figure stands
+                row["compile_failed"] = True
+                print(f"deer compile failed at {b}/{t}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
         rows.append(row)
         print(json.dumps(row), flush=True)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
     with open(args.out, "w") as f:
         json.dump(meta, f, indent=1)
+    def ms(value):
+        return "–" if value is None else f"{value:.3f}"
+
     print("| Sinkhorn B/N/d, iterations | core ms | eager ms | compiled ms | compiled, reduce-overhead ms "
-          "| CUDA graph ms | torch's compiled floor ms |")
-    print("|---|---|---|---|---|---|---|")
+          "| CUDA graph ms | JAX jit ms | torch's compiled floor ms |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["family"] == "sinkhorn":
             print(f"| {r['B']}/{r['N']}/{r['d']}, {r['iterations']} | {r['core_ms']:.3f} | {r['eager_ms']:.3f} "
-                  f"| {r['compiled_ms']:.3f} | {r['compiled_graphs_ms']:.3f} | {r['graph_ms']:.3f} "
-                  f"| {r['torch_compiled_floor_ms']:.3f} |")
-    print("| DEER layer B/T/inputs/hidden | eager ms | compiled ms | CUDA graph ms (max_iter) | graph vs eager |")
-    print("|---|---|---|---|---|")
+                  f"| {ms(r['compiled_ms'])} | {ms(r['compiled_graphs_ms'])} | {r['graph_ms']:.3f} "
+                  f"| {ms(r['jax_ms'])} | {ms(r['torch_compiled_floor_ms'])} |")
+    print("| DEER layer B/T/inputs/hidden | eager ms | compiled ms | CUDA graph ms (max_iter) | graph vs eager "
+          "| JAX jit ms |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
         if r["family"] == "deer":
-            compiled = "failed" if r["compiled_ms"] is None else f"{r['compiled_ms']:.3f}"
-            print(f"| {r['layer']} {r['B']}/{r['T']}/{r['inputs']}/{r['hidden']} | {r['eager_ms']:.3f} | {compiled} "
-                  f"| {r['graph_ms']:.3f} ({r['eager_iterations']}) | {r['eager_ms'] / r['graph_ms']:.2f}× |")
+            print(f"| {r['layer']} {r['B']}/{r['T']}/{r['inputs']}/{r['hidden']} | {r['eager_ms']:.3f} "
+                  f"| {'failed' if r.get('compile_failed') else ms(r['compiled_ms'])} "
+                  f"| {r['graph_ms']:.3f} ({r['eager_iterations']}) "
+                  f"| {r['eager_ms'] / r['graph_ms']:.2f}× | {ms(r['jax_ms'])} |")
 
 
 if __name__ == "__main__":
