@@ -371,10 +371,12 @@ struct MaxCostVisitor : PlainVisitor<T> {
 
 // Σ_j w_ij Z_j over a chunk of Z's columns, w_ij = exp(s_ij − LSE_i) (the
 // row of π normalised to 1), handed to epilogue(b, i, k, sum_k) for the
-// chunk's columns k0 + k.
-template <class T, class Space, class Epilogue>
+// chunk's columns k0 + k. Each pass recomputes every pair's cost, so Z's
+// columns go in as few chunks as the row state's registers allow
+// (weighted_rows chooses Chunk).
+template <class T, class Space, class Epilogue, int Chunk>
 struct WeightedVisitor {
-  static constexpr int chunk = 8;
+  static constexpr int chunk = Chunk;
   struct State {
     T lse;
     T acc[chunk];
