@@ -201,6 +201,7 @@ def main():
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
     with open(args.out, "w") as f:
         json.dump(meta, f, indent=1)
+
     def ms(value):
         return "–" if value is None else f"{value:.3f}"
 
