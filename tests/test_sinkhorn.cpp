@@ -664,6 +664,141 @@ TYPED_TEST(Sinkhorn, MeasurementsMatchFloat64) {
     }
 }
 
+// The plan's products (plan_v = π v, plan_t_u = πᵀu with m value columns;
+// 70 is more than one pass of the CUDA-specialised sums) and the gradients
+// w.r.t. positions (points: 2c Σ_j π_ij (x_i − y_j); a low-rank cost:
+// −Σ_j π_ij q_j and −Σ_i π_ij p_i) on every kernel, against float64 sums
+// over the dense plan of the given potentials; d from 1 to 64 and ranks 3
+// to 100 (the specialised sums take up to 64, the portable passes above).
+TYPED_TEST(Sinkhorn, PlanProductsAndGradientsMatchFloat64) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 2, n = 560, k = 530;
+  struct Case {
+    Form form;
+    int d, m;
+  };
+  std::vector<Case> const cases = {
+      {Form::points, 1, 5},    {Form::points, 3, 70},   {Form::points, 16, 1},
+      {Form::points, 24, 20},  {Form::points, 64, 5},   {Form::low_rank, 3, 17},
+      {Form::low_rank, 40, 5}, {Form::low_rank, 100, 2}};
+  for (auto kernel : kernels<T, Space>())
+    for (Case const& c : cases) {
+      Form const form = c.form;
+      int const d = c.d, m = c.m;
+      SCOPED_TRACE(::testing::Message()
+                   << "kernel " << int(kernel) << " form " << int(form) << " d "
+                   << d << " m " << m);
+      double const eps = 0.02 * d;
+      auto const pr = random_problems<T>(rng, B, n, k, d, 0.5);
+      DeviceProblems<T, Space> dev(space, pr);
+      softwave::SinkhornOptions o;
+      o.epsilon = eps;
+      o.tolerance = 0;
+      o.max_iterations = 3;  // potentials far from converged
+      o.kernel = kernel;
+      auto random_values = [&](int rows) {
+        Batch values = swt::random_batch(rng, B, rows, m, -1.0, 1.0);
+        swt::round_to<T>(values);
+        return values;
+      };
+      Batch const v = random_values(k), u = random_values(n);
+      // The whole check for one public form (points or low_rank).
+      auto check = [&](const auto& costs) {
+        auto const s = solve(space, costs, dev.marginals(), B, n, k, o);
+        std::vector<double> plan(std::size_t(B) * n * k);
+        for (int q = 0; q < B; ++q)
+          for (int i = 0; i < n; ++i)
+            for (int j = 0; j < k; ++j) {
+              std::size_t const at = (std::size_t(q) * n + i) * k + j;
+              plan[at] =
+                  pr.a[q * n + i] * pr.b[q * k + j] *
+                  std::exp((s.f[q * n + i] + s.g[q * k + j] - pr.cost[at]) /
+                           eps);
+            }
+        // Σ_j π_ij Z_jc (rows) or Σ_i π_ij Z_ic (columns), for Z of `width`
+        // columns given by z(q, row, c).
+        auto products = [&](bool rows, int width, auto z) {
+          int const own = rows ? n : k, other = rows ? k : n;
+          std::vector<double> out(std::size_t(B) * own * width, 0);
+          for (int q = 0; q < B; ++q)
+            for (int i = 0; i < own; ++i)
+              for (int j = 0; j < other; ++j) {
+                double const pij =
+                    plan[(std::size_t(q) * n + (rows ? i : j)) * k +
+                         (rows ? j : i)];
+                for (int c2 = 0; c2 < width; ++c2)
+                  out[(std::size_t(q) * own + i) * width + c2] +=
+                      pij * z(q, i, j, c2);
+              }
+          return out;
+        };
+        double const rtol = std::is_same_v<T, double> ? 1e-10
+                            : form == Form::low_rank  ? 1e-3
+                                                      : 1e-4;
+
+        softwave::PlanQueries<T, Space> qs;
+        qs.v = swt::to_device<T>(space, v);
+        qs.u = swt::to_device<T>(space, u);
+        qs.plan_v = V3<T, Space>("plan_v", B, n, m);
+        qs.plan_t_u = V3<T, Space>("plan_t_u", B, k, m);
+        auto const f = to_device2<T, Space>(s.f, B, n);
+        auto const g = to_device2<T, Space>(s.g, B, k);
+        softwave::sinkhorn_plan_queries(space, costs, dev.marginals(),
+                                        V2<const T, Space>(f),
+                                        V2<const T, Space>(g), qs, o);
+        EXPECT_TRUE(swt::near_arrays(
+            swt::to_host(qs.plan_v),
+            products(true, m,
+                     [&](int q, int, int j, int c2) { return v(q, j, c2); }),
+            rtol, 0, "plan_v"));
+        EXPECT_TRUE(swt::near_arrays(
+            swt::to_host(qs.plan_t_u),
+            products(false, m,
+                     [&](int q, int, int i, int c2) { return u(q, i, c2); }),
+            rtol, 0, "plan_t_u"));
+
+        softwave::SinkhornGradients<T, Space> grads;
+        V3<T, Space> const rows("grad_rows", B, n, d),
+            columns("grad_columns", B, k, d);
+        double const c2x = 2 * pr.half;  // ∂C/∂x = 2c(x − y); p = 2c x
+        std::vector<double> want_rows, want_columns;
+        if (form == Form::points) {
+          grads.grad_x = rows;
+          grads.grad_y = columns;
+          want_rows = products(true, d, [&](int q, int i, int j, int e) {
+            return c2x * (pr.x(q, i, e) - pr.y(q, j, e));
+          });
+          want_columns = products(false, d, [&](int q, int j, int i, int e) {
+            return c2x * (pr.y(q, j, e) - pr.x(q, i, e));
+          });
+        } else {
+          grads.grad_p = rows;
+          grads.grad_q = columns;
+          want_rows = products(true, d, [&](int q, int, int j, int e) {
+            return -pr.y(q, j, e);
+          });
+          want_columns = products(false, d, [&](int q, int, int i, int e) {
+            return -double(T(c2x * pr.x(q, i, e)));
+          });
+        }
+        softwave::sinkhorn_gradients(space, costs, dev.marginals(),
+                                     V2<const T, Space>(f),
+                                     V2<const T, Space>(g), grads, o);
+        EXPECT_TRUE(swt::near_arrays(swt::to_host(rows), want_rows, rtol, 0,
+                                     "gradient of the rows' positions"));
+        EXPECT_TRUE(swt::near_arrays(swt::to_host(columns), want_columns, rtol,
+                                     0, "gradient of the columns' positions"));
+      };
+      if (form == Form::points)
+        check(dev.points());
+      else
+        check(dev.low_rank());
+    }
+}
+
 // Gradients of the value against central differences of re-solved values.
 TYPED_TEST(Sinkhorn, GradientsMatchFiniteDifferences) {
   using Space = typename TypeParam::space;

@@ -7,6 +7,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cfloat>
 #include <stdexcept>
 #include <string>
@@ -931,17 +933,155 @@ __global__ void __launch_bounds__(kFinishWarps * 32)
   }
 }
 
+// The weighted sums' kernels (updates.hpp, Weighted): compiled for the
+// measurement's padded D and a chunk of M = max(D, 16) columns of the
+// values (the gradient's values are the columns' own points, D of them),
+// with register room for R rows' coordinates and sums.
+template <int D>
+constexpr int kWeightedChunk = D < 16 ? 16 : D;
+template <int D>
+constexpr int kWeightedRows = D + kWeightedChunk<D> <= 32   ? 4
+                              : D + kWeightedChunk<D> <= 64 ? 2
+                                                            : 1;
+// Columns a tile stages: coordinates and values within 40 KiB.
+template <int D>
+constexpr int kWeightedColumns =
+    D + kWeightedChunk<D> <= 80 ? kTile : kTile / 2;
+
+// Over item blockIdx.x's part of the columns: for each row and each value
+// column c of the chunk, Σ_j 2^(t_ij − lse_i·log₂e)·values_jc with t_ij the
+// measurement's (head_j − C_ij·log₂e/ε, each cost formed directly), into
+// partial[((b·parts + part)·M + c)·n + i].
+template <int D, int R, bool LowRank>
+__global__ void __launch_bounds__(kThreads)
+    weighted_sums(HalfIteration h, Weighted z, int first, Work w,
+                  float* partial) {
+  constexpr int M = kWeightedChunk<D>, kColumns = kWeightedColumns<D>;
+  __shared__ float4 tile[kColumns][D / 4];
+  __shared__ float4 values[kColumns][M / 4];
+  __shared__ float heads[kColumns], terms[kColumns];
+  std::int64_t const n = h.rows.n, k = h.columns.n;
+  std::int64_t const tiles = (k + kColumns - 1) / kColumns;
+  int const d = h.d, width = min(M, z.columns - first);
+  auto const [b, part, i0] = item_at(w, blockIdx.x, R * kThreads);
+  float const unit = kLog2e / epsilon_of(h, b);
+
+  float x[R][D], acc[R][M];
+  float base[R], row_term[R];
+  for (int r = 0; r < R; ++r) {
+    std::int64_t const i = i0 + threadIdx.x + r * kThreads;
+    float const* p = h.rows.points + (b * n + (i < n ? i : 0)) * d;
+    for (int q = 0; q < D; ++q) x[r][q] = i < n && q < d ? p[q] : 0.f;
+    base[r] = i < n ? -z.lse[b * z.lse_stride + i] * kLog2e : 0.f;
+    row_term[r] = LowRank && i < n ? own_term(h.rows, b, i) : 0.f;
+    for (int c = 0; c < M; ++c) acc[r][c] = 0.f;
+  }
+
+  std::int64_t const first_tile = part * w.tiles_per_part;
+  std::int64_t const last_tile = min(first_tile + w.tiles_per_part, tiles);
+  for (std::int64_t q = first_tile; q < last_tile; ++q) {
+    __syncthreads();  // the previous tile is no longer read
+    if (threadIdx.x < kColumns) {
+      std::int64_t const j = q * kColumns + threadIdx.x;
+      std::int64_t const at = b * k + (j < k ? j : 0);
+      float const* y = h.columns.points + at * d;
+      for (int e = 0; e < D / 4; ++e) {
+        float v[4];
+        for (int c = 0; c < 4; ++c)
+          v[c] = j < k && 4 * e + c < d ? y[4 * e + c] : 0.f;
+        tile[threadIdx.x][e] = make_float4(v[0], v[1], v[2], v[3]);
+      }
+      float const* zj = z.values + at * z.columns + first;
+      for (int e = 0; e < M / 4; ++e) {
+        float v[4];
+        for (int c = 0; c < 4; ++c)
+          v[c] = j < k && 4 * e + c < width ? zj[4 * e + c] : 0.f;
+        values[threadIdx.x][e] = make_float4(v[0], v[1], v[2], v[3]);
+      }
+      heads[threadIdx.x] = measured_head(h, b, j, unit);
+      if (LowRank) terms[threadIdx.x] = j < k ? own_term(h.columns, b, j) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int jj = 0; jj < kColumns; ++jj) {
+      float cost[R] = {};  // ‖x − y‖², or p·q
+      for (int e = 0; e < D / 4; ++e) {
+        float4 const y = tile[jj][e];
+        for (int r = 0; r < R; ++r) {
+          if constexpr (LowRank) {
+            cost[r] = fmaf(x[r][4 * e], y.x, cost[r]);
+            cost[r] = fmaf(x[r][4 * e + 1], y.y, cost[r]);
+            cost[r] = fmaf(x[r][4 * e + 2], y.z, cost[r]);
+            cost[r] = fmaf(x[r][4 * e + 3], y.w, cost[r]);
+          } else {
+            float const d0 = x[r][4 * e] - y.x, d1 = x[r][4 * e + 1] - y.y;
+            float const d2 = x[r][4 * e + 2] - y.z, d3 = x[r][4 * e + 3] - y.w;
+            cost[r] = fmaf(d0, d0, cost[r]);
+            cost[r] = fmaf(d1, d1, cost[r]);
+            cost[r] = fmaf(d2, d2, cost[r]);
+            cost[r] = fmaf(d3, d3, cost[r]);
+          }
+        }
+      }
+      float const head = heads[jj];
+      float weight[R];
+      for (int r = 0; r < R; ++r) {
+        float const c = LowRank ? (row_term[r] + terms[jj]) - cost[r]
+                                : h.cost_scale * cost[r];
+        weight[r] = exp2_approx(fmaf(-unit, c, head + base[r]));
+      }
+      for (int e = 0; e < M / 4; ++e) {
+        float4 const v = values[jj][e];
+        for (int r = 0; r < R; ++r) {
+          acc[r][4 * e] = fmaf(weight[r], v.x, acc[r][4 * e]);
+          acc[r][4 * e + 1] = fmaf(weight[r], v.y, acc[r][4 * e + 1]);
+          acc[r][4 * e + 2] = fmaf(weight[r], v.z, acc[r][4 * e + 2]);
+          acc[r][4 * e + 3] = fmaf(weight[r], v.w, acc[r][4 * e + 3]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    std::int64_t const i = i0 + threadIdx.x + r * kThreads;
+    if (i >= n) continue;
+    for (int c = 0; c < M; ++c)
+      partial[((b * w.parts + part) * M + c) * n + i] = acc[r][c];
+  }
+}
+
+// z.sums[(b·n + i)·columns + first + c] = the sum of row i's partials in
+// part order (one thread a row and value column, rows fastest).
+__global__ void __launch_bounds__(256)
+    weighted_finish(Weighted z, std::int64_t batch, std::int64_t n, int chunk,
+                    int first, int parts, const float* partial) {
+  std::int64_t const q = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (q >= batch * chunk * n) return;
+  std::int64_t const b = q / (chunk * n), i = q % n;
+  int const c = int(q / n % chunk);
+  if (first + c >= z.columns) return;
+  float sum = 0.f;
+  for (int p = 0; p < parts; ++p)
+    sum += partial[((b * parts + p) * chunk + c) * n + i];
+  z.sums[(b * n + i) * z.columns + first + c] = sum;
+}
+
 // How a pass is laid out: persistent blocks, as many as the device holds
 // at once, and about kItemsPerBlock items each, so that blocks that finish
 // early take more and no SM idles while others finish a last wave. Parts
 // cover at least two tiles.
 constexpr int kItemsPerBlock = 4;
 
+// The current device's SM count, asked of the runtime once per device: every
+// launch plan reads it (two hundred times in a 50-iteration solve).
 int multiprocessors() {
+  constexpr int kKnownDevices = 64;
+  static std::array<std::atomic<int>, kKnownDevices> known{};
   int device = 0, sms = 0;
   SOFTWAVE_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < kKnownDevices && (sms = known[device].load()) > 0) return sms;
   SOFTWAVE_CUDA_CHECK(
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (device < kKnownDevices) known[device].store(sms);
   return sms;
 }
 
@@ -1220,6 +1360,16 @@ void for_measurement(bool low_rank, int d, F&& f) {
     for_padded_features<false>(d, [&](auto D) { f(D, std::false_type()); });
 }
 
+// The weighted sums' items (a chunk's) and partials' floats for D.
+template <int D, bool LowRank>
+Work weighted_work(std::int64_t batch, std::int64_t n, std::int64_t k) {
+  constexpr int R = kWeightedRows<D>;
+  std::int64_t const slots =
+      std::int64_t(multiprocessors()) *
+      resident_blocks<weighted_sums<D, R, LowRank>>(kThreads);
+  return work_of(batch, n, k, R * kThreads, kWeightedColumns<D>, slots);
+}
+
 }  // namespace
 
 std::int64_t measurement_floats(std::int64_t batch, std::int64_t n,
@@ -1261,6 +1411,47 @@ void measure(cudaStream_t stream, const HalfIteration& h,
                       stream>>>(h, out, finish_blocks, l.w.parts, partial,
                                 partial_cost, shift);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+  });
+}
+
+std::int64_t weighted_floats(std::int64_t batch, std::int64_t n, std::int64_t k,
+                             int d, bool low_rank) {
+  std::int64_t floats = 0;
+  for_measurement(low_rank, d, [&](auto features, auto low) {
+    constexpr int D = decltype(features)::value;
+    if constexpr (D <= max_weighted_features) {
+      Work const w = weighted_work<D, decltype(low)::value>(batch, n, k);
+      floats = batch * w.parts * kWeightedChunk<D> * n;
+    }
+  });
+  return floats;
+}
+
+void weighted(cudaStream_t stream, const HalfIteration& h, const Weighted& z,
+              float* workspace) {
+  if (h.batch == 0 || h.rows.n == 0 || h.columns.n == 0 || z.columns == 0)
+    return;
+  if (h.d > max_weighted_features)
+    throw std::logic_error("softwave: no CUDA weighted sums for d = " +
+                           std::to_string(h.d));
+  for_measurement(h.low_rank, h.d, [&](auto features, auto low) {
+    constexpr int D = decltype(features)::value;
+    if constexpr (D <= max_weighted_features) {
+      constexpr int R = kWeightedRows<D>, M = kWeightedChunk<D>;
+      constexpr bool LowRank = decltype(low)::value;
+      Work const w = weighted_work<D, LowRank>(h.batch, h.rows.n, h.columns.n);
+      std::int64_t const finish_threads = h.batch * M * h.rows.n;
+      for (int first = 0; first < z.columns; first += M) {
+        weighted_sums<D, R, LowRank>
+            <<<unsigned(w.items), kThreads, 0, stream>>>(h, z, first, w,
+                                                         workspace);
+        SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+        weighted_finish<<<unsigned((finish_threads + 255) / 256), 256, 0,
+                          stream>>>(z, h.batch, h.rows.n, M, first, w.parts,
+                                    workspace);
+        SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+      }
+    }
   });
 }
 

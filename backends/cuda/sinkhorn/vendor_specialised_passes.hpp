@@ -1,7 +1,8 @@
 #pragma once
 // The CUDA specialisations of core's SpecialisedPasses (core/src/sinkhorn/
-// specialised.hpp, which includes this file in CUDA builds): the updates
-// and the exact measurements (updates.hpp has the kernels' design) for
+// specialised.hpp, which includes this file in CUDA builds): the updates,
+// the exact measurements and the plan's weighted row sums (updates.hpp has
+// the kernels' design) for
 // float point clouds with d <= 64 and float low-rank costs of rank <= 128.
 // An instance holds, for the whole solve, the kernels' workspace and each
 // side's points: the clouds centred on their common mean (the cost is
@@ -263,6 +264,41 @@ struct Passes {
         rows_side ? "softwave::sinkhorn::cuda_measure_rows"
                   : "softwave::sinkhorn::cuda_measure_columns");
     cuda_sinkhorn::measure(space.cuda_stream(), h, out, workspace.view.data());
+  }
+
+  // sums(b, i, c) = Σ_j w_ij z(b, j, c), w_ij the form's rows of π
+  // normalised by their measured log-sum-exps `lse`, as tiled_pass with a
+  // WeightedVisitor; false (nothing queued) where d is beyond the kernels'.
+  static bool weighted_rows(const Space& space, const Form& form,
+                            const ColumnSide<float, Space>& columns,
+                            const EpsilonAt<float, Space>& epsilon,
+                            const OTView2<const float, Space>& lse,
+                            const OTView3<const float, Space>& z,
+                            const OTView3<float, Space>& sums) {
+    if (Sides::features(form) > max_weighted_features) return false;
+    auto const rows = contiguous(space, Sides::points(form, true),
+                                 "softwave::sinkhorn::weighted_rows");
+    auto const others = contiguous(space, Sides::points(form, false),
+                                   "softwave::sinkhorn::weighted_columns");
+    auto const values =
+        contiguous(space, z, "softwave::sinkhorn::weighted_values");
+    // The rows' potentials and weights are not read.
+    RowSide<float, Space> const unused{};
+    auto const h = half_iteration(form, true, rows.view, others.view, unused,
+                                  columns, epsilon);
+    Weighted out;
+    out.lse = lse.data();
+    out.lse_stride = lse.stride(0);
+    out.values = values.view.data();
+    out.sums = sums.data();
+    out.columns = int(z.extent(2));
+    auto workspace = call_array<Kokkos::View<float*, Space::memory_space>>(
+        space, "softwave::sinkhorn::cuda_weighted", false,
+        std::size_t(
+            weighted_floats(h.batch, h.rows.n, h.columns.n, h.d, h.low_rank)));
+    compat::ScopedRegion region("softwave::sinkhorn::cuda_weighted_rows");
+    cuda_sinkhorn::weighted(space.cuda_stream(), h, out, workspace.view.data());
+    return true;
   }
 
   Form form_;

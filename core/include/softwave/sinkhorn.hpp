@@ -103,8 +103,9 @@ struct SinkhornOptions {
   // range is summed again exactly, after its maximum. The exact
   // measurements of the result (transport cost, marginal errors,
   // `converged`) take specialised kernels under the same choice, each cost
-  // formed directly as c·Σ(x − y)² (or u + v − p·q) in FP32 at every d;
-  // gradients and plan queries run on the portable kernels.
+  // formed directly as c·Σ(x − y)² (or u + v − p·q) in FP32 at every d,
+  // and so do the plan's products in gradients and plan queries (π v,
+  // πᵀu; d or rank ≤ 64, the portable kernels above).
   Kernel kernel = Kernel::automatic;
   // Low-rank costs of rank above 16 on the CUDA-specialised updates: the
   // products p_i·q_j on tensor cores too, as the points' above (faster

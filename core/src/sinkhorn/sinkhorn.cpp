@@ -4,6 +4,7 @@
 // (passes.hpp) over the three cost forms (forms.hpp).
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 #include <softwave/sinkhorn.hpp>
@@ -285,7 +286,8 @@ bool specialised_for(const Form& form, const SinkhornOptions& options) {
 
 // Both sides' exact measurements of potentials f, g: totals(b, side, ·) =
 // [mass of π, marginal L1 error, residual, Σ w φ(potential), ⟨π, C⟩], and
-// each row's and column's LSE.
+// each row's and column's LSE; a side not `wanted` ({rows, columns}) is not
+// measured (its arrays are left as allocated).
 template <class T, class Space>
 struct Measurements {
   CallArray<Kokkos::View<double**, Memory<Space>>> rows, columns;
@@ -298,7 +300,8 @@ Measurements<T, Space> measure(const Space& space, const Form& form,
                                same_t<OTView2<const T, Space>> f,
                                same_t<OTView2<const T, Space>> g,
                                const EpsilonAt<T, Space>& eps,
-                               const SinkhornOptions& options) {
+                               const SinkhornOptions& options,
+                               std::array<bool, 2> wanted = {true, true}) {
   std::int64_t const B = form.batch();
   Measurements<T, Space> out;
   out.rows = scratch<Totals<Space>>(space, "row_totals", true, B, 5);
@@ -324,12 +327,14 @@ Measurements<T, Space> measure(const Space& space, const Form& form,
   ColumnSide<T, Space> const g_side{g, w.log_b.view}, f_side{f, w.log_a.view};
   if (specialised_for<Space, T>(form, options)) {
     using Specialised = SpecialisedPasses<Space, T, Form>;
-    Specialised::measure(space, form, true, g_side, eps, rows);
-    Specialised::measure(space, form, false, f_side, eps, columns);
+    if (wanted[0]) Specialised::measure(space, form, true, g_side, eps, rows);
+    if (wanted[1])
+      Specialised::measure(space, form, false, f_side, eps, columns);
   } else {
-    tiled_pass(space, "measure_rows", form, g_side, eps, rows);
-    tiled_pass(space, "measure_columns", form.transposed(), f_side, eps,
-               columns);
+    if (wanted[0]) tiled_pass(space, "measure_rows", form, g_side, eps, rows);
+    if (wanted[1])
+      tiled_pass(space, "measure_columns", form.transposed(), f_side, eps,
+                 columns);
   }
   return out;
 }
@@ -424,19 +429,40 @@ struct RowWeightedEpilogue {
   }
 };
 
-// Σ_j π_ij Z_j for every row, through `epilogue`: 8 columns of Z a pass
-// where Z has at most 16, else 64. A pass costs a cost evaluation (d
-// products) and `chunk` products a pair, so at d = 64 one pass of 64
-// columns replaces eight of 8 (the gradient at 1 × 4096 × 4096, d = 64,
-// took 36.7 ms on an H200 that way, four times the 50-iteration solve).
+// Σ_j π_ij Z_j for every row, through `epilogue`. With `specialised`, on
+// the backend's kernels where it has them for the form, then the epilogue;
+// otherwise on the portable passes: 8 columns of Z a pass where Z has at
+// most 16, else 64. A pass costs a cost evaluation (d products) and
+// `chunk` products a pair, so at d = 64 one pass of 64 columns replaces
+// eight of 8 (the gradient at 1 × 4096 × 4096, d = 64, took 36.7 ms on an
+// H200 that way, four times the 50-iteration solve).
 template <class Space, class T, class Form>
 void weighted_rows(const Space& space, const Form& form,
                    const ColumnSide<T, Space>& columns,
                    const EpsilonAt<T, Space>& eps,
                    same_t<OTView2<const T, Space>> lse,
                    same_t<OTView3<const T, Space>> z,
-                   const RowWeightedEpilogue<T, Space>& epilogue) {
+                   const RowWeightedEpilogue<T, Space>& epilogue,
+                   bool specialised) {
   int const m = z.extent(2);
+  if (specialised) {
+    std::int64_t const B = form.batch(), N = form.rows();
+    auto const sums =
+        scratch<OTView3<T, Space>>(space, "weighted_sums", false, B, N, m);
+    if (SpecialisedPasses<Space, T, Form>::weighted_rows(
+            space, form, columns, eps, lse, z, sums.view)) {
+      auto const sum = sums.view;
+      Kokkos::parallel_for(
+          "softwave::sinkhorn::weighted_epilogue",
+          compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B * N * m)),
+          KOKKOS_LAMBDA(std::int64_t q) {
+            std::int64_t const b = q / (N * m), i = q / m % N;
+            int const k = int(q % m);
+            epilogue(b, i, k, sum(b, i, k));
+          });
+      return;
+    }
+  }
   auto const passes = [&](auto chunk) {
     using Visitor = WeightedVisitor<T, Space, RowWeightedEpilogue<T, Space>,
                                     decltype(chunk)::value>;
@@ -522,7 +548,7 @@ void side_gradients(const Space& space, const Form& form,
                     Kokkos::View<const double*, Memory<Space>> other_mass,
                     const EpsilonAt<T, Space>& eps,
                     const GradientScale<T, Space>& scale,
-                    const SideTargets<T, Space>& out) {
+                    const SideTargets<T, Space>& out, bool specialised) {
   RowMass<T, Space> const mass{own.log_weight, own.potential, lse, eps};
   if (out.weights.extent(0))
     weight_gradient(space, own, lse, other_mass, eps, scale, out.weights);
@@ -555,7 +581,7 @@ void side_gradients(const Space& space, const Form& form,
         epilogue.scale.factor *= 2 * form.scale;
       }
       weighted_rows(space, form, other, eps, lse, own_positions(form_t),
-                    epilogue);
+                    epilogue, specialised);
     }
   }
 }
@@ -844,19 +870,25 @@ void gradient_terms(
     const EpsilonAt<T, Space>& eps, const SinkhornOptions& options,
     const GradientScale<T, Space>& scale, const SideTargets<T, Space>& rows,
     const SideTargets<T, Space>& columns, const OTView3<T, Space>& grad_cost) {
-  auto const m = measure(space, form, w, f, g, eps, options);
+  // Each side's terms read its own measured log-sum-exps only.
+  auto const wanted = [](const SideTargets<T, Space>& side) {
+    return side.positions.size() || side.linear.size() || side.weights.size();
+  };
+  auto const m = measure(space, form, w, f, g, eps, options,
+                         {wanted(rows), wanted(columns)});
   OTView2<T, Space> const f_rw(const_cast<T*>(f.data()), f.extent(0),
                                f.extent(1));
   OTView2<T, Space> const g_rw(const_cast<T*>(g.data()), g.extent(0),
                                g.extent(1));
+  bool const specialised = specialised_for<Space, T>(form, options);
   side_gradients(space, form,
                  RowSide<T, Space>{f_rw, w.log_a.view, options.rho_a},
                  ColumnSide<T, Space>{g, w.log_b.view}, m.row_lse.view,
-                 w.mass_b.view, eps, scale, rows);
+                 w.mass_b.view, eps, scale, rows, specialised);
   side_gradients(space, form.transposed(),
                  RowSide<T, Space>{g_rw, w.log_b.view, options.rho_b},
                  ColumnSide<T, Space>{f, w.log_a.view}, m.column_lse.view,
-                 w.mass_a.view, eps, scale, columns);
+                 w.mass_a.view, eps, scale, columns, specialised);
   if constexpr (std::is_same_v<Form, MatrixForm<T, Space>>)
     if (grad_cost.extent(0))
       dense_plan(space, form, w, f, g, eps, scale, grad_cost);
@@ -939,14 +971,17 @@ void sinkhorn_plan_queries(const Space& space, const PublicForm& public_form,
   ColumnSide<T, Space> const g_side{g, w.log_b.view}, f_side{f, w.log_a.view};
   GradientScale<T, Space> const unit{{}, T(-1), false};
   if (queries.plan_v.size() || queries.plan_t_u.size()) {
-    auto const m = measure(space, form, w, f, g, at, options);
+    auto const m =
+        measure(space, form, w, f, g, at, options,
+                {queries.plan_v.size() > 0, queries.plan_t_u.size() > 0});
+    bool const specialised = specialised_for<Space, T>(form, options);
     if (queries.plan_v.size()) {
       RowWeightedEpilogue<T, Space> epilogue;
       epilogue.out = queries.plan_v;
       epilogue.mass = RowMass<T, Space>{w.log_a.view, f, m.row_lse.view, at};
       epilogue.scale = unit;
       weighted_rows(space, form, g_side, at, m.row_lse.view, queries.v,
-                    epilogue);
+                    epilogue, specialised);
     }
     if (queries.plan_t_u.size()) {
       RowWeightedEpilogue<T, Space> epilogue;
@@ -954,7 +989,7 @@ void sinkhorn_plan_queries(const Space& space, const PublicForm& public_form,
       epilogue.mass = RowMass<T, Space>{w.log_b.view, g, m.column_lse.view, at};
       epilogue.scale = unit;
       weighted_rows(space, form.transposed(), f_side, at, m.column_lse.view,
-                    queries.u, epilogue);
+                    queries.u, epilogue, specialised);
     }
   }
   ArgmaxVisitor<T, Space> argmax;

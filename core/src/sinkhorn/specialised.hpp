@@ -1,7 +1,8 @@
 #pragma once
 // Dispatch from the solver's passes to vendor-specialised kernels
 // (backends/) where they exist for the execution space, type and cost form:
-// the iterations' updates and the exact measurements of potentials.
+// the iterations' updates, the exact measurements of potentials and the
+// plan's weighted row sums (gradients and plan products).
 // SpecialisedPasses<Space, T, Form>::unavailable(form) says why they cannot
 // run (empty when they can); an instance, made once per solve, holds what
 // the updates keep between iterations and runs one half-iteration with
@@ -38,6 +39,18 @@ struct SpecialisedPasses {
   static void measure(const Space&, const Form&, bool /*rows_side*/,
                       const ColumnSide<T, Space>&, const EpsilonAt<T, Space>&,
                       const MeasureVisitor<T, Space>&) {}
+  // sums(b, i, c) = Σ_j w_ij z(b, j, c) over the form's rows, w_ij their
+  // rows of π normalised by the measured log-sum-exps `lse` (as tiled_pass
+  // with a WeightedVisitor); false where the backend has no such kernel for
+  // the form (nothing is queued).
+  static bool weighted_rows(const Space&, const Form&,
+                            const ColumnSide<T, Space>&,
+                            const EpsilonAt<T, Space>&,
+                            const OTView2<const T, Space>& /*lse*/,
+                            const OTView3<const T, Space>& /*z*/,
+                            const OTView3<T, Space>& /*sums*/) {
+    return false;
+  }
 };
 
 }  // namespace softwave::impl
