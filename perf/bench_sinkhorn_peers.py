@@ -53,6 +53,13 @@ last potentials (= OT_eps at convergence); softwave's value is its dual objectiv
 After a fixed iteration count the methods are not converged to the same point
 (alternating vs symmetric updates differ), so values agree only to the residual.
 
+With --backward every call is a training step instead: x requires its
+gradient, and each call runs the method and then value.sum().backward()
+(softwave: the gradient from the final potentials on its gradient kernels;
+FlashSinkhorn: its analytic gradient kernel; GeomLoss is not timed this
+way). Each record then carries grad_rel_diff, the relative L2 distance of
+its grad_x from softwave's on the same inputs.
+
 Timing: `--warmup` untimed calls (the first compiles KeOps kernels / autotunes
 Triton), then `--repeats` calls each bracketed by torch.cuda.synchronize() and
 time.perf_counter(); mean and min in ms. Peak memory: torch.cuda.max_memory_allocated
@@ -146,6 +153,8 @@ def parse_args(argv=None):
                    help="`scaling` of geomloss_keops_eps_scaling (default 0.5, GeomLoss's default)")
     p.add_argument("--exp-rate", type=float, default=EXP_PER_SECOND,
                    help="exponentials per second for the exp floor (default 4.2e12, H100)")
+    p.add_argument("--backward", action="store_true",
+                   help="time forward + backward w.r.t. x (softwave and FlashSinkhorn methods only)")
     p.add_argument("--dry-run", action="store_true",
                    help="after any install, import each peer, print versions and stop (no GPU needed)")
     args = p.parse_args(argv)
@@ -153,6 +162,8 @@ def parse_args(argv=None):
     unknown = [m for m in args.methods if m not in ALL_METHODS]
     if unknown:
         p.error(f"unknown method(s) {unknown}; choose from {ALL_METHODS}")
+    if args.backward and any(m.startswith("geomloss") for m in args.methods):
+        p.error("--backward times softwave and FlashSinkhorn methods only")
     if args.iterations < 1 or args.repeats < 1 or args.warmup < 0:
         p.error("--iterations and --repeats must be >= 1, --warmup >= 0")
     return args
@@ -421,6 +432,18 @@ def builder(method):
     return lambda *a_, **k_: build_flash(*a_, **k_, backend=backend, tf32=tf32)
 
 
+def with_backward(fn, x):
+    """A training step: the method's call, then the gradient of its value's
+    sum w.r.t. x (into x.grad)."""
+    def step():
+        x.grad = None
+        out = fn()
+        value = out.value if hasattr(out, "value") else out
+        value.sum().backward()
+        return out
+    return step
+
+
 # --------------------------------------------------------------------------
 # Timing
 # --------------------------------------------------------------------------
@@ -465,10 +488,13 @@ def run_one(method, x, y, a, b, eps, args, meta):
     rec = {"method": method, "n": n, "m": m, "d": d, "iterations": args.iterations, "eps": eps,
            "mean_ms": None, "min_ms": None, "peak_bytes": None, "value": None, "error": None}
     rec.update(meta)
+    rec["backward"] = bool(args.backward)
     fn = info = None
     try:
-        with torch.no_grad():
+        with torch.set_grad_enabled(args.backward):
             fn, info = builder(method)(x, y, a, b, eps, args.iterations, args)
+            if args.backward:
+                fn = with_backward(fn, x)
             rec["iterations"] = info.get("iterations", args.iterations)
             times, out, base, peak, first_ms = time_calls(fn, args.warmup, args.repeats)
         rec["mean_ms"] = sum(times) / len(times)
@@ -516,6 +542,8 @@ def print_row(r, header=False):
         width = fmt[:fmt.index(".")] if "." in fmt else fmt.rstrip("g")
         return format("-", f">{width}") if v is None else format(v, fmt)
     err = "" if not r["error"] else r["error"].splitlines()[0][:80]
+    if r.get("grad_rel_diff") is not None:
+        err = f"grad_x vs softwave {r['grad_rel_diff']:.2e} " + err
     print(f"{r['method']:<28}{r['n']:>8}{r['d']:>5}{r['iterations']:>6}{f(r['mean_ms'], '11.2f')}"
           f"{f(r['min_ms'], '11.2f')}{r['exp_floor_ms']:>10.2f}{f(r.get('min_over_floor'), '8.2f')}"
           f"{peak:>10}  {f(r['value'], '14.7g')}  {err}", flush=True)
@@ -553,8 +581,15 @@ def main(argv=None) -> int:
     for n in args.sizes:
         for d in args.dims:
             x, y, a, b = make_problem(n, n, d, args.seed)
+            x.requires_grad_(args.backward)
+            gradients = {}
             for method in args.methods:
                 rec = run_one(method, x, y, a, b, args.eps, args, meta)
+                if args.backward and rec["error"] is None:
+                    gradients[method] = x.grad.detach().clone()
+                    if "softwave" in gradients:
+                        ref = gradients["softwave"]
+                        rec["grad_rel_diff"] = float((gradients[method] - ref).norm() / ref.norm())
                 records.append(rec)
                 print_row(rec, header)
                 header = False
