@@ -948,11 +948,21 @@ template <int D>
 constexpr int kWeightedColumns =
     D + kWeightedChunk<D> <= 80 ? kTile : kTile / 2;
 
+// log₂ of row i's shift in a pass that finds its log-sum-exp: that of its
+// potential, as the updates take it (f_i = −λ ε LSE_i).
+__device__ __forceinline__ float potential_shift(const HalfIteration& h,
+                                                 std::int64_t b,
+                                                 std::int64_t i) {
+  return previous_shift(h, b, i, scales_of(h, b));
+}
+
 // Over item blockIdx.x's part of the columns: for each row and each value
-// column c of the chunk, Σ_j 2^(t_ij − lse_i·log₂e)·values_jc with t_ij the
+// column c of the chunk, Σ_j 2^(t_ij − shift_i)·values_jc with t_ij the
 // measurement's (head_j − C_ij·log₂e/ε, each cost formed directly), into
-// partial[((b·parts + part)·M + c)·n + i].
-template <int D, int R, bool LowRank>
+// partial[((b·parts + part)·(M + 1) + c)·n + i]; shift_i is log₂e·lse_i
+// (given) or, FindLse, the potential's shift, and slot M then takes
+// Σ_j 2^(t_ij − shift_i).
+template <int D, int R, bool LowRank, bool FindLse>
 __global__ void __launch_bounds__(kThreads)
     weighted_sums(HalfIteration h, Weighted z, int first, Work w,
                   float* partial) {
@@ -967,14 +977,17 @@ __global__ void __launch_bounds__(kThreads)
   float const unit = kLog2e / epsilon_of(h, b);
 
   float x[R][D], acc[R][M];
-  float base[R], row_term[R];
+  float base[R], row_term[R], sum[R];
   for (int r = 0; r < R; ++r) {
     std::int64_t const i = i0 + threadIdx.x + r * kThreads;
     float const* p = h.rows.points + (b * n + (i < n ? i : 0)) * d;
     for (int q = 0; q < D; ++q) x[r][q] = i < n && q < d ? p[q] : 0.f;
-    base[r] = i < n ? -z.lse[b * z.lse_stride + i] * kLog2e : 0.f;
+    base[r] = i >= n    ? 0.f
+              : FindLse ? -potential_shift(h, b, i)
+                        : -z.lse[b * z.lse_stride + i] * kLog2e;
     row_term[r] = LowRank && i < n ? own_term(h.rows, b, i) : 0.f;
     for (int c = 0; c < M; ++c) acc[r][c] = 0.f;
+    sum[r] = 0.f;
   }
 
   std::int64_t const first_tile = part * w.tiles_per_part;
@@ -1029,6 +1042,7 @@ __global__ void __launch_bounds__(kThreads)
         float const c = LowRank ? (row_term[r] + terms[jj]) - cost[r]
                                 : h.cost_scale * cost[r];
         weight[r] = exp2_approx(fmaf(-unit, c, head + base[r]));
+        if (FindLse) sum[r] += weight[r];
       }
       for (int e = 0; e < M / 4; ++e) {
         float4 const v = values[jj][e];
@@ -1044,25 +1058,103 @@ __global__ void __launch_bounds__(kThreads)
   for (int r = 0; r < R; ++r) {
     std::int64_t const i = i0 + threadIdx.x + r * kThreads;
     if (i >= n) continue;
-    for (int c = 0; c < M; ++c)
-      partial[((b * w.parts + part) * M + c) * n + i] = acc[r][c];
+    float* const out = partial + (b * w.parts + part) * (M + 1) * n + i;
+    for (int c = 0; c < M; ++c) out[c * n] = acc[r][c];
+    if (FindLse) out[M * n] = sum[r];
   }
 }
 
 // z.sums[(b·n + i)·columns + first + c] = the sum of row i's partials in
-// part order (one thread a row and value column, rows fastest).
+// part order (one thread a row and value column, rows fastest); FindLse:
+// divided by the row's sum, whose log gives z.lse, or, where that sum left
+// the safe range, z.lse = NaN for weighted_exact_rows.
+template <bool FindLse>
 __global__ void __launch_bounds__(256)
-    weighted_finish(Weighted z, std::int64_t batch, std::int64_t n, int chunk,
-                    int first, int parts, const float* partial) {
+    weighted_finish(HalfIteration h, Weighted z, int chunk, int first,
+                    int parts, const float* partial) {
+  std::int64_t const n = h.rows.n;
   std::int64_t const q = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (q >= batch * chunk * n) return;
+  if (q >= h.batch * chunk * n) return;
   std::int64_t const b = q / (chunk * n), i = q % n;
   int const c = int(q / n % chunk);
   if (first + c >= z.columns) return;
+  auto slot = [&](int p, int e) {
+    return partial[((b * parts + p) * (chunk + 1) + e) * n + i];
+  };
+  float scale = 1.f;
+  if (FindLse) {
+    float total = 0.f;
+    for (int p = 0; p < parts; ++p) total += slot(p, chunk);
+    bool const safe = total >= kSmallestSum && total <= FLT_MAX;
+    if (c == 0)
+      z.lse[b * z.lse_stride + i] =
+          safe
+              ? float((double(potential_shift(h, b, i)) + log2(double(total))) *
+                      0.6931471805599453)
+              : NAN;
+    if (!safe) return;
+    scale = 1.f / total;
+  }
   float sum = 0.f;
-  for (int p = 0; p < parts; ++p)
-    sum += partial[((b * parts + p) * chunk + c) * n + i];
-  z.sums[(b * n + i) * z.columns + first + c] = sum;
+  for (int p = 0; p < parts; ++p) sum += slot(p, c);
+  z.sums[(b * n + i) * z.columns + first + c] = sum * scale;
+}
+
+// t_ij as the measurement forms it (the cost directly), for a d known at
+// run time.
+__device__ float measured_exponent(const HalfIteration& h, std::int64_t b,
+                                   std::int64_t i, std::int64_t j, float unit) {
+  int const d = h.d;
+  float const* x = h.rows.points + (b * h.rows.n + i) * d;
+  float const* y = h.columns.points + (b * h.columns.n + j) * d;
+  float cost = 0.f;
+  if (h.low_rank) {
+    for (int e = 0; e < d; ++e) cost = fmaf(x[e], y[e], cost);
+    cost = (own_term(h.rows, b, i) + own_term(h.columns, b, j)) - cost;
+  } else {
+    for (int e = 0; e < d; ++e) {
+      float const diff = x[e] - y[e];
+      cost = fmaf(diff, diff, cost);
+    }
+    cost *= h.cost_scale;
+  }
+  return fmaf(-unit, cost, measured_head(h, b, j, unit));
+}
+
+// The rows weighted_finish marked (z.lse NaN): their log-sum-exps and the
+// chunk's weighted sums again, exactly: the maximum first, then the sums
+// under it (one warp a row; lanes stride over the columns).
+template <int M>
+__global__ void __launch_bounds__(kFinishWarps * 32)
+    weighted_exact_rows(HalfIteration h, Weighted z, std::int64_t row_blocks) {
+  std::int64_t const b = blockIdx.x / row_blocks;
+  int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  std::int64_t const n = h.rows.n, k = h.columns.n;
+  std::int64_t const i = (blockIdx.x % row_blocks) * kFinishWarps + warp;
+  if (i >= n || !isnan(z.lse[b * z.lse_stride + i])) return;
+  float const unit = kLog2e / epsilon_of(h, b);
+  int const width = min(M, z.columns);
+  float m = -INFINITY;
+  for (std::int64_t j = lane; j < k; j += 32)
+    m = fmaxf(m, measured_exponent(h, b, i, j, unit));
+  m = warp_max(m);
+  float total = 0.f, acc[M] = {};
+  for (std::int64_t j = lane; j < k; j += 32) {
+    float const e = exp2_approx(measured_exponent(h, b, i, j, unit) - m);
+    total += e;
+    float const* zj = z.values + (b * k + j) * z.columns;
+    for (int c = 0; c < M; ++c)
+      if (c < width) acc[c] = fmaf(e, zj[c], acc[c]);
+  }
+  total = warp_sum(total);
+  for (int c = 0; c < M; ++c) {
+    float const sum = warp_sum(acc[c]);
+    if (lane == 0 && c < width)
+      z.sums[(b * n + i) * z.columns + c] = sum / total;
+  }
+  if (lane == 0)
+    z.lse[b * z.lse_stride + i] =
+        float((double(m) + log2(double(total))) * 0.6931471805599453);
 }
 
 // How a pass is laid out: persistent blocks, as many as the device holds
@@ -1360,13 +1452,13 @@ void for_measurement(bool low_rank, int d, F&& f) {
     for_padded_features<false>(d, [&](auto D) { f(D, std::false_type()); });
 }
 
-// The weighted sums' items (a chunk's) and partials' floats for D.
+// The weighted sums' items (a chunk's) for D.
 template <int D, bool LowRank>
 Work weighted_work(std::int64_t batch, std::int64_t n, std::int64_t k) {
   constexpr int R = kWeightedRows<D>;
   std::int64_t const slots =
       std::int64_t(multiprocessors()) *
-      resident_blocks<weighted_sums<D, R, LowRank>>(kThreads);
+      resident_blocks<weighted_sums<D, R, LowRank, true>>(kThreads);
   return work_of(batch, n, k, R * kThreads, kWeightedColumns<D>, slots);
 }
 
@@ -1421,7 +1513,7 @@ std::int64_t weighted_floats(std::int64_t batch, std::int64_t n, std::int64_t k,
     constexpr int D = decltype(features)::value;
     if constexpr (D <= max_weighted_features) {
       Work const w = weighted_work<D, decltype(low)::value>(batch, n, k);
-      floats = batch * w.parts * kWeightedChunk<D> * n;
+      floats = batch * w.parts * (kWeightedChunk<D> + 1) * n;
     }
   });
   return floats;
@@ -1440,15 +1532,31 @@ void weighted(cudaStream_t stream, const HalfIteration& h, const Weighted& z,
       constexpr int R = kWeightedRows<D>, M = kWeightedChunk<D>;
       constexpr bool LowRank = decltype(low)::value;
       Work const w = weighted_work<D, LowRank>(h.batch, h.rows.n, h.columns.n);
-      std::int64_t const finish_threads = h.batch * M * h.rows.n;
+      unsigned const finish_blocks =
+          unsigned((h.batch * M * h.rows.n + 255) / 256);
       for (int first = 0; first < z.columns; first += M) {
-        weighted_sums<D, R, LowRank>
-            <<<unsigned(w.items), kThreads, 0, stream>>>(h, z, first, w,
-                                                         workspace);
-        SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-        weighted_finish<<<unsigned((finish_threads + 255) / 256), 256, 0,
-                          stream>>>(z, h.batch, h.rows.n, M, first, w.parts,
-                                    workspace);
+        // The first chunk finds the log-sum-exps; the others read them.
+        if (first == 0) {
+          weighted_sums<D, R, LowRank, true>
+              <<<unsigned(w.items), kThreads, 0, stream>>>(h, z, first, w,
+                                                           workspace);
+          SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+          weighted_finish<true><<<finish_blocks, 256, 0, stream>>>(
+              h, z, M, first, w.parts, workspace);
+          SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+          std::int64_t const row_blocks =
+              (h.rows.n + kFinishWarps - 1) / kFinishWarps;
+          weighted_exact_rows<M>
+              <<<unsigned(h.batch * row_blocks), kFinishWarps * 32, 0,
+                 stream>>>(h, z, row_blocks);
+        } else {
+          weighted_sums<D, R, LowRank, false>
+              <<<unsigned(w.items), kThreads, 0, stream>>>(h, z, first, w,
+                                                           workspace);
+          SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+          weighted_finish<false><<<finish_blocks, 256, 0, stream>>>(
+              h, z, M, first, w.parts, workspace);
+        }
         SOFTWAVE_CUDA_CHECK(cudaGetLastError());
       }
     }

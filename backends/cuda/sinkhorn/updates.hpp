@@ -143,14 +143,17 @@ void measure(cudaStream_t stream, const HalfIteration& h,
 // The rows of the plan, normalised to sum to 1, applied to values on the
 // columns (core's WeightedVisitor): sums_ic = Σ_j w_ij values_jc with
 // w_ij = exp(s_ij − lse_i), s_ij as the measurement's exponent (each cost
-// formed directly in FP32) and lse_i the row's log-sum-exp from measure().
-// Gradients w.r.t. positions take the columns' own points as values. Each
-// pass takes a chunk of max(d, 16) value columns (d rounded up as the
-// measurement's), and the parts of a row's columns are added in a fixed
-// order: results do not depend on the launch.
+// formed directly in FP32) and lse_i the row's log-sum-exp, found in the
+// same pass and written: the terms are shifted by the rows' potentials
+// (f_i = −λ ε LSE_i, as the updates shift them), and a row whose sum
+// leaves the safe range is summed again exactly, maximum first. Gradients
+// w.r.t. positions take the columns' own points as values. Each pass takes a
+// chunk of max(d, 16) value columns (d rounded up as the measurement's), and
+// the parts of a row's columns are added in a fixed order: results do not
+// depend on the launch.
 constexpr int max_weighted_features = 64;
 struct Weighted {
-  const float* lse = nullptr;  // lse[b · lse_stride + i]
+  float* lse = nullptr;  // lse[b · lse_stride + i], written
   std::int64_t lse_stride = 0;
   const float* values = nullptr;  // (B, k, columns), contiguous
   float* sums = nullptr;          // (B, n, columns), contiguous
@@ -163,8 +166,8 @@ std::int64_t weighted_floats(std::int64_t batch, std::int64_t n, std::int64_t k,
                              int d, bool low_rank);
 
 // Queues the weighted sums on `stream` (h.d <= max_weighted_features; h's
-// points need not be centred; h.updated, h.active and h.residual are not
-// used).
+// points need not be centred; h.rows' potentials give the shifts; h.updated,
+// h.active and h.residual are not used).
 void weighted(cudaStream_t stream, const HalfIteration& h, const Weighted& z,
               float* workspace);
 

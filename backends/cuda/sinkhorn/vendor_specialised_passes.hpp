@@ -266,25 +266,26 @@ struct Passes {
     cuda_sinkhorn::measure(space.cuda_stream(), h, out, workspace.view.data());
   }
 
+  static bool takes_weighted_rows(const Form& form) {
+    return Sides::features(form) <= max_weighted_features;
+  }
   // sums(b, i, c) = Σ_j w_ij z(b, j, c), w_ij the form's rows of π
-  // normalised by their measured log-sum-exps `lse`, as tiled_pass with a
-  // WeightedVisitor; false (nothing queued) where d is beyond the kernels'.
-  static bool weighted_rows(const Space& space, const Form& form,
+  // normalised by their log-sum-exps, found in the same pass and written to
+  // `lse` (takes_weighted_rows).
+  static void weighted_rows(const Space& space, const Form& form,
+                            const RowSide<float, Space>& own,
                             const ColumnSide<float, Space>& columns,
                             const EpsilonAt<float, Space>& epsilon,
-                            const OTView2<const float, Space>& lse,
+                            const OTView2<float, Space>& lse,
                             const OTView3<const float, Space>& z,
                             const OTView3<float, Space>& sums) {
-    if (Sides::features(form) > max_weighted_features) return false;
     auto const rows = contiguous(space, Sides::points(form, true),
                                  "softwave::sinkhorn::weighted_rows");
     auto const others = contiguous(space, Sides::points(form, false),
                                    "softwave::sinkhorn::weighted_columns");
     auto const values =
         contiguous(space, z, "softwave::sinkhorn::weighted_values");
-    // The rows' potentials and weights are not read.
-    RowSide<float, Space> const unused{};
-    auto const h = half_iteration(form, true, rows.view, others.view, unused,
+    auto const h = half_iteration(form, true, rows.view, others.view, own,
                                   columns, epsilon);
     Weighted out;
     out.lse = lse.data();
@@ -298,7 +299,6 @@ struct Passes {
             weighted_floats(h.batch, h.rows.n, h.columns.n, h.d, h.low_rank)));
     compat::ScopedRegion region("softwave::sinkhorn::cuda_weighted_rows");
     cuda_sinkhorn::weighted(space.cuda_stream(), h, out, workspace.view.data());
-    return true;
   }
 
   Form form_;

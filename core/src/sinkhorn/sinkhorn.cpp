@@ -429,18 +429,29 @@ struct RowWeightedEpilogue {
   }
 };
 
-// Σ_j π_ij Z_j for every row, through `epilogue`. With `specialised`, on
-// the backend's kernels where it has them for the form, then the epilogue;
-// otherwise on the portable passes: 8 columns of Z a pass where Z has at
-// most 16, else 64. A pass costs a cost evaluation (d products) and
-// `chunk` products a pair, so at d = 64 one pass of 64 columns replaces
-// eight of 8 (the gradient at 1 × 4096 × 4096, d = 64, took 36.7 ms on an
-// H200 that way, four times the 50-iteration solve).
+// Whether a side's weighted sums run on the backend's kernels (the
+// solve's kernel choice is specialised and the backend takes the form):
+// they find the rows' log-sum-exps in the same pass, so that side needs no
+// measurement.
+template <class Space, class T, class Form>
+bool specialised_weighted_rows(const Form& form, bool specialised_solve) {
+  return specialised_solve &&
+         SpecialisedPasses<Space, T, Form>::takes_weighted_rows(form);
+}
+
+// Σ_j π_ij Z_j for every row of `own`, through `epilogue`, the rows' LSEs
+// in `lse` (found and written with `specialised`, else given). On the
+// backend's kernels, then the epilogue; or on the portable passes: 8
+// columns of Z a pass where Z has at most 16, else 64. A pass costs a cost
+// evaluation (d products) and `chunk` products a pair, so at d = 64 one
+// pass of 64 columns replaces eight of 8 (the gradient at 1 × 4096 × 4096,
+// d = 64, took 36.7 ms on an H200 that way, four times the 50-iteration
+// solve).
 template <class Space, class T, class Form>
 void weighted_rows(const Space& space, const Form& form,
+                   const RowSide<T, Space>& own,
                    const ColumnSide<T, Space>& columns,
-                   const EpsilonAt<T, Space>& eps,
-                   same_t<OTView2<const T, Space>> lse,
+                   const EpsilonAt<T, Space>& eps, const OTView2<T, Space>& lse,
                    same_t<OTView3<const T, Space>> z,
                    const RowWeightedEpilogue<T, Space>& epilogue,
                    bool specialised) {
@@ -449,19 +460,18 @@ void weighted_rows(const Space& space, const Form& form,
     std::int64_t const B = form.batch(), N = form.rows();
     auto const sums =
         scratch<OTView3<T, Space>>(space, "weighted_sums", false, B, N, m);
-    if (SpecialisedPasses<Space, T, Form>::weighted_rows(
-            space, form, columns, eps, lse, z, sums.view)) {
-      auto const sum = sums.view;
-      Kokkos::parallel_for(
-          "softwave::sinkhorn::weighted_epilogue",
-          compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B * N * m)),
-          KOKKOS_LAMBDA(std::int64_t q) {
-            std::int64_t const b = q / (N * m), i = q / m % N;
-            int const k = int(q % m);
-            epilogue(b, i, k, sum(b, i, k));
-          });
-      return;
-    }
+    SpecialisedPasses<Space, T, Form>::weighted_rows(space, form, own, columns,
+                                                     eps, lse, z, sums.view);
+    auto const sum = sums.view;
+    Kokkos::parallel_for(
+        "softwave::sinkhorn::weighted_epilogue",
+        compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, B * N * m)),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          std::int64_t const b = q / (N * m), i = q / m % N;
+          int const k = int(q % m);
+          epilogue(b, i, k, sum(b, i, k));
+        });
+    return;
   }
   auto const passes = [&](auto chunk) {
     using Visitor = WeightedVisitor<T, Space, RowWeightedEpilogue<T, Space>,
@@ -544,28 +554,14 @@ template <class Space, class T, class Form>
 void side_gradients(const Space& space, const Form& form,
                     const RowSide<T, Space>& own,
                     const ColumnSide<T, Space>& other,
-                    same_t<OTView2<const T, Space>> lse,
+                    const OTView2<T, Space>& lse,
                     Kokkos::View<const double*, Memory<Space>> other_mass,
                     const EpsilonAt<T, Space>& eps,
                     const GradientScale<T, Space>& scale,
                     const SideTargets<T, Space>& out, bool specialised) {
   RowMass<T, Space> const mass{own.log_weight, own.potential, lse, eps};
-  if (out.weights.extent(0))
-    weight_gradient(space, own, lse, other_mass, eps, scale, out.weights);
-  if constexpr (std::is_same_v<Form, LowRankForm<T, Space>>) {
-    if (out.linear.extent(0)) {
-      auto const target = out.linear;
-      std::int64_t const n = target.extent(1);
-      Kokkos::parallel_for(
-          "softwave::sinkhorn::linear_gradient",
-          compat::light_weight(
-              Kokkos::RangePolicy<Space>(space, 0, target.extent(0) * n)),
-          KOKKOS_LAMBDA(std::int64_t q) {
-            std::int64_t const b = q / n, i = q % n;
-            scale.store(target(b, i), scale(b) * mass(b, i));
-          });
-    }
-  }
+  // The positions first: on the backend's kernels they find the LSEs the
+  // rest read.
   if constexpr (!std::is_same_v<Form, MatrixForm<T, Space>>) {
     if (out.positions.extent(0)) {
       // Points: c'·(π1)_i·(x_i − Σ_j w_ij y_j), c' = 2c; low rank:
@@ -580,8 +576,24 @@ void side_gradients(const Space& space, const Form& form,
         epilogue.alpha = 1;
         epilogue.scale.factor *= 2 * form.scale;
       }
-      weighted_rows(space, form, other, eps, lse, own_positions(form_t),
+      weighted_rows(space, form, own, other, eps, lse, own_positions(form_t),
                     epilogue, specialised);
+    }
+  }
+  if (out.weights.extent(0))
+    weight_gradient(space, own, lse, other_mass, eps, scale, out.weights);
+  if constexpr (std::is_same_v<Form, LowRankForm<T, Space>>) {
+    if (out.linear.extent(0)) {
+      auto const target = out.linear;
+      std::int64_t const n = target.extent(1);
+      Kokkos::parallel_for(
+          "softwave::sinkhorn::linear_gradient",
+          compat::light_weight(
+              Kokkos::RangePolicy<Space>(space, 0, target.extent(0) * n)),
+          KOKKOS_LAMBDA(std::int64_t q) {
+            std::int64_t const b = q / n, i = q % n;
+            scale.store(target(b, i), scale(b) * mass(b, i));
+          });
     }
   }
 }
@@ -870,25 +882,33 @@ void gradient_terms(
     const EpsilonAt<T, Space>& eps, const SinkhornOptions& options,
     const GradientScale<T, Space>& scale, const SideTargets<T, Space>& rows,
     const SideTargets<T, Space>& columns, const OTView3<T, Space>& grad_cost) {
-  // Each side's terms read its own measured log-sum-exps only.
-  auto const wanted = [](const SideTargets<T, Space>& side) {
-    return side.positions.size() || side.linear.size() || side.weights.size();
+  // Each side's terms read its own log-sum-exps only: measured, or found
+  // by the weighted sums of its positions' terms.
+  bool const specialised = specialised_for<Space, T>(form, options);
+  bool const row_sums = rows.positions.size() &&
+                        specialised_weighted_rows<Space, T>(form, specialised);
+  bool const column_sums =
+      columns.positions.size() &&
+      specialised_weighted_rows<Space, T>(form.transposed(), specialised);
+  auto const measured = [](const SideTargets<T, Space>& side, bool found) {
+    return !found &&
+           (side.positions.size() || side.linear.size() || side.weights.size());
   };
-  auto const m = measure(space, form, w, f, g, eps, options,
-                         {wanted(rows), wanted(columns)});
+  auto const m =
+      measure(space, form, w, f, g, eps, options,
+              {measured(rows, row_sums), measured(columns, column_sums)});
   OTView2<T, Space> const f_rw(const_cast<T*>(f.data()), f.extent(0),
                                f.extent(1));
   OTView2<T, Space> const g_rw(const_cast<T*>(g.data()), g.extent(0),
                                g.extent(1));
-  bool const specialised = specialised_for<Space, T>(form, options);
   side_gradients(space, form,
                  RowSide<T, Space>{f_rw, w.log_a.view, options.rho_a},
                  ColumnSide<T, Space>{g, w.log_b.view}, m.row_lse.view,
-                 w.mass_b.view, eps, scale, rows, specialised);
+                 w.mass_b.view, eps, scale, rows, row_sums);
   side_gradients(space, form.transposed(),
                  RowSide<T, Space>{g_rw, w.log_b.view, options.rho_b},
                  ColumnSide<T, Space>{f, w.log_a.view}, m.column_lse.view,
-                 w.mass_a.view, eps, scale, columns, specialised);
+                 w.mass_a.view, eps, scale, columns, column_sums);
   if constexpr (std::is_same_v<Form, MatrixForm<T, Space>>)
     if (grad_cost.extent(0))
       dense_plan(space, form, w, f, g, eps, scale, grad_cost);
@@ -971,25 +991,33 @@ void sinkhorn_plan_queries(const Space& space, const PublicForm& public_form,
   ColumnSide<T, Space> const g_side{g, w.log_b.view}, f_side{f, w.log_a.view};
   GradientScale<T, Space> const unit{{}, T(-1), false};
   if (queries.plan_v.size() || queries.plan_t_u.size()) {
-    auto const m =
-        measure(space, form, w, f, g, at, options,
-                {queries.plan_v.size() > 0, queries.plan_t_u.size() > 0});
+    // A side whose weighted sums find its LSEs is not measured.
     bool const specialised = specialised_for<Space, T>(form, options);
+    bool const row_sums =
+        specialised_weighted_rows<Space, T>(form, specialised);
+    bool const column_sums =
+        specialised_weighted_rows<Space, T>(form.transposed(), specialised);
+    auto const m = measure(space, form, w, f, g, at, options,
+                           {queries.plan_v.size() > 0 && !row_sums,
+                            queries.plan_t_u.size() > 0 && !column_sums});
+    OTView2<T, Space> const f_rw(const_cast<T*>(f.data()), B, N);
+    OTView2<T, Space> const g_rw(const_cast<T*>(g.data()), B, K);
     if (queries.plan_v.size()) {
       RowWeightedEpilogue<T, Space> epilogue;
       epilogue.out = queries.plan_v;
       epilogue.mass = RowMass<T, Space>{w.log_a.view, f, m.row_lse.view, at};
       epilogue.scale = unit;
-      weighted_rows(space, form, g_side, at, m.row_lse.view, queries.v,
-                    epilogue, specialised);
+      weighted_rows(space, form, {f_rw, w.log_a.view, options.rho_a}, g_side,
+                    at, m.row_lse.view, queries.v, epilogue, row_sums);
     }
     if (queries.plan_t_u.size()) {
       RowWeightedEpilogue<T, Space> epilogue;
       epilogue.out = queries.plan_t_u;
       epilogue.mass = RowMass<T, Space>{w.log_b.view, g, m.column_lse.view, at};
       epilogue.scale = unit;
-      weighted_rows(space, form.transposed(), f_side, at, m.column_lse.view,
-                    queries.u, epilogue, specialised);
+      weighted_rows(space, form.transposed(),
+                    {g_rw, w.log_b.view, options.rho_b}, f_side, at,
+                    m.column_lse.view, queries.u, epilogue, column_sums);
     }
   }
   ArgmaxVisitor<T, Space> argmax;

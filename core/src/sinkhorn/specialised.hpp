@@ -39,18 +39,19 @@ struct SpecialisedPasses {
   static void measure(const Space&, const Form&, bool /*rows_side*/,
                       const ColumnSide<T, Space>&, const EpsilonAt<T, Space>&,
                       const MeasureVisitor<T, Space>&) {}
-  // sums(b, i, c) = Σ_j w_ij z(b, j, c) over the form's rows, w_ij their
-  // rows of π normalised by the measured log-sum-exps `lse` (as tiled_pass
-  // with a WeightedVisitor); false where the backend has no such kernel for
-  // the form (nothing is queued).
-  static bool weighted_rows(const Space&, const Form&,
+  // Whether weighted_rows() runs for the form.
+  static bool takes_weighted_rows(const Form&) { return false; }
+  // sums(b, i, c) = Σ_j w_ij z(b, j, c) over the form's rows (the rows of
+  // `own`), w_ij their rows of π normalised by their log-sum-exps, found in
+  // the same pass and written to `lse` (as tiled_pass with a MeasureVisitor,
+  // then with a WeightedVisitor).
+  static void weighted_rows(const Space&, const Form&,
+                            const RowSide<T, Space>& /*own*/,
                             const ColumnSide<T, Space>&,
                             const EpsilonAt<T, Space>&,
-                            const OTView2<const T, Space>& /*lse*/,
+                            const OTView2<T, Space>& /*lse*/,
                             const OTView3<const T, Space>& /*z*/,
-                            const OTView3<T, Space>& /*sums*/) {
-    return false;
-  }
+                            const OTView3<T, Space>& /*sums*/) {}
 };
 
 }  // namespace softwave::impl
