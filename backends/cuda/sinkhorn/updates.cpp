@@ -793,6 +793,60 @@ __device__ __forceinline__ float own_term(const Side& s, std::int64_t b,
   return s.own_term ? s.own_term[b * s.own_term_stride + i] : 0.f;
 }
 
+// Stages tile q of kColumns columns for costs formed directly: their
+// points (zero past the last column and past d), measured heads and, for a
+// low-rank cost, own terms (one thread a column).
+template <int D, int kColumns, bool LowRank>
+__device__ __forceinline__ void stage_direct_tile(const HalfIteration& h,
+                                                  std::int64_t b,
+                                                  std::int64_t q, float unit,
+                                                  float4 (*tile)[D / 4],
+                                                  float* heads, float* terms) {
+  if (threadIdx.x >= kColumns) return;
+  std::int64_t const k = h.columns.n, j = q * kColumns + threadIdx.x;
+  int const d = h.d;
+  float const* y = h.columns.points + (b * k + (j < k ? j : 0)) * d;
+  for (int e = 0; e < D / 4; ++e) {
+    float v[4];
+    for (int c = 0; c < 4; ++c)
+      v[c] = j < k && 4 * e + c < d ? y[4 * e + c] : 0.f;
+    tile[threadIdx.x][e] = make_float4(v[0], v[1], v[2], v[3]);
+  }
+  heads[threadIdx.x] = measured_head(h, b, j, unit);
+  if (LowRank) terms[threadIdx.x] = j < k ? own_term(h.columns, b, j) : 0.f;
+}
+
+// C_ij of R rows x against one staged column, formed directly in FP32:
+// c‖x_i − y_j‖², or u_i + v_j − p_i·q_j for LowRank (row_term u_i,
+// column_term v_j).
+template <int D, int R, bool LowRank>
+__device__ __forceinline__ void direct_costs(
+    const HalfIteration& h, const float (&x)[R][D], const float4* column,
+    const float (&row_term)[R], float column_term, float (&costs)[R]) {
+  float acc[R] = {};  // ‖x − y‖², or p·q
+  for (int e = 0; e < D / 4; ++e) {
+    float4 const y = column[e];
+    for (int r = 0; r < R; ++r) {
+      if constexpr (LowRank) {
+        acc[r] = fmaf(x[r][4 * e], y.x, acc[r]);
+        acc[r] = fmaf(x[r][4 * e + 1], y.y, acc[r]);
+        acc[r] = fmaf(x[r][4 * e + 2], y.z, acc[r]);
+        acc[r] = fmaf(x[r][4 * e + 3], y.w, acc[r]);
+      } else {
+        float const d0 = x[r][4 * e] - y.x, d1 = x[r][4 * e + 1] - y.y;
+        float const d2 = x[r][4 * e + 2] - y.z, d3 = x[r][4 * e + 3] - y.w;
+        acc[r] = fmaf(d0, d0, acc[r]);
+        acc[r] = fmaf(d1, d1, acc[r]);
+        acc[r] = fmaf(d2, d2, acc[r]);
+        acc[r] = fmaf(d3, d3, acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    costs[r] =
+        LowRank ? (row_term[r] + column_term) - acc[r] : h.cost_scale * acc[r];
+}
+
 // Over item blockIdx.x's part of the columns, with t_ij = head_j −
 // C_ij·log₂e/ε: `maximum`: partial = max_j t_ij; else partial = Σ_j e_ij
 // and partial_cost = Σ_j e_ij·C_ij, e_ij = 2^(t_ij − shift_i). C_ij is
@@ -826,44 +880,16 @@ __global__ void __launch_bounds__(kThreads)
   std::int64_t const last = min(first + w.tiles_per_part, tiles);
   for (std::int64_t q = first; q < last; ++q) {
     __syncthreads();  // the previous tile is no longer read
-    if (threadIdx.x < kColumns) {
-      std::int64_t const j = q * kColumns + threadIdx.x;
-      float const* y = h.columns.points + (b * k + (j < k ? j : 0)) * d;
-      for (int e = 0; e < D / 4; ++e) {
-        float v[4];
-        for (int c = 0; c < 4; ++c)
-          v[c] = j < k && 4 * e + c < d ? y[4 * e + c] : 0.f;
-        tile[threadIdx.x][e] = make_float4(v[0], v[1], v[2], v[3]);
-      }
-      heads[threadIdx.x] = measured_head(h, b, j, unit);
-      if (LowRank) terms[threadIdx.x] = j < k ? own_term(h.columns, b, j) : 0.f;
-    }
+    stage_direct_tile<D, kColumns, LowRank>(h, b, q, unit, tile, heads, terms);
     __syncthreads();
 #pragma unroll(D <= 16 ? 2 : 1)
     for (int jj = 0; jj < kColumns; ++jj) {
-      float acc[R] = {};  // ‖x − y‖², or p·q
-      for (int e = 0; e < D / 4; ++e) {
-        float4 const y = tile[jj][e];
-        for (int r = 0; r < R; ++r) {
-          if constexpr (LowRank) {
-            acc[r] = fmaf(x[r][4 * e], y.x, acc[r]);
-            acc[r] = fmaf(x[r][4 * e + 1], y.y, acc[r]);
-            acc[r] = fmaf(x[r][4 * e + 2], y.z, acc[r]);
-            acc[r] = fmaf(x[r][4 * e + 3], y.w, acc[r]);
-          } else {
-            float const d0 = x[r][4 * e] - y.x, d1 = x[r][4 * e + 1] - y.y;
-            float const d2 = x[r][4 * e + 2] - y.z, d3 = x[r][4 * e + 3] - y.w;
-            acc[r] = fmaf(d0, d0, acc[r]);
-            acc[r] = fmaf(d1, d1, acc[r]);
-            acc[r] = fmaf(d2, d2, acc[r]);
-            acc[r] = fmaf(d3, d3, acc[r]);
-          }
-        }
-      }
+      float costs[R];
+      direct_costs<D, R, LowRank>(h, x, tile[jj], row_term,
+                                  LowRank ? terms[jj] : 0.f, costs);
       float const head = heads[jj];
       for (int r = 0; r < R; ++r) {
-        float const c = LowRank ? (row_term[r] + terms[jj]) - acc[r]
-                                : h.cost_scale * acc[r];
+        float const c = costs[r];
         float const t = fmaf(-unit, c, head + base[r]);
         if (maximum) {
           sum[r] = fmaxf(sum[r], t);
@@ -994,54 +1020,28 @@ __global__ void __launch_bounds__(kThreads)
   std::int64_t const last_tile = min(first_tile + w.tiles_per_part, tiles);
   for (std::int64_t q = first_tile; q < last_tile; ++q) {
     __syncthreads();  // the previous tile is no longer read
+    stage_direct_tile<D, kColumns, LowRank>(h, b, q, unit, tile, heads, terms);
     if (threadIdx.x < kColumns) {
       std::int64_t const j = q * kColumns + threadIdx.x;
-      std::int64_t const at = b * k + (j < k ? j : 0);
-      float const* y = h.columns.points + at * d;
-      for (int e = 0; e < D / 4; ++e) {
-        float v[4];
-        for (int c = 0; c < 4; ++c)
-          v[c] = j < k && 4 * e + c < d ? y[4 * e + c] : 0.f;
-        tile[threadIdx.x][e] = make_float4(v[0], v[1], v[2], v[3]);
-      }
-      float const* zj = z.values + at * z.columns + first;
+      float const* zj =
+          z.values + (b * k + (j < k ? j : 0)) * z.columns + first;
       for (int e = 0; e < M / 4; ++e) {
         float v[4];
         for (int c = 0; c < 4; ++c)
           v[c] = j < k && 4 * e + c < width ? zj[4 * e + c] : 0.f;
         values[threadIdx.x][e] = make_float4(v[0], v[1], v[2], v[3]);
       }
-      heads[threadIdx.x] = measured_head(h, b, j, unit);
-      if (LowRank) terms[threadIdx.x] = j < k ? own_term(h.columns, b, j) : 0.f;
     }
     __syncthreads();
 #pragma unroll 1
     for (int jj = 0; jj < kColumns; ++jj) {
-      float cost[R] = {};  // ‖x − y‖², or p·q
-      for (int e = 0; e < D / 4; ++e) {
-        float4 const y = tile[jj][e];
-        for (int r = 0; r < R; ++r) {
-          if constexpr (LowRank) {
-            cost[r] = fmaf(x[r][4 * e], y.x, cost[r]);
-            cost[r] = fmaf(x[r][4 * e + 1], y.y, cost[r]);
-            cost[r] = fmaf(x[r][4 * e + 2], y.z, cost[r]);
-            cost[r] = fmaf(x[r][4 * e + 3], y.w, cost[r]);
-          } else {
-            float const d0 = x[r][4 * e] - y.x, d1 = x[r][4 * e + 1] - y.y;
-            float const d2 = x[r][4 * e + 2] - y.z, d3 = x[r][4 * e + 3] - y.w;
-            cost[r] = fmaf(d0, d0, cost[r]);
-            cost[r] = fmaf(d1, d1, cost[r]);
-            cost[r] = fmaf(d2, d2, cost[r]);
-            cost[r] = fmaf(d3, d3, cost[r]);
-          }
-        }
-      }
+      float costs[R];
+      direct_costs<D, R, LowRank>(h, x, tile[jj], row_term,
+                                  LowRank ? terms[jj] : 0.f, costs);
       float const head = heads[jj];
       float weight[R];
       for (int r = 0; r < R; ++r) {
-        float const c = LowRank ? (row_term[r] + terms[jj]) - cost[r]
-                                : h.cost_scale * cost[r];
-        weight[r] = exp2_approx(fmaf(-unit, c, head + base[r]));
+        weight[r] = exp2_approx(fmaf(-unit, costs[r], head + base[r]));
         if (FindLse) sum[r] += weight[r];
       }
       for (int e = 0; e < M / 4; ++e) {
