@@ -667,8 +667,9 @@ TYPED_TEST(Sinkhorn, MeasurementsMatchFloat64) {
 // The plan's products (plan_v = π v, plan_t_u = πᵀu with m value columns;
 // 70 is more than one pass of the CUDA-specialised sums) and the gradients
 // w.r.t. positions (points: 2c Σ_j π_ij (x_i − y_j); a low-rank cost:
-// −Σ_j π_ij q_j and −Σ_i π_ij p_i) on every kernel, against float64 sums
-// over the dense plan of the given potentials; d from 1 to 64 and ranks 3
+// −Σ_j π_ij q_j and −Σ_i π_ij p_i) and w.r.t. the weights on every
+// kernel, against float64 sums over the dense plan of the given
+// potentials; d from 1 to 64 and ranks 3
 // to 100 (the specialised sums take up to 64, the portable passes above).
 // Zero potentials at a small ε put every row's sum under its potential's
 // shift below the safe range: the specialised sums' exact rows then.
@@ -796,6 +797,30 @@ TYPED_TEST(Sinkhorn, PlanProductsAndGradientsMatchFloat64) {
             return -double(T(c2x * pr.x(q, i, e)));
           });
         }
+        // The weights' terms read the log-sum-exps the positions' sums
+        // find: grad_a_i = f_i − ε((π1)_i / a_i − Σ b), and likewise b's.
+        grads.grad_a = V2<T, Space>("grad_a", B, n);
+        grads.grad_b = V2<T, Space>("grad_b", B, k);
+        auto weight_terms = [&](bool rows_side) {
+          int const own = rows_side ? n : k, other = rows_side ? k : n;
+          auto const& own_weight = rows_side ? pr.a : pr.b;
+          auto const& other_weight = rows_side ? pr.b : pr.a;
+          auto const& potential = rows_side ? s.f : s.g;
+          auto const mass =
+              products(rows_side, 1, [](int, int, int, int) { return 1.0; });
+          std::vector<double> out(std::size_t(B) * own);
+          for (int q = 0; q < B; ++q) {
+            double other_mass = 0;
+            for (int j = 0; j < other; ++j)
+              other_mass += other_weight[std::size_t(q) * other + j];
+            for (int i = 0; i < own; ++i) {
+              std::size_t const at = std::size_t(q) * own + i;
+              out[at] = potential[at] -
+                        eps * (mass[at] / own_weight[at] - other_mass);
+            }
+          }
+          return out;
+        };
         softwave::sinkhorn_gradients(space, costs, dev.marginals(),
                                      V2<const T, Space>(f),
                                      V2<const T, Space>(g), grads, o);
@@ -803,6 +828,12 @@ TYPED_TEST(Sinkhorn, PlanProductsAndGradientsMatchFloat64) {
                                      "gradient of the rows' positions"));
         EXPECT_TRUE(swt::near_arrays(swt::to_host(columns), want_columns, rtol,
                                      0, "gradient of the columns' positions"));
+        EXPECT_TRUE(swt::near_arrays(swt::to_host(grads.grad_a),
+                                     weight_terms(true), rtol, 0,
+                                     "gradient of a"));
+        EXPECT_TRUE(swt::near_arrays(swt::to_host(grads.grad_b),
+                                     weight_terms(false), rtol, 0,
+                                     "gradient of b"));
       };
       if (form == Form::points)
         check(dev.points());
