@@ -1534,31 +1534,28 @@ void weighted(cudaStream_t stream, const HalfIteration& h, const Weighted& z,
       Work const w = weighted_work<D, LowRank>(h.batch, h.rows.n, h.columns.n);
       unsigned const finish_blocks =
           unsigned((h.batch * M * h.rows.n + 255) / 256);
-      for (int first = 0; first < z.columns; first += M) {
-        // The first chunk finds the log-sum-exps; the others read them.
-        if (first == 0) {
-          weighted_sums<D, R, LowRank, true>
-              <<<unsigned(w.items), kThreads, 0, stream>>>(h, z, first, w,
-                                                           workspace);
-          SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-          weighted_finish<true><<<finish_blocks, 256, 0, stream>>>(
-              h, z, M, first, w.parts, workspace);
-          SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-          std::int64_t const row_blocks =
-              (h.rows.n + kFinishWarps - 1) / kFinishWarps;
-          weighted_exact_rows<M>
-              <<<unsigned(h.batch * row_blocks), kFinishWarps * 32, 0,
-                 stream>>>(h, z, row_blocks);
-        } else {
-          weighted_sums<D, R, LowRank, false>
-              <<<unsigned(w.items), kThreads, 0, stream>>>(h, z, first, w,
-                                                           workspace);
-          SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-          weighted_finish<false><<<finish_blocks, 256, 0, stream>>>(
-              h, z, M, first, w.parts, workspace);
-        }
+      // One chunk's sums and their finish (FindLse: finding the LSEs).
+      auto chunk = [&](int first, auto find_lse) {
+        constexpr bool FindLse = decltype(find_lse)::value;
+        weighted_sums<D, R, LowRank, FindLse>
+            <<<unsigned(w.items), kThreads, 0, stream>>>(h, z, first, w,
+                                                         workspace);
         SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-      }
+        weighted_finish<FindLse><<<finish_blocks, 256, 0, stream>>>(
+            h, z, M, first, w.parts, workspace);
+        SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+      };
+      // The first chunk finds the log-sum-exps (its unsafe rows again,
+      // exactly); the others read them.
+      chunk(0, std::true_type());
+      std::int64_t const row_blocks =
+          (h.rows.n + kFinishWarps - 1) / kFinishWarps;
+      weighted_exact_rows<M>
+          <<<unsigned(h.batch * row_blocks), kFinishWarps * 32, 0, stream>>>(
+              h, z, row_blocks);
+      SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+      for (int first = M; first < z.columns; first += M)
+        chunk(first, std::false_type());
     }
   });
 }
