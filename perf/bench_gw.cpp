@@ -47,6 +47,8 @@
 // it and its standard error; SOFTWAVE_BENCH_GW_TRACE=1 prints every check's
 // relative change; SOFTWAVE_BENCH_GW_TF32=1 runs the CUDA tensor-core
 // products on TF32 operands instead of scaled FP16 (set_tensor_operands);
+// SOFTWAVE_BENCH_GW_ROW_TILES=1 or 2 sets the 16-row tiles each warp of
+// their kernel owns (set_tensor_row_tiles; unset: the library's choice);
 // SOFTWAVE_BENCH_GW_DEVICE_PATHS=1 finds the graphs' shortest paths (the
 // landmark embeddings') with ShortestPaths::device.
 //
@@ -78,7 +80,7 @@
 #include "bench_common.hpp"
 #include "reference/gw_reference.hpp"
 #if defined(KOKKOS_ENABLE_CUDA)
-#include "sinkhorn/updates.hpp"  // set_tensor_operands
+#include "sinkhorn/updates.hpp"  // set_tensor_operands, _row_tiles
 #endif
 
 namespace softwave_bench {
@@ -232,6 +234,8 @@ void options_from_environment(softwave::GwOptions& options) {
   char const* tf32 = std::getenv("SOFTWAVE_BENCH_GW_TF32");
   cs::set_tensor_operands(tf32 && std::atoi(tf32) ? cs::TensorOperands::tf32
                                                   : cs::TensorOperands::fp16);
+  char const* tiles = std::getenv("SOFTWAVE_BENCH_GW_ROW_TILES");
+  cs::set_tensor_row_tiles(tiles ? std::atoi(tiles) : 0);
 #endif
 }
 

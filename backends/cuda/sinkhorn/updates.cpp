@@ -318,15 +318,17 @@ int g_tensor_row_tiles = 0;
 TensorOperands g_tensor_operands = TensorOperands::fp16;
 
 // Two tiles a warp halve the shared-memory reads of B per product: on an
-// H200 9–14 % faster at d = 64 and 6 % at d = 48 than one (perf/RESULTS.md;
-// with 8 warps a block instead of 4, slower). Their A operands and
-// accumulators take 2·(4·KS + 32) registers, so ranks above 64 (KS > 8)
-// keep one.
-template <int KS>
-constexpr bool two_row_tiles_fit = KS <= 8;
-template <int KS>
+// H200 9–14 % faster at d = 64, 6 % at d = 48 and, with FP16 operands,
+// 16 % at rank 80 than one (perf/RESULTS.md; with 8 warps a block instead
+// of 4, slower). Their A operands and
+// accumulators take 2·(4·S + 32) registers for S products along k (KS for
+// TF32, ⌈KS/2⌉ for FP16), so they fit up to S = 8: TF32 ranks to 64, FP16
+// ranks to 128.
+template <int KS, bool fp16>
+constexpr bool two_row_tiles_fit = (fp16 ? (KS + 1) / 2 : KS) <= 8;
+template <int KS, bool fp16>
 bool two_row_tiles() {
-  if (!two_row_tiles_fit<KS>) return false;
+  if (!two_row_tiles_fit<KS, fp16>) return false;
   if (g_tensor_row_tiles) return g_tensor_row_tiles == 2;
   return KS >= 6;
 }
@@ -1360,8 +1362,9 @@ struct Launcher {
             static_cast<const unsigned*>(maxima));
       });
     };
-    if constexpr (two_row_tiles_fit<KS>) {
-      if (two_row_tiles<KS>()) return run(std::integral_constant<int, 2>());
+    if constexpr (two_row_tiles_fit<KS, fp16>) {
+      if (two_row_tiles<KS, fp16>())
+        return run(std::integral_constant<int, 2>());
     }
     run(std::integral_constant<int, 1>());
   }

@@ -175,9 +175,10 @@ void weighted(cudaStream_t stream, const HalfIteration& h, const Weighted& z,
 // default) lets the library choose. For benchmarks comparing the two.
 void set_rows_per_thread(int rows);
 
-// 16-row tiles each warp of the tensor-core sums kernel (d > 16) owns: 1 or,
-// up to d = 64, 2 (sharing each B fragment); 0 (the default) lets the
-// library choose. For tests and benchmarks comparing the two.
+// 16-row tiles each warp of the tensor-core sums kernel (d > 16) owns: 1 or
+// 2 (sharing each B fragment; up to d = 64 with TF32 operands, 128 with
+// FP16); 0 (the default) lets the library choose. For tests and benchmarks
+// comparing the two.
 void set_tensor_row_tiles(int tiles);
 
 // The tensor-core products' operands: FP16, each problem's two operands
