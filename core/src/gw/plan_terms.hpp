@@ -156,58 +156,244 @@ struct TermSum {
   KOKKOS_INLINE_FUNCTION std::int64_t row_at(std::int64_t q) const {
     return row_list.extent(0) ? std::int64_t(row_list(q)) : q;
   }
-  // The first position of a team's block (a team per block), and how many
-  // rows the block from position q0 has.
-  template <class Member>
-  KOKKOS_INLINE_FUNCTION std::int64_t first_row(const Member& team) const {
-    return std::int64_t(team.league_rank()) * rows;
-  }
-  KOKKOS_INLINE_FUNCTION int rows_from(std::int64_t q0) const {
+  // How many rows the block of `height` rows from position q0 has.
+  KOKKOS_INLINE_FUNCTION int rows_from(std::int64_t q0,
+                                       int height = rows) const {
     std::int64_t const left = row_count() - q0;
-    return left < rows ? int(left) : rows;
+    return left < height ? int(left) : height;
   }
+  // A kernel term's exponent's parts other than its factors' product:
+  // f_i − u_i per row, g_j − v_j per column.
+  KOKKOS_INLINE_FUNCTION T row_term(int slot, std::int64_t i) const {
+    return terms.f(slot, i) - terms.u(slot, i);
+  }
+  KOKKOS_INLINE_FUNCTION T column_term(int slot, std::int64_t j) const {
+    return terms.g(slot, j) - terms.v(slot, j);
+  }
+  // π_s(i, j) / (a_i b_j) for a kernel term, from its parts and its
+  // factors' product.
+  KOKKOS_INLINE_FUNCTION T kernel_term(const TermWeight& t, T row, T column,
+                                       T dot, std::int64_t i,
+                                       std::int64_t j) const {
+    T const s = row + column + dot - terms.linear_at(i, j);
+    return compat::exp(s * T(t.inverse_epsilon));
+  }
+  // The parts of w_s π_s(i, j) that are not kernel terms: the product
+  // plan's (to be scaled by a_i b_j, into `scaled`), the given coupling's
+  // and a low-rank coupling's (entries themselves, into `given`).
+  KOKKOS_INLINE_FUNCTION void add_other(const TermWeight& t, std::int64_t i,
+                                        std::int64_t j, T dot, double& scaled,
+                                        double& given) const {
+    if (t.slot < 0 && initial.extent(0))
+      given += t.weight * initial_scale * double(initial(i, j));
+    else if (t.slot < 0)
+      scaled += t.weight * product_scale;
+    else  // a coupling
+      given += t.weight * double(dot);
+  }
+
   // out[r] = Σ_s w_s π_s(row_at(q0 + r), j) for the block's rows r < count
-  // (its last rows may be fewer; their loads repeat the last row).
+  // (its last rows may be fewer; their loads repeat the last row). For
+  // callers that take one column at a time; team kernels use visit_block.
   KOKKOS_INLINE_FUNCTION void block(std::int64_t q0, int count, std::int64_t j,
                                     double* out) const {
     std::int64_t row[rows];
     for (int r = 0; r < rows; ++r)
       row[r] = row_at(q0 + (r < count ? r : count - 1));
-    // The given initial coupling's part, added after the a_i b_j below.
     double given[rows];
     for (int r = 0; r < rows; ++r) out[r] = given[r] = 0;
     for (std::size_t e = 0; e < list.extent(0); ++e) {
       TermWeight const t = list(e);
-      if (t.slot < 0 && initial.extent(0)) {
-        for (int r = 0; r < count; ++r)
-          given[r] += t.weight * initial_scale * double(initial(row[r], j));
-        continue;
-      }
-      if (t.slot < 0) {
-        for (int r = 0; r < rows; ++r) out[r] += t.weight * product_scale;
-        continue;
-      }
       T dot[rows] = {};
-      for (std::int64_t c = 0; c < terms.rank; ++c) {
-        T const qc = terms.q(t.slot, j, c);
-        for (int r = 0; r < rows; ++r)
-          dot[r] += terms.p(t.slot, row[r], c) * qc;
-      }
-      if (t.coupling) {  // the entry itself, not scaled by a_i b_j
-        for (int r = 0; r < count; ++r) given[r] += t.weight * double(dot[r]);
+      if (t.slot >= 0)
+        for (std::int64_t c = 0; c < terms.rank; ++c) {
+          T const qc = terms.q(t.slot, j, c);
+          for (int r = 0; r < rows; ++r)
+            dot[r] += terms.p(t.slot, row[r], c) * qc;
+        }
+      if (t.slot < 0 || t.coupling) {
+        for (int r = 0; r < count; ++r)
+          add_other(t, row[r], j, dot[r], out[r], given[r]);
         continue;
       }
-      T const column = terms.g(t.slot, j) - terms.v(t.slot, j);
-      T const inverse = T(t.inverse_epsilon);
-      for (int r = 0; r < count; ++r) {
-        T const s = terms.f(t.slot, row[r]) - terms.u(t.slot, row[r]) + column +
-                    dot[r] - terms.linear_at(row[r], j);
-        out[r] += t.weight * double(compat::exp(s * inverse));
-      }
+      T const column = column_term(t.slot, j);
+      for (int r = 0; r < count; ++r)
+        out[r] += t.weight * double(kernel_term(t, row_term(t.slot, row[r]),
+                                                column, dot[r], row[r], j));
     }
     double const bj = b_at(j);
     for (int r = 0; r < count; ++r)
       out[r] = out[r] * a_at(row[r]) * bj + given[r];
+  }
+
+  // The team kernels' evaluation, tiled as a matrix product. A team takes
+  // a tile of kTileRows rows and kTileColumns columns at a time, each
+  // thread kRowsEach of its rows (r = y + kThreadRows·a, a < kRowsEach)
+  // and kColumnsEach of its columns (x + kThreadColumns·b), and forms each
+  // kernel term's products P_i·Q_j over pieces of kPiece factor columns.
+  // On a GPU each piece of P and Q is first staged in the team's scratch
+  // (zero-padded past the rank; Q's rows padded so that the threads' reads
+  // meet distinct banks), with every load of a thread issued before its
+  // stores; then each staged value serves kRowsEach or kColumnsEach
+  // products from registers. A tile of 64 rows reads each term's Q once
+  // for 64 rows (a team of 16 rows streamed it from memory four times as
+  // often, and was bound by those loads). Kernel terms are summed in T
+  // (the weights' sum is 1; float32 resolves entries far beyond what an
+  // argmax, a row sum or a plan in T needs). On the host a team is one
+  // thread and reads the factors in place.
+  static constexpr bool kStaged =
+      !Kokkos::SpaceAccessibility<Kokkos::HostSpace,
+                                  typename Space::memory_space>::accessible;
+  static constexpr int kRowsEach = 8, kColumnsEach = 8, kPiece = 16;
+  static constexpr int kThreadRows = kStaged ? 8 : 1;
+  static constexpr int kThreadColumns = kStaged ? 16 : 1;
+  static constexpr int kTileRows = kThreadRows * kRowsEach;
+  static constexpr int kTileColumns = kThreadColumns * kColumnsEach;
+  static constexpr int kTeam = kThreadRows * kThreadColumns;
+  static constexpr std::size_t kScratchBytes =
+      kStaged ? (kTileRows * kPiece + kTileColumns * (kPiece + 1)) * sizeof(T)
+              : 0;
+
+  // The thread's place in the tile's grid of threads.
+  struct TileThread {
+    int y, x;
+    KOKKOS_INLINE_FUNCTION int row(int a) const { return y + kThreadRows * a; }
+    KOKKOS_INLINE_FUNCTION int column(int b) const {
+      return x + kThreadColumns * b;
+    }
+  };
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION static TileThread tile_thread(const Member& team) {
+    return {team.team_rank() / kThreadColumns,
+            team.team_rank() % kThreadColumns};
+  }
+
+  // visit(a, r, j, value) with value = Σ_s w_s π_s(row_at(q0 + r), j) for
+  // the thread's rows r = tile_thread(team).row(a) < count of the block of
+  // kTileRows rows from position q0 and every column j in [begin, end) the
+  // thread takes (its columns of each tile, in increasing order). Every
+  // thread of the team must call it. Kernel terms are tiled; the rest (the
+  // initial coupling, low-rank couplings) are added per entry as visited.
+  template <class Member, class Visit>
+  KOKKOS_INLINE_FUNCTION void visit_block(const Member& team, std::int64_t q0,
+                                          int count, std::int64_t begin,
+                                          std::int64_t end,
+                                          const Visit& visit) const {
+    TileThread const me = tile_thread(team);
+    int const flat = team.team_rank();
+    T* const p_piece = kStaged ? static_cast<T*>(team.team_scratch(0).get_shmem(
+                                     kTileRows * kPiece * sizeof(T)))
+                               : nullptr;
+    T* const q_piece = kStaged ? static_cast<T*>(team.team_scratch(0).get_shmem(
+                                     kTileColumns * (kPiece + 1) * sizeof(T)))
+                               : nullptr;
+    // Block row r (rows past the last repeat it).
+    auto const row = [&](int r) {
+      return row_at(q0 + (r < count ? r : count - 1));
+    };
+    int i[kRowsEach];
+    for (int a = 0; a < kRowsEach; ++a) i[a] = int(row(me.row(a)));
+    std::int64_t const rank = terms.rank;
+    // Whether any term is not a kernel term (the initial coupling, a
+    // low-rank coupling): they are added entry by entry.
+    bool others = false;
+    for (std::size_t e = 0; e < list.extent(0); ++e)
+      others = others || list(e).slot < 0 || list(e).coupling;
+    for (std::int64_t tile = begin; tile < end; tile += kTileColumns) {
+      int const width =
+          int(end - tile < kTileColumns ? end - tile : kTileColumns);
+      // The thread's columns (those past the tile's last repeat its first).
+      int j[kColumnsEach];
+      for (int b = 0; b < kColumnsEach; ++b)
+        j[b] = int(tile + (me.column(b) < width ? me.column(b) : 0));
+      T scaled[kRowsEach][kColumnsEach];
+      for (int a = 0; a < kRowsEach; ++a)
+        for (int b = 0; b < kColumnsEach; ++b) scaled[a][b] = 0;
+      for (std::size_t e = 0; e < list.extent(0); ++e) {
+        TermWeight const t = list(e);
+        if (t.slot < 0 || t.coupling) continue;
+        T dot[kRowsEach][kColumnsEach] = {};
+        for (std::int64_t c0 = 0; c0 < rank; c0 += kPiece) {
+          if constexpr (kStaged) {
+            constexpr int kP = kTileRows * kPiece / kTeam;
+            constexpr int kQ = kTileColumns * kPiece / kTeam;
+            T staged[kP + kQ];
+            for (int v = 0; v < kP; ++v) {
+              int const at = flat + kTeam * v;
+              std::int64_t const c = c0 + at % kPiece;
+              staged[v] = c < rank ? terms.p(t.slot, row(at / kPiece), c) : 0;
+            }
+            for (int v = 0; v < kQ; ++v) {
+              int const at = flat + kTeam * v;
+              std::int64_t const c = c0 + at % kPiece;
+              staged[kP + v] = c < rank && at / kPiece < width
+                                   ? terms.q(t.slot, tile + at / kPiece, c)
+                                   : 0;
+            }
+            team.team_barrier();  // the last piece's reads are done
+            for (int v = 0; v < kP; ++v) p_piece[flat + kTeam * v] = staged[v];
+            for (int v = 0; v < kQ; ++v) {
+              int const at = flat + kTeam * v;
+              q_piece[(at / kPiece) * (kPiece + 1) + at % kPiece] =
+                  staged[kP + v];
+            }
+            team.team_barrier();
+            for (int c = 0; c < kPiece; ++c) {
+              T pc[kRowsEach], qc[kColumnsEach];
+              for (int a = 0; a < kRowsEach; ++a)
+                pc[a] = p_piece[me.row(a) * kPiece + c];
+              for (int b = 0; b < kColumnsEach; ++b)
+                qc[b] = q_piece[me.column(b) * (kPiece + 1) + c];
+              for (int a = 0; a < kRowsEach; ++a)
+                for (int b = 0; b < kColumnsEach; ++b)
+                  dot[a][b] += pc[a] * qc[b];
+            }
+          } else {
+            std::int64_t const last = rank - c0 < kPiece ? rank : c0 + kPiece;
+            for (std::int64_t c = c0; c < last; ++c) {
+              T qc[kColumnsEach];
+              for (int b = 0; b < kColumnsEach; ++b)
+                qc[b] = terms.q(t.slot, j[b], c);
+              for (int a = 0; a < kRowsEach; ++a) {
+                T const pc = terms.p(t.slot, i[a], c);
+                for (int b = 0; b < kColumnsEach; ++b) dot[a][b] += pc * qc[b];
+              }
+            }
+          }
+        }
+        T const weight = T(t.weight);
+        T from_row[kRowsEach];
+        for (int a = 0; a < kRowsEach; ++a)
+          from_row[a] = row_term(t.slot, i[a]);
+        for (int b = 0; b < kColumnsEach; ++b) {
+          T const from_column = column_term(t.slot, j[b]);
+          for (int a = 0; a < kRowsEach; ++a)
+            scaled[a][b] += weight * kernel_term(t, from_row[a], from_column,
+                                                 dot[a][b], i[a], j[b]);
+        }
+      }
+      double ai[kRowsEach];
+      for (int a = 0; a < kRowsEach; ++a) ai[a] = a_at(i[a]);
+      for (int b = 0; b < kColumnsEach; ++b) {
+        if (me.column(b) >= width) continue;
+        double const bj = b_at(j[b]);
+        for (int a = 0; a < kRowsEach; ++a) {
+          if (me.row(a) >= count) continue;
+          double value = double(scaled[a][b]), given = 0;
+          if (others)
+            for (std::size_t e = 0; e < list.extent(0); ++e) {
+              TermWeight const t = list(e);
+              if (t.slot >= 0 && !t.coupling) continue;
+              T dot = 0;
+              if (t.coupling)
+                for (std::int64_t c = 0; c < rank; ++c)
+                  dot += terms.p(t.slot, i[a], c) * terms.q(t.slot, j[b], c);
+              add_other(t, i[a], j[b], dot, value, given);
+            }
+          visit(a, me.row(a), j[b], value * ai[a] * bj + given);
+        }
+      }
+    }
   }
 };
 
@@ -225,13 +411,20 @@ Kokkos::View<const TermWeight*, typename Space::memory_space> term_list(
   return out;
 }
 
-// A team per block of TermSum::rows rows, its threads over the columns.
+// `teams` teams of visit_block's size and scratch.
+template <class T, class Space>
+Kokkos::TeamPolicy<Space> visit_policy(const Space& space, std::int64_t teams) {
+  using Sum = TermSum<T, Space>;
+  return Kokkos::TeamPolicy<Space>(space, teams, Sum::kTeam)
+      .set_scratch_size(0, Kokkos::PerTeam(Sum::kScratchBytes));
+}
+
+// A team per block of visit_block's kTileRows rows.
 template <class T, class Space>
 Kokkos::TeamPolicy<Space> block_policy(const Space& space,
                                        const TermSum<T, Space>& sum) {
-  constexpr int R = TermSum<T, Space>::rows;
-  return Kokkos::TeamPolicy<Space>(space, (sum.row_count() + R - 1) / R,
-                                   Kokkos::AUTO);
+  constexpr int R = TermSum<T, Space>::kTileRows;
+  return visit_policy<T>(space, (sum.row_count() + R - 1) / R);
 }
 
 // plan(i, j) = sum(i, j).
@@ -239,20 +432,16 @@ template <class T, class Space>
 void render_plan(const Space& space, const TermSum<T, Space>& sum,
                  const OTView2<T, Space>& plan) {
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
-  constexpr int R = TermSum<T, Space>::rows;
+  constexpr int R = TermSum<T, Space>::kTileRows;
   std::int64_t const k = sum.terms.k;
   Kokkos::parallel_for(
       "softwave::gw::render_plan", block_policy(space, sum),
       KOKKOS_LAMBDA(const Member& team) {
-        std::int64_t const i0 = sum.first_row(team);
-        int const count = sum.rows_from(i0);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k),
-                             [&](std::int64_t j) {
-                               double out[R];
-                               sum.block(i0, count, j, out);
-                               for (int r = 0; r < count; ++r)
-                                 plan(i0 + r, j) = T(out[r]);
-                             });
+        std::int64_t const i0 = std::int64_t(team.league_rank()) * R;
+        sum.visit_block(team, i0, sum.rows_from(i0, R), 0, k,
+                        [&](int, int r, std::int64_t j, double value) {
+                          plan(i0 + r, j) = T(value);
+                        });
       });
 }
 
@@ -260,26 +449,26 @@ void render_plan(const Space& space, const TermSum<T, Space>& sum,
 template <class T, class Space>
 void row_sums(const Space& space, const TermSum<T, Space>& sum,
               const Kokkos::View<double*, typename Space::memory_space>& rows) {
+  using Sum = TermSum<T, Space>;
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
-  constexpr int R = TermSum<T, Space>::rows;
+  constexpr int R = Sum::kTileRows;
   std::int64_t const k = sum.terms.k;
   Kokkos::parallel_for(
       "softwave::gw::row_sums", block_policy(space, sum),
       KOKKOS_LAMBDA(const Member& team) {
-        std::int64_t const q0 = sum.first_row(team);
-        int const count = sum.rows_from(q0);
-        // Each thread's sums of its columns, then the team's.
-        double partial[R];
-        for (int r = 0; r < R; ++r) partial[r] = 0;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k),
-                             [&](std::int64_t j) {
-                               double out[R];
-                               sum.block(q0, count, j, out);
-                               for (int r = 0; r < count; ++r)
-                                 partial[r] += out[r];
-                             });
+        std::int64_t const q0 = std::int64_t(team.league_rank()) * R;
+        int const count = sum.rows_from(q0, R);
+        // Each thread's sums of its rows' columns, then each row's over
+        // the threads that hold it.
+        double partial[Sum::kRowsEach] = {};
+        sum.visit_block(team, q0, count, 0, k,
+                        [&](int a, int, std::int64_t, double value) {
+                          partial[a] += value;
+                        });
+        auto const me = Sum::tile_thread(team);
         for (int r = 0; r < count; ++r) {
-          double total = partial[r];
+          double total =
+              r % Sum::kThreadRows == me.y ? partial[r / Sum::kThreadRows] : 0;
           team.team_reduce(Kokkos::Sum<double>(total));
           if (team.team_rank() == 0) rows(q0 + r) = total;
         }
@@ -290,31 +479,32 @@ void row_sums(const Space& space, const TermSum<T, Space>& sum,
 template <class T, class Space>
 void row_argmax(const Space& space, const TermSum<T, Space>& sum,
                 const OTView1<int, Space>& matching) {
+  using Sum = TermSum<T, Space>;
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
-  constexpr int R = TermSum<T, Space>::rows;
+  constexpr int R = Sum::kTileRows;
   std::int64_t const k = sum.terms.k;
   Kokkos::parallel_for(
       "softwave::gw::row_argmax", block_policy(space, sum),
       KOKKOS_LAMBDA(const Member& team) {
-        std::int64_t const i0 = sum.first_row(team);
-        int const count = sum.rows_from(i0);
-        // Each thread's best of its columns, then the team's: the largest
-        // value, and the first column that has it.
-        double value[R];
-        std::int64_t column[R];
-        for (int r = 0; r < R; ++r) value[r] = -1, column[r] = k;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, k),
-                             [&](std::int64_t j) {
-                               double out[R];
-                               sum.block(i0, count, j, out);
-                               for (int r = 0; r < count; ++r)
-                                 if (out[r] > value[r])
-                                   value[r] = out[r], column[r] = j;
-                             });
+        std::int64_t const i0 = std::int64_t(team.league_rank()) * R;
+        int const count = sum.rows_from(i0, R);
+        // Each thread's best of its columns for each of its rows, then
+        // each row's over the threads: the largest value, and the first
+        // column that has it.
+        double value[Sum::kRowsEach];
+        std::int64_t column[Sum::kRowsEach];
+        for (int a = 0; a < Sum::kRowsEach; ++a) value[a] = -1, column[a] = k;
+        sum.visit_block(team, i0, count, 0, k,
+                        [&](int a, int, std::int64_t j, double out) {
+                          if (out > value[a]) value[a] = out, column[a] = j;
+                        });
+        auto const me = Sum::tile_thread(team);
         for (int r = 0; r < count; ++r) {
-          double best = value[r];
+          bool const holds = r % Sum::kThreadRows == me.y;
+          int const a = r / Sum::kThreadRows;
+          double best = holds ? value[a] : -1;
           team.team_reduce(Kokkos::Max<double>(best));
-          std::int64_t first = value[r] == best ? column[r] : k;
+          std::int64_t first = holds && value[a] == best ? column[a] : k;
           team.team_reduce(Kokkos::Min<std::int64_t>(first));
           if (team.team_rank() == 0) matching(i0 + r) = int(first);
         }
@@ -368,53 +558,95 @@ class ColumnSampler {
     std::int64_t const k = terms.k, rank = terms.rank, parts = parts_;
     auto const best = best_;
     auto const at = at_;
+    // A team of kTeam threads takes its part's columns kTeam at a time;
+    // on a GPU each piece of kPiece factor columns of theirs and of the
+    // anchor's row is staged in scratch first (a thread reading its own
+    // column's factor row strides through memory), the products summed in
+    // the same order as in place, so every backend draws the same columns.
+    using Sum = TermSum<T, Space>;
+    constexpr bool kStaged = Sum::kStaged;
+    constexpr int kPiece = Sum::kPiece, kTeam = kStaged ? 128 : 1;
     Kokkos::parallel_for(
         "softwave::gw::sample_columns",
-        Kokkos::TeamPolicy<Space>(space, draws.extent(0) * parts, Kokkos::AUTO),
+        Kokkos::TeamPolicy<Space>(space, draws.extent(0) * parts, kTeam)
+            .set_scratch_size(
+                0,
+                Kokkos::PerTeam(
+                    kStaged ? (kTeam * (kPiece + 1) + kPiece) * sizeof(T) : 0)),
         KOKKOS_LAMBDA(const Member& team) {
           std::int64_t const c = team.league_rank() / parts,
                              part = team.league_rank() % parts;
           AnchorDraw const d = draws(c);
-          if (d.column >= 0) return;  // drawn on the host
+          if (d.column >= 0) return;  // drawn on the host (the whole team)
           bool const given = d.slot < 0;
           std::uint64_t const anchor_key = mix64(key + std::uint64_t(c));
           // (A coupling's slot has no potentials: its f and u are unset.)
           T const row = given || d.coupling
                             ? T(0)
                             : terms.f(d.slot, d.row) - terms.u(d.slot, d.row);
+          int const me = team.team_rank();
+          T* const q_piece =
+              kStaged ? static_cast<T*>(team.team_scratch(0).get_shmem(
+                            kTeam * (kPiece + 1) * sizeof(T)))
+                      : nullptr;
+          T* const p_piece =
+              kStaged ? static_cast<T*>(
+                            team.team_scratch(0).get_shmem(kPiece * sizeof(T)))
+                      : nullptr;
           // The thread's best score and its first column, then the team's.
           double score_of_thread = -INFINITY;
           std::int64_t column_of_thread = k;
-          Kokkos::parallel_for(
-              Kokkos::TeamThreadRange(team, part * k / parts,
-                                      (part + 1) * k / parts),
-              [&](std::int64_t j) {
-                if (given) {  // log of the entry (zero: never drawn)
-                  double const score = compat::log(double(initial(d.row, j))) +
-                                       gumbel(anchor_key, j);
-                  if (score > score_of_thread)
-                    score_of_thread = score, column_of_thread = j;
-                  return;
+          std::int64_t const lo = part * k / parts, hi = (part + 1) * k / parts;
+          for (std::int64_t tile = lo; tile < hi; tile += kTeam) {
+            int const width = int(hi - tile < kTeam ? hi - tile : kTeam);
+            std::int64_t const j = tile + (me < width ? me : 0);
+            T dot = 0;
+            if (!given)
+              for (std::int64_t c0 = 0; c0 < rank; c0 += kPiece) {
+                int const piece = rank - c0 < kPiece ? int(rank - c0) : kPiece;
+                if constexpr (kStaged) {
+                  T staged[kPiece];
+                  for (int v = 0; v < kPiece; ++v) {
+                    int const at = me + kTeam * v;
+                    staged[v] = at % kPiece < piece && at / kPiece < width
+                                    ? terms.q(d.slot, tile + at / kPiece,
+                                              c0 + at % kPiece)
+                                    : T(0);
+                  }
+                  T const p =
+                      me < piece ? terms.p(d.slot, d.row, c0 + me) : T(0);
+                  team.team_barrier();  // the last piece's reads are done
+                  for (int v = 0; v < kPiece; ++v) {
+                    int const at = me + kTeam * v;
+                    q_piece[(at / kPiece) * (kPiece + 1) + at % kPiece] =
+                        staged[v];
+                  }
+                  if (me < kPiece) p_piece[me] = p;
+                  team.team_barrier();
+                  for (int q = 0; q < piece; ++q)
+                    dot += p_piece[q] * q_piece[me * (kPiece + 1) + q];
+                } else {
+                  for (std::int64_t q = c0; q < c0 + piece; ++q)
+                    dot += terms.p(d.slot, d.row, q) * terms.q(d.slot, j, q);
                 }
-                T dot = 0;
-                for (std::int64_t r = 0; r < rank; ++r)
-                  dot += terms.p(d.slot, d.row, r) * terms.q(d.slot, j, r);
-                if (d.coupling) {  // the entry's log (zero: never drawn)
-                  double const score =
-                      compat::log(double(dot)) + gumbel(anchor_key, j);
-                  if (score > score_of_thread)
-                    score_of_thread = score, column_of_thread = j;
-                  return;
-                }
-                double score =
-                    double(row + terms.g(d.slot, j) - terms.v(d.slot, j) + dot -
-                           terms.linear_at(d.row, j)) *
-                        d.inverse_epsilon +
-                    gumbel(anchor_key, j);
-                if (b.extent(0)) score += compat::log(double(b(j)));
-                if (score > score_of_thread)
-                  score_of_thread = score, column_of_thread = j;
-              });
+              }
+            if (me >= width) continue;
+            double score;
+            if (given)  // log of the entry (zero: never drawn)
+              score = compat::log(double(initial(d.row, j))) +
+                      gumbel(anchor_key, j);
+            else if (d.coupling)  // the entry's log (zero: never drawn)
+              score = compat::log(double(dot)) + gumbel(anchor_key, j);
+            else {
+              score = double(row + terms.g(d.slot, j) - terms.v(d.slot, j) +
+                             dot - terms.linear_at(d.row, j)) *
+                          d.inverse_epsilon +
+                      gumbel(anchor_key, j);
+              if (b.extent(0)) score += compat::log(double(b(j)));
+            }
+            if (score > score_of_thread)
+              score_of_thread = score, column_of_thread = j;
+          }
           double top = score_of_thread;
           team.team_reduce(Kokkos::Max<double>(top));
           std::int64_t first = score_of_thread == top ? column_of_thread : k;
@@ -456,7 +688,7 @@ class ColumnSampler {
 template <class T, class Space>
 double frobenius_norm(const Space& space, const TermSum<T, Space>& sum) {
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
-  constexpr int R = TermSum<T, Space>::rows;
+  constexpr int R = TermSum<T, Space>::kTileRows;
   constexpr std::int64_t kTeams = 2048, kLeastColumns = 256;
   std::int64_t const k = sum.terms.k;
   std::int64_t const blocks = (sum.row_count() + R - 1) / R;
@@ -464,22 +696,18 @@ double frobenius_norm(const Space& space, const TermSum<T, Space>& sum) {
       1, std::min((kTeams + blocks - 1) / blocks, k / kLeastColumns));
   double total = 0;
   Kokkos::parallel_reduce(
-      "softwave::gw::frobenius_norm",
-      Kokkos::TeamPolicy<Space>(space, blocks * parts, Kokkos::AUTO),
+      "softwave::gw::frobenius_norm", visit_policy<T>(space, blocks * parts),
       KOKKOS_LAMBDA(const Member& team, double& out) {
         std::int64_t const q0 = team.league_rank() / parts * R,
                            part = team.league_rank() % parts;
-        int const count = sum.rows_from(q0);
+        int const count = sum.rows_from(q0, R);
         double block_total = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, part * k / parts,
-                                    (part + 1) * k / parts),
-            [&](std::int64_t j, double& s) {
-              double values[R];
-              sum.block(q0, count, j, values);
-              for (int r = 0; r < count; ++r) s += values[r] * values[r];
-            },
-            block_total);
+        sum.visit_block(team, q0, count, part * k / parts,
+                        (part + 1) * k / parts,
+                        [&](int, int, std::int64_t, double value) {
+                          block_total += value * value;
+                        });
+        team.team_reduce(Kokkos::Sum<double>(block_total));
         Kokkos::single(Kokkos::PerTeam(team), [&]() { out += block_total; });
       },
       total);
