@@ -10,6 +10,9 @@
 #   writes $OUT/NAME.txt (ncu's summary sections), $OUT/NAME.csv.gz (the
 #   source page: one row per SASS instruction) and $OUT/NAME.log (the
 #   profiled run's output).
+#   KERNEL_NAME_BASE=demangled matches KERNEL_REGEX against the whole
+#   demangled name (a Kokkos kernel's function is its launch wrapper; its
+#   functor's type, in the template arguments, names it).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 kernel=$1 filter=$2 name=$3
@@ -23,7 +26,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 report=$work/$name
 # --launch-skip 1: the first launch also pays for module loading.
-"$ncu" -k "regex:$kernel" --launch-skip 1 --launch-count 1 \
+"$ncu" --kernel-name-base "${KERNEL_NAME_BASE:-function}" -k "regex:$kernel" --launch-skip 1 --launch-count 1 \
   --section LaunchStats --section Occupancy --section SchedulerStats \
   --section WarpStateStats --section SourceCounters -o "$report" \
   build/cuda/bin/softwave_bench --softwave_grid=gpu --softwave_checks=off \
