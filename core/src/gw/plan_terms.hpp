@@ -139,7 +139,7 @@ struct TermSum {
   OTView2<const T, Space> initial;
   double initial_scale = 1;
 
-  // Rows a team evaluates together: each column's factor row is read
+  // Rows block() evaluates together: each column's factor row is read
   // once for all of them (per row it would be read N times a pass).
   static constexpr int rows = 16;
 
