@@ -320,10 +320,9 @@ TensorOperands g_tensor_operands = TensorOperands::fp16;
 // Two tiles a warp halve the shared-memory reads of B per product: on an
 // H200 9–14 % faster at d = 64, 6 % at d = 48 and, with FP16 operands,
 // 16 % at rank 80 than one (perf/RESULTS.md; with 8 warps a block instead
-// of 4, slower). Their A operands and
-// accumulators take 2·(4·S + 32) registers for S products along k (KS for
-// TF32, ⌈KS/2⌉ for FP16), so they fit up to S = 8: TF32 ranks to 64, FP16
-// ranks to 128.
+// of 4, slower). Their A operands and accumulators take 2·(4·S + 32)
+// registers for S products along k (KS for TF32, ⌈KS/2⌉ for FP16), so they
+// fit up to S = 8: TF32 to d = 64, FP16 to rank 128.
 template <int KS, bool fp16>
 constexpr bool two_row_tiles_fit = (fp16 ? (KS + 1) / 2 : KS) <= 8;
 template <int KS, bool fp16>

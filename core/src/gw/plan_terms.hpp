@@ -292,7 +292,11 @@ struct TermSum {
       return row_at(q0 + (r < count ? r : count - 1));
     };
     int i[kRowsEach];
-    for (int a = 0; a < kRowsEach; ++a) i[a] = int(row(me.row(a)));
+    double ai[kRowsEach];
+    for (int a = 0; a < kRowsEach; ++a) {
+      i[a] = int(row(me.row(a)));
+      ai[a] = a_at(i[a]);
+    }
     std::int64_t const rank = terms.rank;
     // Whether any term is not a kernel term (the initial coupling, a
     // low-rank coupling): they are added entry by entry.
@@ -372,8 +376,6 @@ struct TermSum {
                                                  dot[a][b], i[a], j[b]);
         }
       }
-      double ai[kRowsEach];
-      for (int a = 0; a < kRowsEach; ++a) ai[a] = a_at(i[a]);
       for (int b = 0; b < kColumnsEach; ++b) {
         if (me.column(b) >= width) continue;
         double const bj = b_at(j[b]);
