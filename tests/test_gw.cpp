@@ -1979,6 +1979,16 @@ TYPED_TEST(SampledGw, DeviceShortestPathsAreDijkstras) {
       EXPECT_EQ(want[0 * 7 + 3], T(0.5));  // 3 from 0: by 1 and 2
       EXPECT_TRUE(std::isinf(want[4 * 7 + 0]));
     }
+    // Every node a landmark: ties at zero, and (n = 7) a landmark in the
+    // other component, farther than any.
+    V2<T, Space> zh("zh", n, n), zd("zd", n, n);
+    auto const landmarks = softwave::landmark_embedding(
+        space, g, zh, softwave::ShortestPaths::host_dijkstra);
+    EXPECT_EQ(softwave::landmark_embedding(space, g, zd,
+                                           softwave::ShortestPaths::device),
+              landmarks);
+    EXPECT_EQ(swt::to_host(zd), swt::to_host(zh));
+    if (n == 7) EXPECT_EQ(landmarks[1], 4);
   }
 }
 
