@@ -1,0 +1,212 @@
+#pragma once
+// Ordinary differential equations dy/dt = f(y, u) on a time grid, evaluated
+// for all grid points at once by DEER (the paper's second use: neural ODEs).
+//
+// OdeCell<Field> makes a vector field a cell of softwave::deer: step t of
+// sequence b advances y from grid point t to t + 1 by one classical
+// Runge–Kutta step (RK4) of length Δ_t, the input u_t held over it, so
+// that deer(), deer_gradients() and DeerMethod::sequential (the plain
+// fixed-step integrator, and the guard's fallback) all solve the same
+// discrete recurrence. Its inputs x (B, T, 1 + m) hold Δ_t in column 0 and
+// u_t in columns 1 .. m; y (B, T, n) holds y(t_1) .. y(t_T), y0 is y(t_0).
+// Δ_t may differ from step to step and sequence to sequence (a sequence's
+// own grid), and be negative (integration backwards).
+//
+// Why RK4 and not the DEER paper's discretisation: the paper linearises
+// the ODE around the current guess, averages the linearisation over each
+// interval and steps it with a matrix exponential. That iteration is not
+// Newton on the scheme it converges to, and that scheme's exact gradient
+// needs the field's second derivatives. On RK4's recurrence DEER is
+// Newton itself (quadratic convergence from its Jacobian, exact through the
+// stages' chain rule), the result is the sequential integrator's to
+// rounding, and the gradients by implicit differentiation are those of the
+// discrete solution (the field's first derivatives only), which is what a
+// neural ODE trained on a fixed grid differentiates. RK4 is fourth order:
+// on a grid fine enough for the field, its error is far below the paper's
+// second-order scheme.
+//
+// A Field is a copyable functor callable on the space's device, with
+//   using value_type = float or double;
+//   KOKKOS_FUNCTION int state_size() const;  // n
+//   KOKKOS_FUNCTION int input_size() const;  // m (0: an autonomous field)
+//   KOKKOS_FUNCTION int work_size() const;   // scratch values a call may use
+//   // dydt = f(y, u); with jacobian non-null also ∂f/∂y: n×n row-major
+//   // (jacobian[i*n + j] = ∂f_i/∂y_j) for DeerJacobian::full, its n
+//   // diagonal entries for DeerJacobian::diagonal.
+//   KOKKOS_FUNCTION void field(const T* y, const T* u, T* dydt, T* jacobian,
+//                              DeerJacobian kind, T* work) const;
+//   // grad_y = (∂f/∂y)ᵀ μ and grad_u = (∂f/∂u)ᵀ μ; either may be null.
+//   KOKKOS_FUNCTION void field_vector_jacobian(const T* y, const T* u,
+//                                              const T* mu, T* grad_y,
+//                                              T* grad_u, T* work) const;
+// tests/test_deer_ode.cpp's TanhField is an example.
+//
+// Jacobians: DeerJacobian::full is the step's exact Jacobian (O(n³) a
+// step: the four stages' Jacobians chained). With diagonal (and for the
+// adjoint's quasi-Newton iterations) the stages' diagonals are chained:
+// the exact diagonal where the field's Jacobian is diagonal, otherwise an
+// approximation, which changes the iterations' count, not their fixed
+// point (the residual is the exact step's). block keeps the exact
+// Jacobian's diagonal blocks.
+//
+// The field's own parameters θ: DeerGradients::adjoint gives λ_t, and
+// stage_adjoints(y_{t−1}, x_t, λ_t, work, visit) calls
+// visit(y_stage, u, μ_stage) for the four stages of step t, so that
+// dL/dθ = Σ_t Σ_stages (∂f/∂θ (y_stage, u_t))ᵀ μ_stage.
+
+#include <softwave/deer.hpp>
+
+namespace softwave {
+
+namespace impl {
+// stage_adjoints' visit where no one looks (a functor: a lambda defined in
+// a device function is host code to nvcc).
+struct NoVisit {
+  template <class T>
+  KOKKOS_INLINE_FUNCTION void operator()(const T*, const T*, const T*) const {}
+};
+}  // namespace impl
+
+template <class Field>
+struct OdeCell {
+  using value_type = typename Field::value_type;
+  using T = value_type;
+  Field field;
+
+  KOKKOS_INLINE_FUNCTION int state_size() const { return field.state_size(); }
+  KOKKOS_INLINE_FUNCTION int input_size() const {
+    return 1 + field.input_size();
+  }
+  // step: the stage's point and slope, the slopes' weighted sum (3n), the
+  // field's Jacobian and two stage Jacobians (3n²); vector_jacobian and
+  // stage_adjoints: the four slopes, three stage points, two adjoints and
+  // the input's gradient (9n + m).
+  KOKKOS_INLINE_FUNCTION int work_size() const {
+    int const n = field.state_size(), m = field.input_size();
+    int const stepping = 3 * n + 3 * n * n;
+    int const adjoint = 9 * n + m;
+    return (stepping > adjoint ? stepping : adjoint) + field.work_size();
+  }
+
+  // y = RK4 step of length x[0] from y_prev with u = x + 1; jacobian as a
+  // cell's (see above).
+  KOKKOS_INLINE_FUNCTION void step(const T* y_prev, const T* x, T* y,
+                                   T* jacobian, DeerJacobian kind,
+                                   T* work) const {
+    int const n = field.state_size();
+    T const dt = x[0];
+    T const* const u = x + 1;
+    bool const full = kind == DeerJacobian::full;
+    int const side = full ? n * n : n;
+    T* const point = work;
+    T* const slope = point + n;
+    T* const sum = slope + n;
+    T* const field_jacobian = sum + n;
+    T* const previous = field_jacobian + n * n;  // the last stage's ∂k/∂y
+    T* const current = previous + n * n;
+    T* const field_work = current + n * n;
+    // Stage s is evaluated at y_prev + c_s·dt·k_{s−1}, weighted w_s.
+    T const c[4] = {0, T(0.5), T(0.5), 1};
+    T const w[4] = {1, 2, 2, 1};
+    for (int s = 0; s < 4; ++s) {
+      for (int i = 0; i < n; ++i)
+        point[i] = s == 0 ? y_prev[i] : y_prev[i] + c[s] * dt * slope[i];
+      field.field(point, u, slope, jacobian ? field_jacobian : nullptr, kind,
+                  field_work);
+      for (int i = 0; i < n; ++i)
+        sum[i] = s == 0 ? w[s] * slope[i] : sum[i] + w[s] * slope[i];
+      if (!jacobian) continue;
+      // ∂k_s/∂y_prev = J_s (I + c_s·dt·∂k_{s−1}/∂y_prev).
+      if (s == 0) {
+        for (int q = 0; q < side; ++q) current[q] = field_jacobian[q];
+      } else if (full) {
+        for (int i = 0; i < n; ++i)
+          for (int j = 0; j < n; ++j) {
+            T acc = field_jacobian[i * n + j];
+            for (int k = 0; k < n; ++k)
+              acc +=
+                  c[s] * dt * field_jacobian[i * n + k] * previous[k * n + j];
+            current[i * n + j] = acc;
+          }
+      } else {
+        for (int i = 0; i < n; ++i)
+          current[i] = field_jacobian[i] * (1 + c[s] * dt * previous[i]);
+      }
+      for (int q = 0; q < side; ++q)
+        jacobian[q] =
+            s == 0 ? w[s] * current[q] : jacobian[q] + w[s] * current[q];
+      for (int q = 0; q < side; ++q) previous[q] = current[q];
+    }
+    for (int i = 0; i < n; ++i) y[i] = y_prev[i] + dt / 6 * sum[i];
+    if (!jacobian) return;
+    for (int q = 0; q < side; ++q) jacobian[q] *= dt / 6;
+    for (int i = 0; i < n; ++i) jacobian[full ? i * n + i : i] += 1;
+  }
+
+  // Reverse mode through the step's four stages: visit(y_stage, u, μ_stage)
+  // for each stage, last first, with μ_stage = dL/dk_stage; grad_y_prev
+  // (n) and grad_x (1 + m: dt, then u) are the step's vector–Jacobian
+  // products with λ = dL/dy (either may be null).
+  template <class Visit>
+  KOKKOS_INLINE_FUNCTION void stage_adjoints(const T* y_prev, const T* x,
+                                             const T* lambda, T* grad_y_prev,
+                                             T* grad_x, T* work,
+                                             const Visit& visit) const {
+    int const n = field.state_size(), m = field.input_size();
+    T const dt = x[0];
+    T const* const u = x + 1;
+    T* const slopes = work;            // k_1 .. k_4
+    T* const points = slopes + 4 * n;  // the points of stages 2 .. 4
+    T* const mu = points + 3 * n;      // dL/dk of the stage at hand
+    T* const back = mu + n;            // (∂f/∂y)ᵀ μ of that stage
+    T* const grad_u = back + n;        // (∂f/∂u)ᵀ μ of that stage
+    T* const field_work = grad_u + m;
+    T const c[4] = {0, T(0.5), T(0.5), 1};
+    T const w[4] = {1, 2, 2, 1};
+    for (int s = 0; s < 4; ++s) {
+      T* const point = s == 0 ? nullptr : points + (s - 1) * n;
+      for (int i = 0; s > 0 && i < n; ++i)
+        point[i] = y_prev[i] + c[s] * dt * slopes[(s - 1) * n + i];
+      field.field(s == 0 ? y_prev : point, u, slopes + s * n,
+                  static_cast<T*>(nullptr), DeerJacobian::full, field_work);
+    }
+    // y = y_prev + dt/6 Σ w_s k_s; k_s = f(y_prev + c_s dt k_{s−1}, u).
+    T grad_dt = 0;
+    if (grad_y_prev)
+      for (int i = 0; i < n; ++i) grad_y_prev[i] = lambda[i];
+    if (grad_x)
+      for (int j = 0; j < m; ++j) grad_x[1 + j] = 0;
+    for (int i = 0; i < n; ++i)
+      grad_dt += lambda[i] *
+                 (slopes[i] + 2 * slopes[n + i] + 2 * slopes[2 * n + i] +
+                  slopes[3 * n + i]) /
+                 6;
+    for (int i = 0; i < n; ++i) mu[i] = w[3] * dt / 6 * lambda[i];
+    for (int s = 3; s >= 0; --s) {
+      T const* const point = s == 0 ? y_prev : points + (s - 1) * n;
+      visit(point, u, static_cast<const T*>(mu));
+      field.field_vector_jacobian(
+          point, u, mu, back, grad_x && m > 0 ? grad_u : nullptr, field_work);
+      if (grad_x)
+        for (int j = 0; j < m; ++j) grad_x[1 + j] += grad_u[j];
+      if (grad_y_prev)
+        for (int i = 0; i < n; ++i) grad_y_prev[i] += back[i];
+      if (s == 0) break;
+      // The stage's point moved with k_{s−1} (weight c_s·dt) and with dt.
+      for (int i = 0; i < n; ++i) {
+        grad_dt += c[s] * slopes[(s - 1) * n + i] * back[i];
+        mu[i] = w[s - 1] * dt / 6 * lambda[i] + c[s] * dt * back[i];
+      }
+    }
+    if (grad_x) grad_x[0] = grad_dt;
+  }
+
+  KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* y_prev, const T* x,
+                                              const T* lambda, T* grad_y_prev,
+                                              T* grad_x, T* work) const {
+    stage_adjoints(y_prev, x, lambda, grad_y_prev, grad_x, work,
+                   impl::NoVisit{});
+  }
+};
+
+}  // namespace softwave
