@@ -10,6 +10,9 @@
 #include <mutex>
 #include <softwave/barycenter.hpp>
 #include <softwave/deer.hpp>
+#include <softwave/graph.hpp>
+#include <softwave/gw.hpp>
+#include <softwave/sinkhorn.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -442,6 +445,90 @@ TYPED_TEST(Labels, Deer) {
   deer_on(space, DeerMethod::deer, DeerJacobian::diagonal, 100);
   deer_on(space, DeerMethod::deer, DeerJacobian::full, 1);  // the fallback
   deer_on(space, DeerMethod::sequential, DeerJacobian::full, 100);
+}
+
+// Sinkhorn: the solve with every output (with ε-scaling, whose schedule the
+// host reads), its gradients, a plan query and the divergence.
+template <class Space>
+void sinkhorn_on(const Space& space, bool annealing) {
+  using T = float;
+  int const pairs = 2, n = 40, k = 30, d = 3;
+  SWT_SEEDED_RNG(rng);
+  softwave::PointClouds<T, Space> form;
+  form.x = to_device<T>(space, random_batch(rng, pairs, n, d));
+  form.y = to_device<T>(space, random_batch(rng, pairs, k, d));
+  softwave::SinkhornResult<T, Space> result;
+  result.f = Dev2<T, Space>("swt::f", pairs, n);
+  result.g = Dev2<T, Space>("swt::g", pairs, k);
+  result.value = Dev1<T, Space>("swt::value", pairs);
+  result.transport_cost = Dev1<T, Space>("swt::cost", pairs);
+  result.marginal_error = Dev2<T, Space>("swt::error", pairs, 2);
+  result.iterations = Dev1<int, Space>("swt::iterations", pairs);
+  result.converged = Dev1<int, Space>("swt::converged", pairs);
+  softwave::SinkhornOptions options;
+  options.epsilon = 0.05;
+  options.epsilon_relative = annealing;
+  options.epsilon_scaling = annealing ? 0.5 : 0.0;
+  softwave::SinkhornGradients<T, Space> grads;
+  grads.grad_x = Dev3<T, Space>("swt::grad_x", pairs, n, d);
+  grads.grad_a = Dev2<T, Space>("swt::grad_a", pairs, n);
+  softwave::PlanQueries<T, Space> queries;
+  queries.v = to_device<T>(space, random_batch(rng, pairs, k, 2));
+  queries.plan_v = Dev3<T, Space>("swt::plan_v", pairs, n, 2);
+  Dev1<T, Space> divergence("swt::divergence", pairs);
+  EXPECT_TRUE(labelled([&] {
+    softwave::sinkhorn(space, form, {}, result, options);
+    Dev2<const T, Space> const f(result.f), g(result.g);
+    softwave::sinkhorn_gradients(space, form, {}, f, g, grads, options);
+    softwave::sinkhorn_plan_queries(space, form, {}, f, g, queries, options);
+    softwave::sinkhorn_divergence(space, form, {}, divergence, &grads, options);
+  }));
+}
+
+TYPED_TEST(Labels, Sinkhorn) {
+  const TypeParam space;
+  sinkhorn_on(space, false);
+  sinkhorn_on(space, true);
+}
+
+// Sampled GW from point clouds through a kNN graph's landmark embedding,
+// with the dense plan, the matching and the objective (exact, then
+// estimated), and from the graph itself (its shortest paths per anchor).
+TYPED_TEST(Labels, SampledGw) {
+  using Space = TypeParam;
+  using T = float;
+  const Space space;
+  int const n = 60, k = 50, landmarks = 6;
+  SWT_SEEDED_RNG(rng);
+  auto const x = to_device2<T, Space>(random_batch(rng, 1, n, 2).v, n, 2,
+                                      "swt::source_points");
+  auto const y = to_device2<T, Space>(random_batch(rng, 1, k, 3).v, k, 3,
+                                      "swt::target_points");
+  Dev2<T, Space> zx("swt::zx", n, landmarks), zy("swt::zy", k, landmarks);
+  softwave::GwResult<T, Space> result;
+  result.plan = Dev2<T, Space>("swt::plan", n, k);
+  result.matching = Dev1<int, Space>("swt::matching", n);
+  softwave::GwOptions options;
+  options.anchors = 8;
+  options.max_iterations = 5;
+  for (bool exact : {true, false}) {
+    options.exact_objective_entries = exact ? std::int64_t(1) << 20 : 0;
+    EXPECT_TRUE(labelled([&] {
+      auto const gx =
+          softwave::knn_graph(space, softwave::OTView2<const T, Space>(x), 5);
+      auto const gy =
+          softwave::knn_graph(space, softwave::OTView2<const T, Space>(y), 5);
+      softwave::landmark_embedding(space, gx, zx);
+      softwave::landmark_embedding(space, gy, zy);
+      softwave::sampled_gw(space, softwave::GwDistances<T, Space>{{}, zx},
+                           softwave::GwDistances<T, Space>{{}, zy}, {}, result,
+                           options);
+      softwave::GwDistances<T, Space> source, target;
+      source.graph = &gx;
+      target.graph = &gy;
+      softwave::sampled_gw(space, source, target, {}, result, options);
+    })) << (exact ? "exact objective" : "estimated objective");
+  }
 }
 
 }  // namespace

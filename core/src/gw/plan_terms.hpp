@@ -11,6 +11,7 @@
 #include <softwave/kokkos_compat.hpp>
 #include <softwave/sinkhorn.hpp>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../sinkhorn/passes.hpp"
@@ -18,14 +19,20 @@
 namespace softwave::impl {
 
 // An array of the call, row-major in the instance's memory, not
-// initialised.
+// initialised, except an array of structs: Kokkos 3.4 runs a destruction
+// kernel for those, and names it after the label only where it constructed
+// the array (else "Kokkos::View::destruction []").
 template <class Data, class Space, class... Extents>
 Kokkos::View<Data, Kokkos::LayoutRight, typename Space::memory_space>
 uninitialised(const Space& space, const char* label, Extents... extents) {
-  return Kokkos::View<Data, Kokkos::LayoutRight, typename Space::memory_space>(
-      Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                         std::string(label)),
-      extents...);
+  using View =
+      Kokkos::View<Data, Kokkos::LayoutRight, typename Space::memory_space>;
+  if constexpr (std::is_scalar_v<typename View::value_type>)
+    return View(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
+                                   std::string(label)),
+                extents...);
+  else
+    return View(Kokkos::view_alloc(space, std::string(label)), extents...);
 }
 
 // A host vector copied into a new array of the call (fenced: the host
