@@ -16,6 +16,7 @@ namespace {
 
 namespace ref = softwave_ref;
 using swt::Rng;
+using swt::worst_difference;
 
 template <class T, class Space>
 using V3 = softwave::DeerView3<T, Space>;
@@ -200,16 +201,6 @@ struct Problem {
     return swt::to_host(r.y);
   }
 };
-
-double worst_difference(const std::vector<double>& a,
-                        const std::vector<double>& b) {
-  double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    double const e = std::fabs(a[i] - b[i]);
-    if (!(e <= worst)) worst = e == e ? e : INFINITY;
-  }
-  return worst;
-}
 
 template <class SV>
 class DeerRnn : public ::testing::Test {};

@@ -13,6 +13,7 @@
 namespace {
 
 using swt::Rng;
+using swt::worst_difference;
 template <class T, class Space>
 using V3 = softwave::DeerView3<T, Space>;
 template <class T, class Space>
@@ -216,22 +217,12 @@ struct OdeProblem {
   }
 };
 
-double worst_difference(const std::vector<double>& a,
-                        const std::vector<double>& b) {
-  double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    double const e = std::fabs(a[i] - b[i]);
-    if (!(e <= worst)) worst = e == e ? e : INFINITY;
-  }
-  return worst;
-}
-
 template <class SV>
 class DeerOde : public ::testing::Test {};
 TYPED_TEST_SUITE(DeerOde, swt::ExecutionSpacesDoubleFloat);
 
 // DEER's states are the sequential RK4 integrator's and a plain float64 RK4
-// loop's, for each Jacobian mode and kernel.
+// loop's, for each Jacobian mode.
 TYPED_TEST(DeerOde, MatchesTheIntegrator) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;

@@ -136,6 +136,17 @@ void round_to(Batch& batch) {
   for (double& e : batch.v) e = static_cast<double>(static_cast<T>(e));
 }
 
+// The largest |a_i − b_i|, infinite where either is NaN.
+inline double worst_difference(const std::vector<double>& a,
+                               const std::vector<double>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    double const e = std::fabs(a[i] - b[i]);
+    if (!(e <= worst)) worst = e == e ? e : INFINITY;
+  }
+  return worst;
+}
+
 // ----------------------------------------------------------- device data
 
 // Views in Space's memory; the instance only picks the space.
