@@ -329,19 +329,11 @@ inline std::string label(const char* what) {
   return std::string("softwave::deer::") + what;
 }
 
-// The host's copy of `view` for reading it back: the view itself where the
-// host can read it, else a host View labelled softwave::deer::<what> (a
-// mirror Kokkos made would be named after the view, which the call's
-// memory hands out unlabelled).
+// The host's copy of `view` for reading it back (compat::host_mirror),
+// labelled softwave::deer::<what>.
 template <class View>
 typename View::HostMirror host_copy(const char* what, const View& view) {
-  if constexpr (Kokkos::SpaceAccessibility<
-                    Kokkos::HostSpace, typename View::memory_space>::accessible)
-    return Kokkos::create_mirror_view(view);
-  else
-    return typename View::HostMirror(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, label(what)),
-        view.layout());
+  return compat::host_mirror(label(what), view);
 }
 
 // Steps per chunk: enough chunks to fill the space (a few per thread on the

@@ -201,6 +201,23 @@ void fill(const Space& space, const View& view,
   Kokkos::deep_copy(space, span, value);
 }
 
+// A host array for reading `view` back: `view` itself where the host can
+// read its memory, else a new host View of its layout, not initialised,
+// labelled `label`. Kokkos::create_mirror_view names a new array after
+// `view` ("<its label>_mirror", so "_mirror" for an empty view or for the
+// unlabelled call arrays of stream-ordered memory) and initialises it, and
+// create_mirror_view_and_copy leaves its array unlabelled in Kokkos 4.
+template <class View>
+typename View::HostMirror host_mirror(const std::string& label,
+                                      const View& view) {
+  if constexpr (Kokkos::SpaceAccessibility<
+                    Kokkos::HostSpace, typename View::memory_space>::accessible)
+    return Kokkos::create_mirror_view(view);
+  else
+    return typename View::HostMirror(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, label), view.layout());
+}
+
 // Kokkos 3.x has no Kokkos::printf; kernels here never print, so nothing to
 // wrap. Scan/reduce join operators with `volatile` arguments (3.x) are avoided
 // by using only built-in reducers (Kokkos::Sum, Kokkos::Max, ...).

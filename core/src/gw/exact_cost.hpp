@@ -136,7 +136,7 @@ std::vector<double> weighted_products(const Space& space, const char* label,
         Kokkos::single(Kokkos::PerTeam(team),
                        [&]() { out(team.league_rank()) = sum; });
       });
-  auto const host = Kokkos::create_mirror_view(out);
+  auto const host = compat::host_mirror(std::string(label) + "_host", out);
   Kokkos::deep_copy(space, host, out);
   space.fence();
   return std::vector<double>(host.data(), host.data() + rows * columns);

@@ -116,7 +116,8 @@ class FrontierPaths {
                                   chunk, 4);
     sources_ =
         uninitialised<int*>(space, "softwave::graph::run_sources", chunk);
-    sources_host_ = Kokkos::create_mirror_view(sources_);
+    sources_host_ =
+        compat::host_mirror("softwave::graph::run_sources_host", sources_);
     double total = 0;
     for (double length : graph.lengths) total += length;
     step_ = kStepEdges * total /

@@ -289,9 +289,12 @@ Graph knn_graph(const Space& space, const OTView2<const T, Space>& points,
         }
       });
   auto const neighbours_host =
-      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), neighbours);
+      compat::host_mirror("softwave::graph::neighbours_host", neighbours);
   auto const lengths_host =
-      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), lengths);
+      compat::host_mirror("softwave::graph::neighbour_lengths_host", lengths);
+  Kokkos::deep_copy(space, neighbours_host, neighbours);
+  Kokkos::deep_copy(space, lengths_host, lengths);
+  space.fence();
 
   std::vector<std::vector<std::pair<int, double>>> adjacent(n);
   for (std::int64_t i = 0; i < n; ++i)

@@ -59,7 +59,8 @@ class GraphRows {
         anchors_(anchors),
         lists_(uninitialised<int*>(space, "softwave::gw::graph_row_lists",
                                    4 * anchors)),
-        lists_host_(Kokkos::create_mirror_view(lists_)),
+        lists_host_(
+            compat::host_mirror("softwave::gw::graph_row_lists_host", lists_)),
         paths_(graph, method, anchors) {
     std::int64_t const n = graph.nodes();
     std::int64_t const fits =

@@ -434,10 +434,11 @@ struct PairDraws {
       : rows(uninitialised<int*>(space, "softwave::gw::drawn_rows", count)),
         columns(
             uninitialised<int*>(space, "softwave::gw::drawn_columns", count)),
-        rows_host(Kokkos::create_mirror_view(rows)),
-        columns_host(Kokkos::create_mirror_view(columns)),
+        rows_host(compat::host_mirror("softwave::gw::drawn_rows_host", rows)),
+        columns_host(
+            compat::host_mirror("softwave::gw::drawn_columns_host", columns)),
         draws(uninitialised<AnchorDraw*>(space, "softwave::gw::draws", count)),
-        draws_host(Kokkos::create_mirror_view(draws)),
+        draws_host(compat::host_mirror("softwave::gw::draws_host", draws)),
         sampler(space, count, k) {}
 
   // Draws into rows (and rows_host) and columns; columns_host once
@@ -533,7 +534,8 @@ struct CostHistory {
         q(uninitialised<T***>(space, "softwave::gw::history_q", window, k, m)),
         weights(uninitialised<double*>(space, "softwave::gw::history_weights",
                                        window)),
-        weights_host(Kokkos::create_mirror_view(weights)) {}
+        weights_host(compat::host_mirror("softwave::gw::history_weights_host",
+                                         weights)) {}
 
   // Block r of a side's arrays, as a batch of one.
   static OTView2<T, Space> row(const OTView2<T, Space>& all, int r) {
@@ -757,7 +759,8 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
                        : problem.n;
   auto const check_list =
       uninitialised<int*>(space, "softwave::gw::checked_rows", checked);
-  auto check_host = Kokkos::create_mirror_view(check_list);
+  auto check_host =
+      compat::host_mirror("softwave::gw::checked_rows_host", check_list);
 
   // The dense sampled cost, where it is small enough or a dense linear cost
   // makes every solve dense.
@@ -779,7 +782,8 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     slot_row_sums =
         uninitialised<double*>(space, "softwave::gw::slot_row_sums", problem.n);
   }
-  auto slot_row_sums_host = Kokkos::create_mirror_view(slot_row_sums);
+  auto slot_row_sums_host =
+      compat::host_mirror("softwave::gw::slot_row_sums_host", slot_row_sums);
 
   SinkhornOptions sink = solve_options(o, exact != nullptr);
 
@@ -1206,7 +1210,8 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     Kokkos::deep_copy(space, t0, result.plan);
     auto const rows_device =
         uninitialised<double*>(space, "softwave::gw::initial_rows", n);
-    auto const rows = Kokkos::create_mirror_view(rows_device);
+    auto const rows =
+        compat::host_mirror("softwave::gw::initial_rows_host", rows_device);
     Kokkos::parallel_for(
         "softwave::gw::initial_rows", Kokkos::RangePolicy<Space>(space, 0, n),
         KOKKOS_LAMBDA(std::int64_t i) {

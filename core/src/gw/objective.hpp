@@ -220,7 +220,8 @@ SampledObjective sampled_gw_objective(const Space& space,
         }
         rows(s, 0) = xx, rows(s, 1) = yy, rows(s, 2) = xy, rows(s, 3) = h;
       });
-  auto const host = Kokkos::create_mirror_view(rows);
+  auto const host =
+      compat::host_mirror("softwave::gw::sampled_objective_host", rows);
   Kokkos::deep_copy(space, host, rows);
   space.fence();
   double xx = 0, yy = 0, xy = 0, g_sum = 0, g_squares = 0;
@@ -298,7 +299,8 @@ std::pair<double, double> sampled_linear_objective(
         std::int64_t const i = rows(s), j = columns(s);
         costs(s) = cost(i, j);
       });
-  auto const host = Kokkos::create_mirror_view(costs);
+  auto const host =
+      compat::host_mirror("softwave::gw::sampled_linear_objective_host", costs);
   Kokkos::deep_copy(space, host, costs);
   space.fence();
   double sum = 0, squares = 0;

@@ -42,7 +42,7 @@ Kokkos::View<Value*, Kokkos::LayoutRight, typename Space::memory_space>
 on_device(const Space& space, const std::vector<Value>& values,
           const char* label) {
   auto const out = uninitialised<Value*>(space, label, values.size());
-  auto const host = Kokkos::create_mirror_view(out);
+  auto const host = compat::host_mirror(std::string(label) + "_host", out);
   for (std::size_t q = 0; q < values.size(); ++q) host(q) = values[q];
   Kokkos::deep_copy(space, out, host);
   space.fence();

@@ -243,8 +243,10 @@ PlanVjpReport run_plan_vjp(const Space& space,
         Kokkos::view_alloc(space,
                            std::string("softwave::sinkhorn::vjp_active")),
         batch);
-    auto active_host = Kokkos::create_mirror_view(active);
-    auto scalars_host = Kokkos::create_mirror_view(scalars);
+    auto active_host =
+        compat::host_mirror("softwave::sinkhorn::vjp_active_host", active);
+    auto scalars_host =
+        compat::host_mirror("softwave::sinkhorn::vjp_scalars_host", scalars);
     Kokkos::deep_copy(space, scalars_host, scalars);
     space.fence();
     std::vector<double> rhs_norm(batch);

@@ -259,9 +259,12 @@ Epsilons<T, Space> epsilons(const Space& space, const Form& form,
   if (options.epsilon_scaling > 0 && B > 0) {
     // Annealing runs until the largest scale/target ratio is reached.
     auto const host_scale =
-        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), scale);
+        compat::host_mirror("softwave::sinkhorn::epsilon_scale_host", scale);
     auto const host_target =
-        Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), target);
+        compat::host_mirror("softwave::sinkhorn::epsilon_host", target);
+    Kokkos::deep_copy(space, host_scale, scale);
+    Kokkos::deep_copy(space, host_target, target);
+    space.fence();
     double ratio = 1;
     for (std::int64_t b = 0; b < B; ++b)
       ratio = std::max(ratio, double(host_scale(b)) / double(host_target(b)));
@@ -700,7 +703,8 @@ void solve(const Space& space, const PublicForm& public_form,
   auto const mask = mask_memory.view;
   Kokkos::deep_copy(space, mask, 1);
   auto residual = scratch<Totals<Space>>(space, "residual", true, B, 1);
-  auto const host_residual = Kokkos::create_mirror_view(residual.view);
+  auto const host_residual =
+      compat::host_mirror("softwave::sinkhorn::residual_host", residual.view);
   std::vector<int> iterations(B, options.max_iterations);
   std::vector<int> host_mask(B, 1);
   auto const host_mask_view =
