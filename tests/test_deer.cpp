@@ -679,7 +679,11 @@ TYPED_TEST(DeerRnn, DampedIterationsMatchSequential) {
 }
 
 // A damped start from the solution stops at its first check, without an
-// update; heavier damping takes more iterations to the same states.
+// update; from zeros, far heavier damping (λ = 1000 against 0.1) takes no
+// fewer iterations to the same states, and more over the batch. (λ follows
+// the trust-region schedule from there: 10 against 0.1 took fewer about
+// once in 500 runs from zeros, and once in 100 from the default start,
+// evaluated chunk by chunk, close to the answer before the first step.)
 TYPED_TEST(DeerRnn, DampedWarmStartAndIterationCounts) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
@@ -692,9 +696,10 @@ TYPED_TEST(DeerRnn, DampedWarmStartAndIterationCounts) {
   o.method = softwave::DeerMethod::deer;
   o.jacobian = softwave::DeerJacobian::diagonal;
   o.max_iterations = 10000;
+  o.start_warm_up = 0;
   o.atol = o.rtol = std::is_same_v<T, float> ? 1e-6 : 1e-12;
   std::vector<int> light, heavy;
-  for (double lambda : {0.1, 10.0}) {
+  for (double lambda : {0.1, 1000.0}) {
     o.damping = lambda;
     softwave::deer_rnn(space, d.weights, d.inputs, r, o);
     auto const it = swt::to_host(r.iterations);
@@ -706,8 +711,9 @@ TYPED_TEST(DeerRnn, DampedWarmStartAndIterationCounts) {
   softwave::deer_rnn(space, d.weights, d.inputs, r, o);
   auto const warm = swt::to_host(r.iterations);
   auto const path = swt::to_host(r.path);
+  EXPECT_GT(heavy[0] + heavy[1], light[0] + light[1]);
   for (int b = 0; b < 2; ++b) {
-    EXPECT_GT(heavy[b], light[b]) << "sequence " << b;
+    EXPECT_GE(heavy[b], light[b]) << "sequence " << b;
     EXPECT_EQ(warm[b], 0) << "sequence " << b;
     EXPECT_EQ(path[b], int(softwave::DeerPath::damped));
   }
