@@ -209,4 +209,126 @@ struct OdeCell {
   }
 };
 
+// ---------------------------------------------------------------------------
+// The built-in field: a perceptron with one hidden layer of h tanh units,
+// the neural ODE of Chen et al. (2018) as its examples build it, with the
+// input u_t beside the state:
+//   dy/dt = f(y, u) = W_out tanh(W_hidden [y; u] + b_hidden) + b_out.
+// deer_neural_ode() evaluates OdeCell<MlpField> over the grid (x as
+// OdeCell's: Δ_t, then u_t) and deer_neural_ode_gradients() adds the
+// weights' gradients to DeerGradients' (the sums over every step's four
+// stages of stage_adjoints' μ, done on the space).
+template <class T, class Space>
+struct NeuralOdeWeights {
+  DeerView2<const T, Space> weight_hidden;  // (h, n + m): [W_y | W_u]
+  DeerView1<const T, Space> bias_hidden;    // (h), or empty for zeros
+  DeerView2<const T, Space> weight_out;     // (n, h)
+  DeerView1<const T, Space> bias_out;       // (n), or empty for zeros
+};
+
+// The weights' gradients, each optional (empty: not computed) and
+// overwritten.
+template <class T, class Space>
+struct NeuralOdeWeightGradients {
+  DeerView2<T, Space> weight_hidden;
+  DeerView1<T, Space> bias_hidden;
+  DeerView2<T, Space> weight_out;
+  DeerView1<T, Space> bias_out;
+};
+
+template <class T, class Space>
+struct MlpField {
+  using value_type = T;
+  NeuralOdeWeights<T, Space> weights;
+  int n = 0, m = 0, h = 0;
+
+  KOKKOS_INLINE_FUNCTION int state_size() const { return n; }
+  KOKKOS_INLINE_FUNCTION int input_size() const { return m; }
+  // The hidden units' values, and δ = sech²(z) ⊙ W_outᵀ μ in reverse.
+  KOKKOS_INLINE_FUNCTION int work_size() const { return 2 * h; }
+
+  // a = tanh(W_hidden [y; u] + b_hidden), h values.
+  KOKKOS_INLINE_FUNCTION void hidden(const T* y, const T* u, T* a) const {
+    auto const& w = weights.weight_hidden;
+    for (int k = 0; k < h; ++k) {
+      T z = weights.bias_hidden.extent(0) ? weights.bias_hidden(k) : T(0);
+      for (int j = 0; j < n; ++j) z += w(k, j) * y[j];
+      for (int j = 0; j < m; ++j) z += w(k, n + j) * u[j];
+      a[k] = compat::tanh(z);
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void field(const T* y, const T* u, T* dydt,
+                                    T* jacobian, DeerJacobian kind,
+                                    T* work) const {
+    T* const a = work;
+    hidden(y, u, a);
+    auto const& w_out = weights.weight_out;
+    for (int i = 0; i < n; ++i) {
+      T s = weights.bias_out.extent(0) ? weights.bias_out(i) : T(0);
+      for (int k = 0; k < h; ++k) s += w_out(i, k) * a[k];
+      dydt[i] = s;
+    }
+    if (!jacobian) return;
+    // ∂f/∂y = W_out diag(sech² z) W_y.
+    for (int k = 0; k < h; ++k) a[k] = 1 - a[k] * a[k];
+    auto const& w = weights.weight_hidden;
+    bool const full = kind == DeerJacobian::full;
+    for (int i = 0; i < n; ++i)
+      for (int j = full ? 0 : i; j < (full ? n : i + 1); ++j) {
+        T s = 0;
+        for (int k = 0; k < h; ++k) s += w_out(i, k) * a[k] * w(k, j);
+        jacobian[full ? i * n + j : i] = s;
+      }
+  }
+
+  // work[h + k] = a_k and work[k] = δ_k = (1 − a_k²) Σ_i W_out(i, k) μ_i.
+  KOKKOS_INLINE_FUNCTION void backpropagate(const T* y, const T* u, const T* mu,
+                                            T* work) const {
+    T* const a = work + h;
+    hidden(y, u, a);
+    for (int k = 0; k < h; ++k) {
+      T s = 0;
+      for (int i = 0; i < n; ++i) s += weights.weight_out(i, k) * mu[i];
+      work[k] = (1 - a[k] * a[k]) * s;
+    }
+  }
+
+  KOKKOS_INLINE_FUNCTION void field_vector_jacobian(const T* y, const T* u,
+                                                    const T* mu, T* grad_y,
+                                                    T* grad_u, T* work) const {
+    backpropagate(y, u, mu, work);
+    auto const& w = weights.weight_hidden;
+    for (int j = 0; grad_y && j < n; ++j) {
+      T s = 0;
+      for (int k = 0; k < h; ++k) s += w(k, j) * work[k];
+      grad_y[j] = s;
+    }
+    for (int j = 0; grad_u && j < m; ++j) {
+      T s = 0;
+      for (int k = 0; k < h; ++k) s += w(k, n + j) * work[k];
+      grad_u[j] = s;
+    }
+  }
+};
+
+// Evaluates the neural ODE on every sequence's grid (OdeCell's layout of x,
+// y and y0). float or double.
+template <class Space, class T>
+void deer_neural_ode(const Space& space,
+                     const NeuralOdeWeights<T, Space>& weights,
+                     const DeerInputs<T, Space>& inputs,
+                     const DeerResult<T, Space>& result,
+                     const DeerOptions& options = {});
+
+// Gradients at the states y that deer_neural_ode returned for the same
+// weights and inputs (grad_x: dL/dΔ_t in column 0, dL/du_t after it).
+template <class Space, class T>
+void deer_neural_ode_gradients(
+    const Space& space, const NeuralOdeWeights<T, Space>& weights,
+    const DeerInputs<T, Space>& inputs, DeerView3<const T, Space> y,
+    const DeerGradients<T, Space>& gradients,
+    const NeuralOdeWeightGradients<T, Space>& weight_gradients,
+    const DeerOptions& options = {});
+
 }  // namespace softwave
