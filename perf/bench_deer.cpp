@@ -33,6 +33,14 @@
 //               (deer_rnn_gradients with dL/dy = 1: x, y0, the weights),
 //               the adjoint solved the variant's way.
 //
+//   BM_DeerNeuralOde/<variant>/n/h/T/gradient/B: deer_neural_ode (the
+//     built-in field W_out tanh(W_hidden [y; u] + b_hidden) + b_out, state
+//     n, hidden width h, input size n, steps Δ = 0.05, inputs N(0, 1),
+//     weights U(−1/√fan-in, 1/√fan-in) as torch.nn.Linear's); variants
+//     deer_full, deer_diagonal and sequential; gradient 1 adds
+//     deer_neural_ode_gradients (dL/dy = 1: the steps and inputs, y0 and
+//     every weight).
+//
 // Counters: ms; iterations (the largest over the batch); max_dy, the
 // largest |y − y_sequential| (0 for the sequential variant itself);
 // fallbacks (sequences the guard evaluated sequentially); floor_MB, one pass
@@ -49,6 +57,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <softwave/deer.hpp>
+#include <softwave/deer_ode.hpp>
 #include <softwave/kokkos_compat.hpp>
 #include <string>
 #include <vector>
@@ -117,6 +126,45 @@ void fill_uniform(const View& v, double a, std::uint64_t seed) {
   Kokkos::Random_XorShift64_Pool<Space> pool(seed);
   Kokkos::fill_random(v, pool, float(-a), float(a));
   Kokkos::fence();
+}
+
+// The counters of a DEER benchmark: its time, Newton iterations, fallbacks
+// and agreement with the sequential loop's states `ys`.
+void report(benchmark::State& state,
+            const softwave::DeerResult<float, Space>& result, V3<float> ys,
+            double total_s,
+            const softwave_tools::AllocationTracker::Peaks& peaks,
+            double floor_bytes) {
+  Space space;
+  int const batch = int(result.y.extent(0));
+  double max_dy = 0;
+  auto const y = result.y;
+  Kokkos::parallel_reduce(
+      "softwave_bench::max_dy",
+      Kokkos::RangePolicy<Space>(space, 0, std::int64_t(y.size())),
+      KOKKOS_LAMBDA(std::int64_t i, double& worst) {
+        double const e =
+            softwave::compat::fabs(double(y.data()[i]) - double(ys.data()[i]));
+        if (!(e <= worst)) worst = e == e ? e : 1e300;
+      },
+      Kokkos::Max<double>(max_dy));
+  auto const its = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(),
+                                                       result.iterations);
+  auto const path =
+      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), result.path);
+  int most = 0, fallbacks = 0;
+  for (int b = 0; b < batch; ++b) {
+    most = std::max(most, its(b));
+    fallbacks += path(b) == int(softwave::DeerPath::fallback);
+  }
+  using benchmark::Counter;
+  state.counters["ms"] = Counter(
+      state.iterations() ? 1e3 * total_s / double(state.iterations()) : 0);
+  state.counters["iterations"] = Counter(most);
+  state.counters["max_dy"] = Counter(max_dy);
+  state.counters["fallbacks"] = Counter(fallbacks);
+  state.counters["floor_MB"] = Counter(floor_bytes / 1e6);
+  state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
 }
 
 void run_deer(benchmark::State& state, Variant variant) {
@@ -197,7 +245,6 @@ void run_deer(benchmark::State& state, Variant variant) {
     return;
   }
   double const total_s = timed_calls(state, space, call);
-
   // Agreement with the sequential loop, iterations and fallbacks.
   softwave::DeerResult<float, Space> reference;
   reference.y =
@@ -205,36 +252,79 @@ void run_deer(benchmark::State& state, Variant variant) {
   softwave::DeerOptions sequential = options;
   sequential.method = softwave::DeerMethod::sequential;
   softwave::deer_rnn(space, weights, inputs, reference, sequential);
-  double max_dy = 0;
-  auto const y = result.y;
-  auto const ys = reference.y;
-  Kokkos::parallel_reduce(
-      "softwave_bench::max_dy",
-      Kokkos::RangePolicy<Space>(space, 0, std::int64_t(y.size())),
-      KOKKOS_LAMBDA(std::int64_t i, double& worst) {
-        double const e =
-            softwave::compat::fabs(double(y.data()[i]) - double(ys.data()[i]));
-        if (!(e <= worst)) worst = e == e ? e : 1e300;
-      },
-      Kokkos::Max<double>(max_dy));
-  auto const its = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(),
-                                                       result.iterations);
-  auto const path =
-      Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), result.path);
-  int most = 0, fallbacks = 0;
-  for (int b = 0; b < batch; ++b) {
-    most = std::max(most, its(b));
-    fallbacks += path(b) == int(softwave::DeerPath::fallback);
+  report(state, result, reference.y, total_s, peaks,
+         double(batch) * double(steps) * (n + state_size) * 4);
+}
+
+void run_neural_ode(benchmark::State& state, Variant variant) {
+  Space space;
+  int const n = int(state.range(0)), h = int(state.range(1));
+  std::int64_t const steps = state.range(2);
+  bool const gradient = state.range(3) != 0;
+  int const batch = int(state.range(4));
+  int const m = n;
+  V3<float> x("softwave_bench::x", batch, steps, 1 + m);
+  fill_normal(x, 1);
+  // Column 0 holds the steps.
+  Kokkos::parallel_for(
+      "softwave_bench::ode_steps",
+      Kokkos::RangePolicy<Space>(space, 0, std::int64_t(batch) * steps),
+      KOKKOS_LAMBDA(std::int64_t q) { x(q / steps, q % steps, 0) = 0.05f; });
+  V2<float> w_hidden("softwave_bench::w_hidden", h, n + m),
+      w_out("softwave_bench::w_out", n, h);
+  V1<float> b_hidden("softwave_bench::b_hidden", h),
+      b_out("softwave_bench::b_out", n);
+  fill_uniform(w_hidden, 1 / std::sqrt(double(n + m)), 2);
+  fill_uniform(b_hidden, 1 / std::sqrt(double(n + m)), 3);
+  fill_uniform(w_out, 1 / std::sqrt(double(h)), 4);
+  fill_uniform(b_out, 1 / std::sqrt(double(h)), 5);
+  softwave::NeuralOdeWeights<float, Space> weights{w_hidden, b_hidden, w_out,
+                                                   b_out};
+  softwave::DeerInputs<float, Space> inputs;
+  inputs.x = x;
+  softwave::DeerResult<float, Space> result;
+  result.y = V3<float>("softwave_bench::y", batch, steps, n);
+  result.iterations = V1<int>("softwave_bench::iterations", batch);
+  result.path = V1<int>("softwave_bench::path", batch);
+  softwave::DeerOptions options;
+  options.method = variant.method;
+  options.jacobian = variant.jacobian;
+  options.check_values = false;
+  softwave::DeerGradients<float, Space> grads;
+  softwave::NeuralOdeWeightGradients<float, Space> weight_grads;
+  if (gradient) {
+    V3<float> ones("softwave_bench::grad_y", batch, steps, n);
+    softwave::compat::fill(space, ones, 1.0f);
+    grads.grad_y = ones;
+    grads.grad_x = V3<float>("softwave_bench::grad_x", batch, steps, 1 + m);
+    grads.grad_y0 = V2<float>("softwave_bench::grad_y0", batch, n);
+    weight_grads = {V2<float>("softwave_bench::gw_hidden", h, n + m),
+                    V1<float>("softwave_bench::gb_hidden", h),
+                    V2<float>("softwave_bench::gw_out", n, h),
+                    V1<float>("softwave_bench::gb_out", n)};
   }
-  using benchmark::Counter;
-  state.counters["ms"] = Counter(
-      state.iterations() ? 1e3 * total_s / double(state.iterations()) : 0);
-  state.counters["iterations"] = Counter(most);
-  state.counters["max_dy"] = Counter(max_dy);
-  state.counters["fallbacks"] = Counter(fallbacks);
-  state.counters["floor_MB"] =
-      Counter(double(batch) * double(steps) * (n + state_size) * 4 / 1e6);
-  state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
+  auto const call = [&] {
+    softwave::deer_neural_ode(space, weights, inputs, result, options);
+    if (gradient)
+      softwave::deer_neural_ode_gradients(space, weights, inputs,
+                                          V3<const float>(result.y), grads,
+                                          weight_grads, options);
+  };
+  softwave_tools::AllocationTracker::Peaks peaks;
+  try {
+    peaks = measured_call(space, call);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  double const total_s = timed_calls(state, space, call);
+  softwave::DeerResult<float, Space> reference;
+  reference.y = V3<float>("softwave_bench::y_sequential", batch, steps, n);
+  softwave::DeerOptions sequential = options;
+  sequential.method = softwave::DeerMethod::sequential;
+  softwave::deer_neural_ode(space, weights, inputs, reference, sequential);
+  report(state, result, reference.y, total_s, peaks,
+         double(batch) * double(steps) * (1 + m + n) * 4);
 }
 
 }  // namespace
@@ -277,6 +367,33 @@ void register_deer(bool gpu) {
             ->Iterations(s.steps >= 1000000 ? 2 : 5)
             ->Unit(benchmark::kMillisecond);
       }
+    }
+  // The neural ODE: (n, h, T, B).
+  struct OdeShape {
+    int n, h;
+    std::int64_t steps;
+    int batch;
+  };
+  std::vector<OdeShape> ode_shapes;
+  if (gpu)
+    ode_shapes = {{2, 16, 1000, 16},  {2, 16, 100000, 16}, {2, 16, 1000000, 16},
+                  {8, 32, 1000, 16},  {8, 32, 10000, 16},  {8, 32, 100000, 16},
+                  {16, 64, 1000, 16}, {16, 64, 10000, 16}, {8, 32, 10000, 1}};
+  else
+    ode_shapes = {{2, 16, 1000, 16}, {8, 32, 1000, 16}, {8, 32, 10000, 16}};
+  for (Variant const& v : kVariants)
+    for (int gradient : {0, 1}) {
+      if (v.cell != softwave::RnnCell::gru || v.diagonal_hh || v.damping > 0 ||
+          v.kernel != softwave::Kernel::automatic)
+        continue;
+      for (auto const& s : ode_shapes)
+        benchmark::RegisterBenchmark(
+            (std::string("BM_DeerNeuralOde/") + v.name).c_str(),
+            [v](benchmark::State& state) { run_neural_ode(state, v); })
+            ->Args({s.n, s.h, s.steps, gradient, s.batch})
+            ->UseManualTime()
+            ->Iterations(s.steps >= 1000000 ? 2 : 5)
+            ->Unit(benchmark::kMillisecond);
     }
 }
 

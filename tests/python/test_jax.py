@@ -379,3 +379,43 @@ def test_deer_single_float32_lstm_state_and_errors(rng):
     if swj.uses_ffi():
         text = jax.jit(lambda a: swj.deer_lstm(a, None, *w)[0]).lower(jnp.asarray(x)).as_text()
         assert "softwave_deer_rnn" in text and "callback" not in text
+
+
+def test_deer_neural_ode_under_jit(rng):
+    """The neural ODE's states equal softwave.deer.neural_ode's (NumPy);
+    the gradients of the steps, y0, the inputs and every weight equal the
+    torch front end's and central differences."""
+    B, T, n, m, h = 2, 40, 3, 2, 5
+    steps = rng.uniform(0.02, 0.08, (B, T))
+    y0, u = rng.standard_normal((B, n)), rng.standard_normal((B, T, m))
+    w = [rng.uniform(-1, 1, (h, n + m)), rng.uniform(-0.5, 0.5, (n, h)), rng.uniform(-0.5, 0.5, h),
+         rng.uniform(-0.2, 0.2, n)]
+    lengths = np.array([T, 23], dtype=np.int32)
+    opts = dict(method="deer", atol=1e-12, rtol=1e-10, lengths=lengths)
+    expected, report = swd.neural_ode(steps, y0, *w, inputs=u, **opts)
+    weight = rng.standard_normal((B, T, n))
+
+    def loss(steps, y0, u, *w):
+        return (swj.deer_neural_ode(steps, y0, *w, inputs=u, **opts).y * weight).sum()
+
+    out = jax.jit(lambda s, y, x, *a: swj.deer_neural_ode(s, y, *a, inputs=x, **opts))(steps, y0, u, *w)
+    np.testing.assert_allclose(out.y, expected, rtol=1e-10, atol=1e-12)
+    assert [swd._PATHS[int(p)] for p in np.asarray(out.path)] == ["deer", "deer"]
+    grads = jax.jit(jax.grad(loss, argnums=tuple(range(7))))(steps, y0, u, *w)
+    torch = pytest.importorskip("torch")
+    tensors = [torch.tensor(v, requires_grad=True) for v in (steps, y0, u, *w)]
+    y, _ = swd.neural_ode(tensors[0], tensors[1], *tensors[3:], inputs=tensors[2],
+                          **dict(opts, lengths=torch.tensor(lengths)))
+    (y * torch.tensor(weight)).sum().backward()
+    for got, t in zip(grads, tensors):
+        np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-8, atol=1e-10)
+    step = 1e-6
+    args = [steps, y0, u, *w]
+    for which, index in ((0, (1, 5)), (2, (0, 3, 1)), (3, (2, 4))):
+        plus, minus = [list(map(np.copy, args)) for _ in range(2)]
+        plus[which][index] += step
+        minus[which][index] -= step
+        numeric = (float(loss(*plus)) - float(loss(*minus))) / (2 * step)
+        assert float(grads[which][index]) == pytest.approx(numeric, rel=1e-6, abs=1e-8)
+    with pytest.raises(ValueError, match="steps"):
+        swj.deer_neural_ode(steps[:1], y0, *w, inputs=u)

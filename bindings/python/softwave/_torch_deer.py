@@ -23,7 +23,6 @@ from ._torch_ops import OPS, _anchors, _first_order, _none, _traced
 # makes them; atol and rtol may be None: the dtype's defaults).
 SETTINGS = ("cell", "method", "jacobian", "kernel", "atol", "rtol", "max_iterations", "chunk", "start_warm_up",
             "damping", "block_size", "block_layout", "diagonal", "check")
-WEIGHTS = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "peephole")
 
 
 def _stream(like: torch.Tensor) -> int:
@@ -42,7 +41,7 @@ def forward(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh, peep
     """(y (B, T, n), iterations (B,), path (B,)) from the core."""
     B, T = x.shape[0], x.shape[1]
     arrays = {"x": x.detach().contiguous(), "y0": _given(h0), "lengths": lengths,
-              **dict(zip(WEIGHTS, map(_given, (w_ih, w_hh, b_ih, b_hh, peephole)))),
+              **dict(zip(deer.weight_names(settings["cell"]), map(_given, (w_ih, w_hh, b_ih, b_hh, peephole)))),
               "y": x.new_empty((B, T, n)),
               "iterations": torch.empty((B,), dtype=torch.int32, device=x.device),
               "path": torch.empty((B,), dtype=torch.int32, device=x.device)}
@@ -60,9 +59,10 @@ def gradients(settings: dict, lengths, grad_y, y, x, h0, w_ih, w_hh, b_ih, b_hh,
             # h0's gradient has the state's width, which grad_y has.
             grads[k] = (x.new_empty((x.shape[0], grad_y.shape[2])) if k == 1
                         else torch.empty_like(t, memory_format=torch.contiguous_format))
+    names = deer.weight_names(settings["cell"])
     arrays = {"x": _given(x), "y0": _given(h0), "lengths": lengths, "y": _given(y), "grad_y": grad_y.contiguous(),
-              **dict(zip(WEIGHTS, map(_given, inputs[2:]))),
-              **dict(zip(("grad_x", "grad_y0", *("grad_" + k for k in WEIGHTS)), grads))}
+              **dict(zip(names, map(_given, inputs[2:]))),
+              **dict(zip(("grad_x", "grad_y0", *("grad_" + k for k in names)), grads))}
     _core.deer_rnn("gradients", arrays, _core_settings(settings, x, warm_start=False))
     return tuple(grads)
 

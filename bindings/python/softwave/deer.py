@@ -50,7 +50,8 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["rnn", "gru", "lstm", "cifg_lstm", "GRU", "LSTM", "ParaGRU", "ParaLSTM", "DeerReport"]
+__all__ = ["rnn", "gru", "lstm", "cifg_lstm", "neural_ode", "GRU", "LSTM", "ParaGRU", "ParaLSTM", "NeuralODE",
+           "DeerReport"]
 
 _GATES = {"elman": 1, "gru": 3, "lstm": 4, "cifg_lstm": 3}
 # The cells whose state is (h, c).
@@ -97,7 +98,7 @@ def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check
               damping=0.0, block_size=2, block_layout="contiguous", diagonal=False, start_warm_up=None):
     """The core's settings; atol, rtol and start_warm_up None: the core's
     defaults. The stream is added where the core is called."""
-    if cell not in _GATES:
+    if cell not in _GATES and cell != "neural_ode":
         raise ValueError(f"softwave: cell must be one of {', '.join(_GATES)} (got {cell!r})")
     if start_warm_up is not None and int(start_warm_up) < 0:
         raise ValueError(f"softwave: start_warm_up must be >= 0 or None (got {start_warm_up})")
@@ -109,8 +110,21 @@ def _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check
             "check": (not on_cuda) if check_inputs is None else bool(check_inputs)}
 
 
+def weight_names(cell: str) -> tuple:
+    """The core's names of the five weight arrays a cell takes, in the
+    order the front ends pass them: PyTorch's for the recurrent cells, and
+    for neural_ode (weight_hidden, weight_out, bias_hidden, bias_out), the
+    fifth unused."""
+    if cell == "neural_ode":
+        return ("weight_hidden", "weight_out", "bias_hidden", "bias_out", "peephole")
+    return ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "peephole")
+
+
 def _state_size(cell: str, weight_hh, diagonal: bool) -> int:
-    """n from weight_hh's shape: (G·H, H), or (G·H, 1) diagonal."""
+    """n from weight_hh's shape: (G·H, H), or (G·H, 1) diagonal; for
+    neural_ode from weight_out's, (n, h) (passed in weight_hh's place)."""
+    if cell == "neural_ode":
+        return weight_hh.shape[0]
     hidden = weight_hh.shape[0] // _GATES[cell] if diagonal else weight_hh.shape[-1]
     return 2 * hidden if cell in _CELL_STATE else hidden
 
@@ -131,7 +145,7 @@ def _forward_numpy(x, h0, weights, lengths, settings, y=None):
     B, T = x.shape[0], x.shape[1] if x.ndim == 3 else 0
     out = {"x": x, "y0": None if h0 is None else np.ascontiguousarray(h0, dtype=dtype),
            "lengths": None if lengths is None else np.ascontiguousarray(lengths, dtype=np.int32),
-           "weight_ih": w[0], "weight_hh": w[1], "bias_ih": w[2], "bias_hh": w[3], "peephole": w[4],
+           **dict(zip(weight_names(settings["cell"]), w)),
            "y": np.empty((B, T, n), dtype=dtype) if y is None else y,
            "iterations": np.empty((B,), dtype=np.int32), "path": np.empty((B,), dtype=np.int32)}
     _core.deer_rnn("forward", out, _core_settings(settings))
@@ -176,26 +190,30 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
         h0 = None if h0 is None else h0[None]
     if cell not in _GATES:
         raise ValueError(f"softwave: cell must be one of {', '.join(_GATES)} (got {cell!r})")
-    n = _state_size(cell, weight_hh, diagonal)
+    y, report = _solve(x, h0, (weight_ih, weight_hh, bias_ih, bias_hh, peephole), lengths,
+                       (cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs),
+                       (damping, block_size, block_layout, diagonal, start_warm_up))
+    return (y[0] if single else y), report
+
+
+def _solve(x, h0, weights, lengths, settings_head, settings_tail):
+    """(y, report) for torch tensors (differentiable) or NumPy arrays; the
+    settings as _settings takes them, around whether x is on a GPU."""
+    cell = settings_head[0]
+    n = _state_size(cell, weights[1], settings_tail[3])
     if _is_torch(x):
         import torch
 
         from . import _torch_deer
 
-        settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs,
-                             x.device.type == "cuda", damping, block_size, block_layout, diagonal, start_warm_up)
+        settings = _settings(*settings_head, x.device.type == "cuda", *settings_tail)
         if lengths is not None:
             lengths = torch.as_tensor(lengths, dtype=torch.int32, device=x.device).contiguous()
-        y, iterations, path = _torch_deer.rnn(settings, lengths, n, x, h0, weight_ih, weight_hh, bias_ih, bias_hh,
-                                              peephole)
-        report = DeerReport(iterations, path)
-    else:
-        settings = _settings(cell, method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs, False,
-                             damping, block_size, block_layout, diagonal, start_warm_up)
-        out = _forward_numpy(x, h0, (weight_ih, weight_hh, bias_ih, bias_hh, peephole), lengths, settings)
-        y = out["y"]
-        report = DeerReport(out["iterations"], out["path"])
-    return (y[0] if single else y), report
+        y, iterations, path = _torch_deer.rnn(settings, lengths, n, x, h0, *weights)
+        return y, DeerReport(iterations, path)
+    settings = _settings(*settings_head, False, *settings_tail)
+    out = _forward_numpy(x, h0, weights, lengths, settings)
+    return out["y"], DeerReport(out["iterations"], out["path"])
 
 
 def gru(x, h0, weight_ih, weight_hh, bias_ih=None, bias_hh=None, **kwargs):
@@ -216,6 +234,71 @@ def cifg_lstm(x, state, weight_ih, weight_hh, peephole, bias_ih=None, bias_hh=No
     or (h0, c0), each (B, H). Returns (h (B, T, H), c (B, T, H), report)."""
     return _split_cell_state(rnn(x, _joined_state(state), weight_ih, weight_hh, bias_ih, bias_hh,
                                  cell="cifg_lstm", peephole=peephole, **kwargs))
+
+
+def neural_ode(steps, y0, weight_hidden, weight_out, bias_hidden=None, bias_out=None, *, inputs=None,
+               lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic",
+               atol: Optional[float] = None, rtol: Optional[float] = None, max_iter: int = 100, chunk: int = 0,
+               damping: float = 0.0, block_size: int = 2, block_layout: str = "contiguous",
+               start_warm_up: Optional[int] = None, check_inputs: Optional[bool] = None):
+    """The states y(t_1) .. y(t_T) of the neural ODE
+
+        dy/dt = W_out tanh(W_hidden [y; u] + b_hidden) + b_out
+
+    from y(t_0) = y0 (Chen et al. 2018's field: Linear, Tanh, Linear), one
+    classical Runge–Kutta (RK4) step per interval of the grid, all steps
+    solved at once by DEER (softwave/deer_ode.hpp: Newton on the RK4
+    recurrence, so the result is the plain RK4 loop's to rounding).
+
+    steps: the intervals Δ_t = t_k − t_{k−1}, (B, T) or (T,) for every
+    sequence alike (``torch.diff`` of the time points; they may differ
+    between steps and sequences, and be negative). y0: (B, n), or (n,) for
+    one sequence. weight_hidden: (h, n + m), the columns of y then of u;
+    weight_out: (n, h); biases (h,) and (n,) or None. inputs: (B, T, m),
+    u_t held over interval t, or None (m = 0). lengths and the solver's
+    options as :func:`rnn`'s (jacobian="diagonal": quasi-Newton on the
+    chained stages' diagonals, exact only for a diagonal field). Returns
+    (y (B, T, n), report); for torch tensors y is differentiable in steps,
+    y0, inputs and the weights (the adjoint recurrence, then each step's
+    four stages).
+    """
+    if weight_hidden is None or weight_out is None:
+        raise ValueError("softwave: weight_hidden and weight_out are required")
+    torch_input = _is_torch(y0)
+    if torch_input:
+        import torch
+
+        cat, like = torch.cat, lambda a: torch.as_tensor(a, dtype=y0.dtype, device=y0.device)
+    else:
+        y0 = np.asarray(y0)
+        if y0.dtype not in (np.float32, np.float64):
+            y0 = y0.astype(np.float64)
+        cat, like = np.concatenate, lambda a: np.asarray(a, dtype=y0.dtype)
+    single = y0.ndim == 1
+    if single:
+        y0 = y0[None]
+    if y0.ndim != 2:
+        raise ValueError(f"softwave: y0 must be (B, n) or (n,) (got shape {tuple(y0.shape)})")
+    B = y0.shape[0]
+    steps = like(steps)
+    if steps.ndim == 1:
+        steps = steps[None].expand(B, -1) if torch_input else np.broadcast_to(steps, (B, steps.shape[0]))
+    if steps.ndim != 2 or steps.shape[0] != B:
+        raise ValueError(f"softwave: steps must be (T,) or (B, T) with B = {B} (y0's sequences) "
+                         f"(got shape {tuple(steps.shape)})")
+    x = steps[..., None]
+    if inputs is not None:
+        inputs = like(inputs)
+        if single and inputs.ndim == 2:
+            inputs = inputs[None]
+        if inputs.ndim != 3 or tuple(inputs.shape[:2]) != tuple(steps.shape):
+            raise ValueError(f"softwave: inputs must be (B, T, m) with (B, T) = {tuple(steps.shape)} "
+                             f"(got shape {tuple(inputs.shape)})")
+        x = cat((x, inputs), -1)
+    y, report = _solve(x, y0, (weight_hidden, weight_out, bias_hidden, bias_out, None), lengths,
+                       ("neural_ode", method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs),
+                       (damping, block_size, block_layout, False, start_warm_up))
+    return (y[0] if single else y), report
 
 
 def _joined_state(state):
@@ -421,10 +504,55 @@ def _module_classes():
                           self.A.reshape(-1, 1), self.C.reshape(-1))
             return y[..., :self.hidden_size]
 
-    return GRU, LSTM, ParaGRU, ParaLSTM
+    class NeuralODE(torch.nn.Module):
+        """A neural ODE, dy/dt = W_out tanh(W_hidden [y; u] + b_hidden) + b_out,
+        integrated by RK4 on the grid given and solved by DEER
+        (:func:`neural_ode`). Parameters weight_hidden (h, n + m),
+        bias_hidden (h), weight_out (n, h), bias_out (n), initialised as
+        torch.nn.Linear's; ``from_linear(hidden, out)`` takes a field built
+        as ``Sequential(Linear(n + m, h), Tanh(), Linear(h, n))``.
+        forward(y0 (B, n), steps (B, T) or (T,), inputs=None (B, T, m),
+        lengths=None) -> y (B, T, n), the states at t_1 .. t_T."""
+
+        def __init__(self, state_size, hidden_size, input_size=0, bias=True, *, method="auto", jacobian="full",
+                     kernel="automatic", atol=None, rtol=None, max_iter=100, damping=0.0, start_warm_up=None,
+                     device=None, dtype=None):
+            super().__init__()
+            kw = {"device": device, "dtype": dtype}
+            self.state_size, self.hidden_size, self.input_size = state_size, hidden_size, input_size
+            hidden = torch.nn.Linear(state_size + input_size, hidden_size, bias=bias, **kw)
+            out = torch.nn.Linear(hidden_size, state_size, bias=bias, **kw)
+            for name, p in (("weight_hidden", hidden.weight), ("bias_hidden", hidden.bias),
+                            ("weight_out", out.weight), ("bias_out", out.bias)):
+                self.register_parameter(name, p)
+            self.options = {"method": method, "jacobian": jacobian, "kernel": kernel, "atol": atol, "rtol": rtol,
+                            "max_iter": max_iter, "damping": damping, "start_warm_up": start_warm_up}
+            self.last_report = None
+
+        @classmethod
+        def from_linear(cls, hidden, out, **options):
+            """The field of ``Sequential(hidden, Tanh(), out)`` (two
+            torch.nn.Linear), its parameters copied."""
+            n, h = out.weight.shape
+            module = cls(n, h, hidden.weight.shape[1] - n, bias=hidden.bias is not None,
+                         device=out.weight.device, dtype=out.weight.dtype, **options)
+            with torch.no_grad():
+                module.weight_hidden.copy_(hidden.weight)
+                module.weight_out.copy_(out.weight)
+                if hidden.bias is not None:
+                    module.bias_hidden.copy_(hidden.bias)
+                    module.bias_out.copy_(out.bias)
+            return module
+
+        def forward(self, y0, steps, inputs=None, lengths=None):
+            y, self.last_report = neural_ode(steps, y0, self.weight_hidden, self.weight_out, self.bias_hidden,
+                                             self.bias_out, inputs=inputs, lengths=lengths, **self.options)
+            return y
+
+    return GRU, LSTM, ParaGRU, ParaLSTM, NeuralODE
 
 
-_MODULES = ("GRU", "LSTM", "ParaGRU", "ParaLSTM")
+_MODULES = ("GRU", "LSTM", "ParaGRU", "ParaLSTM", "NeuralODE")
 
 
 def __getattr__(name):

@@ -1,6 +1,6 @@
 """JAX front end: Soft-DTW, entropic OT (``sinkhorn``,
 ``sinkhorn_divergence``) and DEER (``deer_rnn``, ``deer_gru``,
-``deer_lstm``) with ``custom_vjp``, usable under ``jit``.
+``deer_lstm``, ``deer_neural_ode``) with ``custom_vjp``, usable under ``jit``.
 
 The compiled core is called as an XLA FFI target (``jax.ffi.ffi_call``):
 inside a jitted program it runs on XLA's own buffers, on the CPU or, in a
@@ -40,7 +40,8 @@ from . import numpy as _swn
 from ._common import Options, bandwidth_of, check_batches, check_extents, options
 
 __all__ = ["soft_dtw", "soft_dtw_divergence", "soft_dtw_cost", "soft_dtw_alignment", "pairwise", "dtw", "sinkhorn",
-           "sinkhorn_divergence", "SinkhornOutput", "deer_rnn", "deer_gru", "deer_lstm", "DeerOutput", "uses_ffi"]
+           "sinkhorn_divergence", "SinkhornOutput", "deer_rnn", "deer_gru", "deer_lstm", "deer_neural_ode",
+           "DeerOutput", "uses_ffi"]
 
 
 def _register_ffi_targets():
@@ -640,8 +641,9 @@ def _deer_run(settings, operation, names, arrays, results):
 def _deer_forward_run(settings, names, *arrays):
     from . import deer as _deer_module
 
-    x, weight_hh = arrays[0], arrays[names.index("weight_hh")]
-    n = _deer_module._state_size(dict(settings)["cell"], weight_hh, dict(settings)["diagonal"])
+    cell = dict(settings)["cell"]
+    x, weight_hh = arrays[0], arrays[names.index(_deer_module.weight_names(cell)[1])]
+    n = _deer_module._state_size(cell, weight_hh, dict(settings)["diagonal"])
     B, T = x.shape[0], x.shape[1]
     results = [("y", jax.ShapeDtypeStruct((B, T, n), x.dtype)), ("iterations", jax.ShapeDtypeStruct((B,), jnp.int32)),
                ("path", jax.ShapeDtypeStruct((B,), jnp.int32))]
@@ -701,6 +703,15 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
     if single:
         x = x[None]
         h0 = None if h0 is None else jnp.asarray(h0)[None]
+    return _deer_call(settings, x, h0, lengths, single,
+                      (weight_ih, weight_hh, bias_ih, bias_hh, peephole))
+
+
+def _deer_call(settings, x, h0, lengths, single, weights) -> DeerOutput:
+    """The DEER target on x (B, T, ·), h0 and lengths (or None) and the
+    cell's five weight arrays (None where not given)."""
+    from . import deer as _deer_module
+
     if lengths is not None and np.size(lengths) != x.shape[0]:
         raise ValueError(f"softwave: lengths must have one entry per sequence ({x.shape[0]}), "
                          f"got {np.size(lengths)}")
@@ -711,8 +722,7 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
     if lengths is not None:
         names.append("lengths")
         arrays.append(jnp.asarray(lengths, jnp.int32).reshape(x.shape[0]))
-    for name, w in (("weight_ih", weight_ih), ("weight_hh", weight_hh), ("bias_ih", bias_ih), ("bias_hh", bias_hh),
-                    ("peephole", peephole)):
+    for name, w in zip(_deer_module.weight_names(dict(settings)["cell"]), weights):
         if w is not None:
             names.append(name)
             arrays.append(jnp.asarray(w, x.dtype))
@@ -721,6 +731,49 @@ def deer_rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=N
     if single:
         return DeerOutput(y[0], iterations[0], path[0])
     return DeerOutput(y, iterations, path)
+
+
+def deer_neural_ode(steps, y0, weight_hidden, weight_out, bias_hidden=None, bias_out=None, *, inputs=None,
+                    lengths=None, method: str = "auto", jacobian: str = "full", kernel: str = "automatic",
+                    atol=None, rtol=None, max_iter: int = 100, chunk: int = 0, damping: float = 0.0,
+                    start_warm_up: Optional[int] = None) -> DeerOutput:
+    """softwave.deer.neural_ode under ``jit``: the states y(t_1) .. y(t_T) of
+    dy/dt = W_out tanh(W_hidden [y; u] + b_hidden) + b_out from y0 (B, n)
+    (or (n,)), one RK4 step per interval; steps (B, T) or (T,) the
+    intervals, inputs (B, T, m) or None, weight_hidden (h, n + m),
+    weight_out (n, h), biases or None. Gradients reach steps, y0, inputs
+    and the weights."""
+    from . import deer as _deer_module
+
+    if weight_hidden is None or weight_out is None:
+        raise ValueError("softwave: weight_hidden and weight_out are required")
+    settings = _deer_module._settings("neural_ode", method, jacobian, kernel, atol, rtol, max_iter, chunk, True,
+                                      False, damping, 2, "contiguous", False, start_warm_up)
+    settings.pop("check")
+    settings = tuple(sorted(settings.items()))
+    y0 = _float("y0", y0)
+    single = y0.ndim == 1
+    if single:
+        y0 = y0[None]
+    if y0.ndim != 2:
+        raise ValueError(f"softwave: y0 must be (B, n) or (n,) (got shape {tuple(y0.shape)})")
+    B = y0.shape[0]
+    steps = jnp.asarray(steps, y0.dtype)
+    if steps.ndim == 1:
+        steps = jnp.broadcast_to(steps, (B, steps.shape[0]))
+    if steps.ndim != 2 or steps.shape[0] != B:
+        raise ValueError(f"softwave: steps must be (T,) or (B, T) with B = {B} (y0's sequences) "
+                         f"(got shape {tuple(steps.shape)})")
+    x = steps[..., None]
+    if inputs is not None:
+        inputs = jnp.asarray(inputs, y0.dtype)
+        if single and inputs.ndim == 2:
+            inputs = inputs[None]
+        if inputs.ndim != 3 or tuple(inputs.shape[:2]) != tuple(steps.shape):
+            raise ValueError(f"softwave: inputs must be (B, T, m) with (B, T) = {tuple(steps.shape)} "
+                             f"(got shape {tuple(inputs.shape)})")
+        x = jnp.concatenate([x, inputs], -1)
+    return _deer_call(settings, x, y0, lengths, single, (weight_hidden, weight_out, bias_hidden, bias_out, None))
 
 
 def deer_gru(x, h0, weight_ih, weight_hh, bias_ih=None, bias_hh=None, **kwargs) -> DeerOutput:

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <softwave/barycenter.hpp>
 #include <softwave/deer.hpp>
+#include <softwave/deer_ode.hpp>
 #include <softwave/errors.hpp>
 #include <softwave/gw.hpp>
 #include <softwave/kokkos_compat.hpp>
@@ -918,32 +919,7 @@ KnnGraphReport knn_graph(const OTArrays& arrays, int k, std::uintptr_t stream) {
 
 namespace {
 
-template <class Space, class T>
-void run_deer(const Space& space, const std::string& operation,
-              const DeerSettings& s, const OTArrays& arrays) {
-  auto const& x = array(arrays, "x");
-  check_rank(x, 3, "(B, T, m)");
-  check_rank(array(arrays, "y0"), 2, "(B, n)");
-  check_rank(array(arrays, "y"), 3, "(B, T, n)");
-  check_rank(array(arrays, "weight_ih"), 2, "(G*H, m)");
-  check_rank(array(arrays, "weight_hh"), 2,
-             s.diagonal ? "(G*H, 1)" : "(G*H, H)");
-  RnnWeights<T, Space> weights;
-  weights.cell = choice<RnnCell>("cell", s.cell,
-                                 {{"elman", RnnCell::elman},
-                                  {"gru", RnnCell::gru},
-                                  {"lstm", RnnCell::lstm},
-                                  {"cifg_lstm", RnnCell::cifg_lstm}});
-  weights.weight_ih = view2<const T, Space>(array(arrays, "weight_ih"));
-  weights.weight_hh = view2<const T, Space>(array(arrays, "weight_hh"));
-  weights.bias_ih = view1<const T, Space>(array(arrays, "bias_ih"));
-  weights.bias_hh = view1<const T, Space>(array(arrays, "bias_hh"));
-  weights.peephole = view1<const T, Space>(array(arrays, "peephole"));
-  weights.diagonal_hh = s.diagonal;
-  DeerInputs<T, Space> inputs;
-  inputs.x = view3<const T, Space>(x);
-  inputs.y0 = view2<const T, Space>(array(arrays, "y0"));
-  inputs.lengths = view1<const int, Space>(array(arrays, "lengths"));
+DeerOptions deer_options(const DeerSettings& s) {
   DeerOptions options;
   options.method = choice<DeerMethod>("method", s.method,
                                       {{"auto", DeerMethod::automatic},
@@ -968,6 +944,85 @@ void run_deer(const Space& space, const std::string& operation,
   options.warm_start = s.warm_start;
   options.check_values = s.check_values;
   options.check_every = s.check_every;
+  return options;
+}
+
+// The neural ODE's weights (softwave/deer_ode.hpp), or their gradients'
+// arrays with prefix "grad_".
+template <class Weights, class T, class Space>
+Weights neural_ode_arrays(const OTArrays& arrays, const std::string& prefix) {
+  Weights w;
+  w.weight_hidden =
+      view2<T, Space>(array(arrays, (prefix + "weight_hidden").c_str()));
+  w.bias_hidden =
+      view1<T, Space>(array(arrays, (prefix + "bias_hidden").c_str()));
+  w.weight_out =
+      view2<T, Space>(array(arrays, (prefix + "weight_out").c_str()));
+  w.bias_out = view1<T, Space>(array(arrays, (prefix + "bias_out").c_str()));
+  return w;
+}
+
+template <class Space, class T>
+void run_neural_ode(const Space& space, const std::string& operation,
+                    const DeerOptions& options, const OTArrays& arrays,
+                    const DeerInputs<T, Space>& inputs) {
+  check_rank(array(arrays, "weight_hidden"), 2,
+             "(hidden size, state size + input size)");
+  check_rank(array(arrays, "weight_out"), 2, "(state size, hidden size)");
+  auto const weights =
+      neural_ode_arrays<NeuralOdeWeights<T, Space>, const T, Space>(arrays, "");
+  if (operation == "forward") {
+    DeerResult<T, Space> result;
+    result.y = view3<T, Space>(array(arrays, "y"));
+    result.iterations = view1<int, Space>(array(arrays, "iterations"));
+    result.path = view1<int, Space>(array(arrays, "path"));
+    softwave::deer_neural_ode(space, weights, inputs, result, options);
+    return;
+  }
+  DeerGradients<T, Space> g;
+  g.grad_y = view3<const T, Space>(array(arrays, "grad_y"));
+  g.grad_x = view3<T, Space>(array(arrays, "grad_x"));
+  g.grad_y0 = view2<T, Space>(array(arrays, "grad_y0"));
+  softwave::deer_neural_ode_gradients(
+      space, weights, inputs, view3<const T, Space>(array(arrays, "y")), g,
+      neural_ode_arrays<NeuralOdeWeightGradients<T, Space>, T, Space>(arrays,
+                                                                      "grad_"),
+      options);
+}
+
+template <class Space, class T>
+void run_deer(const Space& space, const std::string& operation,
+              const DeerSettings& s, const OTArrays& arrays) {
+  auto const& x = array(arrays, "x");
+  check_rank(x, 3, "(B, T, m)");
+  check_rank(array(arrays, "y0"), 2, "(B, n)");
+  check_rank(array(arrays, "y"), 3, "(B, T, n)");
+  if (operation != "forward" && operation != "gradients")
+    throw_invalid_argument("unknown DEER operation '", operation, "'");
+  DeerInputs<T, Space> inputs;
+  inputs.x = view3<const T, Space>(x);
+  inputs.y0 = view2<const T, Space>(array(arrays, "y0"));
+  inputs.lengths = view1<const int, Space>(array(arrays, "lengths"));
+  DeerOptions const options = deer_options(s);
+  if (s.cell == "neural_ode") {
+    run_neural_ode(space, operation, options, arrays, inputs);
+    return;
+  }
+  check_rank(array(arrays, "weight_ih"), 2, "(G*H, m)");
+  check_rank(array(arrays, "weight_hh"), 2,
+             s.diagonal ? "(G*H, 1)" : "(G*H, H)");
+  RnnWeights<T, Space> weights;
+  weights.cell = choice<RnnCell>("cell", s.cell,
+                                 {{"elman", RnnCell::elman},
+                                  {"gru", RnnCell::gru},
+                                  {"lstm", RnnCell::lstm},
+                                  {"cifg_lstm", RnnCell::cifg_lstm}});
+  weights.weight_ih = view2<const T, Space>(array(arrays, "weight_ih"));
+  weights.weight_hh = view2<const T, Space>(array(arrays, "weight_hh"));
+  weights.bias_ih = view1<const T, Space>(array(arrays, "bias_ih"));
+  weights.bias_hh = view1<const T, Space>(array(arrays, "bias_hh"));
+  weights.peephole = view1<const T, Space>(array(arrays, "peephole"));
+  weights.diagonal_hh = s.diagonal;
   if (operation == "forward") {
     DeerResult<T, Space> result;
     result.y = view3<T, Space>(array(arrays, "y"));
@@ -976,8 +1031,6 @@ void run_deer(const Space& space, const std::string& operation,
     softwave::deer_rnn(space, weights, inputs, result, options);
     return;
   }
-  if (operation != "gradients")
-    throw_invalid_argument("unknown DEER operation '", operation, "'");
   DeerGradients<T, Space> g;
   g.grad_y = view3<const T, Space>(array(arrays, "grad_y"));
   g.grad_x = view3<T, Space>(array(arrays, "grad_x"));
