@@ -10,6 +10,7 @@
 #include <mutex>
 #include <softwave/barycenter.hpp>
 #include <softwave/deer.hpp>
+#include <softwave/deer_ode.hpp>
 #include <softwave/graph.hpp>
 #include <softwave/gw.hpp>
 #include <softwave/sinkhorn.hpp>
@@ -445,6 +446,48 @@ TYPED_TEST(Labels, Deer) {
   deer_on(space, DeerMethod::deer, DeerJacobian::diagonal, 100);
   deer_on(space, DeerMethod::deer, DeerJacobian::full, 1);  // the fallback
   deer_on(space, DeerMethod::sequential, DeerJacobian::full, 100);
+}
+
+// The built-in neural ODE: its forward by Newton and by the integrator, and
+// every gradient (the weights' sums).
+template <class Space>
+void neural_ode_on(const Space& space, softwave::DeerMethod method) {
+  using T = float;
+  int const B = 2, steps = 200, n = 3, m = 1, h = 5;
+  Rng rng;
+  std::vector<double> w(h * (n + m)), x(B * steps * (1 + m));
+  for (double& e : w) e = rng.uniform(-0.5, 0.5);
+  for (std::size_t q = 0; q < x.size(); ++q)
+    x[q] = q % (1 + m) == 0 ? 0.05 : rng.uniform(-1, 1);
+  softwave::NeuralOdeWeights<T, Space> weights;
+  weights.weight_hidden = to_device2<T, Space>(w, h, n + m);
+  weights.weight_out = to_device2<T, Space>(w, n, h);
+  Batch xb(B, steps, 1 + m);
+  xb.v = x;
+  softwave::DeerInputs<T, Space> inputs;
+  inputs.x = to_device<T>(space, xb);
+  softwave::DeerResult<T, Space> result;
+  result.y = Dev3<T, Space>("swt::y", B, steps, n);
+  softwave::DeerOptions options;
+  options.method = method;
+  softwave::DeerGradients<T, Space> grads;
+  grads.grad_y = Dev3<T, Space>("swt::grad_y", B, steps, n);
+  grads.grad_x = Dev3<T, Space>("swt::grad_x", B, steps, 1 + m);
+  softwave::NeuralOdeWeightGradients<T, Space> wg;
+  wg.weight_hidden = Dev2<T, Space>("swt::gw_hidden", h, n + m);
+  wg.bias_out = Dev1<T, Space>("swt::gb_out", n);
+  EXPECT_TRUE(labelled([&] {
+    softwave::deer_neural_ode(space, weights, inputs, result, options);
+    softwave::deer_neural_ode_gradients(space, weights, inputs,
+                                        Dev3<const T, Space>(result.y), grads,
+                                        wg, options);
+  }));
+}
+
+TYPED_TEST(Labels, NeuralOde) {
+  const TypeParam space;
+  neural_ode_on(space, softwave::DeerMethod::deer);
+  neural_ode_on(space, softwave::DeerMethod::sequential);
 }
 
 // Sinkhorn: the solve with every output (with ε-scaling, whose schedule the
