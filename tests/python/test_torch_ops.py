@@ -116,21 +116,36 @@ def test_opcheck_deer_operators(rng, device):
         for state, lx, bias_hh, method, jacobian in ((h0, None, b, "deer", "full"), (None, lengths, None, "deer",
                                                                                      "diagonal"),
                                                      (h0, lengths, b, "sequential", "full")):
-            settings = (cell, method, jacobian, "automatic", 1e-10, 1e-10, 200, 0, 0.0, 2, "contiguous", False,
-                        False)
+            settings = (cell, method, jacobian, "automatic", 1e-10, 1e-10, 200, 0, None, 0.0, 2, "contiguous",
+                        False, False)
             opcheck(torch.ops.softwave.deer_rnn, (x, state, lx, w_ih, w_hh, b, bias_hh, None, n, *settings))
         # Diagonal hidden weights (G·H, 1), with the strided blocks an LSTM's exact Newton takes.
         w_diagonal = w_hh[:, :1].detach().clone().requires_grad_()
         settings = (cell, "deer", "block" if cell == "lstm" else "diagonal", "automatic", 1e-10, 1e-10, 200, 0,
-                    0.0, 2, "strided", True, False)
+                    None, 0.0, 2, "strided", True, False)
         opcheck(torch.ops.softwave.deer_rnn, (x, h0, lengths, w_ih, w_diagonal, b, b, None, n, *settings))
     # ParaRNN's LSTM: three gates and peepholes (2H).
     H, m = 4, 2
     x, h0 = tensors(rng, (2, 9, m), (2, 2 * H), dtype=torch.float64, device=device, requires_grad=True)
     w_ih, w_hh, b, peephole = ((0.5 * t).requires_grad_() for t in tensors(
         rng, (3 * H, m), (3 * H, 1), (3 * H,), (2 * H,), dtype=torch.float64, device=device))
-    settings = ("cifg_lstm", "deer", "block", "automatic", 1e-10, 1e-10, 200, 0, 0.0, 2, "strided", True, False)
+    settings = ("cifg_lstm", "deer", "block", "automatic", 1e-10, 1e-10, 200, 0, None, 0.0, 2, "strided", True,
+                False)
     opcheck(torch.ops.softwave.deer_rnn, (x, h0, lengths, w_ih, w_hh, b, None, peephole, 2 * H, *settings))
+    # The neural ODE through the same operator: x holds Δ_t then u_t; its
+    # weights (weight_hidden, weight_out, bias_hidden, bias_out) in the
+    # slots of (weight_ih, weight_hh, bias_ih, bias_hh).
+    n, h, m = 3, 5, 2
+    x, h0 = tensors(rng, (2, 9, 1 + m), (2, n), dtype=torch.float64, device=device, requires_grad=True)
+    with torch.no_grad():
+        x[..., 0] = 0.05 + 0.01 * x[..., 0]
+    w_hidden, w_out, b_hidden, b_out = ((0.5 * t).requires_grad_() for t in tensors(
+        rng, (h, n + m), (n, h), (h,), (n,), dtype=torch.float64, device=device))
+    for state, lx, bias_out, method in ((h0, None, b_out, "deer"), (None, lengths, None, "sequential")):
+        settings = ("neural_ode", method, "full", "automatic", 1e-10, 1e-10, 200, 0, None, 0.0, 2, "contiguous",
+                    False, False)
+        opcheck(torch.ops.softwave.deer_rnn, (x, state, lx, w_hidden, w_out, b_hidden, bias_out, None, n,
+                                              *settings))
 
 
 class _Model(torch.nn.Module):
