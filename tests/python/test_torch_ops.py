@@ -41,7 +41,8 @@ def test_registered_where_torch_has_custom_ops():
         import softwave._torch_ot  # noqa: F401
 
         for name in ("soft_dtw", "soft_dtw_cost", "pairwise", "dtw_path", "sinkhorn", "sinkhorn_gradients",
-                     "sinkhorn_divergence", "sinkhorn_query", "deer_rnn", "deer_rnn_gradients"):
+                     "sinkhorn_divergence", "sinkhorn_query", "deer_rnn", "deer_rnn_gradients", "sampled_gw",
+                     "gw_plan_vjp"):
             assert hasattr(torch.ops.softwave, name), name
 
 
@@ -289,6 +290,59 @@ def test_compile_ot_queries_and_deer_report(rng):
     expected_out, expected_report = run(sequence)
     torch.testing.assert_close(out, expected_out)
     assert report == expected_report and report.path == ["deer"] * 2
+
+
+@needs_compile
+@pytest.mark.parametrize("mode", ["euclidean", "dijkstra"])
+def test_compile_sampled_gw_fullgraph(rng, mode):
+    """sampled_gw through its operator: the plan, the matching and the
+    report equal eager's (the report's numbers and lists as tensors), and in
+    the differentiable mode the features' gradients equal eager's."""
+    x, y = tensors(rng, (40, 2), (50, 2), dtype=torch.float64)
+    kw = dict(distance_mode=mode, k=6, M=20, max_iter=30, min_iter_before_converge=10, seed=3)
+
+    def solve(a, b):
+        r = ot.sampled_gw(a, b, **kw)
+        return r.plan, r.matching, r.objective, r.iterations, r.changes, r.source_anchors
+
+    torch._dynamo.reset()
+    expected = ot.sampled_gw(x, y, **kw)
+    plan, matching, objective, iterations, changes, anchors = torch.compile(
+        solve, fullgraph=True, backend="aot_eager")(x, y)
+    torch.testing.assert_close(plan, expected.plan, rtol=1e-12, atol=1e-15)
+    assert torch.equal(matching, expected.matching)
+    assert float(objective) == pytest.approx(expected.objective, rel=1e-12)
+    assert int(iterations) == expected.iterations
+    assert changes.tolist() == pytest.approx(expected.changes, rel=1e-12)
+    assert anchors.tolist() == expected.source_anchors
+    fs, ft = tensors(rng, (40, 3), (50, 3), dtype=torch.float64, requires_grad=True)
+    (w,) = tensors(rng, (40, 50), dtype=torch.float64)
+    fused = dict(kw, fgw_alpha=0.5, differentiable=True, matching=False, objective=False)
+
+    def loss(f, g):
+        return (ot.sampled_gw(x, y, features_source=f, features_target=g, **fused).plan * w).sum()
+
+    want = torch.autograd.grad(loss(fs, ft), (fs, ft))
+    torch._dynamo.reset()
+    have = torch.autograd.grad(torch.compile(loss, fullgraph=True, backend="aot_eager")(fs, ft), (fs, ft))
+    for a, b in zip(have, want):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+@needs_ops
+def test_opcheck_sampled_gw(rng):
+    from softwave._torch_ot import encode_settings
+
+    x, y = tensors(rng, (30, 2), (25, 2), dtype=torch.float64)
+    fs, ft = tensors(rng, (30, 3), (25, 3), dtype=torch.float64, requires_grad=True)
+    settings = {"distance_mode": "euclidean", "anchors": 10, "max_iterations": 8, "min_iterations": 2,
+                "fused_alpha": 0.5, "seed": 1, "check": True}
+    for vjp in (None, {"rho_a": float("inf"), "rho_b": float("inf"), "fgw_alpha": 0.5, "mode": "implicit",
+                       "iterations": 2000, "check": True}):
+        text = encode_settings(dict(settings, **{"_vjp_" + k: v for k, v in (vjp or {}).items()}))
+        torch.library.opcheck(torch.ops.softwave.sampled_gw,
+                              (x, y, None, None, None, fs, ft, None, None, None, text, True, True, vjp is not None),
+                              test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
 
 
 @needs_ops

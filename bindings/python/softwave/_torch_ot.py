@@ -1,12 +1,13 @@
 """softwave.ot's PyTorch side: Sinkhorn solves, their values' and the
-divergence's autograd, and the plan queries.
+divergence's autograd, the plan queries, and sampled GW's differentiable
+plan.
 
 As in softwave.torch (see _torch_ops), with torch >= 2.4 each call into the
 core is also registered as an operator (``torch.ops.softwave.sinkhorn``,
-``sinkhorn_gradients``, ``sinkhorn_divergence``, ``sinkhorn_query``) with a
-fake implementation and, for the solve and the divergence, registered
-autograd, so that ``torch.compile`` traces softwave.ot without a graph
-break. Eager calls take ``torch.autograd.Function``s (less per-call cost),
+``sinkhorn_gradients``, ``sinkhorn_divergence``, ``sinkhorn_query``,
+``sampled_gw``, ``gw_plan_vjp``) with a fake implementation and, for the
+solves and the divergence, registered autograd, so that ``torch.compile``
+traces softwave.ot without a graph break. Eager calls take ``torch.autograd.Function``s (less per-call cost),
 which are also the whole path on older torch.
 
 Arrays arrive batched ((B, N, d), (B, N, K), ...) under softwave.ot's
@@ -328,6 +329,35 @@ if OPS:
         return _empty_like(f)(shape, integer)
 
 
+def gw_cost_gradient(grad_plan: torch.Tensor, last_plan: torch.Tensor, epsilon: float, scale: float,
+                     vjp: dict) -> torch.Tensor:
+    """dL/dC of fused GW's linear cost from dL/dT: scale times the last
+    Sinkhorn plan's derivative at its ε (softwave::sinkhorn_plan_vjp)."""
+    grad_cost = torch.empty_like(last_plan)
+    report = _core.sinkhorn_plan_vjp(
+        {"plan": last_plan[None],
+         "grad_plan": grad_plan.detach().to(last_plan.dtype).contiguous()[None],
+         "grad_cost": grad_cost[None]},
+        epsilon, vjp["rho_a"], vjp["rho_b"], vjp["mode"], vjp["iterations"], 1e-6, vjp["check"],
+        _stream(last_plan))
+    if not report["converged"]:
+        warnings.warn(f"softwave: the plan's adjoint system stopped at a relative residual of "
+                      f"{report['residual']:.2g} after {report['iterations']} iterations "
+                      f"(the gradient is that accurate)", RuntimeWarning, stacklevel=3)
+    return grad_cost.mul_(scale)
+
+
+def gw_feature_gradients(grad_cost, source_features, target_features, wanted) -> tuple:
+    """(dL/dC_linear, dL/dF, dL/dG), None where not wanted: C_ik =
+    ‖F_i − G_k‖², so ∂/∂F_i = 2 Σ_k dC_ik (F_i − G_k), and the same for G
+    with the transpose."""
+    grad_linear = grad_cost if wanted[0] else None
+    f, g = source_features, target_features
+    grad_source = 2 * (grad_cost.sum(1, keepdim=True) * f - grad_cost @ g) if wanted[1] else None
+    grad_target = 2 * (grad_cost.sum(0)[:, None] * g - grad_cost.T @ f) if wanted[2] else None
+    return grad_linear, grad_source, grad_target
+
+
 class _GwPlan(torch.autograd.Function):
     """Sampled GW's plan (the solve runs in forward), differentiable in
     fused GW's linear cost through the last solve (softwave.ot.sampled_gw's
@@ -336,39 +366,18 @@ class _GwPlan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, solve, vjp, saved_features, linear, source_features, target_features):
         plan, last_plan, report = solve()
-        ctx.vjp = dict(vjp, epsilon=report["final_epsilon"],
-                       scale=report["last_plan_weight"] * vjp["fgw_alpha"])
+        ctx.vjp = vjp
+        ctx.epsilon = report["final_epsilon"]
+        ctx.scale = report["last_plan_weight"] * vjp["fgw_alpha"]
         ctx.save_for_backward(last_plan, *saved_features)
         return plan
 
     @staticmethod
     def backward(ctx, grad_plan):
         last_plan, source_features, target_features = ctx.saved_tensors
-        v = ctx.vjp
-        grad_cost = torch.empty_like(last_plan)
-        report = _core.sinkhorn_plan_vjp(
-            {"plan": last_plan[None],
-             "grad_plan": grad_plan.detach().to(last_plan.dtype).contiguous()[None],
-             "grad_cost": grad_cost[None]},
-            v["epsilon"], v["rho_a"], v["rho_b"], v["mode"], v["iterations"], 1e-6, v["check"],
-            _stream(last_plan))
-        if not report["converged"]:
-            warnings.warn(f"softwave: the plan's adjoint system stopped at a relative residual of "
-                          f"{report['residual']:.2g} after {report['iterations']} iterations "
-                          f"(the gradient is that accurate)", RuntimeWarning, stacklevel=2)
-        grad_cost.mul_(v["scale"])
-        grad_linear = grad_source = grad_target = None
-        if ctx.needs_input_grad[3]:
-            grad_linear = grad_cost
-        if ctx.needs_input_grad[4] or ctx.needs_input_grad[5]:
-            # C_ik = ‖F_i − G_k‖²: ∂/∂F_i = 2 Σ_k dC_ik (F_i − G_k), and the same
-            # for G with the transpose.
-            f, g = source_features, target_features
-            if ctx.needs_input_grad[4]:
-                grad_source = 2 * (grad_cost.sum(1, keepdim=True) * f - grad_cost @ g)
-            if ctx.needs_input_grad[5]:
-                grad_target = 2 * (grad_cost.sum(0)[:, None] * g - grad_cost.T @ f)
-        return None, None, None, grad_linear, grad_source, grad_target
+        grad_cost = gw_cost_gradient(grad_plan, last_plan, ctx.epsilon, ctx.scale, ctx.vjp)
+        return (None, None, None,
+                *gw_feature_gradients(grad_cost, source_features, target_features, ctx.needs_input_grad[3:6]))
 
 
 def gw_plan(solve, vjp: dict, linear, source_features, target_features,
@@ -378,3 +387,125 @@ def gw_plan(solve, vjp: dict, linear, source_features, target_features,
     saved_features: the features as tensors the core read (or None)."""
     return _GwPlan.apply(solve, vjp, saved_features, linear, source_features,
                          target_features)
+
+
+# ---------------------------------------------------------------------------
+# Sampled GW under torch.compile: one operator for the whole solve (its
+# arrays by the core's names, its settings as JSON without the stream, which
+# the operator takes at run time), returning the plan, the matching, the
+# last Sinkhorn plan (for the gradient), the report's numbers (GW_NUMBERS,
+# float64 on the host) and its four lists (host tensors whose lengths the
+# solve decides).
+
+GW_ARRAYS = ("source", "target", "a", "b", "linear", "source_features", "target_features", "plan",
+             "source_points", "target_points")
+GW_NUMBERS = ("iterations", "converged", "seed", "objective", "objective_error", "linear_objective",
+              "linear_objective_error", "last_change", "source_scale", "target_scale", "final_epsilon",
+              "last_plan_weight", "joined_components")
+GW_LISTS = (("changes", torch.float64), ("restart_objectives", torch.float64), ("source_anchors", torch.int64),
+            ("target_anchors", torch.int64))
+
+
+def encode_settings(settings: dict) -> str:
+    """Settings (str, int, float, bool or None values) as an operator's str
+    argument: a line "name=repr(value)" each (torch.compile traces this;
+    json it does not)."""
+    return "\n".join(f"{k}={v!r}" for k, v in settings.items())
+
+
+def decode_settings(text: str) -> dict:
+    import ast
+
+    def value(v):
+        return float(v) if v in ("inf", "-inf", "nan") else ast.literal_eval(v)
+
+    return {k: value(v) for k, v in (line.split("=", 1) for line in text.split("\n") if line)}
+
+
+def _gw_solve(inputs, settings: str, want_plan: bool, want_matching: bool, want_last_plan: bool) -> tuple:
+    arrays = dict(zip(GW_ARRAYS, (None if t is None else t.detach().contiguous() for t in inputs)))
+    source, target = arrays["source"], arrays["target"]
+    n, m = source.shape[0], target.shape[0]
+    core_settings = {k: v for k, v in decode_settings(settings).items() if not k.startswith("_vjp_")}
+    core_settings["stream"] = _stream(source)
+    # The core writes the plan over T_init: the operator's inputs stay as
+    # they were.
+    if arrays["plan"] is not None:
+        arrays["plan"] = arrays["plan"].clone()
+    elif want_plan:
+        arrays["plan"] = source.new_empty((n, m))
+    arrays["matching"] = source.new_empty((n,), dtype=torch.int32) if want_matching else None
+    arrays["last_plan"] = source.new_empty((n, m)) if want_last_plan else None
+    report = _core.gromov_wasserstein(arrays, core_settings)
+    numbers = torch.tensor([float(report[k]) for k in GW_NUMBERS], dtype=torch.float64)
+    lists = [torch.tensor(report[k], dtype=dtype) for k, dtype in GW_LISTS]
+    return (arrays["plan"] if want_plan else _none(source),
+            arrays["matching"] if want_matching else _none(source).int(),
+            arrays["last_plan"] if want_last_plan else _none(source), numbers, *lists)
+
+
+if OPS:
+    @torch.library.custom_op("softwave::sampled_gw", mutates_args=())
+    def _sampled_gw_op(source: T, target: T, a: O, b: O, linear: O, source_features: O, target_features: O,
+                       plan_init: O, source_points: O, target_points: O, settings: str, want_plan: bool,
+                       want_matching: bool, want_last_plan: bool) -> Tuple[T, T, T, T, T, T, T, T]:
+        inputs = (source, target, a, b, linear, source_features, target_features, plan_init, source_points,
+                  target_points)
+        return _gw_solve(inputs, settings, want_plan, want_matching, want_last_plan)
+
+    @_sampled_gw_op.register_fake
+    def _(source, target, a, b, linear, source_features, target_features, plan_init, source_points,
+          target_points, settings, want_plan, want_matching, want_last_plan):
+        n, m = source.shape[0], target.shape[0]
+        ctx = torch.library.get_ctx()
+        lists = [torch.empty((ctx.new_dynamic_size(),), dtype=dtype) for _, dtype in GW_LISTS]
+        return (source.new_empty((n, m) if want_plan else (0,)),
+                source.new_empty((n,) if want_matching else (0,), dtype=torch.int32),
+                source.new_empty((n, m) if want_last_plan else (0,)),
+                torch.empty((len(GW_NUMBERS),), dtype=torch.float64), *lists)
+
+    def _sampled_gw_setup(ctx, inputs, output):
+        ctx.save_for_backward(output[2], output[3], inputs[5], inputs[6])
+        given = decode_settings(inputs[10])
+        ctx.vjp = {k[5:]: v for k, v in given.items() if k.startswith("_vjp_")} or None
+
+    def _sampled_gw_backward(ctx, grad_plan, *unused):
+        last_plan, numbers, source_features, target_features = ctx.saved_tensors
+        grads = [None] * 14
+        wanted = tuple(ctx.needs_input_grad[k] for k in (4, 5, 6))
+        if ctx.vjp is not None and any(wanted):
+            grad_cost = torch.ops.softwave.gw_plan_vjp(grad_plan, last_plan, numbers, ctx.vjp["rho_a"],
+                                                      ctx.vjp["rho_b"], ctx.vjp["fgw_alpha"], ctx.vjp["mode"],
+                                                      ctx.vjp["iterations"], ctx.vjp["check"])
+            grads[4:7] = gw_feature_gradients(grad_cost, source_features, target_features, wanted)
+        return tuple(grads)
+
+    _sampled_gw_op.register_autograd(_sampled_gw_backward, setup_context=_sampled_gw_setup)
+
+    @torch.library.custom_op("softwave::gw_plan_vjp", mutates_args=())
+    def _gw_plan_vjp_op(grad_plan: T, last_plan: T, numbers: T, rho_a: float, rho_b: float, fgw_alpha: float,
+                        mode: str, iterations: int, check: bool) -> T:
+        at = {k: float(v) for k, v in zip(GW_NUMBERS, numbers.tolist())}
+        vjp = dict(rho_a=rho_a, rho_b=rho_b, mode=mode, iterations=iterations, check=check)
+        return gw_cost_gradient(grad_plan, last_plan, at["final_epsilon"], at["last_plan_weight"] * fgw_alpha, vjp)
+
+    @_gw_plan_vjp_op.register_fake
+    def _(grad_plan, last_plan, *rest):
+        return torch.empty_like(last_plan)
+
+
+def traced_sampled_gw(inputs: dict, settings: dict, want_plan: bool, want_matching: bool, vjp: Optional[dict]):
+    """sampled_gw through the operator: (plan, matching, report) with the
+    report's numbers as 0-d tensors and its lists as 1-d ones. inputs by
+    GW_ARRAYS' names (the linear cost and features as given, so that the
+    operator's autograd reaches them); vjp: the differentiable mode's
+    settings, or None."""
+    # The core's settings, then those of the operator's autograd (_vjp_*).
+    core = {k: v for k, v in settings.items() if k != "stream"}
+    text = encode_settings(dict(core, **{"_vjp_" + k: v for k, v in (vjp or {}).items()}))
+    outputs = torch.ops.softwave.sampled_gw(*(inputs.get(k) for k in GW_ARRAYS), text, want_plan, want_matching,
+                                            vjp is not None)
+    plan, matching, _, numbers, *lists = outputs
+    report = {k: numbers[i] for i, k in enumerate(GW_NUMBERS)}
+    report.update({k: t for (k, _), t in zip(GW_LISTS, lists)})
+    return plan if want_plan else None, matching if want_matching else None, report

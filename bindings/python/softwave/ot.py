@@ -630,6 +630,10 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     sinkhorn_iterations updates from the fixed point, the adjoint
     system's first terms). Needs fgw_alpha > 0 with a linear cost and
     plan=True; the last solve's plan (N×K) is kept for the backward pass.
+    Under torch.compile (torch >= 2.4) the call is one registered operator
+    (no graph break, the differentiable mode included); the result's numbers
+    are then 0-d tensors and its lists 1-d tensors (reading them as Python
+    values inside the compiled function would end its graph).
     """
     if distance_mode not in _GW_MODES:
         raise ValueError(f"softwave: distance_mode must be one of {', '.join(_GW_MODES)} "
@@ -751,6 +755,31 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "check": frame.default_check() if check_inputs is None else bool(check_inputs),
         "stream": frame.stream(),
     }
+    vjp = dict(rho_a=settings["rho_a"], rho_b=settings["rho_b"], fgw_alpha=fgw_alpha, mode=grad_mode,
+               iterations=settings["sinkhorn_iterations"] if grad_mode == "unrolled" else 2000,
+               check=settings["check"]) if differentiable else None
+    if frame.torch:
+        from . import _torch_ops
+
+        if _torch_ops._traced():
+            # torch.compile: one registered operator, whose autograd reaches
+            # the linear cost as given (not detached).
+            from . import _torch_ot
+
+            given = {"C_linear": C_linear, "features_source": features_source, "features_target": features_target}
+            plan_out, matching_out, report = _torch_ot.traced_sampled_gw(
+                {"source": source, "target": target, "a": weights[0], "b": weights[1],
+                 "linear": frame.array("C_linear", given["C_linear"], keep_graph=differentiable),
+                 "source_features": frame.array("features_source", given["features_source"],
+                                                keep_graph=differentiable),
+                 "target_features": frame.array("features_target", given["features_target"],
+                                                keep_graph=differentiable),
+                 "plan": initial,
+                 "source_points": frame.array("X_source", X_source) if sampled else None,
+                 "target_points": frame.array("X_target", X_target) if sampled else None},
+                settings, plan, matching, vjp)
+            report.pop("last_plan_weight")
+            return GwResult(plan=plan_out, matching=matching_out, **report)
     arrays = {
         "source": source, "target": target,
         "a": weights[0], "b": weights[1],
@@ -777,11 +806,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     # The features as the core read them (converted to tensors), saved for
     # the backward pass; the arguments as given are autograd's inputs.
     differentiable_plan = _torch_ot.gw_plan(
-        solve, dict(rho_a=settings["rho_a"], rho_b=settings["rho_b"], fgw_alpha=fgw_alpha,
-                    mode=grad_mode,
-                    iterations=settings["sinkhorn_iterations"] if grad_mode == "unrolled" else 2000,
-                    check=settings["check"]),
-        C_linear, features_source, features_target,
+        solve, vjp, C_linear, features_source, features_target,
         (linear["features_source"], linear["features_target"]))
     report.pop("last_plan_weight")
     return GwResult(plan=differentiable_plan, matching=arrays["matching"], **report)
