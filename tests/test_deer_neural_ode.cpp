@@ -222,67 +222,70 @@ TYPED_TEST(DeerNeuralOdeDouble, GradientsMatchFiniteDifferences) {
   using T = double;
   SWT_SEEDED_RNG(rng);
   Space space;
-  for (int steps : {1, 7, 200}) {
-    int const B = 3, n = 3, m = 2, h = 4;
-    Problem p = Problem::make<T>(rng, B, steps, n, m, h, true, true, 3.0);
-    SCOPED_TRACE(::testing::Message() << "T=" << steps);
-    std::vector<double> w(std::size_t(B) * steps * n);
-    for (double& e : w) e = rng.uniform(-1, 1);
-    softwave::DeerOptions o;
-    o.method = softwave::DeerMethod::deer;
-    o.atol = 1e-13;
-    o.rtol = 1e-12;
-    auto const in = p.inputs<T>(space);
-    auto const weights = p.weights<T>(space);
-    softwave::DeerResult<T, Space> r;
-    r.y = V3<T, Space>("swt::y", B, steps, n);
-    softwave::deer_neural_ode(space, weights, in, r, o);
-    swt::Batch wb(B, steps, n);
-    wb.v = w;
-    softwave::DeerGradients<T, Space> g;
-    g.grad_y = swt::to_device<T>(space, wb);
-    g.grad_x = V3<T, Space>("swt::grad_x", B, steps, 1 + m);
-    g.grad_y0 = V2<T, Space>("swt::grad_y0", B, n);
-    softwave::NeuralOdeWeightGradients<T, Space> wg;
-    wg.weight_hidden = V2<T, Space>("swt::g_w_hidden", h, n + m);
-    wg.bias_hidden = V1<T, Space>("swt::g_b_hidden", h);
-    wg.weight_out = V2<T, Space>("swt::g_w_out", n, h);
-    wg.bias_out = V1<T, Space>("swt::g_b_out", n);
-    softwave::deer_neural_ode_gradients(space, weights, in,
-                                        V3<const T, Space>(r.y), g, wg, o);
-    auto loss = [&]() {
-      auto const y = p.reference(p.mlp, p.x, p.y0);
-      double sum = 0;
-      for (std::size_t i = 0; i < y.size(); ++i) sum += w[i] * y[i];
-      return sum;
-    };
-    auto check = [&](const std::vector<double>& got, std::vector<double>& of,
-                     const char* what, std::size_t stride = 1) {
-      for (std::size_t i = 0; i < of.size(); i += stride) {
-        double const keep = of[i], step = 1e-6;
-        of[i] = keep + step;
-        double const up = loss();
-        of[i] = keep - step;
-        double const down = loss();
-        of[i] = keep;
-        double const want = (up - down) / (2 * step);
-        EXPECT_NEAR(got[i], want, 1e-6 * std::max(1.0, std::fabs(want)))
-            << what << " " << i;
-      }
-    };
-    auto gx = swt::to_host(g.grad_x);
-    // Past a sequence's length its inputs do not count.
-    for (int b = 0; b < B; ++b)
-      for (int t = p.length(b); t < steps; ++t)
-        for (int j = 0; j < 1 + m; ++j)
-          EXPECT_EQ(gx[(std::size_t(b) * steps + t) * (1 + m) + j], 0.0);
-    check(gx, p.x, "x", steps > 7 ? 7 : 1);
-    check(swt::to_host(g.grad_y0), p.y0, "y0");
-    check(swt::to_host(wg.weight_hidden), p.mlp.w_hidden, "weight_hidden");
-    check(swt::to_host(wg.bias_hidden), p.mlp.b_hidden, "bias_hidden");
-    check(swt::to_host(wg.weight_out), p.mlp.w_out, "weight_out");
-    check(swt::to_host(wg.bias_out), p.mlp.b_out, "bias_out");
-  }
+  for (int steps : {1, 7, 200})
+    for (auto method :
+         {softwave::DeerMethod::deer, softwave::DeerMethod::sequential}) {
+      int const B = 3, n = 3, m = 2, h = 4;
+      Problem p = Problem::make<T>(rng, B, steps, n, m, h, true, true, 3.0);
+      SCOPED_TRACE(::testing::Message()
+                   << "T=" << steps << " method " << int(method));
+      std::vector<double> w(std::size_t(B) * steps * n);
+      for (double& e : w) e = rng.uniform(-1, 1);
+      softwave::DeerOptions o;
+      o.method = method;
+      o.atol = 1e-13;
+      o.rtol = 1e-12;
+      auto const in = p.inputs<T>(space);
+      auto const weights = p.weights<T>(space);
+      softwave::DeerResult<T, Space> r;
+      r.y = V3<T, Space>("swt::y", B, steps, n);
+      softwave::deer_neural_ode(space, weights, in, r, o);
+      swt::Batch wb(B, steps, n);
+      wb.v = w;
+      softwave::DeerGradients<T, Space> g;
+      g.grad_y = swt::to_device<T>(space, wb);
+      g.grad_x = V3<T, Space>("swt::grad_x", B, steps, 1 + m);
+      g.grad_y0 = V2<T, Space>("swt::grad_y0", B, n);
+      softwave::NeuralOdeWeightGradients<T, Space> wg;
+      wg.weight_hidden = V2<T, Space>("swt::g_w_hidden", h, n + m);
+      wg.bias_hidden = V1<T, Space>("swt::g_b_hidden", h);
+      wg.weight_out = V2<T, Space>("swt::g_w_out", n, h);
+      wg.bias_out = V1<T, Space>("swt::g_b_out", n);
+      softwave::deer_neural_ode_gradients(space, weights, in,
+                                          V3<const T, Space>(r.y), g, wg, o);
+      auto loss = [&]() {
+        auto const y = p.reference(p.mlp, p.x, p.y0);
+        double sum = 0;
+        for (std::size_t i = 0; i < y.size(); ++i) sum += w[i] * y[i];
+        return sum;
+      };
+      auto check = [&](const std::vector<double>& got, std::vector<double>& of,
+                       const char* what, std::size_t stride = 1) {
+        for (std::size_t i = 0; i < of.size(); i += stride) {
+          double const keep = of[i], step = 1e-6;
+          of[i] = keep + step;
+          double const up = loss();
+          of[i] = keep - step;
+          double const down = loss();
+          of[i] = keep;
+          double const want = (up - down) / (2 * step);
+          EXPECT_NEAR(got[i], want, 1e-6 * std::max(1.0, std::fabs(want)))
+              << what << " " << i;
+        }
+      };
+      auto gx = swt::to_host(g.grad_x);
+      // Past a sequence's length its inputs do not count.
+      for (int b = 0; b < B; ++b)
+        for (int t = p.length(b); t < steps; ++t)
+          for (int j = 0; j < 1 + m; ++j)
+            EXPECT_EQ(gx[(std::size_t(b) * steps + t) * (1 + m) + j], 0.0);
+      check(gx, p.x, "x", steps > 7 ? 7 : 1);
+      check(swt::to_host(g.grad_y0), p.y0, "y0");
+      check(swt::to_host(wg.weight_hidden), p.mlp.w_hidden, "weight_hidden");
+      check(swt::to_host(wg.bias_hidden), p.mlp.b_hidden, "bias_hidden");
+      check(swt::to_host(wg.weight_out), p.mlp.w_out, "weight_out");
+      check(swt::to_host(wg.bias_out), p.mlp.b_out, "bias_out");
+    }
 }
 
 // Shapes that disagree and values that are not finite name the argument.

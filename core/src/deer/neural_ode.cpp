@@ -87,73 +87,125 @@ struct StageTerms {
   }
 };
 
-// A thread sums the terms of a run of consecutive steps (of the flattened
-// (b, t) order) in its own values, then adds them to the call's totals:
-// `per_run` steps a thread keeps the atomic additions to runs · P.
+// The terms of one step t of sequence b at λ_t: the weights' (into sums),
+// dL/dx_t (grad_x(b, t), where asked for) and J_tᵀ λ_t (into grad_y_prev,
+// where not null). init: n values for y_0; work: the cell's, then the
+// terms' 2h.
 template <class Space, class T>
-struct ParameterSums {
+struct StepTerms {
   OdeCell<MlpField<T, Space>> cell;
-  DeerView3<const T, Space> x, y, adjoint;
+  DeerView3<const T, Space> x, y;
   DeerView2<const T, Space> y0;
+  DeerView3<T, Space> grad_x;
+  KOKKOS_INLINE_FUNCTION void operator()(int b, int t, const T* lambda,
+                                         T* grad_y_prev, T* sums, T* init,
+                                         T* work) const {
+    int const n = cell.field.n;
+    T const* const y_prev = previous_state(y, y0, b, t, n, init);
+    cell.stage_adjoints(
+        y_prev, &x(b, t, 0), lambda, grad_y_prev,
+        grad_x.extent(0) ? &grad_x(b, t, 0) : static_cast<T*>(nullptr), work,
+        StageTerms<T, Space>{cell.field, sums, work + cell.work_size()});
+  }
+  KOKKOS_INLINE_FUNCTION void clear_inputs(int b, int t) const {
+    if (grad_x.extent(0))
+      for (int j = 0; j < 1 + cell.field.m; ++j) grad_x(b, t, j) = 0;
+  }
+  // Values of T a thread needs beside its sums: y_0, then the work.
+  KOKKOS_INLINE_FUNCTION int values() const {
+    return cell.field.n + cell.work_size() + cell.field.work_size();
+  }
+};
+
+template <class View, class T>
+KOKKOS_INLINE_FUNCTION void add_to_totals(const View& totals, const T* sums,
+                                          int count) {
+  for (int v = 0; v < count; ++v) Kokkos::atomic_add(&totals(v), sums[v]);
+}
+
+// With the adjoint solved: a thread takes a run of consecutive steps (of
+// the flattened (b, t) order), sums their weights' terms in its own values
+// and adds them to the call's totals (per_run steps a thread keep the
+// atomic additions to runs · P), writing dL/dx_t and, at t = 0, dL/dy_0 on
+// the way.
+template <class Space, class T>
+struct TermsOfRuns {
+  StepTerms<Space, T> terms;
+  DeerView3<const T, Space> adjoint;
+  DeerView2<T, Space> grad_y0;
   DeerView1<T, Space> totals;
   Lengths<Space> length;
   std::int64_t steps, total, per_run;
+  int count;
   KOKKOS_INLINE_FUNCTION void operator()(std::int64_t run, T* values) const {
-    MlpField<T, Space> const& f = cell.field;
-    int const n = f.n;
-    int const count = ParameterLayout{f.n, f.m, f.h}.count();
     T* const sums = values;
     T* const init = sums + count;
-    T* const stage_work = init + n;
-    T* const term_work = stage_work + cell.work_size();
     for (int v = 0; v < count; ++v) sums[v] = 0;
-    StageTerms<T, Space> const terms{f, sums, term_work};
     std::int64_t const end = (run + 1) * per_run;
     std::int64_t const last = end < total ? end : total;
     for (std::int64_t q = run * per_run; q < last; ++q) {
       int const b = int(q / steps), t = int(q % steps);
-      if (t >= length(b)) continue;
-      T const* const y_prev = previous_state(y, y0, b, t, n, init);
-      cell.stage_adjoints(y_prev, &x(b, t, 0), &adjoint(b, t, 0),
-                          static_cast<T*>(nullptr), static_cast<T*>(nullptr),
-                          stage_work, terms);
+      if (t >= length(b)) {
+        terms.clear_inputs(b, t);
+        continue;
+      }
+      T* const into_y0 = t == 0 && grad_y0.extent(0) ? &grad_y0(b, 0)
+                                                     : static_cast<T*>(nullptr);
+      terms(b, t, &adjoint(b, t, 0), into_y0, sums, init,
+            init + terms.cell.field.n);
     }
-    for (int v = 0; v < count; ++v) Kokkos::atomic_add(&totals(v), sums[v]);
+    add_to_totals(totals, sums, count);
   }
 };
 
+// The sequential method's whole backward pass in one loop a sequence:
+// λ_t = dL/dy_t + J_{t+1}ᵀ λ_{t+1} from the last step back, each step's
+// terms taken as λ_t is known (J_tᵀ λ_t is the next step's carry, and at
+// t = 0 dL/dy_0): one RK4 reverse sweep a step instead of three (the
+// adjoint, the inputs' and the weights').
 template <class Space, class T>
-void parameter_gradients(const Space& space,
-                         const OdeCell<MlpField<T, Space>>& cell,
-                         const DeerInputs<T, Space>& inputs,
-                         DeerView3<const T, Space> y,
-                         DeerView3<const T, Space> adjoint,
-                         const NeuralOdeWeightGradients<T, Space>& out) {
-  MlpField<T, Space> const& f = cell.field;
-  ParameterLayout const at{f.n, f.m, f.h};
-  std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
-  std::int64_t const total = B * steps;
-  // Runs: every thread of the space busy (four per host thread, for
-  // uneven lengths), but no more than 2^25 atomic additions in all.
-  std::int64_t const threads =
-      std::int64_t(space.concurrency()) * (runs_on_host<Space> ? 4 : 1);
-  std::int64_t const runs = std::max<std::int64_t>(
-      1, std::min({total, threads, (std::int64_t(1) << 25) / at.count()}));
-  std::int64_t const per_run = (total + runs - 1) / runs;
-  auto const totals = call_array<DeerView1<T, Space>>(
-      space, "softwave::deer::ode_parameter_sums", true, at.count());
-  ThreadItems<Space>((total + per_run - 1) / per_run,
-                     at.count() + f.n + cell.work_size() + f.work_size(), T())
-      .template for_each<T>(
-          space, label("ode_parameter_gradients"),
-          ParameterSums<Space, T>{cell, inputs.x, y, adjoint, inputs.y0,
-                                  totals.view,
-                                  Lengths<Space>{inputs.lengths, int(steps)},
-                                  steps, total, per_run});
-  auto const sums = totals.view;
+struct SequentialBackward {
+  StepTerms<Space, T> terms;
+  DeerView3<const T, Space> grad_y;
+  DeerView3<T, Space> adjoint;  // written where asked for
+  DeerView2<T, Space> grad_y0;
+  DeerView1<T, Space> totals;
+  Lengths<Space> length;
+  int steps, count;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t sequence,
+                                         T* values) const {
+    int const b = int(sequence), n = terms.cell.field.n;
+    T* const sums = values;
+    T* const lambda = sums + count;
+    T* const carry = lambda + n;
+    T* const init = carry + n;
+    for (int v = 0; v < count; ++v) sums[v] = 0;
+    for (int i = 0; i < n; ++i) carry[i] = 0;
+    int const L = length(b);
+    for (int t = steps - 1; t >= L; --t) {
+      terms.clear_inputs(b, t);
+      for (int i = 0; adjoint.extent(0) && i < n; ++i) adjoint(b, t, i) = 0;
+    }
+    for (int t = L - 1; t >= 0; --t) {
+      for (int i = 0; i < n; ++i) lambda[i] = grad_y(b, t, i) + carry[i];
+      if (adjoint.extent(0))
+        for (int i = 0; i < n; ++i) adjoint(b, t, i) = lambda[i];
+      terms(b, t, lambda, carry, sums, init, init + n);
+    }
+    if (grad_y0.extent(0))
+      for (int i = 0; i < n; ++i) grad_y0(b, i) = carry[i];
+    add_to_totals(totals, sums, count);
+  }
+};
+
+// The weights' totals into the gradients asked for.
+template <class Space, class T>
+void scatter_totals(const Space& space, DeerView1<T, Space> sums,
+                    ParameterLayout at,
+                    const NeuralOdeWeightGradients<T, Space>& out) {
   Kokkos::parallel_for(
-      "softwave::deer::ode_parameter_gradients_out",
-      work_items(space, at.count()), KOKKOS_LAMBDA(int v) {
+      "softwave::deer::ode_weight_gradients", work_items(space, at.count()),
+      KOKKOS_LAMBDA(int v) {
         int const stride = at.n + at.m;
         if (v < at.bias_hidden()) {
           if (out.weight_hidden.extent(0))
@@ -169,6 +221,60 @@ void parameter_gradients(const Space& space,
           out.bias_out(v - at.bias_out()) = sums(v);
         }
       });
+}
+
+// Every gradient of a call after its forward: the sequential sweep where
+// the call's method resolves to the loop, else the adjoint by DEER (the
+// engine's solver) and then the terms of runs of steps.
+template <class Space, class T>
+void gradients(const Space& space, const OdeCell<MlpField<T, Space>>& cell,
+               const DeerInputs<T, Space>& inputs, DeerView3<const T, Space> y,
+               const DeerGradients<T, Space>& gradients,
+               const NeuralOdeWeightGradients<T, Space>& out,
+               const Settings& settings) {
+  MlpField<T, Space> const& f = cell.field;
+  ParameterLayout const at{f.n, f.m, f.h};
+  std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
+  bool const host = runs_on_host<Space>;
+  bool const by_loop =
+      settings.method == DeerMethod::sequential ||
+      (settings.method == DeerMethod::automatic &&
+       !deer_expected_faster(B, steps, f.n, settings.jacobian,
+                             space.concurrency(), host, /*fused=*/false));
+  auto const totals = call_array<DeerView1<T, Space>>(
+      space, "softwave::deer::ode_weight_sums", true, at.count());
+  StepTerms<Space, T> const terms{cell, inputs.x, y, inputs.y0,
+                                  gradients.grad_x};
+  Lengths<Space> const length{inputs.lengths, int(steps)};
+  if (by_loop) {
+    ThreadItems<Space>(B, at.count() + 2 * f.n + terms.values(), T())
+        .template for_each<T>(
+            space, label("ode_sequential_backward"),
+            SequentialBackward<Space, T>{
+                terms, gradients.grad_y, gradients.adjoint, gradients.grad_y0,
+                totals.view, length, int(steps), at.count()});
+  } else {
+    DeerGradients<T, Space> g = gradients;
+    g.grad_x = {};
+    g.grad_y0 = {};
+    auto const adjoint = solve_adjoint(space, cell, inputs, y, g, settings);
+    std::int64_t const total = B * steps;
+    // Runs: every thread of the space busy (four per host thread, for
+    // uneven lengths), but no more than 2^25 atomic additions in all.
+    std::int64_t const threads =
+        std::int64_t(space.concurrency()) * (host ? 4 : 1);
+    std::int64_t const runs = std::max<std::int64_t>(
+        1, std::min({total, threads, (std::int64_t(1) << 25) / at.count()}));
+    std::int64_t const per_run = (total + runs - 1) / runs;
+    ThreadItems<Space>((total + per_run - 1) / per_run,
+                       at.count() + terms.values(), T())
+        .template for_each<T>(
+            space, label("ode_gradient_terms"),
+            TermsOfRuns<Space, T>{terms, DeerView3<const T, Space>(adjoint),
+                                  gradients.grad_y0, totals.view, length, steps,
+                                  total, per_run, at.count()});
+  }
+  scatter_totals(space, totals.view, at, out);
 }
 
 }  // namespace softwave::impl::deer::ode
@@ -212,19 +318,11 @@ void deer_neural_ode_gradients(
                        "(weight_out's shape)");
   if (wg.bias_out.size())
     impl::check_extent(wg.bias_out, "grad bias_out", {n}, "(state size)");
-  bool const weights_wanted = wg.weight_hidden.size() ||
-                              wg.bias_hidden.size() || wg.weight_out.size() ||
-                              wg.bias_out.size();
-  // The adjoint λ is what the weights' sums read: the caller's, or one of
-  // this call's own.
-  DeerGradients<T, Space> g = gradients;
-  if (weights_wanted && g.adjoint.size() == 0 && inputs.x.extent(0) > 0)
-    g.adjoint = DeerView3<T, Space>(
-        Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                           std::string("softwave::deer::ode_adjoint")),
-        inputs.x.extent(0), inputs.x.extent(1), n);
-  deer_gradients(space, cell, inputs, y, g, options);
-  if (!weights_wanted) return;
+  impl::deer::Settings const settings = impl::deer::check_call<Space, T>(
+      space, inputs, f.n, 1 + f.m, options, "y", y.extent(0), y.extent(1),
+      y.extent(2));
+  impl::deer::check_gradients(gradients, inputs.x.extent(0), inputs.x.extent(1),
+                              n, 1 + m);
   if (inputs.x.extent(0) == 0) {
     // No steps: every sum is zero.
     auto zero = [&](const auto& v) {
@@ -236,8 +334,7 @@ void deer_neural_ode_gradients(
     zero(wg.bias_out);
     return;
   }
-  d::parameter_gradients(space, cell, inputs, y,
-                         DeerView3<const T, Space>(g.adjoint), wg);
+  d::gradients(space, cell, inputs, y, gradients, wg, settings);
 }
 
 #define SOFTWAVE_INSTANTIATE_NEURAL_ODE(SPACE, T)               \
