@@ -5,7 +5,7 @@ initialisation), B = 16 sequences from y0 ~ N(0, 1), a uniform grid of T
 steps of 0.05, float32; forward, and forward + backward of y.square().mean()
 (gradients of y0 and every weight).
 
-    python3 perf/bench_neural_ode.py --out ode.json [--shapes 8x32x1000,...]
+    python3 perf/bench_neural_ode.py --out ode.json [--shapes 8x32x1000,...] [--device cpu]
 
 Variants: softwave DEER with full and with diagonal Jacobians, softwave's
 sequential integrator (one thread per sequence, the whole loop in one
@@ -16,15 +16,17 @@ the classical RK4 written as a torch loop (softwave's scheme exactly).
 torchdiffeq and the loop launch a few kernels per stage: they run only
 where T <= --loop-steps (default 10,000).
 
-Timing: CUDA events around repeated calls after a warm-up, median of 5
+Timing: CUDA events (on the CPU the host's clock) around repeated calls
+after a warm-up, median of 5
 (2 at T >= 100k); max_dy: the largest |y − y_loop64| against the classical
 RK4 loop in float64 (where it runs); peak_MB: torch's peak allocation over
-one call above what was allocated before it.
+one call above what was allocated before it (GPU only).
 """
 
 import argparse
 import json
 import statistics
+import time
 
 import torch
 
@@ -35,10 +37,18 @@ SHAPES = [(2, 16, 1000), (2, 16, 10000), (2, 16, 100000), (8, 32, 1000), (8, 32,
 BATCH, STEP = 16, 0.05
 
 
-def median_ms(call, repeats):
+def median_ms(call, repeats, device):
+    """The median time of call() after a warm-up: CUDA events on a GPU, the
+    host's clock on the CPU."""
     call()
-    torch.cuda.synchronize()
     times = []
+    if device == "cpu":
+        for _ in range(repeats):
+            begin = time.perf_counter()
+            call()
+            times.append(1e3 * (time.perf_counter() - begin))
+        return statistics.median(times)
+    torch.cuda.synchronize()
     for _ in range(repeats):
         begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         begin.record()
@@ -66,6 +76,7 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--shapes", default=None, help="n x h x T triples, e.g. 8x32x1000")
     parser.add_argument("--loop-steps", type=int, default=10000)
+    parser.add_argument("--device", default="cuda", help="cuda, or cpu (softwave's OpenMP build)")
     args = parser.parse_args()
     shapes = SHAPES
     if args.shapes:
@@ -75,18 +86,19 @@ def main():
     except ImportError:
         torchdiffeq = None
         print("torchdiffeq is not installed: its rows are left out")
+    dev = args.device
     rows = []
     for n, h, steps in shapes:
         torch.manual_seed(0)
-        hidden, out = torch.nn.Linear(n, h).cuda(), torch.nn.Linear(h, n).cuda()
+        hidden, out = torch.nn.Linear(n, h).to(dev), torch.nn.Linear(h, n).to(dev)
         field = torch.nn.Sequential(hidden, torch.nn.Tanh(), out)
-        y0 = torch.randn(BATCH, n, device="cuda", requires_grad=True)
-        grid = torch.full((steps,), STEP, device="cuda")
-        times = torch.arange(steps + 1, device="cuda", dtype=torch.float32) * STEP
+        y0 = torch.randn(BATCH, n, device=dev, requires_grad=True)
+        grid = torch.full((steps,), STEP, device=dev)
+        times = torch.arange(steps + 1, device=dev, dtype=torch.float32) * STEP
         reference = None
         if steps <= args.loop_steps:
             with torch.no_grad():
-                f64 = torch.nn.Sequential(torch.nn.Linear(n, h), torch.nn.Tanh(), torch.nn.Linear(h, n)).cuda()
+                f64 = torch.nn.Sequential(torch.nn.Linear(n, h), torch.nn.Tanh(), torch.nn.Linear(h, n)).to(dev)
                 f64.load_state_dict(field.state_dict())
                 reference = rk4_loop(f64.double(), y0.detach().double(), steps)
         params = list(field.parameters())
@@ -125,16 +137,20 @@ def main():
                 run(y0).square().mean().backward()
 
             for mode, call in (("forward", forward), ("forward_backward", forward_backward)):
+                if dev == "cpu":
+                    row[mode + "_ms"] = median_ms(call, repeats, dev)
+                    continue
                 torch.cuda.synchronize()
                 torch.cuda.reset_peak_memory_stats()
                 base = torch.cuda.memory_allocated()
-                row[mode + "_ms"] = median_ms(call, repeats)
+                row[mode + "_ms"] = median_ms(call, repeats, dev)
                 row[mode + "_peak_MB"] = (torch.cuda.max_memory_allocated() - base) / 1e6
             rows.append(row)
             print(f"n={n} h={h} T={steps} {name}: forward {row['forward_ms']:.3f} ms, forward+backward "
                   f"{row['forward_backward_ms']:.3f} ms, max_dy {row.get('max_dy', float('nan')):.2e}",
                   flush=True)
-    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+    meta = {"device": torch.cuda.get_device_name() if dev == "cuda" else f"cpu, {torch.get_num_threads()} threads",
+            "torch": torch.__version__,
             "torchdiffeq": getattr(torchdiffeq, "__version__", None)}
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
