@@ -167,6 +167,36 @@ void report(benchmark::State& state,
   state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
 }
 
+// Times forward(result, options), then gradients() where asked for (after
+// one such call that measures its peak memory), and reports it beside the
+// states forward gives with the sequential method.
+template <class Forward, class Gradients>
+void time_and_report(benchmark::State& state, const Forward& forward,
+                     const Gradients& gradients, bool gradient,
+                     const softwave::DeerResult<float, Space>& result,
+                     const softwave::DeerOptions& options, double floor_bytes) {
+  Space space;
+  auto const call = [&] {
+    forward(result, options);
+    if (gradient) gradients();
+  };
+  softwave_tools::AllocationTracker::Peaks peaks;
+  try {
+    peaks = measured_call(space, call);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  double const total_s = timed_calls(state, space, call);
+  softwave::DeerResult<float, Space> reference;
+  reference.y = V3<float>("softwave_bench::y_sequential", result.y.extent(0),
+                          result.y.extent(1), result.y.extent(2));
+  softwave::DeerOptions loop = options;
+  loop.method = softwave::DeerMethod::sequential;
+  forward(reference, loop);
+  report(state, result, reference.y, total_s, peaks, floor_bytes);
+}
+
 void run_deer(benchmark::State& state, Variant variant) {
   Space space;
   int const n = int(state.range(0));
@@ -230,30 +260,19 @@ void run_deer(benchmark::State& state, Variant variant) {
     if (cifg)
       weight_grads.peephole = V1<float>("softwave_bench::g_peephole", 2 * n);
   }
-  auto const call = [&] {
-    softwave::deer_rnn(space, weights, inputs, result, options);
-    if (gradient)
-      softwave::deer_rnn_gradients(space, weights, inputs,
-                                   V3<const float>(result.y), grads,
-                                   weight_grads, options);
-  };
-  softwave_tools::AllocationTracker::Peaks peaks;
-  try {
-    peaks = measured_call(space, call);
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
-  double const total_s = timed_calls(state, space, call);
-  // Agreement with the sequential loop, iterations and fallbacks.
-  softwave::DeerResult<float, Space> reference;
-  reference.y =
-      V3<float>("softwave_bench::y_sequential", batch, steps, state_size);
-  softwave::DeerOptions sequential = options;
-  sequential.method = softwave::DeerMethod::sequential;
-  softwave::deer_rnn(space, weights, inputs, reference, sequential);
-  report(state, result, reference.y, total_s, peaks,
-         double(batch) * double(steps) * (n + state_size) * 4);
+  time_and_report(
+      state,
+      [&](const softwave::DeerResult<float, Space>& out,
+          const softwave::DeerOptions& o) {
+        softwave::deer_rnn(space, weights, inputs, out, o);
+      },
+      [&] {
+        softwave::deer_rnn_gradients(space, weights, inputs,
+                                     V3<const float>(result.y), grads,
+                                     weight_grads, options);
+      },
+      gradient, result, options,
+      double(batch) * double(steps) * (n + state_size) * 4);
 }
 
 void run_neural_ode(benchmark::State& state, Variant variant) {
@@ -303,28 +322,19 @@ void run_neural_ode(benchmark::State& state, Variant variant) {
                     V2<float>("softwave_bench::gw_out", n, h),
                     V1<float>("softwave_bench::gb_out", n)};
   }
-  auto const call = [&] {
-    softwave::deer_neural_ode(space, weights, inputs, result, options);
-    if (gradient)
-      softwave::deer_neural_ode_gradients(space, weights, inputs,
-                                          V3<const float>(result.y), grads,
-                                          weight_grads, options);
-  };
-  softwave_tools::AllocationTracker::Peaks peaks;
-  try {
-    peaks = measured_call(space, call);
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
-  double const total_s = timed_calls(state, space, call);
-  softwave::DeerResult<float, Space> reference;
-  reference.y = V3<float>("softwave_bench::y_sequential", batch, steps, n);
-  softwave::DeerOptions sequential = options;
-  sequential.method = softwave::DeerMethod::sequential;
-  softwave::deer_neural_ode(space, weights, inputs, reference, sequential);
-  report(state, result, reference.y, total_s, peaks,
-         double(batch) * double(steps) * (1 + m + n) * 4);
+  time_and_report(
+      state,
+      [&](const softwave::DeerResult<float, Space>& out,
+          const softwave::DeerOptions& o) {
+        softwave::deer_neural_ode(space, weights, inputs, out, o);
+      },
+      [&] {
+        softwave::deer_neural_ode_gradients(space, weights, inputs,
+                                            V3<const float>(result.y), grads,
+                                            weight_grads, options);
+      },
+      gradient, result, options,
+      double(batch) * double(steps) * (1 + m + n) * 4);
 }
 
 }  // namespace

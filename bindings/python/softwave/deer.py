@@ -274,6 +274,19 @@ def neural_ode(steps, y0, weight_hidden, weight_out, bias_hidden=None, bias_out=
         if y0.dtype not in (np.float32, np.float64):
             y0 = y0.astype(np.float64)
         cat, like = np.concatenate, lambda a: np.asarray(a, dtype=y0.dtype)
+    x, y0, single = ode_grid(y0, steps, inputs, like, cat,
+                             lambda a, B: a[None].expand(B, -1) if torch_input else np.broadcast_to(
+                                 a, (B, a.shape[0])))
+    y, report = _solve(x, y0, (weight_hidden, weight_out, bias_hidden, bias_out, None), lengths,
+                       ("neural_ode", method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs),
+                       (damping, block_size, block_layout, False, start_warm_up))
+    return (y[0] if single else y), report
+
+
+def ode_grid(y0, steps, inputs, like, cat, broadcast):
+    """(x (B, T, 1 + m): Δ_t then u_t, y0 (B, n), single) of a neural-ODE
+    call, in y0's array framework: like(a) converts to it, cat joins on the
+    last axis, broadcast(a (T,), B) gives (B, T)."""
     single = y0.ndim == 1
     if single:
         y0 = y0[None]
@@ -282,7 +295,7 @@ def neural_ode(steps, y0, weight_hidden, weight_out, bias_hidden=None, bias_out=
     B = y0.shape[0]
     steps = like(steps)
     if steps.ndim == 1:
-        steps = steps[None].expand(B, -1) if torch_input else np.broadcast_to(steps, (B, steps.shape[0]))
+        steps = broadcast(steps, B)
     if steps.ndim != 2 or steps.shape[0] != B:
         raise ValueError(f"softwave: steps must be (T,) or (B, T) with B = {B} (y0's sequences) "
                          f"(got shape {tuple(steps.shape)})")
@@ -295,10 +308,7 @@ def neural_ode(steps, y0, weight_hidden, weight_out, bias_hidden=None, bias_out=
             raise ValueError(f"softwave: inputs must be (B, T, m) with (B, T) = {tuple(steps.shape)} "
                              f"(got shape {tuple(inputs.shape)})")
         x = cat((x, inputs), -1)
-    y, report = _solve(x, y0, (weight_hidden, weight_out, bias_hidden, bias_out, None), lengths,
-                       ("neural_ode", method, jacobian, kernel, atol, rtol, max_iter, chunk, check_inputs),
-                       (damping, block_size, block_layout, False, start_warm_up))
-    return (y[0] if single else y), report
+    return x, y0, single
 
 
 def _joined_state(state):

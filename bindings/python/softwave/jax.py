@@ -752,27 +752,8 @@ def deer_neural_ode(steps, y0, weight_hidden, weight_out, bias_hidden=None, bias
     settings.pop("check")
     settings = tuple(sorted(settings.items()))
     y0 = _float("y0", y0)
-    single = y0.ndim == 1
-    if single:
-        y0 = y0[None]
-    if y0.ndim != 2:
-        raise ValueError(f"softwave: y0 must be (B, n) or (n,) (got shape {tuple(y0.shape)})")
-    B = y0.shape[0]
-    steps = jnp.asarray(steps, y0.dtype)
-    if steps.ndim == 1:
-        steps = jnp.broadcast_to(steps, (B, steps.shape[0]))
-    if steps.ndim != 2 or steps.shape[0] != B:
-        raise ValueError(f"softwave: steps must be (T,) or (B, T) with B = {B} (y0's sequences) "
-                         f"(got shape {tuple(steps.shape)})")
-    x = steps[..., None]
-    if inputs is not None:
-        inputs = jnp.asarray(inputs, y0.dtype)
-        if single and inputs.ndim == 2:
-            inputs = inputs[None]
-        if inputs.ndim != 3 or tuple(inputs.shape[:2]) != tuple(steps.shape):
-            raise ValueError(f"softwave: inputs must be (B, T, m) with (B, T) = {tuple(steps.shape)} "
-                             f"(got shape {tuple(inputs.shape)})")
-        x = jnp.concatenate([x, inputs], -1)
+    x, y0, single = _deer_module.ode_grid(y0, steps, inputs, lambda a: jnp.asarray(a, y0.dtype), jnp.concatenate,
+                                          lambda a, B: jnp.broadcast_to(a, (B, a.shape[0])))
     return _deer_call(settings, x, y0, lengths, single, (weight_hidden, weight_out, bias_hidden, bias_out, None))
 
 
