@@ -66,7 +66,7 @@ def train(model, x, labels, epochs, batch, device):
             if device == "cuda":
                 torch.cuda.synchronize()
             step_s.append(time.perf_counter() - begin)
-            losses.append(float(loss))
+            losses.append(loss.item())
     return losses, step_s
 
 
