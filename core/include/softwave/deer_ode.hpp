@@ -52,9 +52,17 @@
 // The field's own parameters θ: DeerGradients::adjoint gives λ_t, and
 // stage_adjoints(y_{t−1}, x_t, λ_t, work, visit) calls
 // visit(y_stage, u, μ_stage) for the four stages of step t, so that
-// dL/dθ = Σ_t Σ_stages (∂f/∂θ (y_stage, u_t))ᵀ μ_stage.
+// dL/dθ = Σ_t Σ_stages (∂f/∂θ (y_stage, u_t))ᵀ μ_stage. A visit that forms
+// what the field's vector–Jacobian product forms again (the hidden units
+// of a network) may do both: with
+//   static constexpr bool takes_vector_jacobian = true;
+//   KOKKOS_FUNCTION void vector_jacobian(const T* y, const T* u,
+//       const T* mu, T* grad_y, T* grad_u, T* work) const;
+// it is called instead of visit(...) and field_vector_jacobian(...), with
+// the field's work.
 
 #include <softwave/deer.hpp>
+#include <type_traits>
 
 namespace softwave {
 
@@ -65,6 +73,15 @@ struct NoVisit {
   template <class T>
   KOKKOS_INLINE_FUNCTION void operator()(const T*, const T*, const T*) const {}
 };
+
+// Whether a visit takes over the field's vector–Jacobian product (see
+// stage_adjoints).
+template <class Visit, class = void>
+struct TakesVectorJacobian : std::false_type {};
+template <class Visit>
+struct TakesVectorJacobian<Visit,
+                           std::void_t<decltype(Visit::takes_vector_jacobian)>>
+    : std::bool_constant<Visit::takes_vector_jacobian> {};
 }  // namespace impl
 
 template <class Field>
@@ -184,9 +201,14 @@ struct OdeCell {
     for (int i = 0; i < n; ++i) mu[i] = w[3] * dt / 6 * lambda[i];
     for (int s = 3; s >= 0; --s) {
       T const* const point = s == 0 ? y_prev : points + (s - 1) * n;
-      visit(point, u, static_cast<const T*>(mu));
-      field.field_vector_jacobian(
-          point, u, mu, back, grad_x && m > 0 ? grad_u : nullptr, field_work);
+      T* const into_u = grad_x && m > 0 ? grad_u : nullptr;
+      if constexpr (impl::TakesVectorJacobian<Visit>::value) {
+        visit.vector_jacobian(point, u, static_cast<const T*>(mu), back, into_u,
+                              field_work);
+      } else {
+        visit(point, u, static_cast<const T*>(mu));
+        field.field_vector_jacobian(point, u, mu, back, into_u, field_work);
+      }
       if (grad_x)
         for (int j = 0; j < m; ++j) grad_x[1 + j] += grad_u[j];
       if (grad_y_prev)
@@ -294,21 +316,27 @@ struct MlpField {
     }
   }
 
-  KOKKOS_INLINE_FUNCTION void field_vector_jacobian(const T* y, const T* u,
-                                                    const T* mu, T* grad_y,
-                                                    T* grad_u, T* work) const {
-    backpropagate(y, u, mu, work);
+  // grad_y = W_yᵀ δ and grad_u = W_uᵀ δ (either may be null).
+  KOKKOS_INLINE_FUNCTION void inputs_of(const T* delta, T* grad_y,
+                                        T* grad_u) const {
     auto const& w = weights.weight_hidden;
     for (int j = 0; grad_y && j < n; ++j) {
       T s = 0;
-      for (int k = 0; k < h; ++k) s += w(k, j) * work[k];
+      for (int k = 0; k < h; ++k) s += w(k, j) * delta[k];
       grad_y[j] = s;
     }
     for (int j = 0; grad_u && j < m; ++j) {
       T s = 0;
-      for (int k = 0; k < h; ++k) s += w(k, n + j) * work[k];
+      for (int k = 0; k < h; ++k) s += w(k, n + j) * delta[k];
       grad_u[j] = s;
     }
+  }
+
+  KOKKOS_INLINE_FUNCTION void field_vector_jacobian(const T* y, const T* u,
+                                                    const T* mu, T* grad_y,
+                                                    T* grad_u, T* work) const {
+    backpropagate(y, u, mu, work);
+    inputs_of(work, grad_y, grad_u);
   }
 };
 

@@ -60,14 +60,16 @@ struct ParameterLayout {
 
 // stage_adjoints' visit: one stage's terms of the weights' gradients,
 // dL/dW_hidden += δ [y; u]ᵀ, dL/db_hidden += δ, dL/dW_out += μ aᵀ and
-// dL/db_out += μ (δ and a from MlpField::backpropagate), into `sums`.
+// dL/db_out += μ (δ and a from MlpField::backpropagate), into `sums`, with
+// the stage's vector–Jacobian product from the same δ.
 template <class T, class Space>
 struct StageTerms {
+  static constexpr bool takes_vector_jacobian = true;
   MlpField<T, Space> field;
   T* sums;
-  T* work;  // 2h
-  KOKKOS_INLINE_FUNCTION void operator()(const T* y, const T* u,
-                                         const T* mu) const {
+  KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* y, const T* u,
+                                              const T* mu, T* grad_y, T* grad_u,
+                                              T* work) const {
     int const n = field.n, m = field.m, h = field.h;
     ParameterLayout const at{n, m, h};
     field.backpropagate(y, u, mu, work);
@@ -84,13 +86,13 @@ struct StageTerms {
         sums[at.weight_out() + i * h + k] += mu[i] * a[k];
       sums[at.bias_out() + i] += mu[i];
     }
+    field.inputs_of(delta, grad_y, grad_u);
   }
 };
 
 // The terms of one step t of sequence b at λ_t: the weights' (into sums),
 // dL/dx_t (grad_x(b, t), where asked for) and J_tᵀ λ_t (into grad_y_prev,
-// where not null). init: n values for y_0; work: the cell's, then the
-// terms' 2h.
+// where not null). init: n values for y_0; work: the cell's.
 template <class Space, class T>
 struct StepTerms {
   OdeCell<MlpField<T, Space>> cell;
@@ -105,7 +107,7 @@ struct StepTerms {
     cell.stage_adjoints(
         y_prev, &x(b, t, 0), lambda, grad_y_prev,
         grad_x.extent(0) ? &grad_x(b, t, 0) : static_cast<T*>(nullptr), work,
-        StageTerms<T, Space>{cell.field, sums, work + cell.work_size()});
+        StageTerms<T, Space>{cell.field, sums});
   }
   KOKKOS_INLINE_FUNCTION void clear_inputs(int b, int t) const {
     if (grad_x.extent(0))
@@ -113,7 +115,7 @@ struct StepTerms {
   }
   // Values of T a thread needs beside its sums: y_0, then the work.
   KOKKOS_INLINE_FUNCTION int values() const {
-    return cell.field.n + cell.work_size() + cell.field.work_size();
+    return cell.field.n + cell.work_size();
   }
 };
 
