@@ -315,6 +315,11 @@ def test_compile_sampled_gw_fullgraph(rng, mode):
     assert int(iterations) == expected.iterations
     assert changes.tolist() == pytest.approx(expected.changes, rel=1e-12)
     assert anchors.tolist() == expected.source_anchors
+    # Low-rank couplings: the same operator, with the coupling's settings.
+    torch._dynamo.reset()
+    lowrank = torch.compile(lambda a, b: ot.sampled_lowrank_gw(a, b, rank=4, **kw).plan, fullgraph=True,
+                            backend="aot_eager")(x, y)
+    torch.testing.assert_close(lowrank, ot.sampled_lowrank_gw(x, y, rank=4, **kw).plan, rtol=1e-12, atol=1e-15)
     fs, ft = tensors(rng, (40, 3), (50, 3), dtype=torch.float64, requires_grad=True)
     (w,) = tensors(rng, (40, 50), dtype=torch.float64)
     fused = dict(kw, fgw_alpha=0.5, differentiable=True, matching=False, objective=False)
