@@ -214,3 +214,18 @@ def test_cuda_tensors_match_the_rk4_loop(jacobian):
     have = torch.autograd.grad((got * w).sum(), leaves)
     for a, b in zip(have, want):
         assert torch.allclose(a, b, atol=1e-9, rtol=1e-7)
+
+
+def test_spiral_example_trains():
+    """bindings/python/examples/neural_ode_spiral.py: a short run lowers the
+    whole trajectory's error."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bindings" / "python" / "examples" / "neural_ode_spiral.py"
+    spec = importlib.util.spec_from_file_location("neural_ode_spiral", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    errors = script.train(iterations=60, report=30, log=lambda *_: None)
+    assert len(errors) == 3
+    assert errors[-1] < 0.5 * errors[0]
