@@ -113,6 +113,22 @@ def test_float32_and_numpy_agree_with_torch():
     np.testing.assert_allclose(ys, y32.numpy(), atol=1e-5)
 
 
+def sequential_rk4(f, y0, u, dt):
+    """Classical RK4 of dy/dt = f([y; u_t]) with steps dt, u held over each:
+    (B, T, n)."""
+    state, states = y0, []
+    for t in range(u.shape[1]):
+        def k(p):
+            return f(torch.cat((p, u[:, t]), -1))
+        k1 = k(state)
+        k2 = k(state + 0.5 * dt * k1)
+        k3 = k(state + 0.5 * dt * k2)
+        k4 = k(state + dt * k3)
+        state = state + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        states.append(state)
+    return torch.stack(states, 1)
+
+
 def test_module_from_linear_matches_its_sequential_field_and_trains():
     torch.manual_seed(3)
     hidden, out = torch.nn.Linear(3 + 2, 16).double(), torch.nn.Linear(16, 3).double()
@@ -125,17 +141,7 @@ def test_module_from_linear_matches_its_sequential_field_and_trains():
     steps = torch.full((50,), 0.05, dtype=torch.float64)
     y = ode(y0, steps, u)
     f = torch.nn.Sequential(hidden, torch.nn.Tanh(), out)
-    state, states = y0, []
-    for t in range(50):
-        def k(p):
-            return f(torch.cat((p, u[:, t]), -1))
-        k1 = k(state)
-        k2 = k(state + 0.025 * k1)
-        k3 = k(state + 0.025 * k2)
-        k4 = k(state + 0.05 * k3)
-        state = state + 0.05 / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-        states.append(state)
-    assert torch.allclose(y, torch.stack(states, 1), atol=1e-10, rtol=0)
+    assert torch.allclose(y, sequential_rk4(f, y0, u, 0.05), atol=1e-10, rtol=0)
     assert ode.last_report.path == ["deer"] * 4
     # A few steps of training lower a loss.
     target = torch.zeros(4, 50, 3, dtype=torch.float64)
@@ -148,6 +154,15 @@ def test_module_from_linear_matches_its_sequential_field_and_trains():
         optimiser.step()
         losses.append(float(loss))
     assert losses[-1] < losses[0]
+    # Layers with and without biases: each bias as its layer has it.
+    for hidden_bias, out_bias in ((False, True), (True, False)):
+        h1 = torch.nn.Linear(5, 16, bias=hidden_bias).double()
+        o1 = torch.nn.Linear(16, 3, bias=out_bias).double()
+        mixed = deer.NeuralODE.from_linear(h1, o1, method="sequential")
+        assert (mixed.bias_hidden is not None) == hidden_bias and (mixed.bias_out is not None) == out_bias
+        with torch.no_grad():
+            want = sequential_rk4(torch.nn.Sequential(h1, torch.nn.Tanh(), o1), y0, u[:, :5], 0.05)
+            assert torch.allclose(mixed(y0, steps[:5], u[:, :5]), want, atol=1e-10, rtol=0)
     plain = deer.NeuralODE(2, 8, dtype=torch.float64, bias=False)
     assert plain.bias_hidden is None and plain.bias_out is None
     assert plain(torch.ones(1, 2, dtype=torch.float64), torch.full((5,), 0.1, dtype=torch.float64)).shape == (1, 5, 2)

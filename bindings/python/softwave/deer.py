@@ -544,14 +544,15 @@ def _module_classes():
             """The field of ``Sequential(hidden, Tanh(), out)`` (two
             torch.nn.Linear), its parameters copied."""
             n, h = out.weight.shape
-            module = cls(n, h, hidden.weight.shape[1] - n, bias=hidden.bias is not None,
-                         device=out.weight.device, dtype=out.weight.dtype, **options)
+            module = cls(n, h, hidden.weight.shape[1] - n, device=out.weight.device, dtype=out.weight.dtype,
+                         **options)
             with torch.no_grad():
-                module.weight_hidden.copy_(hidden.weight)
-                module.weight_out.copy_(out.weight)
-                if hidden.bias is not None:
-                    module.bias_hidden.copy_(hidden.bias)
-                    module.bias_out.copy_(out.bias)
+                for name, given in (("weight_hidden", hidden.weight), ("weight_out", out.weight),
+                                    ("bias_hidden", hidden.bias), ("bias_out", out.bias)):
+                    if given is None:  # a layer without a bias: none here either
+                        module.register_parameter(name, None)
+                    else:
+                        getattr(module, name).copy_(given)
             return module
 
         def forward(self, y0, steps, inputs=None, lengths=None):

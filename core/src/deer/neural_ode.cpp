@@ -174,9 +174,9 @@ struct SequentialBackward {
   DeerView1<T, Space> totals;
   Lengths<Space> length;
   int steps, count;
-  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t sequence,
-                                         T* values) const {
-    int const b = int(sequence), n = terms.cell.field.n;
+  std::int64_t first = 0;  // the sequence of item 0
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item, T* values) const {
+    int const b = int(first + item), n = terms.cell.field.n;
     T* const sums = values;
     T* const lambda = sums + count;
     T* const carry = lambda + n;
@@ -199,6 +199,27 @@ struct SequentialBackward {
     add_to_totals(totals, sums, count);
   }
 };
+
+// body(item, values) for items [0, count), each thread's `values` a row of
+// an array of the call's: Kokkos' level-1 scratch would be sized by the
+// whole device's concurrency (Kokkos 3.4), and its first growth fences,
+// which a CUDA-graph capture cannot hold.
+template <class T, class Body, class Rows>
+struct WithRows {
+  Body body;
+  Rows rows;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t item) const {
+    body(item, &rows(item, 0));
+  }
+};
+
+template <class T, class Space, class Body>
+void for_each_with_rows(const Space& space, const char* what,
+                        std::int64_t count, DeerView2<T, Space> rows,
+                        const Body& body) {
+  Kokkos::parallel_for(label(what), Kokkos::RangePolicy<Space>(space, 0, count),
+                       WithRows<T, Body, DeerView2<T, Space>>{body, rows});
+}
 
 // The weights' totals into the gradients asked for.
 template <class Space, class T>
@@ -248,33 +269,46 @@ void gradients(const Space& space, const OdeCell<MlpField<T, Space>>& cell,
   StepTerms<Space, T> const terms{cell, inputs.x, y, inputs.y0,
                                   gradients.grad_x};
   Lengths<Space> const length{inputs.lengths, int(steps)};
+  // Each thread's values (its sums first) in a row of an array bounded by
+  // 2^25 values, so that neither its memory nor the atomic additions of the
+  // sums grow with the space's threads or the batch.
+  std::int64_t const cap = std::int64_t(1) << 25;
   if (by_loop) {
-    ThreadItems<Space>(B, at.count() + 2 * f.n + terms.values(), T())
-        .template for_each<T>(
-            space, label("ode_sequential_backward"),
-            SequentialBackward<Space, T>{
-                terms, gradients.grad_y, gradients.adjoint, gradients.grad_y0,
-                totals.view, length, int(steps), at.count()});
+    int const values = at.count() + 2 * f.n + terms.values();
+    std::int64_t const group =
+        std::max<std::int64_t>(1, std::min<std::int64_t>(B, cap / values));
+    auto const rows = call_array<DeerView2<T, Space>>(
+        space, "softwave::deer::ode_thread_values", false, group, values);
+    SequentialBackward<Space, T> body{
+        terms,       gradients.grad_y, gradients.adjoint, gradients.grad_y0,
+        totals.view, length,           int(steps),        at.count()};
+    for (std::int64_t first = 0; first < B; first += group) {
+      body.first = first;
+      for_each_with_rows(space, "ode_sequential_backward",
+                         std::min(group, B - first), rows.view, body);
+    }
   } else {
     DeerGradients<T, Space> g = gradients;
     g.grad_x = {};
     g.grad_y0 = {};
     auto const adjoint = solve_adjoint(space, cell, inputs, y, g, settings);
     std::int64_t const total = B * steps;
+    int const values = at.count() + terms.values();
     // Runs: every thread of the space busy (four per host thread, for
-    // uneven lengths), but no more than 2^25 atomic additions in all.
+    // uneven lengths), within the cap.
     std::int64_t const threads =
         std::int64_t(space.concurrency()) * (host ? 4 : 1);
-    std::int64_t const runs = std::max<std::int64_t>(
-        1, std::min({total, threads, (std::int64_t(1) << 25) / at.count()}));
+    std::int64_t const runs =
+        std::max<std::int64_t>(1, std::min({total, threads, cap / values}));
     std::int64_t const per_run = (total + runs - 1) / runs;
-    ThreadItems<Space>((total + per_run - 1) / per_run,
-                       at.count() + terms.values(), T())
-        .template for_each<T>(
-            space, label("ode_gradient_terms"),
-            TermsOfRuns<Space, T>{terms, DeerView3<const T, Space>(adjoint),
-                                  gradients.grad_y0, totals.view, length, steps,
-                                  total, per_run, at.count()});
+    std::int64_t const launched = (total + per_run - 1) / per_run;
+    auto const rows = call_array<DeerView2<T, Space>>(
+        space, "softwave::deer::ode_thread_values", false, launched, values);
+    for_each_with_rows(
+        space, "ode_gradient_terms", launched, rows.view,
+        TermsOfRuns<Space, T>{terms, DeerView3<const T, Space>(adjoint),
+                              gradients.grad_y0, totals.view, length, steps,
+                              total, per_run, at.count()});
   }
   scatter_totals(space, totals.view, at, out);
 }
