@@ -274,6 +274,12 @@ TYPED_TEST(DeerNeuralOdeDouble, GradientsMatchFiniteDifferences) {
         }
       };
       auto gx = swt::to_host(g.grad_x);
+      // Without the weights' gradients (their sums skipped): the same dL/dx.
+      softwave::DeerGradients<T, Space> inputs_only = g;
+      inputs_only.grad_x = V3<T, Space>("swt::grad_x_alone", B, steps, 1 + m);
+      softwave::deer_neural_ode_gradients(
+          space, weights, in, V3<const T, Space>(r.y), inputs_only, {}, o);
+      EXPECT_EQ(worst_difference(swt::to_host(inputs_only.grad_x), gx), 0.0);
       // Past a sequence's length its inputs do not count.
       for (int b = 0; b < B; ++b)
         for (int t = p.length(b); t < steps; ++t)

@@ -60,7 +60,8 @@ struct ParameterLayout {
 
 // stage_adjoints' visit: one stage's terms of the weights' gradients,
 // dL/dW_hidden += δ [y; u]ᵀ, dL/db_hidden += δ, dL/dW_out += μ aᵀ and
-// dL/db_out += μ (δ and a from MlpField::backpropagate), into `sums`, with
+// dL/db_out += μ (δ and a from MlpField::backpropagate), into `sums` (null:
+// no weight is asked for), with
 // the stage's vector–Jacobian product from the same δ.
 template <class T, class Space>
 struct StageTerms {
@@ -75,13 +76,13 @@ struct StageTerms {
     field.backpropagate(y, u, mu, work);
     T const* const delta = work;
     T const* const a = work + h;
-    for (int k = 0; k < h; ++k) {
+    for (int k = 0; sums && k < h; ++k) {
       T* const row = sums + k * (n + m);
       for (int j = 0; j < n; ++j) row[j] += delta[k] * y[j];
       for (int j = 0; j < m; ++j) row[n + j] += delta[k] * u[j];
       sums[at.bias_hidden() + k] += delta[k];
     }
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; sums && i < n; ++i) {
       for (int k = 0; k < h; ++k)
         sums[at.weight_out() + i * h + k] += mu[i] * a[k];
       sums[at.bias_out() + i] += mu[i];
@@ -153,7 +154,7 @@ struct TermsOfRuns {
       }
       T* const into_y0 = t == 0 && grad_y0.extent(0) ? &grad_y0(b, 0)
                                                      : static_cast<T*>(nullptr);
-      terms(b, t, &adjoint(b, t, 0), into_y0, sums, init,
+      terms(b, t, &adjoint(b, t, 0), into_y0, count ? sums : nullptr, init,
             init + terms.cell.field.n);
     }
     add_to_totals(totals, sums, count);
@@ -192,7 +193,7 @@ struct SequentialBackward {
       for (int i = 0; i < n; ++i) lambda[i] = grad_y(b, t, i) + carry[i];
       if (adjoint.extent(0))
         for (int i = 0; i < n; ++i) adjoint(b, t, i) = lambda[i];
-      terms(b, t, lambda, carry, sums, init, init + n);
+      terms(b, t, lambda, carry, count ? sums : nullptr, init, init + n);
     }
     if (grad_y0.extent(0))
       for (int i = 0; i < n; ++i) grad_y0(b, i) = carry[i];
@@ -264,8 +265,12 @@ void gradients(const Space& space, const OdeCell<MlpField<T, Space>>& cell,
       (settings.method == DeerMethod::automatic &&
        !deer_expected_faster(B, steps, f.n, settings.jacobian,
                              space.concurrency(), host, /*fused=*/false));
+  // The weights' sums (none where no weight's gradient is asked for).
+  bool const weights = out.weight_hidden.size() || out.bias_hidden.size() ||
+                       out.weight_out.size() || out.bias_out.size();
+  int const count = weights ? at.count() : 0;
   auto const totals = call_array<DeerView1<T, Space>>(
-      space, "softwave::deer::ode_weight_sums", true, at.count());
+      space, "softwave::deer::ode_weight_sums", true, count);
   StepTerms<Space, T> const terms{cell, inputs.x, y, inputs.y0,
                                   gradients.grad_x};
   Lengths<Space> const length{inputs.lengths, int(steps)};
@@ -274,14 +279,14 @@ void gradients(const Space& space, const OdeCell<MlpField<T, Space>>& cell,
   // sums grow with the space's threads or the batch.
   std::int64_t const cap = std::int64_t(1) << 25;
   if (by_loop) {
-    int const values = at.count() + 2 * f.n + terms.values();
+    int const values = count + 2 * f.n + terms.values();
     std::int64_t const group =
         std::max<std::int64_t>(1, std::min<std::int64_t>(B, cap / values));
     auto const rows = call_array<DeerView2<T, Space>>(
         space, "softwave::deer::ode_thread_values", false, group, values);
     SequentialBackward<Space, T> body{
         terms,       gradients.grad_y, gradients.adjoint, gradients.grad_y0,
-        totals.view, length,           int(steps),        at.count()};
+        totals.view, length,           int(steps),        count};
     for (std::int64_t first = 0; first < B; first += group) {
       body.first = first;
       for_each_with_rows(space, "ode_sequential_backward",
@@ -293,7 +298,7 @@ void gradients(const Space& space, const OdeCell<MlpField<T, Space>>& cell,
     g.grad_y0 = {};
     auto const adjoint = solve_adjoint(space, cell, inputs, y, g, settings);
     std::int64_t const total = B * steps;
-    int const values = at.count() + terms.values();
+    int const values = count + terms.values();
     // Runs: every thread of the space busy (four per host thread, for
     // uneven lengths), within the cap.
     std::int64_t const threads =
@@ -308,9 +313,9 @@ void gradients(const Space& space, const OdeCell<MlpField<T, Space>>& cell,
         space, "ode_gradient_terms", launched, rows.view,
         TermsOfRuns<Space, T>{terms, DeerView3<const T, Space>(adjoint),
                               gradients.grad_y0, totals.view, length, steps,
-                              total, per_run, at.count()});
+                              total, per_run, count});
   }
-  scatter_totals(space, totals.view, at, out);
+  if (weights) scatter_totals(space, totals.view, at, out);
 }
 
 }  // namespace softwave::impl::deer::ode
