@@ -294,6 +294,83 @@ TYPED_TEST(DeerNeuralOdeDouble, GradientsMatchFiniteDifferences) {
     }
 }
 
+// The sequential backward keeps each sequence's values (for n = 1 and no
+// inputs, 3h + 1 weight sums and the field's 2h) in an array of at most 2^25,
+// so a wide field's batch runs in groups of sequences: here 102 a group, so
+// 200 sequences take two. Its gradients equal those of the same sequences in
+// halves that each fit in one group: the inputs' to the last bit (each
+// sequence's sweep is its own), the weights' to their sums' rounding.
+TYPED_TEST(DeerNeuralOdeDouble, SequentialBackwardInGroupsMatchesOneGroup) {
+  using Space = TypeParam;
+  using T = double;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const B = 200, steps = 1, n = 1, m = 0, h = 1 << 16, half = B / 2;
+  Problem const p = Problem::make<T>(rng, B, steps, n, m, h, true, true, 1.0);
+  softwave::DeerOptions o;
+  o.method = softwave::DeerMethod::sequential;
+  auto const weights = p.weights<T>(space);
+  struct Gradients {
+    std::vector<double> x, y0, w_hidden, b_hidden, w_out, b_out;
+  };
+  // The gradients of L = Σ y over sequences [first, first + count).
+  auto gradients = [&](int first, int count) {
+    Problem part = p;
+    part.B = count;
+    part.x.assign(p.x.begin() + std::size_t(first) * steps * (1 + m),
+                  p.x.begin() + std::size_t(first + count) * steps * (1 + m));
+    part.y0.assign(p.y0.begin() + std::size_t(first) * n,
+                   p.y0.begin() + std::size_t(first + count) * n);
+    part.lengths.assign(p.lengths.begin() + first,
+                        p.lengths.begin() + first + count);
+    auto const in = part.inputs<T>(space);
+    softwave::DeerResult<T, Space> r;
+    r.y = V3<T, Space>("swt::y", count, steps, n);
+    softwave::deer_neural_ode(space, weights, in, r, o);
+    softwave::DeerGradients<T, Space> g;
+    V3<T, Space> const ones("swt::grad_y", count, steps, n);
+    Kokkos::deep_copy(space, ones, T(1));
+    g.grad_y = ones;
+    g.grad_x = V3<T, Space>("swt::grad_x", count, steps, 1 + m);
+    g.grad_y0 = V2<T, Space>("swt::grad_y0", count, n);
+    softwave::NeuralOdeWeightGradients<T, Space> wg;
+    wg.weight_hidden = V2<T, Space>("swt::g_w_hidden", h, n + m);
+    wg.bias_hidden = V1<T, Space>("swt::g_b_hidden", h);
+    wg.weight_out = V2<T, Space>("swt::g_w_out", n, h);
+    wg.bias_out = V1<T, Space>("swt::g_b_out", n);
+    softwave::deer_neural_ode_gradients(space, weights, in,
+                                        V3<const T, Space>(r.y), g, wg, o);
+    return Gradients{
+        swt::to_host(g.grad_x),         swt::to_host(g.grad_y0),
+        swt::to_host(wg.weight_hidden), swt::to_host(wg.bias_hidden),
+        swt::to_host(wg.weight_out),    swt::to_host(wg.bias_out)};
+  };
+  Gradients const whole = gradients(0, B);
+  Gradients const first = gradients(0, half), second = gradients(half, half);
+  auto joined = [](std::vector<double> a, const std::vector<double>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  EXPECT_EQ(worst_difference(whole.x, joined(first.x, second.x)), 0.0);
+  EXPECT_EQ(worst_difference(whole.y0, joined(first.y0, second.y0)), 0.0);
+  auto sums_agree = [](const std::vector<double>& got,
+                       const std::vector<double>& a,
+                       const std::vector<double>& b, const char* what) {
+    ASSERT_EQ(got.size(), a.size()) << what;
+    double worst = 0, scale = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::fabs(got[i] - (a[i] + b[i])));
+      scale = std::max(scale, std::fabs(a[i] + b[i]));
+    }
+    EXPECT_GT(scale, 0.0) << what;
+    EXPECT_LE(worst, 1e-12 * scale) << what;
+  };
+  sums_agree(whole.w_hidden, first.w_hidden, second.w_hidden, "weight_hidden");
+  sums_agree(whole.b_hidden, first.b_hidden, second.b_hidden, "bias_hidden");
+  sums_agree(whole.w_out, first.w_out, second.w_out, "weight_out");
+  sums_agree(whole.b_out, first.b_out, second.b_out, "bias_out");
+}
+
 // Shapes that disagree and values that are not finite name the argument.
 TYPED_TEST(DeerNeuralOde, BadInputNamesTheArgument) {
   using Space = typename TypeParam::space;
