@@ -205,6 +205,11 @@ std::string gw_help() {
          "  --min-iterations N     no stop before (default 50)\n"
          "  --tolerance T          relative change of the plan to stop at "
          "(default 0.05)\n"
+         "  --sinkhorn-iterations N  Sinkhorn iterations a solve at most "
+         "(default 10)\n"
+         "  --sinkhorn-tolerance T   a solve stops once its row marginals' "
+         "L1 error is\n"
+         "                         at most T (default 0.001; <= 0: never)\n"
          "  --semi-relaxed RHO     KL penalty of the target marginal "
          "(default balanced)\n"
          "  --relax-source RHO     KL penalty of the source marginal "
@@ -286,6 +291,8 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--max-iterations"},
                                          {"--min-iterations"},
                                          {"--tolerance"},
+                                         {"--sinkhorn-iterations"},
+                                         {"--sinkhorn-tolerance"},
                                          {"--semi-relaxed"},
                                          {"--relax-source"},
                                          {"--restarts"},
@@ -344,6 +351,10 @@ int run_gw(const std::vector<std::string>& arguments) {
   options.min_iterations =
       int(parsed.integer_at_least("--min-iterations", 0).value_or(50));
   options.tolerance = parsed.number("--tolerance").value_or(0.05);
+  options.sinkhorn_iterations =
+      int(parsed.integer_at_least("--sinkhorn-iterations", 1).value_or(10));
+  options.sinkhorn_tolerance =
+      parsed.number("--sinkhorn-tolerance").value_or(1e-3);
   if (auto rho = parsed.positive_number("--semi-relaxed")) options.rho_b = *rho;
   if (auto rho = parsed.positive_number("--relax-source")) options.rho_a = *rho;
   options.restarts = int(parsed.integer_at_least("--restarts", 1).value_or(1));

@@ -1536,6 +1536,45 @@ TEST(CliGw, NoObjectiveStillWritesThePlan) {
     EXPECT_EQ(b.element(q), a.element(q)) << "entry " << q;
 }
 
+// --sinkhorn-iterations and --sinkhorn-tolerance bound each solve: solved
+// to 1e-13, every solve's plan (so their mixture) has the source's row sums
+// 1/12; one iteration a solve leaves them off. Both end on the column
+// update, so the columns sum to 1/9 either way.
+TEST(CliGw, SinkhornIterationsBoundEachSolve) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const Result long_solves =
+      short_gw(dir, "long.npy",
+               {"--mode", "euclidean", "--sinkhorn-iterations", "100000",
+                "--sinkhorn-tolerance", "1e-13", "--no-objective"});
+  const Result one_step =
+      short_gw(dir, "one.npy",
+               {"--mode", "euclidean", "--sinkhorn-iterations", "1",
+                "--sinkhorn-tolerance", "0", "--no-objective"});
+  ASSERT_EQ(long_solves.status, 0) << long_solves.err;
+  ASSERT_EQ(one_step.status, 0) << one_step.err;
+  auto worst_row_error = [&](const std::string& name) {
+    const auto plan = plan_in(dir, name);
+    double worst = 0;
+    for (std::size_t i = 0; i < 12; ++i) {
+      double row = 0;
+      for (std::size_t j = 0; j < 9; ++j) row += plan.element(i * 9 + j);
+      worst = std::max(worst, std::fabs(row - 1.0 / 12));
+    }
+    for (std::size_t j = 0; j < 9; ++j) {
+      double column = 0;
+      for (std::size_t i = 0; i < 12; ++i) column += plan.element(i * 9 + j);
+      expect_close(column, 1.0 / 9, 1e-9);
+    }
+    return worst;
+  };
+  EXPECT_LE(worst_row_error("long.npy"), 1e-10);
+  EXPECT_GE(worst_row_error("one.npy"), 1e-4);
+  expect_error_containing(
+      short_gw(dir, "bad.npy", {"--sinkhorn-iterations", "0"}),
+      "--sinkhorn-iterations");
+}
+
 // Exact entropic GW steps after the sampled ones descend: a lower
 // objective than the sampled plan's, reported with the steps' count, and
 // the same refined plan without the objective.
