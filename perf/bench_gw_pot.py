@@ -11,13 +11,14 @@ Dijkstra), each matrix divided by its largest entry. Both solvers get these
 matrices and uniform marginals:
   softwave  ot.sampled_gw(distance_mode="precomputed", epsilon, M, restarts,
             restart_iterations, tol and max_iter as given), its defaults otherwise, once for
-            each --exact-iterations count (0: the sampled plan as returned);
+            each --sinkhorn-iterations count (a solve's iterations) and
+            --exact-iterations count (0: the sampled plan as returned);
   POT       ot.gromov.entropic_gromov_wasserstein(loss_fun="square_loss",
             solver "PGD" (its default: a Sinkhorn solve of the
             linearised cost an iteration), max_iter --pot-iterations,
             tol 1e-9), from the product coupling (its default), at the
-            epsilon of the same regularised problem as softwave's last
-            solve (below).
+            epsilon of the same regularised problem as each softwave
+            run's last solve (below).
 The same epsilon means two problems in the two libraries. softwave's (and
 TorchGW's) Sinkhorn cost is the linearised square loss L of the distances
 divided by s_X and s_Y; POT's is its gradient 2 L of the distances as given.
@@ -71,18 +72,20 @@ def signed_rho(matching):
     return float(spearmanr(np.arange(len(matching)), matching).statistic)
 
 
-def run_softwave(dx, dy, args, seed, exact_iterations):
+def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations):
     import softwave.ot as swot
 
     start = time.perf_counter()
     r = swot.sampled_gw(dist_source=dx, dist_target=dy, distance_mode="precomputed", epsilon=args.epsilon,
                         M=args.anchors, restarts=args.restarts, restart_iterations=args.restart_iterations,
                         seed=seed, objective=False, tol=args.tol,
-                        max_iter=args.max_iter, exact_iterations=exact_iterations)
+                        max_iter=args.max_iter, exact_iterations=exact_iterations,
+                        sinkhorn_iterations=sinkhorn_iterations)
     seconds = time.perf_counter() - start
     plan = np.asarray(r.plan, dtype=np.float64)
     matched = 2 * r.final_epsilon * r.source_scale * r.target_scale
-    return dict(seconds=seconds, iterations=r.iterations, exact_iterations=exact_iterations, chosen_seed=r.seed,
+    return dict(seconds=seconds, iterations=r.iterations, exact_iterations=exact_iterations,
+                sinkhorn_iterations=sinkhorn_iterations, chosen_seed=r.seed,
                 final_epsilon=r.final_epsilon, pot_epsilon=matched, plan=plan)
 
 
@@ -117,6 +120,8 @@ def main():
     # softwave's runs: this many exact iterations after the sampled ones
     # (POT's iteration on the exact linearised cost, from the sampled plan).
     parser.add_argument("--exact-iterations", type=lambda text: [int(c) for c in text.split(",")], default=[0])
+    # softwave's runs: each of these Sinkhorn iterations a solve (GwOptions::sinkhorn_iterations).
+    parser.add_argument("--sinkhorn-iterations", type=lambda text: [int(c) for c in text.split(",")], default=[10])
     # POT's epsilon; by default that of softwave's last solve (see above).
     parser.add_argument("--pot-epsilon", type=float, default=None)
     parser.add_argument("--out", default=None)
@@ -130,22 +135,32 @@ def main():
     meta = dict(pot=ot.__version__, softwave=getattr(softwave, "__version__", "?"),
                 threads=os.environ.get("OMP_NUM_THREADS", "?"), epsilon=args.epsilon, anchors=args.anchors,
                 restarts=args.restarts, restart_iterations=args.restart_iterations, pot_iterations=args.pot_iterations, tol=args.tol, max_iter=args.max_iter,
-                exact_iterations=args.exact_iterations, pot_epsilon=args.pot_epsilon)
+                exact_iterations=args.exact_iterations, sinkhorn_iterations=args.sinkhorn_iterations,
+                pot_epsilon=args.pot_epsilon)
     print(json.dumps(meta))
     for n, k in args.sizes:
         for seed in range(args.seeds):
             dx = geodesics(cloud(np, n, seed, False).astype(np.float64), args.neighbours)
             dy = geodesics(cloud(np, k, seed + 1000, True).astype(np.float64), args.neighbours)
-            runs = [run_softwave(dx, dy, args, seed, e) for e in args.exact_iterations]
-            pot_epsilon = args.pot_epsilon if args.pot_epsilon is not None else runs[0]["pot_epsilon"]
-            runs.append(run_pot(dx, dy, args, pot_epsilon))
+            runs = [run_softwave(dx, dy, args, seed, e, i) for i in args.sinkhorn_iterations
+                    for e in args.exact_iterations]
+            # POT at each softwave run's last ε (runs that stop at another
+            # iteration end at another ε), or at --pot-epsilon.
+            pot = {}
             for r in runs:
-                method = "pot" if "pot_epsilon" not in r else f"softwave+{r['exact_iterations']}"
+                epsilon = args.pot_epsilon if args.pot_epsilon is not None else r["pot_epsilon"]
+                if epsilon not in pot:
+                    pot[epsilon] = run_pot(dx, dy, args, epsilon)
+                r["pot_objective_at_epsilon"] = epsilon
+            runs += list(pot.values())
+            for r in runs:
+                method = ("pot" if "pot_epsilon" not in r
+                          else f"softwave+{r['exact_iterations']}/{r['sinkhorn_iterations']}")
                 plan = r.pop("plan")
                 r.update(method=method, n=n, k=k, seed=seed, objective=gw_objective(dx, dy, plan),
                          rho=signed_rho(plan.argmax(1)), mass=float(plan.sum()))
                 records.append(r)
-                print(f"{method:11s} {n}x{k} seed {seed}: {r['seconds']:8.3f} s  objective {r['objective']:.6f}  "
+                print(f"{method:13s} {n}x{k} seed {seed}: {r['seconds']:8.3f} s  objective {r['objective']:.6f}  "
                       f"rho {r['rho']:+.4f}  iterations {r['iterations']}  "
                       f"epsilon {r.get('epsilon', r.get('final_epsilon')):.3e}", flush=True)
     if args.out:
