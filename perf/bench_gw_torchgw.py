@@ -19,7 +19,16 @@ in the unit cube instead (rho then means nothing).
 
 --methods softwave,torchgw runs softwave's Python sampled_gw (the CUDA build,
 torch tensors on the GPU, the same options, its own stop rule) on the same
-arrays beside TorchGW, so that both meet the same data. Each record also
+arrays beside TorchGW, so that both meet the same data. Method "cli" runs the
+command line on them instead, one cold process a run as a batch job would
+(`softwave gw --mode landmark --k 5 ... --no-objective --matching m.npy`,
+the arrays written as .npy first; --cli names the executable), and records
+its own `seconds` (points to the device, graphs, landmark embeddings,
+iterations, matching back). --sinkhorn-iterations and --min-iter set
+softwave's solves and its earliest stop (both front ends) where a run must
+bound its time, as the million-point runs do:
+    python3 perf/bench_gw_torchgw.py --methods cli --cli build/cuda/bin/softwave \
+        --sizes 1000000x1000000 --max-iter 50 --min-iter 50 --sinkhorn-iterations 5 Each record also
 counts the instance's shortcut edges: 5-NN edges between points whose
 angles differ by more than pi, which only a noise outlier can make and which
 make the graph's geodesics cut across the spiral's arms (the increasing
@@ -58,6 +67,38 @@ def cloud(np, count, seed, roll):
     return np.stack((x, y), 1).astype(np.float32)
 
 
+def run_cli(args, np, spearmanr, x, y, n, k, seed):
+    """One cold `softwave gw` process on the arrays; its summary and rho."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        np.save(folder / "x.npy", x)
+        np.save(folder / "y.npy", y)
+        command = [args.cli, "gw", "--source", str(folder / "x.npy"), "--target", str(folder / "y.npy"),
+                   "--mode", args.mode, "--k", "5", "--landmarks", str(args.landmarks),
+                   "--anchors", "80", "--alpha", str(args.alpha), "--epsilon", "0.005",
+                   "--max-iterations", str(args.max_iter), "--restarts", str(args.restarts),
+                   "--restart-iterations", str(args.restart_iterations), "--seed", str(seed),
+                   "--no-objective", "--matching", str(folder / "m.npy")]
+        if args.sinkhorn_iterations is not None:
+            command += ["--sinkhorn-iterations", str(args.sinkhorn_iterations)]
+        if args.min_iter is not None:
+            command += ["--min-iterations", str(args.min_iter)]
+        begin = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True)
+        wall = time.perf_counter() - begin
+        if done.returncode != 0:
+            raise SystemExit(f"softwave gw failed ({done.returncode}): {done.stderr.strip()}")
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
+        matching = np.load(folder / "m.npy").reshape(-1)
+    return {"method": "cli", "n": n, "k": k, "seed": seed, "mode": args.mode, "data": args.data,
+            "seconds": summary.get("seconds"), "process_seconds": wall,
+            "iterations": summary.get("iterations"), "sinkhorn_iterations": args.sinkhorn_iterations,
+            "min_iter": args.min_iter, "restarts": args.restarts,
+            "rho": float(spearmanr(np.arange(n), matching)[0]), "summary": summary}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=size_list, default=size_list("4000x5000,10000x12000,40000x50000"))
@@ -73,6 +114,10 @@ def main(argv=None):
     # softwave's restarts: whole, or raced over their first iterations.
     p.add_argument("--restarts", type=int, default=1)
     p.add_argument("--restart-iterations", type=int, default=0)
+    # softwave's Sinkhorn iterations a solve and earliest stop; unset: its defaults.
+    p.add_argument("--sinkhorn-iterations", type=int, default=None)
+    p.add_argument("--min-iter", type=int, default=None)
+    p.add_argument("--cli", default="softwave", help="the softwave executable (method cli)")
     p.add_argument("--out", default=None)
     p.add_argument("--install", action="store_true")
     p.add_argument("--target", default="/tmp/peer-site")
@@ -116,7 +161,20 @@ def main(argv=None):
         cuts = ({"source_shortcuts": shortcuts(x), "target_shortcuts": shortcuts(y)}
                 if args.data == "spiral" else {})
         xt, yt = torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
+        solver_options = {}
+        if args.sinkhorn_iterations is not None:
+            solver_options["sinkhorn_iterations"] = args.sinkhorn_iterations
+        if args.min_iter is not None:
+            solver_options["min_iter_before_converge"] = args.min_iter
         for seed, method in [(int(s), m) for s in args.seeds.split(",") for m in methods]:
+            if method == "cli":
+                record = run_cli(args, np, spearmanr, x, y, n, k, seed)
+                record.update(cuts)
+                print(json.dumps(record), flush=True)
+                records.append(record)
+                if args.out:
+                    Path(args.out).write_text(json.dumps(records, indent=1))
+                continue
             if method == "softwave":
                 def solve():
                     r = swot.sampled_gw(xt, yt, distance_mode=args.mode, k=5,
@@ -124,7 +182,7 @@ def main(argv=None):
                                         epsilon=0.005, M=80, max_iter=args.max_iter,
                                         mixed_precision=True, restarts=args.restarts,
                                         restart_iterations=args.restart_iterations,
-                                        seed=seed, plan=False, objective=False)
+                                        seed=seed, plan=False, objective=False, **solver_options)
                     return r.matching, {"n_iter": r.iterations, "kept_seed": r.seed}
                 if method not in warm:
                     solve()
