@@ -134,6 +134,16 @@ struct Problem {
       w.bias_out = swt::to_device<T>(space, mlp.b_out, "swt::b_out");
     return w;
   }
+  // Every weight's gradient, allocated (zeros).
+  template <class T, class Space>
+  softwave::NeuralOdeWeightGradients<T, Space> weight_gradients() const {
+    softwave::NeuralOdeWeightGradients<T, Space> wg;
+    wg.weight_hidden = V2<T, Space>("swt::g_w_hidden", h, n + m);
+    wg.bias_hidden = V1<T, Space>("swt::g_b_hidden", h);
+    wg.weight_out = V2<T, Space>("swt::g_w_out", n, h);
+    wg.bias_out = V1<T, Space>("swt::g_b_out", n);
+    return wg;
+  }
   template <class T, class Space>
   softwave::DeerInputs<T, Space> inputs(const Space& space) const {
     swt::Batch xb(B, steps, 1 + m);
@@ -246,11 +256,7 @@ TYPED_TEST(DeerNeuralOdeDouble, GradientsMatchFiniteDifferences) {
       g.grad_y = swt::to_device<T>(space, wb);
       g.grad_x = V3<T, Space>("swt::grad_x", B, steps, 1 + m);
       g.grad_y0 = V2<T, Space>("swt::grad_y0", B, n);
-      softwave::NeuralOdeWeightGradients<T, Space> wg;
-      wg.weight_hidden = V2<T, Space>("swt::g_w_hidden", h, n + m);
-      wg.bias_hidden = V1<T, Space>("swt::g_b_hidden", h);
-      wg.weight_out = V2<T, Space>("swt::g_w_out", n, h);
-      wg.bias_out = V1<T, Space>("swt::g_b_out", n);
+      auto const wg = p.weight_gradients<T, Space>();
       softwave::deer_neural_ode_gradients(space, weights, in,
                                           V3<const T, Space>(r.y), g, wg, o);
       auto loss = [&]() {
@@ -333,11 +339,7 @@ TYPED_TEST(DeerNeuralOdeDouble, SequentialBackwardInGroupsMatchesOneGroup) {
     g.grad_y = ones;
     g.grad_x = V3<T, Space>("swt::grad_x", count, steps, 1 + m);
     g.grad_y0 = V2<T, Space>("swt::grad_y0", count, n);
-    softwave::NeuralOdeWeightGradients<T, Space> wg;
-    wg.weight_hidden = V2<T, Space>("swt::g_w_hidden", h, n + m);
-    wg.bias_hidden = V1<T, Space>("swt::g_b_hidden", h);
-    wg.weight_out = V2<T, Space>("swt::g_w_out", n, h);
-    wg.bias_out = V1<T, Space>("swt::g_b_out", n);
+    auto const wg = p.weight_gradients<T, Space>();
     softwave::deer_neural_ode_gradients(space, weights, in,
                                         V3<const T, Space>(r.y), g, wg, o);
     return Gradients{
