@@ -24,15 +24,18 @@ command line on them instead, one cold process a run as a batch job would
 (`softwave gw --mode landmark --k 5 ... --no-objective --matching m.npy`,
 the arrays written as .npy first; --cli names the executable), and records
 its own `seconds` (points to the device, graphs, landmark embeddings,
-iterations, matching back). --sinkhorn-iterations and --min-iter set
-softwave's solves and its earliest stop (both front ends) where a run must
-bound its time, as the million-point runs do:
-    python3 perf/bench_gw_torchgw.py --methods cli --cli build/cuda/bin/softwave \
-        --sizes 1000000x1000000 --max-iter 50 --min-iter 50 --sinkhorn-iterations 5 Each record also
-counts the instance's shortcut edges: 5-NN edges between points whose
-angles differ by more than pi, which only a noise outlier can make and which
-make the graph's geodesics cut across the spiral's arms (the increasing
-matching is then no longer the GW optimum the rho above assumes).
+iterations, matching back). --sinkhorn-iterations, --min-iter and --tol set
+softwave's solves, its earliest stop and its stop rule (both front ends)
+where a run must bound its time, as the million-point runs do (a huge --tol
+stops at iteration --min-iter, with epsilon on the --max-iter schedule as in
+the runs that stop at 50-75 by themselves):
+    python3 perf/bench_gw_torchgw.py --methods cli --cli build/cuda/bin/softwave \\
+        --sizes 1000000x1000000 --min-iter 50 --tol 1e9 --sinkhorn-iterations 5
+
+Each record also counts the instance's shortcut edges: 5-NN edges between
+points whose angles differ by more than pi, which only a noise outlier can
+make and which make the graph's geodesics cut across the spiral's arms (the
+increasing matching is then no longer the GW optimum the rho above assumes).
 
 The wheel is carried to the GPU machine (no registry there; scipy and
 scikit-learn are on its image):
@@ -85,6 +88,8 @@ def run_cli(args, np, spearmanr, x, y, n, k, seed):
             command += ["--sinkhorn-iterations", str(args.sinkhorn_iterations)]
         if args.min_iter is not None:
             command += ["--min-iterations", str(args.min_iter)]
+        if args.tol is not None:
+            command += ["--tolerance", str(args.tol)]
         begin = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True)
         wall = time.perf_counter() - begin
@@ -95,7 +100,7 @@ def run_cli(args, np, spearmanr, x, y, n, k, seed):
     return {"method": "cli", "n": n, "k": k, "seed": seed, "mode": args.mode, "data": args.data,
             "seconds": summary.get("seconds"), "process_seconds": wall,
             "iterations": summary.get("iterations"), "sinkhorn_iterations": args.sinkhorn_iterations,
-            "min_iter": args.min_iter, "restarts": args.restarts,
+            "min_iter": args.min_iter, "tol": args.tol, "restarts": args.restarts,
             "rho": float(spearmanr(np.arange(n), matching)[0]), "summary": summary}
 
 
@@ -117,6 +122,9 @@ def main(argv=None):
     # softwave's Sinkhorn iterations a solve and earliest stop; unset: its defaults.
     p.add_argument("--sinkhorn-iterations", type=int, default=None)
     p.add_argument("--min-iter", type=int, default=None)
+    # softwave's stop on the plan's relative change; a huge value stops at the
+    # first check from --min-iter on, with ε on the --max-iter schedule.
+    p.add_argument("--tol", type=float, default=None)
     p.add_argument("--cli", default="softwave", help="the softwave executable (method cli)")
     p.add_argument("--out", default=None)
     p.add_argument("--install", action="store_true")
@@ -166,6 +174,8 @@ def main(argv=None):
             solver_options["sinkhorn_iterations"] = args.sinkhorn_iterations
         if args.min_iter is not None:
             solver_options["min_iter_before_converge"] = args.min_iter
+        if args.tol is not None:
+            solver_options["tol"] = args.tol
         for seed, method in [(int(s), m) for s in args.seeds.split(",") for m in methods]:
             if method == "cli":
                 record = run_cli(args, np, spearmanr, x, y, n, k, seed)
