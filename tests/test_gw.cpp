@@ -9,6 +9,7 @@
 // of the fused cost and on the same task, multiscale's start against its
 // definition, and bad input.
 
+#include <set>
 #include <softwave/graph.hpp>
 #include <softwave/gw.hpp>
 #include <tuple>
@@ -1768,10 +1769,16 @@ TYPED_TEST(SampledGw, KeptGraphRowsGiveTheSamePlan) {
   std::int64_t const one_iteration = std::int64_t(k) * sizeof(T) * anchors;
   auto const none = solve(0);
   auto const evicting = solve(one_iteration);
+  // The source's N² distances fit, the target's do not: a matrix beside
+  // kept columns. With the default budget both sides are matrices (the
+  // objective's all-pairs runs).
+  auto const mixed = solve(std::int64_t(n) * k * sizeof(T));
   auto const all = solve(softwave::GwOptions{}.graph_cache_bytes);
   EXPECT_EQ(evicting.second, none.second);
+  EXPECT_EQ(mixed.second, none.second);
   EXPECT_EQ(all.second, none.second);
   EXPECT_EQ(evicting.first, none.first);
+  EXPECT_EQ(mixed.first, none.first);
   EXPECT_EQ(all.first, none.first);
   for (std::int64_t bytes : {std::int64_t(0), one_iteration,
                              softwave::GwOptions{}.graph_cache_bytes}) {
@@ -1796,6 +1803,79 @@ TYPED_TEST(SampledGw, KeptGraphRowsGiveTheSamePlan) {
   EXPECT_TRUE(std::isfinite(drawn.first) && drawn.second > 0);
   EXPECT_EQ(estimate(softwave::ShortestPaths::device), drawn);
   EXPECT_TRUE(swt::throws_naming("graph_cache_bytes", [&] { solve(-1); }));
+}
+
+// The labels of the arrays `call` allocates (Kokkos' tool callbacks,
+// installed for the call only).
+template <class F>
+std::set<std::string> allocation_labels(F&& call) {
+  namespace tools = Kokkos::Tools::Experimental;
+  static std::set<std::string> seen;
+  seen.clear();
+  Kokkos::fence();
+  tools::EventSet const saved = tools::get_callbacks();
+  tools::set_allocate_data_callback([](Kokkos::Profiling::SpaceHandle,
+                                       const char* label, const void*,
+                                       std::uint64_t) { seen.insert(label); });
+  call();
+  Kokkos::fence();
+  tools::set_callbacks(saved);
+  return seen;
+}
+
+// Without the objective's all-pairs runs, a graph side runs every node once
+// up front where its N² distances fit the kept-columns budget and N is at
+// most half of min_iterations · anchors (here 12 · 12): no kept columns,
+// and the plan of the runs from each iteration's anchors. With the source
+// alone fitting, the target keeps its columns as before.
+TYPED_TEST(SampledGw, SmallGraphSidesRunOnceUpFront) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  int const n = rng.integer(30, 60), k = rng.integer(61, 72), anchors = 12;
+  auto graph_of = [&](int count) {
+    std::vector<double> x(std::size_t(count) * 2);
+    for (double& e : x) e = rng.uniform(-1, 1);
+    return softwave::knn_graph(
+        space,
+        V2<const T, Space>(to_device2<T, Space>(rounded<T>(x), count, 2)), 4);
+  };
+  softwave::Graph const gx = graph_of(n), gy = graph_of(k);
+  softwave::GwOptions o;
+  o.anchors = anchors;
+  o.max_iterations = o.min_iterations = 12;
+  o.epsilon = 0.05;
+  o.seed = rng.integer(0, 1 << 30);
+  std::vector<double> plan;
+  auto solve = [&](std::int64_t bytes) {
+    softwave::GwOptions oo = o;
+    oo.graph_cache_bytes = bytes;
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    r.compute_objective = false;
+    auto const labels = allocation_labels([&] {
+      softwave::sampled_gw(space, softwave::GwDistances<T, Space>{{}, {}, &gx},
+                           softwave::GwDistances<T, Space>{{}, {}, &gy}, {}, r,
+                           oo);
+    });
+    plan = swt::to_host(r.plan);
+    return labels;
+  };
+  auto const runs = solve(0);
+  auto const each_iteration = plan;
+  EXPECT_EQ(runs.count("softwave::gw::source_all_pairs"), 0u);
+  EXPECT_EQ(runs.count("softwave::gw::graph_rows"), 0u);
+  auto const whole = solve(softwave::GwOptions{}.graph_cache_bytes);
+  EXPECT_EQ(plan, each_iteration);
+  EXPECT_EQ(whole.count("softwave::gw::source_all_pairs"), 1u);
+  EXPECT_EQ(whole.count("softwave::gw::target_all_pairs"), 1u);
+  EXPECT_EQ(whole.count("softwave::gw::graph_rows"), 0u);
+  auto const source_only = solve(std::int64_t(n) * k * sizeof(T));
+  EXPECT_EQ(plan, each_iteration);
+  EXPECT_EQ(source_only.count("softwave::gw::source_all_pairs"), 1u);
+  EXPECT_EQ(source_only.count("softwave::gw::target_all_pairs"), 0u);
+  EXPECT_EQ(source_only.count("softwave::gw::graph_rows"), 1u);
 }
 
 // The library's kNN graph, shortest paths and landmarks are the reference's

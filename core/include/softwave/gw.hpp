@@ -284,8 +284,10 @@ struct GwOptions {
   // anchors' shortest-path columns across iterations and restarts, so that
   // a node drawn again is not run again (TorchGW keeps 2,000 rows a side).
   // The least recently used make room; too small a budget for one
-  // iteration's anchors (or 0) runs every anchor every iteration. The
-  // plan is the same either way.
+  // iteration's anchors (or 0) runs every anchor every iteration. Where
+  // all N² distances fit and N is at most half of min_iterations · anchors
+  // (or the objective needs them anyway), every node runs once up front
+  // and the side is a matrix from then on. The plan is the same either way.
   std::int64_t graph_cache_bytes = std::int64_t(256) << 20;
   // Graph sides: how their shortest paths are found (softwave/graph.hpp).
   // With ShortestPaths::device the graph is copied to the instance once a
