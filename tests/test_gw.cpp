@@ -1728,6 +1728,16 @@ TYPED_TEST(SampledGw, PlanIsWrittenWithoutTheObjective) {
   EXPECT_NEAR(total, 1, 1e-4);
 }
 
+// The 4-NN graph of `count` points uniform in [-1, 1]², rounded to T.
+template <class T, class Space>
+softwave::Graph random_graph(const Space& space, Rng& rng, int count) {
+  std::vector<double> x(std::size_t(count) * 2);
+  for (double& e : x) e = rng.uniform(-1, 1);
+  return softwave::knn_graph(
+      space, V2<const T, Space>(to_device2<T, Space>(rounded<T>(x), count, 2)),
+      4);
+}
+
 // Graph sides keep their anchors' shortest paths across iterations and
 // restarts: the same plan and objective with nothing kept, with a store of
 // exactly one iteration's anchors on the larger side (evicting every
@@ -1739,14 +1749,8 @@ TYPED_TEST(SampledGw, KeptGraphRowsGiveTheSamePlan) {
   SWT_SEEDED_RNG(rng);
   Space space;
   int const n = rng.integer(30, 60), k = rng.integer(61, 90), anchors = 12;
-  auto graph_of = [&](int count) {
-    std::vector<double> x(std::size_t(count) * 2);
-    for (double& e : x) e = rng.uniform(-1, 1);
-    return softwave::knn_graph(
-        space,
-        V2<const T, Space>(to_device2<T, Space>(rounded<T>(x), count, 2)), 4);
-  };
-  softwave::Graph const gx = graph_of(n), gy = graph_of(k);
+  softwave::Graph const gx = random_graph<T>(space, rng, n),
+                        gy = random_graph<T>(space, rng, k);
   softwave::GwOptions o;
   o.anchors = anchors;
   o.max_iterations = 12;
@@ -1834,14 +1838,8 @@ TYPED_TEST(SampledGw, SmallGraphSidesRunOnceUpFront) {
   SWT_SEEDED_RNG(rng);
   Space space;
   int const n = rng.integer(30, 60), k = rng.integer(61, 72), anchors = 12;
-  auto graph_of = [&](int count) {
-    std::vector<double> x(std::size_t(count) * 2);
-    for (double& e : x) e = rng.uniform(-1, 1);
-    return softwave::knn_graph(
-        space,
-        V2<const T, Space>(to_device2<T, Space>(rounded<T>(x), count, 2)), 4);
-  };
-  softwave::Graph const gx = graph_of(n), gy = graph_of(k);
+  softwave::Graph const gx = random_graph<T>(space, rng, n),
+                        gy = random_graph<T>(space, rng, k);
   softwave::GwOptions o;
   o.anchors = anchors;
   o.max_iterations = o.min_iterations = 12;
