@@ -134,15 +134,25 @@ bool kokkos_scratch(const std::string& label) {
                                         bool first_run) {
   std::ostringstream bad;
   int own_kernels = 0;
+  // Where an offender came from: the event before it and the last region
+  // entered (Kokkos names some kernels of its own after nothing of ours).
+  std::string before = "(the start)", region = "(none)";
   for (const Event& e : events) {
+    std::string const here = e.kind + " \"" + e.label + "\"";
+    if (e.kind == "region") region = e.label;
     if (starts_with(e.label, "softwave::")) {
       if (e.kind != "allocation" && e.kind != "region") ++own_kernels;
+      before = here;
       continue;
     }
     if (e.kind == "allocation" ? first_run && kokkos_scratch(e.label)
-                               : e.kind != "region" && kokkos_kernel(e.label))
+                               : e.kind != "region" && kokkos_kernel(e.label)) {
+      before = here;
       continue;
-    bad << "\n  " << e.kind << " \"" << e.label << "\"";
+    }
+    bad << "\n  " << here << " after " << before << " in region \"" << region
+        << "\"";
+    before = here;
   }
   if (!bad.str().empty())
     return ::testing::AssertionFailure()

@@ -257,20 +257,30 @@ struct ThreadItems {
     level = bytes * team_size <= fast / 2 ? 0 : 1;
   }
 
+  // The most memory the items' level-1 values may take on a device.
+  static constexpr std::size_t kMaxSlotBytes = std::size_t(1) << 28;
+
   // These items with their values in an array of `memory` (a solve's
-  // SolveMemory) where they would take level-1 scratch and `wanted` (a
-  // solve that never waits for the device): Kokkos grows an instance's
-  // level-1 scratch at its first use with an allocation and a fence, which
-  // a CUDA-graph capture cannot hold. A slot per thread of a league capped
-  // at the teams the space keeps resident (as Kokkos sizes its scratch),
-  // each team striding over the items.
+  // SolveMemory) where they would take level-1 scratch and either `wanted`
+  // (a solve that never waits for the device) or Kokkos' scratch would pass
+  // kMaxSlotBytes. Kokkos grows an instance's level-1 scratch at its first
+  // use with an allocation and a fence, which a CUDA-graph capture cannot
+  // hold, and sizes it for every thread the device keeps resident (270,336
+  // on an H200): a cell of 1 MB of values a thread would ask for 264 GB. A
+  // slot per thread of a league capped at the resident teams and at
+  // kMaxSlotBytes (one team at least), each team striding over the items.
   template <class Memory>
   ThreadItems values_in(Memory& memory, const Space& space, bool wanted) const {
-    if (!wanted || level == 0 || host) return *this;
+    if (level == 0 || host) return *this;
+    std::size_t const team_bytes = std::size_t(team_size) * bytes;
+    std::int64_t const resident = space.concurrency() / team_size;
+    bool const too_large = std::size_t(resident) * team_bytes > kMaxSlotBytes;
+    if (!wanted && !too_large) return *this;
     ThreadItems out = *this;
     out.league = std::max<std::int64_t>(
-        1, std::min<std::int64_t>(space.concurrency() / team_size,
-                                  (items + team_size - 1) / team_size));
+        1,
+        std::min<std::int64_t>({resident, (items + team_size - 1) / team_size,
+                                std::int64_t(kMaxSlotBytes / team_bytes)}));
     out.global =
         memory
             .template array<Kokkos::View<char*, typename Space::memory_space>>(
