@@ -207,15 +207,25 @@ void fill(const Space& space, const View& view,
 // `view` ("<its label>_mirror", so "_mirror" for an empty view or for the
 // unlabelled call arrays of stream-ordered memory) and initialises it, and
 // create_mirror_view_and_copy leaves its array unlabelled in Kokkos 4.
+//
+// An array of structs is constructed instead (cheaply, on the host), and one
+// of no element gets no memory: Kokkos 3.4 runs a destruction kernel for
+// every array of structs, named after its label only where it constructed
+// the array, else "Kokkos::View::destruction []".
 template <class View>
 typename View::HostMirror host_mirror(const std::string& label,
                                       const View& view) {
+  using Mirror = typename View::HostMirror;
   if constexpr (Kokkos::SpaceAccessibility<
                     Kokkos::HostSpace, typename View::memory_space>::accessible)
     return Kokkos::create_mirror_view(view);
+  else if constexpr (std::is_scalar_v<typename View::value_type>)
+    return Mirror(Kokkos::view_alloc(Kokkos::WithoutInitializing, label),
+                  view.layout());
+  else if (view.span() == 0)
+    return Mirror(typename Mirror::pointer_type(nullptr), view.layout());
   else
-    return typename View::HostMirror(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, label), view.layout());
+    return Mirror(Kokkos::view_alloc(label), view.layout());
 }
 
 // Kokkos 3.x has no Kokkos::printf; kernels here never print, so nothing to

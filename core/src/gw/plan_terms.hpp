@@ -21,7 +21,9 @@ namespace softwave::impl {
 // An array of the call, row-major in the instance's memory, not
 // initialised, except an array of structs: Kokkos 3.4 runs a destruction
 // kernel for those, and names it after the label only where it constructed
-// the array (else "Kokkos::View::destruction []").
+// the array (else "Kokkos::View::destruction []"). It constructs nothing in
+// an array of no element and still runs that kernel, unnamed: such an array
+// gets no memory at all (its extents on a null pointer).
 template <class Data, class Space, class... Extents>
 Kokkos::View<Data, Kokkos::LayoutRight, typename Space::memory_space>
 uninitialised(const Space& space, const char* label, Extents... extents) {
@@ -31,6 +33,8 @@ uninitialised(const Space& space, const char* label, Extents... extents) {
     return View(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
                                    std::string(label)),
                 extents...);
+  else if ((std::size_t(extents) * ... * std::size_t(1)) == 0)
+    return View(typename View::pointer_type(nullptr), extents...);
   else
     return View(Kokkos::view_alloc(space, std::string(label)), extents...);
 }
