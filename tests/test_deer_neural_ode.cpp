@@ -373,6 +373,38 @@ TYPED_TEST(DeerNeuralOdeDouble, SequentialBackwardInGroupsMatchesOneGroup) {
   sums_agree(whole.b_out, first.b_out, second.b_out, "bias_out");
 }
 
+// On a device the automatic method takes DEER with full Jacobians only up
+// to n = 4 (the loop is faster from n = 8 on the H200), and either path
+// gives the loop's values. (The host's rule is the engine's: no case here.)
+TYPED_TEST(DeerNeuralOde, AutomaticMethodOnADeviceByStateSize) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  if constexpr (swt::on_host<Space>) {
+    GTEST_SKIP() << "the rule is a device's";
+  } else {
+    SWT_SEEDED_RNG(rng);
+    Space space;
+    for (int n : {2, 8}) {
+      SCOPED_TRACE(::testing::Message() << "n=" << n);
+      int const B = 2, steps = 1000;
+      Problem const p =
+          Problem::make<T>(rng, B, steps, n, 0, 4, false, true, 10.0);
+      auto const expected = p.reference(p.mlp, p.x, p.y0);
+      double scale = 1;
+      for (double v : expected) scale = std::max(scale, std::fabs(v));
+      std::vector<int> path;
+      auto const y = p.run<T>(space, softwave::DeerOptions{}, &path);
+      int const want = int(n <= 4 ? softwave::DeerPath::deer
+                                  : softwave::DeerPath::sequential);
+      for (int b = 0; b < B; ++b) EXPECT_EQ(path[b], want) << "sequence " << b;
+      // As MatchesTheFloat64Loop bounds DEER's values.
+      double const bound = 2 * (std::is_same_v<T, float> ? 2e-6 : 1e-13) *
+                           scale * std::sqrt(double(steps));
+      EXPECT_LE(worst_difference(y, expected), bound);
+    }
+  }
+}
+
 // Shapes that disagree and values that are not finite name the argument.
 TYPED_TEST(DeerNeuralOde, BadInputNamesTheArgument) {
   using Space = typename TypeParam::space;
