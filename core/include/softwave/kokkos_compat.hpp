@@ -222,7 +222,7 @@ typename View::HostMirror host_mirror(const std::string& label,
   else if constexpr (std::is_scalar_v<typename View::value_type>)
     return Mirror(Kokkos::view_alloc(Kokkos::WithoutInitializing, label),
                   view.layout());
-  else if (view.span() == 0)
+  else if (view.size() == 0)
     return Mirror(typename Mirror::pointer_type(nullptr), view.layout());
   else
     return Mirror(Kokkos::view_alloc(label), view.layout());
