@@ -5,7 +5,9 @@
 // steps, u, y0 and every weight) match central differences of that loop;
 // bad shapes and values name the argument.
 
+#include <set>
 #include <softwave/deer_ode.hpp>
+#include <string>
 
 #include "test_helpers.hpp"
 
@@ -198,9 +200,14 @@ TYPED_TEST(DeerNeuralOde, MatchesTheFloat64Loop) {
     for (double v : expected) scale = std::max(scale, std::fabs(v));
     double const bound =
         (single ? 2e-6 : 1e-13) * scale * std::sqrt(double(s.T));
-    softwave::DeerOptions seq;
-    seq.method = softwave::DeerMethod::sequential;
-    EXPECT_LE(worst_difference(p.run<T>(space, seq), expected), bound);
+    // The loop a thread a sequence, a team of two, and the space's choice.
+    for (int team : {1, 2, 0}) {
+      softwave::DeerOptions seq;
+      seq.method = softwave::DeerMethod::sequential;
+      seq.sequential_team_size = team;
+      EXPECT_LE(worst_difference(p.run<T>(space, seq), expected), bound)
+          << "sequential_team_size " << team;
+    }
     for (auto jac :
          {softwave::DeerJacobian::full, softwave::DeerJacobian::diagonal}) {
       SCOPED_TRACE(::testing::Message() << "jacobian " << int(jac));
@@ -232,17 +239,25 @@ TYPED_TEST(DeerNeuralOdeDouble, GradientsMatchFiniteDifferences) {
   using T = double;
   SWT_SEEDED_RNG(rng);
   Space space;
+  // DEER, then the loop a thread a sequence and a team of two a sequence.
+  struct Method {
+    softwave::DeerMethod method;
+    int team;
+  };
   for (int steps : {1, 7, 200})
-    for (auto method :
-         {softwave::DeerMethod::deer, softwave::DeerMethod::sequential}) {
+    for (Method const method : {Method{softwave::DeerMethod::deer, 0},
+                                Method{softwave::DeerMethod::sequential, 1},
+                                Method{softwave::DeerMethod::sequential, 2}}) {
       int const B = 3, n = 3, m = 2, h = 4;
       Problem p = Problem::make<T>(rng, B, steps, n, m, h, true, true, 3.0);
       SCOPED_TRACE(::testing::Message()
-                   << "T=" << steps << " method " << int(method));
+                   << "T=" << steps << " method " << int(method.method)
+                   << " team " << method.team);
       std::vector<double> w(std::size_t(B) * steps * n);
       for (double& e : w) e = rng.uniform(-1, 1);
       softwave::DeerOptions o;
-      o.method = method;
+      o.method = method.method;
+      o.sequential_team_size = method.team;
       o.atol = 1e-13;
       o.rtol = 1e-12;
       auto const in = p.inputs<T>(space);
@@ -373,6 +388,115 @@ TYPED_TEST(DeerNeuralOdeDouble, SequentialBackwardInGroupsMatchesOneGroup) {
   sums_agree(whole.b_out, first.b_out, second.b_out, "bias_out");
 }
 
+// The labels of the kernels `call` launches (Kokkos' tool callbacks,
+// installed for the call only).
+template <class F>
+std::set<std::string> kernel_labels(F&& call) {
+  namespace tools = Kokkos::Tools::Experimental;
+  static std::set<std::string> seen;
+  seen.clear();
+  Kokkos::fence();
+  tools::EventSet const saved = tools::get_callbacks();
+  tools::set_begin_parallel_for_callback(
+      [](const char* label, std::uint32_t, std::uint64_t*) {
+        seen.insert(label);
+      });
+  call();
+  Kokkos::fence();
+  tools::set_callbacks(saved);
+  return seen;
+}
+
+// The sequential loop runs a team a sequence where asked (on a device by
+// default; the host's threads with sequential_team_size above 1) and the
+// field's weights fit the team's fast memory, forward and backward, and
+// gives the values of a thread a sequence to rounding: here a field of 48
+// hidden units over 16 states, whose products the team's threads share,
+// and a wide one (2^13 units) that keeps a thread a sequence.
+TYPED_TEST(DeerNeuralOdeDouble, SequentialTeamsMatchAThreadASequence) {
+  using Space = TypeParam;
+  using T = double;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  bool const host = swt::on_host<Space>;
+  struct Shape {
+    int n, m, h;
+    bool teams;  // whether the team's memory holds the field
+  };
+  for (Shape const s : {Shape{16, 2, 48, true}, Shape{2, 1, 1 << 13, false}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << s.n << " h=" << s.h);
+    int const B = 5, steps = 40;
+    Problem const p =
+        Problem::make<T>(rng, B, steps, s.n, s.m, s.h, true, true, 4.0);
+    auto const in = p.inputs<T>(space);
+    auto const weights = p.weights<T>(space);
+    std::vector<double> w(std::size_t(B) * steps * s.n);
+    for (double& e : w) e = rng.uniform(-1, 1);
+    swt::Batch wb(B, steps, s.n);
+    wb.v = w;
+    struct Out {
+      std::vector<double> y, x, y0, adjoint, w_hidden, b_hidden, w_out, b_out;
+      std::set<std::string> kernels;
+    };
+    auto run = [&](int team) {
+      softwave::DeerOptions o;
+      o.method = softwave::DeerMethod::sequential;
+      o.sequential_team_size = team;
+      softwave::DeerResult<T, Space> r;
+      r.y = V3<T, Space>("swt::y", B, steps, s.n);
+      softwave::DeerGradients<T, Space> g;
+      g.grad_y = swt::to_device<T>(space, wb);
+      g.grad_x = V3<T, Space>("swt::grad_x", B, steps, 1 + s.m);
+      g.grad_y0 = V2<T, Space>("swt::grad_y0", B, s.n);
+      g.adjoint = V3<T, Space>("swt::adjoint", B, steps, s.n);
+      auto const wg = p.weight_gradients<T, Space>();
+      Out out;
+      out.kernels = kernel_labels([&] {
+        softwave::deer_neural_ode(space, weights, in, r, o);
+        softwave::deer_neural_ode_gradients(space, weights, in,
+                                            V3<const T, Space>(r.y), g, wg, o);
+      });
+      out.y = swt::to_host(r.y);
+      out.x = swt::to_host(g.grad_x);
+      out.y0 = swt::to_host(g.grad_y0);
+      out.adjoint = swt::to_host(g.adjoint);
+      out.w_hidden = swt::to_host(wg.weight_hidden);
+      out.b_hidden = swt::to_host(wg.bias_hidden);
+      out.w_out = swt::to_host(wg.weight_out);
+      out.b_out = swt::to_host(wg.bias_out);
+      return out;
+    };
+    Out const thread = run(1);
+    EXPECT_EQ(thread.kernels.count("softwave::deer::sequential_teams"), 0u);
+    for (int team : {2, 0}) {
+      SCOPED_TRACE(::testing::Message() << "sequential_team_size " << team);
+      Out const got = run(team);
+      bool const teams = s.teams && (team > 1 || !host) &&
+                         (!host || Space().concurrency() > 1);
+      EXPECT_EQ(got.kernels.count("softwave::deer::sequential_teams"),
+                teams ? 1u : 0u);
+      EXPECT_EQ(
+          got.kernels.count("softwave::deer::ode_sequential_backward_teams"),
+          teams ? 1u : 0u);
+      auto near = [](const std::vector<double>& a, const std::vector<double>& b,
+                     const char* what) {
+        ASSERT_EQ(a.size(), b.size()) << what;
+        double scale = 1;
+        for (double v : b) scale = std::max(scale, std::fabs(v));
+        EXPECT_LE(worst_difference(a, b), 1e-12 * scale) << what;
+      };
+      near(got.y, thread.y, "y");
+      near(got.x, thread.x, "grad_x");
+      near(got.y0, thread.y0, "grad_y0");
+      near(got.adjoint, thread.adjoint, "adjoint");
+      near(got.w_hidden, thread.w_hidden, "weight_hidden");
+      near(got.b_hidden, thread.b_hidden, "bias_hidden");
+      near(got.w_out, thread.w_out, "weight_out");
+      near(got.b_out, thread.b_out, "bias_out");
+    }
+  }
+}
+
 // On a device the automatic method takes DEER with full Jacobians only up
 // to n = 4 (the loop is faster from n = 8 on the H200), and either path
 // gives the loop's values. (The host's rule is the engine's: no case here.)
@@ -432,6 +556,11 @@ TYPED_TEST(DeerNeuralOde, BadInputNamesTheArgument) {
   w = good;
   w.weight_out = V2<const T, Space>();
   EXPECT_TRUE(swt::throws_naming("weight_out", forward(w, in)));
+  softwave::DeerOptions no_team;
+  no_team.sequential_team_size = -1;
+  EXPECT_TRUE(swt::throws_naming("sequential_team_size", [&]() {
+    softwave::deer_neural_ode(space, good, in, r, no_team);
+  }));
   auto no_columns = in;
   no_columns.x = V3<const T, Space>(V3<T, Space>("swt::x", 2, 5, 0));
   EXPECT_TRUE(swt::throws_naming("x", forward(good, no_columns)));

@@ -41,13 +41,13 @@
 // contract (an LSTM's cell state) its covariances grow like 1/λ and the
 // filter's solves lose that factor of precision: in float32 it can stall
 // above its tolerance (the guard then evaluates the sequence), and some
-// float64 draws took over 1,000 iterations where Newton took 8. The filter's gain keeps each step's
-// effective multiplier bounded where |J| is large, so the products that make
-// plain Newton overflow stay finite; the fixed point is the same (r = 0 gives
-// δ = 0). A damped sequence stops once its residual max_t,i |r_t,i| <=
-// atol + rtol·|y_t,i| (the error left is about the residual / (1 − |J|),
-// so their default tolerances are a hundredth of Newton's, whose last
-// update bounds it).
+// float64 draws took over 1,000 iterations where Newton took 8. The filter's
+// gain keeps each step's effective multiplier bounded where |J| is large, so
+// the products that make plain Newton overflow stay finite; the fixed point is
+// the same (r = 0 gives δ = 0). A damped sequence stops once its residual
+// max_t,i |r_t,i| <= atol + rtol·|y_t,i| (the error left is about the residual
+// / (1 − |J|), so their default tolerances are a hundredth of Newton's, whose
+// last update bounds it).
 //
 // Damped iterations converge linearly, and on a cell with two stable
 // states (h' = tanh(3h + x)) they did not converge within 5,000 iterations
@@ -86,7 +86,8 @@ enum class DeerMethod {
   automatic,   // DEER where it is expected to beat the sequential loop
                // (see DeerOptions), else sequential
   deer,        // Newton iterations with parallel scans
-  sequential,  // the loop over t, one sequence per thread, in one kernel
+  sequential,  // the loop over t in one kernel, a thread a sequence (or a
+               // team: DeerOptions::sequential_team_size)
 };
 
 // The Jacobians the Newton steps use.
@@ -178,6 +179,14 @@ struct DeerOptions {
   // need. Above 1 the waits are fewer, at the cost of up to check_every − 1
   // iterations issued after the last sequence converged.
   int check_every = 1;
+  // Threads that share each sequence's steps in the sequential loop (the
+  // method, and the fallback), where the cell can divide a step among them
+  // (OdeCell<MlpField>, the built-in neural-ODE field: its hidden units),
+  // >= 0. 0 chooses: on a device a team a sequence where the weights fit
+  // the team's fast memory, on the host a thread a sequence; 1 a thread a
+  // sequence; above 1 that many threads (at most the host's threads, or 32
+  // on a device). Other cells run a thread a sequence.
+  int sequential_team_size = 0;
 };
 
 template <class T, class Space>

@@ -35,6 +35,16 @@ KOKKOS_INLINE_FUNCTION Linearise linearise(int block, int n) {
                     : (block == 1 ? Linearise::diagonal : Linearise::block);
 }
 
+// Whether a cell (or field) can share a step among a team's threads: its
+// constant team_loop, with team_values(), team_width(), team_begin() and
+// team_step() (OdeCell's, for MlpField). The sequential loop then runs a
+// team a sequence on a device.
+template <class X, class = void>
+struct TeamLoop : std::false_type {};
+template <class X>
+struct TeamLoop<X, std::void_t<decltype(X::team_loop)>>
+    : std::bool_constant<X::team_loop> {};
+
 // Per-sequence state of the iterations (Solver::status).
 enum Status : int {
   active = 0,
@@ -135,6 +145,7 @@ struct Settings {
   // exact solution, and no second pass is run to confirm it.
   bool linear = false;
   int check_every = 1;  // DeerOptions::check_every
+  int team_size = 0;    // DeerOptions::sequential_team_size
 };
 
 // Checks a call's arguments (softwave/src/deer/deer.cpp, for float and
@@ -383,6 +394,42 @@ inline bool deer_expected_faster(std::int64_t batch, std::int64_t length, int n,
   if (host)
     return 4 * batch <= concurrency && length >= 10000 && (!full || n <= 8);
   return length * n >= (fused ? 1000 : 2000) && (!full || n <= 8);
+}
+
+// The shape of a sequential loop that runs a team a sequence: `threads`
+// threads of `lanes` vector lanes (threads = 0: a thread a sequence).
+struct LoopTeam {
+  int threads = 0, lanes = 1;
+};
+
+// The team of a recurrence that shares its steps (TeamLoop) over `width`
+// products' terms with `bytes` of the team's fast memory a sequence, for
+// DeerOptions::sequential_team_size `asked`: 0 chooses a team on a device,
+// where a thread a sequence waits on memory at every product of a step
+// (23–383 µs a step of the neural ODE on an H200), and a thread on the host
+// (where the threads already run sequences side by side); 1 a thread;
+// above 1 that many threads (at most the host's, or 32 on a device). A
+// team only where its memory fits the fast kind. On a device the threads
+// have 8 lanes each and take the products' terms (the hidden units)
+// between them: 4 to 32 threads, one per 8 units.
+template <class Space>
+LoopTeam loop_team(const Space& space, int asked, int width,
+                   std::size_t bytes) {
+  bool const host = runs_on_host<Space>;
+  if (asked == 1 || (asked == 0 && host)) return {};
+  if (bytes > std::size_t(Kokkos::TeamPolicy<Space>::scratch_size_max(0)))
+    return {};
+  LoopTeam out;
+  out.lanes = host ? 1 : 8;
+  if (asked > 1) {
+    out.threads = std::min(asked, host ? int(space.concurrency()) : 32);
+  } else {
+    out.threads = 4;
+    while (out.threads < 32 && out.threads * out.lanes < width)
+      out.threads *= 2;
+  }
+  if (out.threads * out.lanes <= 1) return {};
+  return out;
 }
 
 // --- scalar scans of the damped iterations ----------------------------------
@@ -1245,6 +1292,33 @@ struct Solver {
     }
   };
 
+  // sequential: a diverged sequence by the loop over its steps, a team
+  // together (TeamLoop), the state in the team's fast memory.
+  struct TeamSequential {
+    Recurrence rec;
+    Buffer z;
+    Counts status;
+    int n;
+    std::size_t bytes;
+    KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+      int const b = member.league_rank();
+      if (status(b) != diverged) return;
+      T* const y = static_cast<T*>(member.team_scratch(0).get_shmem(bytes));
+      T* const shared = y + n;
+      rec.team_begin(member, shared);
+      Kokkos::single(Kokkos::PerTeam(member), [&] { rec.initial(b, y); });
+      member.team_barrier();
+      int const L = rec.length(b);
+      for (int t = 0; t < L; ++t) {
+        // (Its last barrier orders the state's writes before these reads;
+        // the next write to it comes after the next step's first barrier.)
+        rec.team_step(member, b, t, y, shared);
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n),
+                             [&](int i) { z(b, t, i) = y[i]; });
+      }
+    }
+  };
+
   // finish: zeros past each length.
   struct ClearTail {
     Recurrence rec;
@@ -1530,9 +1604,25 @@ struct Solver {
     }
   }
 
-  // The sequences marked diverged, by the loop over t (one thread each).
+  // The sequences marked diverged, by the loop over t: a team each where
+  // the recurrence shares its steps (loop_team), else a thread each.
   void sequential(Kokkos::View<int*, Memory> status) {
     int const n = rec_.state_size();
+    if constexpr (TeamLoop<Recurrence>::value) {
+      std::size_t const bytes = std::size_t(n + rec_.team_values()) * sizeof(T);
+      LoopTeam const team =
+          loop_team(space_, settings_.team_size, rec_.team_width(), bytes);
+      if (team.threads > 0) {
+        Kokkos::parallel_for(
+            label("sequential_teams"),
+            compat::light_weight(
+                Kokkos::TeamPolicy<Space>(space_, int(batch_), team.threads,
+                                          team.lanes)
+                    .set_scratch_size(0, Kokkos::PerTeam(bytes))),
+            TeamSequential{rec_, z_, status, n, bytes});
+        return;
+      }
+    }
     Items const items = Items(batch_, n + rec_.work_size(), T())
                             .values_in(memory_, space_, never_wait_);
     items.template for_each<T>(space_, label("sequential"),
@@ -1638,6 +1728,23 @@ struct Forward {
   KOKKOS_INLINE_FUNCTION void initial(int b, T* z) const {
     int const n = cell.state_size();
     for (int i = 0; i < n; ++i) z[i] = y0.extent(0) ? y0(b, i) : T(0);
+  }
+
+  // The step shared by a team's threads, where the cell can (TeamLoop): z
+  // in the team's memory, updated in place.
+  static constexpr bool team_loop =
+      TeamLoop<Cell>::value && !PerSequenceCells<Cell>::value;
+  KOKKOS_INLINE_FUNCTION int team_values() const { return cell.team_values(); }
+  KOKKOS_INLINE_FUNCTION int team_width() const { return cell.team_width(); }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_begin(const Member& member,
+                                         T* shared) const {
+    cell.team_begin(member, shared);
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_step(const Member& member, int b, int t,
+                                        T* z, T* shared) const {
+    cell.team_step(member, z, &x(b, t, 0), shared);
   }
   KOKKOS_INLINE_FUNCTION void step(int b, int t, const T* z_prev, T* z,
                                    T* jacobian, Linearise kind, T* work) const {

@@ -229,6 +229,47 @@ struct OdeCell {
     stage_adjoints(y_prev, x, lambda, grad_y_prev, grad_x, work,
                    impl::NoVisit{});
   }
+
+  // --- the step shared by a team's threads, where the field can share its
+  // evaluation (team_field, as MlpField): the sequential loop's step on a
+  // device. The team's fast memory: each stage's point and the slopes'
+  // weighted sum (2n), then the field's team_values().
+  static constexpr bool team_loop = impl::deer::TeamLoop<Field>::value;
+  KOKKOS_INLINE_FUNCTION int team_values() const {
+    return 2 * field.state_size() + field.team_values();
+  }
+  KOKKOS_INLINE_FUNCTION int team_width() const { return field.team_width(); }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_begin(const Member& member,
+                                         T* shared) const {
+    field.team_begin(member, shared + 2 * field.state_size());
+  }
+  // y ← the RK4 step of length x[0] from y (in the team's memory; read by
+  // every thread, written by the thread of each state in the last stage),
+  // u = x + 1. Ends with the team's barrier.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_step(const Member& member, T* y, const T* x,
+                                        T* shared) const {
+    int const n = field.state_size();
+    T const dt = x[0];
+    T const* const u = x + 1;
+    T* const point = shared;
+    T* const sum = point + n;
+    T* const field_shared = sum + n;
+    T const c[4] = {0, T(0.5), T(0.5), 1};
+    T const w[4] = {1, 2, 2, 1};
+    for (int s = 0; s < 4; ++s)
+      field.team_field(
+          member, s == 0 ? y : point, u, field_shared, [&](int i, T slope) {
+            T const total = s == 0 ? w[s] * slope : sum[i] + w[s] * slope;
+            if (s < 3) {
+              sum[i] = total;
+              point[i] = y[i] + c[s + 1] * dt * slope;
+            } else {
+              y[i] = y[i] + dt / 6 * total;
+            }
+          });
+  }
 };
 
 // ---------------------------------------------------------------------------
@@ -337,6 +378,127 @@ struct MlpField {
                                                     T* grad_u, T* work) const {
     backpropagate(y, u, mu, work);
     inputs_of(work, grad_y, grad_u);
+  }
+
+  // --- the field shared by a team's threads (the sequential loop on a
+  // device: a thread a sequence there waits on memory at every product) ---
+  // The team's fast memory: the weights (copied once a sequence, zeros for
+  // absent biases), then the hidden units' values a and their δ.
+  static constexpr bool team_loop = true;
+  KOKKOS_INLINE_FUNCTION int team_values() const {
+    return h * (n + m) + h + n * h + n + 2 * h;
+  }
+  // The parallelism of a product: the hidden units.
+  KOKKOS_INLINE_FUNCTION int team_width() const { return h; }
+  struct TeamShared {
+    T *w_hidden, *b_hidden, *w_out, *b_out, *a, *delta;
+  };
+  KOKKOS_INLINE_FUNCTION TeamShared team_shared(T* shared) const {
+    TeamShared s;
+    s.w_hidden = shared;
+    s.b_hidden = s.w_hidden + h * (n + m);
+    s.w_out = s.b_hidden + h;
+    s.b_out = s.w_out + n * h;
+    s.a = s.b_out + n;
+    s.delta = s.a + h;
+    return s;
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_begin(const Member& member,
+                                         T* shared) const {
+    TeamShared const s = team_shared(shared);
+    int const row = n + m;
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(member, h * row), [&](int v) {
+      s.w_hidden[v] = weights.weight_hidden(v / row, v % row);
+    });
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n * h), [&](int v) {
+      s.w_out[v] = weights.weight_out(v / h, v % h);
+    });
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(member, h), [&](int k) {
+      s.b_hidden[k] =
+          weights.bias_hidden.extent(0) ? weights.bias_hidden(k) : T(0);
+    });
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n), [&](int i) {
+      s.b_out[i] = weights.bias_out.extent(0) ? weights.bias_out(i) : T(0);
+    });
+    member.team_barrier();
+  }
+
+  // a = tanh(W_hidden [y; u] + b_hidden), a unit a thread, its product
+  // across the thread's vector lanes; then, where `mu` is given,
+  // δ = sech²(z) ⊙ W_outᵀ μ, and unit(k, a_k, δ_k) on the unit's thread
+  // (all its lanes, for work across them). Ends with the team's barrier.
+  template <class Member, class Unit>
+  KOKKOS_INLINE_FUNCTION void team_hidden(const Member& member, const T* y,
+                                          const T* u, const T* mu,
+                                          const TeamShared& s,
+                                          const Unit& unit) const {
+    int const row = n + m;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, h), [&](int k) {
+      T const* const w = s.w_hidden + k * row;
+      T z = 0;
+      Kokkos::parallel_reduce(
+          Kokkos::ThreadVectorRange(member, row),
+          [&](int j, T& acc) { acc += w[j] * (j < n ? y[j] : u[j - n]); }, z);
+      T const a = compat::tanh(z + s.b_hidden[k]);
+      T delta = 0;
+      if (mu) {
+        T back = 0;
+        Kokkos::parallel_reduce(
+            Kokkos::ThreadVectorRange(member, n),
+            [&](int i, T& acc) { acc += s.w_out[i * h + k] * mu[i]; }, back);
+        delta = (1 - a * a) * back;
+      }
+      Kokkos::single(Kokkos::PerThread(member), [&] {
+        s.a[k] = a;
+        s.delta[k] = delta;
+      });
+      unit(k, a, delta);
+    });
+    member.team_barrier();
+  }
+
+  // slope(i, f_i(y, u)) on the thread of state i, after team_hidden (W_out a
+  // across its lanes), once a state. Ends with the team's barrier.
+  template <class Member, class Slope>
+  KOKKOS_INLINE_FUNCTION void team_field(const Member& member, const T* y,
+                                         const T* u, T* shared,
+                                         const Slope& slope) const {
+    TeamShared const s = team_shared(shared);
+    team_hidden(member, y, u, static_cast<const T*>(nullptr), s,
+                [](int, T, T) {});
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n), [&](int i) {
+      T const* const w = s.w_out + i * h;
+      T sum = 0;
+      Kokkos::parallel_reduce(
+          Kokkos::ThreadVectorRange(member, h),
+          [&](int k, T& acc) { acc += w[k] * s.a[k]; }, sum);
+      Kokkos::single(Kokkos::PerThread(member),
+                     [&] { slope(i, sum + s.b_out[i]); });
+    });
+    member.team_barrier();
+  }
+
+  // W_hiddenᵀ δ after team_hidden with μ: into(j, (W_hiddenᵀ δ)_j) on the
+  // thread of input j < n + m (the state's, then u's; those of u only
+  // where `inputs`), once an input. Ends with the team's barrier.
+  template <class Member, class Into>
+  KOKKOS_INLINE_FUNCTION void team_inputs_of(const Member& member,
+                                             const TeamShared& s, bool inputs,
+                                             const Into& into) const {
+    int const row = n + m;
+    Kokkos::parallel_for(
+        Kokkos::TeamThreadRange(member, inputs ? row : n), [&](int j) {
+          T sum = 0;
+          Kokkos::parallel_reduce(
+              Kokkos::ThreadVectorRange(member, h),
+              [&](int k, T& acc) {
+                acc += s.w_hidden[k * row + j] * s.delta[k];
+              },
+              sum);
+          Kokkos::single(Kokkos::PerThread(member), [&] { into(j, sum); });
+        });
+    member.team_barrier();
   }
 };
 

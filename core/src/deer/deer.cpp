@@ -43,6 +43,9 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
                            options.check_every, ")");
   if (options.chunk < 0)
     throw_invalid_argument("chunk must be >= 0 (got ", options.chunk, ")");
+  if (options.sequential_team_size < 0)
+    throw_invalid_argument("sequential_team_size must be >= 0 (got ",
+                           options.sequential_team_size, ")");
   if (options.start_warm_up && *options.start_warm_up < 0)
     throw_invalid_argument("start_warm_up must be >= 0 (got ",
                            *options.start_warm_up, ")");
@@ -67,6 +70,7 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   s.damping = options.damping;
   s.max_iterations = options.max_iterations;
   s.check_every = options.check_every;
+  s.team_size = options.sequential_team_size;
   s.chunk = options.chunk;
   s.warm_start = options.warm_start;
   s.start_warm_up = options.start_warm_up.value_or(-1);

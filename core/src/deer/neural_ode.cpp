@@ -201,6 +201,151 @@ struct SequentialBackward {
   }
 };
 
+// SequentialBackward a team a sequence (loop_team): the weights, the state,
+// the adjoint and the stages' values in the team's fast memory, the field's
+// products across its threads (MlpField::team_hidden, team_inputs_of), and
+// each weight's sum kept by the thread of its hidden unit or state, so that
+// no two threads add to one sum.
+template <class Space, class T>
+struct TeamSequentialBackward {
+  using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+  MlpField<T, Space> field;
+  DeerView3<const T, Space> x, y, grad_y;
+  DeerView2<const T, Space> y0;
+  DeerView3<T, Space> grad_x, adjoint;
+  DeerView2<T, Space> grad_y0;
+  DeerView1<T, Space> totals;
+  Lengths<Space> length;
+  int steps, count;
+
+  // The team's values: the field's, the sums, then y_{t−1}, λ_t, the carry
+  // (J_tᵀ λ_t as it accumulates), the four slopes, the three later stages'
+  // points, μ, each state's share of dL/dΔ_t (12n), and dL/du_t's sums
+  // (1 + m).
+  KOKKOS_INLINE_FUNCTION static int values(const MlpField<T, Space>& f,
+                                           int count) {
+    return f.team_values() + count + 12 * f.n + 1 + f.m;
+  }
+  std::size_t bytes() const {
+    return std::size_t(values(field, count)) * sizeof(T);
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    int const b = member.league_rank();
+    int const n = field.n, m = field.m, h = field.h;
+    ParameterLayout const at{n, m, h};
+    T* const shared = static_cast<T*>(member.team_scratch(0).get_shmem(
+        std::size_t(values(field, count)) * sizeof(T)));
+    auto const fs = field.team_shared(shared);
+    T* const sums = shared + field.team_values();
+    T* const y_prev = sums + count;
+    T* const lambda = y_prev + n;
+    T* const carry = lambda + n;
+    T* const slopes = carry + n;
+    T* const points = slopes + 4 * n;
+    T* const mu = points + 3 * n;
+    T* const dt_part = mu + n;
+    T* const gx = dt_part + n;
+    bool const inputs = grad_x.extent(0) > 0;
+    T const c[4] = {0, T(0.5), T(0.5), 1};
+    T const w[4] = {1, 2, 2, 1};
+    field.team_begin(member, shared);
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(member, count),
+                         [&](int v) { sums[v] = 0; });
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n),
+                         [&](int i) { carry[i] = 0; });
+    int const L = length(b);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, L, steps), [&](int t) {
+      Kokkos::parallel_for(Kokkos::ThreadVectorRange(member, 1 + m),
+                           [&](int j) {
+                             if (inputs) grad_x(b, t, j) = 0;
+                           });
+      Kokkos::parallel_for(Kokkos::ThreadVectorRange(member, n), [&](int i) {
+        if (adjoint.extent(0)) adjoint(b, t, i) = 0;
+      });
+    });
+    member.team_barrier();
+    for (int t = L - 1; t >= 0; --t) {
+      T const* const xt = &x(b, t, 0);
+      T const dt = xt[0];
+      T const* const u = xt + 1;
+      // λ_t = dL/dy_t + J_{t+1}ᵀ λ_{t+1}; J_tᵀ λ_t starts from λ_t.
+      Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n), [&](int i) {
+        T const l = grad_y(b, t, i) + carry[i];
+        lambda[i] = l;
+        carry[i] = l;
+        if (adjoint.extent(0)) adjoint(b, t, i) = l;
+        y_prev[i] = t > 0 ? y(b, t - 1, i) : (y0.extent(0) ? y0(b, i) : T(0));
+      });
+      Kokkos::parallel_for(Kokkos::TeamVectorRange(member, 1 + m),
+                           [&](int j) { gx[j] = 0; });
+      member.team_barrier();
+      // The step's four stages again, as OdeCell::stage_adjoints.
+      for (int s = 0; s < 4; ++s)
+        field.team_field(member, s == 0 ? y_prev : points + (s - 1) * n, u,
+                         shared, [&](int i, T k) {
+                           slopes[s * n + i] = k;
+                           if (s < 3)
+                             points[s * n + i] = y_prev[i] + c[s + 1] * dt * k;
+                         });
+      Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n), [&](int i) {
+        dt_part[i] = lambda[i] *
+                     (slopes[i] + 2 * slopes[n + i] + 2 * slopes[2 * n + i] +
+                      slopes[3 * n + i]) /
+                     6;
+        mu[i] = w[3] * dt / 6 * lambda[i];
+      });
+      member.team_barrier();
+      for (int s = 3; s >= 0; --s) {
+        T const* const point = s == 0 ? y_prev : points + (s - 1) * n;
+        // δ = sech²(z) ⊙ W_outᵀ μ; the unit's weight terms δ_k [y; u],
+        // δ_k and μ a_k.
+        field.team_hidden(member, point, u, mu, fs, [&](int k, T a, T delta) {
+          if (count == 0) return;
+          T* const row = sums + k * (n + m);
+          Kokkos::parallel_for(
+              Kokkos::ThreadVectorRange(member, n + m),
+              [&](int j) { row[j] += delta * (j < n ? point[j] : u[j - n]); });
+          Kokkos::parallel_for(
+              Kokkos::ThreadVectorRange(member, n),
+              [&](int i) { sums[at.weight_out() + i * h + k] += mu[i] * a; });
+          Kokkos::single(Kokkos::PerThread(member),
+                         [&] { sums[at.bias_hidden() + k] += delta; });
+        });
+        // W_hiddenᵀ δ: into the carry and dL/du_t; the next stage's μ.
+        field.team_inputs_of(member, fs, inputs && m > 0, [&](int j, T back) {
+          if (j >= n) {
+            gx[1 + j - n] += back;
+            return;
+          }
+          carry[j] += back;
+          if (count) sums[at.bias_out() + j] += mu[j];
+          if (s > 0) {
+            dt_part[j] += c[s] * slopes[(s - 1) * n + j] * back;
+            mu[j] = w[s - 1] * dt / 6 * lambda[j] + c[s] * dt * back;
+          }
+        });
+      }
+      if (inputs) {
+        Kokkos::single(Kokkos::PerTeam(member), [&] {
+          T total = 0;
+          for (int i = 0; i < n; ++i) total += dt_part[i];
+          grad_x(b, t, 0) = total;
+        });
+        Kokkos::parallel_for(Kokkos::TeamVectorRange(member, m),
+                             [&](int j) { grad_x(b, t, 1 + j) = gx[1 + j]; });
+      }
+      member.team_barrier();
+    }
+    if (grad_y0.extent(0))
+      Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n),
+                           [&](int i) { grad_y0(b, i) = carry[i]; });
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(member, count), [&](int v) {
+      Kokkos::atomic_add(&totals(v), sums[v]);
+    });
+  }
+};
+
 // body(item, values) for items [0, count), each thread's `values` a row of
 // an array of the call's: Kokkos' level-1 scratch would be sized by the
 // whole device's concurrency (Kokkos 3.4), and its first growth fences,
@@ -278,7 +423,32 @@ void gradients(const Space& space, const OdeCell<MlpField<T, Space>>& cell,
   // 2^25 values, so that neither its memory nor the atomic additions of the
   // sums grow with the space's threads or the batch.
   std::int64_t const cap = std::int64_t(1) << 25;
-  if (by_loop) {
+  LoopTeam const team =
+      by_loop ? loop_team(space, settings.team_size, f.h,
+                          std::size_t(TeamSequentialBackward<Space, T>::values(
+                              f, count)) *
+                              sizeof(T))
+              : LoopTeam{};
+  if (team.threads > 0) {
+    TeamSequentialBackward<Space, T> const body{f,
+                                                inputs.x,
+                                                y,
+                                                gradients.grad_y,
+                                                inputs.y0,
+                                                gradients.grad_x,
+                                                gradients.adjoint,
+                                                gradients.grad_y0,
+                                                totals.view,
+                                                length,
+                                                int(steps),
+                                                count};
+    Kokkos::parallel_for(
+        label("ode_sequential_backward_teams"),
+        compat::light_weight(
+            Kokkos::TeamPolicy<Space>(space, int(B), team.threads, team.lanes)
+                .set_scratch_size(0, Kokkos::PerTeam(body.bytes()))),
+        body);
+  } else if (by_loop) {
     int const values = count + 2 * f.n + terms.values();
     std::int64_t const group =
         std::max<std::int64_t>(1, std::min<std::int64_t>(B, cap / values));
