@@ -11,7 +11,10 @@
 //     sequential
 //     variant   deer_full       Newton with full Jacobians
 //               deer_diagonal   quasi-DEER (diagonal Jacobians)
-//               sequential      the loop over t, a thread per sequence
+//               sequential      the loop over t (on a GPU a team a
+//                               sequence, DeerOptions::sequential_team_size)
+//               sequential_thread (GPU only, T <= 10k): the loop a thread
+//                               a sequence
 //               deer_full_portable, deer_diagonal_portable (GPU only):
 //                               the same with Kernel::portable, beside the
 //                               CUDA build's fused iteration that the
@@ -37,7 +40,8 @@
 //     built-in field W_out tanh(W_hidden [y; u] + b_hidden) + b_out, state
 //     n, hidden width h, input size n, steps Δ = 0.05, inputs N(0, 1),
 //     weights U(−1/√fan-in, 1/√fan-in) as torch.nn.Linear's); variants
-//     deer_full, deer_diagonal and sequential; gradient 1 adds
+//     deer_full, deer_diagonal, sequential and sequential_thread (as
+//     BM_DeerGru's); gradient 1 adds
 //     deer_neural_ode_gradients (dL/dy = 1: the steps and inputs, y0 and
 //     every weight).
 //
@@ -78,6 +82,7 @@ struct Variant {
   softwave::RnnCell cell = softwave::RnnCell::gru;
   int block_size = 0;   // > 0: jacobian = block, strided blocks of this size
   int check_every = 1;  // DeerOptions::check_every
+  int team_size = 0;    // DeerOptions::sequential_team_size
 };
 constexpr Variant kVariants[] = {
     {"deer_full", softwave::DeerMethod::deer, softwave::DeerJacobian::full},
@@ -85,6 +90,10 @@ constexpr Variant kVariants[] = {
      softwave::DeerJacobian::diagonal},
     {"sequential", softwave::DeerMethod::sequential,
      softwave::DeerJacobian::full},
+    // The loop a thread a sequence, where `sequential` takes a team.
+    {"sequential_thread", softwave::DeerMethod::sequential,
+     softwave::DeerJacobian::full, softwave::Kernel::automatic, true, 0, false,
+     softwave::RnnCell::gru, 0, 1, 1},
     {"deer_full_portable", softwave::DeerMethod::deer,
      softwave::DeerJacobian::full, softwave::Kernel::portable, true},
     {"deer_diagonal_portable", softwave::DeerMethod::deer,
@@ -230,6 +239,7 @@ void run_deer(benchmark::State& state, Variant variant) {
   result.path = V1<int>("softwave_bench::path", batch);
   softwave::DeerOptions options;
   options.method = variant.method;
+  options.sequential_team_size = variant.team_size;
   options.jacobian = variant.jacobian;
   options.kernel = variant.kernel;
   options.damping = variant.damping;
@@ -307,6 +317,7 @@ void run_neural_ode(benchmark::State& state, Variant variant) {
   result.path = V1<int>("softwave_bench::path", batch);
   softwave::DeerOptions options;
   options.method = variant.method;
+  options.sequential_team_size = variant.team_size;
   options.jacobian = variant.jacobian;
   options.check_values = false;
   softwave::DeerGradients<float, Space> grads;
@@ -365,6 +376,9 @@ void register_deer(bool gpu) {
         bool const full = v.jacobian == softwave::DeerJacobian::full &&
                           v.method == softwave::DeerMethod::deer;
         if (full && double(s.n) * s.n * s.n * double(s.steps) > 1e8) continue;
+        // The loop a thread a sequence took up to 25 µs a step at n = 1 and
+        // 478 µs at n = 64: up to T = 10k only.
+        if (v.team_size == 1 && s.steps > 10000) continue;
         benchmark::RegisterBenchmark(
             (std::string(v.cell == softwave::RnnCell::cifg_lstm
                              ? "BM_DeerParaLstm/"
@@ -396,7 +410,8 @@ void register_deer(bool gpu) {
       if (v.cell != softwave::RnnCell::gru || v.diagonal_hh || v.damping > 0 ||
           v.kernel != softwave::Kernel::automatic)
         continue;
-      for (auto const& s : ode_shapes)
+      for (auto const& s : ode_shapes) {
+        if (v.team_size == 1 && s.steps > 10000) continue;
         benchmark::RegisterBenchmark(
             (std::string("BM_DeerNeuralOde/") + v.name).c_str(),
             [v](benchmark::State& state) { run_neural_ode(state, v); })
@@ -404,6 +419,7 @@ void register_deer(bool gpu) {
             ->UseManualTime()
             ->Iterations(s.steps >= 1000000 ? 2 : 5)
             ->Unit(benchmark::kMillisecond);
+      }
     }
 }
 

@@ -6,7 +6,9 @@
 // gradients); the guard that ends a diverging Newton run sequentially; warm
 // starts; and bad input.
 
+#include <set>
 #include <softwave/deer.hpp>
+#include <string>
 
 #include "deer_logistic_map.hpp"
 #include "reference/deer_reference.hpp"
@@ -319,6 +321,49 @@ TYPED_TEST(DeerRnn, MatchesSequentialAndReference) {
             EXPECT_LE(worst_difference(y, sequential), single ? 1e-5 : 1e-10);
             EXPECT_LE(worst_difference(y, expected), single ? 3e-5 : 1e-10);
           }
+    }
+}
+
+// The sequential loop of PyTorch's cells with dense hidden weights runs a
+// team a sequence where asked (on a device by default; the host's threads
+// with sequential_team_size above 1), the rows of W_hh h across its
+// threads, and gives the states of a thread a sequence to rounding; with
+// diagonal hidden weights (a row is one term) it keeps a thread a sequence.
+TYPED_TEST(DeerRnn, SequentialTeamsMatchAThreadASequence) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  constexpr bool single = std::is_same_v<T, float>;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  bool const host = swt::on_host<Space>;
+  for (auto cell : kCells)
+    for (bool const diagonal : {false, true}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "cell " << int(cell) << (diagonal ? " diagonal" : ""));
+      Problem<T> const problem(rng, cell, 3, 60, 12, 3, true, 1.0, diagonal);
+      auto const expected = problem.reference();
+      auto run = [&](int team, std::set<std::string>& kernels) {
+        softwave::DeerOptions o;
+        o.method = softwave::DeerMethod::sequential;
+        o.sequential_team_size = team;
+        std::vector<double> y;
+        kernels = swt::kernel_labels([&] { y = problem.run(space, o); });
+        return y;
+      };
+      std::set<std::string> kernels;
+      auto const thread = run(1, kernels);
+      EXPECT_EQ(kernels.count("softwave::deer::sequential_teams"), 0u);
+      EXPECT_LE(worst_difference(thread, expected), single ? 2e-5 : 1e-12);
+      for (int team : {2, 0}) {
+        auto const y = run(team, kernels);
+        bool const teams = !diagonal && (team > 1 || !host) &&
+                           (!host || Space().concurrency() > 1);
+        EXPECT_EQ(kernels.count("softwave::deer::sequential_teams"),
+                  teams ? 1u : 0u)
+            << "sequential_team_size " << team;
+        EXPECT_LE(worst_difference(y, thread), single ? 1e-6 : 1e-14)
+            << "sequential_team_size " << team;
+      }
     }
 }
 

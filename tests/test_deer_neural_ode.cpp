@@ -388,25 +388,6 @@ TYPED_TEST(DeerNeuralOdeDouble, SequentialBackwardInGroupsMatchesOneGroup) {
   sums_agree(whole.b_out, first.b_out, second.b_out, "bias_out");
 }
 
-// The labels of the kernels `call` launches (Kokkos' tool callbacks,
-// installed for the call only).
-template <class F>
-std::set<std::string> kernel_labels(F&& call) {
-  namespace tools = Kokkos::Tools::Experimental;
-  static std::set<std::string> seen;
-  seen.clear();
-  Kokkos::fence();
-  tools::EventSet const saved = tools::get_callbacks();
-  tools::set_begin_parallel_for_callback(
-      [](const char* label, std::uint32_t, std::uint64_t*) {
-        seen.insert(label);
-      });
-  call();
-  Kokkos::fence();
-  tools::set_callbacks(saved);
-  return seen;
-}
-
 // The sequential loop runs a team a sequence where asked (on a device by
 // default; the host's threads with sequential_team_size above 1) and the
 // field's weights fit the team's fast memory, forward and backward, and
@@ -451,7 +432,7 @@ TYPED_TEST(DeerNeuralOdeDouble, SequentialTeamsMatchAThreadASequence) {
       g.adjoint = V3<T, Space>("swt::adjoint", B, steps, s.n);
       auto const wg = p.weight_gradients<T, Space>();
       Out out;
-      out.kernels = kernel_labels([&] {
+      out.kernels = swt::kernel_labels([&] {
         softwave::deer_neural_ode(space, weights, in, r, o);
         softwave::deer_neural_ode_gradients(space, weights, in,
                                             V3<const T, Space>(r.y), g, wg, o);

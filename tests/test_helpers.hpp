@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <optional>
 #include <random>
+#include <set>
 #include <softwave/softdtw.hpp>
 #include <sstream>
 #include <string>
@@ -824,6 +825,25 @@ void expect_central_differences(const Results& got, const Batch& x,
                           "grad_x vs finite differences"));
   EXPECT_TRUE(near_arrays(got.grad_y, fd_y, 1e-5, 1e-3,
                           "grad_y vs finite differences"));
+}
+
+// The labels of the kernels `call` launches (Kokkos' tool callbacks,
+// installed for the call only).
+template <class F>
+std::set<std::string> kernel_labels(F&& call) {
+  namespace tools = Kokkos::Tools::Experimental;
+  static std::set<std::string> seen;
+  seen.clear();
+  Kokkos::fence();
+  tools::EventSet const saved = tools::get_callbacks();
+  tools::set_begin_parallel_for_callback(
+      [](const char* label, std::uint32_t, std::uint64_t*) {
+        seen.insert(label);
+      });
+  call();
+  Kokkos::fence();
+  tools::set_callbacks(saved);
+  return seen;
 }
 
 }  // namespace swt

@@ -181,11 +181,13 @@ struct DeerOptions {
   int check_every = 1;
   // Threads that share each sequence's steps in the sequential loop (the
   // method, and the fallback), where the cell can divide a step among them
-  // (OdeCell<MlpField>, the built-in neural-ODE field: its hidden units),
-  // >= 0. 0 chooses: on a device a team a sequence where the weights fit
-  // the team's fast memory, on the host a thread a sequence; 1 a thread a
-  // sequence; above 1 that many threads (at most the host's threads, or 32
-  // on a device). Other cells run a thread a sequence.
+  // (the neural-ODE field of deer_ode.hpp: its hidden units; deer_rnn's
+  // cells with dense hidden weights: the rows of W_hh h), >= 0. 0 chooses:
+  // on a device a team a sequence where the team's values fit its fast
+  // memory, on the host a thread a sequence; 1 a thread a sequence; above 1
+  // that many threads (at most the host's threads, or 32 on a device).
+  // Other cells run a thread a sequence. The neural ODE's sequential
+  // backward follows the same choice.
   int sequential_team_size = 0;
 };
 

@@ -406,17 +406,19 @@ struct LoopTeam {
 // products' terms with `bytes` of the team's fast memory a sequence, for
 // DeerOptions::sequential_team_size `asked`: 0 chooses a team on a device,
 // where a thread a sequence waits on memory at every product of a step
-// (23–383 µs a step of the neural ODE on an H200), and a thread on the host
+// (on an H200, 23–383 µs a step of the neural ODE at h = 16–64, 33–478 µs
+// of the GRU at n = 16–64), and a thread on the host
 // (where the threads already run sequences side by side); 1 a thread;
 // above 1 that many threads (at most the host's, or 32 on a device). A
-// team only where its memory fits the fast kind. On a device the threads
-// have 8 lanes each and take the products' terms (the hidden units)
-// between them: 4 to 32 threads, one per 8 units.
+// team only where its memory fits the fast kind, and the cell can share
+// its step (width > 0). On a device the threads have 8 lanes each and take
+// the step's `width` product rows (a field's hidden units, a cell's gate
+// rows) between them: 4 to 32 threads, one per 8 rows.
 template <class Space>
 LoopTeam loop_team(const Space& space, int asked, int width,
                    std::size_t bytes) {
   bool const host = runs_on_host<Space>;
-  if (asked == 1 || (asked == 0 && host)) return {};
+  if (width <= 0 || asked == 1 || (asked == 0 && host)) return {};
   if (bytes > std::size_t(Kokkos::TeamPolicy<Space>::scratch_size_max(0)))
     return {};
   LoopTeam out;

@@ -99,6 +99,22 @@ struct HiddenWeights {
       out[k] = sum;
     }
   }
+  // out = W_hh h + b_hh for `rows` rows, a row a thread of a team, its
+  // product across the thread's vector lanes. Ends with the team's barrier.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_project(const Member& member, const T* h,
+                                           int rows, T* out) const {
+    int const columns = size();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, rows), [&](int k) {
+      T sum = 0;
+      Kokkos::parallel_reduce(
+          Kokkos::ThreadVectorRange(member, columns),
+          [&](int j, T& acc) { acc += at(k, j) * h[j]; }, sum);
+      Kokkos::single(Kokkos::PerThread(member),
+                     [&] { out[k] = bias(first_row + k) + sum; });
+    });
+    member.team_barrier();
+  }
   // grad_h = W_hhᵀ g (+ what grad_h already holds when accumulate).
   KOKKOS_INLINE_FUNCTION void project_back(const T* g, int rows, T* grad_h,
                                            bool accumulate) const {
@@ -152,6 +168,12 @@ struct ElmanCell {
     }
   }
 
+  // y_i of the step from h, p and hp = W_hh h + b_hh (y may be h).
+  KOKKOS_INLINE_FUNCTION void unit_step(int i, const T* /*h*/, const T* p,
+                                        const T* hp, T* y) const {
+    y[i] = tanh_of(p[i] + hp[i]);
+  }
+
   KOKKOS_INLINE_FUNCTION void gate_gradients(const T* h, const T* p,
                                              const T* lambda, T* g_in, T* g_h,
                                              T* grad_h, T* work) const {
@@ -184,6 +206,28 @@ struct GruCell {
   KOKKOS_INLINE_FUNCTION int input_size() const { return 3 * w.size(); }
   KOKKOS_INLINE_FUNCTION int work_size() const { return 9 * w.size(); }
 
+  // Unit i's gates from p and hp = W_hh h + b_hh.
+  struct Gates {
+    T r, z, n;
+  };
+  KOKKOS_INLINE_FUNCTION Gates gates(int i, const T* p, const T* hp) const {
+    int const H = w.size();
+    Gates g;
+    g.r = sigmoid(p[i] + hp[i]);
+    g.z = sigmoid(p[H + i] + hp[H + i]);
+    g.n = tanh_of(p[2 * H + i] + g.r * hp[2 * H + i]);
+    return g;
+  }
+  // h'_i from its gates and h_i.
+  KOKKOS_INLINE_FUNCTION static T next(const Gates& g, T h) {
+    return (T(1) - g.z) * g.n + g.z * h;
+  }
+  // y_i of the step (y may be h: only h_i is read).
+  KOKKOS_INLINE_FUNCTION void unit_step(int i, const T* h, const T* p,
+                                        const T* hp, T* y) const {
+    y[i] = next(gates(i, p, hp), h[i]);
+  }
+
   KOKKOS_INLINE_FUNCTION void step(const T* h, const T* p, T* y, T* jacobian,
                                    DeerJacobian kind, T* work) const {
     int const H = w.size();
@@ -191,10 +235,9 @@ struct GruCell {
     w.project(h, 3 * H, hp);
     SOFTWAVE_DEER_UNROLL
     for (int i = 0; i < H; ++i) {
-      T const r = sigmoid(p[i] + hp[i]);
-      T const z = sigmoid(p[H + i] + hp[H + i]);
-      T const n = tanh_of(p[2 * H + i] + r * hp[2 * H + i]);
-      y[i] = (T(1) - z) * n + z * h[i];
+      Gates const g = gates(i, p, hp);
+      T const r = g.r, z = g.z, n = g.n;
+      y[i] = next(g, h[i]);
       if (!jacobian) continue;
       // ∂h'_i/∂h_j = a W_n(i,j) + c W_r(i,j) + e W_z(i,j) + z δ_ij
       T const dn = (T(1) - z) * (T(1) - n * n);
@@ -222,9 +265,8 @@ struct GruCell {
     w.project(h, 3 * H, hp);
     SOFTWAVE_DEER_UNROLL
     for (int i = 0; i < H; ++i) {
-      T const r = sigmoid(p[i] + hp[i]);
-      T const z = sigmoid(p[H + i] + hp[H + i]);
-      T const n = tanh_of(p[2 * H + i] + r * hp[2 * H + i]);
+      Gates const g = gates(i, p, hp);
+      T const r = g.r, z = g.z, n = g.n;
       T const an = lambda[i] * (T(1) - z) * (T(1) - n * n);
       T const gr = an * hp[2 * H + i] * r * (T(1) - r);
       T const gz = lambda[i] * (h[i] - n) * z * (T(1) - z);
@@ -283,6 +325,15 @@ struct CellStateSteps {
   // gradients.
   KOKKOS_INLINE_FUNCTION int work_size() const {
     return 2 * G * cell().w.size();
+  }
+
+  // Unit k's (h'_k, c'_k) from a = W_hh h + b_hh (y may be state: only
+  // c_k is read).
+  KOKKOS_INLINE_FUNCTION void unit_step(int k, const T* state, const T* p,
+                                        const T* a, T* y) const {
+    auto const u = cell().unit(state, p, a, k);
+    y[k] = u.o * u.tc;
+    y[cell().w.size() + k] = u.c;
   }
 
   KOKKOS_INLINE_FUNCTION void step(const T* state, const T* p, T* y,
@@ -502,6 +553,32 @@ struct TorchCell {
       cell.vector_jacobian(y_prev, p, lambda, grad_y_prev, grad_p, work);
       return 0;
     });
+  }
+
+  // The step shared by a team's threads (the engine's TeamLoop): the G·H
+  // rows of W_hh h across its threads, then the units. Dense hidden
+  // weights only (team_width 0 otherwise: a diagonal row is one term); the
+  // fixed shapes keep a thread a sequence (their steps live in registers).
+  static constexpr bool team_loop = FixedHidden == 0;
+  KOKKOS_INLINE_FUNCTION int team_values() const { return gates() * w.size(); }
+  KOKKOS_INLINE_FUNCTION int team_width() const {
+    return w.diagonal ? 0 : gates() * w.size();
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_begin(const Member&, T*) const {}
+  // y ← the step from y (in the team's memory), hp: the rows' values.
+  // Ends with the team's barrier.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_step(const Member& member, T* y, const T* p,
+                                        T* hp) const {
+    int const H = w.size();
+    w.team_project(member, y, gates() * H, hp);
+    visit([&](const auto& cell) {
+      Kokkos::parallel_for(Kokkos::TeamVectorRange(member, H),
+                           [&](int i) { cell.unit_step(i, y, p, hp, y); });
+      return 0;
+    });
+    member.team_barrier();
   }
 };
 
