@@ -1809,24 +1809,6 @@ TYPED_TEST(SampledGw, KeptGraphRowsGiveTheSamePlan) {
   EXPECT_TRUE(swt::throws_naming("graph_cache_bytes", [&] { solve(-1); }));
 }
 
-// The labels of the arrays `call` allocates (Kokkos' tool callbacks,
-// installed for the call only).
-template <class F>
-std::set<std::string> allocation_labels(F&& call) {
-  namespace tools = Kokkos::Tools::Experimental;
-  static std::set<std::string> seen;
-  seen.clear();
-  Kokkos::fence();
-  tools::EventSet const saved = tools::get_callbacks();
-  tools::set_allocate_data_callback([](Kokkos::Profiling::SpaceHandle,
-                                       const char* label, const void*,
-                                       std::uint64_t) { seen.insert(label); });
-  call();
-  Kokkos::fence();
-  tools::set_callbacks(saved);
-  return seen;
-}
-
 // Without the objective's all-pairs runs, a graph side runs every node once
 // up front where its N² distances fit the kept-columns budget and N is at
 // most half of min_iterations · anchors (here 12 · 12): no kept columns,
@@ -1852,7 +1834,7 @@ TYPED_TEST(SampledGw, SmallGraphSidesRunOnceUpFront) {
     softwave::GwResult<T, Space> r;
     r.plan = V2<T, Space>("plan", n, k);
     r.compute_objective = false;
-    auto const labels = allocation_labels([&] {
+    auto const labels = swt::allocation_labels([&] {
       softwave::sampled_gw(space, softwave::GwDistances<T, Space>{{}, {}, &gx},
                            softwave::GwDistances<T, Space>{{}, {}, &gy}, {}, r,
                            oo);

@@ -827,23 +827,48 @@ void expect_central_differences(const Results& got, const Batch& x,
                           "grad_y vs finite differences"));
 }
 
-// The labels of the kernels `call` launches (Kokkos' tool callbacks,
-// installed for the call only).
-template <class F>
-std::set<std::string> kernel_labels(F&& call) {
+// The labels a Kokkos tool callback records while `call` runs: install()
+// sets the callback (which adds to recorded_labels()), for the call only.
+inline std::set<std::string>& recorded_labels() {
+  static std::set<std::string> labels;
+  return labels;
+}
+template <class Install, class F>
+std::set<std::string> labels_during(const Install& install, F&& call) {
   namespace tools = Kokkos::Tools::Experimental;
-  static std::set<std::string> seen;
-  seen.clear();
+  recorded_labels().clear();
   Kokkos::fence();
   tools::EventSet const saved = tools::get_callbacks();
-  tools::set_begin_parallel_for_callback(
-      [](const char* label, std::uint32_t, std::uint64_t*) {
-        seen.insert(label);
-      });
+  install();
   call();
   Kokkos::fence();
   tools::set_callbacks(saved);
-  return seen;
+  return recorded_labels();
+}
+
+// The labels of the kernels `call` launches.
+template <class F>
+std::set<std::string> kernel_labels(F&& call) {
+  return labels_during(
+      [] {
+        Kokkos::Tools::Experimental::set_begin_parallel_for_callback(
+            [](const char* label, std::uint32_t, std::uint64_t*) {
+              recorded_labels().insert(label);
+            });
+      },
+      call);
+}
+
+// The labels of the arrays `call` allocates.
+template <class F>
+std::set<std::string> allocation_labels(F&& call) {
+  return labels_during(
+      [] {
+        Kokkos::Tools::Experimental::set_allocate_data_callback(
+            [](Kokkos::Profiling::SpaceHandle, const char* label, const void*,
+               std::uint64_t) { recorded_labels().insert(label); });
+      },
+      call);
 }
 
 }  // namespace swt

@@ -201,17 +201,32 @@ void fill(const Space& space, const View& view,
   Kokkos::deep_copy(space, span, value);
 }
 
+// A new array of View on `space` that need not start from zeros: not
+// initialised, except an array of structs, which is constructed. Kokkos 3.4
+// runs a destruction kernel for every array of structs and names it after
+// the label only where it constructed the array (else
+// "Kokkos::View::destruction []"); for an array of no element (`size` 0) it
+// constructs nothing and still runs that kernel, unnamed, so such an array
+// gets no memory at all (its shape on a null pointer). `shape`: the
+// extents, or a layout.
+template <class View, class Space, class... Shape>
+View uninitialised_array(const Space& space, const std::string& label,
+                         std::size_t size, const Shape&... shape) {
+  if constexpr (std::is_scalar_v<typename View::value_type>)
+    return View(Kokkos::view_alloc(space, Kokkos::WithoutInitializing, label),
+                shape...);
+  else if (size == 0)
+    return View(typename View::pointer_type(nullptr), shape...);
+  else
+    return View(Kokkos::view_alloc(space, label), shape...);
+}
+
 // A host array for reading `view` back: `view` itself where the host can
-// read its memory, else a new host View of its layout, not initialised,
+// read its memory, else a new host View of its layout (uninitialised_array),
 // labelled `label`. Kokkos::create_mirror_view names a new array after
 // `view` ("<its label>_mirror", so "_mirror" for an empty view or for the
 // unlabelled call arrays of stream-ordered memory) and initialises it, and
 // create_mirror_view_and_copy leaves its array unlabelled in Kokkos 4.
-//
-// An array of structs is constructed instead (cheaply, on the host), and one
-// of no element gets no memory: Kokkos 3.4 runs a destruction kernel for
-// every array of structs, named after its label only where it constructed
-// the array, else "Kokkos::View::destruction []".
 template <class View>
 typename View::HostMirror host_mirror(const std::string& label,
                                       const View& view) {
@@ -219,13 +234,9 @@ typename View::HostMirror host_mirror(const std::string& label,
   if constexpr (Kokkos::SpaceAccessibility<
                     Kokkos::HostSpace, typename View::memory_space>::accessible)
     return Kokkos::create_mirror_view(view);
-  else if constexpr (std::is_scalar_v<typename View::value_type>)
-    return Mirror(Kokkos::view_alloc(Kokkos::WithoutInitializing, label),
-                  view.layout());
-  else if (view.size() == 0)
-    return Mirror(typename Mirror::pointer_type(nullptr), view.layout());
   else
-    return Mirror(Kokkos::view_alloc(label), view.layout());
+    return uninitialised_array<Mirror>(Kokkos::DefaultHostExecutionSpace(),
+                                       label, view.size(), view.layout());
 }
 
 // Kokkos 3.x has no Kokkos::printf; kernels here never print, so nothing to

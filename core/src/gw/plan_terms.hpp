@@ -19,24 +19,16 @@
 namespace softwave::impl {
 
 // An array of the call, row-major in the instance's memory, not
-// initialised, except an array of structs: Kokkos 3.4 runs a destruction
-// kernel for those, and names it after the label only where it constructed
-// the array (else "Kokkos::View::destruction []"). It constructs nothing in
-// an array of no element and still runs that kernel, unnamed: such an array
-// gets no memory at all (its extents on a null pointer).
+// initialised (compat::uninitialised_array: arrays of structs are
+// constructed, and get no memory where empty).
 template <class Data, class Space, class... Extents>
 Kokkos::View<Data, Kokkos::LayoutRight, typename Space::memory_space>
 uninitialised(const Space& space, const char* label, Extents... extents) {
   using View =
       Kokkos::View<Data, Kokkos::LayoutRight, typename Space::memory_space>;
-  if constexpr (std::is_scalar_v<typename View::value_type>)
-    return View(Kokkos::view_alloc(space, Kokkos::WithoutInitializing,
-                                   std::string(label)),
-                extents...);
-  else if ((std::size_t(extents) * ... * std::size_t(1)) == 0)
-    return View(typename View::pointer_type(nullptr), extents...);
-  else
-    return View(Kokkos::view_alloc(space, std::string(label)), extents...);
+  return compat::uninitialised_array<View>(
+      space, std::string(label), (std::size_t(extents) * ... * std::size_t(1)),
+      extents...);
 }
 
 // A host vector copied into a new array of the call (fenced: the host
