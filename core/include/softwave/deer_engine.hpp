@@ -378,7 +378,9 @@ inline int choose_chunk(std::int64_t batch, std::int64_t length, int block,
 //    kernels costs a few launches plus a throughput-bound pass whose cost
 //    grows like n³ with full Jacobians. DEER won from T ≥ 2000 at n = 1 and
 //    T ≥ 1000 at n = 4 to 64 (diagonal), and lost with full Jacobians from
-//    n = 16 on: taken where T·n ≥ 2000, with full Jacobians only for n <= 8.
+//    n = 16 on: taken where T·n ≥ 2000, with full Jacobians only for n up
+//    to the recurrence's full_limit (FullJacobianDeviceLimit: 8, the
+//    GRU's, unless its cell says otherwise).
 //    The fused iteration (FusedIteration, `fused`) costs a launch an
 //    iteration: at n = 1, T = 1000 it took a third of the loop's time, and
 //    it is taken where T·n ≥ 1000;
@@ -389,12 +391,22 @@ inline int choose_chunk(std::int64_t batch, std::int64_t length, int block,
 inline bool deer_expected_faster(std::int64_t batch, std::int64_t length, int n,
                                  DeerJacobian jacobian,
                                  std::int64_t concurrency, bool host,
-                                 bool fused) {
+                                 bool fused, int full_limit) {
   bool const full = jacobian == DeerJacobian::full;
   if (host)
     return 4 * batch <= concurrency && length >= 10000 && (!full || n <= 8);
-  return length * n >= (fused ? 1000 : 2000) && (!full || n <= 8);
+  return length * n >= (fused ? 1000 : 2000) && (!full || n <= full_limit);
 }
+
+// The largest state size at which a device's automatic method takes DEER
+// with full Jacobians (deer_expected_faster): a cell's or recurrence's
+// constant full_jacobian_device_limit, else 8 (the GRU's).
+template <class X, class = void>
+struct FullJacobianDeviceLimit : std::integral_constant<int, 8> {};
+template <class X>
+struct FullJacobianDeviceLimit<
+    X, std::void_t<decltype(X::full_jacobian_device_limit)>>
+    : std::integral_constant<int, X::full_jacobian_device_limit> {};
 
 // The shape of a sequential loop that runs a team a sequence: `threads`
 // threads of `lanes` vector lanes (threads = 0: a thread a sequence).
@@ -954,8 +966,9 @@ struct Solver {
     bool const fused = why_not.empty() && settings_.kernel != Kernel::portable;
     bool use_deer = settings_.method == DeerMethod::deer;
     if (settings_.method == DeerMethod::automatic)
-      use_deer = deer_expected_faster(batch_, length_, n, settings_.jacobian,
-                                      concurrency, host, fused);
+      use_deer = deer_expected_faster(
+          batch_, length_, n, settings_.jacobian, concurrency, host, fused,
+          FullJacobianDeviceLimit<Recurrence>::value);
     if (use_deer && settings_.kernel == Kernel::specialised && !why_not.empty())
       throw_invalid_argument("kernel = specialised: ", why_not);
     auto const status = memory_.template array<Kokkos::View<int*, Memory>>(
@@ -1731,6 +1744,11 @@ struct Forward {
     int const n = cell.state_size();
     for (int i = 0; i < n; ++i) z[i] = y0.extent(0) ? y0(b, i) : T(0);
   }
+
+  // The cell's bound on full Jacobians for the automatic method (the
+  // adjoint keeps the default: its linear solve is one pass).
+  static constexpr int full_jacobian_device_limit =
+      FullJacobianDeviceLimit<Cell>::value;
 
   // The step shared by a team's threads, where the cell can (TeamLoop): z
   // in the team's memory, updated in place.

@@ -230,6 +230,15 @@ struct OdeCell {
                    impl::NoVisit{});
   }
 
+  // On a device the automatic method takes DEER with full Jacobians only
+  // up to n = 4 (the engine's FullJacobianDeviceLimit; 8 for the GRU): a
+  // thread that differentiates four RK4 stages in n directions costs about
+  // n loop steps. On the H200 (the MLP field, B = 16, T = 1k) DEER beat the
+  // loop at n = 2 (4.9 against 23 ms, h = 16) and lost at n = 8 (144
+  // against 97 ms, h = 32). The adjoint keeps the default: there DEER won
+  // at n = 8 (16 against 333 ms).
+  static constexpr int full_jacobian_device_limit = 4;
+
   // --- the step shared by a team's threads, where the field can share its
   // evaluation (team_field, as MlpField): the sequential loop's step on a
   // device. The team's fast memory: each stage's point and the slopes'
@@ -504,8 +513,8 @@ struct MlpField {
 
 // Evaluates the neural ODE on every sequence's grid (OdeCell's layout of x,
 // y and y0). float or double. On a device, method = automatic takes the
-// sequential loop for full Jacobians from n = 5 (DEER's forward lost to it
-// at n = 8 on an H200); the gradients choose on their own.
+// sequential loop for full Jacobians from n = 5
+// (OdeCell::full_jacobian_device_limit); the gradients choose on their own.
 template <class Space, class T>
 void deer_neural_ode(const Space& space,
                      const NeuralOdeWeights<T, Space>& weights,

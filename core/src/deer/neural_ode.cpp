@@ -408,8 +408,11 @@ void gradients(const Space& space, const OdeCell<MlpField<T, Space>>& cell,
   bool const by_loop =
       settings.method == DeerMethod::sequential ||
       (settings.method == DeerMethod::automatic &&
-       !deer_expected_faster(B, steps, f.n, settings.jacobian,
-                             space.concurrency(), host, /*fused=*/false));
+       !deer_expected_faster(
+           B, steps, f.n, settings.jacobian, space.concurrency(), host,
+           /*fused=*/false,
+           FullJacobianDeviceLimit<
+               Adjoint<Space, OdeCell<MlpField<T, Space>>>>::value));
   // The weights' sums (none where no weight's gradient is asked for).
   bool const weights = out.weight_hidden.size() || out.bias_hidden.size() ||
                        out.weight_out.size() || out.bias_out.size();
@@ -501,18 +504,7 @@ void deer_neural_ode(const Space& space,
   OdeCell<MlpField<T, Space>> cell;
   cell.field = impl::deer::ode::checked_field(
       space, weights, inputs.x.extent(2), options.check_values);
-  // On a device the engine's rule takes DEER with full Jacobians up to
-  // n = 8, but a thread that differentiates this field's four RK4 stages in
-  // n directions is about n loop steps: on the H200 DEER beat the loop at
-  // n = 2 (4.9 against 23 ms, h = 16, T = 1k, B = 16) and lost at n = 8
-  // (144 against 97 ms, h = 32). The gradients' own rule is apart: there
-  // DEER's adjoint wins at n = 8 (16 against 333 ms).
-  DeerOptions resolved = options;
-  if (options.method == DeerMethod::automatic &&
-      !impl::deer::runs_on_host<Space> &&
-      options.jacobian == DeerJacobian::full && cell.field.n > 4)
-    resolved.method = DeerMethod::sequential;
-  deer(space, cell, inputs, result, resolved);
+  deer(space, cell, inputs, result, options);
 }
 
 template <class Space, class T>
