@@ -1079,21 +1079,29 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
     softwave::DeerMethod method;
     softwave::DeerJacobian jacobian;
     softwave::DeerBlockLayout layout = softwave::DeerBlockLayout::contiguous;
+    int team = 0;  // DeerOptions::sequential_team_size
   };
+  auto const contiguous = softwave::DeerBlockLayout::contiguous;
   for (Mode mode :
        {Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::full},
         Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::diagonal},
         Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::block},
         Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::block,
              softwave::DeerBlockLayout::strided},
-        Mode{softwave::DeerMethod::sequential, softwave::DeerJacobian::full}}) {
+        Mode{softwave::DeerMethod::sequential, softwave::DeerJacobian::full},
+        Mode{softwave::DeerMethod::sequential, softwave::DeerJacobian::full,
+             contiguous, 1},
+        Mode{softwave::DeerMethod::sequential, softwave::DeerJacobian::full,
+             contiguous, 2}}) {
     SCOPED_TRACE(::testing::Message()
                  << "cell " << int(cell) << " method " << int(mode.method)
                  << " jacobian " << int(mode.jacobian) << " layout "
-                 << int(mode.layout) << (diagonal ? " diagonal" : "")
-                 << " B=" << B << " T=" << steps);
+                 << int(mode.layout) << " team " << mode.team
+                 << (diagonal ? " diagonal" : "") << " B=" << B
+                 << " T=" << steps);
     softwave::DeerOptions o;
     o.method = mode.method;
+    o.sequential_team_size = mode.team;
     o.jacobian = mode.jacobian;
     o.block_layout = mode.layout;
     // 3×3 blocks for the LSTM with H = 3 (n = 6), else 2×2 or 1×1.
@@ -1115,8 +1123,18 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
     wg.bias_ih = V1<T, Space>("swt::gb_ih", rows);
     wg.bias_hh = V1<T, Space>("swt::gb_hh", rows);
     wg.peephole = V1<T, Space>("swt::g_peephole", g_peephole.size());
-    softwave::deer_rnn_gradients(space, d.weights, d.inputs,
-                                 V3<const T, Space>(r.y), g, wg, o);
+    auto const kernels = swt::kernel_labels([&] {
+      softwave::deer_rnn_gradients(space, d.weights, d.inputs,
+                                   V3<const T, Space>(r.y), g, wg, o);
+    });
+    // The adjoint's loop a team a sequence where asked for and possible
+    // (dense hidden weights, threads to share).
+    bool const teams =
+        mode.method == softwave::DeerMethod::sequential && !diagonal &&
+        mode.team != 1 &&
+        (swt::on_host<Space> ? mode.team > 1 && space.concurrency() > 1 : true);
+    EXPECT_EQ(kernels.count("softwave::deer::sequential_teams"),
+              teams ? 1u : 0u);
     auto close = [](const std::vector<double>& got,
                     const std::vector<double>& want, const char* what) {
       ASSERT_EQ(got.size(), want.size()) << what;

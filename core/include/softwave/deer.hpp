@@ -186,8 +186,8 @@ struct DeerOptions {
   // on a device a team a sequence where the team's values fit its fast
   // memory, on the host a thread a sequence; 1 a thread a sequence; above 1
   // that many threads (at most the host's threads, or 32 on a device).
-  // Other cells run a thread a sequence. The neural ODE's sequential
-  // backward follows the same choice.
+  // Other cells run a thread a sequence. The backward's loops follow the
+  // same choice (the neural ODE's sweep, the adjoint of deer_rnn's cells).
   int sequential_team_size = 0;
 };
 

@@ -44,6 +44,14 @@ struct TeamLoop : std::false_type {};
 template <class X>
 struct TeamLoop<X, std::void_t<decltype(X::team_loop)>>
     : std::bool_constant<X::team_loop> {};
+// Whether a cell can share its vector–Jacobian product among a team's
+// threads (its constant team_adjoint, with team_adjoint_values() and
+// team_vector_jacobian(): TorchCell's), for the adjoint's sequential loop.
+template <class X, class = void>
+struct TeamAdjoint : std::false_type {};
+template <class X>
+struct TeamAdjoint<X, std::void_t<decltype(X::team_adjoint)>>
+    : std::bool_constant<X::team_adjoint> {};
 
 // Per-sequence state of the iterations (Solver::status).
 enum Status : int {
@@ -1314,6 +1322,7 @@ struct Solver {
     Buffer z;
     Counts status;
     int n;
+    bool reversed;
     std::size_t bytes;
     KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
       int const b = member.league_rank();
@@ -1324,7 +1333,8 @@ struct Solver {
       Kokkos::single(Kokkos::PerTeam(member), [&] { rec.initial(b, y); });
       member.team_barrier();
       int const L = rec.length(b);
-      for (int t = 0; t < L; ++t) {
+      for (int q = 0; q < L; ++q) {
+        int const t = reversed ? L - 1 - q : q;
         // (Its last barrier orders the state's writes before these reads;
         // the next write to it comes after the next step's first barrier.)
         rec.team_step(member, b, t, y, shared);
@@ -1634,7 +1644,7 @@ struct Solver {
                 Kokkos::TeamPolicy<Space>(space_, int(batch_), team.threads,
                                           team.lanes)
                     .set_scratch_size(0, Kokkos::PerTeam(bytes))),
-            TeamSequential{rec_, z_, status, n, bytes});
+            TeamSequential{rec_, z_, status, n, reversed_, bytes});
         return;
       }
     }
@@ -1805,6 +1815,42 @@ struct Adjoint {
   KOKKOS_INLINE_FUNCTION int length(int b) const { return lengths(b); }
   KOKKOS_INLINE_FUNCTION void initial(int, T* z) const {
     for (int i = 0; i < cell.state_size(); ++i) z[i] = 0;
+  }
+
+  // The step shared by a team's threads, where the cell can share its
+  // vector–Jacobian product (TeamAdjoint): z (λ_{t+1} in, λ_t out) in the
+  // team's memory, with a copy of λ_{t+1} and y_t beside the cell's values.
+  static constexpr bool team_loop =
+      TeamAdjoint<Cell>::value && !PerSequenceCells<Cell>::value;
+  KOKKOS_INLINE_FUNCTION int team_values() const {
+    return 2 * cell.state_size() + cell.team_adjoint_values();
+  }
+  KOKKOS_INLINE_FUNCTION int team_width() const { return cell.team_width(); }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_begin(const Member& member, T*) const {
+    member.team_barrier();
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_step(const Member& member, int b, int t,
+                                        T* z, T* shared) const {
+    int const n = cell.state_size();
+    T* const next = shared;
+    T* const y_t = next + n;
+    if (t + 1 >= lengths(b)) {
+      Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n),
+                           [&](int i) { z[i] = grad_y(b, t, i); });
+      member.team_barrier();
+      return;
+    }
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n), [&](int i) {
+      next[i] = z[i];
+      y_t[i] = y(b, t, i);
+    });
+    member.team_barrier();
+    cell.team_vector_jacobian(member, y_t, &x(b, t + 1, 0), next, z, y_t + n);
+    Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n),
+                         [&](int i) { z[i] += grad_y(b, t, i); });
+    member.team_barrier();
   }
   KOKKOS_INLINE_FUNCTION void step(int b, int t, const T* next, T* z,
                                    T* jacobian, Linearise kind, T* work) const {

@@ -115,6 +115,21 @@ struct HiddenWeights {
     });
     member.team_barrier();
   }
+  // grad_h += W_hhᵀ g over `rows` rows, a column a thread of a team, its
+  // product across the thread's vector lanes. Ends with the team's barrier.
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_project_back(const Member& member,
+                                                const T* g, int rows,
+                                                T* grad_h) const {
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, size()), [&](int j) {
+      T sum = 0;
+      Kokkos::parallel_reduce(
+          Kokkos::ThreadVectorRange(member, rows),
+          [&](int k, T& acc) { acc += at(k, j) * g[k]; }, sum);
+      Kokkos::single(Kokkos::PerThread(member), [&] { grad_h[j] += sum; });
+    });
+    member.team_barrier();
+  }
   // grad_h = W_hhᵀ g (+ what grad_h already holds when accumulate).
   KOKKOS_INLINE_FUNCTION void project_back(const T* g, int rows, T* grad_h,
                                            bool accumulate) const {
@@ -173,6 +188,15 @@ struct ElmanCell {
                                         const T* hp, T* y) const {
     y[i] = tanh_of(p[i] + hp[i]);
   }
+  // For dL/dh' = λ: unit i's hidden-side gate gradient g_h[i], and its
+  // state's gradient apart from W_hhᵀ g_h (none: direct[i] = 0).
+  KOKKOS_INLINE_FUNCTION void unit_adjoint(int i, const T* /*h*/, const T* p,
+                                           const T* hp, const T* lambda, T* g_h,
+                                           T* direct) const {
+    T const out = tanh_of(p[i] + hp[i]);
+    g_h[i] = lambda[i] * (T(1) - out * out);
+    direct[i] = 0;
+  }
 
   KOKKOS_INLINE_FUNCTION void gate_gradients(const T* h, const T* p,
                                              const T* lambda, T* g_in, T* g_h,
@@ -218,6 +242,37 @@ struct GruCell {
     g.n = tanh_of(p[2 * H + i] + g.r * hp[2 * H + i]);
     return g;
   }
+  // For dL/dh' = λ: unit i's input-side gate gradients (r, z, n), the
+  // hidden side's being (r, z, n·reset), and λ_i z (dh'_i/dh_i's term).
+  struct UnitGradients {
+    T r, z, n, reset, direct;
+  };
+  KOKKOS_INLINE_FUNCTION UnitGradients unit_gradients(int i, const T* h,
+                                                      const T* p, const T* hp,
+                                                      const T* lambda) const {
+    int const H = w.size();
+    Gates const g = gates(i, p, hp);
+    UnitGradients u;
+    u.n = lambda[i] * (T(1) - g.z) * (T(1) - g.n * g.n);
+    u.r = u.n * hp[2 * H + i] * g.r * (T(1) - g.r);
+    u.z = lambda[i] * (h[i] - g.n) * g.z * (T(1) - g.z);
+    u.reset = g.r;
+    u.direct = lambda[i] * g.z;
+    return u;
+  }
+  // Unit i's hidden-side gate gradients (rows i, H + i, 2H + i of g_h) and
+  // its state's gradient apart from W_hhᵀ g_h.
+  KOKKOS_INLINE_FUNCTION void unit_adjoint(int i, const T* h, const T* p,
+                                           const T* hp, const T* lambda, T* g_h,
+                                           T* direct) const {
+    int const H = w.size();
+    UnitGradients const u = unit_gradients(i, h, p, hp, lambda);
+    g_h[i] = u.r;
+    g_h[H + i] = u.z;
+    g_h[2 * H + i] = u.n * u.reset;
+    direct[i] = u.direct;
+  }
+
   // h'_i from its gates and h_i.
   KOKKOS_INLINE_FUNCTION static T next(const Gates& g, T h) {
     return (T(1) - g.z) * g.n + g.z * h;
@@ -265,25 +320,19 @@ struct GruCell {
     w.project(h, 3 * H, hp);
     SOFTWAVE_DEER_UNROLL
     for (int i = 0; i < H; ++i) {
-      Gates const g = gates(i, p, hp);
-      T const r = g.r, z = g.z, n = g.n;
-      T const an = lambda[i] * (T(1) - z) * (T(1) - n * n);
-      T const gr = an * hp[2 * H + i] * r * (T(1) - r);
-      T const gz = lambda[i] * (h[i] - n) * z * (T(1) - z);
-      g_in[i] = gr;
-      g_in[H + i] = gz;
-      g_in[2 * H + i] = an;
-      gh[i] = gr;
-      gh[H + i] = gz;
-      gh[2 * H + i] = an * r;
+      UnitGradients const u = unit_gradients(i, h, p, hp, lambda);
+      g_in[i] = u.r;
+      g_in[H + i] = u.z;
+      g_in[2 * H + i] = u.n;
+      gh[i] = u.r;
+      gh[H + i] = u.z;
+      gh[2 * H + i] = u.n * u.reset;
     }
     if (grad_h) {
       w.project_back(gh, 3 * H, grad_h, false);
       SOFTWAVE_DEER_UNROLL
-      for (int i = 0; i < H; ++i) {
-        T const z = sigmoid(p[H + i] + hp[H + i]);
-        grad_h[i] += lambda[i] * z;
-      }
+      for (int i = 0; i < H; ++i)
+        grad_h[i] += unit_gradients(i, h, p, hp, lambda).direct;
     }
   }
 
@@ -373,6 +422,24 @@ struct CellStateSteps {
     }
   }
 
+  // For dL/d(h', c') = λ: unit k's gate gradients (its G rows of g, the
+  // same on both sides) and, where `direct` is given, its state's gradient
+  // apart from W_hhᵀ g: c_k's (through c'_k), none for h_k.
+  KOKKOS_INLINE_FUNCTION void unit_adjoint(int k, const T* state, const T* p,
+                                           const T* a, const T* lambda, T* g,
+                                           T* direct) const {
+    int const H = cell().w.size();
+    auto const u = cell().unit(state, p, a, k);
+    T const dc = lambda[H + k] + lambda[k] * u.dh_dc;  // dL/dc'_k
+    SOFTWAVE_DEER_UNROLL
+    for (int q = 0; q < std::decay_t<decltype(u)>::kCGates; ++q)
+      g[u.c_rows[q]] = dc * u.dc_dpre[q];
+    g[u.o_row] = lambda[k] * u.dh_do;
+    if (!direct) return;
+    direct[k] = 0;
+    direct[H + k] = dc * u.dc_dc;
+  }
+
   KOKKOS_INLINE_FUNCTION void gate_gradients(const T* state, const T* p,
                                              const T* lambda, T* g_in, T* g_h,
                                              T* grad_state, T* work) const {
@@ -381,15 +448,8 @@ struct CellStateSteps {
     T* const a = work;
     w.project(state, G * H, a);
     SOFTWAVE_DEER_UNROLL
-    for (int k = 0; k < H; ++k) {
-      auto const u = cell().unit(state, p, a, k);
-      T const dc = lambda[H + k] + lambda[k] * u.dh_dc;  // dL/dc'_k
-      SOFTWAVE_DEER_UNROLL
-      for (int g = 0; g < std::decay_t<decltype(u)>::kCGates; ++g)
-        g_in[u.c_rows[g]] = dc * u.dc_dpre[g];
-      g_in[u.o_row] = lambda[k] * u.dh_do;
-      if (grad_state) grad_state[H + k] = dc * u.dc_dc;
-    }
+    for (int k = 0; k < H; ++k)
+      unit_adjoint(k, state, p, a, lambda, g_in, grad_state);
     if (g_h) SOFTWAVE_DEER_UNROLL
     for (int k = 0; k < G * H; ++k) g_h[k] = g_in[k];
     if (grad_state) w.project_back(g_in, G * H, grad_state, false);
@@ -566,6 +626,34 @@ struct TorchCell {
   }
   template <class Member>
   KOKKOS_INLINE_FUNCTION void team_begin(const Member&, T*) const {}
+  // The adjoint's step shared by a team (the engine's Adjoint):
+  // grad_state = Jᵀ λ at (state, p), with the rows' values and their
+  // gradients in `shared` (team_adjoint_values()). Ends with the team's
+  // barrier.
+  static constexpr bool team_adjoint = FixedHidden == 0;
+  KOKKOS_INLINE_FUNCTION int team_adjoint_values() const {
+    return 2 * gates() * w.size();
+  }
+  template <class Member>
+  KOKKOS_INLINE_FUNCTION void team_vector_jacobian(const Member& member,
+                                                   const T* state, const T* p,
+                                                   const T* lambda,
+                                                   T* grad_state,
+                                                   T* shared) const {
+    int const H = w.size(), rows = gates() * H;
+    T* const hp = shared;
+    T* const g = hp + rows;
+    w.team_project(member, state, rows, hp);
+    visit([&](const auto& cell) {
+      Kokkos::parallel_for(Kokkos::TeamVectorRange(member, H), [&](int i) {
+        cell.unit_adjoint(i, state, p, hp, lambda, g, grad_state);
+      });
+      return 0;
+    });
+    member.team_barrier();
+    w.team_project_back(member, g, rows, grad_state);
+  }
+
   // y ← the step from y (in the team's memory), hp: the rows' values.
   // Ends with the team's barrier.
   template <class Member>
