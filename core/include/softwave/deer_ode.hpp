@@ -39,7 +39,19 @@
 //   KOKKOS_FUNCTION void field_vector_jacobian(const T* y, const T* u,
 //                                              const T* mu, T* grad_y,
 //                                              T* grad_u, T* work) const;
-// tests/test_deer_ode.cpp's TanhField is an example.
+// tests/test_deer_ode.cpp's TanhField is an example. A field may also share
+// its evaluation among a team's threads, which the sequential loop then
+// uses on a device (DeerOptions::sequential_team_size): a constant
+// `static constexpr bool team_loop = true;` with
+//   KOKKOS_FUNCTION int team_values() const;  // values of T a team keeps
+//   KOKKOS_FUNCTION int team_width() const;   // its products' rows
+//   template <class Member> KOKKOS_FUNCTION
+//   void team_begin(const Member&, T* shared) const;  // once a sequence
+//   // slope(i, f_i(y, u)) once for each i; ends with the team's barrier
+//   template <class Member, class Slope> KOKKOS_FUNCTION
+//   void team_field(const Member&, const T* y, const T* u, T* shared,
+//                   const Slope& slope) const;
+// as MlpField below.
 //
 // Jacobians: DeerJacobian::full is the step's exact Jacobian (O(n³) a
 // step: the four stages' Jacobians chained). With diagonal (and for the
