@@ -117,6 +117,15 @@ struct OdeCell {
     return (stepping > adjoint ? stepping : adjoint) + field.work_size();
   }
 
+  // The classic RK4 tableau: stage s is evaluated at
+  // y_prev + rk4_offset(s)·dt·k_{s−1} and weighted rk4_weight(s)/6.
+  KOKKOS_INLINE_FUNCTION static T rk4_offset(int s) {
+    return s == 0 ? T(0) : s == 3 ? T(1) : T(0.5);
+  }
+  KOKKOS_INLINE_FUNCTION static T rk4_weight(int s) {
+    return s == 0 || s == 3 ? T(1) : T(2);
+  }
+
   // y = RK4 step of length x[0] from y_prev with u = x + 1; jacobian as a
   // cell's (see above).
   KOKKOS_INLINE_FUNCTION void step(const T* y_prev, const T* x, T* y,
@@ -134,16 +143,15 @@ struct OdeCell {
     T* const previous = field_jacobian + n * n;  // the last stage's ∂k/∂y
     T* const current = previous + n * n;
     T* const field_work = current + n * n;
-    // Stage s is evaluated at y_prev + c_s·dt·k_{s−1}, weighted w_s.
-    T const c[4] = {0, T(0.5), T(0.5), 1};
-    T const w[4] = {1, 2, 2, 1};
     for (int s = 0; s < 4; ++s) {
       for (int i = 0; i < n; ++i)
-        point[i] = s == 0 ? y_prev[i] : y_prev[i] + c[s] * dt * slope[i];
+        point[i] =
+            s == 0 ? y_prev[i] : y_prev[i] + rk4_offset(s) * dt * slope[i];
       field.field(point, u, slope, jacobian ? field_jacobian : nullptr, kind,
                   field_work);
       for (int i = 0; i < n; ++i)
-        sum[i] = s == 0 ? w[s] * slope[i] : sum[i] + w[s] * slope[i];
+        sum[i] = s == 0 ? rk4_weight(s) * slope[i]
+                        : sum[i] + rk4_weight(s) * slope[i];
       if (!jacobian) continue;
       // ∂k_s/∂y_prev = J_s (I + c_s·dt·∂k_{s−1}/∂y_prev).
       if (s == 0) {
@@ -153,17 +161,18 @@ struct OdeCell {
           for (int j = 0; j < n; ++j) {
             T acc = field_jacobian[i * n + j];
             for (int k = 0; k < n; ++k)
-              acc +=
-                  c[s] * dt * field_jacobian[i * n + k] * previous[k * n + j];
+              acc += rk4_offset(s) * dt * field_jacobian[i * n + k] *
+                     previous[k * n + j];
             current[i * n + j] = acc;
           }
       } else {
         for (int i = 0; i < n; ++i)
-          current[i] = field_jacobian[i] * (1 + c[s] * dt * previous[i]);
+          current[i] =
+              field_jacobian[i] * (1 + rk4_offset(s) * dt * previous[i]);
       }
       for (int q = 0; q < side; ++q)
-        jacobian[q] =
-            s == 0 ? w[s] * current[q] : jacobian[q] + w[s] * current[q];
+        jacobian[q] = s == 0 ? rk4_weight(s) * current[q]
+                             : jacobian[q] + rk4_weight(s) * current[q];
       for (int q = 0; q < side; ++q) previous[q] = current[q];
     }
     for (int i = 0; i < n; ++i) y[i] = y_prev[i] + dt / 6 * sum[i];
@@ -190,12 +199,10 @@ struct OdeCell {
     T* const back = mu + n;            // (∂f/∂y)ᵀ μ of that stage
     T* const grad_u = back + n;        // (∂f/∂u)ᵀ μ of that stage
     T* const field_work = grad_u + m;
-    T const c[4] = {0, T(0.5), T(0.5), 1};
-    T const w[4] = {1, 2, 2, 1};
     for (int s = 0; s < 4; ++s) {
       T* const point = s == 0 ? nullptr : points + (s - 1) * n;
       for (int i = 0; s > 0 && i < n; ++i)
-        point[i] = y_prev[i] + c[s] * dt * slopes[(s - 1) * n + i];
+        point[i] = y_prev[i] + rk4_offset(s) * dt * slopes[(s - 1) * n + i];
       field.field(s == 0 ? y_prev : point, u, slopes + s * n,
                   static_cast<T*>(nullptr), DeerJacobian::full, field_work);
     }
@@ -210,7 +217,7 @@ struct OdeCell {
                  (slopes[i] + 2 * slopes[n + i] + 2 * slopes[2 * n + i] +
                   slopes[3 * n + i]) /
                  6;
-    for (int i = 0; i < n; ++i) mu[i] = w[3] * dt / 6 * lambda[i];
+    for (int i = 0; i < n; ++i) mu[i] = rk4_weight(3) * dt / 6 * lambda[i];
     for (int s = 3; s >= 0; --s) {
       T const* const point = s == 0 ? y_prev : points + (s - 1) * n;
       T* const into_u = grad_x && m > 0 ? grad_u : nullptr;
@@ -228,8 +235,9 @@ struct OdeCell {
       if (s == 0) break;
       // The stage's point moved with k_{s−1} (weight c_s·dt) and with dt.
       for (int i = 0; i < n; ++i) {
-        grad_dt += c[s] * slopes[(s - 1) * n + i] * back[i];
-        mu[i] = w[s - 1] * dt / 6 * lambda[i] + c[s] * dt * back[i];
+        grad_dt += rk4_offset(s) * slopes[(s - 1) * n + i] * back[i];
+        mu[i] = rk4_weight(s - 1) * dt / 6 * lambda[i] +
+                rk4_offset(s) * dt * back[i];
       }
     }
     if (grad_x) grad_x[0] = grad_dt;
@@ -277,15 +285,14 @@ struct OdeCell {
     T* const point = shared;
     T* const sum = point + n;
     T* const field_shared = sum + n;
-    T const c[4] = {0, T(0.5), T(0.5), 1};
-    T const w[4] = {1, 2, 2, 1};
     for (int s = 0; s < 4; ++s)
       field.team_field(
           member, s == 0 ? y : point, u, field_shared, [&](int i, T slope) {
-            T const total = s == 0 ? w[s] * slope : sum[i] + w[s] * slope;
+            T const total =
+                s == 0 ? rk4_weight(s) * slope : sum[i] + rk4_weight(s) * slope;
             if (s < 3) {
               sum[i] = total;
-              point[i] = y[i] + c[s + 1] * dt * slope;
+              point[i] = y[i] + rk4_offset(s + 1) * dt * slope;
             } else {
               y[i] = y[i] + dt / 6 * total;
             }

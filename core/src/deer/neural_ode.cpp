@@ -209,6 +209,7 @@ struct SequentialBackward {
 template <class Space, class T>
 struct TeamSequentialBackward {
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+  using Cell = OdeCell<MlpField<T, Space>>;
   MlpField<T, Space> field;
   DeerView3<const T, Space> x, y, grad_y;
   DeerView2<const T, Space> y0;
@@ -247,8 +248,6 @@ struct TeamSequentialBackward {
     T* const dt_part = mu + n;
     T* const gx = dt_part + n;
     bool const inputs = grad_x.extent(0) > 0;
-    T const c[4] = {0, T(0.5), T(0.5), 1};
-    T const w[4] = {1, 2, 2, 1};
     field.team_begin(member, shared);
     Kokkos::parallel_for(Kokkos::TeamVectorRange(member, count),
                          [&](int v) { sums[v] = 0; });
@@ -286,14 +285,15 @@ struct TeamSequentialBackward {
                          shared, [&](int i, T k) {
                            slopes[s * n + i] = k;
                            if (s < 3)
-                             points[s * n + i] = y_prev[i] + c[s + 1] * dt * k;
+                             points[s * n + i] =
+                                 y_prev[i] + Cell::rk4_offset(s + 1) * dt * k;
                          });
       Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n), [&](int i) {
         dt_part[i] = lambda[i] *
                      (slopes[i] + 2 * slopes[n + i] + 2 * slopes[2 * n + i] +
                       slopes[3 * n + i]) /
                      6;
-        mu[i] = w[3] * dt / 6 * lambda[i];
+        mu[i] = Cell::rk4_weight(3) * dt / 6 * lambda[i];
       });
       member.team_barrier();
       for (int s = 3; s >= 0; --s) {
@@ -321,8 +321,9 @@ struct TeamSequentialBackward {
           carry[j] += back;
           if (count) sums[at.bias_out() + j] += mu[j];
           if (s > 0) {
-            dt_part[j] += c[s] * slopes[(s - 1) * n + j] * back;
-            mu[j] = w[s - 1] * dt / 6 * lambda[j] + c[s] * dt * back;
+            dt_part[j] += Cell::rk4_offset(s) * slopes[(s - 1) * n + j] * back;
+            mu[j] = Cell::rk4_weight(s - 1) * dt / 6 * lambda[j] +
+                    Cell::rk4_offset(s) * dt * back;
           }
         });
       }
