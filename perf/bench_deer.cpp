@@ -15,6 +15,10 @@
 //                               sequence, DeerOptions::sequential_team_size)
 //               sequential_thread (GPU only, T <= 10k): the loop a thread
 //                               a sequence
+//               deer_full_thread (GPU only): deer_full with Newton's
+//                               passes a thread a chunk (DeerOptions::
+//                               chunk_team_size = 1), where deer_full takes
+//                               a team a chunk
 //               deer_full_portable, deer_diagonal_portable (GPU only):
 //                               the same with Kernel::portable, beside the
 //                               CUDA build's fused iteration that the
@@ -30,8 +34,10 @@
 //                               convergence back after every 4th iteration,
 //                               and never (DeerOptions::check_every; with
 //                               max_iterations = 8)
-//   (deer_full and deer_damped_full only where n³·T <= 1e8: beyond, their
-//   kernels take minutes.)
+//   (Full Jacobians by a thread a chunk, deer_full_thread and
+//   deer_damped_full, and deer_full at n = 64, whose steps do not fit a
+//   team's fast memory, only where n³·T <= 1e8: beyond, their kernels take
+//   minutes.)
 //     gradient  0: forward (deer_rnn); 1: forward and every gradient
 //               (deer_rnn_gradients with dL/dy = 1: x, y0, the weights),
 //               the adjoint solved the variant's way.
@@ -83,6 +89,7 @@ struct Variant {
   int block_size = 0;   // > 0: jacobian = block, strided blocks of this size
   int check_every = 1;  // DeerOptions::check_every
   int team_size = 0;    // DeerOptions::sequential_team_size
+  int chunk_team_size = 0;  // DeerOptions::chunk_team_size
 };
 constexpr Variant kVariants[] = {
     {"deer_full", softwave::DeerMethod::deer, softwave::DeerJacobian::full},
@@ -94,6 +101,10 @@ constexpr Variant kVariants[] = {
     {"sequential_thread", softwave::DeerMethod::sequential,
      softwave::DeerJacobian::full, softwave::Kernel::automatic, true, 0, false,
      softwave::RnnCell::gru, 0, 1, 1},
+    // Newton's passes a thread a chunk, where `deer_full` takes a team.
+    {"deer_full_thread", softwave::DeerMethod::deer,
+     softwave::DeerJacobian::full, softwave::Kernel::automatic, true, 0, false,
+     softwave::RnnCell::gru, 0, 1, 0, 1},
     {"deer_full_portable", softwave::DeerMethod::deer,
      softwave::DeerJacobian::full, softwave::Kernel::portable, true},
     {"deer_diagonal_portable", softwave::DeerMethod::deer,
@@ -240,6 +251,7 @@ void run_deer(benchmark::State& state, Variant variant) {
   softwave::DeerOptions options;
   options.method = variant.method;
   options.sequential_team_size = variant.team_size;
+  options.chunk_team_size = variant.chunk_team_size;
   options.jacobian = variant.jacobian;
   options.kernel = variant.kernel;
   options.damping = variant.damping;
@@ -318,6 +330,7 @@ void run_neural_ode(benchmark::State& state, Variant variant) {
   softwave::DeerOptions options;
   options.method = variant.method;
   options.sequential_team_size = variant.team_size;
+  options.chunk_team_size = variant.chunk_team_size;
   options.jacobian = variant.jacobian;
   options.check_values = false;
   softwave::DeerGradients<float, Space> grads;
@@ -363,7 +376,8 @@ void register_deer(bool gpu) {
     shapes = {{1, 1000, 16},    {1, 10000, 16},  {1, 100000, 16},
               {1, 1000000, 16}, {4, 1000, 16},   {4, 100000, 16},
               {4, 1000000, 16}, {16, 1000, 16},  {16, 100000, 16},
-              {64, 1000, 16},   {64, 10000, 16}, {1, 100000, 1},
+              {32, 1000, 16},   {32, 10000, 16}, {64, 1000, 16},
+              {64, 10000, 16},  {2, 1000, 16},   {1, 100000, 1},
               {1, 1000000, 1},  {1, 1000, 1},    {16, 1000, 1}};
   else
     shapes = {{1, 1000, 16}, {1, 100000, 16}, {16, 1000, 16}, {16, 10000, 16}};
@@ -372,10 +386,15 @@ void register_deer(bool gpu) {
       if (v.gpu_only && !gpu) continue;
       for (auto const& s : shapes) {
         // Full Jacobians cost n³ a step on a thread of the portable
-        // kernels: minutes from n = 16, T = 100k on.
+        // kernels: minutes from n = 16, T = 100k on. A team a chunk shares
+        // them on a GPU up to n = 32 of this grid.
         bool const full = v.jacobian == softwave::DeerJacobian::full &&
                           v.method == softwave::DeerMethod::deer;
-        if (full && double(s.n) * s.n * s.n * double(s.steps) > 1e8) continue;
+        bool const team_chunks =
+            gpu && v.chunk_team_size != 1 && v.damping == 0 && s.n <= 32;
+        if (full && !team_chunks &&
+            double(s.n) * s.n * s.n * double(s.steps) > 1e8)
+          continue;
         // The loop a thread a sequence took up to 25 µs a step at n = 1 and
         // 478 µs at n = 64: up to T = 10k only.
         if (v.team_size == 1 && s.steps > 10000) continue;
@@ -411,7 +430,8 @@ void register_deer(bool gpu) {
           v.kernel != softwave::Kernel::automatic)
         continue;
       for (auto const& s : ode_shapes) {
-        if (v.team_size == 1 && s.steps > 10000) continue;
+        if ((v.team_size == 1 || v.chunk_team_size == 1) && s.steps > 10000)
+          continue;
         benchmark::RegisterBenchmark(
             (std::string("BM_DeerNeuralOde/") + v.name).c_str(),
             [v](benchmark::State& state) { run_neural_ode(state, v); })

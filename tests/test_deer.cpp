@@ -325,10 +325,11 @@ TYPED_TEST(DeerRnn, MatchesSequentialAndReference) {
 }
 
 // The sequential loop of PyTorch's cells with dense hidden weights runs a
-// team a sequence where asked (on a device by default; the host's threads
-// with sequential_team_size above 1), the rows of W_hh h across its
-// threads, and gives the states of a thread a sequence to rounding; with
-// diagonal hidden weights (a row is one term) it keeps a thread a sequence.
+// team a sequence where asked (on a device by default where a step has 8
+// gate rows or more; the host's threads with sequential_team_size above
+// 1), the rows of W_hh h across its threads, and gives the states of a
+// thread a sequence to rounding; with diagonal hidden weights (a row is one
+// term) it keeps a thread a sequence.
 TYPED_TEST(DeerRnn, SequentialTeamsMatchAThreadASequence) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
@@ -337,34 +338,164 @@ TYPED_TEST(DeerRnn, SequentialTeamsMatchAThreadASequence) {
   Space space;
   bool const host = swt::on_host<Space>;
   for (auto cell : kCells)
-    for (bool const diagonal : {false, true}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "cell " << int(cell) << (diagonal ? " diagonal" : ""));
-      Problem<T> const problem(rng, cell, 3, 60, 12, 3, true, 1.0, diagonal);
-      auto const expected = problem.reference();
-      auto run = [&](int team, std::set<std::string>& kernels) {
-        softwave::DeerOptions o;
-        o.method = softwave::DeerMethod::sequential;
-        o.sequential_team_size = team;
-        std::vector<double> y;
-        kernels = swt::kernel_labels([&] { y = problem.run(space, o); });
-        return y;
-      };
-      std::set<std::string> kernels;
-      auto const thread = run(1, kernels);
-      EXPECT_EQ(kernels.count("softwave::deer::sequential_teams"), 0u);
-      EXPECT_LE(worst_difference(thread, expected), single ? 2e-5 : 1e-12);
-      for (int team : {2, 0}) {
-        auto const y = run(team, kernels);
-        bool const teams = !diagonal && (team > 1 || !host) &&
-                           (!host || Space().concurrency() > 1);
-        EXPECT_EQ(kernels.count("softwave::deer::sequential_teams"),
-                  teams ? 1u : 0u)
-            << "sequential_team_size " << team;
-        EXPECT_LE(worst_difference(y, thread), single ? 1e-6 : 1e-14)
-            << "sequential_team_size " << team;
+    for (int const H : {12, 1})
+      for (bool const diagonal : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "cell " << int(cell) << " H=" << H
+                                          << (diagonal ? " diagonal" : ""));
+        Problem<T> const problem(rng, cell, 3, 60, H, 3, true, 1.0, diagonal);
+        // Chosen, a team where a step has 8 gate rows or more (not H = 1).
+        bool const wide = ref::rnn_gates(problem.params.cell) * H >= 8;
+        auto const expected = problem.reference();
+        auto run = [&](int team, std::set<std::string>& kernels) {
+          softwave::DeerOptions o;
+          o.method = softwave::DeerMethod::sequential;
+          o.sequential_team_size = team;
+          std::vector<double> y;
+          kernels = swt::kernel_labels([&] { y = problem.run(space, o); });
+          return y;
+        };
+        std::set<std::string> kernels;
+        auto const thread = run(1, kernels);
+        EXPECT_EQ(kernels.count("softwave::deer::sequential_teams"), 0u);
+        EXPECT_LE(worst_difference(thread, expected), single ? 2e-5 : 1e-12);
+        for (int team : {2, 0}) {
+          auto const y = run(team, kernels);
+          bool const teams = !diagonal && (team > 1 || (!host && wide)) &&
+                             (!host || Space().concurrency() > 1);
+          EXPECT_EQ(kernels.count("softwave::deer::sequential_teams"),
+                    teams ? 1u : 0u)
+              << "sequential_team_size " << team;
+          EXPECT_LE(worst_difference(y, thread), single ? 1e-6 : 1e-14)
+              << "sequential_team_size " << team;
+        }
       }
-    }
+}
+
+// The Newton iterations' passes run a team a chunk where asked (on a device
+// by default for blocks of k >= 4; the host's threads with chunk_team_size
+// above 1): each step linearised by a thread, its products divided among
+// the team, the scan's upper levels likewise. They give a thread a chunk's
+// states to rounding, for full Jacobians and blocks of either layout, with
+// chunks of several positions made at once (the host's two threads) and
+// sequences of several levels of chunks.
+TYPED_TEST(DeerRnn, ChunkTeamsMatchAThreadAChunk) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  constexpr bool single = std::is_same_v<T, float>;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  bool const host = swt::on_host<Space>;
+  constexpr Shape kTeamShapes[] = {
+      {3, 37, 4, 2, 3}, {2, 300, 4, 3, 4}, {2, 60, 6, 2, 0}, {1, 1, 2, 1, 0}};
+  for (auto cell : kCells)
+    for (Shape const& s : kTeamShapes)
+      for (auto jacobian :
+           {softwave::DeerJacobian::full, softwave::DeerJacobian::block})
+        for (auto layout : {softwave::DeerBlockLayout::contiguous,
+                            softwave::DeerBlockLayout::strided}) {
+          if (jacobian == softwave::DeerJacobian::full &&
+              layout == softwave::DeerBlockLayout::strided)
+            continue;
+          Problem<T> const problem(rng, cell, s.B, s.T, s.H, s.m, rng.coin());
+          int const n = problem.n();
+          int const block =
+              jacobian == softwave::DeerJacobian::full ? n : n / 2;
+          SCOPED_TRACE(::testing::Message()
+                       << "cell " << int(cell) << " B=" << s.B << " T=" << s.T
+                       << " H=" << s.H << " chunk " << s.chunk << " block "
+                       << block << " layout " << int(layout));
+          // Newton converges to the same states whatever its linear steps'
+          // accuracy; exact ones take the same iterations (quadratic
+          // convergence: in float64 the same count, in float32 within one).
+          std::vector<int> iterations;
+          auto run = [&](int team, std::set<std::string>& kernels) {
+            softwave::DeerOptions o;
+            o.method = softwave::DeerMethod::deer;
+            o.kernel = softwave::Kernel::portable;
+            o.jacobian = jacobian;
+            o.block_size = block;
+            o.block_layout = layout;
+            o.chunk = s.chunk;
+            o.chunk_team_size = team;
+            o.max_iterations = 10000;
+            o.atol = single ? 1e-6 : 1e-13;
+            o.rtol = single ? 1e-6 : 1e-12;
+            std::vector<double> y;
+            kernels = swt::kernel_labels(
+                [&] { y = problem.run(space, o, &iterations); });
+            return y;
+          };
+          // The adjoint (linear: with full Jacobians one exact pass) from
+          // the states, dL/dy random: dL/dx and dL/dy0.
+          auto const d = problem.device(space);
+          swt::Batch wb(s.B, s.T, n);
+          for (double& v : wb.v) v = rng.uniform(-1.0, 1.0);
+          auto const grad_y = swt::to_device<T>(space, wb);
+          auto adjoint = [&](int team, const std::vector<double>& states,
+                             std::set<std::string>& kernels) {
+            softwave::DeerOptions o;
+            o.method = softwave::DeerMethod::deer;
+            o.kernel = softwave::Kernel::portable;
+            o.jacobian = jacobian;
+            o.block_size = block;
+            o.block_layout = layout;
+            o.chunk = s.chunk;
+            o.chunk_team_size = team;
+            swt::Batch yb(s.B, s.T, n);
+            yb.v = states;
+            softwave::DeerGradients<T, Space> g;
+            g.grad_y = grad_y;
+            g.grad_x = swt::output3<T>(space, "swt::grad_x", s.B, s.T, s.m);
+            g.grad_y0 = V2<T, Space>("swt::grad_y0", s.B, n);
+            kernels = swt::kernel_labels([&] {
+              softwave::deer_rnn_gradients(
+                  space, d.weights, d.inputs,
+                  V3<const T, Space>(swt::to_device<T>(space, yb)), g,
+                  softwave::RnnWeightGradients<T, Space>{}, o);
+            });
+            auto out = swt::to_host(g.grad_x);
+            auto const g0 = swt::to_host(g.grad_y0);
+            out.insert(out.end(), g0.begin(), g0.end());
+            return out;
+          };
+          std::set<std::string> kernels;
+          auto const thread = run(1, kernels);
+          auto const thread_iterations = iterations;
+          auto const thread_adjoint = adjoint(1, thread, kernels);
+          EXPECT_EQ(kernels.count("softwave::deer::team_linearise"), 0u);
+          EXPECT_EQ(kernels.count("softwave::deer::linearise"), 1u);
+          EXPECT_LE(worst_difference(thread, problem.reference()),
+                    single ? 3e-5 : 1e-10);
+          // Several levels of chunks: 300 steps in chunks of 4.
+          bool const levels = s.chunk > 0 && s.T > 32 * s.chunk;
+          for (int team : {2, 0}) {
+            auto const y = run(team, kernels);
+            bool const teams = team > 1 ? !host || space.concurrency() > 1
+                                        : !host && block >= 4;
+            EXPECT_EQ(kernels.count("softwave::deer::team_linearise"),
+                      teams ? 1u : 0u)
+                << "chunk_team_size " << team;
+            EXPECT_EQ(kernels.count("softwave::deer::team_compose_chunks"),
+                      teams && levels ? 1u : 0u)
+                << "chunk_team_size " << team;
+            EXPECT_LE(worst_difference(y, thread), single ? 1e-5 : 1e-12)
+                << "chunk_team_size " << team;
+            for (int b = 0; b < s.B; ++b)
+              EXPECT_LE(std::abs(iterations[b] - thread_iterations[b]),
+                        single ? 1 : 0)
+                  << "chunk_team_size " << team << ", sequence " << b;
+            auto const lambda = adjoint(team, thread, kernels);
+            EXPECT_EQ(kernels.count("softwave::deer::team_linearise"),
+                      teams ? 1u : 0u)
+                << "chunk_team_size " << team << ", the adjoint";
+            double scale = 1;
+            for (double v : thread_adjoint)
+              scale = std::max(scale, std::fabs(v));
+            EXPECT_LE(worst_difference(lambda, thread_adjoint) / scale,
+                      single ? 1e-5 : 1e-12)
+                << "chunk_team_size " << team << ", the adjoint";
+          }
+        }
 }
 
 // ParaRNN-style cells (RnnWeights::diagonal_hh): each unit sees only its own
@@ -618,6 +749,44 @@ TYPED_TEST(DeerRnn, AutomaticAgrees) {
   EXPECT_LE(worst_difference(y, problem.reference()),
             (std::is_same_v<T, float> ? 3e-5 : 1e-10));
   for (int p : path) EXPECT_NE(p, int(softwave::DeerPath::fallback));
+}
+
+// The automatic method on a device (deer_expected_faster), B = 2, T = 1000:
+// DEER with full Jacobians up to n = 16 (a team a chunk), the GRU's loop a
+// team a sequence beyond n = 16 with diagonal ones; at n = 2 (6 gate rows)
+// the loop runs a thread a sequence and DEER is taken.
+TYPED_TEST(DeerRnn, AutomaticMethodOnADeviceByStateSize) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  if constexpr (swt::on_host<Space>) {
+    GTEST_SKIP() << "the rule is a device's";
+  } else {
+    SWT_SEEDED_RNG(rng);
+    Space space;
+    struct Case {
+      int H;
+      softwave::DeerJacobian jacobian;
+      softwave::DeerPath path;
+    };
+    for (Case const c :
+         {Case{16, softwave::DeerJacobian::full, softwave::DeerPath::deer},
+          Case{32, softwave::DeerJacobian::diagonal,
+               softwave::DeerPath::sequential},
+          Case{2, softwave::DeerJacobian::diagonal,
+               softwave::DeerPath::deer}}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "H=" << c.H << " jacobian " << int(c.jacobian));
+      Problem<T> const problem(rng, softwave::RnnCell::gru, 2, 1000, c.H, 2,
+                               false);
+      softwave::DeerOptions o;
+      o.jacobian = c.jacobian;
+      std::vector<int> path;
+      auto const y = problem.run(space, o, nullptr, &path);
+      for (int p : path) EXPECT_EQ(p, int(c.path));
+      EXPECT_LE(worst_difference(y, problem.reference()),
+                (std::is_same_v<T, float> ? 3e-5 : 1e-10));
+    }
+  }
 }
 
 // Starting from the answer, Newton stops after its first check.
@@ -1079,7 +1248,8 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
     softwave::DeerMethod method;
     softwave::DeerJacobian jacobian;
     softwave::DeerBlockLayout layout = softwave::DeerBlockLayout::contiguous;
-    int team = 0;  // DeerOptions::sequential_team_size
+    int team = 0;        // DeerOptions::sequential_team_size
+    int chunk_team = 0;  // DeerOptions::chunk_team_size
   };
   auto const contiguous = softwave::DeerBlockLayout::contiguous;
   for (Mode mode :
@@ -1092,16 +1262,22 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
         Mode{softwave::DeerMethod::sequential, softwave::DeerJacobian::full,
              contiguous, 1},
         Mode{softwave::DeerMethod::sequential, softwave::DeerJacobian::full,
-             contiguous, 2}}) {
+             contiguous, 2},
+        Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::full,
+             contiguous, 0, 2},
+        Mode{softwave::DeerMethod::deer, softwave::DeerJacobian::block,
+             softwave::DeerBlockLayout::strided, 0, 2}}) {
     SCOPED_TRACE(::testing::Message()
                  << "cell " << int(cell) << " method " << int(mode.method)
                  << " jacobian " << int(mode.jacobian) << " layout "
-                 << int(mode.layout) << " team " << mode.team
-                 << (diagonal ? " diagonal" : "") << " B=" << B
-                 << " T=" << steps);
+                 << int(mode.layout) << " team " << mode.team << " chunk team "
+                 << mode.chunk_team << (diagonal ? " diagonal" : "")
+                 << " B=" << B << " T=" << steps);
     softwave::DeerOptions o;
     o.method = mode.method;
     o.sequential_team_size = mode.team;
+    o.chunk_team_size = mode.chunk_team;
+    if (mode.chunk_team > 1) o.kernel = softwave::Kernel::portable;
     o.jacobian = mode.jacobian;
     o.block_layout = mode.layout;
     // 3×3 blocks for the LSTM with H = 3 (n = 6), else 2×2 or 1×1.
@@ -1128,13 +1304,27 @@ void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
                                    V3<const T, Space>(r.y), g, wg, o);
     });
     // The adjoint's loop a team a sequence where asked for and possible
-    // (dense hidden weights, threads to share).
+    // (dense hidden weights, threads to share; chosen, 8 gate rows or more).
+    // (DEER's guard may launch the loop too: only the method is checked.)
     bool const teams =
-        mode.method == softwave::DeerMethod::sequential && !diagonal &&
-        mode.team != 1 &&
-        (swt::on_host<Space> ? mode.team > 1 && space.concurrency() > 1 : true);
-    EXPECT_EQ(kernels.count("softwave::deer::sequential_teams"),
-              teams ? 1u : 0u);
+        !diagonal && mode.team != 1 &&
+        (swt::on_host<Space> ? mode.team > 1 && space.concurrency() > 1
+                             : mode.team > 1 || rows >= 8);
+    if (mode.method == softwave::DeerMethod::sequential)
+      EXPECT_EQ(kernels.count("softwave::deer::sequential_teams"),
+                teams ? 1u : 0u);
+    // The adjoint's Newton passes a team a chunk where asked for (the
+    // portable kernels), or on a device for blocks of k >= 4.
+    int const block = mode.jacobian == softwave::DeerJacobian::full ? n
+                      : mode.jacobian == softwave::DeerJacobian::block
+                          ? o.block_size
+                          : 1;
+    bool const chunk_teams =
+        mode.method == softwave::DeerMethod::deer &&
+        (mode.chunk_team > 1 ? !swt::on_host<Space> || space.concurrency() > 1
+                             : !swt::on_host<Space> && block >= 4);
+    EXPECT_EQ(kernels.count("softwave::deer::team_linearise"),
+              chunk_teams ? 1u : 0u);
     auto close = [](const std::vector<double>& got,
                     const std::vector<double>& want, const char* what) {
       ASSERT_EQ(got.size(), want.size()) << what;

@@ -189,6 +189,15 @@ struct DeerOptions {
   // Other cells run a thread a sequence. The backward's loops follow the
   // same choice (the neural ODE's sweep, the adjoint of deer_rnn's cells).
   int sequential_team_size = 0;
+  // Threads that share one chunk of a sequence in the Newton iterations'
+  // passes (full and block Jacobians of k×k blocks): each linearises a
+  // step, and every step's products (its map on the chunk's offset, and on
+  // the chunk's composed map) are divided among them, >= 0. 0 chooses: on
+  // a device a team a chunk for blocks of k >= 4 where a step's values fit
+  // its fast memory, on the host a thread a chunk; 1 a thread a chunk;
+  // above 1 that many threads (at most the host's threads, or 256 on a
+  // device). The scan's upper levels follow the same choice.
+  int chunk_team_size = 0;
 };
 
 template <class T, class Space>

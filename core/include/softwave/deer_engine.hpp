@@ -152,8 +152,9 @@ struct Settings {
   // A linear recurrence (the adjoint): with full Jacobians one pass is the
   // exact solution, and no second pass is run to confirm it.
   bool linear = false;
-  int check_every = 1;  // DeerOptions::check_every
-  int team_size = 0;    // DeerOptions::sequential_team_size
+  int check_every = 1;      // DeerOptions::check_every
+  int team_size = 0;        // DeerOptions::sequential_team_size
+  int chunk_team_size = 0;  // DeerOptions::chunk_team_size
 };
 
 // Checks a call's arguments (softwave/src/deer/deer.cpp, for float and
@@ -352,6 +353,154 @@ struct ThreadItems {
   }
 };
 
+// --- a team a chunk ---------------------------------------------------------
+
+// The team that folds one chunk of maps in the Newton iterations' passes
+// (Solver::iterate, solve_chunks): `threads` threads (0: a thread a chunk,
+// ThreadItems) which make up to `steps` positions' maps at once, a thread
+// each, and divide each position's products among them, with `bytes` of
+// the team's fast memory.
+struct FoldTeam {
+  int threads = 0, steps = 0;
+  std::size_t bytes = 0;
+};
+
+// The values of a fold in the team's fast memory: the composed map and its
+// next value (n·k each), the offset and its next value (n), then for each
+// position made at once its map (n·k), offset (n) and `work` values.
+inline std::size_t fold_values(int n, int block, int steps, int work) {
+  std::size_t const na = std::size_t(n) * block;
+  return 2 * na + 2 * std::size_t(n) + std::size_t(steps) * (na + n + work);
+}
+
+// The fold team for DeerOptions::chunk_team_size `asked`, maps of n/k
+// blocks of k×k, `work` values to make a position's map, chunks of `chunk`
+// positions. 0 chooses a team on a device for blocks of k >= 4, where a
+// thread a chunk keeps its n·k-value maps in global scratch and waits on
+// memory at each of a step's n·k² products (on an H200, n = 16 full, B =
+// 16, T = 100k: 1.59 s forward), and a thread on the host (its threads
+// already run chunks side by side, a chunk's maps in their cache); 1 a
+// thread; above 1 that many threads (at most the host's, or 256 on a
+// device). On a device, a thread per entry of the maps, 32 to 256. The
+// positions made at once: at most one a thread and `chunk`, as many as
+// fit 24 KB (several teams to a multiprocessor), else the fast memory; a
+// thread a chunk where one does not fit.
+template <class Space, class T>
+FoldTeam fold_team(const Space& space, int asked, int n, int block, int work,
+                   std::int64_t chunk) {
+  bool const host = runs_on_host<Space>;
+  if (asked == 1 || (asked == 0 && (host || block < 4))) return {};
+  FoldTeam out;
+  if (asked > 1) {
+    out.threads = std::min(asked, host ? int(space.concurrency()) : 256);
+  } else {
+    out.threads = 32;
+    while (out.threads < 256 && out.threads < n * block) out.threads *= 2;
+  }
+  if (out.threads <= 1) return {};
+  std::size_t const fast = Kokkos::TeamPolicy<Space>::scratch_size_max(0);
+  std::size_t const wanted = std::min<std::size_t>(fast, 24 * 1024);
+  auto const bytes = [&](int steps) {
+    return fold_values(n, block, steps, work) * sizeof(T);
+  };
+  int steps = int(std::min<std::int64_t>(out.threads, chunk));
+  while (steps > 1 && bytes(steps) > wanted) --steps;
+  if (bytes(steps) > fast) return {};
+  out.steps = steps;
+  out.bytes = bytes(steps);
+  return out;
+}
+
+// Folds positions [first, last) of one chunk on a team: w ← A_p w + c_p,
+// and P ← A_p P where `composing`, A_p in n/k blocks of k×k (as apply and
+// compose) and c_p made by load(p, A_p, c_p, work) on a thread of its own,
+// team.steps positions at once; visit(p, i, w_i) for each state of each new
+// w. w and P point into `shared` (fold_values' layout: P, its next value,
+// w, its next value, the positions' values), are read as they start and
+// left pointing at their ends. Ends with the team's barrier.
+template <class T, class Member, class Load, class Visit>
+KOKKOS_INLINE_FUNCTION void team_fold(const Member& member,
+                                      const FoldTeam& team, int n, int block,
+                                      bool strided, int work,
+                                      std::int64_t first, std::int64_t last,
+                                      bool composing, T* shared, T*& w, T*& P,
+                                      const Load& load, const Visit& visit) {
+  int const k = block, na = n * k, groups = n / k;
+  T* P_next = P == shared ? shared + na : shared;
+  T* w_next = w == shared + 2 * na ? w + n : w - n;
+  T* const maps = shared + 2 * na + 2 * n;
+  T* const offsets = maps + std::size_t(team.steps) * na;
+  T* const works = offsets + std::size_t(team.steps) * n;
+  for (std::int64_t p0 = first; p0 < last; p0 += team.steps) {
+    int const count =
+        int(last - p0 < team.steps ? last - p0 : std::int64_t(team.steps));
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, count), [&](int s) {
+      load(p0 + s, maps + s * na, offsets + s * n, works + s * work);
+    });
+    member.team_barrier();
+    for (int s = 0; s < count; ++s) {
+      T const* const A = maps + s * na;
+      T const* const c = offsets + s * n;
+      T const* const w_now = w;
+      T const* const P_now = P;
+      T* const w_out = w_next;
+      T* const P_out = P_next;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n), [&](int r) {
+        int const q = strided ? r % groups : r / k;
+        int const i = strided ? r / groups : r % k;
+        T const* const a = A + q * k * k + i * k;
+        T sum = c[r];
+        for (int j = 0; j < k; ++j)
+          sum += a[j] * w_now[block_state(q, j, k, n, strided)];
+        w_out[r] = sum;
+        visit(p0 + s, r, sum);
+      });
+      if (composing)
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, na), [&](int e) {
+          int const g = e / (k * k), i = e % (k * k) / k, j = e % k;
+          T const* const a = A + g * k * k + i * k;
+          T const* const p = P_now + g * k * k + j;
+          T sum = 0;
+          for (int q = 0; q < k; ++q) sum += a[q] * p[q * k];
+          P_out[e] = sum;
+        });
+      member.team_barrier();
+      w_next = w;
+      w = w_out;
+      if (composing) {
+        P_next = P;
+        P = P_out;
+      }
+    }
+  }
+}
+
+// A pass of a team an item, for a worker with run_team_item(member, item,
+// shared, replay) (Solver::Data, ChunkLevel).
+template <class Space, class T, class Worker>
+struct TeamItemPass {
+  using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+  Worker worker;
+  std::size_t bytes;
+  bool replay;
+  KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+    T* const shared = static_cast<T*>(member.team_scratch(0).get_shmem(bytes));
+    worker.run_team_item(member, member.league_rank(), shared, replay);
+  }
+};
+template <class Space, class T, class Worker>
+void for_each_team(const Space& space, const std::string& label,
+                   std::int64_t items, const FoldTeam& team,
+                   const Worker& worker, bool replay) {
+  Kokkos::parallel_for(
+      label,
+      compat::light_weight(
+          Kokkos::TeamPolicy<Space>(
+              space, int(std::max<std::int64_t>(items, 1)), team.threads)
+              .set_scratch_size(0, Kokkos::PerTeam(team.bytes))),
+      TeamItemPass<Space, T, Worker>{worker, team.bytes, replay});
+}
+
 // --- the solver ------------------------------------------------------------
 
 inline std::string label(const char* what) {
@@ -381,14 +530,19 @@ inline int choose_chunk(std::int64_t batch, std::int64_t length, int block,
 
 // Whether DEER is expected to beat the sequential loop (DeerMethod::automatic),
 // a rule read off the GRU benchmark (perf/RESULTS.md, BM_DeerGru):
-//  - on a device the loop runs a thread per sequence, T dependent steps of
-//    about (1 + n²/8) µs on an H200; an iteration of the portable DEER
-//    kernels costs a few launches plus a throughput-bound pass whose cost
-//    grows like n³ with full Jacobians. DEER won from T ≥ 2000 at n = 1 and
-//    T ≥ 1000 at n = 4 to 64 (diagonal), and lost with full Jacobians from
-//    n = 16 on: taken where T·n ≥ 2000, with full Jacobians only for n up
-//    to the recurrence's full_limit (FullJacobianDeviceLimit: 8, the
-//    GRU's, unless its cell says otherwise).
+//  - on a device the loop runs a thread a sequence, T dependent steps of
+//    about (1 + n²/8) µs on an H200, or a team a sequence (loop_team),
+//    6 µs a step of the GRU at n = 16 and 15 µs at n = 64; an iteration of
+//    the portable DEER kernels costs a few launches plus a throughput-bound
+//    pass whose cost grows like n³ with full Jacobians (a team a chunk
+//    shares it, fold_team). DEER won from T ≥ 2000 at n = 1 and T ≥ 1000 at
+//    n = 4 to 16, with full Jacobians too (n = 16, T = 1k: 3.8 against
+//    6.1 ms for the team loop); against the team loop it lost at n = 64
+//    (diagonal, T = 1k: 96 against 15 ms). Taken where T·n ≥ 2000, with
+//    full Jacobians for n up to the recurrence's full_limit
+//    (FullJacobianDeviceLimit: 16, the GRU's, unless its cell says
+//    otherwise), with diagonal or block ones, where the loop runs a team,
+//    for n up to quasi_limit (QuasiJacobianDeviceLimit; 0: no bound).
 //    The fused iteration (FusedIteration, `fused`) costs a launch an
 //    iteration: at n = 1, T = 1000 it took a third of the loop's time, and
 //    it is taken where T·n ≥ 1000;
@@ -399,22 +553,32 @@ inline int choose_chunk(std::int64_t batch, std::int64_t length, int block,
 inline bool deer_expected_faster(std::int64_t batch, std::int64_t length, int n,
                                  DeerJacobian jacobian,
                                  std::int64_t concurrency, bool host,
-                                 bool fused, int full_limit) {
+                                 bool fused, int full_limit, int quasi_limit) {
   bool const full = jacobian == DeerJacobian::full;
   if (host)
     return 4 * batch <= concurrency && length >= 10000 && (!full || n <= 8);
-  return length * n >= (fused ? 1000 : 2000) && (!full || n <= full_limit);
+  return length * n >= (fused ? 1000 : 2000) &&
+         (full ? n <= full_limit : quasi_limit == 0 || n <= quasi_limit);
 }
 
 // The largest state size at which a device's automatic method takes DEER
 // with full Jacobians (deer_expected_faster): a cell's or recurrence's
-// constant full_jacobian_device_limit, else 8 (the GRU's).
+// constant full_jacobian_device_limit, else 16 (the GRU's).
 template <class X, class = void>
-struct FullJacobianDeviceLimit : std::integral_constant<int, 8> {};
+struct FullJacobianDeviceLimit : std::integral_constant<int, 16> {};
 template <class X>
 struct FullJacobianDeviceLimit<
     X, std::void_t<decltype(X::full_jacobian_device_limit)>>
     : std::integral_constant<int, X::full_jacobian_device_limit> {};
+// The same with diagonal or block Jacobians where the sequential loop runs
+// a team a sequence: a constant quasi_jacobian_device_limit, else 16 (the
+// GRU's).
+template <class X, class = void>
+struct QuasiJacobianDeviceLimit : std::integral_constant<int, 16> {};
+template <class X>
+struct QuasiJacobianDeviceLimit<
+    X, std::void_t<decltype(X::quasi_jacobian_device_limit)>>
+    : std::integral_constant<int, X::quasi_jacobian_device_limit> {};
 
 // The shape of a sequential loop that runs a team a sequence: `threads`
 // threads of `lanes` vector lanes (threads = 0: a thread a sequence).
@@ -431,14 +595,18 @@ struct LoopTeam {
 // (where the threads already run sequences side by side); 1 a thread;
 // above 1 that many threads (at most the host's, or 32 on a device). A
 // team only where its memory fits the fast kind, and the cell can share
-// its step (width > 0). On a device the threads have 8 lanes each and take
-// the step's `width` product rows (a field's hidden units, a cell's gate
-// rows) between them: 4 to 32 threads, one per 8 rows.
+// its step (width > 0), and, chosen, where it has 8 rows or more: on an
+// H200 the GRU at n = 1 (3 rows) took 1.45 ms for 1k steps a team a
+// sequence against 0.87 ms a thread, at n = 16 (48 rows) 6.1 against 34 ms.
+// On a device the threads have 8 lanes each and take the step's `width`
+// product rows (a field's hidden units, a cell's gate rows) between them:
+// 4 to 32 threads, one per 8 rows.
 template <class Space>
 LoopTeam loop_team(const Space& space, int asked, int width,
                    std::size_t bytes) {
   bool const host = runs_on_host<Space>;
-  if (width <= 0 || asked == 1 || (asked == 0 && host)) return {};
+  if (width <= 0 || asked == 1 || (asked == 0 && (host || width < 8)))
+    return {};
   if (bytes > std::size_t(Kokkos::TeamPolicy<Space>::scratch_size_max(0)))
     return {};
   LoopTeam out;
@@ -831,17 +999,63 @@ struct ChunkLevel {
   Kokkos::View<int*, Memory> group_count;
   std::int64_t chunk, groups;
   int n;
-  int block;     // the maps' diagonal blocks (k)
-  bool strided;  // their layout (block_state)
+  int block;      // the maps' diagonal blocks (k)
+  bool strided;   // their layout (block_state)
+  FoldTeam team;  // a team a group where team.threads > 0
 
   // replay = false: composes each group into group_maps / group_offsets;
   // true: replays each group from its carried-in value (group_offsets
   // solved), leaving w_c in offsets.
   void pass(const Space& space, const ThreadItems<Space>& items,
             bool replay) const {
-    items.template for_each<T>(
-        space, label(replay ? "replay_chunks" : "compose_chunks"),
-        ItemPass<ChunkLevel>{*this, replay});
+    if (team.threads > 0)
+      for_each_team<Space, T>(
+          space, label(replay ? "team_replay_chunks" : "team_compose_chunks"),
+          items.items, team, *this, replay);
+    else
+      items.template for_each<T>(
+          space, label(replay ? "replay_chunks" : "compose_chunks"),
+          ItemPass<ChunkLevel>{*this, replay});
+  }
+
+  // run_group on a team (team_fold): a chunk's map and offset are copied
+  // in by a thread each, the first chunk's map (never composed, and
+  // applied to zeros) as zeros.
+  KOKKOS_INLINE_FUNCTION void run_team_item(const Member& member,
+                                            std::int64_t item, T* shared,
+                                            bool replay) const {
+    std::int64_t const b = item / groups, g = item % groups;
+    if (g >= group_count(b)) return;
+    int const na = n * block;
+    std::int64_t const c0 = g * chunk;
+    std::int64_t const c1 =
+        c0 + chunk < count(b) ? c0 + chunk : std::int64_t(count(b));
+    bool const composing = !replay && g > 0;
+    T* P = shared;
+    T* w = shared + 2 * na;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n), [&](int i) {
+      w[i] = replay && g > 0 ? group_offsets(b, g - 1, i) : T(0);
+    });
+    if (composing)
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, na), [&](int e) {
+        P[e] = e % (block * block) % (block + 1) == 0 ? T(1) : T(0);
+      });
+    member.team_barrier();
+    team_fold(
+        member, team, n, block, strided, 0, c0, c1, composing, shared, w, P,
+        [&](std::int64_t c, T* A, T* offset, T*) {
+          for (int e = 0; e < na; ++e) A[e] = c == 0 ? T(0) : maps(b, c, e);
+          for (int i = 0; i < n; ++i) offset[i] = offsets(b, c, i);
+        },
+        [&](std::int64_t c, int i, T v) {
+          if (replay) offsets(b, c, i) = v;
+        });
+    if (replay) return;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n),
+                         [&](int i) { group_offsets(b, g, i) = w[i]; });
+    if (composing)
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, na),
+                           [&](int e) { group_maps(b, g, e) = P[e]; });
   }
 
   KOKKOS_INLINE_FUNCTION void run_item(std::int64_t item, T* Q,
@@ -976,7 +1190,10 @@ struct Solver {
     if (settings_.method == DeerMethod::automatic)
       use_deer = deer_expected_faster(
           batch_, length_, n, settings_.jacobian, concurrency, host, fused,
-          FullJacobianDeviceLimit<Recurrence>::value);
+          FullJacobianDeviceLimit<Recurrence>::value,
+          !host && loop_shape().threads > 0
+              ? QuasiJacobianDeviceLimit<Recurrence>::value
+              : 0);
     if (use_deer && settings_.kernel == Kernel::specialised && !why_not.empty())
       throw_invalid_argument("kernel = specialised: ", why_not);
     auto const status = memory_.template array<Kokkos::View<int*, Memory>>(
@@ -1012,11 +1229,78 @@ struct Solver {
     bool reversed;
     T atol, rtol;
 
+    FoldTeam team;  // a team a chunk where team.threads > 0
+
     // Every chunk of every iterating sequence: compose (replay = false) or
-    // replay (true), a thread each.
+    // replay (true), a thread each, or a team each (run_team_item).
     void pass(const Space& space, const Items& items, bool replay) const {
-      items.template for_each<T>(space, label(replay ? "replay" : "linearise"),
-                                 ItemPass<Data>{*this, replay});
+      if (team.threads > 0)
+        for_each_team<Space, T>(
+            space, label(replay ? "team_replay" : "team_linearise"),
+            items.items, team, *this, replay);
+      else
+        items.template for_each<T>(space,
+                                   label(replay ? "replay" : "linearise"),
+                                   ItemPass<Data>{*this, replay});
+    }
+
+    // The values of making one step's map on a team (run_team_item): the
+    // initial state and the recurrence's work.
+    KOKKOS_INLINE_FUNCTION int team_work() const { return n + rec.work_size(); }
+
+    // run_chunk on a team (team_fold): each step linearised by a thread of
+    // its own, its map on δ and on the composed map divided among them.
+    KOKKOS_INLINE_FUNCTION void run_team_item(const Member& member,
+                                              std::int64_t item, T* shared,
+                                              bool replay) const {
+      std::int64_t const b = item / chunks, c = item % chunks;
+      if (c >= chunk_count(b)) return;
+      int const L = rec.length(int(b));
+      std::int64_t const s0 = c * chunk;
+      std::int64_t const s1 = s0 + chunk < L ? s0 + chunk : L;
+      Linearise const kind = linearise(block, n);
+      bool const composing = !replay && c > 0;
+      T* P = shared;
+      T* delta = shared + 2 * na;
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n), [&](int i) {
+        delta[i] = replay && c > 0 ? offsets(b, c - 1, i) : T(0);
+      });
+      if (composing)
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, na), [&](int e) {
+          P[e] = e % (block * block) % (block + 1) == 0 ? T(1) : T(0);
+        });
+      member.team_barrier();
+      double worst = 0;
+      team_fold(
+          member, team, n, block, strided, team_work(), s0, s1, composing,
+          shared, delta, P,
+          [&](std::int64_t q, T* J, T* offset, T* work) {
+            int const t = slot(L, int(q));
+            T const* z_prev = work;
+            if (q == 0)
+              rec.initial(int(b), work);
+            else
+              z_prev = &old_z(b, slot(L, int(q - 1)), 0);
+            rec.step(int(b), t, z_prev, offset, J, kind, work + n);
+            for (int i = 0; i < n; ++i) offset[i] -= old_z(b, t, i);
+          },
+          [&](std::int64_t q, int i, T d) {
+            if (!replay) return;
+            int const t = slot(L, int(q));
+            T const y = old_z(b, t, i) + d;
+            new_z(b, t, i) = y;
+            worst = worse(worst, tolerance_ratio(double(d), double(y),
+                                                 double(atol), double(rtol)));
+          });
+      if (replay) {
+        if (worst > 0) Kokkos::atomic_fetch_max(&error(b), worst);
+        return;
+      }
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n),
+                           [&](int i) { offsets(b, c, i) = delta[i]; });
+      if (composing)
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, na),
+                             [&](int e) { maps(b, c, e) = P[e]; });
     }
 
     KOKKOS_INLINE_FUNCTION void run_item(std::int64_t item, T* s,
@@ -1401,11 +1685,14 @@ struct Solver {
     auto const count2 = levels_[depth].count;
     Kokkos::parallel_for(label("count_chunks"), work_items(space_, batch_),
                          CountGroups{count, count2, chunk});
-    Items const items = Items(batch_ * chunks, 2 * na + 2 * n, T())
-                            .values_in(memory_, space_, never_wait_);
+    FoldTeam const team = fold_team<Space, T>(space_, settings_.chunk_team_size,
+                                              n, block, 0, chunk);
+    Items items(batch_ * chunks, 2 * na + 2 * n, T());
+    if (team.threads == 0)
+      items = items.values_in(memory_, space_, never_wait_);
     ChunkLevel<Space, T> const next{
-        maps,  offsets, count, maps2, offsets2,         count2,
-        chunk, chunks,  n,     block, settings_.strided};
+        maps,  offsets, count, maps2, offsets2,          count2,
+        chunk, chunks,  n,     block, settings_.strided, team};
     next.pass(space_, items, /*replay=*/false);
     solve_chunks(maps2, offsets2, count2, n, block, concurrency, host,
                  depth + 1);
@@ -1472,9 +1759,12 @@ struct Solver {
               reversed_,
               T(settings_.atol),
               T(settings_.rtol)};
-    Items const items =
-        Items(batch_ * chunks, 5 * n + 2 * na + rec_.work_size(), T())
-            .values_in(memory_, space_, never_wait_);
+    data.team = fold_team<Space, T>(space_, settings_.chunk_team_size, n, block,
+                                    data.team_work(), chunk);
+    // The thread path's values (none where a team a chunk runs).
+    Items items(batch_ * chunks, 5 * n + 2 * na + rec_.work_size(), T());
+    if (data.team.threads == 0)
+      items = items.values_in(memory_, space_, never_wait_);
     auto const still =
         memory_.template array<Kokkos::View<int, Memory>>("active", false);
     auto still_host = host_copy("active_host", still);
@@ -1631,12 +1921,25 @@ struct Solver {
 
   // The sequences marked diverged, by the loop over t: a team each where
   // the recurrence shares its steps (loop_team), else a thread each.
+  // The team of the sequential loop (loop_team; none: a thread a sequence)
+  // and its fast memory.
+  std::size_t loop_bytes() const {
+    if constexpr (TeamLoop<Recurrence>::value)
+      return std::size_t(rec_.state_size() + rec_.team_values()) * sizeof(T);
+    return 0;
+  }
+  LoopTeam loop_shape() const {
+    if constexpr (TeamLoop<Recurrence>::value)
+      return loop_team(space_, settings_.team_size, rec_.team_width(),
+                       loop_bytes());
+    return {};
+  }
+
   void sequential(Kokkos::View<int*, Memory> status) {
     int const n = rec_.state_size();
     if constexpr (TeamLoop<Recurrence>::value) {
-      std::size_t const bytes = std::size_t(n + rec_.team_values()) * sizeof(T);
-      LoopTeam const team =
-          loop_team(space_, settings_.team_size, rec_.team_width(), bytes);
+      std::size_t const bytes = loop_bytes();
+      LoopTeam const team = loop_shape();
       if (team.threads > 0) {
         Kokkos::parallel_for(
             label("sequential_teams"),
@@ -1755,10 +2058,12 @@ struct Forward {
     for (int i = 0; i < n; ++i) z[i] = y0.extent(0) ? y0(b, i) : T(0);
   }
 
-  // The cell's bound on full Jacobians for the automatic method (the
-  // adjoint keeps the default: its linear solve is one pass).
+  // The cell's bounds on the automatic method's DEER (the adjoint keeps
+  // the defaults: its linear solve is one pass).
   static constexpr int full_jacobian_device_limit =
       FullJacobianDeviceLimit<Cell>::value;
+  static constexpr int quasi_jacobian_device_limit =
+      QuasiJacobianDeviceLimit<Cell>::value;
 
   // The step shared by a team's threads, where the cell can (TeamLoop): z
   // in the team's memory, updated in place.

@@ -250,14 +250,16 @@ struct OdeCell {
                    impl::NoVisit{});
   }
 
-  // On a device the automatic method takes DEER with full Jacobians only
-  // up to n = 4 (the engine's FullJacobianDeviceLimit; 8 for the GRU): a
-  // thread that differentiates four RK4 stages in n directions costs about
-  // n loop steps. On the H200 (the MLP field, B = 16, T = 1k) DEER beat the
-  // loop at n = 2 (4.9 against 23 ms, h = 16) and lost at n = 8 (144
-  // against 97 ms, h = 32). The adjoint keeps the default: there DEER won
-  // at n = 8 (16 against 333 ms).
+  // On a device the automatic method takes DEER only up to n = 4 (the
+  // engine's FullJacobianDeviceLimit and QuasiJacobianDeviceLimit; 16 for
+  // the GRU): a thread that differentiates four RK4 stages in n directions
+  // costs about n loop steps, and the loop runs a team a sequence. On the
+  // H200 (the MLP field, B = 16, T = 1k) DEER beat the team loop at n = 2
+  // (5.2 against 15.7 ms, h = 16), was level with it at n = 8 with full
+  // Jacobians (29.6 against 32.7 ms, h = 32) and lost with diagonal ones
+  // (103 ms), and lost at n = 16 (470 and 362 against 37 ms, h = 64).
   static constexpr int full_jacobian_device_limit = 4;
+  static constexpr int quasi_jacobian_device_limit = 4;
 
   // --- the step shared by a team's threads, where the field can share its
   // evaluation (team_field, as MlpField): the sequential loop's step on a
@@ -532,8 +534,8 @@ struct MlpField {
 
 // Evaluates the neural ODE on every sequence's grid (OdeCell's layout of x,
 // y and y0). float or double. On a device, method = automatic takes the
-// sequential loop for full Jacobians from n = 5
-// (OdeCell::full_jacobian_device_limit); the gradients choose on their own.
+// sequential loop from n = 5 (OdeCell::full_jacobian_device_limit,
+// quasi_jacobian_device_limit); the gradients choose on their own.
 template <class Space, class T>
 void deer_neural_ode(const Space& space,
                      const NeuralOdeWeights<T, Space>& weights,

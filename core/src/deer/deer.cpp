@@ -46,6 +46,9 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   if (options.sequential_team_size < 0)
     throw_invalid_argument("sequential_team_size must be >= 0 (got ",
                            options.sequential_team_size, ")");
+  if (options.chunk_team_size < 0)
+    throw_invalid_argument("chunk_team_size must be >= 0 (got ",
+                           options.chunk_team_size, ")");
   if (options.start_warm_up && *options.start_warm_up < 0)
     throw_invalid_argument("start_warm_up must be >= 0 (got ",
                            *options.start_warm_up, ")");
@@ -71,6 +74,7 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   s.max_iterations = options.max_iterations;
   s.check_every = options.check_every;
   s.team_size = options.sequential_team_size;
+  s.chunk_team_size = options.chunk_team_size;
   s.chunk = options.chunk;
   s.warm_start = options.warm_start;
   s.start_warm_up = options.start_warm_up.value_or(-1);

@@ -406,18 +406,24 @@ void gradients(const Space& space, const OdeCell<MlpField<T, Space>>& cell,
   ParameterLayout const at{f.n, f.m, f.h};
   std::int64_t const B = inputs.x.extent(0), steps = inputs.x.extent(1);
   bool const host = runs_on_host<Space>;
-  bool const by_loop =
-      settings.method == DeerMethod::sequential ||
-      (settings.method == DeerMethod::automatic &&
-       !deer_expected_faster(
-           B, steps, f.n, settings.jacobian, space.concurrency(), host,
-           /*fused=*/false,
-           FullJacobianDeviceLimit<
-               Adjoint<Space, OdeCell<MlpField<T, Space>>>>::value));
   // The weights' sums (none where no weight's gradient is asked for).
   bool const weights = out.weight_hidden.size() || out.bias_hidden.size() ||
                        out.weight_out.size() || out.bias_out.size();
   int const count = weights ? at.count() : 0;
+  LoopTeam const loop = loop_team(
+      space, settings.team_size, f.h,
+      std::size_t(TeamSequentialBackward<Space, T>::values(f, count)) *
+          sizeof(T));
+  // On a device DEER's adjoint with full Jacobians up to n = 8, with
+  // diagonal ones, where the sweep runs a team, up to n = 4: on the H200
+  // (B = 16, T = 1k, forward and gradients) DEER took 36 against the team
+  // sweep's 146 ms at n = 8 with full Jacobians, 437 ms with diagonal ones.
+  bool const by_loop =
+      settings.method == DeerMethod::sequential ||
+      (settings.method == DeerMethod::automatic &&
+       !deer_expected_faster(B, steps, f.n, settings.jacobian,
+                             space.concurrency(), host,
+                             /*fused=*/false, 8, loop.threads > 0 ? 4 : 0));
   auto const totals = call_array<DeerView1<T, Space>>(
       space, "softwave::deer::ode_weight_sums", true, count);
   StepTerms<Space, T> const terms{cell, inputs.x, y, inputs.y0,
@@ -427,12 +433,7 @@ void gradients(const Space& space, const OdeCell<MlpField<T, Space>>& cell,
   // 2^25 values, so that neither its memory nor the atomic additions of the
   // sums grow with the space's threads or the batch.
   std::int64_t const cap = std::int64_t(1) << 25;
-  LoopTeam const team =
-      by_loop ? loop_team(space, settings.team_size, f.h,
-                          std::size_t(TeamSequentialBackward<Space, T>::values(
-                              f, count)) *
-                              sizeof(T))
-              : LoopTeam{};
+  LoopTeam const team = by_loop ? loop : LoopTeam{};
   if (team.threads > 0) {
     TeamSequentialBackward<Space, T> const body{f,
                                                 inputs.x,
