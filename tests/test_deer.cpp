@@ -408,7 +408,7 @@ TYPED_TEST(DeerRnn, ChunkTeamsMatchAThreadAChunk) {
           // accuracy; exact ones take the same iterations (quadratic
           // convergence: in float64 the same count, in float32 within one).
           std::vector<int> iterations;
-          auto run = [&](int team, std::set<std::string>& kernels) {
+          auto options = [&](int team) {
             softwave::DeerOptions o;
             o.method = softwave::DeerMethod::deer;
             o.kernel = softwave::Kernel::portable;
@@ -417,6 +417,10 @@ TYPED_TEST(DeerRnn, ChunkTeamsMatchAThreadAChunk) {
             o.block_layout = layout;
             o.chunk = s.chunk;
             o.chunk_team_size = team;
+            return o;
+          };
+          auto run = [&](int team, std::set<std::string>& kernels) {
+            softwave::DeerOptions o = options(team);
             o.max_iterations = 10000;
             o.atol = single ? 1e-6 : 1e-13;
             o.rtol = single ? 1e-6 : 1e-12;
@@ -433,14 +437,7 @@ TYPED_TEST(DeerRnn, ChunkTeamsMatchAThreadAChunk) {
           auto const grad_y = swt::to_device<T>(space, wb);
           auto adjoint = [&](int team, const std::vector<double>& states,
                              std::set<std::string>& kernels) {
-            softwave::DeerOptions o;
-            o.method = softwave::DeerMethod::deer;
-            o.kernel = softwave::Kernel::portable;
-            o.jacobian = jacobian;
-            o.block_size = block;
-            o.block_layout = layout;
-            o.chunk = s.chunk;
-            o.chunk_team_size = team;
+            softwave::DeerOptions const o = options(team);
             swt::Batch yb(s.B, s.T, n);
             yb.v = states;
             softwave::DeerGradients<T, Space> g;

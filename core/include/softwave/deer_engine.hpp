@@ -411,23 +411,30 @@ FoldTeam fold_team(const Space& space, int asked, int n, int block, int work,
   return out;
 }
 
-// Folds positions [first, last) of one chunk on a team: w ← A_p w + c_p,
-// and P ← A_p P where `composing`, A_p in n/k blocks of k×k (as apply and
-// compose) and c_p made by load(p, A_p, c_p, work) on a thread of its own,
-// team.steps positions at once; visit(p, i, w_i) for each state of each new
-// w. w and P point into `shared` (fold_values' layout: P, its next value,
-// w, its next value, the positions' values), are read as they start and
-// left pointing at their ends. Ends with the team's barrier.
-template <class T, class Member, class Load, class Visit>
-KOKKOS_INLINE_FUNCTION void team_fold(const Member& member,
-                                      const FoldTeam& team, int n, int block,
-                                      bool strided, int work,
-                                      std::int64_t first, std::int64_t last,
-                                      bool composing, T* shared, T*& w, T*& P,
-                                      const Load& load, const Visit& visit) {
+// Folds positions [first, last) of one chunk on a team: w ← A_p w + c_p
+// from w_i = start(i), and P ← A_p P from the identity where `composing`,
+// A_p in n/k blocks of k×k (as apply and compose) and c_p made by load(p,
+// A_p, c_p, work) on a thread of its own, team.steps positions at once;
+// visit(p, i, w_i) for each state of each new w. w and P are left pointing
+// at their ends in `shared` (fold_values' layout: P, its next value, w,
+// its next value, the positions' values). Ends with the team's barrier.
+template <class T, class Member, class Start, class Load, class Visit>
+KOKKOS_INLINE_FUNCTION void team_fold(
+    const Member& member, const FoldTeam& team, int n, int block, bool strided,
+    int work, std::int64_t first, std::int64_t last, bool composing, T* shared,
+    T*& w, T*& P, const Start& start, const Load& load, const Visit& visit) {
   int const k = block, na = n * k, groups = n / k;
-  T* P_next = P == shared ? shared + na : shared;
-  T* w_next = w == shared + 2 * na ? w + n : w - n;
+  P = shared;
+  w = shared + 2 * na;
+  T* P_next = P + na;
+  T* w_next = w + n;
+  Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n),
+                       [&](int i) { w[i] = start(i); });
+  if (composing)
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, na), [&](int e) {
+      P[e] = e % (k * k) % (k + 1) == 0 ? T(1) : T(0);
+    });
+  member.team_barrier();
   T* const maps = shared + 2 * na + 2 * n;
   T* const offsets = maps + std::size_t(team.steps) * na;
   T* const works = offsets + std::size_t(team.steps) * n;
@@ -1031,18 +1038,12 @@ struct ChunkLevel {
     std::int64_t const c1 =
         c0 + chunk < count(b) ? c0 + chunk : std::int64_t(count(b));
     bool const composing = !replay && g > 0;
-    T* P = shared;
-    T* w = shared + 2 * na;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n), [&](int i) {
-      w[i] = replay && g > 0 ? group_offsets(b, g - 1, i) : T(0);
-    });
-    if (composing)
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, na), [&](int e) {
-        P[e] = e % (block * block) % (block + 1) == 0 ? T(1) : T(0);
-      });
-    member.team_barrier();
+    T *w, *P;
     team_fold(
         member, team, n, block, strided, 0, c0, c1, composing, shared, w, P,
+        [&](int i) {
+          return replay && g > 0 ? group_offsets(b, g - 1, i) : T(0);
+        },
         [&](std::int64_t c, T* A, T* offset, T*) {
           for (int e = 0; e < na; ++e) A[e] = c == 0 ? T(0) : maps(b, c, e);
           for (int i = 0; i < n; ++i) offset[i] = offsets(b, c, i);
@@ -1260,20 +1261,12 @@ struct Solver {
       std::int64_t const s1 = s0 + chunk < L ? s0 + chunk : L;
       Linearise const kind = linearise(block, n);
       bool const composing = !replay && c > 0;
-      T* P = shared;
-      T* delta = shared + 2 * na;
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n), [&](int i) {
-        delta[i] = replay && c > 0 ? offsets(b, c - 1, i) : T(0);
-      });
-      if (composing)
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(member, na), [&](int e) {
-          P[e] = e % (block * block) % (block + 1) == 0 ? T(1) : T(0);
-        });
-      member.team_barrier();
+      T *delta, *P;
       double worst = 0;
       team_fold(
           member, team, n, block, strided, team_work(), s0, s1, composing,
           shared, delta, P,
+          [&](int i) { return replay && c > 0 ? offsets(b, c - 1, i) : T(0); },
           [&](std::int64_t q, T* J, T* offset, T* work) {
             int const t = slot(L, int(q));
             T const* z_prev = work;
