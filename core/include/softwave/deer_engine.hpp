@@ -1286,7 +1286,11 @@ struct Solver {
                                                  double(atol), double(rtol)));
           });
       if (replay) {
-        if (worst > 0) Kokkos::atomic_fetch_max(&error(b), worst);
+        // One atomic a team: the sequence's (B) values take one from each
+        // of its chunks, and a thread's each would be n times as many on
+        // as few addresses (a double's maximum is a compare-and-swap loop).
+        member.team_reduce(Kokkos::Max<double>(worst));
+        if (member.team_rank() == 0) Kokkos::atomic_fetch_max(&error(b), worst);
         return;
       }
       Kokkos::parallel_for(Kokkos::TeamThreadRange(member, n),
