@@ -327,13 +327,10 @@ struct GruCell {
       gh[i] = u.r;
       gh[H + i] = u.z;
       gh[2 * H + i] = u.n * u.reset;
+      // Unit i reads h_i and λ_i alone, so grad_h may be either.
+      if (grad_h) grad_h[i] = u.direct;
     }
-    if (grad_h) {
-      w.project_back(gh, 3 * H, grad_h, false);
-      SOFTWAVE_DEER_UNROLL
-      for (int i = 0; i < H; ++i)
-        grad_h[i] += unit_gradients(i, h, p, hp, lambda).direct;
-    }
+    if (grad_h) w.project_back(gh, 3 * H, grad_h, /*accumulate=*/true);
   }
 
   KOKKOS_INLINE_FUNCTION void vector_jacobian(const T* h, const T* p,

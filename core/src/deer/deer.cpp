@@ -38,20 +38,16 @@ Settings check_call(const Space& space, const DeerInputs<T, Space>& inputs,
   if (options.max_iterations < 1)
     throw_invalid_argument("max_iterations must be >= 1 (got ",
                            options.max_iterations, ")");
-  if (options.check_every < 0)
-    throw_invalid_argument("check_every must be >= 0 (got ",
-                           options.check_every, ")");
-  if (options.chunk < 0)
-    throw_invalid_argument("chunk must be >= 0 (got ", options.chunk, ")");
-  if (options.sequential_team_size < 0)
-    throw_invalid_argument("sequential_team_size must be >= 0 (got ",
-                           options.sequential_team_size, ")");
-  if (options.chunk_team_size < 0)
-    throw_invalid_argument("chunk_team_size must be >= 0 (got ",
-                           options.chunk_team_size, ")");
-  if (options.start_warm_up && *options.start_warm_up < 0)
-    throw_invalid_argument("start_warm_up must be >= 0 (got ",
-                           *options.start_warm_up, ")");
+  auto const non_negative = [](const char* name, int value) {
+    if (value < 0)
+      throw_invalid_argument(name, " must be >= 0 (got ", value, ")");
+  };
+  non_negative("check_every", options.check_every);
+  non_negative("chunk", options.chunk);
+  non_negative("sequential_team_size", options.sequential_team_size);
+  non_negative("chunk_team_size", options.chunk_team_size);
+  if (options.start_warm_up)
+    non_negative("start_warm_up", *options.start_warm_up);
   if (!(options.damping >= 0) || !std::isfinite(options.damping))
     throw_invalid_argument("damping must be finite and >= 0 (got ",
                            options.damping, ")");
