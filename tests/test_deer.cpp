@@ -475,6 +475,15 @@ TYPED_TEST(DeerRnn, ChunkTeamsMatchAThreadAChunk) {
             EXPECT_EQ(kernels.count("softwave::deer::team_compose_chunks"),
                       teams && levels ? 1u : 0u)
                 << "chunk_team_size " << team;
+            // The start a thread a unit: asked for, or on a device from 8
+            // units.
+            bool const unit_start = team > 1 ? teams : !host && s.H >= 8;
+            EXPECT_EQ(kernels.count("softwave::deer::team_local_start"),
+                      unit_start ? 1u : 0u)
+                << "chunk_team_size " << team;
+            EXPECT_EQ(kernels.count("softwave::deer::local_start"),
+                      unit_start ? 0u : 1u)
+                << "chunk_team_size " << team;
             EXPECT_LE(worst_difference(y, thread), single ? 1e-5 : 1e-12)
                 << "chunk_team_size " << team;
             for (int b = 0; b < s.B; ++b)

@@ -1,9 +1,11 @@
 // GPU time by kernel for any process, where Nsight Systems is not at hand:
 // preload this library (perf/device/kernel_times.sh builds and runs it) and
 // at exit it writes, per kernel name (demangled), the launches, their total
-// and mean time, and the share of all kernel time, then the span from the
-// first kernel's start to the last one's end and the time in it when no
-// kernel or copy ran (host gaps, synchronisation). CUPTI's activity records
+// and mean time, the share of all kernel time, and the last launch's
+// registers a thread, threads a block and fast (shared) memory a block,
+// which bound how many blocks a multiprocessor holds at once; then the span
+// from the first kernel's start to the last one's end and the time in it when
+// no kernel or copy ran (host gaps, synchronisation). CUPTI's activity records
 // time each kernel on the GPU itself; the counters and clocks are left alone.
 //
 // The record structs change version with CUPTI: the script passes the
@@ -29,6 +31,8 @@ namespace {
 struct Totals {
   long long launches = 0;
   unsigned long long nanoseconds = 0;
+  int registers = 0, threads = 0;  // a kernel's last launch (0: a copy)
+  long long shared_bytes = 0;
 };
 
 std::mutex g_mutex;
@@ -60,13 +64,15 @@ void CUPTIAPI give_buffer(uint8_t** buffer, size_t* size, size_t* max_records) {
   *max_records = 0;
 }
 
-// One activity's time under `name` (the caller holds g_mutex).
-void add(const std::string& name, unsigned long long start,
-         unsigned long long end) {
+// One activity's time under `name` (the caller holds g_mutex); returns its
+// totals.
+Totals& add(const std::string& name, unsigned long long start,
+            unsigned long long end) {
   Totals& t = g_kernels[name];
   t.launches += 1;
   t.nanoseconds += end - start;
   g_intervals.emplace_back(start, end);
+  return t;
 }
 
 void CUPTIAPI take_buffer(CUcontext, uint32_t, uint8_t* buffer, size_t,
@@ -78,7 +84,11 @@ void CUPTIAPI take_buffer(CUcontext, uint32_t, uint8_t* buffer, size_t,
       case CUPTI_ACTIVITY_KIND_KERNEL:
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         auto const* k = reinterpret_cast<const KERNEL_RECORD*>(record);
-        add(demangled(k->name), k->start, k->end);
+        Totals& t = add(demangled(k->name), k->start, k->end);
+        t.registers = k->registersPerThread;
+        t.threads = k->blockX * k->blockY * k->blockZ;
+        t.shared_bytes =
+            (long long)k->staticSharedMemory + k->dynamicSharedMemory;
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -111,13 +121,15 @@ void report() {
   });
   unsigned long long all = 0;
   for (auto const& r : rows) all += r.second.nanoseconds;
-  std::fprintf(out, "%12s %10s %12s %7s  %s\n", "total_ms", "launches",
-               "mean_us", "share", "kernel");
+  std::fprintf(out, "%12s %10s %12s %7s %5s %7s %8s  %s\n", "total_ms",
+               "launches", "mean_us", "share", "regs", "threads", "shared",
+               "kernel");
   for (auto const& [name, t] : rows)
-    std::fprintf(
-        out, "%12.3f %10lld %12.3f %6.2f%%  %s\n", t.nanoseconds * 1e-6,
-        t.launches, t.nanoseconds * 1e-3 / double(t.launches),
-        all ? 100.0 * double(t.nanoseconds) / double(all) : 0.0, name.c_str());
+    std::fprintf(out, "%12.3f %10lld %12.3f %6.2f%% %5d %7d %8lld  %s\n",
+                 t.nanoseconds * 1e-6, t.launches,
+                 t.nanoseconds * 1e-3 / double(t.launches),
+                 all ? 100.0 * double(t.nanoseconds) / double(all) : 0.0,
+                 t.registers, t.threads, t.shared_bytes, name.c_str());
   if (!g_intervals.empty()) {
     std::sort(g_intervals.begin(), g_intervals.end());
     unsigned long long busy = 0, open_start = g_intervals[0].first,

@@ -53,6 +53,18 @@ template <class X>
 struct TeamAdjoint<X, std::void_t<decltype(X::team_adjoint)>>
     : std::bool_constant<X::team_adjoint> {};
 
+// Whether a cell linearises a step a unit at a time: its constant
+// unit_steps, with units() and step_unit(i, z_prev, p, row) (TorchCell's;
+// a recurrence's is step_unit(b, t, z_prev, i, row)). Unit i gives its
+// states s and their Jacobian rows as row(s, z_s, entry), entry(j) =
+// ∂z_s/∂z_prev_j, from z_prev alone. A team a chunk then makes its steps'
+// maps a thread a unit (Solver::Data::run_team_item), not a thread a step.
+template <class X, class = void>
+struct UnitSteps : std::false_type {};
+template <class X>
+struct UnitSteps<X, std::void_t<decltype(X::unit_steps)>>
+    : std::bool_constant<X::unit_steps> {};
+
 // Per-sequence state of the iterations (Solver::status).
 enum Status : int {
   active = 0,
@@ -235,6 +247,18 @@ KOKKOS_INLINE_FUNCTION void diagonal_blocks(const T* J, int k, int n,
       }
 }
 
+// Row s of a Jacobian, entry(j) = J(s, j), into its diagonal blocks of k×k
+// (apply's layout): the k entries of the block that holds state s.
+template <class T, class Entry>
+KOKKOS_INLINE_FUNCTION void block_row(T* blocks, int s, int k, int n,
+                                      bool strided, const Entry& entry) {
+  int const groups = n / k;
+  int const q = strided ? s % groups : s / k;
+  int const i = strided ? s / groups : s % k;
+  T* const row = blocks + (q * k + i) * k;
+  for (int j = 0; j < k; ++j) row[j] = entry(block_state(q, j, k, n, strided));
+}
+
 // The tolerance ratio of a step's update δ to its new value y.
 template <class R>
 KOKKOS_INLINE_FUNCTION R tolerance_ratio(R delta, R y, R atol, R rtol) {
@@ -413,8 +437,10 @@ FoldTeam fold_team(const Space& space, int asked, int n, int block, int work,
 
 // Folds positions [first, last) of one chunk on a team: w ← A_p w + c_p
 // from w_i = start(i), and P ← A_p P from the identity where `composing`,
-// A_p in n/k blocks of k×k (as apply and compose) and c_p made by load(p,
-// A_p, c_p, work) on a thread of its own, team.steps positions at once;
+// A_p in n/k blocks of k×k (as apply and compose) and c_p made team.steps
+// positions at once by load(p0, count, A, c, work), which all the team's
+// threads call and which writes positions p0 … p0 + count − 1 (A_p at
+// A + (p − p0)·n·k, c_p at c + (p − p0)·n, with `work` values each);
 // visit(p, i, w_i) for each state of each new w. w and P are left pointing
 // at their ends in `shared` (fold_values' layout: P, its next value, w,
 // its next value, the positions' values). Ends with the team's barrier.
@@ -441,9 +467,7 @@ KOKKOS_INLINE_FUNCTION void team_fold(
   for (std::int64_t p0 = first; p0 < last; p0 += team.steps) {
     int const count =
         int(last - p0 < team.steps ? last - p0 : std::int64_t(team.steps));
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(member, count), [&](int s) {
-      load(p0 + s, maps + s * na, offsets + s * n, works + s * work);
-    });
+    load(p0, count, maps, offsets, works);
     member.team_barrier();
     for (int s = 0; s < count; ++s) {
       T const* const A = maps + s * na;
@@ -1025,8 +1049,8 @@ struct ChunkLevel {
           ItemPass<ChunkLevel>{*this, replay});
   }
 
-  // run_group on a team (team_fold): a chunk's map and offset are copied
-  // in by a thread each, the first chunk's map (never composed, and
+  // run_group on a team (team_fold): the chunks' maps and offsets are
+  // copied in a value a thread, the first chunk's map (never composed, and
   // applied to zeros) as zeros.
   KOKKOS_INLINE_FUNCTION void run_team_item(const Member& member,
                                             std::int64_t item, T* shared,
@@ -1044,9 +1068,18 @@ struct ChunkLevel {
         [&](int i) {
           return replay && g > 0 ? group_offsets(b, g - 1, i) : T(0);
         },
-        [&](std::int64_t c, T* A, T* offset, T*) {
-          for (int e = 0; e < na; ++e) A[e] = c == 0 ? T(0) : maps(b, c, e);
-          for (int i = 0; i < n; ++i) offset[i] = offsets(b, c, i);
+        [&](std::int64_t first, int count, T* A, T* offset, T*) {
+          // A value a thread, a chunk's map and offset in a row.
+          int const values = na + n;
+          Kokkos::parallel_for(
+              Kokkos::TeamThreadRange(member, count * values), [&](int e) {
+                int const s = e / values, v = e % values;
+                std::int64_t const c = first + s;
+                if (v < na)
+                  A[s * na + v] = c == 0 ? T(0) : maps(b, c, v);
+                else
+                  offset[s * n + v - na] = offsets(b, c, v - na);
+              });
         },
         [&](std::int64_t c, int i, T v) {
           if (replay) offsets(b, c, i) = v;
@@ -1231,6 +1264,9 @@ struct Solver {
     T atol, rtol;
 
     FoldTeam team;  // a team a chunk where team.threads > 0
+    // With a team, each step linearised a unit a thread where the
+    // recurrence can (UnitSteps), not a step a thread.
+    static constexpr bool by_units = UnitSteps<Recurrence>::value;
 
     // Every chunk of every iterating sequence: compose (replay = false) or
     // replay (true), a thread each, or a team each (run_team_item).
@@ -1246,8 +1282,61 @@ struct Solver {
     }
 
     // The values of making one step's map on a team (run_team_item): the
-    // initial state and the recurrence's work.
-    KOKKOS_INLINE_FUNCTION int team_work() const { return n + rec.work_size(); }
+    // initial state, and the recurrence's work where a thread makes it.
+    KOKKOS_INLINE_FUNCTION int team_work() const {
+      return by_units ? n : n + rec.work_size();
+    }
+
+    // Steps first … first + count − 1 of chunk c of sequence b linearised
+    // on a team (team_fold's load): their maps (J) and offsets (f(z_prev) −
+    // z). A thread a unit of each step where by_units: on a GPU a thread a
+    // step runs a step's whole product alone while most of the team waits.
+    template <class Member>
+    KOKKOS_INLINE_FUNCTION void team_linearise(const Member& member, int b,
+                                               int L, std::int64_t first,
+                                               int count, T* maps, T* offsets,
+                                               T* works) const {
+      Linearise const kind = linearise(block, n);
+      if constexpr (by_units) {
+        // The first step's previous state, in the first step's values.
+        if (first == 0) {
+          Kokkos::single(Kokkos::PerTeam(member),
+                         [&] { rec.initial(b, works); });
+          member.team_barrier();
+        }
+        int const units = rec.units();
+        Kokkos::parallel_for(
+            Kokkos::TeamThreadRange(member, count * units), [&](int e) {
+              int const s = e / units;
+              std::int64_t const q = first + s;
+              int const t = slot(L, int(q));
+              T const* const z_prev =
+                  q == 0 ? works : &old_z(b, slot(L, int(q - 1)), 0);
+              T* const J = maps + s * na;
+              T* const offset = offsets + s * n;
+              rec.step_unit(b, t, z_prev, e % units,
+                            [&](int i, T z, const auto& entry) {
+                              offset[i] = z - old_z(b, t, i);
+                              block_row(J, i, block, n, strided, entry);
+                            });
+            });
+        return;
+      }
+      int const work = team_work();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(member, count), [&](int s) {
+        std::int64_t const q = first + s;
+        int const t = slot(L, int(q));
+        T* const step_work = works + s * work;
+        T* const offset = offsets + s * n;
+        T const* z_prev = step_work;
+        if (q == 0)
+          rec.initial(b, step_work);
+        else
+          z_prev = &old_z(b, slot(L, int(q - 1)), 0);
+        rec.step(b, t, z_prev, offset, maps + s * na, kind, step_work + n);
+        for (int i = 0; i < n; ++i) offset[i] -= old_z(b, t, i);
+      });
+    }
 
     // run_chunk on a team (team_fold): each step linearised by a thread of
     // its own, its map on δ and on the composed map divided among them.
@@ -1259,7 +1348,6 @@ struct Solver {
       int const L = rec.length(int(b));
       std::int64_t const s0 = c * chunk;
       std::int64_t const s1 = s0 + chunk < L ? s0 + chunk : L;
-      Linearise const kind = linearise(block, n);
       bool const composing = !replay && c > 0;
       T *delta, *P;
       double worst = 0;
@@ -1267,15 +1355,8 @@ struct Solver {
           member, team, n, block, strided, team_work(), s0, s1, composing,
           shared, delta, P,
           [&](int i) { return replay && c > 0 ? offsets(b, c - 1, i) : T(0); },
-          [&](std::int64_t q, T* J, T* offset, T* work) {
-            int const t = slot(L, int(q));
-            T const* z_prev = work;
-            if (q == 0)
-              rec.initial(int(b), work);
-            else
-              z_prev = &old_z(b, slot(L, int(q - 1)), 0);
-            rec.step(int(b), t, z_prev, offset, J, kind, work + n);
-            for (int i = 0; i < n; ++i) offset[i] -= old_z(b, t, i);
+          [&](std::int64_t first, int count, T* J, T* offset, T* work) {
+            team_linearise(member, int(b), L, first, count, J, offset, work);
           },
           [&](std::int64_t q, int i, T d) {
             if (!replay) return;
@@ -1574,6 +1655,96 @@ struct Solver {
     }
   };
 
+  // LocalStart a thread a unit (UnitSteps): `per_team` chunks a team, each
+  // step's units side by side and its state in the team's fast memory. A
+  // thread a chunk runs each step's whole product alone (on an H200 a GRU
+  // step at n = 16 is about 1,500 dependent multiply-adds and loads).
+  struct UnitLocalStart {
+    using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+    LocalStart start;
+    std::int64_t items;  // B · chunks
+    int per_team;
+    std::size_t bytes;  // per_team · 2n values
+    KOKKOS_INLINE_FUNCTION void operator()(const Member& member) const {
+      auto const& rec = start.rec;
+      int const n = start.n, units = rec.units();
+      std::int64_t const chunk = start.chunk, warm_up = start.warm_up;
+      T* const shared =
+          static_cast<T*>(member.team_scratch(0).get_shmem(bytes));
+      std::int64_t const first_item =
+          std::int64_t(member.league_rank()) * per_team;
+      // Chunk c's state before its first step: the initial state where the
+      // warm-up reaches the sequence's start, else zeros.
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(member, per_team), [&](int c) {
+            std::int64_t const item = first_item + c;
+            if (item >= items) return;
+            std::int64_t const s0 = (item % start.chunks) * chunk;
+            T* const state = shared + 2 * n * c;
+            if (s0 - warm_up <= 0)
+              rec.initial(int(item / start.chunks), state);
+            else
+              for (int i = 0; i < n; ++i) state[i] = 0;
+          });
+      member.team_barrier();
+      for (int r = 0; r < chunk + warm_up; ++r) {
+        Kokkos::parallel_for(
+            Kokkos::TeamThreadRange(member, per_team * units), [&](int e) {
+              int const c = e / units;
+              std::int64_t const item = first_item + c;
+              if (item >= items) return;
+              int const b = int(item / start.chunks);
+              int const L = rec.length(b);
+              std::int64_t const s0 = (item % start.chunks) * chunk;
+              if (s0 >= L) return;
+              std::int64_t const s1 = s0 + chunk < L ? s0 + chunk : L;
+              std::int64_t const s = (s0 > warm_up ? s0 - warm_up : 0) + r;
+              if (s >= s1) return;
+              int const t = start.reversed ? L - 1 - int(s) : int(s);
+              T const* const previous = shared + 2 * n * c + n * (r % 2);
+              T* const next = shared + 2 * n * c + n * ((r + 1) % 2);
+              rec.step_unit(b, t, previous, e % units,
+                            [&](int i, T value, const auto&) {
+                              next[i] = value;
+                              if (s >= s0) start.z(b, t, i) = value;
+                            });
+            });
+        member.team_barrier();
+      }
+    }
+  };
+
+  // The local start a thread a unit (UnitLocalStart) where
+  // DeerOptions::chunk_team_size asks for a team, or, unset, on a device
+  // for 8 units or more (below, a thread a chunk's step is short);
+  // returns whether it ran.
+  bool unit_local_start(const LocalStart& start) {
+    if constexpr (!UnitSteps<Recurrence>::value) {
+      return false;
+    } else {
+      bool const host = runs_on_host<Space>;
+      int const asked = settings_.chunk_team_size, units = rec_.units();
+      if (asked == 1 || (asked == 0 && (host || units < 8))) return false;
+      int const threads =
+          asked > 1 ? std::min(asked, host ? int(space_.concurrency()) : 256)
+                    : 256;
+      int const per_team = std::max(1, threads / units);
+      std::size_t const bytes = std::size_t(per_team) * 2 * start.n * sizeof(T);
+      if (threads <= 1 ||
+          bytes > std::size_t(Kokkos::TeamPolicy<Space>::scratch_size_max(0)))
+        return false;
+      std::int64_t const items = batch_ * start.chunks;
+      Kokkos::parallel_for(
+          label("team_local_start"),
+          compat::light_weight(
+              Kokkos::TeamPolicy<Space>(
+                  space_, int((items + per_team - 1) / per_team), threads)
+                  .set_scratch_size(0, Kokkos::PerTeam(bytes))),
+          UnitLocalStart{start, items, per_team, bytes});
+      return true;
+    }
+  }
+
   // sequential: a diverged sequence by the loop over its steps.
   struct Sequential {
     Recurrence rec;
@@ -1728,11 +1899,11 @@ struct Solver {
         warm_up > 0 && fused && fused_iteration->starts_locally();
     bool const local_start = warm_up > 0 && !fused_start;
     if (local_start) {
-      Items const start = Items(batch_ * chunks, 2 * n + rec_.work_size(), T())
-                              .values_in(memory_, space_, never_wait_);
-      start.template for_each<T>(
-          space_, label("local_start"),
-          LocalStart{rec_, z_, chunks, chunk, warm_up, n, reversed_});
+      LocalStart const start{rec_, z_, chunks, chunk, warm_up, n, reversed_};
+      if (!unit_local_start(start))
+        Items(batch_ * chunks, 2 * n + rec_.work_size(), T())
+            .values_in(memory_, space_, never_wait_)
+            .template for_each<T>(space_, label("local_start"), start);
     } else if (!settings_.warm_start && !fused) {
       compat::fill(space_, z_, T(0));
     }
@@ -2077,6 +2248,15 @@ struct Forward {
   KOKKOS_INLINE_FUNCTION void team_step(const Member& member, int b, int t,
                                         T* z, T* shared) const {
     cell.team_step(member, z, &x(b, t, 0), shared);
+  }
+  // A step's linearisation a unit a thread, where the cell can (UnitSteps).
+  static constexpr bool unit_steps =
+      UnitSteps<Cell>::value && !PerSequenceCells<Cell>::value;
+  KOKKOS_INLINE_FUNCTION int units() const { return cell.units(); }
+  template <class Row>
+  KOKKOS_INLINE_FUNCTION void step_unit(int b, int t, const T* z_prev, int i,
+                                        const Row& row) const {
+    cell.step_unit(i, z_prev, &x(b, t, 0), row);
   }
   KOKKOS_INLINE_FUNCTION void step(int b, int t, const T* z_prev, T* z,
                                    T* jacobian, Linearise kind, T* work) const {

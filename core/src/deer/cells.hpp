@@ -82,22 +82,19 @@ struct HiddenWeights {
     if (!diagonal) return weight(first_row + k, j);
     return j == k % size() ? weight(first_row + k, 0) : T(0);
   }
-  KOKKOS_INLINE_FUNCTION void project(const T* h, int rows, T* out) const {
+  // Row k of W_hh h + b_hh.
+  KOKKOS_INLINE_FUNCTION T project_row(int k, const T* h) const {
     int const columns = size();
-    if (diagonal) {
-      SOFTWAVE_DEER_UNROLL
-      for (int k = 0; k < rows; ++k)
-        out[k] =
-            bias(first_row + k) + weight(first_row + k, 0) * h[k % columns];
-      return;
-    }
+    if (diagonal)
+      return bias(first_row + k) + weight(first_row + k, 0) * h[k % columns];
+    T sum = bias(first_row + k);
     SOFTWAVE_DEER_UNROLL
-    for (int k = 0; k < rows; ++k) {
-      T sum = bias(first_row + k);
-      SOFTWAVE_DEER_UNROLL
-      for (int j = 0; j < columns; ++j) sum += weight(first_row + k, j) * h[j];
-      out[k] = sum;
-    }
+    for (int j = 0; j < columns; ++j) sum += weight(first_row + k, j) * h[j];
+    return sum;
+  }
+  KOKKOS_INLINE_FUNCTION void project(const T* h, int rows, T* out) const {
+    SOFTWAVE_DEER_UNROLL
+    for (int k = 0; k < rows; ++k) out[k] = project_row(k, h);
   }
   // out = W_hh h + b_hh for `rows` rows, a row a thread of a team, its
   // product across the thread's vector lanes. Ends with the team's barrier.
@@ -183,6 +180,17 @@ struct ElmanCell {
     }
   }
 
+  // Unit i of the step alone (the engine's UnitSteps): row(i, y_i, entry),
+  // entry(j) = ∂y_i/∂h_j.
+  KOKKOS_INLINE_FUNCTION int units() const { return w.size(); }
+  template <class Row>
+  KOKKOS_INLINE_FUNCTION void step_unit(int i, const T* h, const T* p,
+                                        const Row& row) const {
+    T const out = tanh_of(p[i] + w.project_row(i, h));
+    T const slope = T(1) - out * out;
+    row(i, out, [&](int j) { return slope * w.at(i, j); });
+  }
+
   // y_i of the step from h, p and hp = W_hh h + b_hh (y may be h).
   KOKKOS_INLINE_FUNCTION void unit_step(int i, const T* /*h*/, const T* p,
                                         const T* hp, T* y) const {
@@ -236,11 +244,32 @@ struct GruCell {
   };
   KOKKOS_INLINE_FUNCTION Gates gates(int i, const T* p, const T* hp) const {
     int const H = w.size();
+    return gates_of(i, p, hp[i], hp[H + i], hp[2 * H + i]);
+  }
+  // The same from unit i's three rows of hp.
+  KOKKOS_INLINE_FUNCTION Gates gates_of(int i, const T* p, T hp_r, T hp_z,
+                                        T hp_n) const {
+    int const H = w.size();
     Gates g;
-    g.r = sigmoid(p[i] + hp[i]);
-    g.z = sigmoid(p[H + i] + hp[H + i]);
-    g.n = tanh_of(p[2 * H + i] + g.r * hp[2 * H + i]);
+    g.r = sigmoid(p[i] + hp_r);
+    g.z = sigmoid(p[H + i] + hp_z);
+    g.n = tanh_of(p[2 * H + i] + g.r * hp_n);
     return g;
+  }
+  // Row i of the Jacobian: ∂h'_i/∂h_j = a W_n(i,j) + c W_r(i,j) +
+  // e W_z(i,j) + z δ_ij, from unit i's gates, its row of W_n h + b_n and h_i.
+  struct Row {
+    T a, c, e, z;
+  };
+  KOKKOS_INLINE_FUNCTION static Row row_of(const Gates& g, T hp_n, T h_i) {
+    T const dn = (T(1) - g.z) * (T(1) - g.n * g.n);
+    return {dn * g.r, dn * hp_n * g.r * (T(1) - g.r),
+            (h_i - g.n) * g.z * (T(1) - g.z), g.z};
+  }
+  KOKKOS_INLINE_FUNCTION T entry(int i, int j, const Row& row) const {
+    int const H = w.size();
+    return row.a * w.at(2 * H + i, j) + row.c * w.at(i, j) +
+           row.e * w.at(H + i, j) + (i == j ? row.z : T(0));
   }
   // For dL/dh' = λ: unit i's input-side gate gradients (r, z, n), the
   // hidden side's being (r, z, n·reset), and λ_i z (dh'_i/dh_i's term).
@@ -291,24 +320,29 @@ struct GruCell {
     SOFTWAVE_DEER_UNROLL
     for (int i = 0; i < H; ++i) {
       Gates const g = gates(i, p, hp);
-      T const r = g.r, z = g.z, n = g.n;
       y[i] = next(g, h[i]);
       if (!jacobian) continue;
-      // ∂h'_i/∂h_j = a W_n(i,j) + c W_r(i,j) + e W_z(i,j) + z δ_ij
-      T const dn = (T(1) - z) * (T(1) - n * n);
-      T const a = dn * r;
-      T const c = dn * hp[2 * H + i] * r * (T(1) - r);
-      T const e = (h[i] - n) * z * (T(1) - z);
-      auto entry = [&](int j) {
-        return a * w.at(2 * H + i, j) + c * w.at(i, j) + e * w.at(H + i, j) +
-               (i == j ? z : T(0));
-      };
+      Row const row = row_of(g, hp[2 * H + i], h[i]);
       if (kind == DeerJacobian::diagonal)
-        jacobian[i] = entry(i);
+        jacobian[i] = entry(i, i, row);
       else
         SOFTWAVE_DEER_UNROLL
-      for (int j = 0; j < H; ++j) jacobian[i * H + j] = entry(j);
+      for (int j = 0; j < H; ++j) jacobian[i * H + j] = entry(i, j, row);
     }
+  }
+
+  // Unit i of the step alone (the engine's UnitSteps): row(i, h'_i, entry),
+  // entry(j) = ∂h'_i/∂h_j, from its three rows of W_hh h + b_hh.
+  KOKKOS_INLINE_FUNCTION int units() const { return w.size(); }
+  template <class RowOut>
+  KOKKOS_INLINE_FUNCTION void step_unit(int i, const T* h, const T* p,
+                                        const RowOut& out) const {
+    int const H = w.size();
+    T const hp_n = w.project_row(2 * H + i, h);
+    Gates const g =
+        gates_of(i, p, w.project_row(i, h), w.project_row(H + i, h), hp_n);
+    Row const row = row_of(g, hp_n, h[i]);
+    out(i, next(g, h[i]), [&](int j) { return entry(i, j, row); });
   }
 
   KOKKOS_INLINE_FUNCTION void gate_gradients(const T* h, const T* p,
@@ -357,6 +391,15 @@ struct CellStateUnit {
   T dc_dpre[CGates];
 };
 
+// Unit k's G rows of W_hh h + b_hh, read as the whole array's rows g·H + k
+// are (a cell's unit() reads a[g·H + k]).
+template <class T, int G>
+struct UnitRows {
+  T value[G];
+  int H;
+  KOKKOS_INLINE_FUNCTION T operator[](int row) const { return value[row / H]; }
+};
+
 // The step, Jacobian and gradients of a cell with state (h, c) from its
 // units (Cell::unit, CellStateUnit) and its G gates' rows: shared by
 // PyTorch's LSTM and ParaRNN's.
@@ -395,28 +438,53 @@ struct CellStateSteps {
       y[k] = u.o * u.tc;
       y[H + k] = u.c;
       if (!jacobian) continue;
-      // ∂c'_k/∂h_j.
-      auto dc_dh = [&](int j) {
-        T sum = 0;
-        SOFTWAVE_DEER_UNROLL
-        for (int g = 0; g < std::decay_t<decltype(u)>::kCGates; ++g)
-          sum += u.dc_dpre[g] * w.at(u.c_rows[g], j);
-        return sum;
-      };
       if (kind == DeerJacobian::diagonal) {
-        jacobian[k] = u.dh_do * w.at(u.o_row, k) + u.dh_dc * dc_dh(k);
+        jacobian[k] = u.dh_do * w.at(u.o_row, k) + u.dh_dc * dc_dh(u, k);
         jacobian[H + k] = u.dc_dc;
         continue;
       }
       SOFTWAVE_DEER_UNROLL
       for (int j = 0; j < H; ++j) {
-        T const c_h = dc_dh(j);
+        T const c_h = dc_dh(u, j);
         jacobian[(H + k) * n + j] = c_h;
         jacobian[k * n + j] = u.dh_do * w.at(u.o_row, j) + u.dh_dc * c_h;
         jacobian[(H + k) * n + H + j] = j == k ? u.dc_dc : T(0);
         jacobian[k * n + H + j] = j == k ? u.dh_dc * u.dc_dc : T(0);
       }
     }
+  }
+
+  // ∂c'_k/∂h_j of unit u (k).
+  template <class Unit>
+  KOKKOS_INLINE_FUNCTION T dc_dh(const Unit& u, int j) const {
+    T sum = 0;
+    SOFTWAVE_DEER_UNROLL
+    for (int g = 0; g < Unit::kCGates; ++g)
+      sum += u.dc_dpre[g] * cell().w.at(u.c_rows[g], j);
+    return sum;
+  }
+
+  // Unit k of the step alone (the engine's UnitSteps): row(s, y_s, entry)
+  // for its states s = k (h'_k) and H + k (c'_k), entry(j) = ∂y_s/∂state_j,
+  // from its G rows of W_hh h + b_hh.
+  KOKKOS_INLINE_FUNCTION int units() const { return cell().w.size(); }
+  template <class Row>
+  KOKKOS_INLINE_FUNCTION void step_unit(int k, const T* state, const T* p,
+                                        const Row& row) const {
+    auto const& w = cell().w;
+    int const H = w.size();
+    UnitRows<T, G> a{{}, H};
+    SOFTWAVE_DEER_UNROLL
+    for (int g = 0; g < G; ++g) a.value[g] = w.project_row(g * H + k, state);
+    auto const u = cell().unit(state, p, a, k);
+    row(k, u.o * u.tc, [&](int j) {
+      if (j < H) return u.dh_do * w.at(u.o_row, j) + u.dh_dc * dc_dh(u, j);
+      return j - H == k ? u.dh_dc * u.dc_dc : T(0);
+    });
+    row(H + k, u.c, [&](int j) {
+      if (j < H) return dc_dh(u, j);
+      return j - H == k ? u.dc_dc : T(0);
+    });
   }
 
   // For dL/d(h', c') = λ: unit k's gate gradients (its G rows of g, the
@@ -468,8 +536,9 @@ struct LstmCell : CellStateSteps<LstmCell<T, Space, FixedHidden>, T, /*G=*/4> {
   HiddenWeights<T, Space, FixedHidden> w;
 
   // a: the hidden-side pre-activations W_hh h + b_hh.
+  template <class A>
   KOKKOS_INLINE_FUNCTION CellStateUnit<T, 3> unit(const T* state, const T* p,
-                                                  const T* a, int k) const {
+                                                  const A& a, int k) const {
     int const H = w.size();
     T const i = sigmoid(p[k] + a[k]);
     T const f = sigmoid(p[H + k] + a[H + k]);
@@ -501,8 +570,9 @@ struct CifgLstmCell
   using value_type = T;
   HiddenWeights<T, Space, FixedHidden> w;
 
+  template <class A>
   KOKKOS_INLINE_FUNCTION CellStateUnit<T, 2> unit(const T* state, const T* p,
-                                                  const T* a, int k) const {
+                                                  const A& a, int k) const {
     int const H = w.size();
     T const c_prev = state[H + k];
     T const f = sigmoid(p[k] + a[k] + w.peephole_f(k) * c_prev);
@@ -608,6 +678,21 @@ struct TorchCell {
                                               T* grad_p, T* work) const {
     visit([&](const auto& cell) {
       cell.vector_jacobian(y_prev, p, lambda, grad_y_prev, grad_p, work);
+      return 0;
+    });
+  }
+
+  // A step's linearisation a unit a thread (the engine's UnitSteps): each
+  // of the H units gives its states and their Jacobian rows from its own
+  // rows of W_hh h + b_hh. The fixed shapes keep a thread a step (their
+  // steps live in registers).
+  static constexpr bool unit_steps = FixedHidden == 0;
+  KOKKOS_INLINE_FUNCTION int units() const { return w.size(); }
+  template <class Row>
+  KOKKOS_INLINE_FUNCTION void step_unit(int i, const T* y_prev, const T* p,
+                                        const Row& row) const {
+    visit([&](const auto& cell) {
+      cell.step_unit(i, y_prev, p, row);
       return 0;
     });
   }
