@@ -65,6 +65,18 @@ template <class X>
 struct UnitSteps<X, std::void_t<decltype(X::unit_steps)>>
     : std::bool_constant<X::unit_steps> {};
 
+// Whether a recurrence that is linear in its state (the adjoint) makes its
+// steps' full maps a unit a thread: its constant unit_columns, with
+// units(), last(b, t) (a step that reads no state: its map is zero),
+// step_unit_columns(b, t, i, column), where unit i gives its columns s of
+// the map as column(s, entry), entry(j) = A(j, s), and direct(b, t, j),
+// the step's value at a zero state.
+template <class X, class = void>
+struct UnitColumns : std::false_type {};
+template <class X>
+struct UnitColumns<X, std::void_t<decltype(X::unit_columns)>>
+    : std::bool_constant<X::unit_columns> {};
+
 // Per-sequence state of the iterations (Solver::status).
 enum Status : int {
   active = 0,
@@ -1284,7 +1296,12 @@ struct Solver {
     // The values of making one step's map on a team (run_team_item): the
     // initial state, and the recurrence's work where a thread makes it.
     KOKKOS_INLINE_FUNCTION int team_work() const {
-      return by_units ? n : n + rec.work_size();
+      return by_units || by_columns() ? n : n + rec.work_size();
+    }
+    // With a team, full maps a unit a thread where the recurrence is
+    // linear and can (UnitColumns).
+    KOKKOS_INLINE_FUNCTION bool by_columns() const {
+      return UnitColumns<Recurrence>::value && block == n;
     }
 
     // Steps first … first + count − 1 of chunk c of sequence b linearised
@@ -1321,6 +1338,13 @@ struct Solver {
                             });
             });
         return;
+      }
+      if constexpr (UnitColumns<Recurrence>::value) {
+        if (by_columns()) {
+          team_linearise_columns(member, b, L, first, count, maps, offsets,
+                                 works);
+          return;
+        }
       }
       int const work = team_work();
       Kokkos::parallel_for(Kokkos::TeamThreadRange(member, count), [&](int s) {
@@ -1379,6 +1403,46 @@ struct Solver {
       if (composing)
         Kokkos::parallel_for(Kokkos::TeamThreadRange(member, na),
                              [&](int e) { maps(b, c, e) = P[e]; });
+    }
+
+    // team_linearise for a linear recurrence's full maps (UnitColumns): the
+    // maps a unit a thread, then each offset, direct(b, t, j) + the map's
+    // row j · z_prev − z_j, a state a thread.
+    template <class Member>
+    KOKKOS_INLINE_FUNCTION void team_linearise_columns(
+        const Member& member, int b, int L, std::int64_t first, int count,
+        T* maps, T* offsets, T* works) const {
+      if (first == 0) {
+        Kokkos::single(Kokkos::PerTeam(member), [&] { rec.initial(b, works); });
+        member.team_barrier();
+      }
+      int const units = rec.units();
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(member, count * units), [&](int e) {
+            int const s = e / units, u = e % units;
+            int const t = slot(L, int(first + s));
+            T* const A = maps + s * na;
+            if (rec.last(b, t)) {
+              for (int v = u; v < na; v += units) A[v] = 0;
+              return;
+            }
+            rec.step_unit_columns(b, t, u, [&](int i, const auto& entry) {
+              for (int j = 0; j < n; ++j) A[j * n + i] = entry(j);
+            });
+          });
+      member.team_barrier();
+      Kokkos::parallel_for(
+          Kokkos::TeamThreadRange(member, count * n), [&](int e) {
+            int const s = e / n, j = e % n;
+            std::int64_t const q = first + s;
+            int const t = slot(L, int(q));
+            T const* const z_prev =
+                q == 0 ? works : &old_z(b, slot(L, int(q - 1)), 0);
+            T const* const a = maps + s * na + j * n;
+            T sum = 0;
+            for (int i = 0; i < n; ++i) sum += a[i] * z_prev[i];
+            offsets[s * n + j] = rec.direct(b, t, j) + sum - old_z(b, t, j);
+          });
     }
 
     KOKKOS_INLINE_FUNCTION void run_item(std::int64_t item, T* s,
@@ -2333,6 +2397,24 @@ struct Adjoint {
     Kokkos::parallel_for(Kokkos::TeamVectorRange(member, n),
                          [&](int i) { z[i] += grad_y(b, t, i); });
     member.team_barrier();
+  }
+  // The full map J_{t+1}ᵀ a unit a thread, where the cell can (UnitSteps,
+  // UnitColumns): the cell's unit i at (y_t, x_{t+1}) gives its rows of
+  // J_{t+1}, the map's columns.
+  static constexpr bool unit_columns =
+      UnitSteps<Cell>::value && !PerSequenceCells<Cell>::value;
+  KOKKOS_INLINE_FUNCTION int units() const { return cell.units(); }
+  KOKKOS_INLINE_FUNCTION bool last(int b, int t) const {
+    return t + 1 >= lengths(b);
+  }
+  template <class Column>
+  KOKKOS_INLINE_FUNCTION void step_unit_columns(int b, int t, int i,
+                                                const Column& column) const {
+    cell.step_unit(i, &y(b, t, 0), &x(b, t + 1, 0),
+                   [&](int s, T, const auto& entry) { column(s, entry); });
+  }
+  KOKKOS_INLINE_FUNCTION T direct(int b, int t, int j) const {
+    return grad_y(b, t, j);
   }
   KOKKOS_INLINE_FUNCTION void step(int b, int t, const T* next, T* z,
                                    T* jacobian, Linearise kind, T* work) const {
