@@ -578,14 +578,16 @@ inline int choose_chunk(std::int64_t batch, std::int64_t length, int block,
 //    6 µs a step of the GRU at n = 16 and 15 µs at n = 64; an iteration of
 //    the portable DEER kernels costs a few launches plus a throughput-bound
 //    pass whose cost grows like n³ with full Jacobians (a team a chunk
-//    shares it, fold_team). DEER won from T ≥ 2000 at n = 1 and T ≥ 1000 at
-//    n = 4 to 16, with full Jacobians too (n = 16, T = 1k: 3.8 against
-//    6.1 ms for the team loop); against the team loop it lost at n = 64
-//    (diagonal, T = 1k: 96 against 15 ms). Taken where T·n ≥ 2000, with
-//    full Jacobians for n up to the recurrence's full_limit
-//    (FullJacobianDeviceLimit: 16, the GRU's, unless its cell says
-//    otherwise), with diagonal or block ones, where the loop runs a team,
-//    for n up to quasi_limit (QuasiJacobianDeviceLimit; 0: no bound).
+//    shares it a unit a thread, fold_team). DEER won from T ≥ 2000 at n = 1
+//    and T ≥ 1000 at n = 4 to 32, with full Jacobians too (on an H100,
+//    T = 1k: 0.57 against 6.1 ms for the team loop at n = 16, 4.4 against
+//    7.1 ms at n = 32; diagonal ones 6.1 ms at n = 32); against the team
+//    loop it lost at n = 64 (diagonal, T = 1k, H200: 96 against 15 ms).
+//    Taken where T·n ≥ 2000, with full Jacobians for n up to the
+//    recurrence's full_limit (FullJacobianDeviceLimit: 32, the GRU's,
+//    unless its cell says otherwise), with diagonal or block ones, where
+//    the loop runs a team, for n up to quasi_limit
+//    (QuasiJacobianDeviceLimit; 0: no bound).
 //    The fused iteration (FusedIteration, `fused`) costs a launch an
 //    iteration: at n = 1, T = 1000 it took a third of the loop's time, and
 //    it is taken where T·n ≥ 1000;
@@ -606,18 +608,18 @@ inline bool deer_expected_faster(std::int64_t batch, std::int64_t length, int n,
 
 // The largest state size at which a device's automatic method takes DEER
 // with full Jacobians (deer_expected_faster): a cell's or recurrence's
-// constant full_jacobian_device_limit, else 16 (the GRU's).
+// constant full_jacobian_device_limit, else 32 (the GRU's).
 template <class X, class = void>
-struct FullJacobianDeviceLimit : std::integral_constant<int, 16> {};
+struct FullJacobianDeviceLimit : std::integral_constant<int, 32> {};
 template <class X>
 struct FullJacobianDeviceLimit<
     X, std::void_t<decltype(X::full_jacobian_device_limit)>>
     : std::integral_constant<int, X::full_jacobian_device_limit> {};
 // The same with diagonal or block Jacobians where the sequential loop runs
-// a team a sequence: a constant quasi_jacobian_device_limit, else 16 (the
+// a team a sequence: a constant quasi_jacobian_device_limit, else 32 (the
 // GRU's).
 template <class X, class = void>
-struct QuasiJacobianDeviceLimit : std::integral_constant<int, 16> {};
+struct QuasiJacobianDeviceLimit : std::integral_constant<int, 32> {};
 template <class X>
 struct QuasiJacobianDeviceLimit<
     X, std::void_t<decltype(X::quasi_jacobian_device_limit)>>

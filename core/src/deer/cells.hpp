@@ -84,17 +84,28 @@ struct HiddenWeights {
   }
   // Row k of W_hh h + b_hh.
   KOKKOS_INLINE_FUNCTION T project_row(int k, const T* h) const {
-    int const columns = size();
-    if (diagonal)
-      return bias(first_row + k) + weight(first_row + k, 0) * h[k % columns];
+    return diagonal ? diagonal_row(k, h) : dense_row(k, h);
+  }
+  KOKKOS_INLINE_FUNCTION T diagonal_row(int k, const T* h) const {
+    return bias(first_row + k) + weight(first_row + k, 0) * h[k % size()];
+  }
+  KOKKOS_INLINE_FUNCTION T dense_row(int k, const T* h) const {
     T sum = bias(first_row + k);
     SOFTWAVE_DEER_UNROLL
-    for (int j = 0; j < columns; ++j) sum += weight(first_row + k, j) * h[j];
+    for (int j = 0; j < size(); ++j) sum += weight(first_row + k, j) * h[j];
     return sum;
   }
+  // All `rows` rows, the weights' kind tested once, outside the loop: a
+  // fixed shape unrolls it whole, and a test a row would be a branch a row
+  // in the fused iteration's step.
   KOKKOS_INLINE_FUNCTION void project(const T* h, int rows, T* out) const {
+    if (diagonal) {
+      SOFTWAVE_DEER_UNROLL
+      for (int k = 0; k < rows; ++k) out[k] = diagonal_row(k, h);
+      return;
+    }
     SOFTWAVE_DEER_UNROLL
-    for (int k = 0; k < rows; ++k) out[k] = project_row(k, h);
+    for (int k = 0; k < rows; ++k) out[k] = dense_row(k, h);
   }
   // out = W_hh h + b_hh for `rows` rows, a row a thread of a team, its
   // product across the thread's vector lanes. Ends with the team's barrier.
