@@ -393,9 +393,10 @@ struct ThreadItems {
 
 // The team that folds one chunk of maps in the Newton iterations' passes
 // (Solver::iterate, solve_chunks): `threads` threads (0: a thread a chunk,
-// ThreadItems) which make up to `steps` positions' maps at once, a thread
-// each, and divide each position's products among them, with `bytes` of
-// the team's fast memory.
+// ThreadItems) which make up to `steps` positions' maps at once (a thread
+// a unit of each where the recurrence can, UnitSteps; else a thread each)
+// and divide each position's products among them, with `bytes` of the
+// team's fast memory.
 struct FoldTeam {
   int threads = 0, steps = 0;
   std::size_t bytes = 0;
