@@ -1,13 +1,14 @@
 """Small shapes from PyTorch on the GPU: a training step's forward + backward
 (``loss(x, y).sum().backward()``, x and y requiring grad, float32, gamma = 1,
-M = N) for softwave eager, under torch.compile (default mode, and mode="reduce-overhead",
+M = N) for softwave eager (through the operator registered in C++, and
+through the torch.autograd.Function it replaces), under torch.compile (default mode, and mode="reduce-overhead",
 which replays CUDA graphs), replayed from a CUDA graph captured by hand,
 and the core called directly with preallocated outputs (the C++ entry point
 with no autograd around it), beside the peers run in the same process:
 sdtw-cuda-torch (``softdtw_cuda``, unfused and fused) and
 pytorch-softdtw-cuda (``soft_dtw_cuda``), when importable.
 
-    PYTHONPATH=<peer sources> python3 perf/bench_small.py --out small.json
+    PYTHONPATH=<peer sources> python3 perf/bench_small.py --out small.json [--no-compile]
 
 Timing: CUDA events around batches of back-to-back steps after warm-up; the
 median over batches of the time per step, so host-bound steps show as the
@@ -22,7 +23,7 @@ import sys
 
 import torch
 
-from softwave import _core
+from softwave import _core, _torch_ops
 from softwave.torch import SoftDTW
 
 SHAPES = [(16, 64, 1), (16, 128, 1), (64, 128, 8), (32, 256, 16), (32, 512, 64)]
@@ -86,6 +87,31 @@ def core_step(x, y):
                        stream, False)
 
     return step
+
+
+def compiled_variants(row, loss, x, y):
+    """torch.compile's default mode, and mode="reduce-overhead", in which
+    inductor replays the step's graphs as CUDA graphs."""
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda a, c: loss(a, c), fullgraph=True)
+    row["compiled_ms"] = per_step_ms(training_step(compiled, x, y))
+    torch._dynamo.reset()
+    graphed = torch.compile(lambda a, c: loss(a, c), fullgraph=True, mode="reduce-overhead")
+    try:
+        row["compiled_graphs_ms"] = per_step_ms(training_step(graphed, x, y))
+    except Exception as e:  # noqa: BLE001 - reported, and the other variants still run
+        shape = "/".join(map(str, x.shape))
+        print(f"reduce-overhead failed at {shape}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+
+
+def function_path_ms(loss, x, y):
+    """The eager step with the C++ operator set aside: softwave.torch then
+    calls the core through its torch.autograd.Function."""
+    native, _torch_ops.NATIVE = _torch_ops.NATIVE, None
+    try:
+        return per_step_ms(training_step(loss, x, y))
+    finally:
+        _torch_ops.NATIVE = native
 
 
 def peers():
@@ -161,6 +187,7 @@ def jax_ms(step, jax, batches=7, per_batch=200):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="bench-small.json")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
     args = parser.parse_args()
     torch.manual_seed(0)
     peer_losses = peers()
@@ -172,18 +199,13 @@ def main():
         row = {"B": b, "N": n, "d": d}
         row["core_ms"] = per_step_ms(core_step(x.detach(), y.detach()))
         row["eager_ms"] = per_step_ms(training_step(loss, x, y))
+        row["native_operator"] = _torch_ops.NATIVE is not None
+        if row["native_operator"]:
+            row["eager_function_ms"] = function_path_ms(loss, x, y)
         row["graph_ms"] = per_step_ms(graph_step(loss, x, y))
-        torch._dynamo.reset()
-        compiled = torch.compile(lambda a, c: loss(a, c), fullgraph=True)
-        row["compiled_ms"] = per_step_ms(training_step(compiled, x, y))
-        # mode="reduce-overhead": inductor replays the step's graphs as CUDA graphs
-        torch._dynamo.reset()
-        graphed = torch.compile(lambda a, c: loss(a, c), fullgraph=True, mode="reduce-overhead")
-        try:
-            row["compiled_graphs_ms"] = per_step_ms(training_step(graphed, x, y))
-        except Exception as e:  # noqa: BLE001 - reported, and the other variants still run
-            row["compiled_graphs_ms"] = None
-            print(f"reduce-overhead failed at {b}/{n}/{d}: {type(e).__name__}: {str(e)[:300]}", file=sys.stderr)
+        row["compiled_ms"] = row["compiled_graphs_ms"] = None
+        if not args.no_compile:
+            compiled_variants(row, loss, x, y)
         found = jax_step(b, n, d)
         if found is not None:
             row["jax_ms"] = jax_ms(*found)
@@ -202,17 +224,22 @@ def main():
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
     with open(args.out, "w") as f:
         json.dump(meta, f, indent=1)
-    head = ("| B/N/d | core ms | eager ms | compiled ms | compiled, reduce-overhead ms | CUDA graph ms | JAX jit ms "
-            "| best peer ms | graph vs peer |")
+    head = ("| B/N/d | core ms | eager ms | eager, autograd.Function ms | compiled ms | compiled, reduce-overhead ms "
+            "| CUDA graph ms | JAX jit ms | best peer ms | graph vs peer | eager vs peer |")
     print(head)
-    print("|" + "---|" * 9)
+    print("|" + "---|" * 11)
+
+    def ms(value):
+        return "–" if value is None else f"{value:.3f}"
+
     for r in rows:
         peer = r.get("best_peer_ms")
         peer_text = f"{peer:.3f} ({r['best_peer']})" if peer else "–"
         ratio = f"{peer / r['graph_ms']:.1f}×" if peer else "–"
-        jax_text = f"{r['jax_ms']:.3f}" if "jax_ms" in r else "–"
-        print(f"| {r['B']}/{r['N']}/{r['d']} | {r['core_ms']:.3f} | {r['eager_ms']:.3f} | {r['compiled_ms']:.3f} | "
-              f"{r['compiled_graphs_ms'] or float('nan'):.3f} | {r['graph_ms']:.3f} | {jax_text} | {peer_text} | {ratio} |")
+        eager_ratio = f"{peer / r['eager_ms']:.1f}×" if peer else "–"
+        print(f"| {r['B']}/{r['N']}/{r['d']} | {ms(r['core_ms'])} | {ms(r['eager_ms'])} | "
+              f"{ms(r.get('eager_function_ms'))} | {ms(r['compiled_ms'])} | {ms(r['compiled_graphs_ms'])} | "
+              f"{ms(r['graph_ms'])} | {ms(r.get('jax_ms'))} | {peer_text} | {ratio} | {eager_ratio} |")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@
 #                    Benchmark, Open MPI (the openmp preset's MPI path;
 #                    Kokkos itself is bootstrapped by configure)
 #   test             build + what tests/python/run.sh needs: Debian's python3
-#                    with venv, headers, NumPy, PyTorch (a CPU build), pytest,
+#                    with venv, headers, NumPy, PyTorch (a CPU build, with
+#                    libtorch's headers for the C++ operators), pytest,
 #                    Matplotlib and scikit-learn (pip then brings the
 #                    extension's build tools)
 #   hip              build + ROCm's hipcc and HIP runtime for the `hip` preset,
@@ -21,7 +22,7 @@ set -euo pipefail
 build=(cmake ninja-build g++ patch xz-utils libgtest-dev libbenchmark-dev
        libopenmpi-dev openmpi-bin)
 python=(python3-dev python3-venv python3-pip python3-numpy python3-torch
-        python3-pytest python3-matplotlib python3-sklearn)
+        libtorch-dev python3-pytest python3-matplotlib python3-sklearn)
 hip=(hipcc libamdhip64-dev rocm-device-libs)
 clang=(clang libomp-dev)
 

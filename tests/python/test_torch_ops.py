@@ -6,6 +6,8 @@ backwards captured in a CUDA graph and replayed with new data.
 Debian's torch 1.13 has neither torch.compile nor torch.library.custom_op:
 there these tests skip and the autograd.Function path is what runs."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -32,6 +34,14 @@ cuda_only = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA build of softwa
 def tensors(rng, *shapes, dtype=torch.float32, device="cpu", requires_grad=False):
     return [torch.tensor(rng.standard_normal(s), dtype=dtype, device=device, requires_grad=requires_grad)
             for s in shapes]
+
+
+def test_native_operators_built_where_asked():
+    """tests/python/run.sh and perf/device/run.sh build softwave._torch_native
+    (the C++ operators of test_torch_native.py) and say so: there a missing
+    module is a failure, not a skip."""
+    if os.environ.get("SOFTWAVE_EXPECT_TORCH_NATIVE") == "1":
+        assert _torch_ops.NATIVE is not None and _torch_ops.NATIVE.attached()
 
 
 def test_registered_where_torch_has_custom_ops():

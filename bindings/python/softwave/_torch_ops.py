@@ -4,9 +4,12 @@ With torch >= 2.4 the core's entry points are registered as operators
 (``torch.ops.softwave.*``, through ``torch.library.custom_op``) with fake
 implementations, which give their outputs' shapes without running them, and
 registered autograd: ``torch.compile`` traces a model that uses softwave
-through them, without a graph break. Eager calls (and every call on older
-torch, such as Debian's 1.13, which has no ``custom_op``) go through
-``torch.autograd.Function``s with the same results and less per-call cost.
+through them, without a graph break. Eager Soft-DTW values go through
+the operator registered in C++ (``torch.ops.softwave.soft_dtw_values``,
+softwave._torch_native, with its autograd in C++) where the package was
+built with one; other eager calls (and every call on older torch, such as
+Debian's 1.13, which has no ``custom_op``) go through
+``torch.autograd.Function``s. All of them give the same results.
 Neither synchronises the host or allocates outside the stream, so a forward
 and backward can be captured in a CUDA graph and replayed.
 
@@ -16,6 +19,8 @@ cost tensors) and checked options; softwave.torch does the argument reading.
 
 from __future__ import annotations
 
+import importlib.util
+import warnings
 from typing import Optional, Tuple
 
 import torch
@@ -25,6 +30,24 @@ from ._common import Options
 
 HAS_CUDA = _core.has_cuda()  # read once: a call into the extension breaks torch.compile's graph
 OPS = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_fake")
+
+
+def _load_native():
+    """softwave._torch_native attached to the core, or None where the package
+    was built without torch's headers or against another torch."""
+    if importlib.util.find_spec(f"{__package__}._torch_native") is None:
+        return None
+    try:
+        from . import _torch_native
+    except ImportError as error:
+        warnings.warn(f"softwave: the C++ torch operators did not load ({error}); softwave.torch calls the core "
+                      "through torch.autograd.Function instead (reinstall softwave against this torch)")
+        return None
+    _torch_native.attach(_core.torch_bridge())
+    return _torch_native
+
+
+NATIVE = _load_native()
 
 
 def _traced() -> bool:
@@ -328,6 +351,9 @@ def soft_dtw_values(x, y, opts: Options, divergence: bool, lengths_x, lengths_y)
     """(B,) values (or divergences), differentiable w.r.t. x and y; the
     gradients are computed in the same pass where an input requires grad."""
     o = resolved(opts, x)
+    if NATIVE is not None and not _traced() and (NATIVE.cuda or not x.is_cuda):
+        return torch.ops.softwave.soft_dtw_values(x, y, lengths_x, lengths_y, o.gamma, o.dist, o.band, o.kernel,
+                                                  o.check, divergence)
     want_x, want_y = (torch.is_grad_enabled() and t.requires_grad for t in (x, y))
     if not (want_x or want_y):
         return soft_dtw(x, y, o, divergence=divergence, lengths_x=lengths_x, lengths_y=lengths_y)[0]

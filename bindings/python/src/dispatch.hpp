@@ -11,10 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace softwave::python {
+#include "array_kinds.hpp"
 
-enum class DType { float32, float64, bfloat16, float16, int32, int64, other };
-enum class Device { cpu, cuda, other };
+namespace softwave::python {
 
 // A C-contiguous array owned by Python (numpy, torch, jax); `data` is null
 // for an argument that was not given.

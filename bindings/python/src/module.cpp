@@ -16,6 +16,7 @@
 #include <string>
 
 #include "dispatch.hpp"
+#include "torch_bridge.hpp"
 #ifdef SOFTWAVE_JAX_FFI
 #include "jax_ffi.hpp"
 #endif
@@ -511,6 +512,11 @@ NB_MODULE(_core, m) {
           nb::make_tuple(t.name, t.platform, nb::capsule(t.handler)));
 #endif
     return targets;
+  });
+
+  // The table softwave._torch_native's operators call the core through.
+  m.def("torch_bridge", []() {
+    return nb::capsule(torch_bridge::table(), torch_bridge::capsule_name);
   });
 
   m.def("initialize", &initialize);
