@@ -20,6 +20,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 
 import torch
 
@@ -27,10 +28,14 @@ from softwave import _core, _torch_ops
 from softwave.torch import SoftDTW
 
 SHAPES = [(16, 64, 1), (16, 128, 1), (64, 128, 8), (32, 256, 16), (32, 512, 64)]
+DEVICE = "cuda"
 
 
 def per_step_ms(step, batches=7, per_batch=None):
-    """Median over batches of the per-step time (CUDA events)."""
+    """Median over batches of the per-step time (CUDA events; on the CPU, the
+    wall clock)."""
+    if DEVICE == "cpu":
+        return wall_ms(step, batches, per_batch)
     for _ in range(5):
         step()
     torch.cuda.synchronize()
@@ -51,6 +56,23 @@ def per_step_ms(step, batches=7, per_batch=None):
         end.record()
         torch.cuda.synchronize()
         times.append(begin.elapsed_time(end) / per_batch)
+    return statistics.median(times)
+
+
+def wall_ms(step, batches, per_batch):
+    for _ in range(5):
+        step()
+    if per_batch is None:  # about 20 ms a batch
+        start = time.perf_counter()
+        for _ in range(5):
+            step()
+        per_batch = max(5, min(2000, int(0.02 / max((time.perf_counter() - start) / 5, 1e-6))))
+    times = []
+    for _ in range(batches):
+        start = time.perf_counter()
+        for _ in range(per_batch):
+            step()
+        times.append((time.perf_counter() - start) / per_batch * 1e3)
     return statistics.median(times)
 
 
@@ -78,9 +100,9 @@ def graph_step(loss, x, y):
 
 
 def core_step(x, y):
-    values = torch.empty(x.shape[0], device="cuda")
+    values = torch.empty(x.shape[0], device=x.device)
     gx, gy = torch.empty_like(x), torch.empty_like(y)
-    stream = torch.cuda.current_stream().cuda_stream
+    stream = torch.cuda.current_stream().cuda_stream if x.is_cuda else 0
 
     def step():
         _core.soft_dtw(x, y, values, gx, gy, None, None, None, None, 1.0, "sqeuclidean", -1, "automatic", False,
@@ -112,6 +134,17 @@ def function_path_ms(loss, x, y):
         return per_step_ms(training_step(loss, x, y))
     finally:
         _torch_ops.NATIVE = native
+
+
+def cpu_peers():
+    """tslearn's PyTorch Soft-DTW loss (CPU), when importable."""
+    try:
+        from tslearn.metrics import SoftDTWLossPyTorch
+
+        return {"tslearn": SoftDTWLossPyTorch(gamma=1.0)}
+    except Exception as e:  # noqa: BLE001 - a peer that does not import is reported, not fatal
+        print(f"tslearn not measured: {e}", file=sys.stderr)
+        return {}
 
 
 def peers():
@@ -188,13 +221,17 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="bench-small.json")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                        help="cpu: the core, eager (both paths) and tslearn, by the wall clock")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
     torch.manual_seed(0)
-    peer_losses = peers()
+    peer_losses = peers() if DEVICE == "cuda" else cpu_peers()
     rows = []
     for b, n, d in SHAPES:
-        x = torch.randn(b, n, d, device="cuda", requires_grad=True)
-        y = torch.randn(b, n, d, device="cuda", requires_grad=True)
+        x = torch.randn(b, n, d, device=DEVICE, requires_grad=True)
+        y = torch.randn(b, n, d, device=DEVICE, requires_grad=True)
         loss = SoftDTW(gamma=1.0)
         row = {"B": b, "N": n, "d": d}
         row["core_ms"] = per_step_ms(core_step(x.detach(), y.detach()))
@@ -202,13 +239,14 @@ def main():
         row["native_operator"] = _torch_ops.NATIVE is not None
         if row["native_operator"]:
             row["eager_function_ms"] = function_path_ms(loss, x, y)
-        row["graph_ms"] = per_step_ms(graph_step(loss, x, y))
-        row["compiled_ms"] = row["compiled_graphs_ms"] = None
-        if not args.no_compile:
-            compiled_variants(row, loss, x, y)
-        found = jax_step(b, n, d)
-        if found is not None:
-            row["jax_ms"] = jax_ms(*found)
+        row["graph_ms"] = row["compiled_ms"] = row["compiled_graphs_ms"] = None
+        if DEVICE == "cuda":
+            row["graph_ms"] = per_step_ms(graph_step(loss, x, y))
+            if not args.no_compile:
+                compiled_variants(row, loss, x, y)
+            found = jax_step(b, n, d)
+            if found is not None:
+                row["jax_ms"] = jax_ms(*found)
         for name, peer in peer_losses.items():
             try:
                 row[name] = per_step_ms(training_step(peer, x, y), batches=5)
@@ -221,7 +259,8 @@ def main():
             row["best_peer"], row["best_peer_ms"] = best, peer_times[best]
         rows.append(row)
         print(json.dumps(row), flush=True)
-    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
+    name = torch.cuda.get_device_name() if DEVICE == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    meta = {"device": name, "torch": torch.__version__, "rows": rows}
     with open(args.out, "w") as f:
         json.dump(meta, f, indent=1)
     head = ("| B/N/d | core ms | eager ms | eager, autograd.Function ms | compiled ms | compiled, reduce-overhead ms "
@@ -235,7 +274,7 @@ def main():
     for r in rows:
         peer = r.get("best_peer_ms")
         peer_text = f"{peer:.3f} ({r['best_peer']})" if peer else "–"
-        ratio = f"{peer / r['graph_ms']:.1f}×" if peer else "–"
+        ratio = f"{peer / r['graph_ms']:.1f}×" if peer and r["graph_ms"] else "–"
         eager_ratio = f"{peer / r['eager_ms']:.1f}×" if peer else "–"
         print(f"| {r['B']}/{r['N']}/{r['d']} | {ms(r['core_ms'])} | {ms(r['eager_ms'])} | "
               f"{ms(r.get('eager_function_ms'))} | {ms(r['compiled_ms'])} | {ms(r['compiled_graphs_ms'])} | "
