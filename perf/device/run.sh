@@ -13,7 +13,8 @@
 #   BENCH_FILTER=<regex> passes --benchmark_filter (default: all);
 #   BENCH_CHECKS=on|off the library's data checks (default off: the fence
 #   they cost is not kernel time, and the torch front end skips it on CUDA);
-#   SKIP_PYTHON=1 skips the Python package (build with the CUDA backend,
+#   SKIP_PYTHON=1 skips the Python package (build with the CUDA backend, or
+#   install .whl/softwave-*.whl from perf/device/build_wheel.sh,
 #   pytest with CUDA tensors, perf/bench_torch.py); PYTHON_BENCH=quick
 #   benchmarks only N <= 512 there, SKIP_PYTHON_BENCH=1 skips it;
 #   SKIP_CPP=1 skips the cmake build (and so the tests and benchmarks): the
@@ -86,9 +87,17 @@ if [ -z "${SKIP_PYTHON:-}" ]; then
   # The image's python3 holds torch, jax, numpy, pytest, nanobind and
   # scikit-build-core; nothing can be fetched there, so no build isolation.
   step "python package"
-  SOFTWAVE_KOKKOS_BACKEND=CUDA python3 -m pip install --no-build-isolation --no-deps \
-    -Ccmake.define.SOFTWAVE_KOKKOS_SOURCE_DIR="$PWD/.cache/kokkos-src" . \
-    >"$OUT/pip.log" 2>&1 || { python_rc=1; grep -m 20 -B2 -A6 -i "error" "$OUT/pip.log"; }
+  # A wheel built beforehand by perf/device/build_wheel.sh (carried as .whl/)
+  # installs in seconds; building here takes longer than a call may run.
+  wheel=$(ls .whl/softwave-*-cp3*.whl 2>/dev/null | head -1)
+  if [ -n "$wheel" ]; then
+    python3 -m pip install --no-deps --force-reinstall "$wheel" >"$OUT/pip.log" 2>&1 ||
+      { python_rc=1; tail -20 "$OUT/pip.log"; }
+  else
+    SOFTWAVE_KOKKOS_BACKEND=CUDA python3 -m pip install --no-build-isolation --no-deps \
+      -Ccmake.define.SOFTWAVE_KOKKOS_SOURCE_DIR="$PWD/.cache/kokkos-src" . \
+      >"$OUT/pip.log" 2>&1 || { python_rc=1; grep -m 20 -B2 -A6 -i "error" "$OUT/pip.log"; }
+  fi
   if [ "$python_rc" = 0 ]; then
     step pytest
     SOFTWAVE_EXPECT_TORCH_NATIVE=1 python3 -m pytest -q -p no:cacheprovider tests/python \

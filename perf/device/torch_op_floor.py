@@ -13,16 +13,20 @@ cost of the way the operator is called:
 
     python3 perf/device/torch_op_floor.py --out floor.json
 
-Timing as perf/bench_small.py: CUDA events around batches of back-to-back
-steps, the median per-step time of 7 batches.
+Timing as perf/bench_small.py (its per_step_ms): CUDA events around batches
+of back-to-back steps, the median per-step time of 7 batches.
 """
 
 import argparse
 import json
-import statistics
+import sys
+from pathlib import Path
 
 import torch
 from torch.utils.cpp_extension import load_inline
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench_small import per_step_ms  # noqa: E402
 
 CPP = r"""
 #include <torch/extension.h>
@@ -78,22 +82,6 @@ class PythonFloor(torch.autograd.Function):
         gx, gy = ctx.saved_tensors
         scale = grad.view(-1, 1, 1)
         return gx * scale, gy * scale, None
-
-
-def per_step_ms(step, batches=7, per_batch=400):
-    for _ in range(20):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(batches):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        for _ in range(per_batch):
-            step()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(begin.elapsed_time(end) / per_batch)
-    return statistics.median(times)
 
 
 def main():
