@@ -19,8 +19,16 @@ out=${1:-.whl}
 python_version=${PYTHON_VERSION:-3.12}
 torch_version=${TORCH_VERSION:-2.11.0}
 
-python=$(command -v "python$python_version" || ls -d "$HOME"/.pyenv/versions/"$python_version"*/bin/python 2>/dev/null | tail -1)
-[ -x "$python" ] || { echo "build_wheel.sh: no Python $python_version here" >&2; exit 1; }
+# The first of these that runs and is that version (a pyenv shim may exist
+# and refuse to run).
+python=
+for candidate in "python$python_version" "$HOME"/.pyenv/versions/"$python_version".*/bin/python; do
+  if "$candidate" -c "import sys; sys.exit(sys.version.startswith('$python_version.') is False)" 2>/dev/null; then
+    python=$candidate
+    break
+  fi
+done
+[ -n "$python" ] || { echo "build_wheel.sh: no Python $python_version here" >&2; exit 1; }
 venv=build/wheel-venv-$python_version
 if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
