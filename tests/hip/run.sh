@@ -12,7 +12,7 @@
 # Both are compiled unoptimised where hipcc allows it: nothing here can run
 # them, so the check is that every source compiles for HIP and links with
 # device code, and the optimiser would only double or treble the time
-# (core/src/softdtw/softdtw.cpp takes hipcc 87 s of host and 87 s of device
+# (the Soft-DTW drivers, then one source, took hipcc 87 s of host and 87 s of device
 # compilation at -O3; 12 s and 24 s at -O0). The wheel is built at -O0; with
 # 4.6.01 the device code is compiled at -O1 (hipcc -O1 -Xarch_host -O0), as
 # ROCm 5.2's warp functions that Kokkos 4.6 calls leave a gfx10 intrinsic

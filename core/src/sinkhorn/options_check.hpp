@@ -1,6 +1,6 @@
 #pragma once
 // The argument checks of SinkhornOptions, shared by every Sinkhorn entry
-// point (sinkhorn.cpp defines them).
+// point (options_check.cpp defines them).
 
 #include <softwave/sinkhorn.hpp>
 

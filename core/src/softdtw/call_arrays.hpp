@@ -2,8 +2,8 @@
 // A call's values and gradient arrays (accumulation, rounding of 16-bit
 // outputs, all-pairs matrices) and the checks every entry point shares.
 //
-// One part of softdtw.cpp's translation unit (its entry points use these;
-// nothing else includes them): sweeper.hpp, then call_arrays.hpp.
+// One part of the Soft-DTW drivers (drivers.hpp, whose entry points use
+// these; nothing else includes them): sweeper.hpp, then call_arrays.hpp.
 
 #include "sweeper.hpp"
 #include "validate.hpp"

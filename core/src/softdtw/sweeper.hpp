@@ -3,8 +3,8 @@
 // team sizes, the boundary rows a checkpointed sweep keeps, and the Sweeper
 // that launches one anti-diagonal of tiles after another.
 //
-// One part of softdtw.cpp's translation unit (its entry points use these;
-// nothing else includes them): sweeper.hpp, then call_arrays.hpp.
+// One part of the Soft-DTW drivers (drivers.hpp, whose entry points use
+// these; nothing else includes them): sweeper.hpp, then call_arrays.hpp.
 
 #include <algorithm>
 #include <climits>

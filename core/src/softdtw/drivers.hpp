@@ -1,6 +1,9 @@
+#pragma once
 // Drivers of the public Soft-DTW entry points: argument checks, workspace,
 // the forward and backward tile sweeps (sweeper.hpp, call_arrays.hpp), and
-// the explicit instantiations.
+// the macros that instantiate them. softdtw_<type>.cpp instantiate one value
+// type each, so that a build compiles them in parallel: under nvcc the four
+// together were one source of about 16 minutes.
 
 #include <softwave/softdtw.hpp>
 
@@ -391,8 +394,7 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
       });
 }
 
-// Explicit instantiations for the default execution space and, when that is
-// a device, the default host space as well.
+// The explicit instantiations of T's entry points for SPACE.
 #define SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, T)                                \
   template void soft_dtw<SPACE, T>(                                           \
       const SPACE&, ConstSeriesView<T, SPACE>, ConstSeriesView<T, SPACE>,     \
@@ -415,20 +417,27 @@ void dtw_path(const Space& space, ConstSeriesView<T, Space> x,
       ArrayView1<value_t<T>, SPACE>, ArrayView3<int, SPACE>,                  \
       ArrayView1<int, SPACE>, const SoftDTWOptions&, const Lengths<SPACE>&);
 
-#define SOFTWAVE_INSTANTIATE_SPACE(SPACE)                             \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float)                          \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, double)                         \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, bfloat16)                       \
-  SOFTWAVE_INSTANTIATE_SOFTDTW(SPACE, float16)                        \
+#define SOFTWAVE_INSTANTIATE_SOFTDTW_SIZES(SPACE)                     \
   template int tile_size<SPACE>(const SPACE&, const SoftDTWOptions&); \
   template std::uint64_t workspace_bytes<SPACE>(                      \
       const SPACE&, std::int64_t, std::int64_t, std::int64_t,         \
       const SoftDTWOptions&, bool, int);
 
-SOFTWAVE_INSTANTIATE_SPACE(Kokkos::DefaultExecutionSpace)
+// T's entry points, and the sizes, for the default execution space and,
+// when that is a device, the default host space as well.
 #if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || \
     defined(KOKKOS_ENABLE_SYCL)
-SOFTWAVE_INSTANTIATE_SPACE(Kokkos::DefaultHostExecutionSpace)
+#define SOFTWAVE_INSTANTIATE_SOFTDTW_SPACES(T)                   \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(Kokkos::DefaultExecutionSpace, T) \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(Kokkos::DefaultHostExecutionSpace, T)
+#define SOFTWAVE_INSTANTIATE_SOFTDTW_SIZES_SPACES                   \
+  SOFTWAVE_INSTANTIATE_SOFTDTW_SIZES(Kokkos::DefaultExecutionSpace) \
+  SOFTWAVE_INSTANTIATE_SOFTDTW_SIZES(Kokkos::DefaultHostExecutionSpace)
+#else
+#define SOFTWAVE_INSTANTIATE_SOFTDTW_SPACES(T) \
+  SOFTWAVE_INSTANTIATE_SOFTDTW(Kokkos::DefaultExecutionSpace, T)
+#define SOFTWAVE_INSTANTIATE_SOFTDTW_SIZES_SPACES \
+  SOFTWAVE_INSTANTIATE_SOFTDTW_SIZES(Kokkos::DefaultExecutionSpace)
 #endif
 
 }  // namespace softwave::impl

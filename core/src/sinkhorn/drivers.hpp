@@ -1,7 +1,11 @@
+#pragma once
 // Drivers of the Sinkhorn entry points: argument checks, the iteration loop
 // with its rare residual read-backs, the exact measurements of the returned
 // potentials, gradients and plan queries, all built from the tiled passes
-// (passes.hpp) over the three cost forms (forms.hpp).
+// (passes.hpp) over the three cost forms (forms.hpp), and the macros that
+// instantiate them. sinkhorn_<type>.cpp instantiate one value type each, so
+// that a build compiles them in parallel: under nvcc the two together were
+// one source of about 13 minutes.
 
 #include <algorithm>
 #include <array>
@@ -18,33 +22,6 @@
 #include "specialised.hpp"
 
 namespace softwave::impl {
-
-void check_sinkhorn_options(const SinkhornOptions& o) {
-  if (!(o.epsilon > 0) || !std::isfinite(o.epsilon))
-    throw_invalid_argument("epsilon must be finite and > 0 (got ", o.epsilon,
-                           ")");
-  if (!(o.epsilon_scaling >= 0 && o.epsilon_scaling < 1))
-    throw_invalid_argument("epsilon_scaling must be in [0, 1) (got ",
-                           o.epsilon_scaling, ")");
-  if (!(o.rho_a > 0))
-    throw_invalid_argument("rho_a must be > 0 (infinity: balanced; got ",
-                           o.rho_a, ")");
-  if (!(o.rho_b > 0))
-    throw_invalid_argument("rho_b must be > 0 (infinity: balanced; got ",
-                           o.rho_b, ")");
-  if (o.max_iterations < 1)
-    throw_invalid_argument("max_iterations must be >= 1 (got ",
-                           o.max_iterations, ")");
-  if (o.check_every < 1)
-    throw_invalid_argument("check_every must be >= 1 (got ", o.check_every,
-                           ")");
-  if (std::isnan(o.tolerance))
-    throw_invalid_argument("tolerance must not be NaN");
-  if (o.kernel == Kernel::pairs)
-    throw_invalid_argument(
-        "kernel = pairs is Soft-DTW's; Sinkhorn takes automatic, portable or "
-        "specialised");
-}
 
 namespace {
 
@@ -1160,8 +1137,7 @@ void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
   }
 }
 
-// Explicit instantiations for the default execution space and, when that is
-// a device, the default host space as well.
+// The explicit instantiations of T's entry points for SPACE.
 #define SOFTWAVE_INSTANTIATE_SINKHORN_FORM(SPACE, T, FORM)             \
   template void sinkhorn<SPACE, T, FORM<T, SPACE>>(                    \
       const SPACE&, const FORM<T, SPACE>&, const Marginals<T, SPACE>&, \
@@ -1184,12 +1160,16 @@ void sinkhorn_divergence(const Space& space, const PointClouds<T, Space>& form,
       OTView1<T, SPACE>, const SinkhornGradients<T, SPACE>*,                  \
       const SinkhornOptions&, OTView1<int, SPACE>);
 
-SOFTWAVE_INSTANTIATE_SINKHORN(Kokkos::DefaultExecutionSpace, float)
-SOFTWAVE_INSTANTIATE_SINKHORN(Kokkos::DefaultExecutionSpace, double)
+// T's entry points for the default execution space and, when that is a
+// device, the default host space as well.
 #if defined(KOKKOS_ENABLE_CUDA) || defined(KOKKOS_ENABLE_HIP) || \
     defined(KOKKOS_ENABLE_SYCL)
-SOFTWAVE_INSTANTIATE_SINKHORN(Kokkos::DefaultHostExecutionSpace, float)
-SOFTWAVE_INSTANTIATE_SINKHORN(Kokkos::DefaultHostExecutionSpace, double)
+#define SOFTWAVE_INSTANTIATE_SINKHORN_SPACES(T)                   \
+  SOFTWAVE_INSTANTIATE_SINKHORN(Kokkos::DefaultExecutionSpace, T) \
+  SOFTWAVE_INSTANTIATE_SINKHORN(Kokkos::DefaultHostExecutionSpace, T)
+#else
+#define SOFTWAVE_INSTANTIATE_SINKHORN_SPACES(T) \
+  SOFTWAVE_INSTANTIATE_SINKHORN(Kokkos::DefaultExecutionSpace, T)
 #endif
 
 }  // namespace softwave::impl
