@@ -3,8 +3,9 @@
 in C++, which softwave.torch's eager calls take where the package was built
 against torch's headers (tests/python/run.sh builds it so, on Debian's torch
 1.13 with libtorch-dev). Each is checked against the torch.autograd.Function
-path it replaces (the same core call: equal bit for bit), against finite
-differences, and for its errors."""
+path it replaces (the same core call: equal bit for bit, but for the
+order of CUDA's atomic additions), against finite differences, and for its
+errors."""
 
 import numpy as np
 import pytest
@@ -39,6 +40,10 @@ def native_path(x, y, opts, divergence=False, lengths_x=None, lengths_y=None):
                                               o.check, divergence)
 
 
+def eps(dtype):
+    return torch.finfo(dtype).eps
+
+
 def values_and_grads(path, x, y, weights, **kwargs):
     x, y = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
     values = path(x, y, **kwargs)
@@ -61,9 +66,15 @@ def test_matches_the_function_path(rng, device, dtype):
             kwargs = dict(opts=opts, divergence=divergence, lengths_x=lengths)
             native = values_and_grads(native_path, x, y, weights.to(_torch_ops.value_dtype(dtype)), **kwargs)
             expected = values_and_grads(function_path, x, y, weights.to(_torch_ops.value_dtype(dtype)), **kwargs)
-            for got, want in zip(native, expected):
+            for k, (got, want) in enumerate(zip(native, expected)):
                 assert got.dtype == want.dtype and got.shape == want.shape
-                torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+                # The same core call, so the same bits; except that on CUDA
+                # the portable kernels add gradients up with atomics, in an
+                # order that changes from run to run: there within rounding.
+                exact = k == 0 or device == "cpu"
+                scale = 1.0 if got.numel() == 0 else max(1.0, want.abs().max().item())
+                tolerance = dict(rtol=0, atol=0) if exact else dict(rtol=0, atol=8 * eps(dtype) * scale)
+                torch.testing.assert_close(got, want, equal_nan=True, **tolerance)
 
 
 def test_front_end_takes_the_native_operator(rng):
