@@ -310,6 +310,7 @@ __global__ void __launch_bounds__(kWarps* kLanes)
   using Layout = SharedLayout<kD, kSeries>;
   auto const at = Layout::carve(shared, /*backward=*/false, kWarps);
   Ring const ring{at.ring, Layout::ring_steps(kWarps) - 1};
+  if constexpr (kCheckpoint) clear_arrays(P);
   Strip s;
   if (!take_strip<In>(P, 0, /*bottom_up=*/false, at.ticket, s)) return;
   __shared__ unsigned warp_slots[2];

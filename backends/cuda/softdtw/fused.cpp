@@ -275,12 +275,17 @@ void run(const Kokkos::Cuda& space, Problem problem, double* values,
     P.bottom = buffer.at<double>(l.bottom);
     P.messages = backward ? buffer.at<float>(l.messages) : nullptr;
     P.checkpoints = backward ? buffer.at<double>(l.checkpoints) : nullptr;
-    // Tickets start at zero, hand-over rows at all-ones, for every launch.
-    SOFTWAVE_CUDA_CHECK(
-        cudaMemsetAsync(buffer.at<char>(0), 0, l.bottom, stream));
+    // The first chunk's forward zeroes the gradients for every chunk.
+    bool const clear = backward && outputs.zero_gradients && done == 0;
+    P.clear[0] = clear ? outputs.grad_x : nullptr;
+    P.clear[1] = clear ? outputs.grad_y : nullptr;
+    P.clear_size[0] = outputs.grad_x_size;
+    P.clear_size[1] = outputs.grad_y_size;
+    // Tickets and hand-over rows start at all-ones, for every launch, in one
+    // memset (Params::tickets).
     std::size_t const rows_end = backward ? l.checkpoints : l.total;
-    SOFTWAVE_CUDA_CHECK(cudaMemsetAsync(buffer.at<char>(l.bottom), 0xff,
-                                        rows_end - l.bottom, stream));
+    SOFTWAVE_CUDA_CHECK(
+        cudaMemsetAsync(buffer.at<char>(0), 0xff, rows_end, stream));
     with_storage(problem.storage, [&](auto in) {
       using In = typename decltype(in)::type;
       if (problem.cost) {

@@ -85,6 +85,11 @@ struct Outputs {
   bool alignment_is_gradient = false;  // write weight·E instead of E
   const float* grad_output = nullptr;  // (pairs,) or null for ones
   double scale = 1;
+  // Where set, the forward kernel zeroes grad_x and grad_y (the whole
+  // arrays, grad_x_size and grad_y_size floats) before the backward adds to
+  // them, instead of a fill of its own launch before the call.
+  bool zero_gradients = false;
+  std::int64_t grad_x_size = 0, grad_y_size = 0;
 };
 
 // Warps per strip of the forward and the backward kernel: 0 (the default)

@@ -121,7 +121,12 @@ struct Params {
   double* bottom;       // (pairs, strips, m_max): each strip's last row of R
   float* messages;      // (pairs, strips, m_max): E owed to a strip's last row
   double* checkpoints;  // (pairs, strips, blocks, 2, 32): lane state
+  // Taken with atomicAdd from all-ones (the workspace is set to all-ones in
+  // one memset), so the first ticket is all-ones + 1 = 0.
   unsigned long long* tickets;  // [0] forward, [1] backward
+  // Arrays the forward kernel zeroes (Outputs::zero_gradients), or null.
+  float* clear[2];
+  std::int64_t clear_size[2];
 };
 
 template <class U>
@@ -261,13 +266,26 @@ struct Strip {
   std::int64_t y_series;
 };
 
+// Zeroes the arrays in P.clear, every block of the launch a share. The
+// backward kernel, next on the stream, adds the gradients to them.
+__device__ inline void clear_arrays(const Params& P) {
+  std::int64_t const stride = std::int64_t(gridDim.x) * blockDim.x;
+  std::int64_t const first =
+      std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (int a = 0; a < 2; ++a) {
+    float* const to = P.clear[a];
+    if (to == nullptr) continue;
+    for (std::int64_t q = first; q < P.clear_size[a]; q += stride) to[q] = 0.f;
+  }
+}
+
 // Takes the block's strip ticket (`slot`: the block's shared copy); false
 // when the block has no strip to run. Every thread of the block must call it.
 template <class In>
 __device__ bool take_strip(const Params& P, int which, bool bottom_up,
                            unsigned long long* slot, Strip& s) {
   std::int64_t const total = P.problem.pairs * P.strips;
-  if (threadIdx.x == 0) *slot = atomicAdd(P.tickets + which, 1ull);
+  if (threadIdx.x == 0) *slot = atomicAdd(P.tickets + which, 1ull) + 1ull;
   __syncthreads();
   unsigned long long const ticket = *slot;
   s.lane = threadIdx.x & (kLanes - 1);

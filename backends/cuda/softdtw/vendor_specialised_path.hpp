@@ -56,23 +56,39 @@ cuda_fused::Problem problem_of(const CostProvider& cost,
   return q;
 }
 
+// A gradient array the kernels add to: its data (null when not asked for)
+// and its size.
+struct Gradients {
+  float* data = nullptr;
+  std::int64_t size = 0;
+};
+
+template <class View>
+Gradients gradients_of(const View& v) {
+  if (v.extent(0) == 0) return {};
+  return {v.data(), std::int64_t(v.size())};
+}
+
 template <class T>
 cuda_fused::Outputs outputs_of(const BackwardOutputs<T, Kokkos::Cuda>& b,
-                               float* grad_x, float* grad_y) {
+                               Gradients grad_x, Gradients grad_y) {
   cuda_fused::Outputs o;
-  o.grad_x = grad_x;
-  o.grad_y = grad_y;
+  o.grad_x = grad_x.data;
+  o.grad_y = grad_y.data;
+  o.grad_x_size = grad_x.size;
+  o.grad_y_size = grad_y.size;
   o.alignment = b.alignment.extent(0) ? b.alignment.data() : nullptr;
   o.alignment_is_gradient = b.alignment_is_gradient;
   o.grad_output = b.grad_output.extent(0) ? b.grad_output.data() : nullptr;
   o.scale = b.scale;
+  o.zero_gradients = b.start_gradients_at_zero;
   return o;
 }
 
 template <class T>
 void launch(const Kokkos::Cuda& space, const cuda_fused::Problem& q,
             acc_t* values, const BackwardOutputs<T, Kokkos::Cuda>* backward,
-            float* grad_x, float* grad_y) {
+            Gradients grad_x, Gradients grad_y) {
   // Its kernels are not Kokkos launches: a region shows them to profilers.
   if (backward) {
     compat::ScopedRegion region("softwave::softdtw::cuda_forward_backward");
@@ -112,10 +128,9 @@ struct SpecialisedPath<Kokkos::Cuda, SeriesCost<T, Kokkos::Cuda, metric>> {
       q.x = cost.x.data();
       q.y = cost.y.data();
       q.d = int(cost.x.extent(2));
-      cuda_dispatch::launch<T>(
-          space, q, values, backward,
-          cost.grad_x.extent(0) ? cost.grad_x.data() : nullptr,
-          cost.grad_y.extent(0) ? cost.grad_y.data() : nullptr);
+      cuda_dispatch::launch<T>(space, q, values, backward,
+                               cuda_dispatch::gradients_of(cost.grad_x),
+                               cuda_dispatch::gradients_of(cost.grad_y));
     }
   }
 };
@@ -135,7 +150,7 @@ struct SpecialisedPath<Kokkos::Cuda, TensorCost<T, Kokkos::Cuda>> {
     if constexpr (cuda_dispatch::takes_type_v<T>) {
       auto q = cuda_dispatch::problem_of(cost, options, pairs);
       q.cost = cost.c.data();
-      cuda_dispatch::launch<T>(space, q, values, backward, nullptr, nullptr);
+      cuda_dispatch::launch<T>(space, q, values, backward, {}, {});
     }
   }
 };

@@ -52,20 +52,21 @@ void add_into(const Space& space, const ArrayView3<T, Space>& to,
 
 // Where a gradient the caller asked for is accumulated: the caller's array
 // itself, or for 16-bit inputs a float array that round_into() rounds into
-// the caller's array once the sweeps are done. Starts at zero; empty when the
-// gradient was not asked for.
+// the caller's array once the sweeps are done. Starts at zero where `zero`
+// (else the sweep zeroes it: BackwardOutputs::start_gradients_at_zero);
+// empty when the gradient was not asked for.
 template <class T, class Space>
 CallArray<ArrayView3<value_t<T>, Space>> gradient_accumulator(
-    const Space& space, const ArrayView3<T, Space>& out, const char* label) {
+    const Space& space, const ArrayView3<T, Space>& out, const char* label,
+    bool zero = true) {
   CallArray<ArrayView3<value_t<T>, Space>> sum;
   if (out.extent(0) == 0 && out.data() == nullptr) return sum;
   if constexpr (std::is_same_v<value_t<T>, T>) {
-    compat::fill(space, out, T(0));
+    if (zero) compat::fill(space, out, T(0));
     sum.view = out;
   } else {
     sum = call_array<ArrayView3<value_t<T>, Space>>(
-        space, label, /*zero=*/true, out.extent(0), out.extent(1),
-        out.extent(2));
+        space, label, zero, out.extent(0), out.extent(1), out.extent(2));
   }
   return sum;
 }

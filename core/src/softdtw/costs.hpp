@@ -35,6 +35,11 @@ struct SeriesCost {
   PairLengths<Space> lengths;
   ArrayView3<gradient_type, Space> grad_x, grad_y;  // added to; may be empty
 
+  void zero_gradients(const Space& space) const {
+    if (grad_x.extent(0)) compat::fill(space, grad_x, gradient_type(0));
+    if (grad_y.extent(0)) compat::fill(space, grad_y, gradient_type(0));
+  }
+
   KOKKOS_INLINE_FUNCTION std::int64_t n(std::int64_t p) const {
     return lengths.n(p);
   }
@@ -477,6 +482,9 @@ struct TensorCost {
 
   ConstSeriesView<T, Space> c;
   PairLengths<Space> lengths;
+
+  // Its gradient is the alignment output, which the caller fills.
+  void zero_gradients(const Space&) const {}
 
   KOKKOS_INLINE_FUNCTION std::int64_t n(std::int64_t p) const {
     return lengths.n(p);

@@ -101,10 +101,14 @@ void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
   auto const& acc = acc_memory.view;
   CallArray<ArrayView3<value_t<T>, Space>> grad_x, grad_y;
   if (gradients) {
+    // Left for the sweep to zero: the CUDA-specialised path does it inside
+    // its forward kernel, which saves a small call two launches.
     grad_x = gradient_accumulator(space, gradients->grad_x,
-                                  "softwave::softdtw::grad_x_sum");
+                                  "softwave::softdtw::grad_x_sum",
+                                  /*zero=*/false);
     grad_y = gradient_accumulator(space, gradients->grad_y,
-                                  "softwave::softdtw::grad_y_sum");
+                                  "softwave::softdtw::grad_y_sum",
+                                  /*zero=*/false);
     if (given(gradients->alignment))
       Kokkos::deep_copy(space, gradients->alignment, T(0));
   }
@@ -116,6 +120,7 @@ void soft_dtw(const Space& space, ConstSeriesView<T, Space> x,
                           BackwardOutputs<T, Space> outputs;
                           outputs.grad_output = gradients->grad_output;
                           outputs.alignment = gradients->alignment;
+                          outputs.start_gradients_at_zero = true;
                           sweeper.forward_backward(B, acc, outputs);
                         });
   store_values(space, acc, values);

@@ -364,6 +364,9 @@ struct BackwardOutputs {
   acc_t scale = 1;  // gradients are of Σ_p scale · grad_output[p] · value[p]
   ArrayView3<T, Space> alignment;      // E (P, N, M), or empty
   bool alignment_is_gradient = false;  // write weight·E (the cost gradient)
+  // The cost provider's gradient arrays (series costs) are not filled yet:
+  // the sweep starts them at zero before adding to them.
+  bool start_gradients_at_zero = false;
   // Hard DTW path: per pair and row, the first and last column on the path.
   Kokkos::View<int**, Kokkos::LayoutRight, typename Space::memory_space>
       path_first, path_last;

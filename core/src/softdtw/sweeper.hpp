@@ -301,6 +301,9 @@ class Sweeper {
   // for in `outputs` and in the cost provider (gradients are added to).
   void forward_backward(std::int64_t pairs, const AccValues<Space>& values,
                         const BackwardOutputs<T, Space>& outputs) {
+    // The specialised backward zeroes them inside its forward kernel.
+    if (outputs.start_gradients_at_zero && !(specialised_ && gamma_ > 0))
+      cost_.zero_gradients(space_);
     // Hard-DTW paths alone (dtw_path) may take the pair-parallel walk.
     bool const paths_only = outputs.path_first.extent(0) > 0 &&
                             outputs.alignment.extent(0) == 0 && gamma_ == 0;
