@@ -34,10 +34,11 @@
 //                               convergence back after every 4th iteration,
 //                               and never (DeerOptions::check_every; with
 //                               max_iterations = 8)
-//   (Full Jacobians by a thread a chunk, deer_full_thread and
-//   deer_damped_full, and deer_full at n = 64, whose steps do not fit a
-//   team's fast memory, only where n³·T <= 1e8: beyond, their kernels take
-//   minutes.)
+//   (Full Jacobians by a thread a chunk, deer_full_thread; ELK's
+//   deer_damped_full, whose teams share a step's O(n³) products and solves
+//   but not yet measured beyond; and deer_full at n = 64, whose steps do
+//   not fit a team's fast memory: only where n³·T <= 1e8, beyond which
+//   the thread-a-chunk kernels took minutes.)
 //     gradient  0: forward (deer_rnn); 1: forward and every gradient
 //               (deer_rnn_gradients with dL/dy = 1: x, y0, the weights),
 //               the adjoint solved the variant's way.

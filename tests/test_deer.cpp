@@ -868,6 +868,9 @@ TYPED_TEST(DeerRnn, DampedIterationsMatchSequential) {
           // that factor of precision (one LSTM draw stalled in float64 at
           // the tolerances below, 1e-13 and 1e-12, at λ = 0.001 to 0.1).
           bool const elk = jacobian == softwave::DeerJacobian::full;
+          // ELK's passes on teams of one thread or, on the shorter shapes,
+          // of two (a host team's barriers cost more than its threads gain).
+          if (elk && s.T <= 300) o.chunk_team_size = rng.coin() ? 0 : 2;
           if (!elk) {
             o.atol = single ? 1e-6 : 1e-13;
             o.rtol = single ? 1e-6 : 1e-12;
@@ -877,7 +880,8 @@ TYPED_TEST(DeerRnn, DampedIterationsMatchSequential) {
           SCOPED_TRACE(::testing::Message()
                        << "cell " << int(cell) << " B=" << s.B << " T=" << s.T
                        << " H=" << s.H << " chunk=" << s.chunk << " lambda "
-                       << lambda << " jacobian " << int(jacobian)
+                       << lambda << " jacobian " << int(jacobian) << " team "
+                       << o.chunk_team_size
                        << (variable ? " variable lengths" : ""));
           for (int b = 0; b < s.B; ++b) {
             // ELK in float32 can stall above its tolerance where the
@@ -992,77 +996,84 @@ TYPED_TEST(DeerRnn, ElkUpdateIsTheDampedLeastSquaresStep) {
     Kokkos::deep_copy(count, count_host);
     softwave::DeerView1<T, Space> lambdas("swt::lambda", B);
     Kokkos::deep_copy(lambdas, T(lambda));
-    d::DampedStep<Space, T> const step{to_view(F, n * n, "swt::J"),
-                                       to_view(u, n, "swt::r"),
-                                       V3<T, Space>("swt::P", B, steps, n * n),
-                                       V3<T, Space>("swt::m", B, steps, n),
-                                       to_view(z0, n, "swt::z"),
-                                       count,
-                                       lambdas,
-                                       false};
-    d::ElkUpdate<Space, T> const elk{
-        step,
-        V3<T, Space>("swt::maps", B, chunks, d::KalmanElement<T>::size(n)),
-        V3<T, Space>("swt::carried", B, chunks, n * n + n),
-        chunks,
-        chunk,
-        n};
-    d::SolveMemory<Space> memory(space);
-    elk.run(space, B, memory, false);
-    auto const z = swt::to_host(step.z);
-    for (int b = 0; b < B; ++b) {
-      // The normal equations, dense (L·n unknowns).
-      int const L = lengths[b], N = L * n;
-      auto Fs = [&](int s, int i, int j) {
-        return F[((b * steps + s) * n + i) * n + j];
-      };
-      std::vector<double> H(std::size_t(N) * N, 0.0), A(H.size(), 0.0),
-          rhs(N, 0.0);
-      for (int s = 0; s < L; ++s)
-        for (int i = 0; i < n; ++i) {
-          H[std::size_t(s * n + i) * N + s * n + i] = 1;
-          if (s > 0)
-            for (int j = 0; j < n; ++j)
-              H[std::size_t(s * n + i) * N + (s - 1) * n + j] = -Fs(s, i, j);
-        }
-      for (int p = 0; p < N; ++p) {
-        for (int q = 0; q < N; ++q) {
-          double sum = p == q ? lambda : 0.0;
+    // Teams of the default size, one thread, and several threads dividing
+    // each step's products and solves (capped at the host's threads).
+    for (int threads : {0, 1, 2, 5}) {
+      SCOPED_TRACE(::testing::Message() << "team threads " << threads);
+      d::DampedStep<Space, T> const step{
+          to_view(F, n * n, "swt::J"),
+          to_view(u, n, "swt::r"),
+          V3<T, Space>("swt::P", B, steps, n * n),
+          V3<T, Space>("swt::m", B, steps, n),
+          to_view(z0, n, "swt::z"),
+          count,
+          lambdas,
+          false};
+      d::ElkUpdate<Space, T> elk{
+          step,
+          V3<T, Space>("swt::maps", B, chunks, d::KalmanElement<T>::size(n)),
+          V3<T, Space>("swt::carried", B, chunks, n * n + n),
+          chunks,
+          chunk,
+          n,
+          threads};
+      d::SolveMemory<Space> memory(space);
+      elk.run(space, B, memory);
+      auto const z = swt::to_host(step.z);
+      for (int b = 0; b < B; ++b) {
+        // The normal equations, dense (L·n unknowns).
+        int const L = lengths[b], N = L * n;
+        auto Fs = [&](int s, int i, int j) {
+          return F[((b * steps + s) * n + i) * n + j];
+        };
+        std::vector<double> H(std::size_t(N) * N, 0.0), A(H.size(), 0.0),
+            rhs(N, 0.0);
+        for (int s = 0; s < L; ++s)
+          for (int i = 0; i < n; ++i) {
+            H[std::size_t(s * n + i) * N + s * n + i] = 1;
+            if (s > 0)
+              for (int j = 0; j < n; ++j)
+                H[std::size_t(s * n + i) * N + (s - 1) * n + j] = -Fs(s, i, j);
+          }
+        for (int p = 0; p < N; ++p) {
+          for (int q = 0; q < N; ++q) {
+            double sum = p == q ? lambda : 0.0;
+            for (int k = 0; k < N; ++k)
+              sum += H[std::size_t(k) * N + p] * H[std::size_t(k) * N + q];
+            A[std::size_t(p) * N + q] = sum;
+          }
           for (int k = 0; k < N; ++k)
-            sum += H[std::size_t(k) * N + p] * H[std::size_t(k) * N + q];
-          A[std::size_t(p) * N + q] = sum;
+            rhs[p] += H[std::size_t(k) * N + p] * u[(b * steps) * n + k];
         }
-        for (int k = 0; k < N; ++k)
-          rhs[p] += H[std::size_t(k) * N + p] * u[(b * steps) * n + k];
-      }
-      // Gaussian elimination (symmetric positive definite: no pivoting).
-      for (int p = 0; p < N; ++p)
-        for (int r = p + 1; r < N; ++r) {
-          double const f =
-              A[std::size_t(r) * N + p] / A[std::size_t(p) * N + p];
-          for (int c = p; c < N; ++c)
-            A[std::size_t(r) * N + c] -= f * A[std::size_t(p) * N + c];
-          rhs[r] -= f * rhs[p];
+        // Gaussian elimination (symmetric positive definite: no pivoting).
+        for (int p = 0; p < N; ++p)
+          for (int r = p + 1; r < N; ++r) {
+            double const f =
+                A[std::size_t(r) * N + p] / A[std::size_t(p) * N + p];
+            for (int c = p; c < N; ++c)
+              A[std::size_t(r) * N + c] -= f * A[std::size_t(p) * N + c];
+            rhs[r] -= f * rhs[p];
+          }
+        std::vector<double> delta(N);
+        for (int p = N - 1; p >= 0; --p) {
+          double sum = rhs[p];
+          for (int c = p + 1; c < N; ++c)
+            sum -= A[std::size_t(p) * N + c] * delta[c];
+          delta[p] = sum / A[std::size_t(p) * N + p];
         }
-      std::vector<double> delta(N);
-      for (int p = N - 1; p >= 0; --p) {
-        double sum = rhs[p];
-        for (int c = p + 1; c < N; ++c)
-          sum -= A[std::size_t(p) * N + c] * delta[c];
-        delta[p] = sum / A[std::size_t(p) * N + p];
+        double worst = 0, scale = 0;
+        for (int k = 0; k < N; ++k) {
+          std::size_t const at = std::size_t(b * steps) * n + k;
+          worst = std::max(worst, std::abs(z[at] - z0[at] - delta[k]));
+          scale = std::max(scale, std::abs(delta[k]));
+        }
+        EXPECT_LE(worst, (std::is_same_v<T, float> ? 1e-4 : 1e-10) * scale)
+            << "sequence " << b;
+        // Past the length, z is left alone.
+        for (std::size_t at = std::size_t(b * steps + L) * n;
+             at < std::size_t(b + 1) * steps * n; ++at)
+          EXPECT_EQ(z[at], double(T(z0[at]))) << "sequence " << b;
       }
-      double worst = 0, scale = 0;
-      for (int k = 0; k < N; ++k) {
-        std::size_t const at = std::size_t(b * steps) * n + k;
-        worst = std::max(worst, std::abs(z[at] - z0[at] - delta[k]));
-        scale = std::max(scale, std::abs(delta[k]));
-      }
-      EXPECT_LE(worst, (std::is_same_v<T, float> ? 1e-4 : 1e-10) * scale)
-          << "sequence " << b;
-      // Past the length, z is left alone.
-      for (std::size_t at = std::size_t(b * steps + L) * n;
-           at < std::size_t(b + 1) * steps * n; ++at)
-        EXPECT_EQ(z[at], double(T(z0[at]))) << "sequence " << b;
     }
   }
 }

@@ -196,7 +196,11 @@ struct DeerOptions {
   // a device a team a chunk for blocks of k >= 4 where a step's values fit
   // its fast memory, on the host a thread a chunk; 1 a thread a chunk;
   // above 1 that many threads (at most the host's threads, or 256 on a
-  // device). The scan's upper levels follow the same choice.
+  // device). The scan's upper levels follow the same choice. ELK's passes
+  // (damping with full Jacobians) run a team a chunk whatever the choice:
+  // 0 gives one thread on the host and 32 to 128 on a device (about one
+  // for four entries of an n×n product), 1 one thread, above 1 that many
+  // (at most the host's threads, or 128 on a device).
   int chunk_team_size = 0;
 };
 

@@ -2121,13 +2121,14 @@ struct Solver {
                                                    width)
                   : Buffer();
     };
-    ElkUpdate<Space, T> const elk{
+    ElkUpdate<Space, T> elk{
         d,
         per_chunk("elk_chunk_maps", KalmanElement<T>::size(n)),
         per_chunk("elk_carried", n * n + n),
         chunks,
         chunk,
-        n};
+        n,
+        settings_.chunk_team_size};
     // The judge of iteration max_iterations ends every sequence.
     for (int k = 0; k <= settings_.max_iterations; ++k) {
       items.template for_each<T>(space_, label("damped_linearise"), linearise);
@@ -2142,7 +2143,7 @@ struct Solver {
         if (still_host() == 0) break;
       }
       if (full) {
-        elk.run(space_, batch_, memory_, never_wait_);
+        elk.run(space_, batch_, memory_);
         continue;
       }
       scan.template run<MobiusMap>(typename DampedStep<Space, T>::Variance{{d}},
