@@ -25,6 +25,9 @@
 //                               first two take where it applies
 //               deer_damped     damped (quasi-ELK) iterations from λ = 1
 //               deer_damped_full  the same with full Jacobians (ELK)
+//               deer_damped_full_thread (GPU only): deer_damped_full with
+//                               ELK's passes a thread a chunk
+//                               (DeerOptions::chunk_team_size = 1)
 //               diagonal_hh_deer, diagonal_hh_sequential: the GRU with
 //                               diagonal hidden weights (ParaRNN's cell
 //                               structure, RnnWeights::diagonal_hh), by
@@ -34,11 +37,12 @@
 //                               convergence back after every 4th iteration,
 //                               and never (DeerOptions::check_every; with
 //                               max_iterations = 8)
-//   (Full Jacobians by a thread a chunk, deer_full_thread; ELK's
-//   deer_damped_full, whose teams share a step's O(n³) products and solves
-//   but not yet measured beyond; and deer_full at n = 64, whose steps do
-//   not fit a team's fast memory: only where n³·T <= 1e8, beyond which
-//   the thread-a-chunk kernels took minutes.)
+//   (Full Jacobians by a thread a chunk, deer_full_thread and
+//   deer_damped_full_thread; ELK's deer_damped_full, whose teams share a
+//   step's O(n³) products and solves, not yet measured beyond; and
+//   deer_full at n = 64, whose steps do not fit a team's fast memory: only
+//   where n³·T <= 1e8, beyond which the thread-a-chunk kernels took
+//   minutes.)
 //     gradient  0: forward (deer_rnn); 1: forward and every gradient
 //               (deer_rnn_gradients with dL/dy = 1: x, y0, the weights),
 //               the adjoint solved the variant's way.
@@ -114,6 +118,10 @@ constexpr Variant kVariants[] = {
      softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 1.0},
     {"deer_damped_full", softwave::DeerMethod::deer,
      softwave::DeerJacobian::full, softwave::Kernel::automatic, false, 1.0},
+    // ELK's passes a thread a chunk, where `deer_damped_full` takes a team.
+    {"deer_damped_full_thread", softwave::DeerMethod::deer,
+     softwave::DeerJacobian::full, softwave::Kernel::automatic, true, 1.0,
+     false, softwave::RnnCell::gru, 0, 1, 0, 1},
     {"diagonal_hh_deer", softwave::DeerMethod::deer,
      softwave::DeerJacobian::diagonal, softwave::Kernel::automatic, false, 0,
      true},
