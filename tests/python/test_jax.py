@@ -250,11 +250,13 @@ def _cell_weights(rng, cell, m, H):
 
 
 def _reference(x, h0, w, peephole=None, **opts):
-    """softwave.deer.rnn's states and iterations on JAX's platform: NumPy's
-    on the CPU; on a GPU torch's CUDA tensors', since a GPU's solve may start
-    from other states than the CPU's (start_warm_up) and so take another
-    number of iterations to the same answer."""
-    if jax.default_backend() == "cpu":
+    """softwave.deer.rnn's states and iterations where softwave.jax runs the
+    core: NumPy's on the CPU, and on a GPU backend too where it calls the core
+    through pure_callback (on host arrays); on a GPU with XLA FFI targets
+    torch's CUDA tensors', since a GPU's solve may start from other states
+    than the CPU's (start_warm_up) and so take another number of iterations
+    to the same answer."""
+    if jax.default_backend() == "cpu" or not swj.uses_ffi():
         y, report = swd.rnn(x, h0, *w, peephole=peephole, **opts)
         return y, report.iterations
     torch = pytest.importorskip("torch")
