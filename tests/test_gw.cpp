@@ -305,10 +305,6 @@ double relative_difference(const std::vector<double>& plan,
 
 }  // namespace
 
-// With α = 1 and one iteration the plan is one Sinkhorn solve of the
-// sampled cost: rebuilt in float64 from the reported anchors and scales,
-// the reference's plan is the library's (balanced, semi-relaxed and
-// unbalanced).
 // The exact objective's and exact iterations' products, a tile at a time:
 // every entry of A·B once, in float64, on shapes that fill tiles exactly,
 // leave them ragged, or are smaller than one.
@@ -332,13 +328,21 @@ TYPED_TEST(SampledGw, TiledProductIsTheProduct) {
     };
     auto const a = draw(rows * inner), b = draw(inner * columns),
                w = draw(rows * columns);
-    V2<double, Space> out("out", rows, columns);
+    ReadEntry<T, Space> const left{to_device2<T, Space>(a, rows, inner)};
+    ReadEntry<T, Space> const right{to_device2<T, Space>(b, inner, columns)};
+    auto const weights = to_device2<double, Space>(w, rows, columns);
+    // Summed, and queued only (which returns 0).
+    V2<double, Space> out("out", rows, columns),
+        queued("queued", rows, columns);
     double const total = softwave::impl::tiled_product(
-        space, "softwave::test::tiled_product", rows, columns, inner,
-        ReadEntry<T, Space>{to_device2<T, Space>(a, rows, inner)},
-        ReadEntry<T, Space>{to_device2<T, Space>(b, inner, columns)},
-        StoreAndWeigh<Space>{out, to_device2<double, Space>(w, rows, columns)});
+        space, "softwave::test::tiled_product", rows, columns, inner, left,
+        right, StoreAndWeigh<Space>{out, weights}, true);
+    EXPECT_EQ(softwave::impl::tiled_product(
+                  space, "softwave::test::tiled_product", rows, columns, inner,
+                  left, right, StoreAndWeigh<Space>{queued, weights}),
+              0.0);
     auto const got = swt::to_host(out);
+    EXPECT_EQ(swt::to_host(queued), got);
     double want_total = 0, scale = 0;
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < columns; ++j) {
@@ -355,6 +359,10 @@ TYPED_TEST(SampledGw, TiledProductIsTheProduct) {
   }
 }
 
+// With α = 1 and one iteration the plan is one Sinkhorn solve of the
+// sampled cost: rebuilt in float64 from the reported anchors and scales,
+// the reference's plan is the library's (balanced, semi-relaxed and
+// unbalanced).
 TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;

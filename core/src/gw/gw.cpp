@@ -951,6 +951,43 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   return run;
 }
 
+// The exact linearised cost of a plan P from E = P Y (below): entry (i, j)
+// share·(Σ_l X_il² r_l + Σ_l Y_jl² c_l − 2 (X E)_ij)/μ, with the squared
+// sums given, plus β times the fused linear cost.
+template <class T, class Space, class Read, class PlanDy, class Squares>
+void exact_linear_cost(const Space& space, const Read& dx, double inv_x,
+                       const PlanDy& plan_dy, const Squares& source_squares,
+                       const Squares& target_squares, double inv_mass,
+                       double share, double beta,
+                       const GwLinearCost<T, Space>& linear,
+                       const OTView3<T, Space>& cost) {
+  std::int64_t const n = cost.extent(1), k = cost.extent(2);
+  std::int64_t const features = linear.source_features.extent(1);
+  tiled_product(
+      space, "softwave::gw::exact_cost", n, k, n,
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t l) {
+        return dx(i, l) * inv_x;
+      },
+      KOKKOS_LAMBDA(std::int64_t l, std::int64_t j) { return plan_dy(l, j); },
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t j, double cross) {
+        double c = share * (source_squares(i) + target_squares(j) - 2 * cross) *
+                   inv_mass;
+        if (linear.matrix.extent(0) > 0) {
+          c += beta * double(linear.matrix(i, j));
+        } else if (features > 0) {
+          double d2 = 0;
+          for (std::int64_t e = 0; e < features; ++e) {
+            double const diff = double(linear.source_features(i, e)) -
+                                double(linear.target_features(j, e));
+            d2 += diff * diff;
+          }
+          c += beta * d2;
+        }
+        cost(0, i, j) = T(c);
+        return 0.0;
+      });
+}
+
 // GwOptions::exact_iterations: steps P ← the Sinkhorn plan of the exact
 // linearised cost L(P) (gw.hpp) from the dense plan given, in place, at the
 // restart's last ε and distance scales; the last solve's row argmax into
@@ -997,7 +1034,6 @@ void refine_exactly(const Space& space, const Problem<T, Space>& problem,
   double const inv_x = 1.0 / run.source_scale, inv_y = 1.0 / run.target_scale;
   double const beta = problem.fused_alpha, share = 1 - beta;
   auto const linear = problem.linear;
-  std::int64_t const features = problem.features();
   TermWeight const last_solve = run.terms.back();
   for (int step = 0; step < o.exact_iterations; ++step) {
     plan_marginals(space, OTView2<const T, Space>(plan), rows, columns);
@@ -1030,30 +1066,10 @@ void refine_exactly(const Space& space, const Problem<T, Space>& problem,
           target_squares(j) = s;
         });
     double const inv_mass = 1.0 / mass;
-    tiled_product(
-        space, "softwave::gw::exact_cost", n, k, n,
-        KOKKOS_LAMBDA(std::int64_t i, std::int64_t l) {
-          return dx(i, l) * inv_x;
-        },
-        KOKKOS_LAMBDA(std::int64_t l, std::int64_t j) { return plan_dy(l, j); },
-        KOKKOS_LAMBDA(std::int64_t i, std::int64_t j, double cross) {
-          double c = share *
-                     (source_squares(i) + target_squares(j) - 2 * cross) *
-                     inv_mass;
-          if (linear.matrix.extent(0) > 0) {
-            c += beta * double(linear.matrix(i, j));
-          } else if (features > 0) {
-            double d2 = 0;
-            for (std::int64_t e = 0; e < features; ++e) {
-              double const diff = double(linear.source_features(i, e)) -
-                                  double(linear.target_features(j, e));
-              d2 += diff * diff;
-            }
-            c += beta * d2;
-          }
-          cost(0, i, j) = T(c);
-          return 0.0;
-        });
+    with_distance_reads(dx, [&](const auto& read) {
+      exact_linear_cost(space, read, inv_x, plan_dy, source_squares,
+                        target_squares, inv_mass, share, beta, linear, cost);
+    });
     if (step == 0 && !last_solve.coupling) {
       Kokkos::deep_copy(space, f, terms.row(terms.f, last_solve.slot));
       Kokkos::deep_copy(space, g, terms.row(terms.g, last_solve.slot));
