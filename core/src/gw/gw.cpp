@@ -610,22 +610,25 @@ void feature_factors(const Space& space, const OTView2<const T, Space>& f,
 }
 
 // C_ik = u_i + v_k − P_i·Q_k + βC_ik (slot s of the terms) into a (1, N, K)
-// array.
+// array, P·Qᵀ a tile at a time (a thread an entry read Q's rows strided,
+// all K of them again for every row).
 template <class T, class Space>
 void form_cost(const Space& space, const PlanTerms<T, Space>& terms, int slot,
                const OTView3<T, Space>& cost) {
   auto const low_rank = terms.cost(slot);
-  std::int64_t const k = cost.extent(2), rank = low_rank.p.extent(2);
-  Kokkos::parallel_for(
-      "softwave::gw::form_cost",
-      Kokkos::RangePolicy<Space>(space, 0, cost.extent(1) * k),
-      KOKKOS_LAMBDA(std::int64_t q) {
-        std::int64_t const i = q / k, j = q % k;
-        T dot = 0;
-        for (std::int64_t r = 0; r < rank; ++r)
-          dot += low_rank.p(0, i, r) * low_rank.q(0, j, r);
-        cost(0, i, j) =
-            low_rank.u(0, i) + low_rank.v(0, j) - dot + terms.linear_at(i, j);
+  tiled_product(
+      space, "softwave::gw::form_cost", cost.extent(1), cost.extent(2),
+      low_rank.p.extent(2),
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t r) {
+        return low_rank.p(0, i, r);
+      },
+      KOKKOS_LAMBDA(std::int64_t r, std::int64_t j) {
+        return low_rank.q(0, j, r);
+      },
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t j, double dot) {
+        cost(0, i, j) = T(double(low_rank.u(0, i)) + double(low_rank.v(0, j)) -
+                          dot + double(terms.linear_at(i, j)));
+        return 0.0;
       });
 }
 
