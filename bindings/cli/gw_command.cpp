@@ -28,7 +28,7 @@ struct GwOutcome {
   double objective = NAN, objective_error = NAN, linear_objective = NAN,
          last_change = NAN;
   int iterations = 0, joined_components = 0;
-  bool converged = false;
+  bool converged = false, dense_solves = false;
   std::uint64_t seed = 0;
   std::vector<double> restart_objectives;
 };
@@ -143,6 +143,7 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
   out.last_change = r.last_change;
   out.iterations = r.iterations;
   out.converged = r.converged;
+  out.dense_solves = r.dense_solves;
   out.seed = r.seed;
   out.restart_objectives = r.restart_objectives;
   out.joined_components =
@@ -259,6 +260,10 @@ std::string gw_help() {
          "plan (its exact\n"
          "                         linearised cost; N x K at most "
          "the entries above)\n"
+         "  --dense-cost-entries E each solve's sampled cost formed as an N x "
+         "K array\n"
+         "                         where N x K <= E (default 2^24; 0: always "
+         "low-rank)\n"
          "  --coupling-rank R      low-rank couplings of rank R instead of "
          "Sinkhorn\n"
          "                         solves (TorchGW's sampled_lowrank_gw; "
@@ -308,6 +313,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--objective-samples"},
                                          {"--exact-objective-entries"},
                                          {"--exact-iterations"},
+                                         {"--dense-cost-entries"},
                                          {"--coupling-rank"},
                                          {"--coupling-iterations"},
                                          {"--dykstra-iterations"},
@@ -371,6 +377,9 @@ int run_gw(const std::vector<std::string>& arguments) {
           .value_or(std::int64_t(1) << 24);
   options.exact_iterations =
       int(parsed.integer_at_least("--exact-iterations", 0).value_or(0));
+  options.dense_cost_entries =
+      parsed.integer_at_least("--dense-cost-entries", 0)
+          .value_or(std::int64_t(1) << 24);
   options.coupling_rank =
       int(parsed.integer_at_least("--coupling-rank", 1).value_or(0));
   options.coupling_iterations =
@@ -500,6 +509,7 @@ int run_gw(const std::vector<std::string>& arguments) {
       .add("fgw_alpha", options.fused_alpha)
       .add("lambda_ema_beta", options.cost_ema_beta)
       .add("exact_iterations", options.exact_iterations)
+      .add("dense_solves", out.dense_solves)
       .add("coupling_rank", options.coupling_rank)
       .add("linear_objective", objective && has_linear
                                    ? std::optional<double>(out.linear_objective)

@@ -1575,6 +1575,29 @@ TEST(CliGw, SinkhornIterationsBoundEachSolve) {
       "--sinkhorn-iterations");
 }
 
+// --dense-cost-entries 0 keeps every solve's sampled cost low-rank: the
+// same cost as the default's dense array at this size, so on the CPU the
+// same plan to rounding.
+TEST(CliGw, DenseAndLowRankSolvesGiveTheSamePlan) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const Result dense = short_gw(dir, "dense.npy", {"--mode", "euclidean"});
+  const Result low_rank =
+      short_gw(dir, "low_rank.npy",
+               {"--mode", "euclidean", "--dense-cost-entries", "0"});
+  ASSERT_EQ(dense.status, 0) << dense.err;
+  ASSERT_EQ(low_rank.status, 0) << low_rank.err;
+  EXPECT_EQ(json_field(dense.out, "dense_solves"), "true") << dense.out;
+  EXPECT_EQ(json_field(low_rank.out, "dense_solves"), "false");
+  const auto a = plan_in(dir, "dense.npy"), b = plan_in(dir, "low_rank.npy");
+  ASSERT_EQ(b.shape, a.shape);
+  for (std::size_t q = 0; q < 12 * 9; ++q)
+    expect_close(b.element(q), a.element(q), 1e-6);
+  expect_error_containing(
+      short_gw(dir, "bad.npy", {"--dense-cost-entries", "-1"}),
+      "--dense-cost-entries");
+}
+
 // Exact entropic GW steps after the sampled ones descend: a lower
 // objective than the sampled plan's, reported with the steps' count, and
 // the same refined plan without the objective.

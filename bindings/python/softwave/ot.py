@@ -474,7 +474,9 @@ class GwResult:
     what chose the seed kept; changes: every check's relative change ‖T_t − T_{t−1}‖_F /
     ‖T_t‖_F; source_scale, target_scale: the normalisation of each side's
     distances; source_anchors, target_anchors: the last iteration's anchors;
-    final_epsilon; joined_components: edges added to connect the k-NN graphs;
+    final_epsilon; dense_solves: whether the solves iterated on the sampled
+    cost formed as an N×K array (dense_cost_entries) rather than on its
+    factors; joined_components: edges added to connect the k-NN graphs;
     linear_objective: ⟨C, T⟩ of fused GW's linear cost (NaN without one or
     when the objective is not computed); objective_error,
     linear_objective_error: the standard errors of objectives estimated
@@ -495,6 +497,7 @@ class GwResult:
     source_scale: float = math.nan
     target_scale: float = math.nan
     final_epsilon: float = math.nan
+    dense_solves: bool = False
     source_anchors: list = field(default_factory=list)
     target_anchors: list = field(default_factory=list)
     joined_components: int = 0
@@ -529,7 +532,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                mixed_precision: bool = True, restarts: int = 1, restart_iterations: int = 0,
                fgw_alpha: float = 0.0, C_linear=None, features_source=None,
                features_target=None, lambda_ema_beta: Optional[float] = None, T_init=None, objective_samples: int = 2048,
-               exact_objective_entries: int = 2 ** 24, exact_iterations: int = 0, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
+               exact_objective_entries: int = 2 ** 24, exact_iterations: int = 0,
+               dense_cost_entries: int = 2 ** 24, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
                multiscale: bool = False, n_coarse: Optional[int] = None,
                check_inputs: Optional[bool] = None, kernel: str = "automatic",
                shortest_paths: str = "automatic",
@@ -594,6 +598,10 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     linearised cost, O(N²K + NK²), solved at the last ε with no momentum);
     needs N·K <= exact_objective_entries, and the plan, matching and
     objective are the refined plan's.
+    dense_cost_entries: where N·K is at most this, each solve forms its
+    sampled cost as an N×K array and iterates on it (one exp a pair an
+    update); above, and at 0, the cost stays low-rank (rank M + 2, memory
+    O((N + K)·M)).
     T_init: an (N, K) plan to start from instead of p⊗q (non-negative, with
     mass; scaled to p's), the first anchors drawn from it. multiscale
     (TorchGW's): first the same problem between n_coarse farthest points of
@@ -748,6 +756,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "objective_samples": _count("objective_samples", objective_samples, 2),
         "exact_objective_entries": _count("exact_objective_entries", exact_objective_entries, 0),
         "exact_iterations": _count("exact_iterations", exact_iterations, 0),
+        "dense_cost_entries": _count("dense_cost_entries", dense_cost_entries, 0),
         "objective": bool(objective),
         "kernel": str(kernel),
         "shortest_paths": str(shortest_paths),

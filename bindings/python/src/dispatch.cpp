@@ -730,6 +730,7 @@ GwOptions gw_options_of(const GwSettings& s) {
   o.dykstra_iterations = s.dykstra_iterations;
   o.dykstra_tolerance = s.dykstra_tolerance;
   o.exact_objective_entries = s.exact_objective_entries;
+  o.dense_cost_entries = s.dense_cost_entries;
   o.objective_samples = s.objective_samples;
   o.warm_start = s.warm_start;
   o.check_values = s.check_values;
@@ -841,6 +842,7 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   r.source_scale = result.source_scale;
   r.target_scale = result.target_scale;
   r.final_epsilon = result.final_epsilon;
+  r.dense_solves = result.dense_solves;
   r.last_plan_weight = result.last_plan_weight;
   r.changes = result.changes;
   r.restart_objectives = result.restart_objectives;

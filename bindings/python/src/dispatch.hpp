@@ -183,6 +183,7 @@ struct GwSettings {
   // samples.
   int multiscale_points = 0;
   std::int64_t exact_objective_entries = std::int64_t(1) << 24;
+  std::int64_t dense_cost_entries = std::int64_t(1) << 24;
   int objective_samples = 2048;
   bool check_values = true;
   bool compute_objective = true;
@@ -204,6 +205,7 @@ struct GwReport {
   std::vector<double> restart_objectives;
   std::vector<int> source_anchors, target_anchors;
   int joined_components = 0;  // edges the k-NN graphs needed, both sides
+  bool dense_solves = false;  // GwResult::dense_solves
 };
 
 // arrays: source, target (as the mode says), a (N,), b (K,) (absent:

@@ -381,6 +381,8 @@ NB_MODULE(_core, m) {
             s.dykstra_tolerance = nb::cast<double>(value);
           else if (name == "exact_objective_entries")
             s.exact_objective_entries = nb::cast<std::int64_t>(value);
+          else if (name == "dense_cost_entries")
+            s.dense_cost_entries = nb::cast<std::int64_t>(value);
           else if (name == "objective_samples")
             s.objective_samples = nb::cast<int>(value);
           else if (name == "warm_start")
@@ -426,6 +428,7 @@ NB_MODULE(_core, m) {
         report["source_scale"] = r.source_scale;
         report["target_scale"] = r.target_scale;
         report["final_epsilon"] = r.final_epsilon;
+        report["dense_solves"] = r.dense_solves;
         report["last_plan_weight"] = r.last_plan_weight;
         report["source_anchors"] = source_anchors;
         report["target_anchors"] = target_anchors;

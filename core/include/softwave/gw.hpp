@@ -451,6 +451,9 @@ struct GwResult {
   double source_scale = NAN, target_scale = NAN;
   std::vector<int> source_anchors, target_anchors;
   double final_epsilon = NAN;  // ε of the last iteration
+  // Whether its solves iterated on the sampled cost formed as an N×K array
+  // (GwOptions::dense_cost_entries) rather than on its factors.
+  bool dense_solves = false;
 };
 
 // Marginals a (N) and b (K): non-negative, finite, positive mass; empty

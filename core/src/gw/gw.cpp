@@ -389,6 +389,7 @@ struct Run {
   std::vector<double> changes;
   double source_scale = NAN, target_scale = NAN, final_epsilon = NAN;
   std::vector<int> source_anchors, target_anchors;
+  bool dense_solves = false;
 
   // The cumulative row sums of term w.
   template <class Problem>
@@ -772,6 +773,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
                     problem.linear.matrix.size() > 0))
     dense_cost = uninitialised<T***>(space, "softwave::gw::dense_cost", 1,
                                      problem.n, problem.k);
+  run.dense_solves = dense_cost.size() > 0;
 
   // The cost average's history, where each solve's cost is one.
   std::optional<CostHistory<T, Space>> history;
@@ -1531,6 +1533,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     result.source_anchors = run.source_anchors;
     result.target_anchors = run.target_anchors;
     result.final_epsilon = run.final_epsilon;
+    result.dense_solves = run.dense_solves;
   }
   result.restart_objectives = criteria;
   space.fence();
