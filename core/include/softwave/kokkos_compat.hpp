@@ -22,6 +22,21 @@
 #if KOKKOS_VERSION < 40000 && defined(KOKKOS_ENABLE_OPENMP)
 #define SOFTWAVE_KOKKOS_HOST_THREAD_MARK 1
 #endif
+// SOFTWAVE_IF_ON_HOST((code)): code only in the host compilation of a
+// function built for host and device (a host-only call there would be a
+// host function called from device code). KOKKOS_IF_ON_HOST from Kokkos 3.6
+// on; before it, the device compilers' own markers.
+#define SOFTWAVE_IMPL_STRIP_PARENS(...) __VA_ARGS__
+#if defined(KOKKOS_IF_ON_HOST)
+#define SOFTWAVE_IF_ON_HOST(CODE) KOKKOS_IF_ON_HOST(CODE)
+#elif defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__) || \
+    defined(__SYCL_DEVICE_ONLY__)
+#define SOFTWAVE_IF_ON_HOST(CODE) \
+  {}
+#else
+#define SOFTWAVE_IF_ON_HOST(CODE) \
+  { SOFTWAVE_IMPL_STRIP_PARENS CODE }
+#endif
 
 namespace softwave::compat {
 

@@ -5,62 +5,13 @@
 #include <limits>
 #include <type_traits>
 
+#include "../common/host_exp.hpp"
+
 namespace softwave::impl {
 namespace {
 
-inline std::uint64_t bits_of(double v) {
-  std::uint64_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-inline double double_of(std::uint64_t b) {
-  double v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
-}
-
-// c[0]·x^(K−1) + c[1]·x^(K−2) + ... + c[K−1], by Horner's rule.
-template <int K>
-inline double horner(double x, const double (&c)[K]) {
-  double p = c[0];
-  for (int k = 1; k < K; ++k) p = p * x + c[k];
-  return p;
-}
-
-// exp(x) for x <= 0: x = n·ln2 + r with |r| <= ln2/2, e^r by its Taylor
-// series to r^13 (truncation below 5e-18), 2^n added to the exponent bits.
-// Below −708 (where 2^n would leave the normal range) the result is 0, which
-// beside the soft-min's term of exactly 1 changes nothing; NaN stays NaN.
-// Only arithmetic and integer shifts, so the compiler vectorises it.
-inline double exp_nonpositive(double x) {
-  double const shifter = 0x1.8p52;  // adding it rounds to an integer
-  double const t = x * 1.4426950408889634 + shifter;
-  double const n = t - shifter;
-  // ln 2 in two parts; the first has 32 significant bits, so n·ln2_hi is
-  // exact for |n| <= 1022.
-  double const r =
-      (x - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
-  // 1/13!, 1/12!, ..., 1/2!, 1, 1.
-  constexpr double kTaylor[] = {1.0 / 6227020800.0,
-                                1.0 / 479001600.0,
-                                1.0 / 39916800.0,
-                                1.0 / 3628800.0,
-                                1.0 / 362880.0,
-                                1.0 / 40320.0,
-                                1.0 / 5040.0,
-                                1.0 / 720.0,
-                                1.0 / 120.0,
-                                1.0 / 24.0,
-                                1.0 / 6.0,
-                                0.5,
-                                1.0,
-                                1.0};
-  double const p = horner(r, kTaylor);
-  // The low bits of t hold n (two's complement); shifted into the exponent
-  // field they add n to p's exponent.
-  double const scaled = double_of(bits_of(p) + (bits_of(t) << 52));
-  return x < -708.0 ? 0.0 : scaled;
-}
+using host_exp::exp_nonpositive;
+using host_exp::horner;
 
 // ln(s) for s in [1, 3] (a soft-min's sum: one term is 1, the others at most
 // 1): s = 2^k·z with z in [1/√2, √2] and ln z = 2·atanh(u), u = (z − 1)/(z +
