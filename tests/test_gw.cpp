@@ -363,6 +363,36 @@ TYPED_TEST(SampledGw, TiledProductIsTheProduct) {
 // sampled cost: rebuilt in float64 from the reported anchors and scales,
 // the reference's plan is the library's (balanced, semi-relaxed and
 // unbalanced).
+// dense_cost_entries: a count forms each solve's cost densely up to it; the
+// default (−1) does so where the low-rank solves would run on the portable
+// kernels (up to 2²⁴ entries), never where CUDA's specialised ones take them
+// (float, both sides at least 512 points).
+TYPED_TEST(SampledGw, DenseSolvesWhereTheLowRankOnesArePortable) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  auto dense_solves = [&](int n, int k, std::int64_t entries) {
+    RandomProblem<T, Space> const pr(rng, n, k);
+    softwave::GwOptions o = one_solve_options<T>(rng);
+    o.max_iterations = 1;
+    o.dense_cost_entries = entries;
+    softwave::GwResult<T, Space> r;
+    r.compute_objective = false;
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances, {},
+                         pr.marginals, r, o);
+    return r.dense_solves;
+  };
+  EXPECT_TRUE(dense_solves(7, 9, -1));
+  EXPECT_FALSE(dense_solves(7, 9, 0));
+  EXPECT_TRUE(dense_solves(7, 9, 63));
+  EXPECT_FALSE(dense_solves(7, 9, 62));
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Space, Kokkos::Cuda> && std::is_same_v<T, float>)
+    EXPECT_FALSE(dense_solves(520, 530, -1));
+#endif
+}
+
 TYPED_TEST(SampledGw, OneIterationIsTheSinkhornOfTheSampledCost) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
@@ -2228,6 +2258,9 @@ TYPED_TEST(SampledGw, BadInputNamesTheArgument) {
   o.exact_objective_entries = -1;
   EXPECT_TRUE(
       swt::throws_naming("exact_objective_entries", call(sd, td, none, o)));
+  o = {};
+  o.dense_cost_entries = -2;
+  EXPECT_TRUE(swt::throws_naming("dense_cost_entries", call(sd, td, none, o)));
   o = {};
   o.kernel = softwave::Kernel::pairs;
   EXPECT_TRUE(swt::throws_naming("kernel", call(sd, td, none, o)));

@@ -262,8 +262,11 @@ std::string gw_help() {
          "the entries above)\n"
          "  --dense-cost-entries E each solve's sampled cost formed as an N x "
          "K array\n"
-         "                         where N x K <= E (default 2^24; 0: always "
-         "low-rank)\n"
+         "                         where N x K <= E (0: always low-rank; "
+         "default 2^24\n"
+         "                         where the low-rank solves would run on "
+         "portable\n"
+         "                         kernels, 0 on CUDA's specialised ones)\n"
          "  --coupling-rank R      low-rank couplings of rank R instead of "
          "Sinkhorn\n"
          "                         solves (TorchGW's sampled_lowrank_gw; "
@@ -378,8 +381,7 @@ int run_gw(const std::vector<std::string>& arguments) {
   options.exact_iterations =
       int(parsed.integer_at_least("--exact-iterations", 0).value_or(0));
   options.dense_cost_entries =
-      parsed.integer_at_least("--dense-cost-entries", 0)
-          .value_or(std::int64_t(1) << 24);
+      parsed.integer_at_least("--dense-cost-entries", 0).value_or(-1);
   options.coupling_rank =
       int(parsed.integer_at_least("--coupling-rank", 1).value_or(0));
   options.coupling_iterations =

@@ -533,7 +533,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                fgw_alpha: float = 0.0, C_linear=None, features_source=None,
                features_target=None, lambda_ema_beta: Optional[float] = None, T_init=None, objective_samples: int = 2048,
                exact_objective_entries: int = 2 ** 24, exact_iterations: int = 0,
-               dense_cost_entries: int = 2 ** 24, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
+               dense_cost_entries: Optional[int] = None, seed: int = 0, plan: bool = True, matching: bool = True, objective: bool = True,
                multiscale: bool = False, n_coarse: Optional[int] = None,
                check_inputs: Optional[bool] = None, kernel: str = "automatic",
                shortest_paths: str = "automatic",
@@ -601,7 +601,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     dense_cost_entries: where N·K is at most this, each solve forms its
     sampled cost as an N×K array and iterates on it (one exp a pair an
     update); above, and at 0, the cost stays low-rank (rank M + 2, memory
-    O((N + K)·M)).
+    O((N + K)·M)). None: 2**24 where the low-rank solves would run on the
+    portable kernels (the CPU), 0 where CUDA's specialised ones take them.
     T_init: an (N, K) plan to start from instead of p⊗q (non-negative, with
     mass; scaled to p's), the first anchors drawn from it. multiscale
     (TorchGW's): first the same problem between n_coarse farthest points of
@@ -756,7 +757,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "objective_samples": _count("objective_samples", objective_samples, 2),
         "exact_objective_entries": _count("exact_objective_entries", exact_objective_entries, 0),
         "exact_iterations": _count("exact_iterations", exact_iterations, 0),
-        "dense_cost_entries": _count("dense_cost_entries", dense_cost_entries, 0),
+        "dense_cost_entries": -1 if dense_cost_entries is None
+        else _count("dense_cost_entries", dense_cost_entries, 0),
         "objective": bool(objective),
         "kernel": str(kernel),
         "shortest_paths": str(shortest_paths),

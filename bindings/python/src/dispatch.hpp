@@ -183,7 +183,7 @@ struct GwSettings {
   // samples.
   int multiscale_points = 0;
   std::int64_t exact_objective_entries = std::int64_t(1) << 24;
-  std::int64_t dense_cost_entries = std::int64_t(1) << 24;
+  std::int64_t dense_cost_entries = -1;  // automatic
   int objective_samples = 2048;
   bool check_values = true;
   bool compute_objective = true;

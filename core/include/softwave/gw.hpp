@@ -174,8 +174,10 @@ struct GwOptions {
   // Where N·K is at most this, each solve forms the sampled cost densely
   // (one N×K array, N·K·M work once) and iterates on it: one exp a pair an
   // update instead of an M-long product. Above, the low-rank form (memory
-  // O((N + K)·M)). 0: always low-rank.
-  std::int64_t dense_cost_entries = std::int64_t(1) << 24;
+  // O((N + K)·M)). 0: always low-rank. −1 (automatic): 2²⁴ where the
+  // low-rank solves would run on the portable kernels (a CPU), 0 where they
+  // take the CUDA-specialised ones, which are the faster there.
+  std::int64_t dense_cost_entries = -1;
   // The low-rank solves' products p_i·q_j on tensor cores with 10-bit
   // mantissas (TF32's; scaled FP16 operands) where the CUDA-specialised
   // updates run them (SinkhornOptions::tf32_low_rank;

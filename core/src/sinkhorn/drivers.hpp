@@ -251,19 +251,6 @@ Epsilons<T, Space> epsilons(const Space& space, const Form& form,
   return out;
 }
 
-// Whether the specialised passes run for `form`; insisting on them where
-// they cannot is an argument error naming `kernel`.
-template <class Space, class T, class Form>
-bool specialised_for(const Form& form, const SinkhornOptions& options) {
-  using Specialised = SpecialisedPasses<Space, T, Form>;
-  std::string const why_not = Specialised::unavailable(form);
-  if (options.kernel == Kernel::specialised && !why_not.empty())
-    throw_invalid_argument("kernel = specialised: ", why_not);
-  return why_not.empty() &&
-         (options.kernel == Kernel::specialised ||
-          (options.kernel == Kernel::automatic && Specialised::pays_off(form)));
-}
-
 // Both sides' exact measurements of potentials f, g: totals(b, side, ·) =
 // [mass of π, marginal L1 error, residual, Σ w φ(potential), ⟨π, C⟩], and
 // each row's and column's LSE; a side not `wanted` ({rows, columns}) is not

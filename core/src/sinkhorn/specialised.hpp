@@ -13,6 +13,8 @@
 // vendor_specialised_passes.hpp, whose folder is on the include path only
 // in a build with that backend, so core names no vendor.
 
+#include <softwave/errors.hpp>
+#include <softwave/sinkhorn.hpp>
 #include <string>
 
 #include "passes.hpp"
@@ -59,3 +61,20 @@ struct SpecialisedPasses {
 #if __has_include(<sinkhorn/vendor_specialised_passes.hpp>)
 #include <sinkhorn/vendor_specialised_passes.hpp>
 #endif
+
+namespace softwave::impl {
+
+// Whether the specialised passes run for `form`; insisting on them where
+// they cannot is an argument error naming `kernel`.
+template <class Space, class T, class Form>
+bool specialised_for(const Form& form, const SinkhornOptions& options) {
+  using Specialised = SpecialisedPasses<Space, T, Form>;
+  std::string const why_not = Specialised::unavailable(form);
+  if (options.kernel == Kernel::specialised && !why_not.empty())
+    throw_invalid_argument("kernel = specialised: ", why_not);
+  return why_not.empty() &&
+         (options.kernel == Kernel::specialised ||
+          (options.kernel == Kernel::automatic && Specialised::pays_off(form)));
+}
+
+}  // namespace softwave::impl
