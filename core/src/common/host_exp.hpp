@@ -12,25 +12,13 @@
 
 namespace softwave::impl::host_exp {
 
-inline std::uint64_t bits_of(double v) {
-  std::uint64_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-inline double value_of(std::uint64_t b) {
-  double v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
-}
-inline std::uint32_t bits_of(float v) {
-  std::uint32_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
-inline float value_of(std::uint32_t b) {
-  float v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
+// The bits of v as a To of the same size (std::bit_cast, C++20).
+template <class To, class From>
+inline To bit_cast(From v) {
+  static_assert(sizeof(To) == sizeof(From));
+  To out;
+  std::memcpy(&out, &v, sizeof out);
+  return out;
 }
 
 // c[0]·x^(K−1) + c[1]·x^(K−2) + ... + c[K−1], by Horner's rule.
@@ -68,7 +56,8 @@ inline double exp_nonpositive(double x) {
   double const p = horner(r, kTaylor);
   // The low bits of t hold n (two's complement); shifted into the exponent
   // field they add n to p's exponent.
-  double const scaled = value_of(bits_of(p) + (bits_of(t) << 52));
+  double const scaled = bit_cast<double>(bit_cast<std::uint64_t>(p) +
+                                         (bit_cast<std::uint64_t>(t) << 52));
   return x < -708.0 ? 0.0 : scaled;
 }
 
@@ -84,7 +73,8 @@ inline float exp_nonpositive(float x) {
   constexpr float kTaylor[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24,
                                1.0f / 6,    0.5f,       1.0f,       1.0f};
   float const p = horner(r, kTaylor);
-  float const scaled = value_of(bits_of(p) + (bits_of(t) << 23));
+  float const scaled = bit_cast<float>(bit_cast<std::uint32_t>(p) +
+                                       (bit_cast<std::uint32_t>(t) << 23));
   return x < -86.0f ? 0.0f : scaled;
 }
 
