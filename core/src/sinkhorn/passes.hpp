@@ -154,6 +154,8 @@ void tiled_pass(const Space& space, const std::string& label, const Form& form,
         T const eps = epsilon(b);
         T const inv_eps = T(1) / eps;
         int const t = team.team_rank();
+        // (captured here: nvcc refuses a first capture inside if constexpr)
+        int const extra_stride = extra;
         State state[RPT];
         for (int r = 0; r < RPT; ++r) {
           std::int64_t const i = i0 + t + r * TS;
@@ -187,7 +189,7 @@ void tiled_pass(const Space& space, const std::string& label, const Form& form,
               for (int jj = 0; jj < w; ++jj) {
                 T const c = form.cost(b, i, ii, jj, w, tile);
                 visitor.visit(state[r], h[jj] - c * inv_eps, c, j0 + jj,
-                              ext + jj * extra);
+                              ext + jj * extra_stride);
               }
             }
           }
