@@ -28,9 +28,13 @@ iterations, matching back). --sinkhorn-iterations, --min-iter and --tol set
 softwave's solves, its earliest stop and its stop rule (both front ends)
 where a run must bound its time, as the million-point runs do (a huge --tol
 stops at iteration --min-iter, with epsilon on the --max-iter schedule as in
-the runs that stop at 50-75 by themselves):
-    python3 perf/bench_gw_torchgw.py --methods cli --cli build/cuda/bin/softwave \\
+the runs that stop at 50-75 by themselves; --no-warm-up times each method's
+first call, for sizes where a second call would not fit a job's time):
+    python3 perf/bench_gw_torchgw.py --methods cli --cli build/cuda/bin/softwave \
         --sizes 1000000x1000000 --min-iter 50 --tol 1e9 --sinkhorn-iterations 5
+--objective has softwave's Python runs report the plan's GW objective too
+(exact where N*K <= 2^24, else estimated from 2048 pairs drawn from the plan,
+with its standard error), from a second call after the timed one.
 
 Each record also counts the instance's shortcut edges: 5-NN edges between
 points whose angles differ by more than pi, which only a noise outlier can
@@ -125,6 +129,10 @@ def main(argv=None):
     # softwave's stop on the plan's relative change; a huge value stops at the
     # first check from --min-iter on, with ε on the --max-iter schedule.
     p.add_argument("--tol", type=float, default=None)
+    p.add_argument("--no-warm-up", dest="warm_up", action="store_false",
+                   help="time each method's first call too (no untimed call before it)")
+    p.add_argument("--objective", action="store_true",
+                   help="softwave (Python): the plan's GW objective, from a second, untimed call")
     p.add_argument("--cli", default="softwave", help="the softwave executable (method cli)")
     p.add_argument("--out", default=None)
     p.add_argument("--install", action="store_true")
@@ -186,15 +194,16 @@ def main(argv=None):
                     Path(args.out).write_text(json.dumps(records, indent=1))
                 continue
             if method == "softwave":
-                def solve():
+                def solve(objective=False):
                     r = swot.sampled_gw(xt, yt, distance_mode=args.mode, k=5,
                                         n_landmarks=args.landmarks, alpha=args.alpha,
                                         epsilon=0.005, M=80, max_iter=args.max_iter,
                                         mixed_precision=True, restarts=args.restarts,
                                         restart_iterations=args.restart_iterations,
-                                        seed=seed, plan=False, objective=False, **solver_options)
-                    return r.matching, {"n_iter": r.iterations, "kept_seed": r.seed}
-                if method not in warm:
+                                        seed=seed, plan=False, objective=objective, **solver_options)
+                    return r.matching, {"n_iter": r.iterations, "kept_seed": r.seed,
+                                        "objective": r.objective, "objective_error": r.objective_error}
+                if method not in warm and args.warm_up:
                     solve()
                     warm.add(method)
                 sync()
@@ -208,9 +217,14 @@ def main(argv=None):
                           "seconds": seconds, "iterations": int(log["n_iter"]),
                           "restarts": args.restarts, "restart_iterations": args.restart_iterations,
                           "kept_seed": int(log["kept_seed"]),
+                          "sinkhorn_iterations": args.sinkhorn_iterations,
                           "rho": float(spearmanr(np.arange(n), matching)[0]),
                           "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
                           **cuts}
+                if args.objective:
+                    _, log = solve(objective=True)
+                    record.update(objective=float(log["objective"]),
+                                  objective_error=float(log["objective_error"]))
                 print(json.dumps(record), flush=True)
                 records.append(record)
                 if args.out:
@@ -225,7 +239,7 @@ def main(argv=None):
                                           epsilon=0.005, M=80, max_iter=args.max_iter,
                                           mixed_precision=True,
                                           device=device, log=True)
-            if method not in warm:
+            if method not in warm and args.warm_up:
                 solve()
                 warm.add(method)
             sync()

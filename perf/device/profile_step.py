@@ -7,6 +7,7 @@ writes a Chrome trace of each scenario to $OUT (or the working directory).
 
     python3 perf/device/profile_step.py                  # Soft-DTW, B=16, N=128, d=1
     python3 perf/device/profile_step.py --family deer    # DEER layers, eager
+    python3 perf/device/profile_step.py --family gw      # sampled GW, small tasks
 """
 import argparse
 import os
@@ -135,6 +136,35 @@ def deer_scenarios():
     return scenarios, 100
 
 
+def gw_scenarios():
+    """Sampled GW as perf/bench_gw_torchgw.py calls it (CUDA tensors, no
+    plan or objective): TorchGW's distance-mode task in landmark mode
+    (spiral 400 -> Swiss roll 500, alpha 0.8, at most 200 iterations, 20
+    landmarks) and its scale task at 4000 x 5000 (alpha 0.9, 50
+    landmarks), each also with 5 Sinkhorn iterations a solve."""
+    import numpy as np
+    import softwave.ot as swot
+
+    from bench_gw_torchgw import cloud
+
+    def task(n, k, alpha, max_iter, landmarks, **options):
+        x = torch.from_numpy(cloud(np, n, 0, False)).cuda()
+        y = torch.from_numpy(cloud(np, k, 1, True)).cuda()
+
+        def call():
+            swot.sampled_gw(x, y, distance_mode="landmark", k=5, n_landmarks=landmarks, alpha=alpha,
+                            epsilon=0.005, M=80, max_iter=max_iter, mixed_precision=True, seed=0,
+                            plan=False, objective=False, **options)
+
+        return call
+
+    scenarios = [("landmark_400x500", task(400, 500, 0.8, 200, 20)),
+                 ("landmark_400x500_5_steps", task(400, 500, 0.8, 200, 20, sinkhorn_iterations=5)),
+                 ("scale_4000x5000", task(4000, 5000, 0.9, 300, 50)),
+                 ("scale_4000x5000_5_steps", task(4000, 5000, 0.9, 300, 50, sinkhorn_iterations=5))]
+    return scenarios, 10
+
+
 def host_us(f, n):
     """Host time to issue one call (no synchronisation inside the timing,
     so a call that waits for the GPU shows it here)."""
@@ -176,9 +206,12 @@ def wall_us(f, n):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--family", choices=("softdtw", "deer"), default="softdtw")
+    parser.add_argument("--family", choices=("softdtw", "deer", "gw"), default="softdtw")
     args = parser.parse_args()
-    scenarios, calls = (softdtw_scenarios if args.family == "softdtw" else deer_scenarios)()
+    global STEPS
+    if args.family == "gw":
+        STEPS = 3  # a call is thousands of kernels
+    scenarios, calls = {"softdtw": softdtw_scenarios, "deer": deer_scenarios, "gw": gw_scenarios}[args.family]()
     print(f"µs per call: back to back (median of 5 batches of {calls}), host issue time, events")
     for name, f in scenarios:
         print(f"  {name:32s} {wall_us(f, calls):8.1f} {host_us(f, calls):8.1f} {device_us(f, calls // 5):8.1f}",
@@ -190,7 +223,7 @@ def main():
 def profile_calls(name, f):
     """The runtime calls and kernels of STEPS calls, per call."""
     print(f"\n=== {name}")
-    for _ in range(20):
+    for _ in range(min(20, STEPS)):
         f()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
