@@ -400,19 +400,17 @@ __device__ __forceinline__ int permuted(int k) {
 }
 
 // records[(b·k + j)·8KS + permuted(c)] (TF32), or the FP16 values at
-// permuted16(c) of a record of kRecordWords words, and heads[b·k + j] of
-// every column.
+// permuted16(c) of a record of kRecordWords words, and own[b·k + j], the
+// column's own cost term, of every column (Records).
 template <int KS, bool fp16>
 __global__ void __launch_bounds__(256)
-    tensor_records(HalfIteration h, float* records, float* heads,
+    tensor_records(HalfIteration h, float* records, float* own,
                    const unsigned* maxima) {
   Side const& s = h.columns;
   std::int64_t const q = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (q >= h.batch * s.n) return;
   std::int64_t const b = q / s.n, j = q % s.n;
   if (!h.active[b]) return;
-  float const unit = kLog2e / epsilon_of(h, b);
-  float const c = h.cost_scale;
   float const coordinate_scale = record_scale(h, b);
   float const* y = s.points + q * h.d;
   float norm = 0.f;
@@ -435,12 +433,24 @@ __global__ void __launch_bounds__(256)
           cuda_support::round_tf32(v * coordinate_scale) & 0xffffe000u);
     }
   }
-  float const own = !h.low_rank  ? c * norm
-                    : s.own_term ? s.own_term[b * s.own_term_stride + j]
-                                 : 0.f;
+  own[q] = !h.low_rank  ? h.cost_scale * norm
+           : s.own_term ? s.own_term[b * s.own_term_stride + j]
+                        : 0.f;
+}
+
+// heads[b·k + j] = ((g_j − own_j)/ε + log b_j)·log₂e of every column, from
+// the own terms of tensor_records.
+__global__ void __launch_bounds__(256)
+    tensor_heads(HalfIteration h, float* heads, const float* own) {
+  Side const& s = h.columns;
+  std::int64_t const q = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (q >= h.batch * s.n) return;
+  std::int64_t const b = q / s.n, j = q % s.n;
+  if (!h.active[b]) return;
+  float const unit = kLog2e / epsilon_of(h, b);
   float const g = s.potential[b * s.potential_stride + j];
   float const log_b = s.log_weight[b * s.log_weight_stride + j];
-  heads[q] = fmaf(g - own, unit, log_b * kLog2e);
+  heads[q] = fmaf(g - own[q], unit, log_b * kLog2e);
 }
 
 // d (an m16n8 accumulator fragment) += A·B, one FP16 m16n8k16 product
@@ -1212,24 +1222,33 @@ std::int64_t most_parts(std::int64_t batch, std::int64_t n, std::int64_t k) {
 }
 
 // Where update() keeps things in its workspace: the ticket counter (4
-// floats' room, keeping what follows 16-byte aligned), the rows' shifts,
-// the partials, and for d > max_exact_features the columns' records and
-// heads and each problem's two coordinate maxima.
+// floats' room), the rows' shifts, the partials, and with tensor cores the
+// columns' heads (their records are the caller's Records).
 struct Layout {
-  std::int64_t shift, partial, records, heads, maxima, total;
+  std::int64_t shift, partial, heads, total;
 };
 Layout layout_of(std::int64_t batch, std::int64_t n, std::int64_t k, int d,
                  bool low_rank, bool tf32) {
   Layout l;
   l.shift = 4;
   l.partial = l.shift + batch * n;
-  l.records = (l.partial + batch * n * most_parts(batch, n, k) + 3) / 4 * 4;
-  std::int64_t const record = uses_tensor_cores(d, low_rank, tf32)
-                                  ? tensor_record_floats(d, low_rank)
-                                  : 0;
-  l.heads = l.records + batch * k * record;
-  l.maxima = l.heads + (record ? batch * k : 0);
-  l.total = l.maxima + (record ? 2 * batch : 0);
+  l.heads = l.partial + batch * n * most_parts(batch, n, k);
+  l.total = l.heads + (uses_tensor_cores(d, low_rank, tf32) ? batch * k : 0);
+  return l;
+}
+
+// Records::data: the records (16-byte aligned, as their loads are), the
+// own terms, then the maxima.
+struct RecordLayout {
+  std::int64_t own, maxima, total;
+};
+RecordLayout record_layout_of(std::int64_t batch, std::int64_t k, int d,
+                              bool low_rank, bool tf32) {
+  RecordLayout l{0, 0, 0};
+  if (!uses_tensor_cores(d, low_rank, tf32)) return l;
+  l.own = batch * k * tensor_record_floats(d, low_rank);
+  l.maxima = l.own + batch * k;
+  l.total = l.maxima + 2 * batch;
   return l;
 }
 
@@ -1262,6 +1281,7 @@ struct Launcher {
   float* workspace;
   Layout l;
   std::uint64_t& tickets;
+  Records& kept;
 
   float* shift() const { return workspace + l.shift; }
   float* partial() const { return workspace + l.partial; }
@@ -1328,27 +1348,36 @@ struct Launcher {
 
   template <int KS, bool fp16>
   void tensor_half_iteration() {
-    float* const records = workspace + l.records;
+    RecordLayout const r = record_layout_of(h.batch, h.columns.n, h.d,
+                                            h.low_rank, h.tf32_low_rank);
+    float* const records = kept.data;
+    float* const own = kept.data + r.own;
+    auto* const maxima = reinterpret_cast<unsigned*>(kept.data + r.maxima);
     float* const heads = workspace + l.heads;
-    auto* const maxima = reinterpret_cast<unsigned*>(workspace + l.maxima);
-    if (fp16) {
-      SOFTWAVE_CUDA_CHECK(
-          cudaMemsetAsync(maxima, 0, 2 * h.batch * sizeof(unsigned), stream));
-      // About 8 coordinates a thread, so that enough loads are in flight
-      // (a block an SM left a 100k × 64 pass latency-bound at ~0.2 ms).
-      std::int64_t const elements =
-          std::max(h.rows.n, h.columns.n) * std::int64_t(h.d);
-      unsigned const blocks =
-          unsigned(std::clamp<std::int64_t>(elements / (8 * 256), 1, 65535));
-      unsigned const problems =
-          unsigned(std::min<std::int64_t>(h.batch, 65535));
-      coordinate_maxima<<<dim3(blocks, problems), 256, 0, stream>>>(h, maxima);
-      SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-    }
     std::int64_t const columns = h.batch * h.columns.n;
-    tensor_records<KS, fp16>
-        <<<unsigned((columns + 255) / 256), 256, 0, stream>>>(h, records, heads,
-                                                              maxima);
+    unsigned const column_blocks = unsigned((columns + 255) / 256);
+    if (!(kept.epsilon_factor == h.epsilon_factor)) {
+      if (fp16) {
+        SOFTWAVE_CUDA_CHECK(
+            cudaMemsetAsync(maxima, 0, 2 * h.batch * sizeof(unsigned), stream));
+        // About 8 coordinates a thread, so that enough loads are in flight
+        // (a block an SM left a 100k × 64 pass latency-bound at ~0.2 ms).
+        std::int64_t const elements =
+            std::max(h.rows.n, h.columns.n) * std::int64_t(h.d);
+        unsigned const blocks =
+            unsigned(std::clamp<std::int64_t>(elements / (8 * 256), 1, 65535));
+        unsigned const problems =
+            unsigned(std::min<std::int64_t>(h.batch, 65535));
+        coordinate_maxima<<<dim3(blocks, problems), 256, 0, stream>>>(h,
+                                                                      maxima);
+        SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+      }
+      tensor_records<KS, fp16>
+          <<<column_blocks, 256, 0, stream>>>(h, records, own, maxima);
+      SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+      kept.epsilon_factor = h.epsilon_factor;
+    }
+    tensor_heads<<<column_blocks, 256, 0, stream>>>(h, heads, own);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
     auto const run = [&](auto row_tiles) {
       constexpr int R = decltype(row_tiles)::value;
@@ -1576,13 +1605,21 @@ std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
   return layout_of(batch, n, k, d, low_rank, tf32_low_rank).total;
 }
 
+std::int64_t record_floats(std::int64_t batch, std::int64_t k, int d,
+                           bool low_rank, bool tf32_low_rank) {
+  return record_layout_of(batch, k, d, low_rank, tf32_low_rank).total;
+}
+
 void update(cudaStream_t stream, const HalfIteration& h, float* workspace,
-            std::uint64_t& tickets) {
+            std::uint64_t& tickets, Records& records) {
   if (h.batch == 0 || h.rows.n == 0 || h.columns.n == 0) return;
-  Launcher launcher{stream, h, workspace,
+  Launcher launcher{stream,
+                    h,
+                    workspace,
                     layout_of(h.batch, h.rows.n, h.columns.n, h.d, h.low_rank,
                               h.tf32_low_rank),
-                    tickets};
+                    tickets,
+                    records};
   if (h.low_rank && h.d > max_exact_features)
     launcher.for_ranks();
   else

@@ -174,6 +174,18 @@ struct Passes {
                  workspace_floats(B, K, N, d, Sides::low_rank, tf32_));
     workspace_ = call_array<Kokkos::View<float*, Space::memory_space>>(
         space, "softwave::sinkhorn::cuda_workspace", true, std::size_t(floats));
+    // Each side's records as the columns of the other's updates: the rows'
+    // updates read the columns' (K of them), the columns' the rows' (N).
+    for (bool rows_side : {true, false}) {
+      std::int64_t const kept =
+          record_floats(B, rows_side ? K : N, d, Sides::low_rank, tf32_);
+      if (kept == 0) continue;
+      record_memory_[rows_side] =
+          call_array<Kokkos::View<float*, Space::memory_space>>(
+              space, "softwave::sinkhorn::cuda_records", false,
+              std::size_t(kept));
+      records_[rows_side].data = record_memory_[rows_side].view.data();
+    }
   }
 
   // What an update and a measurement share: both sides (points, the rows'
@@ -234,7 +246,7 @@ struct Passes {
         rows_side ? "softwave::sinkhorn::cuda_update_rows"
                   : "softwave::sinkhorn::cuda_update_columns");
     cuda_sinkhorn::update(space.cuda_stream(), h, workspace_.view.data(),
-                          tickets_);
+                          tickets_, records_[rows_side]);
   }
 
   // The exact measurement of `visitor.own` against `columns` (rows_side:
@@ -307,6 +319,10 @@ struct Passes {
   std::uint64_t tickets_ = 0;         // handed out by the workspace's counter
   CallArray<Points> x_, y_;           // the rows' and the columns' points
   CallArray<Kokkos::View<float*, Space::memory_space>> workspace_;
+  // [rows_side]: the records of the side that update's columns are, kept
+  // while ε stays (cuda_sinkhorn::Records).
+  CallArray<Kokkos::View<float*, Space::memory_space>> record_memory_[2];
+  Records records_[2];
 };
 
 }  // namespace cuda_sinkhorn
