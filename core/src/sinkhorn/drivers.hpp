@@ -685,12 +685,17 @@ void solve(const Space& space, const PublicForm& public_form,
   columns.mask = mask;
   columns.totals = residual.view;
   bool const checking = options.tolerance > 0;
+  // A check at the last iteration stops nothing; it only says whether that
+  // iteration met the tolerance, for `iterations`. A caller after the
+  // potentials alone (sampled GW's solves, whose 10 iterations end at their
+  // first check) has no read-back, and no wait, at all.
+  bool const count_last = result.iterations.extent(0) > 0;
   std::size_t remaining = B;
   for (int it = 1; it <= options.max_iterations && remaining > 0; ++it) {
     auto const at = eps.at(it, options.epsilon_scaling);
-    rows.measure = checking && it > eps.annealing &&
-                   ((it - eps.annealing) % options.check_every == 0 ||
-                    it == options.max_iterations);
+    bool const last = it == options.max_iterations;
+    rows.measure = checking && it > eps.annealing && (!last || count_last) &&
+                   ((it - eps.annealing) % options.check_every == 0 || last);
     if (rows.measure) Kokkos::deep_copy(space, residual.view, 0.0);
     if (symmetric) {
       update(false, ColumnSide<T, Space>{result.f, w.log_a.view}, at, columns);
