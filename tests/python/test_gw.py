@@ -67,6 +67,28 @@ def test_dense_and_low_rank_solves_find_the_same_matching():
     assert abs(low_rank.objective - dense.objective) <= 0.01 * dense.objective
 
 
+def test_solves_on_cuda_are_low_rank_by_default():
+    """On CUDA float tensors with 512 points a side or more, the solves take
+    the specialised low-rank passes by default (faster there than dense
+    solves on the portable passes); dense_cost_entries still forms them
+    densely, with the same matching and an objective within 1 %."""
+    torch = pytest.importorskip("torch")
+    import softwave
+
+    if not (softwave.has_cuda() and torch.cuda.is_available()):
+        pytest.skip("no CUDA build or GPU")
+    x, y = (torch.tensor(spiral(n, s, roll), dtype=torch.float32, device="cuda")
+            for n, s, roll in ((600, 0, False), (700, 1, True)))
+    kw = dict(distance_mode="landmark", k=5, n_landmarks=20, M=80, alpha=0.8, epsilon=0.005,
+              max_iter=40, seed=0, plan=False)
+    default = ot.sampled_gw(x, y, **kw)
+    dense = ot.sampled_gw(x, y, dense_cost_entries=2 ** 24, **kw)
+    assert not default.dense_solves and dense.dense_solves
+    for r in (default, dense):
+        assert signed_spearman(torch.as_tensor(r.matching).cpu().numpy()) >= 0.99
+    assert abs(default.objective - dense.objective) <= 0.01 * dense.objective
+
+
 @pytest.mark.parametrize("mode", ["landmark", "dijkstra", "precomputed"])
 def test_device_shortest_paths_give_the_same_plan(mode):
     """shortest_paths="device" finds the k-NN graphs' distances where the

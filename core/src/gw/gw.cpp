@@ -688,18 +688,21 @@ SinkhornOptions solve_options(const GwOptions& o, bool exact_cost) {
 }
 
 // Up to how many entries (N·K) each solve forms its sampled cost densely:
-// GwOptions::dense_cost_entries, or by default (−1) 2²⁴ where the low-rank
-// solves would run on the portable passes and 0 where they take the
-// specialised ones. On two CPU threads the dense passes are the faster
+// GwOptions::dense_cost_entries, or by default (−1) 0 where the low-rank
+// solves take the specialised passes (from 512 points a side, as plain
+// Sinkhorn's automatic choice) and 2²⁴ where they would run on the
+// portable ones. On two CPU threads the dense passes are the faster
 // (BM_SampledGw/2000/2500, 10 iterations: 2.4 against 14.6 s); on an H100
 // CUDA's low-rank passes are (0.50 against 0.79 s for TorchGW's random
-// 2,000 × 2,500 task, 0.13 against 0.26 s for its 4,000 × 5,000 one).
+// 2,000 × 2,500 task, 0.13 against 0.26 s for its 4,000 × 5,000 one). The
+// question is asked of the solves' own (internal) form: the public one has
+// no specialisation to find.
 template <class T, class Space>
 std::int64_t dense_entries(const GwOptions& o, const PlanTerms<T, Space>& terms,
                            const SinkhornOptions& sink) {
   if (o.dense_cost_entries >= 0) return o.dense_cost_entries;
-  return specialised_for<Space, T>(terms.cost(0), sink) ? 0
-                                                        : std::int64_t(1) << 24;
+  auto const form = internal_form(terms.cost(0));
+  return specialised_for<Space, T>(form, sink) ? 0 : std::int64_t(1) << 24;
 }
 
 // A sampled cost into slot `slot`'s factors: this iteration's anchor
