@@ -30,6 +30,11 @@ def main():
     p.add_argument("--max-iter", type=int, default=300)
     p.add_argument("--calls", type=int, default=2)
     p.add_argument("--dense-cost-entries", type=int, default=None)
+    # TorchGW's distance-mode task in landmark mode is "scale 400 500
+    # --alpha 0.8 --max-iter 200 --landmarks 20".
+    p.add_argument("--alpha", type=float, default=0.9)
+    p.add_argument("--landmarks", type=int, default=50)
+    p.add_argument("--kernel", default="automatic", help="the solves' kernels (automatic, portable, specialised)")
     p.add_argument("--device", default="cuda")
     args = p.parse_args()
     import torch
@@ -42,7 +47,7 @@ def main():
         mode = dict(distance_mode="precomputed")
     else:
         x, y = cloud(np, args.n, 0, False), cloud(np, args.k, 1, True)
-        mode = dict(distance_mode="landmark", n_landmarks=50)
+        mode = dict(distance_mode="landmark", n_landmarks=args.landmarks)
     x, y = torch.from_numpy(x).to(args.device), torch.from_numpy(y).to(args.device)
     extra = {} if args.dense_cost_entries is None else {"dense_cost_entries": args.dense_cost_entries}
 
@@ -52,10 +57,11 @@ def main():
     for _ in range(args.calls):
         sync()
         begin = time.perf_counter()
-        r = swot.sampled_gw(x, y, k=5, alpha=0.9, epsilon=0.005, M=80, max_iter=args.max_iter,
-                            mixed_precision=True, seed=0, plan=False, objective=False, **mode, **extra)
+        r = swot.sampled_gw(x, y, k=5, alpha=args.alpha, epsilon=0.005, M=80, max_iter=args.max_iter,
+                            mixed_precision=True, seed=0, plan=False, objective=False, kernel=args.kernel,
+                            **mode, **extra)
         sync()
-        print(args.task, args.n, args.k, "dense_cost_entries", args.dense_cost_entries,
+        print(args.task, args.n, args.k, "kernel", args.kernel, "dense_cost_entries", args.dense_cost_entries,
               "dense_solves", r.dense_solves, "iterations", r.iterations,
               "seconds %.4f" % (time.perf_counter() - begin), flush=True)
 
