@@ -213,7 +213,7 @@ double tiled_product(const Space& space, const char* label, std::int64_t rows,
   double total = 0;
   if (tiles == 0) return total;
   auto const policy =
-      Kokkos::TeamPolicy<Space>(space, tiles, Tile::kTeam)
+      compat::light_weight(Kokkos::TeamPolicy<Space>(space, tiles, Tile::kTeam))
           .set_scratch_size(0, Kokkos::PerTeam(Tile::kScratchBytes));
   // A team's tile, each thread's entries finished; what the thread's
   // finish calls returned, summed.

@@ -416,18 +416,22 @@ Kokkos::View<const TermWeight*, typename Space::memory_space> term_list(
   return out;
 }
 
-// `teams` teams of visit_block's size and scratch.
+// `teams` teams of visit_block's size and scratch. Their functors hold the
+// plan's terms and pass 512 bytes: light-weight launches take them as an
+// argument, where Kokkos' CUDA backend would otherwise stage them in
+// constant memory and wait on the host for the previous such kernel, once
+// an iteration (sampled GW's column draws and dense costs do the same).
 template <class T, class Space>
-Kokkos::TeamPolicy<Space> visit_policy(const Space& space, std::int64_t teams) {
+auto visit_policy(const Space& space, std::int64_t teams) {
   using Sum = TermSum<T, Space>;
-  return Kokkos::TeamPolicy<Space>(space, teams, Sum::kTeam)
+  return compat::light_weight(
+             Kokkos::TeamPolicy<Space>(space, teams, Sum::kTeam))
       .set_scratch_size(0, Kokkos::PerTeam(Sum::kScratchBytes));
 }
 
 // A team per block of visit_block's kTileRows rows.
 template <class T, class Space>
-Kokkos::TeamPolicy<Space> block_policy(const Space& space,
-                                       const TermSum<T, Space>& sum) {
+auto block_policy(const Space& space, const TermSum<T, Space>& sum) {
   constexpr int R = TermSum<T, Space>::kTileRows;
   return visit_policy<T>(space, (sum.row_count() + R - 1) / R);
 }
@@ -573,7 +577,8 @@ class ColumnSampler {
     constexpr int kPiece = Sum::kPiece, kTeam = kStaged ? 128 : 1;
     Kokkos::parallel_for(
         "softwave::gw::sample_columns",
-        Kokkos::TeamPolicy<Space>(space, draws.extent(0) * parts, kTeam)
+        compat::light_weight(
+            Kokkos::TeamPolicy<Space>(space, draws.extent(0) * parts, kTeam))
             .set_scratch_size(
                 0,
                 Kokkos::PerTeam(
