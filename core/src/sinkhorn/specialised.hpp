@@ -16,6 +16,8 @@
 #include <softwave/errors.hpp>
 #include <softwave/sinkhorn.hpp>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "passes.hpp"
 
@@ -64,17 +66,31 @@ struct SpecialisedPasses {
 
 namespace softwave::impl {
 
-// Whether the specialised passes run for `form`; insisting on them where
-// they cannot is an argument error naming `kernel`.
+// Whether a public cost form (PointClouds, CostMatrix, LowRankCost) has an
+// internal one, which is what backends specialise the passes for.
+template <class Form, class = void>
+struct HasInternalForm : std::false_type {};
+template <class Form>
+struct HasInternalForm<
+    Form, std::void_t<decltype(internal_form(std::declval<const Form&>()))>>
+    : std::true_type {};
+
+// Whether the specialised passes run for `form` (an internal form, or a
+// public one: asked of its internal form); insisting on them where they
+// cannot is an argument error naming `kernel`.
 template <class Space, class T, class Form>
 bool specialised_for(const Form& form, const SinkhornOptions& options) {
-  using Specialised = SpecialisedPasses<Space, T, Form>;
-  std::string const why_not = Specialised::unavailable(form);
-  if (options.kernel == Kernel::specialised && !why_not.empty())
-    throw_invalid_argument("kernel = specialised: ", why_not);
-  return why_not.empty() &&
-         (options.kernel == Kernel::specialised ||
-          (options.kernel == Kernel::automatic && Specialised::pays_off(form)));
+  if constexpr (HasInternalForm<Form>::value) {
+    return specialised_for<Space, T>(internal_form(form), options);
+  } else {
+    using Specialised = SpecialisedPasses<Space, T, Form>;
+    std::string const why_not = Specialised::unavailable(form);
+    if (options.kernel == Kernel::specialised && !why_not.empty())
+      throw_invalid_argument("kernel = specialised: ", why_not);
+    return why_not.empty() && (options.kernel == Kernel::specialised ||
+                               (options.kernel == Kernel::automatic &&
+                                Specialised::pays_off(form)));
+  }
 }
 
 }  // namespace softwave::impl
