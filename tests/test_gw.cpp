@@ -366,17 +366,20 @@ TYPED_TEST(SampledGw, TiledProductIsTheProduct) {
 // dense_cost_entries: a count forms each solve's cost densely up to it; the
 // default (−1) does so where the low-rank solves would run on the portable
 // kernels (up to 2²⁴ entries), never where CUDA's specialised ones take them
-// (float, both sides at least 512 points).
+// (float, both sides at least 512 points, or 200 with mixed precision).
 TYPED_TEST(SampledGw, DenseSolvesWhereTheLowRankOnesArePortable) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
   SWT_SEEDED_RNG(rng);
   Space space;
-  auto dense_solves = [&](int n, int k, std::int64_t entries) {
+  auto dense_solves = [&](int n, int k, std::int64_t entries,
+                          bool mixed_precision = true) {
     RandomProblem<T, Space> const pr(rng, n, k);
     softwave::GwOptions o = one_solve_options<T>(rng);
     o.max_iterations = 1;
+    o.sinkhorn_iterations = 20;  // (the choice alone is checked)
     o.dense_cost_entries = entries;
+    o.mixed_precision = mixed_precision;
     softwave::GwResult<T, Space> r;
     r.compute_objective = false;
     softwave::sampled_gw(space, pr.source.distances, pr.target.distances, {},
@@ -388,8 +391,15 @@ TYPED_TEST(SampledGw, DenseSolvesWhereTheLowRankOnesArePortable) {
   EXPECT_TRUE(dense_solves(7, 9, 63));
   EXPECT_FALSE(dense_solves(7, 9, 62));
 #if defined(KOKKOS_ENABLE_CUDA)
-  if constexpr (std::is_same_v<Space, Kokkos::Cuda> && std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<Space, Kokkos::Cuda> &&
+                std::is_same_v<T, float>) {
     EXPECT_FALSE(dense_solves(520, 530, -1));
+    EXPECT_FALSE(dense_solves(520, 530, -1, false));
+    // Tensor-core products (mixed precision) from 200 points a side.
+    EXPECT_FALSE(dense_solves(200, 210, -1));
+    EXPECT_TRUE(dense_solves(200, 210, -1, false));
+    EXPECT_TRUE(dense_solves(199, 210, -1));
+  }
 #endif
 }
 

@@ -67,20 +67,23 @@ def test_dense_and_low_rank_solves_find_the_same_matching():
     assert abs(low_rank.objective - dense.objective) <= 0.01 * dense.objective
 
 
-def test_solves_on_cuda_are_low_rank_by_default():
-    """On CUDA float tensors with 512 points a side or more, the solves take
-    the specialised low-rank passes by default (faster there than dense
-    solves on the portable passes); dense_cost_entries still forms them
-    densely. Both find the forward matching with objectives within 5 %: the
-    low-rank products round to TF32, so later iterations may draw other
-    anchors, and runs that differ so differ by a few per cent."""
+@pytest.mark.parametrize("n, k", [(400, 500), (600, 700)])
+def test_solves_on_cuda_are_low_rank_by_default(n, k):
+    """On CUDA float tensors with 200 points a side or more (mixed
+    precision, the default), the solves take the specialised low-rank
+    passes by default (faster there than dense solves on the portable
+    passes); below 512 points a side, without mixed precision, and with
+    dense_cost_entries they form the cost densely. Both find the forward
+    matching with objectives within 5 %: the low-rank products round to
+    TF32, so later iterations may draw other anchors, and runs that differ
+    so differ by a few per cent."""
     torch = pytest.importorskip("torch")
     import softwave
 
     if not (softwave.has_cuda() and torch.cuda.is_available()):
         pytest.skip("no CUDA build or GPU")
-    x, y = (torch.tensor(spiral(n, s, roll), dtype=torch.float32, device="cuda")
-            for n, s, roll in ((600, 0, False), (700, 1, True)))
+    x, y = (torch.tensor(spiral(m, s, roll), dtype=torch.float32, device="cuda")
+            for m, s, roll in ((n, 0, False), (k, 1, True)))
     kw = dict(distance_mode="landmark", k=5, n_landmarks=20, M=80, alpha=0.8, epsilon=0.005,
               max_iter=40, seed=0, plan=False)
     default = ot.sampled_gw(x, y, **kw)
@@ -89,6 +92,8 @@ def test_solves_on_cuda_are_low_rank_by_default():
     for r in (default, dense):
         assert signed_spearman(torch.as_tensor(r.matching).cpu().numpy()) >= 0.99
     assert abs(default.objective - dense.objective) <= 0.05 * dense.objective
+    single = ot.sampled_gw(x, y, mixed_precision=False, **dict(kw, max_iter=1))
+    assert single.dense_solves == (min(n, k) < 512)
 
 
 @pytest.mark.parametrize("mode", ["landmark", "dijkstra", "precomputed"])

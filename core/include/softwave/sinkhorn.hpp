@@ -90,14 +90,15 @@ struct SinkhornOptions {
   // CUDA-specialised updates apply on Kokkos::Cuda to float point clouds
   // with d <= 64 and float low-rank costs of rank <= 128 (exact FP32
   // products at every rank); `automatic` takes them where both sides have
-  // at least 512 points. Up to d = 16 they form each cost exactly in FP32 FMAs
-  // (the clouds centred on their common mean, so that the expansion ‖x‖² + ‖y‖²
-  // − 2x·y loses no digits to an offset); above, the products x·y run on
-  // tensor cores with 10-bit mantissas (FP16 operands, each problem's two
-  // scaled by powers of two into FP16's range: TF32's significands, as
-  // FlashSinkhorn's TF32 mode, at twice TF32's product rate; the exact
-  // marginal_error of the result then carries that rounding, and
-  // `converged` stays false for tolerances below it). Each row's
+  // at least 512 points (200 for low-rank costs under tf32_low_rank). Up
+  // to d = 16 they form each cost exactly in FP32 FMAs (the clouds centred on
+  // their common mean, so that the expansion ‖x‖² + ‖y‖² − 2x·y loses no
+  // digits to an offset); above, the products x·y run on tensor cores with
+  // 10-bit mantissas (FP16 operands, each problem's two scaled by powers of
+  // two into FP16's range: TF32's significands, as FlashSinkhorn's TF32
+  // mode, at twice TF32's product rate; the exact marginal_error of the
+  // result then carries that rounding, and `converged` stays false for
+  // tolerances below it). Each row's
   // exponentials are shifted by its previous log-sum-exp, so one exp2 per
   // pair is all the special-function work; a row whose sum leaves the safe
   // range is summed again exactly, after its maximum. The exact

@@ -689,12 +689,13 @@ SinkhornOptions solve_options(const GwOptions& o, bool exact_cost) {
 
 // Up to how many entries (N·K) each solve forms its sampled cost densely:
 // GwOptions::dense_cost_entries, or by default (−1) 0 where the low-rank
-// solves take the specialised passes (from 512 points a side, as plain
-// Sinkhorn's automatic choice) and 2²⁴ where they would run on the
-// portable ones. On two CPU threads the dense passes are the faster
-// (BM_SampledGw/2000/2500, 10 iterations: 2.4 against 14.6 s); on an H100
-// CUDA's low-rank passes are (0.50 against 0.79 s for TorchGW's random
-// 2,000 × 2,500 task, 0.13 against 0.26 s for its 4,000 × 5,000 one).
+// solves take the specialised passes (plain Sinkhorn's automatic choice:
+// from 200 points a side with mixed precision, else 512) and 2²⁴ where
+// they would run on the portable ones. On two CPU threads the dense passes
+// are the faster (BM_SampledGw/2000/2500, 10 iterations: 2.4 against
+// 14.6 s); on an H100 CUDA's low-rank passes are (0.26 against 0.79 s for
+// TorchGW's random 2,000 × 2,500 task, 0.031 against 0.057 s for its
+// 400 × 500 landmark one).
 template <class T, class Space>
 std::int64_t dense_entries(const GwOptions& o, const PlanTerms<T, Space>& terms,
                            const SinkhornOptions& sink) {
@@ -950,11 +951,9 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
             std::floor((double(q) + (checked < problem.n ? offset : 0)) *
                        double(problem.n) / double(checked))));
       Kokkos::deep_copy(space, check_list, check_host);
-      auto norm_of = [&](const std::vector<TermWeight>& weights) {
-        return frobenius_norm(space,
-                              problem.sum(space, terms, weights, check_list));
-      };
-      double const change = norm_of(difference), size = norm_of(next);
+      auto const [change, size] = frobenius_norms(
+          space, problem.sum(space, terms, difference, check_list),
+          problem.sum(space, terms, next, check_list));
       run.last_change = size > 0 ? change / size : change;
       run.changes.push_back(run.last_change);
     }

@@ -12,6 +12,7 @@
 #include <softwave/sinkhorn.hpp>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../sinkhorn/passes.hpp"
@@ -691,37 +692,52 @@ class ColumnSampler {
   Kokkos::View<int**, Kokkos::LayoutRight, Memory> at_;
 };
 
-// ‖sum‖_F over its rows, accumulated in float64 (signed weights make it a
-// difference). A team per block of rows and part of the columns: a check
-// covers few rows (GwOptions::check_rows), and teams over whole rows alone
-// would leave most of a GPU idle.
+// (‖first‖_F, ‖second‖_F) over their rows, accumulated in float64 (signed
+// weights make one a difference): two sums of the same terms and rows with
+// other weights, as a change check compares them, in one launch. A team per
+// sum, block of rows and part of the columns: a check covers few rows
+// (GwOptions::check_rows), and teams over whole rows alone would leave most
+// of a GPU idle. Each team's total goes back to the host, summed there in
+// order: one read-back for both, and the same totals on every run.
 template <class T, class Space>
-double frobenius_norm(const Space& space, const TermSum<T, Space>& sum) {
+std::pair<double, double> frobenius_norms(const Space& space,
+                                          const TermSum<T, Space>& first,
+                                          const TermSum<T, Space>& second) {
+  using Sum = TermSum<T, Space>;
   using Member = typename Kokkos::TeamPolicy<Space>::member_type;
-  constexpr int R = TermSum<T, Space>::kTileRows;
-  constexpr std::int64_t kTeams = 2048, kLeastColumns = 256;
-  std::int64_t const k = sum.terms.k;
-  std::int64_t const blocks = (sum.row_count() + R - 1) / R;
+  constexpr int R = Sum::kTileRows;
+  constexpr std::int64_t kTeams = 2048;
+  constexpr std::int64_t kLeastColumns = 128;
+  std::int64_t const k = first.terms.k;
+  std::int64_t const blocks = (first.row_count() + R - 1) / R;
   std::int64_t const parts = std::max<std::int64_t>(
       1, std::min((kTeams + blocks - 1) / blocks, k / kLeastColumns));
-  double total = 0;
-  Kokkos::parallel_reduce(
-      "softwave::gw::frobenius_norm", visit_policy<T>(space, blocks * parts),
-      KOKKOS_LAMBDA(const Member& team, double& out) {
-        std::int64_t const q0 = team.league_rank() / parts * R,
-                           part = team.league_rank() % parts;
-        int const count = sum.rows_from(q0, R);
+  std::int64_t const teams = blocks * parts;
+  auto const totals = uninitialised<double*>(
+      space, "softwave::gw::frobenius_totals", 2 * teams);
+  Kokkos::parallel_for(
+      "softwave::gw::frobenius_norms", visit_policy<T>(space, 2 * teams),
+      KOKKOS_LAMBDA(const Member& team) {
+        std::int64_t const q = team.league_rank() % teams;
+        Sum const& sum = team.league_rank() < teams ? first : second;
+        std::int64_t const q0 = q / parts * R, part = q % parts;
         double block_total = 0;
-        sum.visit_block(team, q0, count, part * k / parts,
+        sum.visit_block(team, q0, sum.rows_from(q0, R), part * k / parts,
                         (part + 1) * k / parts,
                         [&](int, int, std::int64_t, double value) {
                           block_total += value * value;
                         });
         team.team_reduce(Kokkos::Sum<double>(block_total));
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { out += block_total; });
-      },
-      total);
-  return std::sqrt(total);
+        Kokkos::single(Kokkos::PerTeam(team),
+                       [&]() { totals(team.league_rank()) = block_total; });
+      });
+  auto const host =
+      compat::host_mirror("softwave::gw::frobenius_totals_host", totals);
+  Kokkos::deep_copy(space, host, totals);
+  space.fence();
+  double squares[2] = {0, 0};
+  for (std::int64_t q = 0; q < 2 * teams; ++q) squares[q / teams] += host(q);
+  return {std::sqrt(squares[0]), std::sqrt(squares[1])};
 }
 
 }  // namespace softwave::impl

@@ -29,8 +29,8 @@ struct SpecialisedPasses {
     return "the specialised passes take float point clouds and low-rank "
            "costs on Kokkos::Cuda only (a CUDA build)";
   }
-  // Whether `automatic` takes them for this problem.
-  static bool pays_off(const Form&) { return false; }
+  // Whether `automatic` takes them for this problem under these options.
+  static bool pays_off(const Form&, const SinkhornOptions&) { return false; }
   // Made once per solve with its options (warm_start: the potentials
   // start from given values, not zeros).
   SpecialisedPasses(const Space&, const Form&, const SinkhornOptions&) {}
@@ -89,7 +89,7 @@ bool specialised_for(const Form& form, const SinkhornOptions& options) {
       throw_invalid_argument("kernel = specialised: ", why_not);
     return why_not.empty() && (options.kernel == Kernel::specialised ||
                                (options.kernel == Kernel::automatic &&
-                                Specialised::pays_off(form)));
+                                Specialised::pays_off(form, options)));
   }
 }
 
