@@ -27,6 +27,10 @@ So softwave's last solve, at final_epsilon, is POT's at
 and softwave's exact iterations converge to POT's plan there (the same
 fixed point, to rounding). softwave anneals epsilon down from the given
 value, so its final one is below it. --pot-epsilon fixes POT's instead.
+--device cuda runs both on the GPU, on torch CUDA tensors: POT on its torch
+backend in --dtype (float64 by default: its Sinkhorn is not in the log
+domain), softwave's Python API in float32 (its specialised kernels'
+precision); the objective and rho on the GPU in float64.
 POT is a peer, never a project dependency: install it into a throwaway
 virtual environment that also sees softwave, e.g.
     python3 -m venv --system-site-packages /tmp/potenv
@@ -61,9 +65,10 @@ def geodesics(points, k):
 
 
 def gw_objective(dx, dy, plan):
-    """Σ_ijkl (D_X(i,j) − D_Y(k,l))² T_ik T_jl, by matrix products."""
+    """Σ_ijkl (D_X(i,j) − D_Y(k,l))² T_ik T_jl, by matrix products (NumPy
+    arrays or torch tensors alike, in their precision)."""
     a, b = plan.sum(1), plan.sum(0)
-    return float(a @ (dx ** 2) @ a + b @ (dy ** 2) @ b - 2 * np.sum((dx @ plan @ dy) * plan))
+    return float(a @ (dx ** 2) @ a + b @ (dy ** 2) @ b - 2 * ((dx @ plan @ dy) * plan).sum())
 
 
 def signed_rho(matching):
@@ -72,17 +77,27 @@ def signed_rho(matching):
     return float(spearmanr(np.arange(len(matching)), matching).statistic)
 
 
+def synchronise(array):
+    """Waits for the GPU's work on a torch CUDA tensor (timing); else nothing."""
+    if getattr(array, "is_cuda", False):
+        import torch
+
+        torch.cuda.synchronize()
+
+
 def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations):
     import softwave.ot as swot
 
+    synchronise(dx)
     start = time.perf_counter()
     r = swot.sampled_gw(dist_source=dx, dist_target=dy, distance_mode="precomputed", epsilon=args.epsilon,
                         M=args.anchors, restarts=args.restarts, restart_iterations=args.restart_iterations,
                         seed=seed, objective=False, tol=args.tol,
                         max_iter=args.max_iter, exact_iterations=exact_iterations,
                         sinkhorn_iterations=sinkhorn_iterations)
+    synchronise(dx)
     seconds = time.perf_counter() - start
-    plan = np.asarray(r.plan, dtype=np.float64)
+    plan = r.plan
     matched = 2 * r.final_epsilon * r.source_scale * r.target_scale
     return dict(seconds=seconds, iterations=r.iterations, exact_iterations=exact_iterations,
                 sinkhorn_iterations=sinkhorn_iterations, chosen_seed=r.seed,
@@ -92,13 +107,21 @@ def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations):
 def run_pot(dx, dy, args, epsilon):
     import ot
 
-    p, q = np.full(dx.shape[0], 1 / dx.shape[0]), np.full(dy.shape[0], 1 / dy.shape[0])
+    if getattr(dx, "is_cuda", False):
+        import torch
+
+        p = torch.full((dx.shape[0],), 1 / dx.shape[0], dtype=dx.dtype, device=dx.device)
+        q = torch.full((dy.shape[0],), 1 / dy.shape[0], dtype=dy.dtype, device=dy.device)
+    else:
+        p, q = np.full(dx.shape[0], 1 / dx.shape[0]), np.full(dy.shape[0], 1 / dy.shape[0])
+    synchronise(dx)
     start = time.perf_counter()
     plan, log = ot.gromov.entropic_gromov_wasserstein(dx, dy, p, q, loss_fun="square_loss", epsilon=epsilon,
                                                       solver="PGD", max_iter=args.pot_iterations, tol=1e-9,
                                                       log=True)
+    synchronise(dx)
     seconds = time.perf_counter() - start
-    return dict(seconds=seconds, iterations=len(log.get("err", [])) * 10, epsilon=epsilon, plan=np.asarray(plan))
+    return dict(seconds=seconds, iterations=len(log.get("err", [])) * 10, epsilon=epsilon, plan=plan)
 
 
 def main():
@@ -124,6 +147,9 @@ def main():
     parser.add_argument("--sinkhorn-iterations", type=lambda text: [int(c) for c in text.split(",")], default=[10])
     # POT's epsilon; by default that of softwave's last solve (see above).
     parser.add_argument("--pot-epsilon", type=float, default=None)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default="float64", choices=["float32", "float64"],
+                        help="POT's precision on --device cuda")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -133,16 +159,31 @@ def main():
 
     records = []
     meta = dict(pot=ot.__version__, softwave=getattr(softwave, "__version__", "?"),
-                threads=os.environ.get("OMP_NUM_THREADS", "?"), epsilon=args.epsilon, anchors=args.anchors,
+                threads=os.environ.get("OMP_NUM_THREADS", "?"), device=args.device,
+                dtype=args.dtype if args.device == "cuda" else "float64", epsilon=args.epsilon, anchors=args.anchors,
                 restarts=args.restarts, restart_iterations=args.restart_iterations, pot_iterations=args.pot_iterations, tol=args.tol, max_iter=args.max_iter,
                 exact_iterations=args.exact_iterations, sinkhorn_iterations=args.sinkhorn_iterations,
                 pot_epsilon=args.pot_epsilon)
     print(json.dumps(meta))
+    if args.device == "cuda":  # CUDA contexts, libraries and kernels loaded before any timed call
+        import torch
+
+        small = [torch.from_numpy(geodesics(cloud(np, m, 0, False), args.neighbours)).cuda() for m in (60, 70)]
+        run_softwave(*(d.float() for d in small), args, 0, 0, args.sinkhorn_iterations[0])
+        run_pot(*(d.to(getattr(torch, args.dtype)) for d in small), args, 0.01)
     for n, k in args.sizes:
         for seed in range(args.seeds):
             dx = geodesics(cloud(np, n, seed, False).astype(np.float64), args.neighbours)
             dy = geodesics(cloud(np, k, seed + 1000, True).astype(np.float64), args.neighbours)
-            runs = [run_softwave(dx, dy, args, seed, e, i) for i in args.sinkhorn_iterations
+            exact = dx, dy  # the objective's matrices (float64)
+            if args.device == "cuda":
+                import torch
+
+                exact = tuple(torch.from_numpy(d).cuda() for d in (dx, dy))
+                dx, dy = (d.to(getattr(torch, args.dtype)) for d in exact)
+                single = tuple(d.float() for d in exact)
+            runs = [run_softwave(*(single if args.device == "cuda" else (dx, dy)), args, seed, e, i)
+                    for i in args.sinkhorn_iterations
                     for e in args.exact_iterations]
             # POT at each softwave run's last ε (runs that stop at another
             # iteration end at another ε), or at --pot-epsilon.
@@ -157,8 +198,15 @@ def main():
                 method = ("pot" if "pot_epsilon" not in r
                           else f"softwave+{r['exact_iterations']}/{r['sinkhorn_iterations']}")
                 plan = r.pop("plan")
-                r.update(method=method, n=n, k=k, seed=seed, objective=gw_objective(dx, dy, plan),
-                         rho=signed_rho(plan.argmax(1)), mass=float(plan.sum()))
+                plan = plan.double() if hasattr(plan, "double") else np.asarray(plan, dtype=np.float64)
+                if args.device == "cuda" and not getattr(plan, "is_cuda", False):
+                    import torch
+
+                    plan = torch.as_tensor(plan).cuda()
+                matching = plan.argmax(1)
+                matching = matching.cpu().numpy() if hasattr(matching, "cpu") else matching
+                r.update(method=method, n=n, k=k, seed=seed, objective=gw_objective(*exact, plan),
+                         rho=signed_rho(matching), mass=float(plan.sum()))
                 records.append(r)
                 print(f"{method:13s} {n}x{k} seed {seed}: {r['seconds']:8.3f} s  objective {r['objective']:.6f}  "
                       f"rho {r['rho']:+.4f}  iterations {r['iterations']}  "

@@ -141,7 +141,8 @@ def gw_scenarios():
     plan or objective): TorchGW's distance-mode task in landmark mode
     (spiral 400 -> Swiss roll 500, alpha 0.8, at most 200 iterations, 20
     landmarks; also with 5 Sinkhorn iterations a solve) and its scale task
-    at 4000 x 5000 and 40000 x 50000 (alpha 0.9, 50 landmarks). Profiled
+    at 4000 x 5000, 10000 x 12000 and 40000 x 50000 (alpha 0.9, 50
+    landmarks), and its random precomputed task at 2000 x 2500. Profiled
     only (two calls after one untimed): perf/bench_gw_torchgw.py times
     them."""
     import numpy as np
@@ -152,18 +153,26 @@ def gw_scenarios():
     def task(n, k, alpha, max_iter, landmarks, **options):
         x = torch.from_numpy(cloud(np, n, 0, False)).cuda()
         y = torch.from_numpy(cloud(np, k, 1, True)).cuda()
+        return solve(x, y, alpha, max_iter, distance_mode="landmark", n_landmarks=landmarks, **options)
 
+    def random_task(n, k):
+        x = torch.from_numpy(np.random.default_rng(0).uniform(size=(n, 3)).astype(np.float32)).cuda()
+        y = torch.from_numpy(np.random.default_rng(1).uniform(size=(k, 3)).astype(np.float32)).cuda()
+        return solve(x, y, 0.9, 300, distance_mode="precomputed")
+
+    def solve(x, y, alpha, max_iter, **options):
         def call():
-            swot.sampled_gw(x, y, distance_mode="landmark", k=5, n_landmarks=landmarks, alpha=alpha,
-                            epsilon=0.005, M=80, max_iter=max_iter, mixed_precision=True, seed=0,
-                            plan=False, objective=False, **options)
+            swot.sampled_gw(x, y, k=5, alpha=alpha, epsilon=0.005, M=80, max_iter=max_iter,
+                            mixed_precision=True, seed=0, plan=False, objective=False, **options)
 
         return call
 
     scenarios = [("landmark_400x500", task(400, 500, 0.8, 200, 20)),
                  ("landmark_400x500_5_steps", task(400, 500, 0.8, 200, 20, sinkhorn_iterations=5)),
                  ("scale_4000x5000", task(4000, 5000, 0.9, 300, 50)),
-                 ("scale_40000x50000", task(40000, 50000, 0.9, 300, 50))]
+                 ("scale_10000x12000", task(10000, 12000, 0.9, 300, 50)),
+                 ("scale_40000x50000", task(40000, 50000, 0.9, 300, 50)),
+                 ("random_2000x2500", random_task(2000, 2500))]
     return scenarios, 0
 
 
@@ -209,11 +218,14 @@ def wall_us(f, n):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--family", choices=("softdtw", "deer", "gw"), default="softdtw")
+    parser.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
     args = parser.parse_args()
     global STEPS
     if args.family == "gw":
         STEPS = 2  # a call is thousands of kernels
     scenarios, calls = {"softdtw": softdtw_scenarios, "deer": deer_scenarios, "gw": gw_scenarios}[args.family]()
+    if args.only:
+        scenarios = [(name, f) for name, f in scenarios if name in args.only.split(",")]
     if calls:  # GW's calls are timed by perf/bench_gw_torchgw.py instead
         print(f"µs per call: back to back (median of 5 batches of {calls}), host issue time, events")
     for name, f in scenarios if calls else ():
@@ -221,6 +233,17 @@ def main():
               flush=True)
     for name, f in scenarios:
         profile_calls(name, f)
+
+
+def short_name(key):
+    """A kernel's name without the launch wrappers Kokkos puts around every
+    functor (they hid which kernel a row was), cut to 100 characters."""
+    for prefix in ("void ", "Kokkos::Impl::cuda_parallel_launch_constant_memory<",
+                   "Kokkos::Impl::cuda_parallel_launch_local_memory<", "Kokkos::Impl::",
+                   "softwave::impl::"):
+        if key.startswith(prefix):
+            key = key[len(prefix):]
+    return key[:100]
 
 
 def profile_calls(name, f):
@@ -238,9 +261,9 @@ def profile_calls(name, f):
     for e in prof.key_averages():
         if e.key.startswith("cuda") or e.key.startswith("cu") or e.device_type.name == "CUDA":
             rows.append(e)
-    print(f"{'event':60s} {'per call':>8s} {'host us/call':>12s} {'device us/call':>14s}")
+    print(f"{'event':100s} {'per call':>8s} {'host us/call':>12s} {'device us/call':>14s}")
     for e in sorted(rows, key=lambda e: -(e.self_cpu_time_total + e.self_device_time_total)):
-        print(f"{e.key[:60]:60s} {e.count / STEPS:8.2f} {e.self_cpu_time_total / STEPS:12.1f} "
+        print(f"{short_name(e.key):100s} {e.count / STEPS:8.2f} {e.self_cpu_time_total / STEPS:12.1f} "
               f"{e.self_device_time_total / STEPS:14.1f}", flush=True)
 
 
