@@ -469,7 +469,8 @@ struct PairDraws {
     Kokkos::deep_copy(space, rows, rows_host);
     Kokkos::deep_copy(space, draws, draws_host);
     sampler.sample(space, terms, problem.marginals.b, problem.initial, draws,
-                   mix64(seed ^ mix64(round + 0x51ed27ull)), columns);
+                   draws_host, mix64(seed ^ mix64(round + 0x51ed27ull)),
+                   columns);
   }
   void copy_columns(const Space& space) {
     Kokkos::deep_copy(space, columns_host, columns);
