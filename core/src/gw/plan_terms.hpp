@@ -779,10 +779,12 @@ class ColumnSampler {
                 for (int v = 0; v < kRowValues; ++v)
                   p_piece[me + kTeam * v] = rows[v];
                 team.team_barrier();
+                // (The bound is kGroup so that dot stays in registers; a
+                // group of fewer anchors skips the rest's products.)
                 for (int q = 0; q < piece; ++q) {
                   T const qv = q_piece[me * (kPiece + 1) + q];
                   for (int a = 0; a < kGroup; ++a)
-                    dot[a] += p_piece[a * kPiece + q] * qv;
+                    if (a < size) dot[a] += p_piece[a * kPiece + q] * qv;
                 }
               }
             if (me >= width) continue;
