@@ -11,8 +11,10 @@ Dijkstra), each matrix divided by its largest entry. Both solvers get these
 matrices and uniform marginals:
   softwave  ot.sampled_gw(distance_mode="precomputed", epsilon, M, restarts,
             restart_iterations, tol and max_iter as given), its defaults otherwise, once for
-            each --sinkhorn-iterations count (a solve's iterations) and
-            --exact-iterations count (0: the sampled plan as returned);
+            each --sinkhorn-iterations count (a solve's iterations),
+            --early-sinkhorn-iterations count (those of the solves while the
+            plan forms) and --exact-iterations count (0: the sampled plan as
+            returned);
   POT       ot.gromov.entropic_gromov_wasserstein(loss_fun="square_loss",
             solver "PGD" (its default: a Sinkhorn solve of the
             linearised cost an iteration), max_iter --pot-iterations,
@@ -85,7 +87,7 @@ def synchronise(array):
         torch.cuda.synchronize()
 
 
-def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations):
+def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, early_sinkhorn_iterations=None):
     import softwave.ot as swot
 
     synchronise(dx)
@@ -94,13 +96,15 @@ def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations):
                         M=args.anchors, restarts=args.restarts, restart_iterations=args.restart_iterations,
                         seed=seed, objective=False, tol=args.tol,
                         max_iter=args.max_iter, exact_iterations=exact_iterations,
-                        sinkhorn_iterations=sinkhorn_iterations)
+                        sinkhorn_iterations=sinkhorn_iterations,
+                        early_sinkhorn_iterations=early_sinkhorn_iterations)
     synchronise(dx)
     seconds = time.perf_counter() - start
     plan = r.plan
     matched = 2 * r.final_epsilon * r.source_scale * r.target_scale
     return dict(seconds=seconds, iterations=r.iterations, exact_iterations=exact_iterations,
-                sinkhorn_iterations=sinkhorn_iterations, chosen_seed=r.seed,
+                sinkhorn_iterations=sinkhorn_iterations,
+                early_sinkhorn_iterations=early_sinkhorn_iterations, chosen_seed=r.seed,
                 final_epsilon=r.final_epsilon, pot_epsilon=matched, plan=plan)
 
 
@@ -145,6 +149,11 @@ def main():
     parser.add_argument("--exact-iterations", type=lambda text: [int(c) for c in text.split(",")], default=[0])
     # softwave's runs: each of these Sinkhorn iterations a solve (GwOptions::sinkhorn_iterations).
     parser.add_argument("--sinkhorn-iterations", type=lambda text: [int(c) for c in text.split(",")], default=[10])
+    # ... and each of these a solve while the plan forms (GwOptions::early_sinkhorn_iterations;
+    # -1: softwave's default, half of them).
+    parser.add_argument("--early-sinkhorn-iterations",
+                        type=lambda text: [None if int(c) < 0 else int(c) for c in text.split(",")],
+                        default=[None])
     # POT's epsilon; by default that of softwave's last solve (see above).
     parser.add_argument("--pot-epsilon", type=float, default=None)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -163,6 +172,7 @@ def main():
                 dtype=args.dtype if args.device == "cuda" else "float64", epsilon=args.epsilon, anchors=args.anchors,
                 restarts=args.restarts, restart_iterations=args.restart_iterations, pot_iterations=args.pot_iterations, tol=args.tol, max_iter=args.max_iter,
                 exact_iterations=args.exact_iterations, sinkhorn_iterations=args.sinkhorn_iterations,
+                early_sinkhorn_iterations=args.early_sinkhorn_iterations,
                 pot_epsilon=args.pot_epsilon)
     print(json.dumps(meta))
     if args.device == "cuda":  # CUDA contexts, libraries and kernels loaded before any timed call
@@ -182,8 +192,9 @@ def main():
                 exact = tuple(torch.from_numpy(d).cuda() for d in (dx, dy))
                 dx, dy = (d.to(getattr(torch, args.dtype)) for d in exact)
                 single = tuple(d.float() for d in exact)
-            runs = [run_softwave(*(single if args.device == "cuda" else (dx, dy)), args, seed, e, i)
+            runs = [run_softwave(*(single if args.device == "cuda" else (dx, dy)), args, seed, e, i, early)
                     for i in args.sinkhorn_iterations
+                    for early in args.early_sinkhorn_iterations
                     for e in args.exact_iterations]
             # POT at each softwave run's last ε (runs that stop at another
             # iteration end at another ε), or at --pot-epsilon.
@@ -196,7 +207,8 @@ def main():
             runs += list(pot.values())
             for r in runs:
                 method = ("pot" if "pot_epsilon" not in r
-                          else f"softwave+{r['exact_iterations']}/{r['sinkhorn_iterations']}")
+                          else f"softwave+{r['exact_iterations']}/{r['sinkhorn_iterations']}"
+                               f"/{r['early_sinkhorn_iterations'] if r['early_sinkhorn_iterations'] is not None else 'auto'}")
                 plan = r.pop("plan")
                 plan = plan.double() if hasattr(plan, "double") else np.asarray(plan, dtype=np.float64)
                 if args.device == "cuda" and not getattr(plan, "is_cuda", False):
@@ -208,7 +220,7 @@ def main():
                 r.update(method=method, n=n, k=k, seed=seed, objective=gw_objective(*exact, plan),
                          rho=signed_rho(matching), mass=float(plan.sum()))
                 records.append(r)
-                print(f"{method:13s} {n}x{k} seed {seed}: {r['seconds']:8.3f} s  objective {r['objective']:.6f}  "
+                print(f"{method:15s} {n}x{k} seed {seed}: {r['seconds']:8.3f} s  objective {r['objective']:.6f}  "
                       f"rho {r['rho']:+.4f}  iterations {r['iterations']}  "
                       f"epsilon {r.get('epsilon', r.get('final_epsilon')):.3e}", flush=True)
     if args.out:

@@ -24,8 +24,9 @@ command line on them instead, one cold process a run as a batch job would
 (`softwave gw --mode landmark --k 5 ... --no-objective --matching m.npy`,
 the arrays written as .npy first; --cli names the executable), and records
 its own `seconds` (points to the device, graphs, landmark embeddings,
-iterations, matching back). --sinkhorn-iterations, --min-iter and --tol set
-softwave's solves, its earliest stop and its stop rule (both front ends)
+iterations, matching back). --sinkhorn-iterations, --early-sinkhorn-iterations,
+--min-iter and --tol set softwave's solves, its earliest stop and its stop
+rule (both front ends)
 where a run must bound its time, as the million-point runs do (a huge --tol
 stops at iteration --min-iter, with epsilon on the --max-iter schedule as in
 the runs that stop at 50-75 by themselves; --no-warm-up times each method's
@@ -90,6 +91,8 @@ def run_cli(args, np, spearmanr, x, y, n, k, seed):
                    "--no-objective", "--matching", str(folder / "m.npy")]
         if args.sinkhorn_iterations is not None:
             command += ["--sinkhorn-iterations", str(args.sinkhorn_iterations)]
+        if args.early_sinkhorn_iterations is not None:
+            command += ["--early-sinkhorn-iterations", str(args.early_sinkhorn_iterations)]
         if args.min_iter is not None:
             command += ["--min-iterations", str(args.min_iter)]
         if args.tol is not None:
@@ -104,6 +107,7 @@ def run_cli(args, np, spearmanr, x, y, n, k, seed):
     return {"method": "cli", "n": n, "k": k, "seed": seed, "mode": args.mode, "data": args.data,
             "seconds": summary.get("seconds"), "process_seconds": wall,
             "iterations": summary.get("iterations"), "sinkhorn_iterations": args.sinkhorn_iterations,
+            "early_sinkhorn_iterations": args.early_sinkhorn_iterations,
             "min_iter": args.min_iter, "tol": args.tol, "restarts": args.restarts,
             "rho": float(spearmanr(np.arange(n), matching)[0]), "summary": summary}
 
@@ -125,6 +129,7 @@ def main(argv=None):
     p.add_argument("--restart-iterations", type=int, default=0)
     # softwave's Sinkhorn iterations a solve and earliest stop; unset: its defaults.
     p.add_argument("--sinkhorn-iterations", type=int, default=None)
+    p.add_argument("--early-sinkhorn-iterations", type=int, default=None)
     p.add_argument("--min-iter", type=int, default=None)
     # softwave's stop on the plan's relative change; a huge value stops at the
     # first check from --min-iter on, with ε on the --max-iter schedule.
@@ -180,6 +185,8 @@ def main(argv=None):
         solver_options = {}
         if args.sinkhorn_iterations is not None:
             solver_options["sinkhorn_iterations"] = args.sinkhorn_iterations
+        if args.early_sinkhorn_iterations is not None:
+            solver_options["early_sinkhorn_iterations"] = args.early_sinkhorn_iterations
         if args.min_iter is not None:
             solver_options["min_iter_before_converge"] = args.min_iter
         if args.tol is not None:
@@ -218,6 +225,7 @@ def main(argv=None):
                           "restarts": args.restarts, "restart_iterations": args.restart_iterations,
                           "kept_seed": int(log["kept_seed"]),
                           "sinkhorn_iterations": args.sinkhorn_iterations,
+                          "early_sinkhorn_iterations": args.early_sinkhorn_iterations,
                           "rho": float(spearmanr(np.arange(n), matching)[0]),
                           "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
                           **cuts}

@@ -1609,6 +1609,55 @@ TYPED_TEST(SampledGw, RaceAvoidsTheReversedMatching) {
   EXPECT_LT(r.restart_objectives[3], r.restart_objectives[1]);
 }
 
+// Shorter solves while the plan forms (early_sinkhorn_iterations): they
+// change the run (five of ten iterations, the default's half, in the solves
+// before the last check_every ahead of min(min_iterations,
+// max_iterations)) and keep its matching and objective; at
+// sinkhorn_iterations or above they are the plain run, and where
+// min_iterations leaves no such solve nothing changes.
+TYPED_TEST(SampledGw, EarlySolvesAreShorterAndKeepTheMatching) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SpiralAndRoll const task;
+  auto const source = matrix_side<T, Space>(task.dx, task.n);
+  auto const target = matrix_side<T, Space>(task.dy, task.k);
+  struct Outcome {
+    std::vector<int> matching;
+    double objective;
+  };
+  auto const run = [&](int early, int min_iterations, int max_iterations) {
+    softwave::GwOptions o = spiral_options();
+    o.early_sinkhorn_iterations = early;
+    o.min_iterations = min_iterations;
+    o.max_iterations = max_iterations;
+    softwave::GwResult<T, Space> r;
+    r.matching = V1<int, Space>("matching", task.n);
+    softwave::sampled_gw(Space(), source.distances, target.distances, {}, r, o);
+    auto const m = swt::to_host(r.matching);
+    return Outcome{std::vector<int>(m.begin(), m.end()), r.objective};
+  };
+  // 35 of the 40 solves short.
+  auto const full = run(0, 50, 40), early = run(-1, 50, 40);
+  EXPECT_EQ(run(5, 50, 40).objective, early.objective);
+  EXPECT_GE(ref::spearman(full.matching), 0.99);
+  EXPECT_GE(ref::spearman(early.matching), 0.99);
+  EXPECT_NE(early.objective, full.objective);
+  EXPECT_NEAR(early.objective, full.objective, 0.05 * full.objective);
+  auto const same = run(10, 50, 40);
+  EXPECT_EQ(same.objective, full.objective);
+  EXPECT_EQ(same.matching, full.matching);
+  // min_iterations = check_every: no solve before the checks' window.
+  auto const unchanged = run(1, 5, 8), plain = run(0, 5, 8);
+  EXPECT_EQ(unchanged.objective, plain.objective);
+  EXPECT_EQ(unchanged.matching, plain.matching);
+  softwave::GwOptions o = spiral_options();
+  o.early_sinkhorn_iterations = -2;
+  softwave::GwResult<T, Space> r;
+  EXPECT_TRUE(swt::throws_naming("early_sinkhorn_iterations", [&]() {
+    softwave::sampled_gw(Space(), source.distances, target.distances, {}, r, o);
+  }));
+}
+
 // Low-rank couplings of rank 20 (TorchGW's sampled_lowrank_gw default).
 TYPED_TEST(SampledGw, SpiralToSwissRollWithLowRankCouplings) {
   using Space = typename TypeParam::space;

@@ -211,6 +211,11 @@ std::string gw_help() {
          "  --sinkhorn-tolerance T   a solve stops once its row marginals' "
          "L1 error is\n"
          "                         at most T (default 0.001; <= 0: never)\n"
+         "  --early-sinkhorn-iterations N  sampled costs: at most N a solve "
+         "until 5\n"
+         "                         iterations before --min-iterations "
+         "(default half of\n"
+         "                         --sinkhorn-iterations; 0: all of them)\n"
          "  --semi-relaxed RHO     KL penalty of the target marginal "
          "(default balanced)\n"
          "  --relax-source RHO     KL penalty of the source marginal "
@@ -301,6 +306,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--tolerance"},
                                          {"--sinkhorn-iterations"},
                                          {"--sinkhorn-tolerance"},
+                                         {"--early-sinkhorn-iterations"},
                                          {"--semi-relaxed"},
                                          {"--relax-source"},
                                          {"--restarts"},
@@ -364,6 +370,8 @@ int run_gw(const std::vector<std::string>& arguments) {
       int(parsed.integer_at_least("--sinkhorn-iterations", 1).value_or(10));
   options.sinkhorn_tolerance =
       parsed.number("--sinkhorn-tolerance").value_or(1e-3);
+  options.early_sinkhorn_iterations = int(
+      parsed.integer_at_least("--early-sinkhorn-iterations", 0).value_or(-1));
   if (auto rho = parsed.positive_number("--semi-relaxed")) options.rho_b = *rho;
   if (auto rho = parsed.positive_number("--relax-source")) options.rho_a = *rho;
   options.restarts = int(parsed.integer_at_least("--restarts", 1).value_or(1));

@@ -1575,6 +1575,40 @@ TEST(CliGw, SinkhornIterationsBoundEachSolve) {
       "--sinkhorn-iterations");
 }
 
+// --early-sinkhorn-iterations bounds the solves before the last 5
+// iterations ahead of the first possible stop (here the first of 6): one
+// iteration there gives another plan than solved ones, and 0 solves them as
+// the others.
+TEST(CliGw, EarlySinkhornIterationsBoundTheFirstSolves) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const std::vector<std::string> solved = {"--mode",
+                                           "euclidean",
+                                           "--sinkhorn-iterations",
+                                           "100000",
+                                           "--sinkhorn-tolerance",
+                                           "1e-13",
+                                           "--no-objective"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), solved.begin(), solved.end());
+    return more;
+  };
+  const Result all =
+      short_gw(dir, "all.npy", with({"--early-sinkhorn-iterations", "0"}));
+  const Result whole = short_gw(
+      dir, "whole.npy", with({"--early-sinkhorn-iterations", "100000"}));
+  const Result one =
+      short_gw(dir, "one.npy", with({"--early-sinkhorn-iterations", "1"}));
+  ASSERT_EQ(all.status, 0) << all.err;
+  ASSERT_EQ(whole.status, 0) << whole.err;
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(read_file(dir / "all.npy"), read_file(dir / "whole.npy"));
+  EXPECT_NE(read_file(dir / "all.npy"), read_file(dir / "one.npy"));
+  expect_error_containing(
+      short_gw(dir, "bad.npy", {"--early-sinkhorn-iterations", "-1"}),
+      "--early-sinkhorn-iterations");
+}
+
 // --dense-cost-entries 0 keeps every solve's sampled cost low-rank: the
 // same cost as the default's dense array at this size, so on the CPU the
 // same plan to rounding.

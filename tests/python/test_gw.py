@@ -483,6 +483,7 @@ def test_warm_start_keeps_the_matching_it_starts_from(reversed_start):
         (dict(lambda_ema_beta=1.5), "lambda_ema_beta"),
         (dict(exact_iterations=-1), "exact_iterations"),
         (dict(dense_cost_entries=-1), "dense_cost_entries"),
+        (dict(early_sinkhorn_iterations=-1), "early_sinkhorn_iterations"),
         (dict(lambda_ema_beta="0.5"), "lambda_ema_beta"),
     ],
 )

@@ -529,6 +529,7 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
                check_rows: int = 1024, semi_relaxed: bool = False, rho: float = 1.0,
                rho_a: float = math.inf,
                sinkhorn_iterations: int = 10, sinkhorn_tolerance: float = 1e-3,
+               early_sinkhorn_iterations: Optional[int] = None,
                mixed_precision: bool = True, restarts: int = 1, restart_iterations: int = 0,
                fgw_alpha: float = 0.0, C_linear=None, features_source=None,
                features_target=None, lambda_ema_beta: Optional[float] = None, T_init=None, objective_samples: int = 2048,
@@ -565,7 +566,11 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     entropic_gromov_wasserstein, whose Sinkhorn cost is the gradient 2Λ of
     the distances as given, solves the last solve's problem at epsilon =
     2·final_epsilon·source_scale·target_scale); each solve at most sinkhorn_iterations
-    (stopping at an L1 marginal error of sinkhorn_tolerance); stops once the
+    (stopping at an L1 marginal error of sinkhorn_tolerance), and with
+    sampled costs the solves before the last check_every iterations ahead of
+    min(min_iter_before_converge, max_iter), while the plan forms, at most
+    early_sinkhorn_iterations (None: half of sinkhorn_iterations, rounded
+    up; 0: sinkhorn_iterations); stops once the
     relative change of the plan
     is at most tol (checked every check_every iterations from
     min_iter_before_converge on, over check_rows rows). semi_relaxed: the
@@ -746,6 +751,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
         "rho_b": _positive("rho", rho, allow_inf=True) if semi_relaxed else math.inf,
         "sinkhorn_iterations": _count("sinkhorn_iterations", sinkhorn_iterations, 1),
         "sinkhorn_tolerance": float(sinkhorn_tolerance),
+        "early_sinkhorn_iterations": -1 if early_sinkhorn_iterations is None
+        else _count("early_sinkhorn_iterations", early_sinkhorn_iterations, 0),
         "mixed_precision": bool(mixed_precision),
         "seed": _count("seed", seed, 0),
         "restarts": _count("restarts", restarts, 1),

@@ -717,6 +717,7 @@ GwOptions gw_options_of(const GwSettings& s) {
   o.rho_b = s.rho_b;
   o.sinkhorn_iterations = s.sinkhorn_iterations;
   o.sinkhorn_tolerance = s.sinkhorn_tolerance;
+  o.early_sinkhorn_iterations = s.early_sinkhorn_iterations;
   o.mixed_precision = s.mixed_precision;
   o.seed = s.seed;
   o.restarts = s.restarts;

@@ -163,6 +163,7 @@ struct GwSettings {
   double rho_b = 1.0 / 0.0;
   int sinkhorn_iterations = 10;
   double sinkhorn_tolerance = 1e-3;
+  int early_sinkhorn_iterations = -1;  // GwOptions::early_sinkhorn_iterations
   bool mixed_precision = true;
   std::uint64_t seed = 0;
   int restarts = 1;

@@ -355,6 +355,8 @@ NB_MODULE(_core, m) {
             s.sinkhorn_iterations = nb::cast<int>(value);
           else if (name == "sinkhorn_tolerance")
             s.sinkhorn_tolerance = nb::cast<double>(value);
+          else if (name == "early_sinkhorn_iterations")
+            s.early_sinkhorn_iterations = nb::cast<int>(value);
           else if (name == "mixed_precision")
             s.mixed_precision = nb::cast<bool>(value);
           else if (name == "seed")

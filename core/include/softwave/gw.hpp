@@ -171,6 +171,18 @@ struct GwOptions {
   // scale task, at twice the time).
   int sinkhorn_iterations = 10;
   double sinkhorn_tolerance = 1e-3;
+  // Sampled costs: the solves of the iterations before the last check_every
+  // ahead of the first possible stop (iteration t, counted from 1, with
+  // t + check_every <= min(min_iterations, max_iterations)) take at most
+  // this many iterations: −1 (automatic) half of sinkhorn_iterations,
+  // rounded up; 0 sinkhorn_iterations (no shorter solves). The plan is
+  // still forming there and each solve is warm-started from the last, so
+  // shorter solves cost less and lose nothing the later ones do not make
+  // up; the solves the change checks see, and every one after, take
+  // sinkhorn_iterations (five of ten throughout made the stop come later,
+  // or never, on geodesic tasks; perf/RESULTS.md, "Shorter solves while the
+  // plan forms").
+  int early_sinkhorn_iterations = -1;
   // Where N·K is at most this, each solve forms the sampled cost densely
   // (one N×K array, N·K·M work once) and iterates on it: one exp a pair an
   // update instead of an M-long product. Above, the low-rank form (memory

@@ -180,6 +180,10 @@ void check_options(const GwOptions& o) {
   if (o.sinkhorn_iterations < 1)
     throw_invalid_argument("sinkhorn_iterations = ", o.sinkhorn_iterations,
                            " must be >= 1");
+  if (o.early_sinkhorn_iterations < -1)
+    throw_invalid_argument(
+        "early_sinkhorn_iterations = ", o.early_sinkhorn_iterations,
+        " must be >= 0 (0: sinkhorn_iterations), or -1 (automatic)");
   if (!(o.term_tolerance >= 0 && o.term_tolerance < 1))
     throw_invalid_argument("term_tolerance = ", o.term_tolerance,
                            " must be in [0, 1)");
@@ -760,6 +764,18 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
       std::max(1, exact ? std::min(o.min_iterations, o.max_iterations) - 1
                         : o.max_iterations);
   double const decay = std::pow(final_eps / o.epsilon, 1.0 / annealing);
+  // The iterations whose solves are shorter (GwOptions::
+  // early_sinkhorn_iterations): sampled costs only, before the last
+  // check_every iterations ahead of the first possible stop.
+  int const early_solves =
+      exact || o.early_sinkhorn_iterations == 0
+          ? 0
+          : std::max(0, std::min(o.min_iterations, o.max_iterations) -
+                            o.check_every);
+  int const early_solve_iterations =
+      o.early_sinkhorn_iterations < 0
+          ? (o.sinkhorn_iterations + 1) / 2
+          : std::min(o.early_sinkhorn_iterations, o.sinkhorn_iterations);
 
   // The anchors j_m (rows) and l_m (columns) of each iteration.
   PairDraws<T, Space> anchors(space, m, problem.k);
@@ -860,6 +876,8 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     // coupling: from the last coupling).
     sink.epsilon = eps;
     sink.warm_start = latest >= 0;
+    sink.max_iterations =
+        t < early_solves ? early_solve_iterations : o.sinkhorn_iterations;
     if (coupling) {
       compat::ScopedRegion solve_region("softwave::gw::coupling");
       coupling->solve(space, terms, slot, eps, o);
