@@ -16,7 +16,8 @@
 #include <softwave/gw.hpp>
 #include <tuple>
 
-#include "gw/objective.hpp"  // tiled_product
+#include "gw/objective.hpp"    // tiled_product
+#include "gw/specialised.hpp"  // mixture_row_argmax
 #include "reference/gw_reference.hpp"
 #include "reference/sinkhorn_reference.hpp"
 #include "test_helpers.hpp"
@@ -356,6 +357,102 @@ TYPED_TEST(SampledGw, TiledProductIsTheProduct) {
         scale += std::fabs(w[at] * want);
       }
     EXPECT_NEAR(total, want_total, 1e-13 * (scale + 1));
+  }
+}
+
+// The plan's row argmax, on the CUDA kernels for float (tensor-core
+// products of split FP16 operands) and the portable ones otherwise, takes
+// in every row a column whose float64 mixture value is the row's largest
+// to 1e-4 (exponents here up to about 60 in log₂ units, whose float parts
+// and products round to 2⁻²⁴–2⁻²² of their size): ragged and several-part
+// shapes, ranks that are not a multiple of 16 (and 0), up to 7 terms,
+// uniform and given column weights.
+TYPED_TEST(SampledGw, MixtureArgmaxIsTheFloat64Argmax) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  using softwave::impl::TermWeight;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  std::vector<std::array<int, 3>> shapes = {
+      {1, 1, 0}, {17, 9, 5}, {64, 64, 16}, {200, 700, 82}, {70, 1100, 128}};
+  for (int trial = 0; trial < 4; ++trial)
+    shapes.push_back(
+        {rng.integer(1, 150), rng.integer(1, 300), rng.integer(0, 100)});
+  for (auto const [n, k, rank] : shapes) {
+    int const count = rng.integer(1, 7);
+    bool const weighted = rng.integer(0, 1) == 1;
+    SCOPED_TRACE(::testing::Message() << n << " x " << k << ", rank " << rank
+                                      << ", " << count << " terms");
+    softwave::impl::PlanTerms<T, Space> terms(space, n, k, rank, count);
+    auto fill = [&](auto view, double spread) {
+      auto host = Kokkos::create_mirror_view(view);
+      T* const data = host.data();
+      for (std::size_t e = 0; e < host.size(); ++e)
+        data[e] = T(rng.uniform(-spread, spread));
+      Kokkos::deep_copy(view, host);
+      return host;
+    };
+    // Products of order 1, exponents within about ±40.
+    double const spread = 1 / std::sqrt(double(std::max(rank, 1)));
+    auto const p = fill(terms.p, spread), q = fill(terms.q, spread);
+    auto const f = fill(terms.f, 1), u = fill(terms.u, 1), g = fill(terms.g, 1),
+               v = fill(terms.v, 1);
+    std::vector<TermWeight> list;
+    double total = 0;
+    for (int s = 0; s < count; ++s) {
+      list.push_back({s, rng.uniform(0.01, 1), rng.uniform(1, 15)});
+      total += list.back().weight;
+    }
+    for (auto& t : list) t.weight /= total;
+    std::vector<double> b(k, 1.0 / k);
+    V1<T, Space> b_device;
+    if (weighted) {
+      double mass = 0;
+      for (double& e : b) mass += e = rng.uniform(0.2, 1);
+      for (double& e : b) e /= mass;
+      b_device = swt::to_device<T>(space, b);
+    }
+    softwave::impl::TermSum<T, Space> const sum{
+        terms, softwave::impl::term_list<T, Space>(space, list),
+        {},    b_device,
+        1.0,   {}};
+    // Where the CUDA kernels take it, they must (float, all kernel terms).
+    bool const specialised =
+        softwave::impl::SpecialisedPlanKernels<Space, T>::takes_row_argmax(
+            sum, list);
+#ifdef KOKKOS_ENABLE_CUDA
+    EXPECT_EQ(specialised, (std::is_same_v<Space, Kokkos::Cuda> &&
+                            std::is_same_v<T, float>));
+#else
+    EXPECT_FALSE(specialised);
+#endif
+    V1<int, Space> matching("matching", n), portable("portable", n);
+    softwave::impl::mixture_row_argmax(space, sum, list, matching);
+    softwave::impl::row_argmax(space, sum, portable);
+    auto const got = swt::to_host(matching), plain = swt::to_host(portable);
+    for (int i = 0; i < n; ++i) {
+      std::vector<double> value(k);
+      for (int j = 0; j < k; ++j) {
+        double mixture = 0;
+        for (auto const& t : list) {
+          std::size_t const s = t.slot;
+          double dot = 0;
+          for (int c = 0; c < rank; ++c)
+            dot += double(p(s, i, c)) * double(q(s, j, c));
+          mixture +=
+              t.weight *
+              std::exp((double(f(s, i)) - u(s, i) + g(s, j) - v(s, j) + dot) *
+                       t.inverse_epsilon);
+        }
+        value[j] = b[j] * mixture;
+      }
+      double const best = *std::max_element(value.begin(), value.end());
+      for (int chosen : {int(got[i]), int(plain[i])}) {
+        ASSERT_GE(chosen, 0) << "row " << i;
+        ASSERT_LT(chosen, k) << "row " << i;
+        EXPECT_GE(value[chosen], best * (1 - 1e-4)) << "row " << i;
+      }
+    }
   }
 }
 

@@ -96,6 +96,35 @@ def test_solves_on_cuda_are_low_rank_by_default(n, k):
     assert single.dense_solves == (min(n, k) < 512)
 
 
+@pytest.mark.parametrize("n, k, alpha", [(300, 1100, 0.8), (1500, 1700, 0.9)])
+def test_matching_without_the_plan_is_its_argmax(n, k, alpha):
+    """The matching is the argmax of the plan in every row: of the plan
+    returned where there is one (exactly), else of the plan's terms as kept
+    (on CUDA float tensors the specialised kernel, with tensor-core products
+    of split FP16 operands): the same run without the plan matches each row
+    to a column whose entry is the row's largest to 2e-3. Neither is exact
+    beyond that in float: an entry's exponent is a sum of parts of a few
+    thousand (potentials and products over ε), each rounded to 2⁻²⁴ of its
+    size (the CUDA kernel's choices were within 3.9e-4 at 1500 × 1700)."""
+    torch = pytest.importorskip("torch")
+    import softwave
+
+    device = "cuda" if softwave.has_cuda() and torch.cuda.is_available() else "cpu"
+    x, y = (torch.tensor(spiral(m, s, roll), dtype=torch.float32, device=device)
+            for m, s, roll in ((n, 0, False), (k, 1, True)))
+    kw = dict(distance_mode="landmark", k=5, n_landmarks=20, M=80, alpha=alpha, epsilon=0.005,
+              max_iter=15, seed=1, objective=False)
+    with_plan = ot.sampled_gw(x, y, **kw)
+    without = ot.sampled_gw(x, y, plan=False, **kw)
+    plan = torch.as_tensor(with_plan.plan).double().cpu().numpy()
+    assert np.array_equal(torch.as_tensor(with_plan.matching).cpu().numpy(), plan.argmax(1))
+    chosen = torch.as_tensor(without.matching).cpu().numpy()
+    assert chosen.min() >= 0 and chosen.max() < k
+    best = plan.max(1)
+    assert np.all(plan[np.arange(n), chosen] >= best * (1 - 2e-3)), \
+        np.max(1 - plan[np.arange(n), chosen] / best)
+
+
 @pytest.mark.parametrize("mode", ["landmark", "dijkstra", "precomputed"])
 def test_device_shortest_paths_give_the_same_plan(mode):
     """shortest_paths="device" finds the k-NN graphs' distances where the

@@ -16,10 +16,17 @@
 
 #include "common/async_copy.hpp"
 #include "common/check.hpp"
+#include "common/half_products.hpp"
 #include "common/tf32.hpp"
 
 namespace softwave::impl::cuda_sinkhorn {
 namespace {
+
+using cuda_support::exp2_approx;
+using cuda_support::half2_bits;
+using cuda_support::mma_fp16;
+using cuda_support::permuted16;
+using cuda_support::within_half_range;
 
 constexpr int kThreads = 128;    // per block of the sums kernel
 constexpr int kTile = kThreads;  // columns staged per step, one a thread
@@ -27,12 +34,6 @@ constexpr int kFinishWarps = 8;  // rows per block of the finishing kernel
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kSmallestSum = 0x1p-64f;
-
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 __device__ __forceinline__ float epsilon_of(const HalfIteration& h,
                                             std::int64_t b) {
@@ -340,15 +341,6 @@ bool two_row_tiles() {
 // covers every problem whose products TF32 resolves: where that mean
 // passes 65504 a product's TF32 rounding alone is over 2^17 in the
 // exponent. Values beyond the range are clamped (NaN kept).
-__device__ __forceinline__ float within_half_range(float v) {
-  constexpr float kLargest = 65504.f;
-  return v > kLargest ? kLargest : v < -kLargest ? -kLargest : v;
-}
-__device__ __forceinline__ unsigned half2_bits(float low, float high) {
-  __half2 const v =
-      __floats2half2_rn(within_half_range(low), within_half_range(high));
-  return *reinterpret_cast<const unsigned*>(&v);
-}
 
 // maxima[2b] = max |x| over the rows' coordinates of problem b, and
 // maxima[2b + 1] over the columns' (as float bits; zeroed beforehand): a
@@ -379,19 +371,8 @@ __global__ void __launch_bounds__(256)
 // columns' y·s·2^e (their product x·y·s exactly).
 __device__ __forceinline__ int balancing_exponent(const unsigned* maxima,
                                                   std::int64_t b, float s) {
-  int row_exponent = 0, column_exponent = 0;
-  frexpf(__uint_as_float(maxima[2 * b]), &row_exponent);
-  frexpf(__uint_as_float(maxima[2 * b + 1]) * s, &column_exponent);
-  int const e = (row_exponent - column_exponent) / 2;
-  return e < -100 ? -100 : e > 100 ? 100 : e;
-}
-
-// Position of coordinate k in an FP16 record: within each group of 16,
-// lane t's B operands of m16n8k16 (k = 2t, 2t + 1 and 2t + 8, 2t + 9) side
-// by side, one 64-bit load.
-__device__ __forceinline__ int permuted16(int k) {
-  int const k16 = k % 16, pair = k16 / 2, low = k16 % 2;
-  return k - k16 + (pair < 4 ? 4 * pair + low : 4 * (pair - 4) + 2 + low);
+  return cuda_support::balancing_exponent(
+      __uint_as_float(maxima[2 * b]), __uint_as_float(maxima[2 * b + 1]) * s);
 }
 
 __device__ __forceinline__ int permuted(int k) {
@@ -464,19 +445,6 @@ __global__ void __launch_bounds__(256)
   float const g = s.potential[b * s.potential_stride + j];
   float const log_b = s.log_weight[b * s.log_weight_stride + j];
   heads[q] = fmaf(g - own[q], unit, log_b * kLog2e);
-}
-
-// d (an m16n8 accumulator fragment) += A·B, one FP16 m16n8k16 product
-// (fragments as m16n8k8's, each register a pair of FP16 values along k:
-// a[0..3] rows g, g + 8 at k = 2t, 2t + 1, then g, g + 8 at k + 8; b[0..1]
-// column g at k = 2t, 2t + 1 and k + 8).
-__device__ __forceinline__ void mma_fp16(float* d, const unsigned* a,
-                                         unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // partial_sums with the x·y products on tensor cores (TF32 or scaled FP16

@@ -24,6 +24,7 @@
 #include "lowrank_coupling.hpp"
 #include "objective.hpp"
 #include "plan_terms.hpp"
+#include "specialised.hpp"
 
 namespace softwave::impl {
 namespace {
@@ -1547,11 +1548,16 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
                     result.last_plan);
       }
     }
+    // The matching: the returned plan's argmax where there is one (the
+    // same to the last entry), else the mixture's.
     if (result.matching.size() > 0) {
       if (exact)
         Kokkos::deep_copy(space, result.matching, refined_matching);
+      else if (result.plan.size() > 0)
+        plan_row_argmax(space, OTView2<const T, Space>(result.plan),
+                        result.matching);
       else
-        row_argmax(space, sum, result.matching);
+        mixture_row_argmax(space, sum, run.terms, result.matching);
     }
     result.objective = objective;
     result.objective_error = objective_error;

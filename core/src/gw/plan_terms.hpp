@@ -521,6 +521,37 @@ void row_argmax(const Space& space, const TermSum<T, Space>& sum,
       });
 }
 
+// matching(i) = argmax_j plan(i, j) of a dense plan (the first maximum,
+// as a sequential scan takes it), a team a row.
+template <class T, class Space>
+void plan_row_argmax(const Space& space, const OTView2<const T, Space>& plan,
+                     const OTView1<int, Space>& matching) {
+  using Member = typename Kokkos::TeamPolicy<Space>::member_type;
+  std::int64_t const k = plan.extent(1);
+  Kokkos::parallel_for(
+      "softwave::gw::plan_row_argmax",
+      Kokkos::TeamPolicy<Space>(space, plan.extent(0), Kokkos::AUTO),
+      KOKKOS_LAMBDA(const Member& team) {
+        std::int64_t const i = team.league_rank();
+        T best = -1;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, k),
+            [&](std::int64_t j, T& largest) {
+              if (plan(i, j) > largest) largest = plan(i, j);
+            },
+            Kokkos::Max<T>(best));
+        std::int64_t first = k;
+        Kokkos::parallel_reduce(
+            Kokkos::TeamThreadRange(team, k),
+            [&](std::int64_t j, std::int64_t& least) {
+              if (plan(i, j) == best && j < least) least = j;
+            },
+            Kokkos::Min<std::int64_t>(first));
+        Kokkos::single(Kokkos::PerTeam(team),
+                       [&]() { matching(i) = int(first); });
+      });
+}
+
 // One anchor pair's draw from the plan's mixture: the term (its slot, −1:
 // the initial coupling) and 1/ε, the source row, and for the product plan
 // the target column (drawn from b on the host; −1 otherwise).
