@@ -38,6 +38,22 @@ __device__ __forceinline__ int balancing_exponent(float row_largest,
   return e < -100 ? -100 : e > 100 ? 100 : e;
 }
 
+// *largest = max(*largest, max |values[e]| over e < count), as float bits
+// (*largest starts at zero; non-negative floats order as their bits do):
+// the grid's blocks along x stride over the values, each warp's lanes
+// reduced first. Every thread of the warp calls it.
+__device__ __forceinline__ void largest_magnitude(const float* values,
+                                                  long long count,
+                                                  unsigned* largest) {
+  float value = 0.f;
+  for (long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+       e < count; e += (long long)gridDim.x * blockDim.x)
+    value = fmaxf(value, fabsf(values[e]));
+  for (int o = 16; o > 0; o /= 2)
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, o));
+  if (threadIdx.x % 32 == 0) atomicMax(largest, __float_as_uint(value));
+}
+
 // Position of coordinate k in an FP16 record: within each group of 16,
 // lane t's operands of m16n8k16 (k = 2t, 2t + 1 and 2t + 8, 2t + 9) side
 // by side, one 64-bit load.

@@ -99,16 +99,9 @@ __global__ void __launch_bounds__(256)
     factor_maxima(Mixture m, unsigned* maxima) {
   int const t = blockIdx.y, side = blockIdx.z;
   MixtureTerm const& term = m.terms[t];
-  float const* values = side == 0 ? term.p : term.q;
-  std::int64_t const count = (side == 0 ? m.n : m.k) * m.rank;
-  float largest = 0.f;
-  for (std::int64_t e = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-       e < count; e += std::int64_t(gridDim.x) * blockDim.x)
-    largest = fmaxf(largest, fabsf(values[e]));
-  for (int o = 16; o > 0; o /= 2)
-    largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, o));
-  if (threadIdx.x % 32 == 0)
-    atomicMax(maxima + 2 * t + side, __float_as_uint(largest));
+  cuda_support::largest_magnitude(side == 0 ? term.p : term.q,
+                                  (side == 0 ? m.n : m.k) * m.rank,
+                                  maxima + 2 * t + side);
 }
 
 // Where value c (along k) of row or column `at` of its block goes, as a

@@ -353,16 +353,8 @@ __global__ void __launch_bounds__(256)
     for (int side = 0; side < 2; ++side) {
       Side const& s = side == 0 ? h.rows : h.columns;
       std::int64_t const count = s.n * h.d;
-      float const* v = s.points + b * count;
-      float largest = 0.f;
-      for (std::int64_t e = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-           e < count; e += std::int64_t(gridDim.x) * blockDim.x)
-        largest = fmaxf(largest, fabsf(v[e]));
-      for (int o = 16; o > 0; o /= 2)
-        largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, o));
-      // Non-negative floats order as their bits do.
-      if (threadIdx.x % 32 == 0)
-        atomicMax(maxima + 2 * b + side, __float_as_uint(largest));
+      cuda_support::largest_magnitude(s.points + b * count, count,
+                                      maxima + 2 * b + side);
     }
   }
 }
