@@ -6,7 +6,9 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
 #include <stdexcept>
+#include <utility>
 
 #include "common/check.hpp"
 #include "common/half_products.hpp"
@@ -294,6 +296,16 @@ void launch_argmax(cudaStream_t stream, const Mixture& m, const Layout& out) {
   mixture_argmax<S><<<grid, kThreads, 0, stream>>>(m, out);
 }
 
+// launch_argmax<S> for S = 0 ..= steps_of(max_rank), by S.
+using Launch = void (*)(cudaStream_t, const Mixture&, const Layout&);
+template <std::size_t... S>
+constexpr std::array<Launch, sizeof...(S)> launch_table(
+    std::index_sequence<S...>) {
+  return {&launch_argmax<int(S)>...};
+}
+constexpr auto launches =
+    launch_table(std::make_index_sequence<steps_of(max_rank) + 1>());
+
 }  // namespace
 
 std::int64_t workspace_bytes(const Mixture& m) {
@@ -317,35 +329,7 @@ void row_argmax(cudaStream_t stream, const Mixture& m, void* workspace) {
       m.count * (row_blocks(m.n) * 16 + column_blocks(m.k) * 8);
   factor_records<<<unsigned((warps * 32 + 255) / 256), 256, 0, stream>>>(m,
                                                                          out);
-  switch (steps_of(m.rank)) {
-    case 0:
-      launch_argmax<0>(stream, m, out);
-      break;
-    case 1:
-      launch_argmax<1>(stream, m, out);
-      break;
-    case 2:
-      launch_argmax<2>(stream, m, out);
-      break;
-    case 3:
-      launch_argmax<3>(stream, m, out);
-      break;
-    case 4:
-      launch_argmax<4>(stream, m, out);
-      break;
-    case 5:
-      launch_argmax<5>(stream, m, out);
-      break;
-    case 6:
-      launch_argmax<6>(stream, m, out);
-      break;
-    case 7:
-      launch_argmax<7>(stream, m, out);
-      break;
-    default:
-      launch_argmax<8>(stream, m, out);
-      break;
-  }
+  launches[steps_of(m.rank)](stream, m, out);
   best_of_parts<<<unsigned((m.n + 255) / 256), 256, 0, stream>>>(m, out);
   SOFTWAVE_CUDA_CHECK(cudaGetLastError());
 }
