@@ -360,43 +360,96 @@ TYPED_TEST(SampledGw, TiledProductIsTheProduct) {
   }
 }
 
+// A plan of `count` random Sinkhorn terms of rank `rank` (products of
+// order 1, exponents within about ±40 in log₂ units), its factors kept on
+// the host for a float64 reference.
+template <class T, class Space>
+struct RandomTerms {
+  using Terms = softwave::impl::PlanTerms<T, Space>;
+  using Host = decltype(Kokkos::create_mirror_view(
+      std::declval<softwave::OTView3<T, Space>>()));
+  using HostRows = decltype(Kokkos::create_mirror_view(
+      std::declval<softwave::OTView2<T, Space>>()));
+  Terms terms;
+  int rank;
+  Host p, q;
+  HostRows f, u, g, v;
+
+  RandomTerms(const Space& space, swt::Rng& rng, int n, int k, int rank_,
+              int count)
+      : terms(space, n, k, rank_, count), rank(rank_) {
+    double const spread = 1 / std::sqrt(double(std::max(rank, 1)));
+    p = fill(rng, terms.p, spread), q = fill(rng, terms.q, spread);
+    f = fill(rng, terms.f, 1), u = fill(rng, terms.u, 1);
+    g = fill(rng, terms.g, 1), v = fill(rng, terms.v, 1);
+  }
+  template <class View>
+  static auto fill(swt::Rng& rng, const View& view, double spread) {
+    auto host = Kokkos::create_mirror_view(view);
+    T* const data = host.data();
+    for (std::size_t e = 0; e < host.size(); ++e)
+      data[e] = T(rng.uniform(-spread, spread));
+    Kokkos::deep_copy(view, host);
+    return host;
+  }
+  // Σ_t w_t exp((f_ti − u_ti + g_tj − v_tj + p_ti·q_tj) ε_t⁻¹) in float64.
+  double mixture(const std::vector<softwave::impl::TermWeight>& list, int i,
+                 int j) const {
+    double out = 0;
+    for (auto const& t : list) {
+      std::size_t const s = t.slot;
+      double dot = 0;
+      for (int c = 0; c < rank; ++c)
+        dot += double(p(s, i, c)) * double(q(s, j, c));
+      out += t.weight *
+             std::exp((double(f(s, i)) - u(s, i) + g(s, j) - v(s, j) + dot) *
+                      t.inverse_epsilon);
+    }
+    return out;
+  }
+};
+
+// Random marginal weights summing to 1 (empty on the device: uniform).
+template <class T, class Space>
+std::vector<double> random_weights(const Space& space, swt::Rng& rng, int n,
+                                   bool given, V1<T, Space>& device) {
+  std::vector<double> w(n, 1.0 / n);
+  if (!given) return w;
+  double mass = 0;
+  for (double& e : w) mass += e = rng.uniform(0.2, 1);
+  for (double& e : w) e /= mass;
+  device = swt::to_device<T>(space, w);
+  return w;
+}
+
+// The shapes of the plan kernels' tests: ragged and several-part shapes,
+// ranks that are not a multiple of 16 (and 0), and random ones.
+std::vector<std::array<int, 3>> plan_shapes(swt::Rng& rng) {
+  std::vector<std::array<int, 3>> shapes = {
+      {1, 1, 0}, {17, 9, 5}, {64, 64, 16}, {200, 700, 82}, {70, 1100, 128}};
+  for (int trial = 0; trial < 4; ++trial)
+    shapes.push_back(
+        {rng.integer(1, 150), rng.integer(1, 300), rng.integer(0, 100)});
+  return shapes;
+}
+
 // The plan's row argmax, on the CUDA kernels for float (tensor-core
 // products of split FP16 operands) and the portable ones otherwise, takes
 // in every row a column whose float64 mixture value is the row's largest
 // to 1e-4 (exponents here up to about 60 in log₂ units, whose float parts
-// and products round to 2⁻²⁴–2⁻²² of their size): ragged and several-part
-// shapes, ranks that are not a multiple of 16 (and 0), up to 7 terms,
-// uniform and given column weights.
+// and products round to 2⁻²⁴–2⁻²² of their size): the plan shapes, up to 7
+// terms, uniform and given column weights.
 TYPED_TEST(SampledGw, MixtureArgmaxIsTheFloat64Argmax) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
   using softwave::impl::TermWeight;
   SWT_SEEDED_RNG(rng);
   Space space;
-  std::vector<std::array<int, 3>> shapes = {
-      {1, 1, 0}, {17, 9, 5}, {64, 64, 16}, {200, 700, 82}, {70, 1100, 128}};
-  for (int trial = 0; trial < 4; ++trial)
-    shapes.push_back(
-        {rng.integer(1, 150), rng.integer(1, 300), rng.integer(0, 100)});
-  for (auto const [n, k, rank] : shapes) {
+  for (auto const [n, k, rank] : plan_shapes(rng)) {
     int const count = rng.integer(1, 7);
-    bool const weighted = rng.integer(0, 1) == 1;
     SCOPED_TRACE(::testing::Message() << n << " x " << k << ", rank " << rank
                                       << ", " << count << " terms");
-    softwave::impl::PlanTerms<T, Space> terms(space, n, k, rank, count);
-    auto fill = [&](auto view, double spread) {
-      auto host = Kokkos::create_mirror_view(view);
-      T* const data = host.data();
-      for (std::size_t e = 0; e < host.size(); ++e)
-        data[e] = T(rng.uniform(-spread, spread));
-      Kokkos::deep_copy(view, host);
-      return host;
-    };
-    // Products of order 1, exponents within about ±40.
-    double const spread = 1 / std::sqrt(double(std::max(rank, 1)));
-    auto const p = fill(terms.p, spread), q = fill(terms.q, spread);
-    auto const f = fill(terms.f, 1), u = fill(terms.u, 1), g = fill(terms.g, 1),
-               v = fill(terms.v, 1);
+    RandomTerms<T, Space> const plan(space, rng, n, k, rank, count);
     std::vector<TermWeight> list;
     double total = 0;
     for (int s = 0; s < count; ++s) {
@@ -404,18 +457,13 @@ TYPED_TEST(SampledGw, MixtureArgmaxIsTheFloat64Argmax) {
       total += list.back().weight;
     }
     for (auto& t : list) t.weight /= total;
-    std::vector<double> b(k, 1.0 / k);
     V1<T, Space> b_device;
-    if (weighted) {
-      double mass = 0;
-      for (double& e : b) mass += e = rng.uniform(0.2, 1);
-      for (double& e : b) e /= mass;
-      b_device = swt::to_device<T>(space, b);
-    }
+    auto const b =
+        random_weights(space, rng, k, rng.integer(0, 1) == 1, b_device);
     softwave::impl::TermSum<T, Space> const sum{
-        terms, softwave::impl::term_list<T, Space>(space, list),
-        {},    b_device,
-        1.0,   {}};
+        plan.terms, softwave::impl::term_list<T, Space>(space, list),
+        {},         b_device,
+        1.0,        {}};
     // Where the CUDA kernels take it, they must (float, all kernel terms).
     bool const specialised =
         softwave::impl::SpecialisedPlanKernels<Space, T>::takes_row_argmax(
@@ -432,20 +480,7 @@ TYPED_TEST(SampledGw, MixtureArgmaxIsTheFloat64Argmax) {
     auto const got = swt::to_host(matching), plain = swt::to_host(portable);
     for (int i = 0; i < n; ++i) {
       std::vector<double> value(k);
-      for (int j = 0; j < k; ++j) {
-        double mixture = 0;
-        for (auto const& t : list) {
-          std::size_t const s = t.slot;
-          double dot = 0;
-          for (int c = 0; c < rank; ++c)
-            dot += double(p(s, i, c)) * double(q(s, j, c));
-          mixture +=
-              t.weight *
-              std::exp((double(f(s, i)) - u(s, i) + g(s, j) - v(s, j) + dot) *
-                       t.inverse_epsilon);
-        }
-        value[j] = b[j] * mixture;
-      }
+      for (int j = 0; j < k; ++j) value[j] = b[j] * plan.mixture(list, i, j);
       double const best = *std::max_element(value.begin(), value.end());
       for (int chosen : {int(got[i]), int(plain[i])}) {
         ASSERT_GE(chosen, 0) << "row " << i;
@@ -453,6 +488,83 @@ TYPED_TEST(SampledGw, MixtureArgmaxIsTheFloat64Argmax) {
         EXPECT_GE(value[chosen], best * (1 - 1e-4)) << "row " << i;
       }
     }
+  }
+}
+
+// A change check's two norms over a list of rows, ‖Σ_t w_t π_t‖_F for the
+// signed weights of a difference and the positive ones of a plan (the
+// lists' slots partly shared), on the CUDA kernels for float and the
+// portable ones otherwise, are the float64 norms to 1e-4: the plan shapes,
+// row lists with repeats and all rows, uniform and given marginals.
+TYPED_TEST(SampledGw, ChangeNormsAreTheFloat64Norms) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  using softwave::impl::TermWeight;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  for (auto const [n, k, rank] : plan_shapes(rng)) {
+    int const count = rng.integer(1, 9);
+    SCOPED_TRACE(::testing::Message() << n << " x " << k << ", rank " << rank
+                                      << ", " << count << " slots");
+    RandomTerms<T, Space> const plan(space, rng, n, k, rank, count);
+    // Each slot in the plan, the difference or both; ε per slot.
+    std::vector<TermWeight> difference, next;
+    for (int s = 0; s < count; ++s) {
+      double const inverse_epsilon = rng.uniform(1, 15);
+      int const where = rng.integer(0, 2);
+      if (where != 1)
+        next.push_back({s, rng.uniform(0.01, 1), inverse_epsilon});
+      if (where != 0 || next.empty())
+        difference.push_back({s, rng.uniform(-1, 1), inverse_epsilon});
+    }
+    V1<T, Space> a_device, b_device;
+    auto const a =
+        random_weights(space, rng, n, rng.integer(0, 1) == 1, a_device);
+    auto const b =
+        random_weights(space, rng, k, rng.integer(0, 1) == 1, b_device);
+    std::vector<int> rows;
+    if (rng.integer(0, 2) > 0)
+      for (int q = rng.integer(1, 2 * n); q > 0; --q)
+        rows.push_back(rng.integer(0, n - 1));
+    V1<int, Space> row_list;
+    if (!rows.empty()) row_list = swt::to_device_int(space, rows, "rows");
+    auto const sum_of = [&](const std::vector<TermWeight>& list) {
+      softwave::impl::TermSum<T, Space> sum{
+          plan.terms, softwave::impl::term_list<T, Space>(space, list),
+          a_device,   b_device,
+          1.0,        row_list};
+      return sum;
+    };
+    auto const first = sum_of(difference), second = sum_of(next);
+    bool const specialised =
+        softwave::impl::SpecialisedPlanKernels<Space, T>::takes_norms(
+            first, difference, next);
+#ifdef KOKKOS_ENABLE_CUDA
+    EXPECT_EQ(specialised, (std::is_same_v<Space, Kokkos::Cuda> &&
+                            std::is_same_v<T, float>));
+#else
+    EXPECT_FALSE(specialised);
+#endif
+    auto const [got_first, got_second] =
+        softwave::impl::mixture_frobenius_norms(space, first, second,
+                                                difference, next);
+    auto const [plain_first, plain_second] =
+        softwave::impl::frobenius_norms(space, first, second);
+    double want_first = 0, want_second = 0;
+    std::vector<int> all(n);
+    for (int i = 0; i < n; ++i) all[i] = i;
+    for (int i : rows.empty() ? all : rows)
+      for (int j = 0; j < k; ++j) {
+        double const ab = a[i] * b[j];
+        want_first += std::pow(ab * plan.mixture(difference, i, j), 2);
+        want_second += std::pow(ab * plan.mixture(next, i, j), 2);
+      }
+    want_first = std::sqrt(want_first), want_second = std::sqrt(want_second);
+    for (auto const [got, want] :
+         {std::pair(got_first, want_first), std::pair(got_second, want_second),
+          std::pair(plain_first, want_first),
+          std::pair(plain_second, want_second)})
+      EXPECT_NEAR(got, want, 1e-4 * want);
   }
 }
 

@@ -66,6 +66,9 @@ struct Layout {
   float* column_heads;  // (count, k): (g − v)·log₂e/ε + log₂ w + log₂ b_j
   float* best;          // (parts, n): each part's best value of a row
   int* best_column;  // (parts, n): and its first column
+  // (row blocks, parts, 2): squared_norms' sums of a warp's rows over a
+  // part, for the two weightings.
+  double* totals;
   std::int64_t parts;
   std::int64_t bytes;
 };
@@ -90,6 +93,8 @@ Layout layout_of(const Mixture& m, void* workspace) {
   out.column_heads = reinterpret_cast<float*>(next(4 * m.count * m.k));
   out.best = reinterpret_cast<float*>(next(4 * out.parts * m.n));
   out.best_column = reinterpret_cast<int*>(next(4 * out.parts * m.n));
+  out.totals =
+      reinterpret_cast<double*>(next(16 * row_blocks(m.n) * out.parts));
   out.bytes = at;
   return out;
 }
@@ -101,8 +106,11 @@ __global__ void __launch_bounds__(256)
     factor_maxima(Mixture m, unsigned* maxima) {
   int const t = blockIdx.y, side = blockIdx.z;
   MixtureTerm const& term = m.terms[t];
+  // (Over all of the factor's rows where a list takes some: the scales
+  // then follow from the terms alone.)
+  std::int64_t const rows = m.rows ? m.source_n : m.n;
   cuda_support::largest_magnitude(side == 0 ? term.p : term.q,
-                                  (side == 0 ? m.n : m.k) * m.rank,
+                                  (side == 0 ? rows : m.k) * m.rank,
                                   maxima + 2 * t + side);
 }
 
@@ -126,8 +134,13 @@ __device__ __forceinline__ std::int64_t fragment_word(bool row_side,
 
 // The records and heads of every row of every term's two sides, a warp a
 // row (its lanes taking the values in turn: contiguous loads), the rows
-// and columns past the last zero.
-__global__ void __launch_bounds__(256) factor_records(Mixture m, Layout out) {
+// and columns past the last zero. The heads of the argmax hold log₂ w_t
+// (its weights are positive) and no row weight; with `norms` they hold the
+// rows' and columns' weights, log₂ a_i and log₂ b_j, and no term weight
+// (squared_norms' weights are signed): 2^(heads + products) is then the
+// entry of π_t.
+__global__ void __launch_bounds__(256)
+    factor_records(Mixture m, Layout out, bool norms) {
   std::int64_t const q =
       (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   int const lane = threadIdx.x % 32;
@@ -147,7 +160,9 @@ __global__ void __launch_bounds__(256) factor_records(Mixture m, Layout out) {
       __uint_as_float(out.maxima[2 * t + 1]) * unit);
   float const scale = row_side ? ldexpf(1.f, -e) : ldexpf(unit, e);
   int const steps = steps_of(m.rank);
-  float const* values = (row_side ? term.p : term.q) + i * m.rank;
+  // (The row's place in the source: rows past the last read none.)
+  std::int64_t const source_i = row_side && m.rows && real ? m.rows[i] : i;
+  float const* values = (row_side ? term.p : term.q) + source_i * m.rank;
   // The term's records, and this row's block and place in it.
   std::int64_t const block_values = (row_side ? 16 : 8) * record_halves(m.rank);
   __half* const records =
@@ -164,46 +179,55 @@ __global__ void __launch_bounds__(256) factor_records(Mixture m, Layout out) {
   }
   if (lane != 0 || !real) return;
   if (row_side) {
-    out.row_heads[t * m.n + i] = (term.f[i] - term.u[i]) * unit;
+    float const row_weight = !norms ? 0.f
+                             : m.a  ? log2f(m.a[source_i])
+                                    : -log2f(float(m.source_n));
+    out.row_heads[t * m.n + i] =
+        (term.f[source_i] - term.u[source_i]) * unit + row_weight;
   } else {
-    float const column_weight = m.b ? log2f(m.b[i]) : 0.f;
-    out.column_heads[t * m.k + i] =
-        (term.g[i] - term.v[i]) * unit + log2f(term.weight) + column_weight;
+    float const column_weight = m.b     ? log2f(m.b[i])
+                                : norms ? -log2f(float(m.k))
+                                        : 0.f;
+    out.column_heads[t * m.k + i] = (term.g[i] - term.v[i]) * unit +
+                                    (norms ? 0.f : log2f(term.weight)) +
+                                    column_weight;
   }
 }
 
-// Each row's best over part blockIdx.y of the columns: the largest Σ_t
-// 2^(row head + column head + P·Q scaled) and its first column, into
-// out.best and out.best_column. S: products along k.
-template <int S>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-    mixture_argmax(Mixture m, Layout out) {
-  int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int const g = lane / 4, t4 = lane % 4;
+// The part of the columns blockIdx.y takes, whole column blocks (the
+// products' B operands): [begin, end).
+struct ColumnPart {
+  std::int64_t index, begin, end;
+};
+__device__ __forceinline__ ColumnPart column_part(const Mixture& m,
+                                                  const Layout& out) {
+  std::int64_t const part = blockIdx.y, blocks = column_blocks(m.k);
+  std::int64_t const begin = part * blocks / out.parts * 8,
+                     stop = (part + 1) * blocks / out.parts * 8;
+  return {part, begin, stop < m.k ? stop : m.k};
+}
+
+// The mixture's terms over a warp's 16 rows (row block `row_block`; this
+// lane's rows g and g + 8, their heads read at loaded[0..1]) and the
+// columns [begin, end), in tiles of 8·G: add(t, b8, c, x) for term t and
+// the lane's accumulator entry c of column group b8 (columns 2·t4 + c % 2
+// of the group, row c / 2), x = 2^(row head + column head + P·Q scaled);
+// done(tile) after all terms of a tile. Columns past the last give x = 0.
+template <int S, int G, class Add, class Done>
+__device__ __forceinline__ void visit_tiles(const Mixture& m, const Layout& out,
+                                            std::int64_t row_block,
+                                            const std::int64_t* loaded,
+                                            std::int64_t begin,
+                                            std::int64_t end, Add&& add,
+                                            Done&& done) {
+  int const lane = threadIdx.x % 32, t4 = lane % 4;
   std::int64_t const n = m.n, k = m.k;
-  // The part's columns, whole column blocks (the products' B operands).
-  std::int64_t const part = blockIdx.y;
-  std::int64_t const begin = part * column_blocks(k) / out.parts * 8,
-                     stop = (part + 1) * column_blocks(k) / out.parts * 8,
-                     end = stop < k ? stop : k;
-  // This lane's rows g and g + 8 of the warp's 16 (past the last: zero
-  // records, and the last row's heads).
-  std::int64_t const row[2] = {
-      std::int64_t(blockIdx.x) * kRows + warp * 16 + g,
-      std::int64_t(blockIdx.x) * kRows + warp * 16 + g + 8};
-  std::int64_t const loaded[2] = {row[0] < n ? row[0] : n - 1,
-                                  row[1] < n ? row[1] : n - 1};
   // The term's records as the products' loads: a row block's (s, part) at
   // [(block·S + s)·2 + part] (32 lanes' 128-bit words), a column block's
   // likewise (64-bit words).
-  std::int64_t const row_block = std::int64_t(blockIdx.x) * (kRows / 16) + warp;
   std::int64_t const term_rows = row_blocks(n) * S * 2 * 32,
                      term_columns = column_blocks(k) * S * 2 * 32;
-  if (row_block >= row_blocks(n)) return;  // (no block-wide step follows)
-  float best[2] = {-1.f, -1.f};
-  std::int64_t best_column[2] = {k, k};
-  for (std::int64_t tile = begin; tile < end; tile += kColumns) {
-    float mixture[8][4] = {};
+  for (std::int64_t tile = begin; tile < end; tile += 8 * G) {
     for (int t = 0; t < m.count; ++t) {
       unsigned a_hi[S > 0 ? S : 1][4], a_lo[S > 0 ? S : 1][4];
       uint4 const* const a = reinterpret_cast<const uint4*>(out.rows) +
@@ -219,7 +243,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       float const row_head[2] = {out.row_heads[t * n + loaded[0]],
                                  out.row_heads[t * n + loaded[1]]};
 #pragma unroll
-      for (int b8 = 0; b8 < 8; ++b8) {
+      for (int b8 = 0; b8 < G; ++b8) {
         // The product's B operands (its columns past the last: zero
         // records, to the last column block, then that block again), and
         // its accumulator's columns 2·t4 and 2·t4 + 1.
@@ -240,25 +264,56 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         }
         std::int64_t const j = tile + 8 * b8 + 2 * t4;
         float const head[2] = {
-            j < k ? out.column_heads[t * k + j] : -INFINITY,
-            j + 1 < k ? out.column_heads[t * k + j + 1] : -INFINITY};
+            j < end ? out.column_heads[t * k + j] : -INFINITY,
+            j + 1 < end ? out.column_heads[t * k + j + 1] : -INFINITY};
 #pragma unroll
         for (int c = 0; c < 4; ++c)
-          mixture[b8][c] +=
-              exp2_approx(row_head[c / 2] + head[c % 2] + (d[c] + cross[c]));
+          add(t, b8, c,
+              exp2_approx(row_head[c / 2] + head[c % 2] + (d[c] + cross[c])));
       }
     }
-    // The lane's columns in increasing order: a later one replaces the
-    // best only when larger.
-#pragma unroll
-    for (int b8 = 0; b8 < 8; ++b8)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        std::int64_t const j = tile + 8 * b8 + 2 * t4 + c % 2;
-        if (j < end && mixture[b8][c] > best[c / 2])
-          best[c / 2] = mixture[b8][c], best_column[c / 2] = j;
-      }
+    done(tile);
   }
+}
+
+// Each row's best over part blockIdx.y of the columns: the largest Σ_t
+// 2^(row head + column head + P·Q scaled) and its first column, into
+// out.best and out.best_column. S: products along k.
+template <int S>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    mixture_argmax(Mixture m, Layout out) {
+  int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int const g = lane / 4, t4 = lane % 4;
+  std::int64_t const n = m.n, k = m.k;
+  ColumnPart const part = column_part(m, out);
+  // This lane's rows g and g + 8 of the warp's 16 (past the last: zero
+  // records, and the last row's heads).
+  std::int64_t const row[2] = {
+      std::int64_t(blockIdx.x) * kRows + warp * 16 + g,
+      std::int64_t(blockIdx.x) * kRows + warp * 16 + g + 8};
+  std::int64_t const loaded[2] = {row[0] < n ? row[0] : n - 1,
+                                  row[1] < n ? row[1] : n - 1};
+  std::int64_t const row_block = std::int64_t(blockIdx.x) * (kRows / 16) + warp;
+  if (row_block >= row_blocks(n)) return;  // (no block-wide step follows)
+  float best[2] = {-1.f, -1.f};
+  std::int64_t best_column[2] = {k, k};
+  float mixture[8][4] = {};
+  visit_tiles<S, 8>(
+      m, out, row_block, loaded, part.begin, part.end,
+      [&](int, int b8, int c, float x) { mixture[b8][c] += x; },
+      [&](std::int64_t tile) {
+  // The lane's columns in increasing order: a later one replaces
+  // the best only when larger.
+#pragma unroll
+        for (int b8 = 0; b8 < 8; ++b8)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            std::int64_t const j = tile + 8 * b8 + 2 * t4 + c % 2;
+            if (j < part.end && mixture[b8][c] > best[c / 2])
+              best[c / 2] = mixture[b8][c], best_column[c / 2] = j;
+            mixture[b8][c] = 0.f;
+          }
+      });
   // Over the quad that shares the rows: the largest, the first column of
   // it.
 #pragma unroll
@@ -272,9 +327,62 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         best[h] = other, best_column[h] = other_column;
     }
     if (t4 == 0 && row[h] < n) {
-      out.best[part * n + row[h]] = best[h];
-      out.best_column[part * n + row[h]] = int(best_column[h]);
+      out.best[part.index * n + row[h]] = best[h];
+      out.best_column[part.index * n + row[h]] = int(best_column[h]);
     }
+  }
+}
+
+// Column groups of 8 a tile of mixture_norms: its two weightings' sums
+// take twice the argmax's accumulators.
+constexpr int kNormGroups = 4;
+
+// Σ over a warp's 16 rows and part blockIdx.y of the columns of
+// (Σ_t w_t π_t(i, j))², for w = the terms' weights and second weights,
+// into out.totals[(row block · parts + part) · 2 + e]: summed in FP32 a
+// row, then in float64.
+template <int S>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    mixture_norms(Mixture m, Layout out) {
+  int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int const g = lane / 4;
+  std::int64_t const n = m.n;
+  ColumnPart const part = column_part(m, out);
+  std::int64_t const row[2] = {
+      std::int64_t(blockIdx.x) * kRows + warp * 16 + g,
+      std::int64_t(blockIdx.x) * kRows + warp * 16 + g + 8};
+  std::int64_t const loaded[2] = {row[0] < n ? row[0] : n - 1,
+                                  row[1] < n ? row[1] : n - 1};
+  std::int64_t const row_block = std::int64_t(blockIdx.x) * (kRows / 16) + warp;
+  if (row_block >= row_blocks(n)) return;  // (no block-wide step follows)
+  float first[kNormGroups][4] = {}, second[kNormGroups][4] = {};
+  float squares[2][2] = {};  // [weighting][the lane's row]
+  visit_tiles<S, kNormGroups>(
+      m, out, row_block, loaded, part.begin, part.end,
+      [&](int t, int b8, int c, float x) {
+        first[b8][c] = fmaf(m.terms[t].weight, x, first[b8][c]);
+        second[b8][c] = fmaf(m.terms[t].second_weight, x, second[b8][c]);
+      },
+      [&](std::int64_t) {
+#pragma unroll
+        for (int b8 = 0; b8 < kNormGroups; ++b8)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) {
+            squares[0][c / 2] =
+                fmaf(first[b8][c], first[b8][c], squares[0][c / 2]);
+            squares[1][c / 2] =
+                fmaf(second[b8][c], second[b8][c], squares[1][c / 2]);
+            first[b8][c] = second[b8][c] = 0.f;
+          }
+      });
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    double total = (row[0] < n ? double(squares[e][0]) : 0.0) +
+                   (row[1] < n ? double(squares[e][1]) : 0.0);
+    for (int o = 16; o > 0; o /= 2)
+      total += __shfl_xor_sync(0xffffffffu, total, o);
+    if (lane == 0)
+      out.totals[(row_block * out.parts + part.index) * 2 + e] = total;
   }
 }
 
@@ -295,29 +403,46 @@ void launch_argmax(cudaStream_t stream, const Mixture& m, const Layout& out) {
   dim3 const grid(unsigned((m.n + kRows - 1) / kRows), unsigned(out.parts));
   mixture_argmax<S><<<grid, kThreads, 0, stream>>>(m, out);
 }
+template <int S>
+void launch_norms(cudaStream_t stream, const Mixture& m, const Layout& out) {
+  dim3 const grid(unsigned((m.n + kRows - 1) / kRows), unsigned(out.parts));
+  mixture_norms<S><<<grid, kThreads, 0, stream>>>(m, out);
+}
 
-// launch_argmax<S> for S = 0 ..= steps_of(max_rank), by S.
+// launch<S> for S = 0 ..= steps_of(max_rank), by S.
 using Launch = void (*)(cudaStream_t, const Mixture&, const Layout&);
-template <std::size_t... S>
+template <template <int> class Kernel, std::size_t... S>
 constexpr std::array<Launch, sizeof...(S)> launch_table(
     std::index_sequence<S...>) {
-  return {&launch_argmax<int(S)>...};
+  return {&Kernel<int(S)>::launch...};
 }
-constexpr auto launches =
-    launch_table(std::make_index_sequence<steps_of(max_rank) + 1>());
+template <int S>
+struct ArgmaxLaunch {
+  static void launch(cudaStream_t stream, const Mixture& m, const Layout& out) {
+    launch_argmax<S>(stream, m, out);
+  }
+};
+template <int S>
+struct NormsLaunch {
+  static void launch(cudaStream_t stream, const Mixture& m, const Layout& out) {
+    launch_norms<S>(stream, m, out);
+  }
+};
+constexpr auto argmax_launches = launch_table<ArgmaxLaunch>(
+    std::make_index_sequence<steps_of(max_rank) + 1>());
+constexpr auto norms_launches = launch_table<NormsLaunch>(
+    std::make_index_sequence<steps_of(max_rank) + 1>());
 
-}  // namespace
-
-std::int64_t workspace_bytes(const Mixture& m) {
-  return layout_of(m, nullptr).bytes;
-}
-
-void row_argmax(cudaStream_t stream, const Mixture& m, void* workspace) {
+void check_mixture(const Mixture& m) {
   if (m.count < 1 || m.count > max_terms || m.rank < 0 || m.rank > max_rank)
     throw std::invalid_argument(
-        "softwave: the specialised plan argmax takes 1 to 16 terms of rank "
+        "softwave: the specialised plan kernels take 1 to 16 terms of rank "
         "up to 128");
-  if (m.n == 0) return;
+}
+
+// The maxima, records and heads of the mixture's terms, queued.
+Layout queue_records(cudaStream_t stream, const Mixture& m, void* workspace,
+                     bool norms) {
   Layout const out = layout_of(m, workspace);
   SOFTWAVE_CUDA_CHECK(
       cudaMemsetAsync(out.maxima, 0, 8 * std::size_t(m.count), stream));
@@ -327,11 +452,38 @@ void row_argmax(cudaStream_t stream, const Mixture& m, void* workspace) {
   }
   std::int64_t const warps =
       m.count * (row_blocks(m.n) * 16 + column_blocks(m.k) * 8);
-  factor_records<<<unsigned((warps * 32 + 255) / 256), 256, 0, stream>>>(m,
-                                                                         out);
-  launches[steps_of(m.rank)](stream, m, out);
+  factor_records<<<unsigned((warps * 32 + 255) / 256), 256, 0, stream>>>(m, out,
+                                                                         norms);
+  SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+  return out;
+}
+
+}  // namespace
+
+std::int64_t workspace_bytes(const Mixture& m) {
+  return layout_of(m, nullptr).bytes;
+}
+
+void row_argmax(cudaStream_t stream, const Mixture& m, void* workspace) {
+  check_mixture(m);
+  if (m.n == 0) return;
+  Layout const out = queue_records(stream, m, workspace, false);
+  argmax_launches[steps_of(m.rank)](stream, m, out);
   best_of_parts<<<unsigned((m.n + 255) / 256), 256, 0, stream>>>(m, out);
   SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+}
+
+std::int64_t norm_totals(const Mixture& m) {
+  return 2 * row_blocks(m.n) * parts_of(m);
+}
+
+const double* squared_norms(cudaStream_t stream, const Mixture& m,
+                            void* workspace) {
+  check_mixture(m);
+  Layout const out = queue_records(stream, m, workspace, true);
+  if (m.n > 0) norms_launches[steps_of(m.rank)](stream, m, out);
+  SOFTWAVE_CUDA_CHECK(cudaGetLastError());
+  return out.totals;
 }
 
 }  // namespace softwave::impl::cuda_gw

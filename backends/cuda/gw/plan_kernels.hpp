@@ -1,6 +1,7 @@
 #pragma once
 // The CUDA-specialised row argmax of sampled GW's plan, the weighted sum of
-// Sinkhorn plans kept as their factors (core/src/gw/plan_terms.hpp):
+// Sinkhorn plans kept as their factors (core/src/gw/plan_terms.hpp), and
+// on the same products, the squared norms its change checks take:
 //   matching(i) = argmax_j b_j Σ_t w_t exp((f_ti − u_ti + g_tj − v_tj +
 //                                           P_ti·Q_tj) / ε_t)
 // (a_i, the same for a whole row, left out), the first maximum of a row.
@@ -50,6 +51,7 @@ struct MixtureTerm {
   const float* v = nullptr;  // (k,)
   float weight = 0;
   float inverse_epsilon = 0;
+  float second_weight = 0;  // squared_norms' second weighting (signed)
 };
 
 struct Mixture {
@@ -59,12 +61,33 @@ struct Mixture {
   int rank = 0;              // 0 ..= max_rank
   const float* b = nullptr;  // (k,) column weights; null: uniform
   int* matching = nullptr;   // (n,), written
+  // squared_norms: the rows taken, rows[0 .. n) of the terms' source_n
+  // (null: all, source_n = n), and the source's row weights a (null:
+  // uniform).
+  const int* rows = nullptr;
+  std::int64_t source_n = 0;
+  const float* a = nullptr;
 };
 
-// Bytes of workspace row_argmax() needs (any contents).
+// Bytes of workspace row_argmax() and squared_norms() need (any contents).
 std::int64_t workspace_bytes(const Mixture& m);
 
 // Queues matching(i) for every row on `stream`.
 void row_argmax(cudaStream_t stream, const Mixture& m, void* workspace);
+
+// The squared Frobenius norms of two weightings of the mixture's terms
+// over its rows (a change check's), with the rows' and columns' weights:
+//   Σ_i Σ_j (a_i b_j Σ_t w_t exp((f_ti − u_ti + g_tj − v_tj + P_ti·Q_tj)
+//                                 / ε_t))²
+// for w_t = each term's weight and its second_weight (either signed). The
+// same split products as the argmax form each term's entry, each
+// weighting's entries are summed over the terms in FP32 and squared, a
+// row's squares summed in FP32, and a warp's 16 rows in float64 into one
+// of norm_totals(m) partial totals, alternately the two weightings'. It
+// returns where they are (in the workspace): adding them in order gives
+// the same norms on every launch.
+std::int64_t norm_totals(const Mixture& m);
+const double* squared_norms(cudaStream_t stream, const Mixture& m,
+                            void* workspace);
 
 }  // namespace softwave::impl::cuda_gw

@@ -971,9 +971,9 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
             std::floor((double(q) + (checked < problem.n ? offset : 0)) *
                        double(problem.n) / double(checked))));
       Kokkos::deep_copy(space, check_list, check_host);
-      auto const [change, size] = frobenius_norms(
+      auto const [change, size] = mixture_frobenius_norms(
           space, problem.sum(space, terms, difference, check_list),
-          problem.sum(space, terms, next, check_list));
+          problem.sum(space, terms, next, check_list), difference, next);
       run.last_change = size > 0 ? change / size : change;
       run.changes.push_back(run.last_change);
     }
