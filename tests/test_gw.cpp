@@ -433,6 +433,18 @@ std::vector<std::array<int, 3>> plan_shapes(swt::Rng& rng) {
   return shapes;
 }
 
+// The CUDA plan kernels take what they are given exactly where the space is
+// CUDA and the type float (the tests' terms are all Sinkhorn plans).
+template <class Space, class T>
+void expect_specialised_where_cuda_float(bool specialised) {
+#ifdef KOKKOS_ENABLE_CUDA
+  EXPECT_EQ(specialised,
+            (std::is_same_v<Space, Kokkos::Cuda> && std::is_same_v<T, float>));
+#else
+  EXPECT_FALSE(specialised);
+#endif
+}
+
 // The plan's row argmax, on the CUDA kernels for float (tensor-core
 // products of split FP16 operands) and the portable ones otherwise, takes
 // in every row a column whose float64 mixture value is the row's largest
@@ -465,15 +477,9 @@ TYPED_TEST(SampledGw, MixtureArgmaxIsTheFloat64Argmax) {
         {},         b_device,
         1.0,        {}};
     // Where the CUDA kernels take it, they must (float, all kernel terms).
-    bool const specialised =
+    expect_specialised_where_cuda_float<Space, T>(
         softwave::impl::SpecialisedPlanKernels<Space, T>::takes_row_argmax(
-            sum, list);
-#ifdef KOKKOS_ENABLE_CUDA
-    EXPECT_EQ(specialised, (std::is_same_v<Space, Kokkos::Cuda> &&
-                            std::is_same_v<T, float>));
-#else
-    EXPECT_FALSE(specialised);
-#endif
+            sum, list));
     V1<int, Space> matching("matching", n), portable("portable", n);
     softwave::impl::mixture_row_argmax(space, sum, list, matching);
     softwave::impl::row_argmax(space, sum, portable);
@@ -536,15 +542,9 @@ TYPED_TEST(SampledGw, ChangeNormsAreTheFloat64Norms) {
       return sum;
     };
     auto const first = sum_of(difference), second = sum_of(next);
-    bool const specialised =
+    expect_specialised_where_cuda_float<Space, T>(
         softwave::impl::SpecialisedPlanKernels<Space, T>::takes_norms(
-            first, difference, next);
-#ifdef KOKKOS_ENABLE_CUDA
-    EXPECT_EQ(specialised, (std::is_same_v<Space, Kokkos::Cuda> &&
-                            std::is_same_v<T, float>));
-#else
-    EXPECT_FALSE(specialised);
-#endif
+            first, difference, next));
     auto const [got_first, got_second] =
         softwave::impl::mixture_frobenius_norms(space, first, second,
                                                 difference, next);

@@ -207,16 +207,31 @@ __device__ __forceinline__ ColumnPart column_part(const Mixture& m,
   return {part, begin, stop < m.k ? stop : m.k};
 }
 
-// The mixture's terms over a warp's 16 rows (row block `row_block`; this
-// lane's rows g and g + 8, their heads read at loaded[0..1]) and the
+// A warp's block of 16 rows (kRows / 16 warps a block of kThreads), and
+// this lane's rows g and g + 8 of it, with where their heads are read (past
+// the last row: the last row's; their records are zero).
+struct LaneRows {
+  std::int64_t block, n;
+  int g;
+  __device__ std::int64_t row(int h) const { return block * 16 + g + 8 * h; }
+  __device__ std::int64_t loaded(int h) const {
+    return row(h) < n ? row(h) : n - 1;
+  }
+};
+__device__ __forceinline__ LaneRows lane_rows(const Mixture& m) {
+  int const warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+  return {std::int64_t(blockIdx.x) * (kRows / 16) + warp, m.n, g};
+}
+
+// The mixture's terms over a warp's 16 rows (`rows`: this lane's rows g
+// and g + 8, their heads read at rows.loaded(0..1)) and the
 // columns [begin, end), in tiles of 8·G: add(t, b8, c, x) for term t and
 // the lane's accumulator entry c of column group b8 (columns 2·t4 + c % 2
 // of the group, row c / 2), x = 2^(row head + column head + P·Q scaled);
 // done(tile) after all terms of a tile. Columns past the last give x = 0.
 template <int S, int G, class Add, class Done>
 __device__ __forceinline__ void visit_tiles(const Mixture& m, const Layout& out,
-                                            std::int64_t row_block,
-                                            const std::int64_t* loaded,
+                                            const LaneRows& rows,
                                             std::int64_t begin,
                                             std::int64_t end, Add&& add,
                                             Done&& done) {
@@ -231,7 +246,7 @@ __device__ __forceinline__ void visit_tiles(const Mixture& m, const Layout& out,
     for (int t = 0; t < m.count; ++t) {
       unsigned a_hi[S > 0 ? S : 1][4], a_lo[S > 0 ? S : 1][4];
       uint4 const* const a = reinterpret_cast<const uint4*>(out.rows) +
-                             t * term_rows + row_block * S * 2 * 32 + lane;
+                             t * term_rows + rows.block * S * 2 * 32 + lane;
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         uint4 const hi = a[(2 * s) * 32], lo = a[(2 * s + 1) * 32];
@@ -240,8 +255,8 @@ __device__ __forceinline__ void visit_tiles(const Mixture& m, const Layout& out,
         a_lo[s][0] = lo.x, a_lo[s][1] = lo.y, a_lo[s][2] = lo.z;
         a_lo[s][3] = lo.w;
       }
-      float const row_head[2] = {out.row_heads[t * n + loaded[0]],
-                                 out.row_heads[t * n + loaded[1]]};
+      float const row_head[2] = {out.row_heads[t * n + rows.loaded(0)],
+                                 out.row_heads[t * n + rows.loaded(1)]};
 #pragma unroll
       for (int b8 = 0; b8 < G; ++b8) {
         // The product's B operands (its columns past the last: zero
@@ -282,28 +297,20 @@ __device__ __forceinline__ void visit_tiles(const Mixture& m, const Layout& out,
 template <int S>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     mixture_argmax(Mixture m, Layout out) {
-  int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int const g = lane / 4, t4 = lane % 4;
+  int const t4 = threadIdx.x % 4;
   std::int64_t const n = m.n, k = m.k;
   ColumnPart const part = column_part(m, out);
-  // This lane's rows g and g + 8 of the warp's 16 (past the last: zero
-  // records, and the last row's heads).
-  std::int64_t const row[2] = {
-      std::int64_t(blockIdx.x) * kRows + warp * 16 + g,
-      std::int64_t(blockIdx.x) * kRows + warp * 16 + g + 8};
-  std::int64_t const loaded[2] = {row[0] < n ? row[0] : n - 1,
-                                  row[1] < n ? row[1] : n - 1};
-  std::int64_t const row_block = std::int64_t(blockIdx.x) * (kRows / 16) + warp;
-  if (row_block >= row_blocks(n)) return;  // (no block-wide step follows)
+  LaneRows const rows = lane_rows(m);
+  if (rows.block >= row_blocks(n)) return;  // (no block-wide step follows)
   float best[2] = {-1.f, -1.f};
   std::int64_t best_column[2] = {k, k};
   float mixture[8][4] = {};
+  // After each tile, the lane's columns in increasing order: a later one
+  // replaces the best only when larger.
   visit_tiles<S, 8>(
-      m, out, row_block, loaded, part.begin, part.end,
+      m, out, rows, part.begin, part.end,
       [&](int, int b8, int c, float x) { mixture[b8][c] += x; },
       [&](std::int64_t tile) {
-  // The lane's columns in increasing order: a later one replaces
-  // the best only when larger.
 #pragma unroll
         for (int b8 = 0; b8 < 8; ++b8)
 #pragma unroll
@@ -326,9 +333,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
           (other == best[h] && other_column < best_column[h]))
         best[h] = other, best_column[h] = other_column;
     }
-    if (t4 == 0 && row[h] < n) {
-      out.best[part.index * n + row[h]] = best[h];
-      out.best_column[part.index * n + row[h]] = int(best_column[h]);
+    if (t4 == 0 && rows.row(h) < n) {
+      out.best[part.index * n + rows.row(h)] = best[h];
+      out.best_column[part.index * n + rows.row(h)] = int(best_column[h]);
     }
   }
 }
@@ -344,21 +351,15 @@ constexpr int kNormGroups = 4;
 template <int S>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     mixture_norms(Mixture m, Layout out) {
-  int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int const g = lane / 4;
+  int const lane = threadIdx.x % 32;
   std::int64_t const n = m.n;
   ColumnPart const part = column_part(m, out);
-  std::int64_t const row[2] = {
-      std::int64_t(blockIdx.x) * kRows + warp * 16 + g,
-      std::int64_t(blockIdx.x) * kRows + warp * 16 + g + 8};
-  std::int64_t const loaded[2] = {row[0] < n ? row[0] : n - 1,
-                                  row[1] < n ? row[1] : n - 1};
-  std::int64_t const row_block = std::int64_t(blockIdx.x) * (kRows / 16) + warp;
-  if (row_block >= row_blocks(n)) return;  // (no block-wide step follows)
+  LaneRows const rows = lane_rows(m);
+  if (rows.block >= row_blocks(n)) return;  // (no block-wide step follows)
   float first[kNormGroups][4] = {}, second[kNormGroups][4] = {};
   float squares[2][2] = {};  // [weighting][the lane's row]
   visit_tiles<S, kNormGroups>(
-      m, out, row_block, loaded, part.begin, part.end,
+      m, out, rows, part.begin, part.end,
       [&](int t, int b8, int c, float x) {
         first[b8][c] = fmaf(m.terms[t].weight, x, first[b8][c]);
         second[b8][c] = fmaf(m.terms[t].second_weight, x, second[b8][c]);
@@ -377,12 +378,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       });
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
-    double total = (row[0] < n ? double(squares[e][0]) : 0.0) +
-                   (row[1] < n ? double(squares[e][1]) : 0.0);
+    double total = (rows.row(0) < n ? double(squares[e][0]) : 0.0) +
+                   (rows.row(1) < n ? double(squares[e][1]) : 0.0);
     for (int o = 16; o > 0; o /= 2)
       total += __shfl_xor_sync(0xffffffffu, total, o);
     if (lane == 0)
-      out.totals[(row_block * out.parts + part.index) * 2 + e] = total;
+      out.totals[(rows.block * out.parts + part.index) * 2 + e] = total;
   }
 }
 
