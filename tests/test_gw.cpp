@@ -422,15 +422,24 @@ std::vector<double> random_weights(const Space& space, swt::Rng& rng, int n,
   return w;
 }
 
-// The shapes of the plan kernels' tests: ragged and several-part shapes,
-// ranks that are not a multiple of 16 (and 0), and random ones.
-std::vector<std::array<int, 3>> plan_shapes(swt::Rng& rng) {
+// Runs f(plan, n, k, count) on random plans of up to most_terms terms
+// (each traced) in the plan kernels' tests' shapes: ragged and several-part
+// shapes, ranks that are not a multiple of 16 (and 0), and random ones.
+template <class T, class Space, class F>
+void for_each_random_plan(const Space& space, swt::Rng& rng, int most_terms,
+                          const F& f) {
   std::vector<std::array<int, 3>> shapes = {
       {1, 1, 0}, {17, 9, 5}, {64, 64, 16}, {200, 700, 82}, {70, 1100, 128}};
   for (int trial = 0; trial < 4; ++trial)
     shapes.push_back(
         {rng.integer(1, 150), rng.integer(1, 300), rng.integer(0, 100)});
-  return shapes;
+  for (auto const [n, k, rank] : shapes) {
+    int const count = rng.integer(1, most_terms);
+    SCOPED_TRACE(::testing::Message() << n << " x " << k << ", rank " << rank
+                                      << ", " << count << " terms");
+    RandomTerms<T, Space> const plan(space, rng, n, k, rank, count);
+    f(plan, n, k, count);
+  }
 }
 
 // The CUDA plan kernels take what they are given exactly where the space is
@@ -457,44 +466,43 @@ TYPED_TEST(SampledGw, MixtureArgmaxIsTheFloat64Argmax) {
   using softwave::impl::TermWeight;
   SWT_SEEDED_RNG(rng);
   Space space;
-  for (auto const [n, k, rank] : plan_shapes(rng)) {
-    int const count = rng.integer(1, 7);
-    SCOPED_TRACE(::testing::Message() << n << " x " << k << ", rank " << rank
-                                      << ", " << count << " terms");
-    RandomTerms<T, Space> const plan(space, rng, n, k, rank, count);
-    std::vector<TermWeight> list;
-    double total = 0;
-    for (int s = 0; s < count; ++s) {
-      list.push_back({s, rng.uniform(0.01, 1), rng.uniform(1, 15)});
-      total += list.back().weight;
-    }
-    for (auto& t : list) t.weight /= total;
-    V1<T, Space> b_device;
-    auto const b =
-        random_weights(space, rng, k, rng.integer(0, 1) == 1, b_device);
-    softwave::impl::TermSum<T, Space> const sum{
-        plan.terms, softwave::impl::term_list<T, Space>(space, list),
-        {},         b_device,
-        1.0,        {}};
-    // Where the CUDA kernels take it, they must (float, all kernel terms).
-    expect_specialised_where_cuda_float<Space, T>(
-        softwave::impl::SpecialisedPlanKernels<Space, T>::takes_row_argmax(
-            sum, list));
-    V1<int, Space> matching("matching", n), portable("portable", n);
-    softwave::impl::mixture_row_argmax(space, sum, list, matching);
-    softwave::impl::row_argmax(space, sum, portable);
-    auto const got = swt::to_host(matching), plain = swt::to_host(portable);
-    for (int i = 0; i < n; ++i) {
-      std::vector<double> value(k);
-      for (int j = 0; j < k; ++j) value[j] = b[j] * plan.mixture(list, i, j);
-      double const best = *std::max_element(value.begin(), value.end());
-      for (int chosen : {int(got[i]), int(plain[i])}) {
-        ASSERT_GE(chosen, 0) << "row " << i;
-        ASSERT_LT(chosen, k) << "row " << i;
-        EXPECT_GE(value[chosen], best * (1 - 1e-4)) << "row " << i;
-      }
-    }
-  }
+  for_each_random_plan<T>(
+      space, rng, 7,
+      [&](const RandomTerms<T, Space>& plan, int n, int k, int count) {
+        std::vector<TermWeight> list;
+        double total = 0;
+        for (int s = 0; s < count; ++s) {
+          list.push_back({s, rng.uniform(0.01, 1), rng.uniform(1, 15)});
+          total += list.back().weight;
+        }
+        for (auto& t : list) t.weight /= total;
+        V1<T, Space> b_device;
+        auto const b =
+            random_weights(space, rng, k, rng.integer(0, 1) == 1, b_device);
+        softwave::impl::TermSum<T, Space> const sum{
+            plan.terms, softwave::impl::term_list<T, Space>(space, list),
+            {},         b_device,
+            1.0,        {}};
+        // Where the CUDA kernels take it, they must (float, all kernel terms).
+        expect_specialised_where_cuda_float<Space, T>(
+            softwave::impl::SpecialisedPlanKernels<Space, T>::takes_row_argmax(
+                sum, list));
+        V1<int, Space> matching("matching", n), portable("portable", n);
+        softwave::impl::mixture_row_argmax(space, sum, list, matching);
+        softwave::impl::row_argmax(space, sum, portable);
+        auto const got = swt::to_host(matching), plain = swt::to_host(portable);
+        for (int i = 0; i < n; ++i) {
+          std::vector<double> value(k);
+          for (int j = 0; j < k; ++j)
+            value[j] = b[j] * plan.mixture(list, i, j);
+          double const best = *std::max_element(value.begin(), value.end());
+          for (int chosen : {int(got[i]), int(plain[i])}) {
+            ASSERT_GE(chosen, 0) << "row " << i;
+            ASSERT_LT(chosen, k) << "row " << i;
+            EXPECT_GE(value[chosen], best * (1 - 1e-4)) << "row " << i;
+          }
+        }
+      });
 }
 
 // A change check's two norms over a list of rows, ‖Σ_t w_t π_t‖_F for the
@@ -508,64 +516,63 @@ TYPED_TEST(SampledGw, ChangeNormsAreTheFloat64Norms) {
   using softwave::impl::TermWeight;
   SWT_SEEDED_RNG(rng);
   Space space;
-  for (auto const [n, k, rank] : plan_shapes(rng)) {
-    int const count = rng.integer(1, 9);
-    SCOPED_TRACE(::testing::Message() << n << " x " << k << ", rank " << rank
-                                      << ", " << count << " slots");
-    RandomTerms<T, Space> const plan(space, rng, n, k, rank, count);
-    // Each slot in the plan, the difference or both; ε per slot.
-    std::vector<TermWeight> difference, next;
-    for (int s = 0; s < count; ++s) {
-      double const inverse_epsilon = rng.uniform(1, 15);
-      int const where = rng.integer(0, 2);
-      if (where != 1)
-        next.push_back({s, rng.uniform(0.01, 1), inverse_epsilon});
-      if (where != 0 || next.empty())
-        difference.push_back({s, rng.uniform(-1, 1), inverse_epsilon});
-    }
-    V1<T, Space> a_device, b_device;
-    auto const a =
-        random_weights(space, rng, n, rng.integer(0, 1) == 1, a_device);
-    auto const b =
-        random_weights(space, rng, k, rng.integer(0, 1) == 1, b_device);
-    std::vector<int> rows;
-    if (rng.integer(0, 2) > 0)
-      for (int q = rng.integer(1, 2 * n); q > 0; --q)
-        rows.push_back(rng.integer(0, n - 1));
-    V1<int, Space> row_list;
-    if (!rows.empty()) row_list = swt::to_device_int(space, rows, "rows");
-    auto const sum_of = [&](const std::vector<TermWeight>& list) {
-      softwave::impl::TermSum<T, Space> sum{
-          plan.terms, softwave::impl::term_list<T, Space>(space, list),
-          a_device,   b_device,
-          1.0,        row_list};
-      return sum;
-    };
-    auto const first = sum_of(difference), second = sum_of(next);
-    expect_specialised_where_cuda_float<Space, T>(
-        softwave::impl::SpecialisedPlanKernels<Space, T>::takes_norms(
-            first, difference, next));
-    auto const [got_first, got_second] =
-        softwave::impl::mixture_frobenius_norms(space, first, second,
-                                                difference, next);
-    auto const [plain_first, plain_second] =
-        softwave::impl::frobenius_norms(space, first, second);
-    double want_first = 0, want_second = 0;
-    std::vector<int> all(n);
-    for (int i = 0; i < n; ++i) all[i] = i;
-    for (int i : rows.empty() ? all : rows)
-      for (int j = 0; j < k; ++j) {
-        double const ab = a[i] * b[j];
-        want_first += std::pow(ab * plan.mixture(difference, i, j), 2);
-        want_second += std::pow(ab * plan.mixture(next, i, j), 2);
-      }
-    want_first = std::sqrt(want_first), want_second = std::sqrt(want_second);
-    for (auto const [got, want] :
-         {std::pair(got_first, want_first), std::pair(got_second, want_second),
-          std::pair(plain_first, want_first),
-          std::pair(plain_second, want_second)})
-      EXPECT_NEAR(got, want, 1e-4 * want);
-  }
+  for_each_random_plan<T>(
+      space, rng, 9,
+      [&](const RandomTerms<T, Space>& plan, int n, int k, int count) {
+        // Each slot in the plan, the difference or both; ε per slot.
+        std::vector<TermWeight> difference, next;
+        for (int s = 0; s < count; ++s) {
+          double const inverse_epsilon = rng.uniform(1, 15);
+          int const where = rng.integer(0, 2);
+          if (where != 1)
+            next.push_back({s, rng.uniform(0.01, 1), inverse_epsilon});
+          if (where != 0 || next.empty())
+            difference.push_back({s, rng.uniform(-1, 1), inverse_epsilon});
+        }
+        V1<T, Space> a_device, b_device;
+        auto const a =
+            random_weights(space, rng, n, rng.integer(0, 1) == 1, a_device);
+        auto const b =
+            random_weights(space, rng, k, rng.integer(0, 1) == 1, b_device);
+        std::vector<int> rows;
+        if (rng.integer(0, 2) > 0)
+          for (int q = rng.integer(1, 2 * n); q > 0; --q)
+            rows.push_back(rng.integer(0, n - 1));
+        V1<int, Space> row_list;
+        if (!rows.empty()) row_list = swt::to_device_int(space, rows, "rows");
+        auto const sum_of = [&](const std::vector<TermWeight>& list) {
+          softwave::impl::TermSum<T, Space> sum{
+              plan.terms, softwave::impl::term_list<T, Space>(space, list),
+              a_device,   b_device,
+              1.0,        row_list};
+          return sum;
+        };
+        auto const first = sum_of(difference), second = sum_of(next);
+        expect_specialised_where_cuda_float<Space, T>(
+            softwave::impl::SpecialisedPlanKernels<Space, T>::takes_norms(
+                first, difference, next));
+        auto const [got_first, got_second] =
+            softwave::impl::mixture_frobenius_norms(space, first, second,
+                                                    difference, next);
+        auto const [plain_first, plain_second] =
+            softwave::impl::frobenius_norms(space, first, second);
+        double want_first = 0, want_second = 0;
+        std::vector<int> all(n);
+        for (int i = 0; i < n; ++i) all[i] = i;
+        for (int i : rows.empty() ? all : rows)
+          for (int j = 0; j < k; ++j) {
+            double const ab = a[i] * b[j];
+            want_first += std::pow(ab * plan.mixture(difference, i, j), 2);
+            want_second += std::pow(ab * plan.mixture(next, i, j), 2);
+          }
+        want_first = std::sqrt(want_first),
+        want_second = std::sqrt(want_second);
+        for (auto const [got, want] : {std::pair(got_first, want_first),
+                                       std::pair(got_second, want_second),
+                                       std::pair(plain_first, want_first),
+                                       std::pair(plain_second, want_second)})
+          EXPECT_NEAR(got, want, 1e-4 * want);
+      });
 }
 
 // With α = 1 and one iteration the plan is one Sinkhorn solve of the
