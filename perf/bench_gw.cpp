@@ -50,8 +50,6 @@
 // products on TF32 operands instead of scaled FP16 (set_tensor_operands);
 // SOFTWAVE_BENCH_GW_ROW_TILES=1 or 2 sets the 16-row tiles each warp of
 // their kernel owns (set_tensor_row_tiles; unset: the library's choice);
-// SOFTWAVE_BENCH_GW_PRODUCTS=warp runs the FP16 products on the warp-level
-// kernel instead of the warpgroup one (set_tensor_products);
 // SOFTWAVE_BENCH_GW_DEVICE_PATHS=1 finds the graphs' shortest paths (the
 // landmark embeddings') with ShortestPaths::device.
 //
@@ -241,10 +239,6 @@ void options_from_environment(softwave::GwOptions& options) {
                                                   : cs::TensorOperands::fp16);
   char const* tiles = std::getenv("SOFTWAVE_BENCH_GW_ROW_TILES");
   cs::set_tensor_row_tiles(tiles ? std::atoi(tiles) : 0);
-  char const* products = std::getenv("SOFTWAVE_BENCH_GW_PRODUCTS");
-  cs::set_tensor_products(products && std::string(products) == "warp"
-                              ? cs::TensorProducts::warp
-                              : cs::TensorProducts::automatic);
 #endif
 }
 

@@ -11,13 +11,9 @@
 //   BM_Sinkhorn_specialised_rowsR/N/d  the same with R rows a thread in the
 //                                  CUDA sums kernel (set_rows_per_thread),
 //                                  to compare the variants in one run.
-//   BM_Sinkhorn_specialised_tilesT/N/d  the same on the warp-level
-//                                  tensor-core kernel with T 16-row tiles
-//                                  a warp (d > 16; set_tensor_row_tiles).
-//   BM_Sinkhorn_specialised_warp/N/d  the same on the warp-level kernel
-//                                  (mma.sync) instead of the warpgroup one
-//                                  (wgmma, where it runs;
-//                                  set_tensor_products).
+//   BM_Sinkhorn_specialised_tilesT/N/d  the same with T 16-row tiles a warp
+//                                  in the tensor-core sums kernel (d > 16;
+//                                  set_tensor_row_tiles).
 //   BM_Sinkhorn_specialised_tf32/N/d  the same with TF32 operands instead of
 //                                  scaled FP16 (set_tensor_operands).
 //
@@ -67,11 +63,10 @@ constexpr Peer kFlashTf32[] = {
 
 // A variant of the CUDA sums kernels: rows a thread (the exact kernel),
 // 16-row tiles a warp and TF32 instead of scaled FP16 operands (the
-// warp-level tensor-core kernel, which either forces), or that kernel
-// instead of the warpgroup one; 0 / false is the library's choice.
+// tensor-core kernel); 0 / false is the library's choice.
 struct Variant {
   int rows = 0, tiles = 0;
-  bool tf32 = false, warp = false;
+  bool tf32 = false;
 };
 
 // Sets a variant for one benchmark, and the library's choice back after it.
@@ -85,10 +80,6 @@ struct ForcedVariant {
     softwave::impl::cuda_sinkhorn::set_tensor_operands(
         v.tf32 ? softwave::impl::cuda_sinkhorn::TensorOperands::tf32
                : softwave::impl::cuda_sinkhorn::TensorOperands::fp16);
-    softwave::impl::cuda_sinkhorn::set_tensor_products(
-        v.warp || v.tiles
-            ? softwave::impl::cuda_sinkhorn::TensorProducts::warp
-            : softwave::impl::cuda_sinkhorn::TensorProducts::automatic);
 #endif
   }
 };
@@ -180,11 +171,9 @@ void register_sinkhorn(bool gpu, bool checks) {
         shapes.push_back({n, 64, true, {0, tiles}});
       shapes.push_back({50000, 48, true, {0, tiles}});
     }
-    for (bool tf32 : {true, false}) {
-      for (std::int64_t n : {10000, 50000, 100000})
-        shapes.push_back({n, 64, true, {0, 0, tf32, !tf32}});
-      shapes.push_back({50000, 48, true, {0, 0, tf32, !tf32}});
-    }
+    for (std::int64_t n : {10000, 50000, 100000})
+      shapes.push_back({n, 64, true, {0, 0, true}});
+    shapes.push_back({50000, 48, true, {0, 0, true}});
 #endif
   } else {
     shapes = {{1000, 3, false, {}}, {1000, 64, false, {}}};
@@ -197,7 +186,6 @@ void register_sinkhorn(bool gpu, bool checks) {
     if (s.variant.rows) name += "_rows" + std::to_string(s.variant.rows);
     if (s.variant.tiles) name += "_tiles" + std::to_string(s.variant.tiles);
     if (s.variant.tf32) name += "_tf32";
-    if (s.variant.warp) name += "_warp";
     Variant const variant = s.variant;
     benchmark::RegisterBenchmark(
         name.c_str(),

@@ -10,7 +10,7 @@
 #include "test_helpers.hpp"
 
 #if defined(KOKKOS_ENABLE_CUDA)
-#include "sinkhorn/updates.hpp"  // set_tensor_row_tiles, _operands, _products
+#include "sinkhorn/updates.hpp"  // set_tensor_row_tiles, set_tensor_operands
 #endif
 
 namespace {
@@ -406,11 +406,9 @@ constexpr bool specialised_updates() {
 #endif
 }
 
-// Runs f once for each variant of the CUDA tensor-core sums kernels (the
-// warp kernel with 16-row tiles a warp: 1 and 2 where they fit,
-// set_tensor_row_tiles, on scaled FP16 and TF32 operands,
-// set_tensor_operands; the warpgroup kernel on FP16 where it runs,
-// set_tensor_products), and once on other backends.
+// Runs f once for each variant of the CUDA tensor-core sums kernel (16-row
+// tiles a warp: 1 and 2 where they fit, set_tensor_row_tiles; scaled FP16
+// and TF32 operands, set_tensor_operands), and once on other backends.
 template <class F>
 void for_each_tensor_variant(const F& f) {
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -419,30 +417,16 @@ void for_each_tensor_variant(const F& f) {
     ~Restore() {
       cs::set_tensor_row_tiles(0);
       cs::set_tensor_operands(cs::TensorOperands::fp16);
-      cs::set_tensor_products(cs::TensorProducts::automatic);
     }
   } const restore;
-  struct Variant {
-    cs::TensorOperands operands;
-    int tiles;
-    cs::TensorProducts products;
-  };
-  std::vector<Variant> variants;
   for (auto operands : {cs::TensorOperands::fp16, cs::TensorOperands::tf32})
-    for (int tiles : {1, 2})
-      variants.push_back({operands, tiles, cs::TensorProducts::warp});
-  if (cs::warpgroup_products_available())
-    variants.push_back(
-        {cs::TensorOperands::fp16, 0, cs::TensorProducts::warpgroup});
-  for (Variant const& v : variants) {
-    cs::set_tensor_operands(v.operands);
-    cs::set_tensor_row_tiles(v.tiles);
-    cs::set_tensor_products(v.products);
-    SCOPED_TRACE(::testing::Message()
-                 << "row tiles " << v.tiles << " operands " << int(v.operands)
-                 << " products " << int(v.products));
-    f();
-  }
+    for (int tiles : {1, 2}) {
+      cs::set_tensor_operands(operands);
+      cs::set_tensor_row_tiles(tiles);
+      SCOPED_TRACE(::testing::Message()
+                   << "row tiles " << tiles << " operands " << int(operands));
+      f();
+    }
 #else
   f();
 #endif
@@ -579,78 +563,6 @@ TYPED_TEST(Sinkhorn, SpecialisedUpdatesMatchReference) {
       for (double e : tensor.errors) EXPECT_LT(e, 0.05);
     });
   refused("point clouds", false);  // a cost matrix: they do not take it
-}
-
-// The warpgroup kernel (Hopper's wgmma, asynchronous products) against the
-// warp kernel (mma.sync) on the same FP16 operands: the same sums to FP32
-// rounding, so the same solves, far closer than either is to the portable
-// FP32 one. Shapes where neither side fills a tile (k not a multiple of 8
-// or 64, n not of 128), two problems, every FP16 rank the kernels are
-// compiled for, and the scaled range. A HOPPER90 build must run it on a
-// compute-capability-9.0 GPU (its sm_90a image loaded).
-TYPED_TEST(Sinkhorn, WarpgroupProductsMatchWarpProducts) {
-  using Space = typename TypeParam::space;
-  using T = typename TypeParam::value;
-  if constexpr (!specialised_updates<T, Space>()) {
-    GTEST_SKIP() << "the CUDA float updates only";
-  } else {
-    namespace cs = softwave::impl::cuda_sinkhorn;
-    int device = 0, major = 0, minor = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
-    bool const available = cs::warpgroup_products_available();
-#if defined(KOKKOS_ARCH_HOPPER90)
-    if (major == 9 && minor == 0) ASSERT_TRUE(available);
-#endif
-    if (!available) GTEST_SKIP() << "no sm_90a image on this device";
-    struct Restore {
-      ~Restore() { cs::set_tensor_products(cs::TensorProducts::automatic); }
-    } const restore;
-    SWT_SEEDED_RNG(rng);
-    Space space;
-    struct Case {
-      Form form;
-      int d, B, n, k;
-      double magnitude;
-    };
-    for (Case const c : {Case{Form::points, 24, 2, 600, 530, 1},
-                         Case{Form::points, 64, 1, 1000, 1100, 1},
-                         Case{Form::points, 40, 2, 300, 77, 1048576},
-                         Case{Form::low_rank, 40, 2, 250, 64, 1},
-                         Case{Form::low_rank, 80, 1, 700, 903, 1},
-                         Case{Form::low_rank, 128, 2, 129, 517, 1}}) {
-      SCOPED_TRACE(::testing::Message()
-                   << "form " << int(c.form) << " d " << c.d << " B " << c.B
-                   << " n " << c.n << " k " << c.k);
-      auto pr = random_problems<T>(rng, c.B, c.n, c.k, c.d, 0.5);
-      for (auto* side : {&pr.x, &pr.y})
-        for (double& e : side->v) e *= c.magnitude;
-      recompute_cost(pr);
-      DeviceProblems<T, Space> dev(space, pr);
-      softwave::SinkhornOptions o;
-      o.epsilon = 0.05 * c.d * c.magnitude * c.magnitude;
-      o.max_iterations = 150;
-      o.tolerance = 0;
-      o.tf32_low_rank = true;
-      o.kernel = softwave::Kernel::specialised;
-      auto const run = [&](cs::TensorProducts products) {
-        cs::set_tensor_products(products);
-        return c.form == Form::points
-                   ? solve(space, dev.points(), dev.marginals(), c.B, c.n, c.k,
-                           o)
-                   : solve(space, dev.low_rank(), dev.marginals(), c.B, c.n,
-                           c.k, o);
-      };
-      auto const warp = run(cs::TensorProducts::warp);
-      auto const warpgroup = run(cs::TensorProducts::warpgroup);
-      EXPECT_TRUE(
-          swt::near_values(warpgroup.value, warp.value, 1e-4, 1e-3, "value"));
-      EXPECT_TRUE(swt::near_values(warpgroup.f, warp.f, 2e-4, o.epsilon, "f"));
-      EXPECT_TRUE(swt::near_values(warpgroup.g, warp.g, 2e-4, o.epsilon, "g"));
-      for (double e : warpgroup.errors) EXPECT_LT(e, 0.05);
-    }
-  }
 }
 
 // The exact measurements of given potentials on every kernel (on CUDA at

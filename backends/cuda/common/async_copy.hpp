@@ -27,13 +27,6 @@ __device__ __forceinline__ void commit_async() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
 
-// Waits until at most `pending` groups of the thread's copies are still
-// in flight (the oldest first).
-template <int pending>
-__device__ __forceinline__ void wait_async() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(pending) : "memory");
-}
-
 // Waits for every group of the thread's copies (a __syncthreads after it
 // makes the whole block's copies visible to every thread).
 __device__ __forceinline__ void wait_async_all() {

@@ -18,7 +18,6 @@
 #include "common/check.hpp"
 #include "common/half_products.hpp"
 #include "common/tf32.hpp"
-#include "common/warpgroup_products.hpp"
 
 namespace softwave::impl::cuda_sinkhorn {
 namespace {
@@ -319,18 +318,6 @@ int g_tensor_row_tiles = 0;
 // The tensor-core products' operands (set_tensor_operands).
 TensorOperands g_tensor_operands = TensorOperands::fp16;
 
-// Which kernel takes FP16 products (set_tensor_products).
-TensorProducts g_tensor_products = TensorProducts::automatic;
-
-// 1 in the image that has the warpgroup kernels' bodies (sm_90a), 0 in
-// any other: the value of the image the driver loaded for the device says
-// which ran (warpgroup_products_loaded).
-#if defined(SOFTWAVE_WARPGROUP_PRODUCTS)
-__device__ int g_warpgroup_image = 1;
-#else
-__device__ int g_warpgroup_image = 0;
-#endif
-
 // Two tiles a warp halve the shared-memory reads of B per product: on an
 // H200 9–14 % faster at d = 64, 6 % at d = 48 and, with FP16 operands,
 // 16 % at rank 80 than one (perf/RESULTS.md; with 8 warps a block instead
@@ -396,16 +383,10 @@ __device__ __forceinline__ float warp_sum(float v) {
 // lanes taking the coordinates in turn: the loads of a warp are contiguous,
 // and a few thousand columns still fill the GPU (a thread a column strided
 // through memory, 38 µs for 2,500 columns of rank 80 on an H100).
-// With `tiled` (FP16 only, the warpgroup kernel's records, Records::tiled)
-// each problem's columns are padded to a multiple of 8 and each group of 8
-// columns is one block of kRecordWords / 4 core matrices (8 columns × 8
-// halves along k, 128 bytes) in k order: a tile of 64 columns is one
-// contiguous copy, in the layout warpgroup_product's descriptors read.
-template <int KS, bool fp16, bool tiled>
+template <int KS, bool fp16>
 __global__ void __launch_bounds__(256)
     tensor_records(HalfIteration h, float* records, float* own,
                    const unsigned* maxima) {
-  static_assert(fp16 || !tiled);
   Side const& s = h.columns;
   std::int64_t const q =
       (std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -420,17 +401,12 @@ __global__ void __launch_bounds__(256)
   if constexpr (fp16) {
     float const scale = ldexpf(coordinate_scale,
                                balancing_exponent(maxima, b, coordinate_scale));
-    constexpr int kWords = kRecordWords<KS, true>;
-    std::int64_t const padded = (s.n + 7) / 8 * 8;
-    __half* const out = reinterpret_cast<__half*>(
-        tiled ? records + (b * padded + j / 8 * 8) * kWords
-              : records + q * kWords);
-    for (int k = lane; k < 2 * kWords; k += 32) {
+    __half* const out =
+        reinterpret_cast<__half*>(records + q * kRecordWords<KS, true>);
+    for (int k = lane; k < 2 * kRecordWords<KS, true>; k += 32) {
       float const v = k < h.d ? y[k] : 0.f;
       norm = fmaf(v, v, norm);
-      int const at =
-          tiled ? k / 8 * 64 + int(j % 8) * 8 + k % 8 : permuted16(k);
-      out[at] = __float2half_rn(within_half_range(v * scale));
+      out[permuted16(k)] = __float2half_rn(within_half_range(v * scale));
     }
   } else {
     float* const out = records + q * (8 * KS);
@@ -463,154 +439,6 @@ __global__ void __launch_bounds__(256)
   heads[q] = fmaf(g - own[q], unit, log_b * kLog2e);
 }
 
-// Tile j0's heads (columns j0 to j0 + kTensorTile − 1 of heads[0, k)) into
-// `target`, −∞ past the last column: copies of threads 0 to 63, in the
-// group their caller commits.
-__device__ __forceinline__ void stage_heads(float* target, const float* heads,
-                                            std::int64_t j0, std::int64_t k) {
-  if (threadIdx.x >= kTensorTile) return;
-  std::int64_t const j = j0 + threadIdx.x;
-  if (j < k)
-    cuda_support::copy_async_4(target + threadIdx.x, heads + j);
-  else
-    target[threadIdx.x] = -INFINITY;
-}
-
-// A warp's 16-row tile of the tensor-core kernels, for one lane: its A
-// operands (rows g and g + 8 of the tile) and each row's base and running
-// reduction.
-template <int kSteps>
-struct RowTile {
-  unsigned a[kSteps][4];
-  float base[2], sum[2];
-};
-
-// Loads R RowTiles of problem b, tile r from row first + 16r (lane g =
-// lane / 4, t = lane % 4): their A operands (row_scale: the FP16 rows'
-// balancing power of two), the rows' norms added over the quad that
-// shares them, and from them each row's base (its own term, less the
-// pass's shift; a sum pass under the previous potentials also writes the
-// shifts, once, in part 0).
-template <int kSteps, int R, bool fp16, Pass pass>
-__device__ __forceinline__ void load_row_tiles(
-    RowTile<kSteps> (&rows)[R], const HalfIteration& h, std::int64_t b,
-    std::int64_t first, std::int64_t part, float row_scale, const Scales& s,
-    float* shift) {
-  int const lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  std::int64_t const n = h.rows.n;
-  float norm[R][2] = {};
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      std::int64_t const i = first + 16 * r + g + 8 * half;
-      float const* x = h.rows.points + (b * n + (i < n ? i : 0)) * h.d;
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if constexpr (fp16) {
-            int const c = ks * 16 + 2 * t + 8 * e;
-            float const v0 = i < n && c < h.d ? x[c] : 0.f;
-            float const v1 = i < n && c + 1 < h.d ? x[c + 1] : 0.f;
-            norm[r][half] = fmaf(v0, v0, fmaf(v1, v1, norm[r][half]));
-            rows[r].a[ks][half + 2 * e] =
-                half2_bits(v0 * row_scale, v1 * row_scale);
-          } else {
-            int const c = ks * 8 + t + 4 * e;
-            float const v = i < n && c < h.d ? x[c] : 0.f;
-            norm[r][half] = fmaf(v, v, norm[r][half]);
-            rows[r].a[ks][half + 2 * e] = cuda_support::round_tf32(v);
-          }
-        }
-    }
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      norm[r][half] += __shfl_xor_sync(0xffffffffu, norm[r][half], 1);
-      norm[r][half] += __shfl_xor_sync(0xffffffffu, norm[r][half], 2);
-      std::int64_t const i = first + 16 * r + g + 8 * half;
-      float const own = !h.low_rank ? h.cost_scale * norm[r][half]
-                        : h.rows.own_term && i < n
-                            ? h.rows.own_term[b * h.rows.own_term_stride + i]
-                            : 0.f;
-      float const row = -own * s.unit;
-      rows[r].sum[half] = pass == Pass::maximum ? -INFINITY : 0.f;
-      rows[r].base[half] = row;
-      if (i < n && pass == Pass::sum_given) {
-        rows[r].base[half] = row - shift[b * n + i];
-      } else if (i < n && pass == Pass::sum_previous) {
-        float const previous = previous_shift(h, b, i, s);
-        rows[r].base[half] = row - previous;
-        if (part == 0 && t == 0) shift[b * n + i] = previous;
-      }
-    }
-}
-
-// A tile of columns' accumulators of R row tiles, as mma.sync's m16n8
-// fragments (8 groups of 8 columns, 4 floats each: rows g, g + 8 at
-// columns 2t, 2t + 1), start at each row's base plus each column's head.
-template <int kSteps, int R>
-__device__ __forceinline__ void start_accumulators(
-    float (&acc)[R][32], const RowTile<kSteps> (&rows)[R],
-    const float* tile_heads) {
-  int const t = threadIdx.x % 4;
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-    float const h0 = tile_heads[nt * 8 + 2 * t];
-    float const h1 = tile_heads[nt * 8 + 2 * t + 1];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      acc[r][4 * nt] = rows[r].base[0] + h0;
-      acc[r][4 * nt + 1] = rows[r].base[0] + h1;
-      acc[r][4 * nt + 2] = rows[r].base[1] + h0;
-      acc[r][4 * nt + 3] = rows[r].base[1] + h1;
-    }
-  }
-}
-
-// The pass's reduction of a tile's accumulators into the rows' sums.
-template <Pass pass>
-__device__ __forceinline__ void reduce_accumulators(float* sum,
-                                                    const float* acc) {
-#pragma unroll
-  for (int e = 0; e < 32; ++e) {
-    if (pass == Pass::maximum)
-      sum[e % 4 / 2] = fmaxf(sum[e % 4 / 2], acc[e]);
-    else
-      sum[e % 4 / 2] += exp2_approx(acc[e]);
-  }
-}
-
-// The rows' reductions, added over each quad, into the item's partials.
-template <Pass pass>
-__device__ __forceinline__ void write_partials(
-    const float* sum, const HalfIteration& h, const Work& w, std::int64_t b,
-    std::int64_t part, std::int64_t first, float* partial) {
-  int const lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  std::int64_t const n = h.rows.n;
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float v = sum[half];
-    for (int o = 1; o < 4; o *= 2) {
-      float const other = __shfl_xor_sync(0xffffffffu, v, o);
-      v = pass == Pass::maximum ? fmaxf(v, other) : v + other;
-    }
-    std::int64_t const i = first + g + 8 * half;
-    if (t == 0 && i < n) partial[(b * w.parts + part) * n + i] = v;
-  }
-}
-
-// The FP16 rows' balancing power of two of problem b (1 for TF32).
-template <bool fp16>
-__device__ __forceinline__ float row_scale_of(const HalfIteration& h,
-                                              std::int64_t b,
-                                              const unsigned* maxima) {
-  return fp16 ? ldexpf(1.f, -balancing_exponent(maxima, b, record_scale(h, b)))
-              : 1.f;
-}
-
 // partial_sums with the x·y products on tensor cores (TF32 or scaled FP16
 // operands, FP32 accumulation), from the records of tensor_records; R
 // 16-row tiles a warp.
@@ -632,7 +460,7 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
   __shared__ std::int64_t taken;
   int const warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int const g = lane / 4, t = lane % 4;
-  std::int64_t const k = h.columns.n;
+  std::int64_t const n = h.rows.n, k = h.columns.n;
   std::int64_t const tiles = (k + kTensorTile - 1) / kTensorTile;
   for (;;) {
     std::int64_t const item = next_item(tickets, first_ticket, taken);
@@ -641,10 +469,62 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
     std::int64_t const i0 = block_row + warp * 16 * R;
     if (!h.active[b]) continue;
     Scales const s = scales_of(h, b);
-    float const row_scale = row_scale_of<fp16>(h, b, maxima);
-    RowTile<kSteps> rows[R];
-    load_row_tiles<kSteps, R, fp16, pass>(rows, h, b, i0, part, row_scale, s,
-                                          shift);
+
+    // This lane's A operands (rows g and g + 8 of each of the warp's 16-row
+    // tiles) and the rows' norms, added over the quad that shares them.
+    unsigned a[R][kSteps][4];
+    float norm[R][2] = {};
+    float const row_scale =
+        fp16 ? ldexpf(1.f, -balancing_exponent(maxima, b, record_scale(h, b)))
+             : 1.f;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        std::int64_t const i = i0 + 16 * r + g + 8 * half;
+        float const* x = h.rows.points + (b * n + (i < n ? i : 0)) * h.d;
+#pragma unroll
+        for (int ks = 0; ks < kSteps; ++ks)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            if constexpr (fp16) {
+              int const c = ks * 16 + 2 * t + 8 * e;
+              float const v0 = i < n && c < h.d ? x[c] : 0.f;
+              float const v1 = i < n && c + 1 < h.d ? x[c + 1] : 0.f;
+              norm[r][half] = fmaf(v0, v0, fmaf(v1, v1, norm[r][half]));
+              a[r][ks][half + 2 * e] =
+                  half2_bits(v0 * row_scale, v1 * row_scale);
+            } else {
+              int const c = ks * 8 + t + 4 * e;
+              float const v = i < n && c < h.d ? x[c] : 0.f;
+              norm[r][half] = fmaf(v, v, norm[r][half]);
+              a[r][ks][half + 2 * e] = cuda_support::round_tf32(v);
+            }
+          }
+      }
+    float base[R][2], sum[R][2];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        norm[r][half] += __shfl_xor_sync(0xffffffffu, norm[r][half], 1);
+        norm[r][half] += __shfl_xor_sync(0xffffffffu, norm[r][half], 2);
+        std::int64_t const i = i0 + 16 * r + g + 8 * half;
+        float const own = !h.low_rank ? h.cost_scale * norm[r][half]
+                          : h.rows.own_term && i < n
+                              ? h.rows.own_term[b * h.rows.own_term_stride + i]
+                              : 0.f;
+        float const row = -own * s.unit;
+        sum[r][half] = pass == Pass::maximum ? -INFINITY : 0.f;
+        base[r][half] = row;
+        if (i < n && pass == Pass::sum_given) {
+          base[r][half] = row - shift[b * n + i];
+        } else if (i < n && pass == Pass::sum_previous) {
+          float const previous = previous_shift(h, b, i, s);
+          base[r][half] = row - previous;
+          if (part == 0 && t == 0) shift[b * n + i] = previous;
+        }
+      }
 
     std::int64_t const first = part * w.tiles_per_part;
     std::int64_t const last = min(first + w.tiles_per_part, tiles);
@@ -663,7 +543,14 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
             records + (problem * k + (inside ? j0 + col : 0)) * kWords + 4 * v,
             inside);
       }
-      stage_heads(heads_of + u * kTensorTile, heads + problem * k, j0, k);
+      if (threadIdx.x < kTensorTile) {
+        std::int64_t const j = j0 + threadIdx.x;
+        float* const head = heads_of + u * kTensorTile + threadIdx.x;
+        if (j < k)
+          cuda_support::copy_async_4(head, heads + problem * k + j);
+        else
+          *head = -INFINITY;
+      }
       cuda_support::commit_async();
     };
     if (first < last) stage(first, 0);
@@ -675,8 +562,20 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
       __syncthreads();
       if (q + 1 < last) stage(q + 1, 1 - u);
       float const* const tile = buffers + u * kTileFloats;
-      float acc[R][32];
-      start_accumulators(acc, rows, heads_of + u * kTensorTile);
+      float const* const tile_heads = heads_of + u * kTensorTile;
+      float acc[R][8][4];
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        float const h0 = tile_heads[nt * 8 + 2 * t];
+        float const h1 = tile_heads[nt * 8 + 2 * t + 1];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          acc[r][nt][0] = base[r][0] + h0;
+          acc[r][nt][1] = base[r][0] + h1;
+          acc[r][nt][2] = base[r][1] + h0;
+          acc[r][nt][3] = base[r][1] + h1;
+        }
+      }
 #pragma unroll
       for (int ks = 0; ks < kSteps; ++ks)
 #pragma unroll
@@ -686,158 +585,38 @@ __global__ void __launch_bounds__(kTensorThreads<R>)
 #pragma unroll
           for (int r = 0; r < R; ++r)
             if constexpr (fp16)
-              mma_fp16(acc[r] + 4 * nt, rows[r].a[ks], __float_as_uint(bv.x),
+              mma_fp16(acc[r][nt], a[r][ks], __float_as_uint(bv.x),
                        __float_as_uint(bv.y));
             else
-              cuda_support::mma_tf32(acc[r] + 4 * nt, rows[r].a[ks][0],
-                                     rows[r].a[ks][1], rows[r].a[ks][2],
-                                     rows[r].a[ks][3], __float_as_uint(bv.x),
-                                     __float_as_uint(bv.y));
+              cuda_support::mma_tf32(
+                  acc[r][nt], a[r][ks][0], a[r][ks][1], a[r][ks][2],
+                  a[r][ks][3], __float_as_uint(bv.x), __float_as_uint(bv.y));
         }
 #pragma unroll
       for (int r = 0; r < R; ++r)
-        reduce_accumulators<pass>(rows[r].sum, acc[r]);
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (pass == Pass::maximum)
+              sum[r][e / 2] = fmaxf(sum[r][e / 2], acc[r][nt][e]);
+            else
+              sum[r][e / 2] += exp2_approx(acc[r][nt][e]);
+          }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r)
-      write_partials<pass>(rows[r].sum, h, w, b, part, i0 + 16 * r, partial);
-  }
-}
-
-// partial_sums on Hopper's warpgroup products (FP16 operands only, the
-// records tiled): a block of G warpgroups (2, or 1 where the row tiles
-// are set to 1), each 64 of its rows (a warp's 16 in registers as
-// tensor_partial_sums' A operands), all
-// reading one staged tile of 64 columns; three buffers, the copies of tile
-// q + 2 in flight while the products of tile q + 1 run on the tensor cores
-// and the warps take the exponentials of tile q's, in accumulators of
-// their own. Without the sm_90a image (SOFTWAVE_WARPGROUP_PRODUCTS) it is
-// never launched (warpgroup_loaded).
-template <int G>
-constexpr int kWarpgroupThreads = G * 128;
-constexpr int kWarpgroupStages = 3;
-template <int KS>
-constexpr int kWarpgroupTileBytes =
-    kTensorTile* kRecordWords<KS, true>* int(sizeof(float));
-template <int KS>
-constexpr int kWarpgroupSharedBytes = kWarpgroupStages*(
-    kWarpgroupTileBytes<KS> + kTensorTile * int(sizeof(float)));
-
-template <int KS, int G, Pass pass>
-__global__ void __launch_bounds__(kWarpgroupThreads<G>, 4 / G)
-    warpgroup_partial_sums(HalfIteration h, Work w, float* partial,
-                           float* shift, unsigned long long* tickets,
-                           unsigned long long first_ticket,
-                           const float* records, const float* heads,
-                           const unsigned* maxima) {
-#if defined(SOFTWAVE_WARPGROUP_PRODUCTS)
-  constexpr int kSteps = (KS + 1) / 2;  // products along k (16 each)
-  constexpr int kWords = kRecordWords<KS, true>;
-  constexpr int kChunks = kWords / 4;  // core matrices along k
-  constexpr int kTileBytes = kWarpgroupTileBytes<KS>;
-  extern __shared__ __align__(128) unsigned char tiles_of[];
-  float* const heads_of =
-      reinterpret_cast<float*>(tiles_of + kWarpgroupStages * kTileBytes);
-  __shared__ std::int64_t taken;
-  int const warp = threadIdx.x / 32;
-  std::int64_t const k = h.columns.n;
-  std::int64_t const padded = (k + 7) / 8 * 8;
-  std::int64_t const tiles = (k + kTensorTile - 1) / kTensorTile;
-  for (;;) {
-    std::int64_t const item = next_item(tickets, first_ticket, taken);
-    if (item >= w.items) return;
-    Item const at = item_at(w, item, 64 * G);
-    std::int64_t const b = at.b, part = at.part;
-    std::int64_t const i0 = at.first_row + warp * 16;
-    if (!h.active[b]) continue;
-    Scales const s = scales_of(h, b);
-    RowTile<kSteps> rows[1];
-    load_row_tiles<kSteps, 1, true, pass>(
-        rows, h, b, i0, part, row_scale_of<true>(h, b, maxima), s, shift);
-
-    std::int64_t const first = part * w.tiles_per_part;
-    std::int64_t const last = min(first + w.tiles_per_part, tiles);
-    auto const* const problem_records =
-        reinterpret_cast<const char*>(records + b * padded * kWords);
-    auto const buffer = [&](std::int64_t q) {
-      return int((q - first) % kWarpgroupStages);
-    };
-    // Tile q's records and heads into its buffer, as one group of copies.
-    auto const stage = [&](std::int64_t q) {
-      std::int64_t const j0 = q * kTensorTile;
-      unsigned char* const tile = tiles_of + buffer(q) * kTileBytes;
-      char const* const source = problem_records + j0 * kChunks * 16;
-      for (int e = threadIdx.x; e < kTileBytes / 16;
-           e += kWarpgroupThreads<G>) {
-        bool const inside = j0 + e / (8 * kChunks) * 8 + e % 8 < k;
-        cuda_support::copy_async_16(
-            tile + 16 * e, inside ? source + 16 * e : problem_records, inside);
-      }
-      stage_heads(heads_of + buffer(q) * kTensorTile, heads + b * k, j0, k);
-      cuda_support::commit_async();
-    };
-    // Queues the products of tile q on the tensor cores, into acc.
-    auto const issue = [&](float(&acc)[1][32], std::int64_t q) {
-      start_accumulators(acc, rows, heads_of + buffer(q) * kTensorTile);
 #pragma unroll
-      for (int e = 0; e < 32; ++e) cuda_support::hold_register(acc[0][e]);
-      cuda_support::warpgroup_arrive();
-      unsigned char const* const tile = tiles_of + buffer(q) * kTileBytes;
-#pragma unroll
-      for (int ks = 0; ks < kSteps; ++ks)
-        cuda_support::warpgroup_product(
-            acc[0], rows[0].a[ks],
-            cuda_support::shared_descriptor(tile + ks * 256, 128,
-                                            kChunks * 128));
-      cuda_support::warpgroup_commit();
-#pragma unroll
-      for (int e = 0; e < 32; ++e) cuda_support::hold_register(acc[0][e]);
-    };
-    // Every thread's copies of the oldest staged tile made visible to the
-    // products (and every warpgroup done with the tile before it).
-    auto const tile_in = [&] {
-      cuda_support::async_proxy_fence();
-      __syncthreads();
-    };
-    float acc[2][1][32];
-    if (first < last) {
-      stage(first);
-      if (first + 1 < last) {
-        stage(first + 1);
-        cuda_support::wait_async<1>();
-      } else {
-        cuda_support::wait_async_all();
-      }
-      tile_in();
-      issue(acc[0], first);
-    }
-    for (std::int64_t q = first; q < last; q += 2) {
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        std::int64_t const tile = q + p;
-        if (tile < last) {
-          if (tile + 1 < last) {
-            cuda_support::wait_async_all();
-            tile_in();
-            // Tile − 1's buffer: every warpgroup's products of it are done.
-            if (tile + 2 < last) stage(tile + 2);
-            issue(acc[1 - p], tile + 1);
-            cuda_support::warpgroup_wait<1>();
-          } else {
-            cuda_support::warpgroup_wait<0>();
-          }
-#pragma unroll
-          for (int e = 0; e < 32; ++e)
-            cuda_support::hold_register(acc[p][0][e]);
-          reduce_accumulators<pass>(rows[0].sum, acc[p][0]);
+      for (int half = 0; half < 2; ++half) {
+        float v = sum[r][half];
+        for (int o = 1; o < 4; o *= 2) {
+          float const other = __shfl_xor_sync(0xffffffffu, v, o);
+          v = pass == Pass::maximum ? fmaxf(v, other) : v + other;
         }
+        std::int64_t const i = i0 + 16 * r + g + 8 * half;
+        if (t == 0 && i < n) partial[(b * w.parts + part) * n + i] = v;
       }
-    }
-    write_partials<pass>(rows[0].sum, h, w, b, part, i0, partial);
   }
-#else
-  __trap();
-#endif
 }
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -1378,28 +1157,6 @@ int multiprocessors() {
   return sms;
 }
 
-// Whether the warpgroup kernels run on the current device: asked of the
-// image the driver loaded, once a device. Not inside a stream capture (a
-// copy from the device is not allowed there): until the first call
-// outside one, the warp-level kernels run.
-bool warpgroup_loaded(cudaStream_t stream) {
-  constexpr int kKnownDevices = 64;
-  // 0 not asked yet, 1 no, 2 yes.
-  static std::array<std::atomic<int>, kKnownDevices> known{};
-  int device = 0;
-  SOFTWAVE_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < kKnownDevices && known[device].load() > 0)
-    return known[device].load() == 2;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  SOFTWAVE_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone) return false;
-  int image = 0;
-  SOFTWAVE_CUDA_CHECK(
-      cudaMemcpyFromSymbol(&image, g_warpgroup_image, sizeof(image)));
-  if (device < kKnownDevices) known[device].store(image ? 2 : 1);
-  return image != 0;
-}
-
 std::int64_t parts_for(std::int64_t blocks, std::int64_t tiles,
                        std::int64_t grid) {
   return std::clamp<std::int64_t>((kItemsPerBlock * grid + blocks - 1) / blocks,
@@ -1430,8 +1187,7 @@ std::int64_t most_parts(std::int64_t batch, std::int64_t n, std::int64_t k) {
   };
   return std::max({most(8 * kThreads, kTile / 2, kThreads),
                    most(kTensorRows, kTensorTile, kTensorThreads<1>),
-                   most(kTensorRows, kTensorTile, kTensorThreads<2>),
-                   most(64, kTensorTile, kWarpgroupThreads<1>)});
+                   most(kTensorRows, kTensorTile, kTensorThreads<2>)});
 }
 
 // Where update() keeps things in its workspace: the ticket counter (4
@@ -1459,8 +1215,7 @@ RecordLayout record_layout_of(std::int64_t batch, std::int64_t k, int d,
                               bool low_rank, bool tf32) {
   RecordLayout l{0, 0, 0};
   if (!uses_tensor_cores(d, low_rank, tf32)) return l;
-  // Each problem's columns padded to a multiple of 8 (Records::tiled).
-  l.own = batch * ((k + 7) / 8 * 8) * tensor_record_floats(d, low_rank);
+  l.own = batch * k * tensor_record_floats(d, low_rank);
   l.maxima = l.own + batch * k;
   l.total = l.maxima + 2 * batch;
   return l;
@@ -1562,9 +1317,6 @@ struct Launcher {
 
   template <int KS, bool fp16>
   void tensor_half_iteration() {
-    // FP16 products on the warpgroup kernel where its image runs.
-    bool const tiled = fp16 && g_tensor_products != TensorProducts::warp &&
-                       warpgroup_loaded(stream);
     RecordLayout const r = record_layout_of(h.batch, h.columns.n, h.d,
                                             h.low_rank, h.tf32_low_rank);
     float* const records = kept.data;
@@ -1573,7 +1325,7 @@ struct Launcher {
     float* const heads = workspace + l.heads;
     std::int64_t const columns = h.batch * h.columns.n;
     unsigned const column_blocks = unsigned((columns + 255) / 256);
-    if (!(kept.epsilon_factor == h.epsilon_factor) || kept.tiled != tiled) {
+    if (!(kept.epsilon_factor == h.epsilon_factor)) {
       if (fp16) {
         SOFTWAVE_CUDA_CHECK(
             cudaMemsetAsync(maxima, 0, 2 * h.batch * sizeof(unsigned), stream));
@@ -1589,39 +1341,14 @@ struct Launcher {
                                                                       maxima);
         SOFTWAVE_CUDA_CHECK(cudaGetLastError());
       }
-      unsigned const record_blocks = unsigned((columns * 32 + 255) / 256);
-      if (tiled)
-        tensor_records<KS, true, true>
-            <<<record_blocks, 256, 0, stream>>>(h, records, own, maxima);
-      else
-        tensor_records<KS, fp16, false>
-            <<<record_blocks, 256, 0, stream>>>(h, records, own, maxima);
+      tensor_records<KS, fp16>
+          <<<unsigned((columns * 32 + 255) / 256), 256, 0, stream>>>(
+              h, records, own, maxima);
       SOFTWAVE_CUDA_CHECK(cudaGetLastError());
       kept.epsilon_factor = h.epsilon_factor;
-      kept.tiled = tiled;
     }
     tensor_heads<<<column_blocks, 256, 0, stream>>>(h, heads, own);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
-    if constexpr (fp16) {
-      if (tiled) {
-        auto const groups = [&](auto g) {
-          constexpr int G = decltype(g)::value;
-          passes<0>([&](auto pass) {
-            return persistent<
-                warpgroup_partial_sums<KS, G, decltype(pass)::value>>(
-                kWarpgroupThreads<G>, kWarpgroupSharedBytes<KS>, 64 * G,
-                kTensorTile, static_cast<const float*>(records),
-                static_cast<const float*>(heads),
-                static_cast<const unsigned*>(maxima));
-          });
-        };
-        if (g_tensor_row_tiles == 1)
-          groups(std::integral_constant<int, 1>());
-        else
-          groups(std::integral_constant<int, 2>());
-        return;
-      }
-    }
     auto const run = [&](auto row_tiles) {
       constexpr int R = decltype(row_tiles)::value;
       passes<0>([&](auto pass) {
@@ -1841,12 +1568,6 @@ void set_tensor_row_tiles(int tiles) { g_tensor_row_tiles = tiles; }
 void set_tensor_operands(TensorOperands operands) {
   g_tensor_operands = operands;
 }
-
-void set_tensor_products(TensorProducts products) {
-  g_tensor_products = products;
-}
-
-bool warpgroup_products_available() { return warpgroup_loaded(nullptr); }
 
 std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
                               std::int64_t k, int d, bool low_rank,

@@ -120,12 +120,9 @@ std::int64_t workspace_floats(std::int64_t batch, std::int64_t n,
 // otherwise only the columns' heads, which follow their potentials. (At
 // rank 80 and 50,000 columns the records took 90 µs and the maxima 30 µs
 // of each 1.3 ms half-iteration.) `data` holds record_floats() floats.
-// `tiled`: the records are laid out for the warpgroup kernel
-// (TensorProducts), formed again when the kernel changes.
 struct Records {
   float* data = nullptr;
   float epsilon_factor = NAN;
-  bool tiled = false;
 };
 
 // Floats of Records::data for the columns side of `batch` problems of k
@@ -211,16 +208,5 @@ void set_tensor_row_tiles(int tiles);
 // tests and benchmarks comparing the two.
 enum class TensorOperands { fp16, tf32 };
 void set_tensor_operands(TensorOperands operands);
-
-// Which kernel runs the FP16 tensor-core products: Hopper's warpgroup
-// products (wgmma), asynchronous, so that a tile's exponentials run while
-// the next tile's products do (in the sm_90a image that a HOPPER90 build
-// compiles; where the driver did not load it, warpgroup_products_available
-// is false and the warp kernel runs), or the warp-level mma.sync kernel.
-// automatic (the default) takes the warpgroup kernel where it runs. For
-// tests and benchmarks comparing the two.
-enum class TensorProducts { automatic, warp, warpgroup };
-void set_tensor_products(TensorProducts products);
-bool warpgroup_products_available();
 
 }  // namespace softwave::impl::cuda_sinkhorn
