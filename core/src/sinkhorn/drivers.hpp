@@ -105,28 +105,52 @@ struct Weights {
   CallArray<Kokkos::View<double*, Memory<Space>>> mass_a, mass_b;
 };
 
+// A team a chunk of kWeightChunk weights, each chunk's mass into
+// partial(b, chunk), then each problem's chunks added in order: a team a
+// problem (one block on a GPU) took 141 µs for 50,000 weights on an H100,
+// 14 ms of a 40,000 × 50,000 GW call, which solves 100 times.
 template <class T, class Space>
 void log_weights(const Space& space, same_t<OTView2<const T, Space>> w,
                  const OTView2<T, Space>& out,
                  const Kokkos::View<double*, Memory<Space>>& mass) {
   using Policy = Kokkos::TeamPolicy<Space>;
-  std::int64_t const n = out.extent(1);
+  constexpr std::int64_t kWeightChunk = 4096;
+  std::int64_t const batch = out.extent(0), n = out.extent(1);
+  std::int64_t const chunks =
+      std::max<std::int64_t>(1, (n + kWeightChunk - 1) / kWeightChunk);
+  auto const partial = scratch<Kokkos::View<double**, Memory<Space>>>(
+      space, "weight_chunks", false, batch, chunks);
+  auto const part = partial.view;
   bool const uniform = w.extent(0) == 0;
   Kokkos::parallel_for(
       "softwave::sinkhorn::log_weights",
-      compat::light_weight(Policy(space, out.extent(0), Kokkos::AUTO)),
+      compat::light_weight(Policy(space, batch * chunks, Kokkos::AUTO)),
       KOKKOS_LAMBDA(const typename Policy::member_type& team) {
-        std::int64_t const b = team.league_rank();
+        std::int64_t const b = team.league_rank() / chunks;
+        std::int64_t const chunk = team.league_rank() % chunks;
+        std::int64_t const first = chunk * kWeightChunk;
+        std::int64_t const last =
+            first + kWeightChunk < n ? first + kWeightChunk : n;
         double total = 0;
         Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, n),
+            Kokkos::TeamThreadRange(team, first, last),
             [&](std::int64_t i, double& sum) {
               double const wi = uniform ? 1.0 / double(n) : double(w(b, i));
               out(b, i) = wi > 0 ? T(compat::log(wi)) : T(-INFINITY);
               sum += wi;
             },
             total);
-        Kokkos::single(Kokkos::PerTeam(team), [&]() { mass(b) = total; });
+        Kokkos::single(Kokkos::PerTeam(team),
+                       [&]() { part(b, chunk) = total; });
+      });
+  Kokkos::parallel_for(
+      "softwave::sinkhorn::weight_masses",
+      compat::light_weight(Kokkos::RangePolicy<Space>(space, 0, batch)),
+      KOKKOS_LAMBDA(std::int64_t b) {
+        double total = 0;
+        for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
+          total += part(b, chunk);
+        mass(b) = total;
       });
 }
 
