@@ -39,9 +39,17 @@ struct SideDistances {
                                            std::int64_t j) const {
     if (dense) return matrix(i, j);
     if (formed.extent(0) > 0) return formed(i, j);
+    return from_coordinates(i,
+                            [&](std::size_t e) { return coordinates(j, e); });
+  }
+  // A coordinates side's distance from point i to the point whose
+  // coordinate e is other(e).
+  template <class Other>
+  KOKKOS_INLINE_FUNCTION double from_coordinates(std::int64_t i,
+                                                 const Other& other) const {
     double s = 0;
     for (std::size_t e = 0; e < coordinates.extent(1); ++e) {
-      double const diff = double(coordinates(i, e)) - coordinates(j, e);
+      double const diff = double(coordinates(i, e)) - double(other(e));
       s += diff * diff;
     }
     return squared ? s : compat::sqrt(s);
