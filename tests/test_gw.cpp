@@ -10,6 +10,7 @@
 // definition, the exact objective's tiled products against plain sums, and
 // bad input.
 
+#include <algorithm>
 #include <array>
 #include <set>
 #include <softwave/graph.hpp>
@@ -2242,6 +2243,75 @@ TYPED_TEST(SampledGw, SmallGraphSidesRunOnceUpFront) {
 
 // The library's kNN graph, shortest paths and landmarks are the reference's
 // (on points rounded to T; components joined alike).
+// knn_graph's edges are each point's k nearest by (length, index), in that
+// order, as a scan of every other point in order finds them: on random
+// points and on a grid, whose equal lengths the index decides, at every
+// capacity of its neighbour lists (k up to 4, 8, 16, 32, 64) and with
+// enough points that a GPU splits each search into parts. Each node's list
+// starts with its own neighbours and the edges of the points that chose
+// it, in the order of the points; joined components' edges come last.
+TYPED_TEST(SampledGw, KnnGraphIsTheNearestByLengthThenIndex) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  struct Case {
+    bool grid;
+    int n, k;
+  };
+  for (Case const c :
+       {Case{false, 300, 1}, Case{false, 1000, 5}, Case{false, 700, 9},
+        Case{true, 400, 4}, Case{true, 400, 17}, Case{false, 200, 33},
+        Case{true, 144, 60}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "grid " << c.grid << " n " << c.n << " k " << c.k);
+    int const n = c.n, dim = 2, side = 20;
+    std::vector<double> x(std::size_t(n) * dim);
+    for (int i = 0; i < n; ++i)
+      for (int e = 0; e < dim; ++e)
+        x[std::size_t(i) * dim + e] =
+            c.grid ? double(e == 0 ? i % side : i / side) : rng.uniform(-1, 1);
+    x = rounded<T>(x);
+    auto const graph = softwave::knn_graph(
+        space, V2<const T, Space>(to_device2<T, Space>(x, n, dim)), c.k);
+    ASSERT_EQ(graph.nodes(), n);
+    std::vector<std::vector<std::pair<int, double>>> want(n);
+    for (int i = 0; i < n; ++i) {
+      std::vector<std::pair<double, int>> order;
+      for (int j = 0; j < n; ++j) {
+        if (j == i) continue;
+        double sum = 0;
+        for (int e = 0; e < dim; ++e) {
+          double const diff =
+              x[std::size_t(i) * dim + e] - x[std::size_t(j) * dim + e];
+          sum += diff * diff;
+        }
+        order.push_back({std::sqrt(sum), j});
+      }
+      std::sort(order.begin(), order.end());
+      for (int r = 0; r < c.k; ++r) {
+        want[i].push_back({order[r].second, order[r].first});
+        want[order[r].second].push_back({i, order[r].first});
+      }
+    }
+    std::size_t edges = 0;
+    for (int i = 0; i < n; ++i) {
+      edges += want[i].size();
+      ASSERT_GE(graph.offsets[i + 1] - graph.offsets[i],
+                std::int64_t(want[i].size()));
+      for (std::size_t e = 0; e < want[i].size(); ++e) {
+        std::size_t const at = std::size_t(graph.offsets[i]) + e;
+        ASSERT_EQ(graph.targets[at], want[i][e].first) << "node " << i;
+        // (A GPU may fuse the sums' multiplies and adds.)
+        ASSERT_NEAR(graph.lengths[at], want[i][e].second,
+                    1e-12 * want[i][e].second)
+            << "node " << i;
+      }
+    }
+    EXPECT_EQ(graph.targets.size(), edges + 2 * graph.joined_components);
+  }
+}
+
 TYPED_TEST(SampledGw, GraphDistancesAndLandmarksMatchFloat64) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
