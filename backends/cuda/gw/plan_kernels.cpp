@@ -346,8 +346,9 @@ constexpr int kNormGroups = 4;
 
 // Σ over a warp's 16 rows and part blockIdx.y of the columns of
 // (Σ_t w_t π_t(i, j))², for w = the terms' weights and second weights,
-// into out.totals[(row block · parts + part) · 2 + e]: summed in FP32 a
-// row, then in float64.
+// into out.totals[(row block · parts + part) · 2 + e]: each entry summed
+// over the terms in FP32, squared and added in float64 (an entry's square
+// passes FP32's range from 2^64 on).
 template <int S>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     mixture_norms(Mixture m, Layout out) {
@@ -357,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   LaneRows const rows = lane_rows(m);
   if (rows.block >= row_blocks(n)) return;  // (no block-wide step follows)
   float first[kNormGroups][4] = {}, second[kNormGroups][4] = {};
-  float squares[2][2] = {};  // [weighting][the lane's row]
+  double squares[2][2] = {};  // [weighting][the lane's row]
   visit_tiles<S, kNormGroups>(
       m, out, rows, part.begin, part.end,
       [&](int t, int b8, int c, float x) {
@@ -369,17 +370,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         for (int b8 = 0; b8 < kNormGroups; ++b8)
 #pragma unroll
           for (int c = 0; c < 4; ++c) {
-            squares[0][c / 2] =
-                fmaf(first[b8][c], first[b8][c], squares[0][c / 2]);
-            squares[1][c / 2] =
-                fmaf(second[b8][c], second[b8][c], squares[1][c / 2]);
+            double const u = first[b8][c], v = second[b8][c];
+            squares[0][c / 2] = fma(u, u, squares[0][c / 2]);
+            squares[1][c / 2] = fma(v, v, squares[1][c / 2]);
             first[b8][c] = second[b8][c] = 0.f;
           }
       });
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
-    double total = (rows.row(0) < n ? double(squares[e][0]) : 0.0) +
-                   (rows.row(1) < n ? double(squares[e][1]) : 0.0);
+    double total = (rows.row(0) < n ? squares[e][0] : 0.0) +
+                   (rows.row(1) < n ? squares[e][1] : 0.0);
     for (int o = 16; o > 0; o /= 2)
       total += __shfl_xor_sync(0xffffffffu, total, o);
     if (lane == 0)
