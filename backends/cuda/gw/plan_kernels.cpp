@@ -23,7 +23,6 @@ using cuda_support::within_half_range;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kThreads = 128;  // a block of the argmax: four warps
 constexpr int kRows = 64;      // of 16 rows each
-constexpr int kColumns = 64;   // a step: eight products of 8 columns
 // Blocks an SM keeps: four (16 warps) caps the registers at 128 a thread,
 // so that the products' chains of warps overlap.
 constexpr int kBlocksPerSm = 4;
