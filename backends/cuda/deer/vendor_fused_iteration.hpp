@@ -109,7 +109,7 @@ struct Tile {
 };
 // False where the block has nothing to do: the sequence has converged, or
 // the tile lies past its length. `ticket` is the block's shared word.
-template <int K, class Recurrence, class T>
+template <std::int64_t TileSteps, class Recurrence, class T>
 __device__ inline bool take_tile(
     const IterationArrays<Kokkos::Cuda, Recurrence>& it,
     const Descriptors<T>& d, std::int64_t& ticket, Tile& tile) {
@@ -119,7 +119,7 @@ __device__ inline bool take_tile(
   tile.tile = ticket % d.tiles;
   if (it.status(tile.b) != active) return false;
   tile.L = it.rec.length(tile.b);
-  tile.first = tile.tile * kThreads * K;
+  tile.first = tile.tile * TileSteps;
   return tile.first < tile.L;
 }
 
@@ -145,6 +145,69 @@ __device__ inline int published_flag(const int* flags, std::int64_t seen,
     if (flag == kEmpty) flag = load_volatile(&flags[1 + seen]);
   __threadfence();
   return flag;
+}
+
+// The tile's look-back, by the block's first warp (each of its lanes calls
+// it): lane i < n holds component i's map over the tile, δ ↦ total_a δ +
+// total_e. Publishes the tile's aggregate, composes the preceding tiles'
+// maps back to the nearest published prefix (tiles before the sequence's
+// first count as prefixes of 0), publishes the tile's own prefix (δ at its
+// last step) and returns δ before the tile's first step for component
+// `lane` (0 for lanes from n on).
+template <class T>
+__device__ inline T look_back(const Descriptors<T>& d, int b, std::int64_t tile,
+                              int n, T total_a, T total_e) {
+  int const lane = threadIdx.x % 32;
+  bool const mine = lane < n;  // lane i carries state component i
+  std::int64_t const self = std::int64_t(b) * d.tiles + tile;
+  T carry = 0;  // δ before the tile's first step
+  if (tile > 0) {
+    if (mine) {
+      d.aggregate_a[self * n + lane] = total_a;
+      d.aggregate_e[self * n + lane] = total_e;
+    }
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) atomicExch(&d.flags[1 + self], kAggregate);
+    // The look-back, 32 tiles at a time: lane j looks at tile `nearest` −
+    // 31 + j. acc maps δ at the end of the window's nearest tile to δ
+    // before this tile (for component `lane`).
+    std::int64_t const sequence_first = std::int64_t(b) * d.tiles;
+    T acc_a = 1, acc_e = 0;
+    for (std::int64_t nearest = self - 1;; nearest -= 32) {
+      std::int64_t const seen = nearest - 31 + lane;
+      bool const outside = seen < sequence_first;
+      int const flag = published_flag(d.flags, seen, outside);
+      unsigned const prefixes = __ballot_sync(kAllLanes, flag == kPrefix);
+      // The window's map: the nearest prefix (δ ↦ prefix, A = 0), then the
+      // aggregates after it; lanes before it are the identity.
+      int const stop = prefixes ? 31 - __clz(prefixes) : -1;
+      for (int i = 0; i < n; ++i) {
+        T wa = 1, we = 0;
+        if (lane == stop) {
+          wa = 0;
+          we = outside ? T(0) : load_volatile(&d.prefix[seen * n + i]);
+        } else if (lane > stop) {
+          wa = load_volatile(&d.aggregate_a[seen * n + i]);
+          we = load_volatile(&d.aggregate_e[seen * n + i]);
+        }
+        compose_over_warp(wa, we, lane);
+        T const window_a = __shfl_sync(kAllLanes, wa, 31);
+        T const window_e = __shfl_sync(kAllLanes, we, 31);
+        if (lane == i) {
+          acc_e = acc_a * window_e + acc_e;
+          acc_a *= window_a;
+        }
+      }
+      if (prefixes) break;
+    }
+    carry = acc_e;  // acc_a is 0: the window with the prefix
+  }
+  if (mine) d.prefix[self * n + lane] = total_a * carry + total_e;
+  __threadfence();
+  __syncwarp();
+  if (lane == 0) atomicExch(&d.flags[1 + self], kPrefix);
+  return mine ? carry : T(0);
 }
 
 // The block's largest tolerance ratio into the sequence's error; every
@@ -234,7 +297,7 @@ __global__ void __launch_bounds__(kThreads, 4)
   __shared__ double warp_worst[kWarps];
 
   Tile taken;
-  if (!take_tile<K>(it, d, ticket, taken)) return;
+  if (!take_tile<std::int64_t(kThreads) * K>(it, d, ticket, taken)) return;
   int const b = taken.b, L = taken.L;
   std::int64_t const tile = taken.tile, tile_first = taken.first;
   Recurrence const& rec = it.rec;
@@ -456,7 +519,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   __shared__ T warp_last[kWarps][MaxState];  // start_locally's exchange
 
   Tile taken;
-  if (!take_tile<K>(it, d, ticket, taken)) return;
+  if (!take_tile<std::int64_t(kThreads) * K>(it, d, ticket, taken)) return;
   int const b = taken.b, L = taken.L;
   std::int64_t const tile = taken.tile, tile_first = taken.first;
   Recurrence const& rec = it.rec;
@@ -529,63 +592,14 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
 
   // The first warp: the tile's map, the look-back, the tile's prefix.
   if (warp == 0) {
-    bool const mine = lane < n;  // lane i carries state component i
     T total_a = 1, total_e = 0;
-    if (mine)
+    if (lane < n)
       for (int w = 0; w < kWarps; ++w) {
         total_e = warp_a[w][lane] * total_e + warp_e[w][lane];
         total_a *= warp_a[w][lane];
       }
-    std::int64_t const self = std::int64_t(b) * d.tiles + tile;
-    T carry = 0;  // δ before the tile's first step
-    if (tile > 0) {
-      if (mine) {
-        d.aggregate_a[self * n + lane] = total_a;
-        d.aggregate_e[self * n + lane] = total_e;
-      }
-      __threadfence();
-      __syncwarp();
-      if (lane == 0) atomicExch(&d.flags[1 + self], kAggregate);
-      // The look-back, 32 tiles at a time: lane j looks at tile
-      // `nearest` − 31 + j. acc maps δ at the end of the window's nearest
-      // tile to δ before this tile (for component `lane`). Tiles before the
-      // sequence's first count as published prefixes of 0.
-      std::int64_t const sequence_first = std::int64_t(b) * d.tiles;
-      T acc_a = 1, acc_e = 0;
-      for (std::int64_t nearest = self - 1;; nearest -= 32) {
-        std::int64_t const seen = nearest - 31 + lane;
-        bool const outside = seen < sequence_first;
-        int const flag = published_flag(d.flags, seen, outside);
-        unsigned const prefixes = __ballot_sync(kAllLanes, flag == kPrefix);
-        // The window's map: the nearest prefix (δ ↦ prefix, A = 0), then
-        // the aggregates after it; lanes before it are the identity.
-        int const stop = prefixes ? 31 - __clz(prefixes) : -1;
-        for (int i = 0; i < n; ++i) {
-          T wa = 1, we = 0;
-          if (lane == stop) {
-            wa = 0;
-            we = outside ? T(0) : load_volatile(&d.prefix[seen * n + i]);
-          } else if (lane > stop) {
-            wa = load_volatile(&d.aggregate_a[seen * n + i]);
-            we = load_volatile(&d.aggregate_e[seen * n + i]);
-          }
-          compose_over_warp(wa, we, lane);
-          T const window_a = __shfl_sync(kAllLanes, wa, 31);
-          T const window_e = __shfl_sync(kAllLanes, we, 31);
-          if (lane == i) {
-            acc_e = acc_a * window_e + acc_e;
-            acc_a *= window_a;
-          }
-        }
-        if (prefixes) break;
-      }
-      carry = acc_e;  // acc_a is 0: the window with the prefix
-    }
-    if (mine) d.prefix[self * n + lane] = total_a * carry + total_e;
-    __threadfence();
-    __syncwarp();
-    if (lane == 0) atomicExch(&d.flags[1 + self], kPrefix);
-    if (mine) carried[lane] = carry;
+    T const carry = look_back(d, b, tile, n, total_a, total_e);
+    if (lane < n) carried[lane] = carry;
   }
   __syncthreads();
 
@@ -617,6 +631,333 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
     }
   }
   fold_worst(worst_step, warp_worst, it.error(b));
+}
+
+// Unit u of PyTorch's GRU at hidden size H, a lane's: its rows of W_hh
+// (gates r, z, n) and of b_hh, and their diagonal entries, in registers.
+template <class T, int H>
+struct GruUnitRows {
+  T r[H], z[H], n[H];
+  T b_r, b_z, b_n;  // b_hh
+  T d_r, d_z, d_n;  // W_hh's entries (u, u)
+  template <class Weights>
+  __device__ GruUnitRows(const Weights& w, int u) {
+#pragma unroll
+    for (int j = 0; j < H; ++j) {
+      r[j] = w.at(u, j);
+      z[j] = w.at(H + u, j);
+      n[j] = w.at(2 * H + u, j);
+    }
+    b_r = w.bias(w.first_row + u);
+    b_z = w.bias(w.first_row + H + u);
+    b_n = w.bias(w.first_row + 2 * H + u);
+    d_r = w.at(u, u);
+    d_z = w.at(H + u, u);
+    d_n = w.at(2 * H + u, u);
+  }
+  // Unit u's rows of W_hh h + b_hh, each summed in HiddenWeights'
+  // dense_row order (the same rounding as the cell's own step).
+  __device__ void project(const T (&h)[H], T& hp_r, T& hp_z, T& hp_n) const {
+    hp_r = b_r;
+    hp_z = b_z;
+    hp_n = b_n;
+#pragma unroll
+    for (int j = 0; j < H; ++j) {
+      hp_r += r[j] * h[j];
+      hp_z += z[j] * h[j];
+      hp_n += n[j] * h[j];
+    }
+  }
+};
+
+// The end of a unit-a-lane iteration (fused_gru_unit_iteration, its
+// adjoint), once each lane has linearised its unit u at its K steps from
+// `first` (a[k], e[k]; steps from L on are left out): each lane's map over
+// its steps, the scan over the tile's groups unit by unit (groups H lanes
+// apart within a warp, then the warps' totals), fused_iteration's
+// look-back with a component a unit, and the replay, each new state
+// written as base(k, t) + δ. Every thread of the block calls it.
+template <int H, int K, class Recurrence, class T, class Base>
+__device__ inline void replay_units(
+    const IterationArrays<Kokkos::Cuda, Recurrence>& it,
+    const Descriptors<T>& d, const Tile& taken, std::int64_t first,
+    const T (&a)[K], const T (&e)[K], const Base& base) {
+  __shared__ T warp_a[kWarps][H], warp_e[kWarps][H];
+  __shared__ T carried[H];
+  __shared__ double warp_worst[kWarps];
+  int const lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int const u = threadIdx.x % H, b = taken.b, L = taken.L;
+  T lane_a = 1, lane_e = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    if (first + k >= L) break;
+    lane_e = a[k] * lane_e + e[k];
+    lane_a *= a[k];
+  }
+#pragma unroll
+  for (int offset = H; offset < 32; offset *= 2) {
+    T const earlier_a = __shfl_up_sync(kAllLanes, lane_a, offset);
+    T const earlier_e = __shfl_up_sync(kAllLanes, lane_e, offset);
+    if (lane >= offset) {
+      lane_e = lane_a * earlier_e + lane_e;
+      lane_a *= earlier_a;
+    }
+  }
+  if (lane >= 32 - H) {
+    warp_a[warp][u] = lane_a;
+    warp_e[warp][u] = lane_e;
+  }
+  T const shifted_a = __shfl_up_sync(kAllLanes, lane_a, H);
+  T const shifted_e = __shfl_up_sync(kAllLanes, lane_e, H);
+  T const before_a = lane < H ? T(1) : shifted_a;
+  T const before_e = lane < H ? T(0) : shifted_e;
+  __syncthreads();
+
+  // The first warp: the tile's map, the look-back, the tile's prefix.
+  if (warp == 0) {
+    T total_a = 1, total_e = 0;
+    if (lane < H)
+      for (int w = 0; w < kWarps; ++w) {
+        total_e = warp_a[w][lane] * total_e + warp_e[w][lane];
+        total_a *= warp_a[w][lane];
+      }
+    T const carry = look_back(d, b, taken.tile, H, total_a, total_e);
+    if (lane < H) carried[lane] = carry;
+  }
+  __syncthreads();
+
+  // Replay this lane's steps from the δ carried into them.
+  T delta = carried[u];
+  for (int w = 0; w < warp; ++w) delta = warp_a[w][u] * delta + warp_e[w][u];
+  delta = before_a * delta + before_e;
+  T worst_step = 0;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    std::int64_t const s = first + k;
+    if (s >= L) break;
+    int const t = int(it.reversed ? L - 1 - s : s);
+    delta = a[k] * delta + e[k];
+    T const y = base(k, t) + delta;
+    it.new_z(b, t, u) = y;
+    worst_step = worse(worst_step, tolerance_ratio(delta, y, it.atol, it.rtol));
+  }
+  fold_worst(worst_step, warp_worst, it.error(b));
+}
+
+// fused_iteration for PyTorch's GRU at hidden size H (2 to 16) with dense
+// hidden weights and diagonal Jacobians, a unit a lane. fused_iteration
+// gives such a step a thread (from n = 2): the step's whole product W_hh h
+// (3H² multiply-adds, each reading W_hh from memory) on one thread, in 255
+// registers at n = 16 (one block an SM), and its local start runs each
+// step's warm-up alone (17 cell evaluations a step at n = 16). Here a group
+// of H consecutive lanes takes K consecutive steps, lane u unit u of each:
+//  - the lane keeps its unit's rows of W_hh and b_hh in registers
+//    (GruUnitRows) and reads a step's previous state whole (the same
+//    addresses across its group);
+//  - the local start runs the group's K steps as one chain from zeros
+//    start_warm_up steps before them (the warp holding the tile's first
+//    group K steps more: to the state the preceding tile's last group ends
+//    on), the group's lanes exchanging each step's state by shuffles;
+//  - replay_units scans, looks back and replays.
+// A tile is (kThreads / H)·K steps. The cell's own functions give the
+// gates, the state and the Jacobian's entry (GruCell).
+template <class Recurrence, int H, int K, int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks) fused_gru_unit_iteration(
+    const IterationArrays<Kokkos::Cuda, Recurrence> it,
+    const Descriptors<typename Recurrence::value_type> d) {
+  using T = typename Recurrence::value_type;
+  using Gru = GruCell<T, Kokkos::Cuda, H>;
+  constexpr int kGroups = kThreads / H;
+  __shared__ std::int64_t ticket;
+  __shared__ T before_group[kGroups][H];  // the local start's state before
+                                          // each group's first step
+
+  Tile taken;
+  if (!take_tile<std::int64_t(kGroups) * K>(it, d, ticket, taken)) return;
+  int const b = taken.b, L = taken.L;
+  Recurrence const& rec = it.rec;
+  Gru const cell{rec.cell.w};
+  int const warp = threadIdx.x / 32;
+  int const u = threadIdx.x % H, group = threadIdx.x / H;
+  std::int64_t const first = taken.first + std::int64_t(group) * K;
+  auto const slot = [&](std::int64_t s) {
+    return int(it.reversed ? L - 1 - s : s);
+  };
+  GruUnitRows<T, H> const rows(cell.w, u);
+  // Unit u's state after step t from the state h (h_u: its own unit's
+  // value), and where asked its diagonal Jacobian entry.
+  auto const step = [&](int t, const T(&h)[H], T h_u, T* jacobian) {
+    T hp_r, hp_z, hp_n;
+    rows.project(h, hp_r, hp_z, hp_n);
+    typename Gru::Gates const g =
+        cell.gates_of(u, &rec.x(b, t, 0), hp_r, hp_z, hp_n);
+    if (jacobian)
+      *jacobian = Gru::entry_of(Gru::row_of(g, hp_n, h_u), rows.d_r, rows.d_z,
+                                rows.d_n, true);
+    return Gru::next(g, h_u);
+  };
+  bool const has_initial = rec.y0.extent(0) > 0;
+  auto const initial = [&](int j) { return has_initial ? rec.y0(b, j) : T(0); };
+
+  T a[K], e[K];
+  T start[K] = {};  // the local start's states: the updates' base
+  bool const local = it.start_warm_up > 0;
+  if (local) {
+    // The chain: from zeros `back` steps before the group's first step
+    // (from the initial state where that reaches step 0), the same count
+    // across a warp so that its lanes shuffle together.
+    int const back = it.start_warm_up + (warp == 0 ? K : 0);
+    std::int64_t const from = first - back;
+    T state = from <= 0 ? initial(u) : T(0);
+    T h[H];
+    for (int r = 0; r < back; ++r) {
+      std::int64_t const s = from + r;
+#pragma unroll
+      for (int j = 0; j < H; ++j) h[j] = __shfl_sync(kAllLanes, state, j, H);
+      if (s >= 0 && s < L) state = step(slot(s), h, state, nullptr);
+    }
+    if (group == 0) before_group[0][u] = state;
+      // The group's steps: z0 and, from its second step on, the linearisation
+      // at the previous step's z0 (residual 0).
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      std::int64_t const s = first + k;
+#pragma unroll
+      for (int j = 0; j < H; ++j) h[j] = __shfl_sync(kAllLanes, state, j, H);
+      if (s < L) {
+        if (k == 0) {
+          state = step(slot(s), h, state, nullptr);
+        } else {
+          state = step(slot(s), h, state, &a[k]);
+          e[k] = 0;
+        }
+      }
+      start[k] = state;
+    }
+    if (group + 1 < kGroups) before_group[group + 1][u] = start[K - 1];
+    __syncthreads();
+    // The first step's linearisation at the state its predecessor (the
+    // previous group, or the preceding tile's last) ends on.
+    if (first < L) {
+#pragma unroll
+      for (int j = 0; j < H; ++j) h[j] = before_group[group][j];
+      T const f = step(slot(first), h, before_group[group][u], &a[0]);
+      e[0] = f - start[0];
+    }
+  } else {
+    // The linearisation at the old trajectory (zeros on a zero start).
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      std::int64_t const s = first + k;
+      if (s >= L) break;
+      T h[H], h_u;
+      if (s == 0) {
+#pragma unroll
+        for (int j = 0; j < H; ++j) h[j] = initial(j);
+        h_u = initial(u);
+      } else if (it.zero_start) {
+#pragma unroll
+        for (int j = 0; j < H; ++j) h[j] = 0;
+        h_u = 0;
+      } else {
+        int const previous = slot(s - 1);
+#pragma unroll
+        for (int j = 0; j < H; ++j) h[j] = it.old_z(b, previous, j);
+        h_u = it.old_z(b, previous, u);
+      }
+      int const t = slot(s);
+      T const f = step(t, h, h_u, &a[k]);
+      e[k] = f - (it.zero_start ? T(0) : it.old_z(b, t, u));
+    }
+  }
+  replay_units<H, K>(it, d, taken, first, a, e, [&](int k, int t) {
+    return local ? start[k] : it.zero_start ? T(0) : it.old_z(b, t, u);
+  });
+}
+
+// fused_gru_unit_iteration's adjoint, λ_t = ∂L/∂y_t + J_{t+1}ᵀ λ_{t+1}
+// (Adjoint, in reverse: the state before step t is λ_{t+1}), with the
+// diagonal of J_{t+1} at (y_t, x_{t+1}) as its linearisation. The adjoint
+// a step a thread forms the whole J_{t+1} (H² values in local memory) for
+// its product. Here lane u gives unit u's gate gradients at λ_{t+1}'s
+// component u (GruCell::unit_gradients_of), its group shares them by
+// shuffles, and lane u adds up Jᵀλ's component u along column u of W_hh
+// (read from the block's copy of W_hh, in HiddenWeights' project_back
+// order). Every lane runs all K steps of its group (the steps from L on
+// as zeros) so that the shuffles meet.
+template <class Recurrence, int H, int K, int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks) fused_gru_unit_adjoint(
+    const IterationArrays<Kokkos::Cuda, Recurrence> it,
+    const Descriptors<typename Recurrence::value_type> d) {
+  using T = typename Recurrence::value_type;
+  using Gru = GruCell<T, Kokkos::Cuda, H>;
+  constexpr int kGroups = kThreads / H;
+  __shared__ std::int64_t ticket;
+  __shared__ T columns[3 * H][H];  // W_hh: row k, column u at [k][u]
+
+  Tile taken;
+  if (!take_tile<std::int64_t(kGroups) * K>(it, d, ticket, taken)) return;
+  int const b = taken.b, L = taken.L;
+  Recurrence const& rec = it.rec;
+  Gru const cell{rec.cell.w};
+  int const u = threadIdx.x % H, group = threadIdx.x / H;
+  std::int64_t const first = taken.first + std::int64_t(group) * K;
+  GruUnitRows<T, H> const rows(cell.w, u);
+  for (int i = threadIdx.x; i < 3 * H * H; i += kThreads)
+    columns[i / H][i % H] = cell.w.at(i / H, i % H);
+  __syncthreads();
+
+  T a[K], e[K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    std::int64_t const s = first + k;
+    bool const runs = s < L;
+    int const t = runs ? int(it.reversed ? L - 1 - s : s) : 0;
+    bool const last = !runs || t + 1 >= L;
+    // Unit u's gate gradients at (y_t, x_{t+1}) and λ_{t+1}, and its
+    // diagonal Jacobian entry (none at a sequence's last step).
+    T g_r = 0, g_z = 0, g_n = 0, direct = 0, jacobian = 0;
+    if (!last) {
+      T h[H];
+#pragma unroll
+      for (int j = 0; j < H; ++j) h[j] = rec.y(b, t, j);
+      T const h_u = rec.y(b, t, u);
+      T const lambda = it.zero_start
+                           ? T(0)
+                           : it.old_z(b, int(it.reversed ? t + 1 : t - 1), u);
+      T hp_r, hp_z, hp_n;
+      rows.project(h, hp_r, hp_z, hp_n);
+      typename Gru::Gates const g =
+          cell.gates_of(u, &rec.x(b, t + 1, 0), hp_r, hp_z, hp_n);
+      jacobian = Gru::entry_of(Gru::row_of(g, hp_n, h_u), rows.d_r, rows.d_z,
+                               rows.d_n, true);
+      typename Gru::UnitGradients const ug =
+          Gru::unit_gradients_of(g, hp_n, h_u, lambda);
+      g_r = ug.r;
+      g_z = ug.z;
+      g_n = ug.n * ug.reset;
+      direct = ug.direct;
+    }
+    // (Jᵀ λ)_u: the direct term, then W_hhᵀ's rows r, z, n.
+    T sum = direct;
+#pragma unroll
+    for (int i = 0; i < H; ++i)
+      sum += columns[i][u] * __shfl_sync(kAllLanes, g_r, i, H);
+#pragma unroll
+    for (int i = 0; i < H; ++i)
+      sum += columns[H + i][u] * __shfl_sync(kAllLanes, g_z, i, H);
+#pragma unroll
+    for (int i = 0; i < H; ++i)
+      sum += columns[2 * H + i][u] * __shfl_sync(kAllLanes, g_n, i, H);
+    if (runs) {
+      T const f = rec.grad_y(b, t, u) + sum;
+      a[k] = jacobian;
+      e[k] = f - (it.zero_start ? T(0) : it.old_z(b, t, u));
+    }
+  }
+  replay_units<H, K>(it, d, taken, first, a, e, [&](int, int t) {
+    return it.zero_start ? T(0) : it.old_z(b, t, u);
+  });
 }
 
 // The recurrence `r` with its cell replaced by `cell` (the same inputs).
@@ -654,6 +995,21 @@ template <class T>
 struct TakesFixedKinds<Adjoint<Kokkos::Cuda, DiagonalUnits<T, Kokkos::Cuda>>>
     : std::true_type {};
 
+// Whether fused_gru_unit_iteration (or its adjoint) takes rec's
+// iterations: PyTorch's GRU at hidden size 2, 4, 8 or 16 with dense hidden
+// weights and diagonal Jacobians (`full` false). kUnitSteps: a lane's steps.
+constexpr int kUnitSteps = 8;
+template <class Recurrence>
+bool takes_gru_units(const Recurrence& rec, bool full) {
+  if constexpr (TakesFixedShapes<Recurrence>::value) {
+    int const H = rec.cell.w.size();
+    return !full && rec.cell.kind == RnnCell::gru && !rec.cell.w.diagonal &&
+           (H == 2 || H == 4 || H == 8 || H == 16);
+  } else {
+    return false;
+  }
+}
+
 }  // namespace cuda_deer
 
 template <class Recurrence>
@@ -682,7 +1038,9 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
 
   FusedIteration(const Kokkos::Cuda& space, const Recurrence& rec,
                  std::int64_t batch, std::int64_t length, bool full)
-      : n_(rec.state_size()), pair_(full && rec.state_size() == 2) {
+      : n_(rec.state_size()),
+        pair_(full && rec.state_size() == 2),
+        units_(cuda_deer::takes_gru_units(rec, full)) {
     steps_ = n_ <= cuda_deer::kSmallState || pair_ ? cuda_deer::kSmallSteps : 1;
     // The kernel's loads of a thread's consecutive steps and the cell's
     // per-thread arrays live in L1: all of it for L1, none for shared
@@ -697,7 +1055,10 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
     SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
         pair_kernel(), cudaFuncAttributePreferredSharedMemoryCarveout,
         int(cudaSharedmemCarveoutMaxL1)));
-    std::int64_t const tile = std::int64_t(cuda_deer::kThreads) * steps_;
+    // fused_gru_unit_iteration: kUnitSteps steps a group of n lanes.
+    std::int64_t const tile =
+        units_ ? std::int64_t(cuda_deer::kThreads / n_) * cuda_deer::kUnitSteps
+               : std::int64_t(cuda_deer::kThreads) * steps_;
     tiles_ = (length + tile - 1) / tile;
     std::int64_t const entries = batch * tiles_;
     flags_ = call_array<Kokkos::View<int*, Kokkos::CudaSpace>>(
@@ -745,7 +1106,7 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
       // The library's cells at the common small sizes: the same kernel
       // with the cell's shape fixed at compile time.
       bool const launched = with_fixed_shape(it.rec.cell, [&](const auto& c) {
-        return launch_fixed(c, it, d, blocks, stream, pair_);
+        return launch_fixed(c, it, d, blocks, stream, pair_, units_);
       });
       if (launched) return;
     }
@@ -753,7 +1114,7 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
       // Units of state 1 or 2 with their cell fixed: the kernels of the
       // library's cells at hidden size 1.
       bool const launched = with_fixed_kind(it.rec.cell, [&](const auto& c) {
-        return launch_fixed(c, it, d, blocks, stream, pair_);
+        return launch_fixed(c, it, d, blocks, stream, pair_, false);
       });
       if (launched) return;
     }
@@ -764,13 +1125,14 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
   }
 
   // One iteration by the kernel instantiated for `cell`, a TorchCell of
-  // fixed shape or DiagonalUnits of a fixed cell; false (nothing launched)
-  // where the kernel cannot take it.
+  // fixed shape or DiagonalUnits of a fixed cell (fused_gru_unit_iteration
+  // where `units`); false (nothing launched) where the kernel cannot take
+  // it.
   template <class Cell>
   static bool launch_fixed(const Cell& cell,
                            const IterationArrays<Kokkos::Cuda, Recurrence>& it,
                            const cuda_deer::Descriptors<T>& d, unsigned blocks,
-                           cudaStream_t stream, bool pair) {
+                           cudaStream_t stream, bool pair, bool units) {
     constexpr int n = Cell::kFixedState;
     if constexpr (n > cuda_deer::kMaxState) {
       return false;
@@ -778,6 +1140,20 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
       using Fixed = decltype(cuda_deer::with_cell(it.rec, cell));
       using FixedKernel = void (*)(const IterationArrays<Kokkos::Cuda, Fixed>,
                                    const cuda_deer::Descriptors<T>);
+      // Two blocks an SM in float (128 registers a thread); a double
+      // lane's rows of W_hh alone take 6H registers.
+      constexpr int unit_blocks = sizeof(T) == 4 ? 2 : 1;
+      FixedKernel unit_kernel = nullptr;
+      if constexpr (GruUnits<Cell>::value) {
+        if constexpr (cuda_deer::StartsLocally<Recurrence>::value)
+          unit_kernel = cuda_deer::fused_gru_unit_iteration<
+              Fixed, n, cuda_deer::kUnitSteps, unit_blocks>;
+        else
+          unit_kernel =
+              cuda_deer::fused_gru_unit_adjoint<Fixed, n, cuda_deer::kUnitSteps,
+                                                unit_blocks>;
+      }
+      if (units && !unit_kernel) return false;
       constexpr bool small = n <= cuda_deer::kSmallState;
       FixedKernel kernel = cuda_deer::fused_iteration < Fixed,
                   small ? cuda_deer::kSmallSteps : 1, n,
@@ -791,7 +1167,7 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
       if (pair && !pair_kernel) return false;
       // As in the constructor, for these instantiations (once per process).
       static bool const carveout_set = [&] {
-        for (FixedKernel k : {kernel, pair_kernel})
+        for (FixedKernel k : {kernel, pair_kernel, unit_kernel})
           if (k)
             SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
                 k, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -800,6 +1176,7 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
       }();
       (void)carveout_set;
       if (pair) kernel = pair_kernel;
+      if (units) kernel = unit_kernel;
       IterationArrays<Kokkos::Cuda, Fixed> const fixed{
           cuda_deer::with_cell(it.rec, cell),
           it.old_z,
@@ -833,8 +1210,20 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
                                            cuda_deer::kSmallWork>;
   }
 
+  // Whether a TorchCell of fixed shape is PyTorch's GRU at a hidden size
+  // fused_gru_unit_iteration takes (cuda_deer::takes_gru_units).
+  template <class Cell, class = void>
+  struct GruUnits : std::false_type {};
+  template <class Cell>
+  struct GruUnits<Cell, std::enable_if_t<(Cell::kFixedKind >= 0)>>
+      : std::bool_constant<Cell::kFixedKind == int(RnnCell::gru) &&
+                           (Cell::kFixedState == 2 || Cell::kFixedState == 4 ||
+                            Cell::kFixedState == 8 ||
+                            Cell::kFixedState == 16)> {};
+
   int n_;
-  bool pair_ = false;  // full Jacobians at n = 2: fused_pair_iteration
+  bool pair_ = false;   // full Jacobians at n = 2: fused_pair_iteration
+  bool units_ = false;  // fused_gru_unit_iteration
   int steps_ = 1;
   std::int64_t tiles_ = 0;
   CallArray<Kokkos::View<int*, Kokkos::CudaSpace>> flags_;

@@ -279,8 +279,13 @@ struct GruCell {
   }
   KOKKOS_INLINE_FUNCTION T entry(int i, int j, const Row& row) const {
     int const H = w.size();
-    return row.a * w.at(2 * H + i, j) + row.c * w.at(i, j) +
-           row.e * w.at(H + i, j) + (i == j ? row.z : T(0));
+    return entry_of(row, w.at(i, j), w.at(H + i, j), w.at(2 * H + i, j),
+                    i == j);
+  }
+  // The same from W_hh's entries (i, j) of the gates r, z, n.
+  KOKKOS_INLINE_FUNCTION static T entry_of(const Row& row, T w_r, T w_z, T w_n,
+                                           bool diagonal) {
+    return row.a * w_n + row.c * w_r + row.e * w_z + (diagonal ? row.z : T(0));
   }
   // For dL/dh' = λ: unit i's input-side gate gradients (r, z, n), the
   // hidden side's being (r, z, n·reset), and λ_i z (dh'_i/dh_i's term).
@@ -291,13 +296,18 @@ struct GruCell {
                                                       const T* p, const T* hp,
                                                       const T* lambda) const {
     int const H = w.size();
-    Gates const g = gates(i, p, hp);
+    return unit_gradients_of(gates(i, p, hp), hp[2 * H + i], h[i], lambda[i]);
+  }
+  // The same from unit i's gates, its row of W_n h + b_n, h_i and λ_i.
+  KOKKOS_INLINE_FUNCTION static UnitGradients unit_gradients_of(const Gates& g,
+                                                                T hp_n, T h_i,
+                                                                T lambda_i) {
     UnitGradients u;
-    u.n = lambda[i] * (T(1) - g.z) * (T(1) - g.n * g.n);
-    u.r = u.n * hp[2 * H + i] * g.r * (T(1) - g.r);
-    u.z = lambda[i] * (h[i] - g.n) * g.z * (T(1) - g.z);
+    u.n = lambda_i * (T(1) - g.z) * (T(1) - g.n * g.n);
+    u.r = u.n * hp_n * g.r * (T(1) - g.r);
+    u.z = lambda_i * (h_i - g.n) * g.z * (T(1) - g.z);
     u.reset = g.r;
-    u.direct = lambda[i] * g.z;
+    u.direct = lambda_i * g.z;
     return u;
   }
   // Unit i's hidden-side gate gradients (rows i, H + i, 2H + i of g_h) and
@@ -628,6 +638,8 @@ struct TorchCell {
   // A step's work values where the shape is fixed: the most any cell asks
   // (GRU's 9H).
   static constexpr int kFixedWork = 9 * kFixedHidden;
+  // The cell's kind where the shape is fixed (an RnnCell, else -1).
+  static constexpr int kFixedKind = kFixedState > 0 ? FixedKind : -1;
   RnnCell kind;
   HiddenWeights<T, Space, FixedHidden> w;
 
