@@ -670,8 +670,8 @@ struct GruUnitRows {
   }
 };
 
-// The end of a unit-a-lane iteration (fused_gru_unit_iteration, its
-// adjoint), once each lane has linearised its unit u at its K steps from
+// The end of a unit-a-lane iteration (fused_gru_unit_iteration), once
+// each lane has linearised its unit u at its K steps from
 // `first` (a[k], e[k]; steps from L on are left out): each lane's map over
 // its steps, the scan over the tile's groups unit by unit (groups H lanes
 // apart within a warp, then the warps' totals), fused_iteration's
@@ -875,91 +875,6 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) fused_gru_unit_iteration(
   });
 }
 
-// fused_gru_unit_iteration's adjoint, λ_t = ∂L/∂y_t + J_{t+1}ᵀ λ_{t+1}
-// (Adjoint, in reverse: the state before step t is λ_{t+1}), with the
-// diagonal of J_{t+1} at (y_t, x_{t+1}) as its linearisation. The adjoint
-// a step a thread forms the whole J_{t+1} (H² values in local memory) for
-// its product. Here lane u gives unit u's gate gradients at λ_{t+1}'s
-// component u (GruCell::unit_gradients_of), its group shares them by
-// shuffles, and lane u adds up Jᵀλ's component u along column u of W_hh
-// (read from the block's copy of W_hh, in HiddenWeights' project_back
-// order). Every lane runs all K steps of its group (the steps from L on
-// as zeros) so that the shuffles meet.
-template <class Recurrence, int H, int K, int MinBlocks>
-__global__ void __launch_bounds__(kThreads, MinBlocks) fused_gru_unit_adjoint(
-    const IterationArrays<Kokkos::Cuda, Recurrence> it,
-    const Descriptors<typename Recurrence::value_type> d) {
-  using T = typename Recurrence::value_type;
-  using Gru = GruCell<T, Kokkos::Cuda, H>;
-  constexpr int kGroups = kThreads / H;
-  __shared__ std::int64_t ticket;
-  __shared__ T columns[3 * H][H];  // W_hh: row k, column u at [k][u]
-
-  Tile taken;
-  if (!take_tile<std::int64_t(kGroups) * K>(it, d, ticket, taken)) return;
-  int const b = taken.b, L = taken.L;
-  Recurrence const& rec = it.rec;
-  Gru const cell{rec.cell.w};
-  int const u = threadIdx.x % H, group = threadIdx.x / H;
-  std::int64_t const first = taken.first + std::int64_t(group) * K;
-  GruUnitRows<T, H> const rows(cell.w, u);
-  for (int i = threadIdx.x; i < 3 * H * H; i += kThreads)
-    columns[i / H][i % H] = cell.w.at(i / H, i % H);
-  __syncthreads();
-
-  T a[K], e[K];
-#pragma unroll
-  for (int k = 0; k < K; ++k) {
-    std::int64_t const s = first + k;
-    bool const runs = s < L;
-    int const t = runs ? int(it.reversed ? L - 1 - s : s) : 0;
-    bool const last = !runs || t + 1 >= L;
-    // Unit u's gate gradients at (y_t, x_{t+1}) and λ_{t+1}, and its
-    // diagonal Jacobian entry (none at a sequence's last step).
-    T g_r = 0, g_z = 0, g_n = 0, direct = 0, jacobian = 0;
-    if (!last) {
-      T h[H];
-#pragma unroll
-      for (int j = 0; j < H; ++j) h[j] = rec.y(b, t, j);
-      T const h_u = rec.y(b, t, u);
-      T const lambda = it.zero_start
-                           ? T(0)
-                           : it.old_z(b, int(it.reversed ? t + 1 : t - 1), u);
-      T hp_r, hp_z, hp_n;
-      rows.project(h, hp_r, hp_z, hp_n);
-      typename Gru::Gates const g =
-          cell.gates_of(u, &rec.x(b, t + 1, 0), hp_r, hp_z, hp_n);
-      jacobian = Gru::entry_of(Gru::row_of(g, hp_n, h_u), rows.d_r, rows.d_z,
-                               rows.d_n, true);
-      typename Gru::UnitGradients const ug =
-          Gru::unit_gradients_of(g, hp_n, h_u, lambda);
-      g_r = ug.r;
-      g_z = ug.z;
-      g_n = ug.n * ug.reset;
-      direct = ug.direct;
-    }
-    // (Jᵀ λ)_u: the direct term, then W_hhᵀ's rows r, z, n.
-    T sum = direct;
-#pragma unroll
-    for (int i = 0; i < H; ++i)
-      sum += columns[i][u] * __shfl_sync(kAllLanes, g_r, i, H);
-#pragma unroll
-    for (int i = 0; i < H; ++i)
-      sum += columns[H + i][u] * __shfl_sync(kAllLanes, g_z, i, H);
-#pragma unroll
-    for (int i = 0; i < H; ++i)
-      sum += columns[2 * H + i][u] * __shfl_sync(kAllLanes, g_n, i, H);
-    if (runs) {
-      T const f = rec.grad_y(b, t, u) + sum;
-      a[k] = jacobian;
-      e[k] = f - (it.zero_start ? T(0) : it.old_z(b, t, u));
-    }
-  }
-  replay_units<H, K>(it, d, taken, first, a, e, [&](int, int t) {
-    return it.zero_start ? T(0) : it.old_z(b, t, u);
-  });
-}
-
 // The recurrence `r` with its cell replaced by `cell` (the same inputs).
 template <class Cell, class Other>
 Forward<Kokkos::Cuda, Other> with_cell(const Forward<Kokkos::Cuda, Cell>& r,
@@ -995,13 +910,17 @@ template <class T>
 struct TakesFixedKinds<Adjoint<Kokkos::Cuda, DiagonalUnits<T, Kokkos::Cuda>>>
     : std::true_type {};
 
-// Whether fused_gru_unit_iteration (or its adjoint) takes rec's
-// iterations: PyTorch's GRU at hidden size 2, 4, 8 or 16 with dense hidden
-// weights and diagonal Jacobians (`full` false). kUnitSteps: a lane's steps.
+// Whether fused_gru_unit_iteration takes rec's iterations: PyTorch's GRU
+// forward at hidden size 2, 4, 8 or 16 with dense hidden weights and
+// diagonal Jacobians (`full` false). kUnitSteps: a lane's steps. (Its
+// adjoint a unit a lane, the gate gradients shared by shuffles and W_hh's
+// columns read from the block's copy, took 3.4 ms an iteration at n = 16,
+// T = 100k on an H100 against 2.6 ms a step a thread: perf/RESULTS.md.)
 constexpr int kUnitSteps = 8;
 template <class Recurrence>
 bool takes_gru_units(const Recurrence& rec, bool full) {
-  if constexpr (TakesFixedShapes<Recurrence>::value) {
+  if constexpr (TakesFixedShapes<Recurrence>::value &&
+                StartsLocally<Recurrence>::value) {
     int const H = rec.cell.w.size();
     return !full && rec.cell.kind == RnnCell::gru && !rec.cell.w.diagonal &&
            (H == 2 || H == 4 || H == 8 || H == 16);
@@ -1144,15 +1063,11 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
       // lane's rows of W_hh alone take 6H registers.
       constexpr int unit_blocks = sizeof(T) == 4 ? 2 : 1;
       FixedKernel unit_kernel = nullptr;
-      if constexpr (GruUnits<Cell>::value) {
-        if constexpr (cuda_deer::StartsLocally<Recurrence>::value)
-          unit_kernel = cuda_deer::fused_gru_unit_iteration<
-              Fixed, n, cuda_deer::kUnitSteps, unit_blocks>;
-        else
-          unit_kernel =
-              cuda_deer::fused_gru_unit_adjoint<Fixed, n, cuda_deer::kUnitSteps,
+      if constexpr (GruUnits<Cell>::value &&
+                    cuda_deer::StartsLocally<Recurrence>::value)
+        unit_kernel =
+            cuda_deer::fused_gru_unit_iteration<Fixed, n, cuda_deer::kUnitSteps,
                                                 unit_blocks>;
-      }
       if (units && !unit_kernel) return false;
       constexpr bool small = n <= cuda_deer::kSmallState;
       FixedKernel kernel = cuda_deer::fused_iteration < Fixed,

@@ -296,18 +296,13 @@ struct GruCell {
                                                       const T* p, const T* hp,
                                                       const T* lambda) const {
     int const H = w.size();
-    return unit_gradients_of(gates(i, p, hp), hp[2 * H + i], h[i], lambda[i]);
-  }
-  // The same from unit i's gates, its row of W_n h + b_n, h_i and λ_i.
-  KOKKOS_INLINE_FUNCTION static UnitGradients unit_gradients_of(const Gates& g,
-                                                                T hp_n, T h_i,
-                                                                T lambda_i) {
+    Gates const g = gates(i, p, hp);
     UnitGradients u;
-    u.n = lambda_i * (T(1) - g.z) * (T(1) - g.n * g.n);
-    u.r = u.n * hp_n * g.r * (T(1) - g.r);
-    u.z = lambda_i * (h_i - g.n) * g.z * (T(1) - g.z);
+    u.n = lambda[i] * (T(1) - g.z) * (T(1) - g.n * g.n);
+    u.r = u.n * hp[2 * H + i] * g.r * (T(1) - g.r);
+    u.z = lambda[i] * (h[i] - g.n) * g.z * (T(1) - g.z);
     u.reset = g.r;
-    u.direct = lambda_i * g.z;
+    u.direct = lambda[i] * g.z;
     return u;
   }
   // Unit i's hidden-side gate gradients (rows i, H + i, 2H + i of g_h) and
