@@ -43,7 +43,10 @@
 // kMaxWork values; n <= kSmallState takes K = kSmallSteps steps a thread,
 // larger n one step a thread. Full Jacobians at n = 2 (an LSTM unit's
 // (h, c), DiagonalUnits) take fused_pair_iteration: the same scan over
-// affine maps whose A is the 2×2 Jacobian, K = kSmallSteps.
+// affine maps whose A is the 2×2 Jacobian, K = kSmallSteps. PyTorch's GRU
+// forward at hidden sizes 2 to 16 with dense hidden weights takes
+// fused_gru_unit_iteration: a unit a lane, kUnitSteps steps a group of n
+// lanes.
 
 #include <cuda_runtime.h>
 
@@ -208,6 +211,27 @@ __device__ inline T look_back(const Descriptors<T>& d, int b, std::int64_t tile,
   __syncwarp();
   if (lane == 0) atomicExch(&d.flags[1 + self], kPrefix);
   return mine ? carry : T(0);
+}
+
+// The first warp's part once the block has scanned its maps: the tile's
+// map from the warps' totals (warp w's of component i at [w][i]), the
+// look-back, and δ before the tile into carried[i], i < n. Every lane of
+// the first warp calls it.
+template <int Width, class T>
+__device__ inline void carry_into_tile(const Descriptors<T>& d, int b,
+                                       std::int64_t tile, int n,
+                                       const T (&warp_a)[kWarps][Width],
+                                       const T (&warp_e)[kWarps][Width],
+                                       T* carried) {
+  int const lane = threadIdx.x % 32;
+  T total_a = 1, total_e = 0;
+  if (lane < n)
+    for (int w = 0; w < kWarps; ++w) {
+      total_e = warp_a[w][lane] * total_e + warp_e[w][lane];
+      total_a *= warp_a[w][lane];
+    }
+  T const carry = look_back(d, b, tile, n, total_a, total_e);
+  if (lane < n) carried[lane] = carry;
 }
 
 // The block's largest tolerance ratio into the sequence's error; every
@@ -591,16 +615,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks)
   __syncthreads();
 
   // The first warp: the tile's map, the look-back, the tile's prefix.
-  if (warp == 0) {
-    T total_a = 1, total_e = 0;
-    if (lane < n)
-      for (int w = 0; w < kWarps; ++w) {
-        total_e = warp_a[w][lane] * total_e + warp_e[w][lane];
-        total_a *= warp_a[w][lane];
-      }
-    T const carry = look_back(d, b, tile, n, total_a, total_e);
-    if (lane < n) carried[lane] = carry;
-  }
+  if (warp == 0) carry_into_tile(d, b, tile, n, warp_a, warp_e, carried);
   __syncthreads();
 
   // Replay this thread's steps from the δ carried into it.
@@ -714,16 +729,7 @@ __device__ inline void replay_units(
   __syncthreads();
 
   // The first warp: the tile's map, the look-back, the tile's prefix.
-  if (warp == 0) {
-    T total_a = 1, total_e = 0;
-    if (lane < H)
-      for (int w = 0; w < kWarps; ++w) {
-        total_e = warp_a[w][lane] * total_e + warp_e[w][lane];
-        total_a *= warp_a[w][lane];
-      }
-    T const carry = look_back(d, b, taken.tile, H, total_a, total_e);
-    if (lane < H) carried[lane] = carry;
-  }
+  if (warp == 0) carry_into_tile(d, b, taken.tile, H, warp_a, warp_e, carried);
   __syncthreads();
 
   // Replay this lane's steps from the δ carried into them.
