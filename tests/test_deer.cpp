@@ -6,6 +6,8 @@
 // gradients); the guard that ends a diverging Newton run sequentially; warm
 // starts; and bad input.
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <softwave/deer.hpp>
 #include <string>
@@ -321,8 +323,24 @@ TYPED_TEST(DeerRnn, MatchesSequentialAndReference) {
                     << "sequence " << b << " took path " << path[b];
               EXPECT_GE(iterations[b], 1);
             }
-            EXPECT_LE(worst_difference(y, sequential), single ? 1e-5 : 1e-10);
-            EXPECT_LE(worst_difference(y, expected), single ? 3e-5 : 1e-10);
+            // Quasi-Newton converges linearly at some rate ρ: a last step
+            // of δ leaves an error of about δ·ρ/(1 − ρ), and from an O(1)
+            // start it took k ≈ ln(1/tol)/(1 − ρ) iterations to reach tol,
+            // so 1/(1 − ρ) ≈ k/ln(1/tol). Slow draws (ρ ≈ 0.97, 450
+            // iterations at H = 2) leave more than ten times the tolerance.
+            double slack = 0;
+            if (jac != softwave::DeerJacobian::full) {
+              double const tol = *o.atol + *o.rtol;
+              int const k =
+                  *std::max_element(iterations.begin(), iterations.end());
+              slack = 2 * tol * k / std::log(1 / tol);
+            }
+            EXPECT_LE(worst_difference(y, sequential),
+                      std::max(single ? 1e-5 : 1e-10, slack))
+                << "iterations " << ::testing::PrintToString(iterations);
+            EXPECT_LE(
+                worst_difference(y, expected),
+                std::max(single ? 1e-5 : 1e-10, slack) + (single ? 2e-5 : 0));
           }
     }
 }
