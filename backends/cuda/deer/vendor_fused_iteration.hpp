@@ -923,13 +923,16 @@ struct TakesFixedKinds<Adjoint<Kokkos::Cuda, DiagonalUnits<T, Kokkos::Cuda>>>
 // columns read from the block's copy, took 3.4 ms an iteration at n = 16,
 // T = 100k on an H100 against 2.6 ms a step a thread: perf/RESULTS.md.)
 constexpr int kUnitSteps = 8;
+constexpr bool unit_hidden_size(int H) {
+  return H == 2 || H == 4 || H == 8 || H == 16;
+}
 template <class Recurrence>
 bool takes_gru_units(const Recurrence& rec, bool full) {
   if constexpr (TakesFixedShapes<Recurrence>::value &&
                 StartsLocally<Recurrence>::value) {
     int const H = rec.cell.w.size();
     return !full && rec.cell.kind == RnnCell::gru && !rec.cell.w.diagonal &&
-           (H == 2 || H == 4 || H == 8 || H == 16);
+           unit_hidden_size(H);
   } else {
     return false;
   }
@@ -1138,9 +1141,7 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
   template <class Cell>
   struct GruUnits<Cell, std::enable_if_t<(Cell::kFixedKind >= 0)>>
       : std::bool_constant<Cell::kFixedKind == int(RnnCell::gru) &&
-                           (Cell::kFixedState == 2 || Cell::kFixedState == 4 ||
-                            Cell::kFixedState == 8 ||
-                            Cell::kFixedState == 16)> {};
+                           cuda_deer::unit_hidden_size(Cell::kFixedState)> {};
 
   int n_;
   bool pair_ = false;   // full Jacobians at n = 2: fused_pair_iteration
