@@ -169,8 +169,11 @@ def rnn(x, h0=None, weight_ih=None, weight_hh=None, bias_ih=None, bias_hh=None, 
     has its equations). weight_ih None: x holds the input projections
     W_ih x + b_ih, (B, T, G·H) (formed by the caller's own matrix product;
     bias_ih, if given, is still added). lengths: (B,) steps of each sequence (states
-    past a length are zero). atol / rtol: Newton's stopping tolerances
-    (defaults 1e-4 / 1e-3 in float32, 1e-10 / 1e-8 in float64). damping:
+    past a length are zero). atol / rtol: Newton's stopping tolerances on
+    each update (defaults 1e-4 / 1e-3 in float32, 1e-10 / 1e-8 in
+    float64); quasi-Newton (diagonal or block Jacobians) converges linearly,
+    and where it converges slowly the error left is several times the last
+    update (softwave/deer.hpp): a smaller tolerance bounds it. damping:
     the starting λ of damped steps (ELK with jacobian="full", quasi-ELK with
     "diagonal"), 0 for Newton's.
     block_size, block_layout: the blocks with jacobian="block".
