@@ -156,8 +156,19 @@ __device__ inline int published_flag(const int* flags, std::int64_t seen,
 // maps back to the nearest published prefix (tiles before the sequence's
 // first count as prefixes of 0), publishes the tile's own prefix (δ at its
 // last step) and returns δ before the tile's first step for component
-// `lane` (0 for lanes from n on).
-template <class T>
+// `lane` (0 for lanes from n on). n <= Width.
+//
+// A window of 32 tiles is composed one of two ways. Up to Width 2, lane j
+// holds tile j's map of one component at a time and the warp scans it by
+// shuffles. From Width 3 on that would put n round trips to L2 in series,
+// each followed by ten dependent shuffles, on the path every later block
+// waits for; instead lane j loads all of its tile's n components at once
+// (the loads in flight together), stages them in shared memory, and lane i
+// composes component i along the window (the GRU's adjoint a step a thread
+// at n = 16, T = 100k, B = 16: 2.62 to 2.44 ms an iteration on an H100).
+// The window's 4.3 KB (float, Width 16) count towards a kernel's shared
+// memory: see the unit kernel's carveout.
+template <int Width, class T>
 __device__ inline T look_back(const Descriptors<T>& d, int b, std::int64_t tile,
                               int n, T total_a, T total_e) {
   int const lane = threadIdx.x % 32;
@@ -185,22 +196,58 @@ __device__ inline T look_back(const Descriptors<T>& d, int b, std::int64_t tile,
       // The window's map: the nearest prefix (δ ↦ prefix, A = 0), then the
       // aggregates after it; lanes before it are the identity.
       int const stop = prefixes ? 31 - __clz(prefixes) : -1;
-      for (int i = 0; i < n; ++i) {
-        T wa = 1, we = 0;
-        if (lane == stop) {
-          wa = 0;
-          we = outside ? T(0) : load_volatile(&d.prefix[seen * n + i]);
-        } else if (lane > stop) {
-          wa = load_volatile(&d.aggregate_a[seen * n + i]);
-          we = load_volatile(&d.aggregate_e[seen * n + i]);
+      if constexpr (Width <= 2) {
+        for (int i = 0; i < n; ++i) {
+          T wa = 1, we = 0;
+          if (lane == stop) {
+            wa = 0;
+            we = outside ? T(0) : load_volatile(&d.prefix[seen * n + i]);
+          } else if (lane > stop) {
+            wa = load_volatile(&d.aggregate_a[seen * n + i]);
+            we = load_volatile(&d.aggregate_e[seen * n + i]);
+          }
+          compose_over_warp(wa, we, lane);
+          T const window_a = __shfl_sync(kAllLanes, wa, 31);
+          T const window_e = __shfl_sync(kAllLanes, we, 31);
+          if (lane == i) {
+            acc_e = acc_a * window_e + acc_e;
+            acc_a *= window_a;
+          }
         }
-        compose_over_warp(wa, we, lane);
-        T const window_a = __shfl_sync(kAllLanes, wa, 31);
-        T const window_e = __shfl_sync(kAllLanes, we, 31);
-        if (lane == i) {
-          acc_e = acc_a * window_e + acc_e;
-          acc_a *= window_a;
+      } else {
+        // Rows padded to Width + 1 values: lane j's stores of its row and
+        // the lanes' reads of one row's components hit distinct banks.
+        __shared__ T window_a[32][Width + 1], window_e[32][Width + 1];
+        T wa[Width], we[Width];
+#pragma unroll
+        for (int i = 0; i < Width; ++i) {
+          wa[i] = 1;
+          we[i] = 0;
+          if (i >= n) continue;
+          if (lane == stop) {
+            wa[i] = 0;
+            we[i] = outside ? T(0) : load_volatile(&d.prefix[seen * n + i]);
+          } else if (lane > stop) {
+            wa[i] = load_volatile(&d.aggregate_a[seen * n + i]);
+            we[i] = load_volatile(&d.aggregate_e[seen * n + i]);
+          }
         }
+#pragma unroll
+        for (int i = 0; i < Width; ++i) {
+          window_a[lane][i] = wa[i];
+          window_e[lane][i] = we[i];
+        }
+        __syncwarp();
+        // Nearest tile first: acc ← acc ∘ (tile j's map), back to the
+        // prefix (lanes before it are the identity).
+        if (mine)
+#pragma unroll
+          for (int j = 31; j >= 0; --j)
+            if (j >= stop) {
+              acc_e = acc_a * window_e[j][lane] + acc_e;
+              acc_a *= window_a[j][lane];
+            }
+        __syncwarp();  // the next window overwrites these rows
       }
       if (prefixes) break;
     }
@@ -230,7 +277,7 @@ __device__ inline void carry_into_tile(const Descriptors<T>& d, int b,
       total_e = warp_a[w][lane] * total_e + warp_e[w][lane];
       total_a *= warp_a[w][lane];
     }
-  T const carry = look_back(d, b, tile, n, total_a, total_e);
+  T const carry = look_back<Width>(d, b, tile, n, total_a, total_e);
   if (lane < n) carried[lane] = carry;
 }
 
@@ -763,7 +810,9 @@ __device__ inline void replay_units(
 //  - the local start runs the group's K steps as one chain from zeros
 //    start_warm_up steps before them (the warp holding the tile's first
 //    group K steps more: to the state the preceding tile's last group ends
-//    on), the group's lanes exchanging each step's state by shuffles;
+//    on), the group's lanes exchanging each step's state by shuffles,
+//    each step's inputs read from the block's copy of the tile's (staged
+//    once, its loads in flight together);
 //  - replay_units scans, looks back and replays.
 // A tile is (kThreads / H)·K steps. The cell's own functions give the
 // gates, the state and the Jacobian's entry (GruCell).
@@ -790,13 +839,54 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) fused_gru_unit_iteration(
     return int(it.reversed ? L - 1 - s : s);
   };
   GruUnitRows<T, H> const rows(cell.w, u);
-  // Unit u's state after step t from the state h (h_u: its own unit's
-  // value), and where asked its diagonal Jacobian entry.
-  auto const step = [&](int t, const T(&h)[H], T h_u, T* jacobian) {
+  // The tile's input-side pre-activations (rec.x: W_ih x + b_ih, 3H a
+  // step), from kStagedBack steps before it (the local start's reach at
+  // the default warm-up) to its end, staged in shared memory by the whole
+  // block with its loads in flight together: a chain's step waits on its
+  // inputs, and from memory each would cost a round trip that nothing else
+  // in the chain hides. In float only (double's would pass the 48 KB of
+  // static shared memory at H = 16). A step's row is padded so that the
+  // groups of a warp, K steps apart, read other banks (K·stride ≡ H mod 32
+  // at H = 8, 16).
+  constexpr bool kStaged = sizeof(T) == 4;
+  constexpr int kStagedBack = 24, kStagedSteps = kStagedBack + kGroups * K;
+  constexpr int kStride = 3 * H + (H >= 16 ? 2 : 1);
+  __shared__ T staged[kStaged ? kStagedSteps * kStride : 1];
+  std::int64_t const staged_first = taken.first - kStagedBack;
+  if constexpr (kStaged) {
+    for (int i = threadIdx.x; i < kStagedSteps * 3 * H; i += kThreads) {
+      int const step = i / (3 * H), c = i % (3 * H);
+      std::int64_t const s = staged_first + step;
+      staged[step * kStride + c] =
+          s >= 0 && s < L ? rec.x(b, slot(s), c) : T(0);
+    }
+    __syncthreads();
+  }
+  // Unit u's rows of step s's pre-activations; zeros outside the sequence.
+  // Steps before the staged ones (a longer warm-up) and double's come from
+  // memory: a chain loads the next step's while it evaluates this one.
+  struct Inputs {
+    T r = 0, z = 0, n = 0;
+  };
+  auto const inputs_at = [&](std::int64_t s) {
+    Inputs in;
+    std::int64_t const i = s - staged_first;
+    if (kStaged && i >= 0 && i < kStagedSteps) {
+      T const* p = &staged[i * kStride];
+      in = {p[u], p[H + u], p[2 * H + u]};
+    } else if (s >= 0 && s < L) {
+      T const* p = &rec.x(b, slot(s), 0);
+      in = {p[u], p[H + u], p[2 * H + u]};
+    }
+    return in;
+  };
+  // Unit u's state after the step of inputs `in` from the state h (h_u: its
+  // own unit's value), and where asked its diagonal Jacobian entry.
+  auto const step = [&](const Inputs& in, const T(&h)[H], T h_u, T* jacobian) {
     T hp_r, hp_z, hp_n;
     rows.project(h, hp_r, hp_z, hp_n);
     typename Gru::Gates const g =
-        cell.gates_of(u, &rec.x(b, t, 0), hp_r, hp_z, hp_n);
+        Gru::gates_from(in.r, in.z, in.n, hp_r, hp_z, hp_n);
     if (jacobian)
       *jacobian = Gru::entry_of(Gru::row_of(g, hp_n, h_u), rows.d_r, rows.d_z,
                                 rows.d_n, true);
@@ -816,25 +906,31 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) fused_gru_unit_iteration(
     std::int64_t const from = first - back;
     T state = from <= 0 ? initial(u) : T(0);
     T h[H];
+    Inputs next = inputs_at(from);
     for (int r = 0; r < back; ++r) {
       std::int64_t const s = from + r;
+      Inputs const in = next;
+      next = inputs_at(s + 1);
 #pragma unroll
       for (int j = 0; j < H; ++j) h[j] = __shfl_sync(kAllLanes, state, j, H);
-      if (s >= 0 && s < L) state = step(slot(s), h, state, nullptr);
+      if (s >= 0 && s < L) state = step(in, h, state, nullptr);
     }
     if (group == 0) before_group[0][u] = state;
-      // The group's steps: z0 and, from its second step on, the linearisation
-      // at the previous step's z0 (residual 0).
+    // The group's steps: z0 and, from its second step on, the
+    // linearisation at the previous step's z0 (residual 0).
+    Inputs const first_inputs = next;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       std::int64_t const s = first + k;
+      Inputs const in = next;
+      if (k + 1 < K) next = inputs_at(s + 1);
 #pragma unroll
       for (int j = 0; j < H; ++j) h[j] = __shfl_sync(kAllLanes, state, j, H);
       if (s < L) {
         if (k == 0) {
-          state = step(slot(s), h, state, nullptr);
+          state = step(in, h, state, nullptr);
         } else {
-          state = step(slot(s), h, state, &a[k]);
+          state = step(in, h, state, &a[k]);
           e[k] = 0;
         }
       }
@@ -847,7 +943,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) fused_gru_unit_iteration(
     if (first < L) {
 #pragma unroll
       for (int j = 0; j < H; ++j) h[j] = before_group[group][j];
-      T const f = step(slot(first), h, before_group[group][u], &a[0]);
+      T const f = step(first_inputs, h, before_group[group][u], &a[0]);
       e[0] = f - start[0];
     }
   } else {
@@ -872,7 +968,7 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) fused_gru_unit_iteration(
         h_u = it.old_z(b, previous, u);
       }
       int const t = slot(s);
-      T const f = step(t, h, h_u, &a[k]);
+      T const f = step(inputs_at(s), h, h_u, &a[k]);
       e[k] = f - (it.zero_start ? T(0) : it.old_z(b, t, u));
     }
   }
@@ -1090,12 +1186,18 @@ struct FusedIteration<Kokkos::Cuda, Recurrence> {
                                             cuda_deer::kSmallWork>;
       if (pair && !pair_kernel) return false;
       // As in the constructor, for these instantiations (once per process).
+      // The unit kernel stages its tile's inputs in shared memory (37 KB a
+      // block at H = 16 in float). Under the smallest carveout (8 KB) two
+      // blocks no longer fit: the look-back's window alone (7.5 KB a block
+      // with the system's 1 KB) took the forward at n = 16, T = 100k from
+      // 6.3 to 7.7 ms, which one block a multiprocessor explains. Half the
+      // multiprocessor's memory holds two.
       static bool const carveout_set = [&] {
         for (FixedKernel k : {kernel, pair_kernel, unit_kernel})
           if (k)
             SOFTWAVE_CUDA_CHECK(cudaFuncSetAttribute(
                 k, cudaFuncAttributePreferredSharedMemoryCarveout,
-                int(cudaSharedmemCarveoutMaxL1)));
+                k == unit_kernel ? 50 : int(cudaSharedmemCarveoutMaxL1)));
         return true;
       }();
       (void)carveout_set;

@@ -261,10 +261,15 @@ struct GruCell {
   KOKKOS_INLINE_FUNCTION Gates gates_of(int i, const T* p, T hp_r, T hp_z,
                                         T hp_n) const {
     int const H = w.size();
+    return gates_from(p[i], p[H + i], p[2 * H + i], hp_r, hp_z, hp_n);
+  }
+  // The same from unit i's three rows of p (p_r = p[i], ...).
+  KOKKOS_INLINE_FUNCTION static Gates gates_from(T p_r, T p_z, T p_n, T hp_r,
+                                                 T hp_z, T hp_n) {
     Gates g;
-    g.r = sigmoid(p[i] + hp_r);
-    g.z = sigmoid(p[H + i] + hp_z);
-    g.n = tanh_of(p[2 * H + i] + g.r * hp_n);
+    g.r = sigmoid(p_r + hp_r);
+    g.z = sigmoid(p_z + hp_z);
+    g.n = tanh_of(p_n + g.r * hp_n);
     return g;
   }
   // Row i of the Jacobian: ∂h'_i/∂h_j = a W_n(i,j) + c W_r(i,j) +
