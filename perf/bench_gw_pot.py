@@ -33,6 +33,16 @@ value, so its final one is below it. --pot-epsilon fixes POT's instead.
 backend in --dtype (float64 by default: its Sinkhorn is not in the log
 domain), softwave's Python API in float32 (its specialised kernels'
 precision); the objective and rho on the GPU in float64.
+--cli PATH runs softwave through its command line instead of its Python
+package: `softwave gw --mode precomputed` on the same matrices written as
+float32 .npy files (the time is the solve's own, as the command reports it:
+the matrices' copy to the device included, reading and writing files not),
+its plan read back from plan.npy, POT's epsilon from the final_epsilon and
+scales the command reports. Without the Python package the k-NN graph is
+SciPy's (a k-d tree's k nearest, each edge kept from either end, the same
+graph for connected clouds as softwave.ot.knn_graph). --workers N splits
+the all-pairs Dijkstra runs over N processes (a 20,000-point side takes
+minutes on one).
 POT is a peer, never a project dependency: install it into a throwaway
 virtual environment that also sees softwave, e.g.
     python3 -m venv --system-site-packages /tmp/potenv
@@ -56,13 +66,53 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_gw_torchgw import cloud, size_list  # noqa: E402
 
 
-def geodesics(points, k):
+def knn_graph(points, k):
+    """The symmetrised k-NN graph as a scipy.sparse matrix of distances:
+    softwave's where its Python package is there, else SciPy's k-d tree's."""
+    try:
+        import softwave.ot as swot
+    except ImportError:
+        from scipy.sparse import csr_matrix
+        from scipy.spatial import cKDTree
+
+        distances, neighbours = cKDTree(points).query(points, k + 1)
+        rows = np.repeat(np.arange(len(points)), k)
+        graph = csr_matrix((distances[:, 1:].ravel(), (rows, neighbours[:, 1:].ravel())),
+                           shape=(len(points),) * 2)
+        return graph.maximum(graph.T).tocsr()
+    return swot.knn_graph(points, k=k).to_scipy()
+
+
+def _dijkstra_rows(graph, sources, out_path, shape):
+    from scipy.sparse.csgraph import dijkstra
+
+    out = np.lib.format.open_memmap(out_path, mode="r+")
+    out[sources] = dijkstra(graph, directed=False, indices=sources)
+    out.flush()
+
+
+def geodesics(points, k, workers=1):
     """All shortest paths of the symmetrised k-NN graph, divided by the largest."""
     from scipy.sparse.csgraph import dijkstra
 
-    import softwave.ot as swot
+    graph = knn_graph(points, k)
+    if workers <= 1:
+        d = dijkstra(graph, directed=False)
+    else:
+        import tempfile
+        from concurrent.futures import ProcessPoolExecutor
 
-    d = dijkstra(swot.knn_graph(points, k=k).to_scipy(), directed=False)
+        n = graph.shape[0]
+        with tempfile.TemporaryDirectory() as folder:
+            path = str(Path(folder) / "d.npy")
+            np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, n)).flush()
+            chunks = np.array_split(np.arange(n), workers * 4)
+            with ProcessPoolExecutor(workers) as pool:
+                list(pool.map(_dijkstra_rows, [graph] * len(chunks), chunks, [path] * len(chunks),
+                              [(n, n)] * len(chunks)))
+            d = np.array(np.load(path, mmap_mode="r"))
+    if not np.isfinite(d).all():
+        raise SystemExit("bench_gw_pot: the k-NN graph is not connected; raise --neighbours")
     return d / d.max()
 
 
@@ -97,7 +147,9 @@ def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, earl
                         seed=seed, objective=False, tol=args.tol,
                         max_iter=args.max_iter, exact_iterations=exact_iterations,
                         sinkhorn_iterations=sinkhorn_iterations,
-                        early_sinkhorn_iterations=early_sinkhorn_iterations)
+                        early_sinkhorn_iterations=early_sinkhorn_iterations,
+                        **({} if args.exact_objective_entries is None
+                           else dict(exact_objective_entries=args.exact_objective_entries)))
     synchronise(dx)
     seconds = time.perf_counter() - start
     plan = r.plan
@@ -106,6 +158,40 @@ def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, earl
                 sinkhorn_iterations=sinkhorn_iterations,
                 early_sinkhorn_iterations=early_sinkhorn_iterations, chosen_seed=r.seed,
                 final_epsilon=r.final_epsilon, pot_epsilon=matched, plan=plan)
+
+
+def run_cli(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, early_sinkhorn_iterations=None):
+    """One `softwave gw --mode precomputed` process on float32 copies of the
+    matrices: its reported time, final epsilon and scales, and its plan."""
+    import subprocess
+    import tempfile
+
+    to_host = (lambda d: d.cpu().numpy()) if hasattr(dx, "cpu") else np.asarray
+    with tempfile.TemporaryDirectory(dir=args.scratch) as folder:
+        folder = Path(folder)
+        for name, d in (("x.npy", dx), ("y.npy", dy)):
+            np.save(folder / name, to_host(d).astype(np.float32))
+        command = [args.cli, "gw", "--source", str(folder / "x.npy"), "--target", str(folder / "y.npy"),
+                   "--mode", "precomputed", "--epsilon", str(args.epsilon), "--anchors", str(args.anchors),
+                   "--restarts", str(args.restarts), "--restart-iterations", str(args.restart_iterations),
+                   "--seed", str(seed), "--tolerance", str(args.tol), "--max-iterations", str(args.max_iter),
+                   "--exact-iterations", str(exact_iterations),
+                   "--sinkhorn-iterations", str(sinkhorn_iterations), "--no-objective",
+                   "-o", str(folder / "plan.npy")]
+        if early_sinkhorn_iterations is not None:
+            command += ["--early-sinkhorn-iterations", str(early_sinkhorn_iterations)]
+        if args.exact_objective_entries is not None:
+            command += ["--exact-objective-entries", str(args.exact_objective_entries)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"bench_gw_pot: {' '.join(command)} failed: {done.stderr}")
+        summary = json.loads(done.stdout)
+        plan = np.load(folder / "plan.npy")
+    matched = 2 * summary["final_epsilon"] * summary["source_scale"] * summary["target_scale"]
+    return dict(seconds=summary["seconds"], iterations=summary["iterations"], exact_iterations=exact_iterations,
+                sinkhorn_iterations=sinkhorn_iterations,
+                early_sinkhorn_iterations=early_sinkhorn_iterations, chosen_seed=summary["seed"],
+                final_epsilon=summary["final_epsilon"], pot_epsilon=matched, plan=plan, via="cli")
 
 
 def run_pot(dx, dy, args, epsilon):
@@ -159,15 +245,28 @@ def main():
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float64", choices=["float32", "float64"],
                         help="POT's precision on --device cuda")
+    parser.add_argument("--cli", default=None, help="softwave's command line: run it instead of the Python API")
+    parser.add_argument("--scratch", default=None, help="--cli: where its .npy files go (default: the system's)")
+    parser.add_argument("--workers", type=int, default=1, help="processes for the all-pairs Dijkstra runs")
+    parser.add_argument("--exact-objective-entries", type=int, default=None,
+                        help="softwave's exact_objective_entries (exact iterations need N*K at most this)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
     import ot
 
-    import softwave
+    if args.cli:
+        import subprocess
+
+        softwave_version = subprocess.run([args.cli, "--version"], capture_output=True, text=True).stdout.strip()
+    else:
+        import softwave
+
+        softwave_version = getattr(softwave, "__version__", "?")
+    solve = run_cli if args.cli else run_softwave
 
     records = []
-    meta = dict(pot=ot.__version__, softwave=getattr(softwave, "__version__", "?"),
+    meta = dict(pot=ot.__version__, softwave=softwave_version, via="cli" if args.cli else "python",
                 threads=os.environ.get("OMP_NUM_THREADS", "?"), device=args.device,
                 dtype=args.dtype if args.device == "cuda" else "float64", epsilon=args.epsilon, anchors=args.anchors,
                 restarts=args.restarts, restart_iterations=args.restart_iterations, pot_iterations=args.pot_iterations, tol=args.tol, max_iter=args.max_iter,
@@ -179,12 +278,12 @@ def main():
         import torch
 
         small = [torch.from_numpy(geodesics(cloud(np, m, 0, False), args.neighbours)).cuda() for m in (60, 70)]
-        run_softwave(*(d.float() for d in small), args, 0, 0, args.sinkhorn_iterations[0])
+        solve(*(d.float() for d in small), args, 0, 0, args.sinkhorn_iterations[0])
         run_pot(*(d.to(getattr(torch, args.dtype)) for d in small), args, 0.01)
     for n, k in args.sizes:
         for seed in range(args.seeds):
-            dx = geodesics(cloud(np, n, seed, False).astype(np.float64), args.neighbours)
-            dy = geodesics(cloud(np, k, seed + 1000, True).astype(np.float64), args.neighbours)
+            dx = geodesics(cloud(np, n, seed, False).astype(np.float64), args.neighbours, args.workers)
+            dy = geodesics(cloud(np, k, seed + 1000, True).astype(np.float64), args.neighbours, args.workers)
             exact = dx, dy  # the objective's matrices (float64)
             if args.device == "cuda":
                 import torch
@@ -192,20 +291,11 @@ def main():
                 exact = tuple(torch.from_numpy(d).cuda() for d in (dx, dy))
                 dx, dy = (d.to(getattr(torch, args.dtype)) for d in exact)
                 single = tuple(d.float() for d in exact)
-            runs = [run_softwave(*(single if args.device == "cuda" else (dx, dy)), args, seed, e, i, early)
+            runs = [solve(*(single if args.device == "cuda" else (dx, dy)), args, seed, e, i, early)
                     for i in args.sinkhorn_iterations
                     for early in args.early_sinkhorn_iterations
                     for e in args.exact_iterations]
-            # POT at each softwave run's last ε (runs that stop at another
-            # iteration end at another ε), or at --pot-epsilon.
-            pot = {}
-            for r in runs:
-                epsilon = args.pot_epsilon if args.pot_epsilon is not None else r["pot_epsilon"]
-                if epsilon not in pot:
-                    pot[epsilon] = run_pot(dx, dy, args, epsilon)
-                r["pot_objective_at_epsilon"] = epsilon
-            runs += list(pot.values())
-            for r in runs:
+            def record(r):
                 method = ("pot" if "pot_epsilon" not in r
                           else f"softwave+{r['exact_iterations']}/{r['sinkhorn_iterations']}"
                                f"/{r['early_sinkhorn_iterations'] if r['early_sinkhorn_iterations'] is not None else 'auto'}")
@@ -219,10 +309,25 @@ def main():
                 matching = matching.cpu().numpy() if hasattr(matching, "cpu") else matching
                 r.update(method=method, n=n, k=k, seed=seed, objective=gw_objective(*exact, plan),
                          rho=signed_rho(matching), mass=float(plan.sum()))
+                del plan
                 records.append(r)
+                if args.out:  # after each run: a long one stopped early keeps the rest
+                    Path(args.out).write_text(json.dumps(dict(meta=meta, records=records), indent=1))
                 print(f"{method:15s} {n}x{k} seed {seed}: {r['seconds']:8.3f} s  objective {r['objective']:.6f}  "
                       f"rho {r['rho']:+.4f}  iterations {r['iterations']}  "
                       f"epsilon {r.get('epsilon', r.get('final_epsilon')):.3e}", flush=True)
+
+            # POT at each softwave run's last ε (runs that stop at another
+            # iteration end at another ε), or at --pot-epsilon.
+            epsilons = []
+            for r in runs:
+                r["pot_objective_at_epsilon"] = (args.pot_epsilon if args.pot_epsilon is not None
+                                                 else r["pot_epsilon"])
+                if r["pot_objective_at_epsilon"] not in epsilons:
+                    epsilons.append(r["pot_objective_at_epsilon"])
+                record(r)
+            for epsilon in epsilons:
+                record(run_pot(dx, dy, args, epsilon))
     if args.out:
         Path(args.out).write_text(json.dumps(dict(meta=meta, records=records), indent=1))
 

@@ -26,7 +26,8 @@ struct GwOutcome {
   std::vector<double> plan;
   std::vector<std::int64_t> matching;
   double objective = NAN, objective_error = NAN, linear_objective = NAN,
-         last_change = NAN;
+         last_change = NAN, final_epsilon = NAN, source_scale = NAN,
+         target_scale = NAN;
   int iterations = 0, joined_components = 0;
   bool converged = false, dense_solves = false;
   std::uint64_t seed = 0;
@@ -141,6 +142,9 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
   out.objective_error = r.objective_error;
   out.linear_objective = r.linear_objective;
   out.last_change = r.last_change;
+  out.final_epsilon = r.final_epsilon;
+  out.source_scale = r.source_scale;
+  out.target_scale = r.target_scale;
   out.iterations = r.iterations;
   out.converged = r.converged;
   out.dense_solves = r.dense_solves;
@@ -162,7 +166,13 @@ std::string gw_help() {
          "precomputed.\n"
          "Prints one JSON line: n_source, n_target, mode, iterations, "
          "converged,\n"
-         "last_change, objective (the GW objective of the plan; null with\n"
+         "last_change, final_epsilon (the last solve's epsilon), "
+         "source_scale and\n"
+         "target_scale (what each side's distances were divided by: POT's "
+         "entropic GW\n"
+         "solves the same problem at 2 final_epsilon source_scale "
+         "target_scale),\n"
+         "objective (the GW objective of the plan; null with\n"
          "--no-objective), objective_error (its standard error where it is "
          "estimated,\n"
          "else 0), linear_objective (<C, T> with --fgw-alpha), seed,\n"
@@ -511,6 +521,9 @@ int run_gw(const std::vector<std::string>& arguments) {
       .add("iterations", out.iterations)
       .add("converged", out.converged)
       .add("last_change", out.last_change)
+      .add("final_epsilon", out.final_epsilon)
+      .add("source_scale", out.source_scale)
+      .add("target_scale", out.target_scale)
       .add("objective", objective ? std::optional<double>(out.objective)
                                   : std::optional<double>())
       .add("objective_error", objective

@@ -1218,11 +1218,11 @@ TEST(CliErrors, BarycenterAndClusterUsage) {
 
 // Two small point clouds as CSV files in `dir`: 12 source and 9 target
 // points in the plane, at fixed places.
-void write_clouds(const fs::path& dir) {
+void write_clouds(const fs::path& dir, double source_factor = 1) {
   std::string source, target;
   for (int i = 0; i < 12; ++i)
-    source += std::to_string(std::cos(0.5 * i)) + "," +
-              std::to_string(0.1 * i) + "\n";
+    source += std::to_string(source_factor * std::cos(0.5 * i)) + "," +
+              std::to_string(source_factor * 0.1 * i) + "\n";
   for (int j = 0; j < 9; ++j)
     target += std::to_string(0.2 * j - 0.5) + "," +
               std::to_string(std::sin(0.7 * j) + 0.3) + "\n";
@@ -1488,6 +1488,35 @@ TEST(CliGw, GeodesicMatricesAreTheDijkstraRuns) {
     expect_close(a.element(q), b.element(q), 1e-12);
   expect_close(json_number(geodesic.out, "objective"),
                json_number(dijkstra.out, "objective"), 1e-12);
+}
+
+// The summary gives what POT's entropic GW needs to solve the same problem
+// (its epsilon is 2 final_epsilon source_scale target_scale): the last
+// solve's epsilon, below the first one after annealing, and each side's
+// scale, which follows its distances (a source three times as large: three
+// times the scale, the same plan and epsilon).
+TEST(CliGw, ReportsTheLastEpsilonAndTheScales) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const Result once = short_gw(dir, "once.npy", {"--mode", "euclidean"});
+  write_clouds(dir, 3);
+  const Result thrice = short_gw(dir, "thrice.npy", {"--mode", "euclidean"});
+  ASSERT_EQ(once.status, 0) << once.err;
+  ASSERT_EQ(thrice.status, 0) << thrice.err;
+  const double epsilon = json_number(once.out, "final_epsilon");
+  EXPECT_GT(epsilon, 0);
+  EXPECT_LT(epsilon, 0.05);  // short_gw's first epsilon
+  expect_close(json_number(thrice.out, "final_epsilon"), epsilon, 1e-12);
+  const double source_scale = json_number(once.out, "source_scale");
+  EXPECT_GT(source_scale, 0);
+  EXPECT_GT(json_number(once.out, "target_scale"), 0);
+  expect_close(json_number(thrice.out, "source_scale"), 3 * source_scale, 1e-5);
+  expect_close(json_number(thrice.out, "target_scale"),
+               json_number(once.out, "target_scale"), 1e-12);
+  const auto a = plan_in(dir, "once.npy"), b = plan_in(dir, "thrice.npy");
+  ASSERT_EQ(b.shape, a.shape);
+  for (std::size_t q = 0; q < 12 * 9; ++q)
+    expect_close(b.element(q), a.element(q), 1e-5);
 }
 
 // --shortest-paths device gives Dijkstra's distances, so the same plan, in
