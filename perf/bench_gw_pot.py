@@ -39,8 +39,8 @@ float32 .npy files (the time is the solve's own, as the command reports it:
 the matrices' copy to the device included, reading and writing files not),
 its plan read back from plan.npy, POT's epsilon from the final_epsilon and
 scales the command reports. Without the Python package the k-NN graph is
-SciPy's (a k-d tree's k nearest, each edge kept from either end, the same
-graph for connected clouds as softwave.ot.knn_graph). --workers N splits
+SciPy's (a k-d tree's k nearest, each edge kept from either end, its
+components joined by their closest pairs: softwave.ot.knn_graph's graph). --workers N splits
 the all-pairs Dijkstra runs over N processes (a 20,000-point side takes
 minutes on one).
 POT is a peer, never a project dependency: install it into a throwaway
@@ -79,7 +79,20 @@ def knn_graph(points, k):
         rows = np.repeat(np.arange(len(points)), k)
         graph = csr_matrix((distances[:, 1:].ravel(), (rows, neighbours[:, 1:].ravel())),
                            shape=(len(points),) * 2)
-        return graph.maximum(graph.T).tocsr()
+        graph = graph.maximum(graph.T).tolil()
+        # Joined as softwave's: the closest pair between point 0's
+        # component and the rest, until one component is left.
+        from scipy.sparse.csgraph import connected_components
+
+        while True:
+            count, labels = connected_components(graph, directed=False)
+            if count == 1:
+                return graph.tocsr()
+            inside, outside = np.flatnonzero(labels == labels[0]), np.flatnonzero(labels != labels[0])
+            gap, nearest = cKDTree(points[outside]).query(points[inside])
+            i = int(np.argmin(gap))
+            a, b = inside[i], outside[nearest[i]]
+            graph[a, b] = graph[b, a] = gap[i]
     return swot.knn_graph(points, k=k).to_scipy()
 
 
