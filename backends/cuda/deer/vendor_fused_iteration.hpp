@@ -196,16 +196,22 @@ __device__ inline T look_back(const Descriptors<T>& d, int b, std::int64_t tile,
       // The window's map: the nearest prefix (δ ↦ prefix, A = 0), then the
       // aggregates after it; lanes before it are the identity.
       int const stop = prefixes ? 31 - __clz(prefixes) : -1;
+      // Lane j's tile's map of component i, δ ↦ wa δ + we.
+      auto const tile_map = [&](int i, T& wa, T& we) {
+        wa = 1;
+        we = 0;
+        if (lane == stop) {
+          wa = 0;
+          we = outside ? T(0) : load_volatile(&d.prefix[seen * n + i]);
+        } else if (lane > stop) {
+          wa = load_volatile(&d.aggregate_a[seen * n + i]);
+          we = load_volatile(&d.aggregate_e[seen * n + i]);
+        }
+      };
       if constexpr (Width <= 2) {
         for (int i = 0; i < n; ++i) {
-          T wa = 1, we = 0;
-          if (lane == stop) {
-            wa = 0;
-            we = outside ? T(0) : load_volatile(&d.prefix[seen * n + i]);
-          } else if (lane > stop) {
-            wa = load_volatile(&d.aggregate_a[seen * n + i]);
-            we = load_volatile(&d.aggregate_e[seen * n + i]);
-          }
+          T wa, we;
+          tile_map(i, wa, we);
           compose_over_warp(wa, we, lane);
           T const window_a = __shfl_sync(kAllLanes, wa, 31);
           T const window_e = __shfl_sync(kAllLanes, we, 31);
@@ -223,14 +229,7 @@ __device__ inline T look_back(const Descriptors<T>& d, int b, std::int64_t tile,
         for (int i = 0; i < Width; ++i) {
           wa[i] = 1;
           we[i] = 0;
-          if (i >= n) continue;
-          if (lane == stop) {
-            wa[i] = 0;
-            we[i] = outside ? T(0) : load_volatile(&d.prefix[seen * n + i]);
-          } else if (lane > stop) {
-            wa[i] = load_volatile(&d.aggregate_a[seen * n + i]);
-            we[i] = load_volatile(&d.aggregate_e[seen * n + i]);
-          }
+          if (i < n) tile_map(i, wa[i], we[i]);
         }
 #pragma unroll
         for (int i = 0; i < Width; ++i) {
@@ -864,7 +863,10 @@ __global__ void __launch_bounds__(kThreads, MinBlocks) fused_gru_unit_iteration(
   }
   // Unit u's rows of step s's pre-activations; zeros outside the sequence.
   // Steps before the staged ones (a longer warm-up) and double's come from
-  // memory: a chain loads the next step's while it evaluates this one.
+  // memory: a chain loads the next step's while it evaluates this one. The
+  // two branches keep their reads apart so that each is a load of its own
+  // space (shared, global): one pointer chosen between them would make
+  // every read on the chain's path a generic load.
   struct Inputs {
     T r = 0, z = 0, n = 0;
   };
