@@ -40,9 +40,9 @@ the matrices' copy to the device included, reading and writing files not),
 its plan read back from plan.npy, POT's epsilon from the final_epsilon and
 scales the command reports. Without the Python package the k-NN graph is
 SciPy's (a k-d tree's k nearest, each edge kept from either end, its
-components joined by their closest pairs: softwave.ot.knn_graph's graph). --workers N splits
-the all-pairs Dijkstra runs over N processes (a 20,000-point side takes
-minutes on one).
+components joined by their closest pairs: softwave.ot.knn_graph's graph).
+--workers N splits the all-pairs Dijkstra runs over N processes (a
+20,000-point side takes minutes on one).
 POT is a peer, never a project dependency: install it into a throwaway
 virtual environment that also sees softwave, e.g.
     python3 -m venv --system-site-packages /tmp/potenv
@@ -96,7 +96,7 @@ def knn_graph(points, k):
     return swot.knn_graph(points, k=k).to_scipy()
 
 
-def _dijkstra_rows(graph, sources, out_path, shape):
+def _dijkstra_rows(graph, sources, out_path):
     from scipy.sparse.csgraph import dijkstra
 
     out = np.lib.format.open_memmap(out_path, mode="r+")
@@ -121,11 +121,10 @@ def geodesics(points, k, workers=1):
             np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(n, n)).flush()
             chunks = np.array_split(np.arange(n), workers * 4)
             with ProcessPoolExecutor(workers) as pool:
-                list(pool.map(_dijkstra_rows, [graph] * len(chunks), chunks, [path] * len(chunks),
-                              [(n, n)] * len(chunks)))
+                list(pool.map(_dijkstra_rows, [graph] * len(chunks), chunks, [path] * len(chunks)))
             d = np.array(np.load(path, mmap_mode="r"))
     if not np.isfinite(d).all():
-        raise SystemExit("bench_gw_pot: the k-NN graph is not connected; raise --neighbours")
+        raise SystemExit("bench_gw_pot: a distance is not finite (a graph not joined into one component)")
     return d / d.max()
 
 
