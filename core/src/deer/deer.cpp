@@ -330,7 +330,7 @@ void step_products(const Space& space, const char* label, V3<const T, Space> in,
     products_per_step(space, label, f);
     return;
   }
-  int const team_size = 256;
+  constexpr int team_size = 256;
   f.width = std::min(outputs, team_size);
   f.groups = team_size / f.width;
   // At most 16 KB of staged inputs a team.
@@ -344,10 +344,16 @@ void step_products(const Space& space, const char* label, V3<const T, Space> in,
       std::min<std::int64_t>(B * f.tiles, std::int64_t(1) << 30);
   std::size_t const scratch =
       std::size_t(f.tile_steps()) * (f.chunk + 1) * sizeof(T);
+  // Four teams of 256 a multiprocessor: the kernel is bound by latency,
+  // not bytes (perf/results/deer-step-products-ncu-h100-2026-12-07-9610648.txt:
+  // 14 % of DRAM bandwidth at 96 registers, two teams a multiprocessor), and
+  // at 64 registers it took 704 instead of 920 µs a call on an H100 (n = 16,
+  // T = 100k, B = 16).
   Kokkos::parallel_for(
       std::string("softwave::deer::") + label,
       compat::light_weight(
-          Kokkos::TeamPolicy<Space>(space, int(league), team_size)
+          Kokkos::TeamPolicy<Space, Kokkos::LaunchBounds<team_size, 4>>(
+              space, int(league), team_size)
               .set_scratch_size(0, Kokkos::PerTeam(scratch))),
       f);
 }
