@@ -223,6 +223,8 @@ void options_from_environment(softwave::GwOptions& options) {
     options.restart_iterations = std::atoi(its);
   if (char const* its = std::getenv("SOFTWAVE_BENCH_GW_EXACT_ITERATIONS"))
     options.exact_iterations = std::atoi(its);
+  if (char const* anchors = std::getenv("SOFTWAVE_BENCH_GW_POLISH_ANCHORS"))
+    options.polish_anchors = std::atoi(anchors);
   if (char const* seed = std::getenv("SOFTWAVE_BENCH_GW_SEED"))
     options.seed = std::strtoull(seed, nullptr, 10);
   if (char const* entries = std::getenv("SOFTWAVE_BENCH_GW_DENSE_COST_ENTRIES"))
@@ -306,6 +308,7 @@ void run_sampled_gw(benchmark::State& state, bool mixed_precision) {
   state.counters["ms"] = Counter(
       state.iterations() ? 1e3 * total_s / double(state.iterations()) : 0);
   state.counters["iterations"] = Counter(result.iterations);
+  state.counters["polish_anchors"] = Counter(result.polish_anchors);
   state.counters["rho"] = Counter(softwave_ref::spearman(m));
   state.counters["peak_workspace_MB"] = Counter(double(peaks.workspace) / kMiB);
   state.counters["shortcut_edges"] = Counter(double(shortcuts));

@@ -13,8 +13,9 @@ matrices and uniform marginals:
             restart_iterations, tol and max_iter as given), its defaults otherwise, once for
             each --sinkhorn-iterations count (a solve's iterations),
             --early-sinkhorn-iterations count (those of the solves while the
-            plan forms) and --exact-iterations count (0: the sampled plan as
-            returned);
+            plan forms), --exact-iterations count (0: the sampled plan as
+            returned) and --polish-anchors count (the polishing
+            iteration's anchors; 0: none, -1: softwave's default);
   POT       ot.gromov.entropic_gromov_wasserstein(loss_fun="square_loss",
             solver "PGD" (its default: a Sinkhorn solve of the
             linearised cost an iteration), max_iter --pot-iterations,
@@ -149,7 +150,8 @@ def synchronise(array):
         torch.cuda.synchronize()
 
 
-def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, early_sinkhorn_iterations=None):
+def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, early_sinkhorn_iterations=None,
+                 polish_anchors=None):
     import softwave.ot as swot
 
     synchronise(dx)
@@ -159,7 +161,7 @@ def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, earl
                         seed=seed, objective=False, tol=args.tol,
                         max_iter=args.max_iter, exact_iterations=exact_iterations,
                         sinkhorn_iterations=sinkhorn_iterations,
-                        early_sinkhorn_iterations=early_sinkhorn_iterations,
+                        early_sinkhorn_iterations=early_sinkhorn_iterations, polish_anchors=polish_anchors,
                         **({} if args.exact_objective_entries is None
                            else dict(exact_objective_entries=args.exact_objective_entries)))
     synchronise(dx)
@@ -168,11 +170,12 @@ def run_softwave(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, earl
     matched = 2 * r.final_epsilon * r.source_scale * r.target_scale
     return dict(seconds=seconds, iterations=r.iterations, exact_iterations=exact_iterations,
                 sinkhorn_iterations=sinkhorn_iterations,
-                early_sinkhorn_iterations=early_sinkhorn_iterations, chosen_seed=r.seed,
-                final_epsilon=r.final_epsilon, pot_epsilon=matched, plan=plan)
+                early_sinkhorn_iterations=early_sinkhorn_iterations, polish_anchors=r.polish_anchors,
+                chosen_seed=r.seed, final_epsilon=r.final_epsilon, pot_epsilon=matched, plan=plan)
 
 
-def run_cli(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, early_sinkhorn_iterations=None):
+def run_cli(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, early_sinkhorn_iterations=None,
+            polish_anchors=None):
     """One `softwave gw --mode precomputed` process on float32 copies of the
     matrices: its reported time, final epsilon and scales, and its plan."""
     import subprocess
@@ -194,6 +197,8 @@ def run_cli(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, early_sin
             command += ["--early-sinkhorn-iterations", str(early_sinkhorn_iterations)]
         if args.exact_objective_entries is not None:
             command += ["--exact-objective-entries", str(args.exact_objective_entries)]
+        if polish_anchors is not None:
+            command += ["--polish-anchors", str(polish_anchors)]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"bench_gw_pot: {' '.join(command)} failed: {done.stderr}")
@@ -202,7 +207,8 @@ def run_cli(dx, dy, args, seed, exact_iterations, sinkhorn_iterations, early_sin
     matched = 2 * summary["final_epsilon"] * summary["source_scale"] * summary["target_scale"]
     return dict(seconds=summary["seconds"], iterations=summary["iterations"], exact_iterations=exact_iterations,
                 sinkhorn_iterations=sinkhorn_iterations,
-                early_sinkhorn_iterations=early_sinkhorn_iterations, chosen_seed=summary["seed"],
+                early_sinkhorn_iterations=early_sinkhorn_iterations,
+                polish_anchors=summary["polish_anchors"], chosen_seed=summary["seed"],
                 final_epsilon=summary["final_epsilon"], pot_epsilon=matched, plan=plan, via="cli")
 
 
@@ -230,6 +236,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=size_list, default=size_list("400x500,1000x1250,2000x2500"))
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="data seeds first-seed .. first-seed + seeds - 1")
     parser.add_argument("--epsilon", type=float, default=5e-3)
     parser.add_argument("--anchors", type=int, default=80)
     parser.add_argument("--restarts", type=int, default=1)
@@ -250,6 +257,11 @@ def main():
     # ... and each of these a solve while the plan forms (GwOptions::early_sinkhorn_iterations;
     # -1: softwave's default, half of them).
     parser.add_argument("--early-sinkhorn-iterations",
+                        type=lambda text: [None if int(c) < 0 else int(c) for c in text.split(",")],
+                        default=[None])
+    # softwave's runs: each of these polishing iterations' anchors (GwOptions::polish_anchors;
+    # 0: none; -1: softwave's default).
+    parser.add_argument("--polish-anchors",
                         type=lambda text: [None if int(c) < 0 else int(c) for c in text.split(",")],
                         default=[None])
     # POT's epsilon; by default that of softwave's last solve (see above).
@@ -284,7 +296,7 @@ def main():
                 restarts=args.restarts, restart_iterations=args.restart_iterations, pot_iterations=args.pot_iterations, tol=args.tol, max_iter=args.max_iter,
                 exact_iterations=args.exact_iterations, sinkhorn_iterations=args.sinkhorn_iterations,
                 early_sinkhorn_iterations=args.early_sinkhorn_iterations,
-                pot_epsilon=args.pot_epsilon)
+                polish_anchors=args.polish_anchors, pot_epsilon=args.pot_epsilon)
     print(json.dumps(meta))
     if args.device == "cuda":  # CUDA contexts, libraries and kernels loaded before any timed call
         import torch
@@ -293,7 +305,7 @@ def main():
         solve(*(d.float() for d in small), args, 0, 0, args.sinkhorn_iterations[0])
         run_pot(*(d.to(getattr(torch, args.dtype)) for d in small), args, 0.01)
     for n, k in args.sizes:
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             dx = geodesics(cloud(np, n, seed, False).astype(np.float64), args.neighbours, args.workers)
             dy = geodesics(cloud(np, k, seed + 1000, True).astype(np.float64), args.neighbours, args.workers)
             exact = dx, dy  # the objective's matrices (float64)
@@ -303,14 +315,16 @@ def main():
                 exact = tuple(torch.from_numpy(d).cuda() for d in (dx, dy))
                 dx, dy = (d.to(getattr(torch, args.dtype)) for d in exact)
                 single = tuple(d.float() for d in exact)
-            runs = [solve(*(single if args.device == "cuda" else (dx, dy)), args, seed, e, i, early)
+            runs = [solve(*(single if args.device == "cuda" else (dx, dy)), args, seed, e, i, early, polish)
                     for i in args.sinkhorn_iterations
                     for early in args.early_sinkhorn_iterations
-                    for e in args.exact_iterations]
+                    for e in args.exact_iterations
+                    for polish in args.polish_anchors]
             def record(r):
                 method = ("pot" if "pot_epsilon" not in r
                           else f"softwave+{r['exact_iterations']}/{r['sinkhorn_iterations']}"
-                               f"/{r['early_sinkhorn_iterations'] if r['early_sinkhorn_iterations'] is not None else 'auto'}")
+                               f"/{r['early_sinkhorn_iterations'] if r['early_sinkhorn_iterations'] is not None else 'auto'}"
+                               f"/p{r['polish_anchors']}")
                 plan = r.pop("plan")
                 plan = plan.double() if hasattr(plan, "double") else np.asarray(plan, dtype=np.float64)
                 if args.device == "cuda" and not getattr(plan, "is_cuda", False):

@@ -247,6 +247,7 @@ softwave::GwOptions one_solve_options(Rng& rng) {
   o.sinkhorn_iterations = 200000;  // slow contraction at small ε (above)
   o.sinkhorn_tolerance = tolerance<T>(1e-12, 1e-6);
   o.seed = rng.integer(0, 1 << 30);
+  o.polish_anchors = 0;  // the plan is that iteration's
   return o;
 }
 
@@ -1116,6 +1117,70 @@ TYPED_TEST(SampledGw, FusedOneIterationIsTheSinkhornOfTheFusedCost) {
   }
 }
 
+// GwOptions::polish_anchors: after the sampled iterations (here 1 to 3,
+// with momentum), one more with P anchors drawn from the plan, momentum 1
+// and the last ε. The plan returned is that solve's alone: rebuilt in
+// float64 from the P anchors reported and the run's scales, the reference
+// plan is the library's (balanced, semi-relaxed, unbalanced, and fused with
+// a linear cost), and it is its own last plan, of weight 1.
+TYPED_TEST(SampledGw, PolishIsTheSinkhornOfItsSampledCost) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  double const inf = INFINITY;
+  for (auto [rho_a, rho_b, fused] :
+       {std::tuple(inf, inf, false), std::tuple(inf, 0.7, false),
+        std::tuple(0.5, inf, false), std::tuple(0.6, 0.8, false),
+        std::tuple(inf, inf, true)}) {
+    int const n = rng.integer(2, 12), k = rng.integer(2, 12);
+    RandomProblem<T, Space> const pr(rng, n, k);
+    softwave::GwOptions o = one_solve_options<T>(rng);
+    o.rho_a = rho_a;
+    o.rho_b = rho_b;
+    o.alpha = rng.uniform(0.3, 1);
+    o.max_iterations = rng.integer(1, 3);
+    o.polish_anchors = rng.integer(1, 20);
+    softwave::GwLinearCost<T, Space> cost;
+    std::vector<double> linear;
+    if (fused) {
+      linear = random_linear<T, Space>(rng, n, k, false).matrix;
+      cost.matrix = to_device2<T, Space>(linear, n, k);
+      o.fused_alpha = rng.uniform(0.2, 0.8);
+    }
+    SCOPED_TRACE(::testing::Message()
+                 << "n " << n << " k " << k << " rho_a " << rho_a << " rho_b "
+                 << rho_b << " beta " << o.fused_alpha << " P "
+                 << o.polish_anchors << " iterations " << o.max_iterations);
+    softwave::GwResult<T, Space> r;
+    r.plan = V2<T, Space>("plan", n, k);
+    r.last_plan = V2<T, Space>("last_plan", n, k);
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances, cost,
+                         pr.marginals, r, o);
+    EXPECT_EQ(r.polish_anchors, o.polish_anchors);
+    EXPECT_EQ(r.iterations, o.max_iterations);
+    ASSERT_EQ(int(r.source_anchors.size()), o.polish_anchors);
+    ASSERT_EQ(int(r.target_anchors.size()), o.polish_anchors);
+    softwave::GwOptions polish = o;
+    polish.anchors = o.polish_anchors;
+    auto problem = one_solve_problem(pr, r, polish, linear);
+    problem.eps = r.final_epsilon;
+    auto const want = ref::solve_ot(problem);
+    auto const plan = swt::to_host(r.plan);
+    EXPECT_LE(relative_difference(plan, want.plan), tolerance<T>(1e-9, 2e-4));
+    EXPECT_EQ(swt::to_host(r.last_plan), plan);
+    EXPECT_EQ(r.last_plan_weight, 1);
+  }
+  // 0: none, the run's last anchors reported.
+  RandomProblem<T, Space> const pr(rng, 6, 7);
+  softwave::GwOptions o = one_solve_options<T>(rng);
+  softwave::GwResult<T, Space> r;
+  softwave::sampled_gw(space, pr.source.distances, pr.target.distances,
+                       pr.marginals, r, o);
+  EXPECT_EQ(r.polish_anchors, 0);
+  EXPECT_EQ(int(r.source_anchors.size()), o.anchors);
+}
+
 // Low-rank couplings (GwOptions::coupling_rank): with α = 1 and one
 // iteration the plan is the coupling of the sampled cost, rebuilt in
 // float64 with dense products by the reference (the core's products are
@@ -1452,10 +1517,14 @@ TYPED_TEST(SampledGw, RaceRunsTheLowestSeedToTheEnd) {
   int const restarts = 4, s = rng.integer(1, 7);
   auto const race = p.solve(p.o.seed, restarts, s);
   ASSERT_EQ(race.restart_objectives.size(), std::size_t(restarts));
+  // The race compares the seeds' plans as their first s iterations leave
+  // them (not polished): a run of s iterations without the polishing one.
+  RestartProblem<T, Space> unpolished = p;
+  unpolished.o.polish_anchors = 0;
   int winner = 0;
   for (int r = 0; r < restarts; ++r) {
     EXPECT_EQ(race.restart_objectives[r],
-              p.solve(p.o.seed + r, 1, 0, s).objective)
+              unpolished.solve(p.o.seed + r, 1, 0, s).objective)
         << "seed " << r;
     if (race.restart_objectives[r] < race.restart_objectives[winner])
       winner = r;
@@ -1599,6 +1668,7 @@ TYPED_TEST(SampledGw, ChangeIsRelativeToThePlan) {
   o.tolerance = 0;
   o.epsilon = 4e-4;
   o.seed = rng.integer(0, 1 << 30);
+  o.polish_anchors = 0;  // the plans returned are the mixtures checked
   auto solve = [&](int iterations, int check_rows) {
     softwave::GwOptions oo = o;
     oo.max_iterations = iterations;

@@ -28,7 +28,7 @@ struct GwOutcome {
   double objective = NAN, objective_error = NAN, linear_objective = NAN,
          last_change = NAN, final_epsilon = NAN, source_scale = NAN,
          target_scale = NAN;
-  int iterations = 0, joined_components = 0;
+  int iterations = 0, joined_components = 0, polish_anchors = 0;
   bool converged = false, dense_solves = false;
   std::uint64_t seed = 0;
   std::vector<double> restart_objectives;
@@ -148,6 +148,7 @@ GwOutcome solve(const SeriesSet& x, const SeriesSet& y,
   out.iterations = r.iterations;
   out.converged = r.converged;
   out.dense_solves = r.dense_solves;
+  out.polish_anchors = r.polish_anchors;
   out.seed = r.seed;
   out.restart_objectives = r.restart_objectives;
   out.joined_components =
@@ -275,6 +276,13 @@ std::string gw_help() {
          "plan (its exact\n"
          "                         linearised cost; N x K at most "
          "the entries above)\n"
+         "  --polish-anchors P     then one iteration from the plan with P "
+         "anchors, no\n"
+         "                         momentum and the last epsilon, its plan "
+         "returned (0: none;\n"
+         "                         default 8 x M, at most what CUDA's "
+         "specialised solves\n"
+         "                         take; none with --exact-iterations)\n"
          "  --dense-cost-entries E each solve's sampled cost formed as an N x "
          "K array\n"
          "                         where N x K <= E (0: always low-rank; "
@@ -332,6 +340,7 @@ int run_gw(const std::vector<std::string>& arguments) {
                                          {"--objective-samples"},
                                          {"--exact-objective-entries"},
                                          {"--exact-iterations"},
+                                         {"--polish-anchors"},
                                          {"--dense-cost-entries"},
                                          {"--coupling-rank"},
                                          {"--coupling-iterations"},
@@ -398,6 +407,8 @@ int run_gw(const std::vector<std::string>& arguments) {
           .value_or(std::int64_t(1) << 24);
   options.exact_iterations =
       int(parsed.integer_at_least("--exact-iterations", 0).value_or(0));
+  options.polish_anchors =
+      int(parsed.integer_at_least("--polish-anchors", 0).value_or(-1));
   options.dense_cost_entries =
       parsed.integer_at_least("--dense-cost-entries", 0).value_or(-1);
   options.coupling_rank =
@@ -532,6 +543,7 @@ int run_gw(const std::vector<std::string>& arguments) {
       .add("fgw_alpha", options.fused_alpha)
       .add("lambda_ema_beta", options.cost_ema_beta)
       .add("exact_iterations", options.exact_iterations)
+      .add("polish_anchors", out.polish_anchors)
       .add("dense_solves", out.dense_solves)
       .add("coupling_rank", options.coupling_rank)
       .add("linear_objective", objective && has_linear

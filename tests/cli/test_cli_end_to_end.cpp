@@ -1685,6 +1685,42 @@ TEST(CliGw, ExactIterationsLowerTheObjective) {
     EXPECT_EQ(b.element(q), a.element(q)) << "entry " << q;
 }
 
+// The polishing iteration: 8·M anchors by default (float64 runs on the
+// portable solves), the count given, or none; reported with the anchors it
+// drew, its plan not the unpolished one, and exact iterations leave it out
+// unless it is asked for.
+TEST(CliGw, PolishAnchorsAreReported) {
+  const fs::path dir = scratch();
+  write_clouds(dir);
+  const Result automatic =
+      short_gw(dir, "automatic.npy", {"--mode", "euclidean"});
+  const Result given = short_gw(
+      dir, "given.npy", {"--mode", "euclidean", "--polish-anchors", "7"});
+  const Result none = short_gw(
+      dir, "none.npy", {"--mode", "euclidean", "--polish-anchors", "0"});
+  const Result exact = short_gw(
+      dir, "exact.npy", {"--mode", "euclidean", "--exact-iterations", "1"});
+  ASSERT_EQ(automatic.status, 0) << automatic.err;
+  ASSERT_EQ(given.status, 0) << given.err;
+  ASSERT_EQ(none.status, 0) << none.err;
+  ASSERT_EQ(exact.status, 0) << exact.err;
+  EXPECT_EQ(json_number(automatic.out, "polish_anchors"), 40);
+  EXPECT_EQ(json_number(given.out, "polish_anchors"), 7);
+  EXPECT_EQ(json_number(none.out, "polish_anchors"), 0);
+  EXPECT_EQ(json_number(exact.out, "polish_anchors"), 0);
+  const auto polished = plan_in(dir, "given.npy"),
+             plain = plan_in(dir, "none.npy");
+  ASSERT_EQ(polished.shape, plain.shape);
+  double difference = 0;
+  for (std::size_t q = 0; q < 12 * 9; ++q)
+    difference += std::fabs(polished.element(q) - plain.element(q));
+  EXPECT_GT(difference, 1e-6);
+  expect_error_containing(
+      short_gw(dir, "bad.npy",
+               {"--mode", "euclidean", "--polish-anchors", "-1"}),
+      "--polish-anchors");
+}
+
 // Low-rank couplings: reported, their plan a coupling of the uniform
 // weights (Dykstra run long), of rank at most 2 a term, and not the
 // Sinkhorn solves' plan.
@@ -1867,11 +1903,13 @@ TEST(CliGw, WarmStartsFromAPlan) {
       initial +=
           std::string(j == (5 * i) % 9 ? "1" : "0") + (j == 8 ? "\n" : ",");
   write_file(dir / "t0.csv", initial);
+  // --polish-anchors=0: no polishing iteration, whose plan would be its
+  // own solve's.
   const Result result =
       softwave({"gw", "--source", (dir / "source.csv").string(), "--target",
-                (dir / "target.csv").string(), "--mode", "euclidean",
-                "--anchors", "4", "--max-iterations", "1", "--alpha", "0.5",
-                "--dtype", "float64", "--initial-plan",
+                (dir / "target.csv").string(), "--mode=euclidean",
+                "--anchors=4", "--max-iterations=1", "--alpha=0.5",
+                "--polish-anchors=0", "--dtype=float64", "--initial-plan",
                 (dir / "t0.csv").string(), "-o", (dir / "plan.npy").string()});
   ASSERT_EQ(result.status, 0) << result.err;
   const softwave::cli::NpyArray plan = softwave::cli::parse_npy(

@@ -725,6 +725,7 @@ GwOptions gw_options_of(const GwSettings& s) {
   o.fused_alpha = s.fused_alpha;
   o.cost_ema_beta = s.cost_ema_beta;
   o.exact_iterations = s.exact_iterations;
+  o.polish_anchors = s.polish_anchors;
   o.coupling_rank = s.coupling_rank;
   o.coupling_step = s.coupling_step;
   o.coupling_iterations = s.coupling_iterations;
@@ -844,6 +845,7 @@ GwReport run_gw(const Space& space, const GwSettings& s,
   r.target_scale = result.target_scale;
   r.final_epsilon = result.final_epsilon;
   r.dense_solves = result.dense_solves;
+  r.polish_anchors = result.polish_anchors;
   r.last_plan_weight = result.last_plan_weight;
   r.changes = result.changes;
   r.restart_objectives = result.restart_objectives;

@@ -171,6 +171,7 @@ struct GwSettings {
   double fused_alpha = 0;      // GwOptions::fused_alpha
   double cost_ema_beta = 0;    // GwOptions::cost_ema_beta
   int exact_iterations = 0;    // GwOptions::exact_iterations
+  int polish_anchors = -1;     // GwOptions::polish_anchors (-1: automatic)
   // GwOptions::coupling_rank (0: Sinkhorn solves) and its iterations.
   int coupling_rank = 0;
   double coupling_step = 1;
@@ -207,6 +208,7 @@ struct GwReport {
   std::vector<int> source_anchors, target_anchors;
   int joined_components = 0;  // edges the k-NN graphs needed, both sides
   bool dense_solves = false;  // GwResult::dense_solves
+  int polish_anchors = 0;     // GwResult::polish_anchors
 };
 
 // arrays: source, target (as the mode says), a (N,), b (K,) (absent:

@@ -371,6 +371,8 @@ NB_MODULE(_core, m) {
             s.cost_ema_beta = nb::cast<double>(value);
           else if (name == "exact_iterations")
             s.exact_iterations = nb::cast<int>(value);
+          else if (name == "polish_anchors")
+            s.polish_anchors = nb::cast<int>(value);
           else if (name == "coupling_rank")
             s.coupling_rank = nb::cast<int>(value);
           else if (name == "coupling_step")
@@ -431,6 +433,7 @@ NB_MODULE(_core, m) {
         report["target_scale"] = r.target_scale;
         report["final_epsilon"] = r.final_epsilon;
         report["dense_solves"] = r.dense_solves;
+        report["polish_anchors"] = r.polish_anchors;
         report["last_plan_weight"] = r.last_plan_weight;
         report["source_anchors"] = source_anchors;
         report["target_anchors"] = target_anchors;

@@ -219,6 +219,30 @@ struct GwOptions {
   // max(1000, sinkhorn_iterations) iterations. The plan, matching and
   // objective returned are the refined plan's.
   int exact_iterations = 0;
+  // Sampled costs with Sinkhorn solves (not exact costs, not low-rank
+  // couplings): after the last sampled iteration, one more from its plan
+  // with this many anchors, momentum 1 and the last iteration's ε, whose
+  // solve (warm-started from the last one's potentials) is the plan
+  // returned; the restarts compare the plans so polished (a race's first
+  // iterations are not). A sampled plan carries the noise of its last
+  // solves' M anchors, and with momentum it mixes several of them, which
+  // blurs it: at 1,000 × 1,250 (TorchGW's spiral task, M = 80, 7 seeds)
+  // the plan as returned was −0.6 … +3.1 % from POT's entropic GW
+  // objective at the same problem, after one such iteration with 128
+  // anchors −0.7 … +1.3 %, with 640 −0.7 … +0.1 %; on an H100 with 128,
+  // −0.8 … +0.4 % at 10,000 and 20,000 points a side (perf/RESULTS.md,
+  // "Where the excess over POT comes from"). It costs one solve at that
+  // rank, and (N + K)·polish_anchors values of memory beside the run's. The
+  // solve stops as each iteration's does (sinkhorn_iterations,
+  // sinkhorn_tolerance): at 1,000 × 1,250 (seed 0) its rows were 0.43 % of
+  // the mass off (80 iterations reach 0.1 %, for an objective 0.15 %
+  // higher), the unpolished mixture's 0.53 %.
+  // 0: none; −1 (automatic): 8·M, but where the iterations' solves take
+  // the specialised passes, no more than a solve that still takes them
+  // (CUDA's: rank 128 with the features' e), and not below M; none where
+  // exact_iterations > 0, which start from the plan and reach the exact
+  // iteration's objective anyway (given explicitly, it runs before them).
+  int polish_anchors = -1;
   // Mixture terms whose weight falls below this are dropped.
   double term_tolerance = 1e-6;
   // Low-rank couplings (TorchGW's sampled_lowrank_gw, Scetbon, Cuturi and
@@ -461,10 +485,14 @@ struct GwResult {
   std::vector<double> changes;  // every check's relative change
   // The normalisation of each side's distances (s_X, s_Y above) and the
   // last iteration's anchors (j_m, l_m): what its sampled cost was made of
-  // (with exact costs, the first iteration's, which made the scales).
+  // (the polishing iteration's where there is one; with exact costs, the
+  // first iteration's, which made the scales).
   double source_scale = NAN, target_scale = NAN;
   std::vector<int> source_anchors, target_anchors;
   double final_epsilon = NAN;  // ε of the last iteration
+  // The anchors of the polishing iteration (GwOptions::polish_anchors; 0:
+  // none), which is not counted in `iterations`.
+  int polish_anchors = 0;
   // Whether its solves iterated on the sampled cost formed as an N×K array
   // (GwOptions::dense_cost_entries) rather than on its factors.
   bool dense_solves = false;

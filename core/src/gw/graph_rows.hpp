@@ -76,13 +76,28 @@ class GraphRows {
 
   std::int64_t capacity() const { return store_.extent(1); }
 
-  // columns(:, m) = the shortest paths from sources[m], m < M.
+  // columns(:, m) = the shortest paths from sources[m], for every m (any
+  // number of sources: more than the anchors an iteration go a batch of
+  // that many at a time, as the polishing iteration's do).
   void gather(const Space& space, const std::vector<int>& sources,
               const OTView2<T, Space>& columns) {
     if (capacity() == 0) {
       paths_.compute(space, sources, columns);
       return;
     }
+    std::int64_t const count = sources.size();
+    for (std::int64_t first = 0; first < count; first += anchors_)
+      gather_batch(
+          space,
+          std::vector<int>(sources.begin() + first,
+                           sources.begin() + std::min(count, first + anchors_)),
+          columns, first);
+  }
+
+ private:
+  // columns(:, first + m) = the shortest paths from sources[m], m < M.
+  void gather_batch(const Space& space, const std::vector<int>& sources,
+                    const OTView2<T, Space>& columns, std::int64_t first) {
     ++stamp_;
     space.fence();  // the last call's lists have reached the device
     std::int64_t const m = sources.size();
@@ -120,7 +135,7 @@ class GraphRows {
     for (std::int64_t c = 0; c < m; ++c) {
       gather_from[c] = slot_of_anchor[c] >= 0 ? slot_of_anchor[c]
                                               : slot_of_node_.at(sources[c]);
-      gather_to[c] = int(c);
+      gather_to[c] = int(first + c);
     }
     Kokkos::deep_copy(space, lists_, lists_host_);
     auto const list = [&](int part) {
@@ -136,7 +151,6 @@ class GraphRows {
     copy_graph_columns<T, Space>(space, store_, columns, list(2), list(3), m);
   }
 
- private:
   const Graph* graph_;
   std::int64_t anchors_;
   OTView2<T, Space> store_;  // (N, capacity), empty: nothing kept

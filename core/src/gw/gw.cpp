@@ -217,6 +217,9 @@ void check_options(const GwOptions& o) {
   if (o.exact_iterations < 0)
     throw_invalid_argument("exact_iterations = ", o.exact_iterations,
                            " must be >= 0");
+  if (o.polish_anchors < -1)
+    throw_invalid_argument("polish_anchors = ", o.polish_anchors,
+                           " must be >= 0 (0: none), or -1 (automatic)");
   if (o.kernel == Kernel::pairs)
     throw_invalid_argument(
         "kernel = pairs is a Soft-DTW kernel; sampled GW takes automatic, "
@@ -396,6 +399,7 @@ struct Run {
   double source_scale = NAN, target_scale = NAN, final_epsilon = NAN;
   std::vector<int> source_anchors, target_anchors;
   bool dense_solves = false;
+  int polish_anchors = 0;  // 0: not polished
 
   // The cumulative row sums of term w.
   template <class Problem>
@@ -482,6 +486,21 @@ struct PairDraws {
     space.fence();
   }
 };
+
+// A term's cumulative row sums into `out` (N), through `rows` and its host
+// mirror: the draws of a relaxed source's rows (Run::slot_rows).
+template <class T, class Space, class HostRows>
+void cumulative_row_sums(
+    const Space& space, const TermSum<T, Space>& term,
+    const Kokkos::View<double*, typename Space::memory_space>& rows,
+    const HostRows& rows_host, std::vector<double>& out) {
+  row_sums(space, term, rows);
+  Kokkos::deep_copy(space, rows_host, rows);
+  space.fence();
+  out.resize(rows.extent(0));
+  double total = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = total += rows_host(i);
+}
 
 // X_im = D(i, anchor_m)/scale into √(2s/M)·X (the factor's first M
 // columns) and s·mean_m X² (own), with s = 1 − β the GW cost's share.
@@ -939,17 +958,10 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
           exact->record(space, slot, terms.cost(slot), weights, solved, sink);
       }
     }
-    if (!run.slot_rows.empty()) {  // the source relaxed: this solve's rows
-      row_sums(space, problem.sum(space, terms, {{slot, 1.0, 1.0 / eps}}),
-               slot_row_sums);
-      Kokkos::deep_copy(space, slot_row_sums_host, slot_row_sums);
-      space.fence();
-      auto& cumulative = run.slot_rows[slot];
-      cumulative.resize(problem.n);
-      double total = 0;
-      for (std::int64_t i = 0; i < problem.n; ++i)
-        cumulative[i] = total += slot_row_sums_host(i);
-    }
+    if (!run.slot_rows.empty())  // the source relaxed: this solve's rows
+      cumulative_row_sums(
+          space, problem.sum(space, terms, {{slot, 1.0, 1.0 / eps}}),
+          slot_row_sums, slot_row_sums_host, run.slot_rows[slot]);
     latest = slot;
     run.final_epsilon = eps;
     run.iterations = t + 1;
@@ -1020,6 +1032,133 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   run.source_anchors.assign(source_host.data(), source_host.data() + m);
   run.target_anchors.assign(target_host.data(), target_host.data() + m);
   return run;
+}
+
+// Whether the low-rank solves of an N×K cost of this rank would take the
+// specialised passes (a question of shapes: no data is read).
+template <class T, class Space>
+bool specialised_at_rank(std::int64_t n, std::int64_t k, std::int64_t rank,
+                         const SinkhornOptions& sink) {
+  LowRankCost<T, Space> const shape{
+      OTView2<const T, Space>(nullptr, 1, n),
+      OTView2<const T, Space>(nullptr, 1, k),
+      OTView3<const T, Space>(nullptr, 1, n, rank),
+      OTView3<const T, Space>(nullptr, 1, k, rank)};
+  return specialised_for<Space, T>(shape, sink);
+}
+
+// The anchors of the polishing iteration (GwOptions::polish_anchors), 0
+// where there is none: sampled costs with Sinkhorn solves only. The
+// automatic count is 8·M, lowered where the iterations' solves take the
+// specialised passes and a solve of that rank would not (CUDA's take rank
+// <= 128: 128 − e anchors for M = 80), but not below M.
+template <class T, class Space>
+int polish_count(const GwOptions& o, bool exact_cost, std::int64_t n,
+                 std::int64_t k, std::int64_t features) {
+  if (exact_cost || o.coupling_rank > 0) return 0;
+  if (o.polish_anchors >= 0) return o.polish_anchors;
+  if (o.exact_iterations > 0) return 0;
+  SinkhornOptions const sink = solve_options(o, false);
+  auto specialised = [&](std::int64_t anchors) {
+    return specialised_at_rank<T, Space>(n, k, anchors + features, sink);
+  };
+  std::int64_t count = 8 * std::int64_t(o.anchors);
+  if (specialised(std::int64_t(o.anchors) * cost_window(o)) &&
+      !specialised(count)) {
+    // The most anchors, from M up, whose solve still takes them.
+    std::int64_t low = o.anchors, high = count;
+    while (high - low > 1) {
+      std::int64_t const middle = (low + high) / 2;
+      (specialised(middle) ? low : high) = middle;
+    }
+    count = low;
+  }
+  return int(count);
+}
+
+// GwOptions::polish_anchors: one more iteration from the restart's plan
+// (run.terms of `terms`) with polished.rank − e anchors, momentum 1 and its
+// last ε, into slot 0 of `polished`; the run's plan becomes that solve's
+// alone, and its anchors the run's last.
+template <class T, class Space>
+void polish(const Space& space, const Problem<T, Space>& problem,
+            const PlanTerms<T, Space>& terms, PlanTerms<T, Space>& polished,
+            Run& run, const GwOptions& o, int restart,
+            GraphRows<T, Space>* source_rows,
+            GraphRows<T, Space>* target_rows) {
+  compat::ScopedRegion region("softwave::gw::polish");
+  // The draws' round: apart from every iteration's and the objective's.
+  constexpr std::uint64_t kPolishRound = std::uint64_t(1) << 41;
+  std::uint64_t const seed = o.seed + std::uint64_t(restart);
+  std::int64_t const m = polished.rank - problem.features();
+  std::int64_t const n = problem.n, k = problem.k;
+  PairDraws<T, Space> anchors(space, m, k);
+  anchors.draw(space, problem, terms, run, seed, kPolishRound);
+  anchors.copy_columns(space);
+  OTView2<T, Space> source_columns, target_columns;
+  if (problem.source_graph)
+    source_columns =
+        uninitialised<T**>(space, "softwave::gw::polish_source_columns", n, m);
+  if (problem.target_graph)
+    target_columns =
+        uninitialised<T**>(space, "softwave::gw::polish_target_columns", k, m);
+  auto const identity =
+      identity_indices(space, m, "softwave::gw::polish_identity");
+  auto const xs = anchored(space, problem.dx, source_rows, anchors.rows,
+                           anchors.rows_host, source_columns, identity);
+  auto const ys = anchored(space, problem.dy, target_rows, anchors.columns,
+                           anchors.columns_host, target_columns, identity);
+  double const share = 1 - problem.fused_alpha;
+  anchor_factors(space, xs.first, xs.second, run.source_scale, share,
+                 polished.row(polished.u, 0), polished.factor(polished.p, 0));
+  anchor_factors(space, ys.first, ys.second, run.target_scale, share,
+                 polished.row(polished.v, 0), polished.factor(polished.q, 0));
+  if (problem.features() > 0) {
+    feature_factors(space, problem.linear.source_features, m,
+                    problem.fused_alpha, polished.row(polished.u, 0),
+                    polished.factor(polished.p, 0));
+    feature_factors(space, problem.linear.target_features, m,
+                    problem.fused_alpha, polished.row(polished.v, 0),
+                    polished.factor(polished.q, 0));
+  }
+  int const latest = run.terms.back().slot;
+  Kokkos::deep_copy(space, polished.row(polished.f, 0),
+                    terms.row(terms.f, latest));
+  Kokkos::deep_copy(space, polished.row(polished.g, 0),
+                    terms.row(terms.g, latest));
+  SinkhornOptions sink = solve_options(o, false);
+  sink.epsilon = run.final_epsilon;
+  sink.warm_start = true;
+  SinkhornResult<T, Space> solved;
+  solved.f = polished.row(polished.f, 0);
+  solved.g = polished.row(polished.g, 0);
+  Marginals<T, Space> const weights{problem.a2, problem.b2};
+  if (n * k <= dense_entries<T>(o, polished, sink) ||
+      problem.linear.matrix.size() > 0) {
+    auto const dense_cost =
+        uninitialised<T***>(space, "softwave::gw::polish_dense_cost", 1, n, k);
+    form_cost(space, polished, 0, dense_cost);
+    sinkhorn(space, CostMatrix<T, Space>{dense_cost}, weights, solved, sink);
+  } else {
+    sinkhorn(space, polished.cost(0), weights, solved, sink);
+  }
+  TermWeight const alone{0, 1.0, 1.0 / run.final_epsilon};
+  if (!run.slot_rows.empty()) {  // the source relaxed: the solve's rows
+    auto const sums =
+        uninitialised<double*>(space, "softwave::gw::polish_row_sums", n);
+    std::vector<std::vector<double>> rows(1);
+    cumulative_row_sums(
+        space, problem.sum(space, polished, {alone}), sums,
+        compat::host_mirror("softwave::gw::polish_row_sums_host", sums),
+        rows[0]);
+    run.slot_rows = std::move(rows);
+  }
+  run.terms = {alone};
+  run.source_anchors.assign(anchors.rows_host.data(),
+                            anchors.rows_host.data() + m);
+  run.target_anchors.assign(anchors.columns_host.data(),
+                            anchors.columns_host.data() + m);
+  run.polish_anchors = int(m);
 }
 
 // The exact linearised cost of a plan P from E = P Y (below): entry (i, j)
@@ -1363,6 +1502,15 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       slot_count(options));
   terms.linear = linear.matrix;
   terms.linear_weight = T(options.fused_alpha);
+  // The polishing iteration's factors (one slot).
+  std::optional<PlanTerms<T, Space>> polished;
+  if (int const count = polish_count<T, Space>(options, exact_cost.has_value(),
+                                               n, k, problem.features());
+      count > 0) {
+    polished.emplace(space, n, k, count + problem.features(), 1);
+    polished->linear = linear.matrix;
+    polished->linear_weight = T(options.fused_alpha);
+  }
   // The objective: exact from a dense plan where N·K is small enough, else
   // estimated from pairs drawn from the plan.
   bool const want_objective = result.compute_objective || options.restarts > 1;
@@ -1465,12 +1613,13 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     double objective = NAN, objective_error = NAN, linear_value = NAN,
            linear_error = NAN, criterion = NAN;
   };
-  auto assess = [&](const Run& run, const auto& sum, std::uint64_t seed,
-                    bool rendered) {
+  auto assess = [&](const Run& run, const PlanTerms<T, Space>& plan_terms,
+                    const auto& sum, std::uint64_t seed, bool rendered) {
     Assessment a;
     GwObjectiveParts parts;
     if (sample) {
-      auto const estimate = sample->estimate(space, problem, terms, run, seed);
+      auto const estimate =
+          sample->estimate(space, problem, plan_terms, run, seed);
       parts = estimate.parts;
       a.objective = parts.value();
       a.objective_error = estimate.error;
@@ -1527,7 +1676,8 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   if (race) {
     for (int restart = 0; restart < options.restarts; ++restart) {
       Run const run = run_of(restart, options.restart_iterations);
-      criteria.push_back(assess(run, problem.sum(space, terms, run.terms),
+      criteria.push_back(assess(run, terms,
+                                problem.sum(space, terms, run.terms),
                                 options.seed + std::uint64_t(restart), false)
                              .criterion);
     }
@@ -1540,7 +1690,12 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   for (int restart : finalists) {
     std::uint64_t const seed = options.seed + std::uint64_t(restart);
     Run run = run_of(restart, std::numeric_limits<int>::max());
-    auto const sum = problem.sum(space, terms, run.terms);
+    if (polished)
+      polish(space, problem, terms, *polished, run, options, restart,
+             source_rows ? &*source_rows : nullptr,
+             target_rows ? &*target_rows : nullptr);
+    PlanTerms<T, Space> const& plan_terms = polished ? *polished : terms;
+    auto const sum = problem.sum(space, plan_terms, run.terms);
     // The refined plan's matching, kept with the restart that wins.
     OTView1<int, Space> refined_matching;
     if (exact) {
@@ -1548,11 +1703,11 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
       if (result.matching.size() > 0)
         refined_matching =
             uninitialised<int*>(space, "softwave::gw::exact_matching", n);
-      refine_exactly(space, problem, objective_x, objective_y, run, terms,
+      refine_exactly(space, problem, objective_x, objective_y, run, plan_terms,
                      options, dense, refined_matching);
     }
     auto const [objective, objective_error, linear_value, linear_error,
-                criterion] = assess(run, sum, seed, exact);
+                criterion] = assess(run, plan_terms, sum, seed, exact);
     if (!race && options.restarts > 1) criteria.push_back(criterion);
     bool const keep = restart == finalists.front() || criterion < best;
     if (!keep) continue;
@@ -1575,7 +1730,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
         TermWeight alone = run.terms.back();
         result.last_plan_weight = alone.weight;
         alone.weight = 1;
-        render_plan(space, problem.sum(space, terms, {alone}),
+        render_plan(space, problem.sum(space, plan_terms, {alone}),
                     result.last_plan);
       }
     }
@@ -1605,6 +1760,7 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
     result.target_anchors = run.target_anchors;
     result.final_epsilon = run.final_epsilon;
     result.dense_solves = run.dense_solves;
+    result.polish_anchors = run.polish_anchors;
   }
   result.restart_objectives = criteria;
   space.fence();
