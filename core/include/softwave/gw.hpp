@@ -230,7 +230,7 @@ struct GwOptions {
   // the plan as returned was −0.6 … +3.1 % from POT's entropic GW
   // objective at the same problem, after one such iteration with 128
   // anchors −0.7 … +1.3 %, with 640 −0.7 … +0.1 %; on an H100 with 128,
-  // −0.8 … +0.4 % at 10,000 and 20,000 points a side (perf/RESULTS.md,
+  // −0.8 … +0.9 % at 10,000 and 20,000 points a side (perf/RESULTS.md,
   // "Where the excess over POT comes from"). It costs one solve at that
   // rank, and (N + K)·polish_anchors values of memory beside the run's. The
   // solve stops as each iteration's does (sinkhorn_iterations,
