@@ -1181,6 +1181,64 @@ TYPED_TEST(SampledGw, PolishIsTheSinkhornOfItsSampledCost) {
   EXPECT_EQ(int(r.source_anchors.size()), o.anchors);
 }
 
+// The automatic polishing count: 8·M where the solves run on the portable
+// passes or form their cost densely, none with exact iterations or
+// low-rank couplings; where CUDA's specialised low-rank passes take the
+// iterations, the most anchors they take too (rank 128), also when
+// kernel = specialised insists on them, and a count given above that is
+// then an error naming polish_anchors before the run.
+TYPED_TEST(SampledGw, PolishAnchorsFollowTheSolvesKernels) {
+  using Space = typename TypeParam::space;
+  using T = typename TypeParam::value;
+  SWT_SEEDED_RNG(rng);
+  Space space;
+  auto polished = [&](int n, int k, softwave::GwOptions o,
+                      bool linear = false) {
+    RandomProblem<T, Space> const pr(rng, n, k);
+    o.max_iterations = 1;
+    o.min_iterations = 0;
+    o.sinkhorn_iterations = 5;
+    softwave::GwLinearCost<T, Space> cost;
+    if (linear) {
+      cost.matrix = to_device2<T, Space>(
+          random_linear<T, Space>(rng, n, k, false).matrix, n, k);
+      o.fused_alpha = 0.5;
+    }
+    softwave::GwResult<T, Space> r;
+    r.compute_objective = false;
+    softwave::sampled_gw(space, pr.source.distances, pr.target.distances, cost,
+                         pr.marginals, r, o);
+    return r.polish_anchors;
+  };
+  softwave::GwOptions o;
+  o.anchors = rng.integer(1, 6);
+  EXPECT_EQ(polished(9, 11, o), 8 * o.anchors);
+  EXPECT_EQ(polished(9, 11, o, true), 8 * o.anchors);
+  softwave::GwOptions exact = o;
+  exact.exact_iterations = 1;
+  EXPECT_EQ(polished(9, 11, exact), 0);
+  softwave::GwOptions low_rank = o;
+  low_rank.coupling_rank = 2;
+  EXPECT_EQ(polished(9, 11, low_rank), 0);
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (std::is_same_v<Space, Kokkos::Cuda> &&
+                std::is_same_v<T, float>) {
+    o.anchors = 80;
+    EXPECT_EQ(polished(200, 210, o), 128);
+    EXPECT_EQ(polished(200, 210, o, true), 640);  // dense solves
+    softwave::GwOptions dense = o;
+    dense.dense_cost_entries = 200 * 210;
+    EXPECT_EQ(polished(200, 210, dense), 640);
+    softwave::GwOptions insisting = o;
+    insisting.kernel = softwave::Kernel::specialised;
+    EXPECT_EQ(polished(200, 210, insisting), 128);
+    insisting.polish_anchors = 640;
+    EXPECT_TRUE(swt::throws_naming("polish_anchors",
+                                   [&] { polished(200, 210, insisting); }));
+  }
+#endif
+}
+
 // Low-rank couplings (GwOptions::coupling_rank): with α = 1 and one
 // iteration the plan is the coupling of the sampled cost, rebuilt in
 // float64 with dense products by the reference (the core's products are

@@ -401,7 +401,7 @@ GW_ARRAYS = ("source", "target", "a", "b", "linear", "source_features", "target_
              "source_points", "target_points")
 GW_NUMBERS = ("iterations", "converged", "seed", "objective", "objective_error", "linear_objective",
               "linear_objective_error", "last_change", "source_scale", "target_scale", "final_epsilon",
-              "last_plan_weight", "joined_components")
+              "last_plan_weight", "joined_components", "polish_anchors", "dense_solves")
 GW_LISTS = (("changes", torch.float64), ("restart_objectives", torch.float64), ("source_anchors", torch.int64),
             ("target_anchors", torch.int64))
 

@@ -612,7 +612,9 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     iterations' mixture (at 1,000 × 1,250 it took the objective from up to
     3.1 % above POT's entropic GW to within 1.3 %). None: 8·M, no more
     than CUDA's specialised solves take (128 − e with M = 80), none with
-    exact_iterations; 0: none.
+    exact_iterations (which, given a count, start from its plan); 0: none.
+    Sampled costs with Sinkhorn solves only: ignored with low-rank couplings
+    (sampled_lowrank_gw) and the cosine mode's exact costs.
     dense_cost_entries: where N·K is at most this, each solve forms its
     sampled cost as an N×K array and iterates on it (one exp a pair an
     update); above, and at 0, the cost stays low-rank (rank M + 2, memory

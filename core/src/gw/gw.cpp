@@ -760,6 +760,28 @@ std::int64_t dense_entries(const GwOptions& o, const PlanTerms<T, Space>& terms,
                                                         : std::int64_t(1) << 24;
 }
 
+// An N×K low-rank cost of this rank as a shape: what the specialised
+// passes' questions read (extents, no data).
+template <class T, class Space>
+LowRankCost<T, Space> low_rank_shape(std::int64_t n, std::int64_t k,
+                                     std::int64_t rank) {
+  return {OTView2<const T, Space>(nullptr, 1, n),
+          OTView2<const T, Space>(nullptr, 1, k),
+          OTView3<const T, Space>(nullptr, 1, n, rank),
+          OTView3<const T, Space>(nullptr, 1, k, rank)};
+}
+
+// Whether the solves of these terms form their sampled cost as an N×K
+// array (a dense linear cost, or GwOptions::dense_cost_entries) rather
+// than iterate on its factors.
+template <class T, class Space>
+bool dense_solves(const GwOptions& o, const Problem<T, Space>& problem,
+                  const PlanTerms<T, Space>& terms,
+                  const SinkhornOptions& sink) {
+  return problem.linear.matrix.size() > 0 ||
+         problem.n * problem.k <= dense_entries<T>(o, terms, sink);
+}
+
 // A sampled cost into slot `slot`'s factors: this iteration's anchor
 // factors (xs, ys: each side's distances to them), or with a cost average
 // their history's average.
@@ -856,8 +878,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   // makes every solve dense.
   SinkhornOptions sink = solve_options(o, exact != nullptr);
   OTView3<T, Space> dense_cost;
-  if (!coupling && (problem.n * problem.k <= dense_entries<T>(o, terms, sink) ||
-                    problem.linear.matrix.size() > 0))
+  if (!coupling && dense_solves(o, problem, terms, sink))
     dense_cost = uninitialised<T***>(space, "softwave::gw::dense_cost", 1,
                                      problem.n, problem.k);
   run.dense_solves = dense_cost.size() > 0;
@@ -1034,42 +1055,47 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
   return run;
 }
 
-// Whether the low-rank solves of an N×K cost of this rank would take the
-// specialised passes (a question of shapes: no data is read).
-template <class T, class Space>
-bool specialised_at_rank(std::int64_t n, std::int64_t k, std::int64_t rank,
-                         const SinkhornOptions& sink) {
-  LowRankCost<T, Space> const shape{
-      OTView2<const T, Space>(nullptr, 1, n),
-      OTView2<const T, Space>(nullptr, 1, k),
-      OTView3<const T, Space>(nullptr, 1, n, rank),
-      OTView3<const T, Space>(nullptr, 1, k, rank)};
-  return specialised_for<Space, T>(shape, sink);
-}
-
 // The anchors of the polishing iteration (GwOptions::polish_anchors), 0
 // where there is none: sampled costs with Sinkhorn solves only. The
-// automatic count is 8·M, lowered where the iterations' solves take the
-// specialised passes and a solve of that rank would not (CUDA's take rank
-// <= 128: 128 − e anchors for M = 80), but not below M.
+// automatic count is 8·M, lowered where the iterations' low-rank solves
+// take the specialised passes and a solve of that rank could not (CUDA's
+// take rank <= 128: 128 − e anchors for M = 80), but not below M. A count
+// given whose low-rank solve could not take them is an error before the
+// run where kernel = specialised insists on them.
 template <class T, class Space>
-int polish_count(const GwOptions& o, bool exact_cost, std::int64_t n,
-                 std::int64_t k, std::int64_t features) {
+int polish_count(const GwOptions& o, bool exact_cost, bool dense_iterations,
+                 const Problem<T, Space>& problem) {
   if (exact_cost || o.coupling_rank > 0) return 0;
-  if (o.polish_anchors >= 0) return o.polish_anchors;
-  if (o.exact_iterations > 0) return 0;
-  SinkhornOptions const sink = solve_options(o, false);
-  auto specialised = [&](std::int64_t anchors) {
-    return specialised_at_rank<T, Space>(n, k, anchors + features, sink);
+  std::int64_t const n = problem.n, k = problem.k, e = problem.features();
+  auto why_not = [&](std::int64_t anchors) {
+    return specialised_unavailable<Space, T>(
+        low_rank_shape<T, Space>(n, k, anchors + e));
   };
-  std::int64_t count = 8 * std::int64_t(o.anchors);
-  if (specialised(std::int64_t(o.anchors) * cost_window(o)) &&
-      !specialised(count)) {
-    // The most anchors, from M up, whose solve still takes them.
-    std::int64_t low = o.anchors, high = count;
+  if (o.polish_anchors >= 0) {
+    bool const low_rank =
+        problem.linear.matrix.size() == 0 &&
+        !(o.dense_cost_entries >= 0 && n * k <= o.dense_cost_entries);
+    if (o.kernel == Kernel::specialised && o.polish_anchors > 0 && low_rank &&
+        !why_not(o.polish_anchors).empty())
+      throw_invalid_argument(
+          "polish_anchors = ", o.polish_anchors,
+          " with kernel = specialised: ", why_not(o.polish_anchors));
+    return o.polish_anchors;
+  }
+  if (o.exact_iterations > 0) return 0;
+  std::int64_t const m = o.anchors;
+  std::int64_t count = 8 * m;
+  bool const iterations_specialised =
+      !dense_iterations &&
+      specialised_for<Space, T>(
+          low_rank_shape<T, Space>(n, k, m * cost_window(o) + e),
+          solve_options(o, false));
+  if (iterations_specialised && !why_not(count).empty()) {
+    // The most anchors, from M up, whose solve still could.
+    std::int64_t low = m, high = count;
     while (high - low > 1) {
       std::int64_t const middle = (low + high) / 2;
-      (specialised(middle) ? low : high) = middle;
+      (why_not(middle).empty() ? low : high) = middle;
     }
     count = low;
   }
@@ -1133,8 +1159,7 @@ void polish(const Space& space, const Problem<T, Space>& problem,
   solved.f = polished.row(polished.f, 0);
   solved.g = polished.row(polished.g, 0);
   Marginals<T, Space> const weights{problem.a2, problem.b2};
-  if (n * k <= dense_entries<T>(o, polished, sink) ||
-      problem.linear.matrix.size() > 0) {
+  if (dense_solves(o, problem, polished, sink)) {
     auto const dense_cost =
         uninitialised<T***>(space, "softwave::gw::polish_dense_cost", 1, n, k);
     form_cost(space, polished, 0, dense_cost);
@@ -1504,8 +1529,12 @@ void sampled_gw(const Space& space, const GwDistances<T, Space>& source,
   terms.linear_weight = T(options.fused_alpha);
   // The polishing iteration's factors (one slot).
   std::optional<PlanTerms<T, Space>> polished;
-  if (int const count = polish_count<T, Space>(options, exact_cost.has_value(),
-                                               n, k, problem.features());
+  bool const exact_costs = exact_cost.has_value();
+  bool const dense_iterations =
+      !coupling && dense_solves(options, problem, terms,
+                                solve_options(options, exact_costs));
+  if (int const count =
+          polish_count(options, exact_costs, dense_iterations, problem);
       count > 0) {
     polished.emplace(space, n, k, count + problem.features(), 1);
     polished->linear = linear.matrix;

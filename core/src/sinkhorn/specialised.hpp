@@ -75,16 +75,26 @@ struct HasInternalForm<
     Form, std::void_t<decltype(internal_form(std::declval<const Form&>()))>>
     : std::true_type {};
 
-// Whether the specialised passes run for `form` (an internal form, or a
-// public one: asked of its internal form); insisting on them where they
-// cannot is an argument error naming `kernel`.
+// Why the specialised passes cannot run for `form` (an internal form, or a
+// public one: asked of its internal form), whatever the options; empty
+// where they can.
+template <class Space, class T, class Form>
+std::string specialised_unavailable(const Form& form) {
+  if constexpr (HasInternalForm<Form>::value)
+    return specialised_unavailable<Space, T>(internal_form(form));
+  else
+    return SpecialisedPasses<Space, T, Form>::unavailable(form);
+}
+
+// Whether the specialised passes run for `form` (as above); insisting on
+// them where they cannot is an argument error naming `kernel`.
 template <class Space, class T, class Form>
 bool specialised_for(const Form& form, const SinkhornOptions& options) {
   if constexpr (HasInternalForm<Form>::value) {
     return specialised_for<Space, T>(internal_form(form), options);
   } else {
     using Specialised = SpecialisedPasses<Space, T, Form>;
-    std::string const why_not = Specialised::unavailable(form);
+    std::string const why_not = specialised_unavailable<Space, T>(form);
     if (options.kernel == Kernel::specialised && !why_not.empty())
       throw_invalid_argument("kernel = specialised: ", why_not);
     return why_not.empty() && (options.kernel == Kernel::specialised ||
