@@ -610,7 +610,8 @@ def sampled_gw(X_source=None, X_target=None, p=None, q=None, *, distance_mode: s
     with this many anchors, no momentum and the last ε; the plan returned
     is its solve alone, without the anchor noise and blur of the last
     iterations' mixture (at 1,000 × 1,250 it took the objective from up to
-    3.1 % above POT's entropic GW to within 1.3 %). None: 8·M, no more
+    3.1 % above POT's entropic GW to within 1.3 % with 128 anchors and
+    0.1 % with 640; within 0.9 % at 10k and 20k on a GPU). None: 8·M, no more
     than CUDA's specialised solves take (128 − e with M = 80), none with
     exact_iterations (which, given a count, start from its plan); 0: none.
     Sampled costs with Sinkhorn solves only: ignored with low-rank couplings
