@@ -729,6 +729,39 @@ anchored(
           identity};
 }
 
+// An iteration's M anchor pairs, drawn from a plan, and each side's
+// distances to them (anchored): what a sampled cost is made of, for every
+// iteration and for the polishing one.
+template <class T, class Space>
+struct AnchorDistances {
+  PairDraws<T, Space> pairs;
+  OTView2<T, Space> source_columns, target_columns;  // graph sides'
+  Kokkos::View<int*, Kokkos::LayoutRight, typename Space::memory_space>
+      identity;
+
+  AnchorDistances(const Space& space, const Problem<T, Space>& problem,
+                  std::int64_t m)
+      : pairs(space, m, problem.k),
+        identity(identity_indices(space, m, "softwave::gw::identity")) {
+    if (problem.source_graph)
+      source_columns = uninitialised<T**>(space, "softwave::gw::source_columns",
+                                          problem.n, m);
+    if (problem.target_graph)
+      target_columns = uninitialised<T**>(space, "softwave::gw::target_columns",
+                                          problem.k, m);
+  }
+  // The drawn pairs' distances: (xs, ys), each as anchored() gives it.
+  auto distances(const Space& space, const Problem<T, Space>& problem,
+                 GraphRows<T, Space>* source_rows,
+                 GraphRows<T, Space>* target_rows) const {
+    return std::make_pair(
+        anchored(space, problem.dx, source_rows, pairs.rows, pairs.rows_host,
+                 source_columns, identity),
+        anchored(space, problem.dy, target_rows, pairs.columns,
+                 pairs.columns_host, target_columns, identity));
+  }
+};
+
 // The options of each outer iteration's Sinkhorn solve (ε set per solve).
 SinkhornOptions solve_options(const GwOptions& o, bool exact_cost) {
   SinkhornOptions sink;
@@ -809,6 +842,47 @@ void sampled_factors(const Space& space, const Problem<T, Space>& problem,
   }
 }
 
+// The fused linear cost's columns of slot `slot`'s factors, from column
+// `first` on.
+template <class T, class Space>
+void slot_feature_factors(const Space& space, const Problem<T, Space>& problem,
+                          const PlanTerms<T, Space>& terms, int slot,
+                          std::int64_t first) {
+  feature_factors(space, problem.linear.source_features, first,
+                  problem.fused_alpha, terms.row(terms.u, slot),
+                  terms.factor(terms.p, slot));
+  feature_factors(space, problem.linear.target_features, first,
+                  problem.fused_alpha, terms.row(terms.v, slot),
+                  terms.factor(terms.q, slot));
+}
+
+// Slot `slot`'s Sinkhorn solve at sink.epsilon into its potentials (their
+// start where sink.warm_start): on dense_cost, formed from the slot's
+// factors, where it is given, else on the factors. An exact cost keeps
+// what its next iteration reads of the solve.
+template <class T, class Space>
+void solve_slot(const Space& space, const Problem<T, Space>& problem,
+                const PlanTerms<T, Space>& terms, int slot,
+                const SinkhornOptions& sink,
+                const OTView3<T, Space>& dense_cost,
+                ExactCost<T, Space>* exact) {
+  SinkhornResult<T, Space> solved;
+  solved.f = terms.row(terms.f, slot);
+  solved.g = terms.row(terms.g, slot);
+  Marginals<T, Space> const weights{problem.a2, problem.b2};
+  if (dense_cost.size() > 0) {
+    form_cost(space, terms, slot, dense_cost);
+    sinkhorn(space, CostMatrix<T, Space>{dense_cost}, weights, solved, sink);
+    if (exact)
+      exact->record_dense(space, slot, dense_cost, problem.marginals.a,
+                          problem.marginals.b, solved, sink.epsilon);
+  } else {
+    sinkhorn(space, terms.cost(slot), weights, solved, sink);
+    if (exact)
+      exact->record(space, slot, terms.cost(slot), weights, solved, sink);
+  }
+}
+
 template <class T, class Space>
 Run run_restart(const Space& space, const Problem<T, Space>& problem,
                 PlanTerms<T, Space>& terms, const GwOptions& o, int restart,
@@ -851,20 +925,12 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
           : std::min(o.early_sinkhorn_iterations, o.sinkhorn_iterations);
 
   // The anchors j_m (rows) and l_m (columns) of each iteration.
-  PairDraws<T, Space> anchors(space, m, problem.k);
+  AnchorDistances<T, Space> drawn(space, problem, m);
+  PairDraws<T, Space>& anchors = drawn.pairs;
   auto const &source_anchors = anchors.rows, &target_anchors = anchors.columns;
   auto const &source_host = anchors.rows_host,
              &target_host = anchors.columns_host;
   bool const graph_side = problem.source_graph || problem.target_graph;
-  // Graph sides: each iteration's shortest paths from the anchors.
-  OTView2<T, Space> source_columns, target_columns;
-  if (problem.source_graph)
-    source_columns =
-        uninitialised<T**>(space, "softwave::gw::source_columns", problem.n, m);
-  if (problem.target_graph)
-    target_columns =
-        uninitialised<T**>(space, "softwave::gw::target_columns", problem.k, m);
-  auto const identity = identity_indices(space, m, "softwave::gw::identity");
   // The rows the change checks read.
   std::int64_t const checked =
       o.check_rows > 0 ? std::min<std::int64_t>(o.check_rows, problem.n)
@@ -924,25 +990,17 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     } else {
       // 2. The anchors' distances, normalised by the first iteration's
       // scale.
-      auto const xs = anchored(space, problem.dx, source_rows, source_anchors,
-                               source_host, source_columns, identity);
-      auto const ys = anchored(space, problem.dy, target_rows, target_anchors,
-                               target_host, target_columns, identity);
+      auto const [xs, ys] =
+          drawn.distances(space, problem, source_rows, target_rows);
       if (t == 0) {
         run.source_scale = anchor_scale(space, xs.first, xs.second);
         run.target_scale = anchor_scale(space, ys.first, ys.second);
       }
       sampled_factors(space, problem, terms, history, xs, ys, run, o, slot, t);
     }
-    if (problem.features() > 0) {
-      std::int64_t const first = exact ? exact->rank() : m * cost_window(o);
-      feature_factors(space, problem.linear.source_features, first,
-                      problem.fused_alpha, terms.row(terms.u, slot),
-                      terms.factor(terms.p, slot));
-      feature_factors(space, problem.linear.target_features, first,
-                      problem.fused_alpha, terms.row(terms.v, slot),
-                      terms.factor(terms.q, slot));
-    }
+    if (problem.features() > 0)
+      slot_feature_factors(space, problem, terms, slot,
+                           exact ? exact->rank() : m * cost_window(o));
 
     // 3. The solve, warm-started from the last one's potentials (a
     // coupling: from the last coupling).
@@ -962,22 +1020,7 @@ Run run_restart(const Space& space, const Problem<T, Space>& problem,
     }
     if (!coupling) {
       compat::ScopedRegion solve_region("softwave::gw::solve");
-      SinkhornResult<T, Space> solved;
-      solved.f = terms.row(terms.f, slot);
-      solved.g = terms.row(terms.g, slot);
-      Marginals<T, Space> const weights{problem.a2, problem.b2};
-      if (dense_cost.size() > 0) {
-        form_cost(space, terms, slot, dense_cost);
-        CostMatrix<T, Space> const form{dense_cost};
-        sinkhorn(space, form, weights, solved, sink);
-        if (exact)
-          exact->record_dense(space, slot, dense_cost, problem.marginals.a,
-                              problem.marginals.b, solved, eps);
-      } else {
-        sinkhorn(space, terms.cost(slot), weights, solved, sink);
-        if (exact)
-          exact->record(space, slot, terms.cost(slot), weights, solved, sink);
-      }
+      solve_slot(space, problem, terms, slot, sink, dense_cost, exact);
     }
     if (!run.slot_rows.empty())  // the source relaxed: this solve's rows
       cumulative_row_sums(
@@ -1118,35 +1161,15 @@ void polish(const Space& space, const Problem<T, Space>& problem,
   std::uint64_t const seed = o.seed + std::uint64_t(restart);
   std::int64_t const m = polished.rank - problem.features();
   std::int64_t const n = problem.n, k = problem.k;
-  PairDraws<T, Space> anchors(space, m, k);
-  anchors.draw(space, problem, terms, run, seed, kPolishRound);
-  anchors.copy_columns(space);
-  OTView2<T, Space> source_columns, target_columns;
-  if (problem.source_graph)
-    source_columns =
-        uninitialised<T**>(space, "softwave::gw::polish_source_columns", n, m);
-  if (problem.target_graph)
-    target_columns =
-        uninitialised<T**>(space, "softwave::gw::polish_target_columns", k, m);
-  auto const identity =
-      identity_indices(space, m, "softwave::gw::polish_identity");
-  auto const xs = anchored(space, problem.dx, source_rows, anchors.rows,
-                           anchors.rows_host, source_columns, identity);
-  auto const ys = anchored(space, problem.dy, target_rows, anchors.columns,
-                           anchors.columns_host, target_columns, identity);
-  double const share = 1 - problem.fused_alpha;
-  anchor_factors(space, xs.first, xs.second, run.source_scale, share,
-                 polished.row(polished.u, 0), polished.factor(polished.p, 0));
-  anchor_factors(space, ys.first, ys.second, run.target_scale, share,
-                 polished.row(polished.v, 0), polished.factor(polished.q, 0));
-  if (problem.features() > 0) {
-    feature_factors(space, problem.linear.source_features, m,
-                    problem.fused_alpha, polished.row(polished.u, 0),
-                    polished.factor(polished.p, 0));
-    feature_factors(space, problem.linear.target_features, m,
-                    problem.fused_alpha, polished.row(polished.v, 0),
-                    polished.factor(polished.q, 0));
-  }
+  AnchorDistances<T, Space> drawn(space, problem, m);
+  drawn.pairs.draw(space, problem, terms, run, seed, kPolishRound);
+  drawn.pairs.copy_columns(space);
+  auto const [xs, ys] =
+      drawn.distances(space, problem, source_rows, target_rows);
+  std::optional<CostHistory<T, Space>> no_history;  // momentum 1: no average
+  sampled_factors(space, problem, polished, no_history, xs, ys, run, o, 0, 0);
+  if (problem.features() > 0)
+    slot_feature_factors(space, problem, polished, 0, m);
   int const latest = run.terms.back().slot;
   Kokkos::deep_copy(space, polished.row(polished.f, 0),
                     terms.row(terms.f, latest));
@@ -1155,18 +1178,12 @@ void polish(const Space& space, const Problem<T, Space>& problem,
   SinkhornOptions sink = solve_options(o, false);
   sink.epsilon = run.final_epsilon;
   sink.warm_start = true;
-  SinkhornResult<T, Space> solved;
-  solved.f = polished.row(polished.f, 0);
-  solved.g = polished.row(polished.g, 0);
-  Marginals<T, Space> const weights{problem.a2, problem.b2};
-  if (dense_solves(o, problem, polished, sink)) {
-    auto const dense_cost =
+  OTView3<T, Space> dense_cost;
+  if (dense_solves(o, problem, polished, sink))
+    dense_cost =
         uninitialised<T***>(space, "softwave::gw::polish_dense_cost", 1, n, k);
-    form_cost(space, polished, 0, dense_cost);
-    sinkhorn(space, CostMatrix<T, Space>{dense_cost}, weights, solved, sink);
-  } else {
-    sinkhorn(space, polished.cost(0), weights, solved, sink);
-  }
+  solve_slot(space, problem, polished, 0, sink, dense_cost,
+             static_cast<ExactCost<T, Space>*>(nullptr));
   TermWeight const alone{0, 1.0, 1.0 / run.final_epsilon};
   if (!run.slot_rows.empty()) {  // the source relaxed: the solve's rows
     auto const sums =
@@ -1179,10 +1196,10 @@ void polish(const Space& space, const Problem<T, Space>& problem,
     run.slot_rows = std::move(rows);
   }
   run.terms = {alone};
-  run.source_anchors.assign(anchors.rows_host.data(),
-                            anchors.rows_host.data() + m);
-  run.target_anchors.assign(anchors.columns_host.data(),
-                            anchors.columns_host.data() + m);
+  run.source_anchors.assign(drawn.pairs.rows_host.data(),
+                            drawn.pairs.rows_host.data() + m);
+  run.target_anchors.assign(drawn.pairs.columns_host.data(),
+                            drawn.pairs.columns_host.data() + m);
   run.polish_anchors = int(m);
 }
 
