@@ -415,17 +415,18 @@ Hidden<Space, T> hidden_weights(const Space& space,
 //   out(k, j) = Σ_{b,t} g(b, t, k) · rows(b, t, k, j)  (j < J),
 //   bias(k)   = Σ_{b,t} g(b, t, k),
 // over parts of the steps, then over the parts (a team per sum), so that
-// the sums are the same on every run. A team per part and block of the
-// K·(J + 1) sums: a thread per sum of the block (j fastest, so that a warp
-// reads whole lines of a step's rows), and where the block is smaller than
-// the team, groups of them, each summing every groups-th step of the part,
-// the groups' sums then added in team memory. A part gives each thread
-// about kChain steps, walked a sequence at a time so that the loop's loads
-// do not wait on its index arithmetic. (A team per part and k read the
-// part's rows K times: on 2 OpenMP threads a GRU's gradients at n = 16,
-// T = 10k took 8 % longer that way. On an H200 at n = 16, T = 100k,
-// B = 16 the two sums take 6.8 ms here against 5.9 ms that way in an
-// earlier profile: a device's sums are not yet near their 0.4 GB of reads.)
+// the sums are the same on every run. It is a product of two tall matrices
+// (the steps' g rows and rows), so it is tiled as one: a team per part of
+// the steps and block of the sums stages kChunk steps at a time of g and
+// of rows in team memory (coalesced, every load of a chunk in flight
+// together), and each thread adds a chunk's terms into a kTile × kTile
+// tile of sums in registers (2·kTile reads of team memory for kTile²
+// products), then into the team's sums. The bias column is a column of
+// ones beside rows'. Rows whose value depends on k (Rows::per_row(): one
+// column, J = 1) stage a value for each k instead. (A thread per sum
+// reading g and rows from memory at each step was latency-bound on a
+// device: 2.90 and 3.69 ms for the GRU's two sums at n = 16, T = 100k,
+// B = 16 on an H100, 4 % of DRAM bandwidth, perf/RESULTS.md.)
 template <class Space, class T, class Rows>
 void sum_outer_products(const Space& space, V3<const T, Space> g,
                         const Rows& rows, std::int64_t J, V2<T, Space> out,
@@ -434,80 +435,155 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
   std::int64_t const B = g.extent(0), steps = g.extent(1), K = g.extent(2);
   std::int64_t const R = B * steps;
   std::int64_t const width = J + 1, count = K * width;
+  bool const per_row = rows.per_row();
+  if (per_row && J != 1)
+    throw std::logic_error(
+        "softwave: sum_outer_products: rows by k need one column");
   using Policy = Kokkos::TeamPolicy<Space>;
   using Member = typename Policy::member_type;
   bool const host = ThreadItems<Space>::host;
-  int const team_size = host ? 1 : 256;
-  int const block = int(std::min<std::int64_t>(count, team_size));
-  int const groups = team_size / block;
-  std::int64_t const blocks = (count + block - 1) / block;
-  // About kChain steps a thread on a device, in at most 2^22 partial sums,
-  // and where that leaves teams for only part of the device, shorter parts,
-  // down to kShortest steps a thread, until the device's resident teams are
-  // filled (B = 16, T = 256, n = 16 with diagonal hidden weights made 8
-  // teams walking 256 steps a thread: 0.1 ms on an H200, half the kernel
-  // time of that call's gradients). On a host parts of a few hundred steps,
-  // which stay in cache while its thread walks them once for each sum.
-  constexpr std::int64_t kChain = 256, kShortest = 8;
-  std::int64_t const most_parts =
-      host ? 256 : std::max<std::int64_t>(1, (std::int64_t(1) << 22) / count);
-  auto const parts_of = [&](std::int64_t chain) {
-    return (R + chain * groups - 1) / (chain * groups);
+  constexpr int kTile = 4, kChunk = sizeof(T) <= 4 ? 32 : 16, kInFlight = 8;
+  // A block of sums: up to kBlockRows rows k, and as many columns as keep
+  // the team's memory (each group's sums, a chunk of g and of rows, the
+  // chunk's steps) within kTeamBytes.
+  constexpr int kBlockRows = 64;
+  constexpr std::size_t kTeamBytes = 32 * 1024;
+  auto const round_up = [](std::int64_t v, std::int64_t to) {
+    return (v + to - 1) / to * to;
   };
-  std::int64_t const resident_parts = std::max<std::int64_t>(
-      1, std::int64_t(space.concurrency()) / team_size / blocks);
+  int const block_k =
+      int(std::min<std::int64_t>(round_up(K, kTile), kBlockRows));
+  auto const team_bytes = [&](int groups, int columns) {
+    int const row_values = per_row ? block_k : columns;
+    return std::size_t(groups * block_k * columns +
+                       kChunk * (block_k + row_values)) *
+               sizeof(T) +
+           2 * kChunk * sizeof(std::int64_t);
+  };
+  int block_w = int(round_up(width, kTile));
+  while (block_w > kTile && team_bytes(1, block_w) > kTeamBytes)
+    block_w -= kTile;
+  int const row_values = per_row ? block_k : block_w;
+  std::int64_t const k_blocks = (K + block_k - 1) / block_k;
+  std::int64_t const blocks = k_blocks * ((width + block_w - 1) / block_w);
+  int const tiles = (block_k / kTile) * (block_w / kTile);
+  int const team_size =
+      host ? 1 : int(std::clamp<std::int64_t>(round_up(tiles, 32), 64, 256));
+  // Where a block has fewer tiles than the team has threads (small states:
+  // one tile at n = 1), groups of them each take every groups-th step of a
+  // chunk into sums of their own, added at the end.
+  int groups = std::clamp(team_size / tiles, 1, kChunk);
+  while (groups > 1 && team_bytes(groups, block_w) > kTeamBytes) --groups;
+  int const block_sums = block_k * block_w;
+  // About a wave of teams on a device (a multiprocessor holds about 2048
+  // threads), several teams a thread on a host for balance, and at least a
+  // chunk a team: short calls (B = 16, T = 256) spread over the device
+  // rather than walk their chunks in a few teams.
+  std::int64_t const wanted =
+      host ? 8 * std::int64_t(space.concurrency())
+           : std::int64_t(space.concurrency()) / team_size / 2;
   std::int64_t const parts = std::clamp<std::int64_t>(
-      host ? (R + 255) / 256
-           : std::max(parts_of(kChain),
-                      std::min(resident_parts, parts_of(kShortest))),
-      1, most_parts);
+      std::min((wanted + blocks - 1) / blocks, (R + kChunk - 1) / kChunk), 1,
+      std::max<std::int64_t>(1, (std::int64_t(1) << 24) / count));
   std::int64_t const per_part = (R + parts - 1) / parts;
   auto partial = call_array<V2<T, Space>>(space, "softwave::deer::partial_sums",
                                           false, parts, count);
   auto const sums = partial.view;
+  std::size_t const scratch = team_bytes(groups, block_w);
   Kokkos::parallel_for(
       std::string("softwave::deer::") + label,
-      compat::light_weight(
-          Policy(space, parts * blocks, team_size)
-              .set_scratch_size(0, Kokkos::PerTeam(team_size * sizeof(T)))),
+      compat::light_weight(Policy(space, parts * blocks, team_size)
+                               .set_scratch_size(0, Kokkos::PerTeam(scratch))),
       KOKKOS_LAMBDA(const Member& member) {
         std::int64_t const part = member.league_rank() / blocks;
-        std::int64_t const q =
-            member.league_rank() % blocks * block + member.team_rank() % block;
-        std::int64_t const k = q / width, j = q % width;
+        std::int64_t const block = member.league_rank() % blocks;
+        std::int64_t const k0 = block % k_blocks * block_k;
+        std::int64_t const c0 = block / k_blocks * block_w;
         std::int64_t const r0 = part * per_part;
         std::int64_t const r1 = r0 + per_part < R ? r0 + per_part : R;
-        int const group = member.team_rank() / block;
-        T sum = 0;
-        if (group < groups && q < count)
-          for (std::int64_t r = r0 + group; r < r1;) {
-            // Sequence b's steps of the part, then on from where the
-            // stride left the sequence.
-            std::int64_t const b = r / steps;
-            std::int64_t t = r - b * steps;
-            std::int64_t const end =
-                r1 - b * steps < steps ? r1 - b * steps : steps;
-            // One loop for the bias column too (two loops diverged within
-            // a warp, which then ran both).
-            for (; t < end; t += groups) {
-              T const gk = g(b, t, k);
-              sum += j < J ? gk * rows(b, t, k, j) : gk;
-            }
-            r = b * steps + t;
+        auto const shared = member.team_scratch(0);
+        // Each chunk step's sequence and step (b < 0 past the part).
+        std::int64_t* const step_b = static_cast<std::int64_t*>(
+            shared.get_shmem(kChunk * sizeof(std::int64_t)));
+        std::int64_t* const step_t = static_cast<std::int64_t*>(
+            shared.get_shmem(kChunk * sizeof(std::int64_t)));
+        T* const team_sums =
+            static_cast<T*>(shared.get_shmem(groups * block_sums * sizeof(T)));
+        // A chunk's values of g, then of rows, side by side.
+        T* const g_chunk = static_cast<T*>(
+            shared.get_shmem(kChunk * (block_k + row_values) * sizeof(T)));
+        T* const row_chunk = g_chunk + kChunk * block_k;
+        int const rank = member.team_rank(), team = member.team_size();
+        for (int i = rank; i < groups * block_sums; i += team) team_sums[i] = 0;
+        for (std::int64_t first = r0; first < r1; first += kChunk) {
+          for (int s = rank; s < kChunk; s += team) {
+            std::int64_t const r = first + s;
+            step_b[s] = r < r1 ? r / steps : -1;
+            step_t[s] = r < r1 ? r - r / steps * steps : 0;
           }
-        if (groups == 1) {
-          if (q < count) sums(part, q) = sum;
-          return;
+          member.team_barrier();  // also: the last chunk's terms are added
+          // The chunk's values of g (kChunk × block_k), then of rows
+          // (kChunk × row_values), kInFlight loads a thread at a time: a
+          // load then a store to team memory each would wait on every load.
+          auto const value_at = [&](int i) {
+            bool const of_g = i < kChunk * block_k;
+            int const columns = of_g ? block_k : row_values;
+            int const e = of_g ? i : i - kChunk * block_k, s = e / columns;
+            std::int64_t const b = step_b[s], t = step_t[s];
+            std::int64_t const v = (of_g || per_row ? k0 : c0) + e % columns;
+            if (b < 0) return T(0);
+            if (of_g) return v < K ? g(b, t, v) : T(0);
+            if (per_row) return v < K ? rows(b, t, v, 0) : T(0);
+            return v < J ? rows(b, t, 0, v) : v == J ? T(1) : T(0);
+          };
+          int const staged = kChunk * (block_k + row_values);
+          for (int i0 = rank; i0 < staged; i0 += kInFlight * team) {
+            T values[kInFlight];
+            for (int u = 0; u < kInFlight; ++u) {
+              int const i = i0 + u * team;
+              values[u] = i < staged ? value_at(i) : T(0);
+            }
+            for (int u = 0; u < kInFlight; ++u) {
+              int const i = i0 + u * team;
+              if (i < staged) g_chunk[i] = values[u];
+            }
+          }
+          member.team_barrier();
+          for (int w = rank; w < tiles * groups; w += team) {
+            int const tile = w % tiles, group = w / tiles;
+            int const tk = tile / (block_w / kTile) * kTile;
+            int const tw = tile % (block_w / kTile) * kTile;
+            T terms[kTile][kTile] = {};
+            for (int s = group; s < kChunk; s += groups) {
+              T gs[kTile], rs[kTile];
+              for (int a = 0; a < kTile; ++a) {
+                gs[a] = g_chunk[s * block_k + tk + a];
+                rs[a] = per_row ? row_chunk[s * block_k + tk + a]
+                                : row_chunk[s * block_w + tw + a];
+              }
+              if (per_row) {  // columns: the row's value, then the bias
+                for (int a = 0; a < kTile; ++a) {
+                  terms[a][0] += gs[a] * rs[a];
+                  terms[a][1] += gs[a];
+                }
+              } else {
+                for (int a = 0; a < kTile; ++a)
+                  for (int c = 0; c < kTile; ++c) terms[a][c] += gs[a] * rs[c];
+              }
+            }
+            T* const own = team_sums + group * block_sums;
+            for (int a = 0; a < kTile; ++a)
+              for (int c = 0; c < kTile; ++c)
+                own[(tk + a) * block_w + tw + c] += terms[a][c];
+          }
         }
-        T* const shared = static_cast<T*>(
-            member.team_scratch(0).get_shmem(team_size * sizeof(T)));
-        shared[member.team_rank()] = sum;
         member.team_barrier();
-        if (member.team_rank() < block && q < count) {
+        for (int i = rank; i < block_sums; i += team) {
+          std::int64_t const k = k0 + i / block_w, j = c0 + i % block_w;
           T total = 0;
-          for (int p = 0; p < groups; ++p)
-            total += shared[p * block + member.team_rank()];
-          sums(part, q) = total;
+          for (int group = 0; group < groups; ++group)
+            total += team_sums[group * block_sums + i];
+          if (k < K && j < width) sums(part, k * width + j) = total;
         }
       });
   Kokkos::parallel_for(
@@ -533,6 +609,7 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
 template <class Space, class T>
 struct InputRows {
   V3<const T, Space> x;
+  bool per_row() const { return false; }
   KOKKOS_INLINE_FUNCTION T operator()(std::int64_t b, std::int64_t t,
                                       std::int64_t, std::int64_t j) const {
     return x(b, t, j);
@@ -547,6 +624,7 @@ struct PeepholeRows {
   V3<const T, Space> y;
   V2<const T, Space> y0;
   int H = 0;
+  bool per_row() const { return true; }
   KOKKOS_INLINE_FUNCTION T operator()(std::int64_t b, std::int64_t t,
                                       std::int64_t k, std::int64_t) const {
     if (k >= 2 * H) return T(0);
@@ -564,6 +642,7 @@ struct PreviousHidden {
   V3<const T, Space> y;
   V2<const T, Space> y0;
   int diagonal = 0;
+  bool per_row() const { return diagonal > 0; }
   KOKKOS_INLINE_FUNCTION T operator()(std::int64_t b, std::int64_t t,
                                       std::int64_t k, std::int64_t j) const {
     if (diagonal > 0) j = k % diagonal;
