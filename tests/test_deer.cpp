@@ -1235,10 +1235,10 @@ TYPED_TEST(DeerRnn, CheckEveryChangesNoResult) {
 
 // Gradients of L = Σ w ⊙ y (random w) against central differences of the
 // float64 reference, for every input, weight and Jacobian mode / method;
-// with `diagonal`, diagonal hidden weights (their gradient: the diagonal's).
+// with `diagonal`, diagonal hidden weights (their gradient: the diagonal's);
+// with `check_kernels`, the kernels launched too (where the solves' folds
+// fit their team memory).
 template <class Space>
-// check_kernels: whether the kernels launched are checked too (where the
-// solves' folds fit their team memory).
 void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
                      int m, bool diagonal = false, bool check_kernels = true) {
   using T = double;
