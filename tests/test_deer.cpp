@@ -1236,8 +1236,7 @@ TYPED_TEST(DeerRnn, CheckEveryChangesNoResult) {
 // Gradients of L = Σ w ⊙ y (random w) against central differences of the
 // float64 reference, for every input, weight and Jacobian mode / method;
 // with `diagonal`, diagonal hidden weights (their gradient: the diagonal's);
-// with `check_kernels`, the kernels launched too (where the solves' folds
-// fit their team memory).
+// with `check_kernels`, which kernels ran too.
 template <class Space>
 void check_gradients(softwave::RnnCell cell, Rng& rng, int B, int steps, int H,
                      int m, bool diagonal = false, bool check_kernels = true) {
@@ -1413,8 +1412,8 @@ TYPED_TEST(DeerRnnGradients, MatchFiniteDifferences) {
     // chunks of columns, here more than one.
     check_gradients<TypeParam>(cell, rng, 2, 13, 3, 40);
     check_gradients<TypeParam>(cell, rng, 1, 3, 2, 300);
-    // More gate rows than a block of the weights' sums takes (64); at
-    // this state size the full Jacobians' folds pass their team memory.
+    // More gate rows than a block of the weights' sums takes (64): the
+    // gradients only, not which kernels ran.
     check_gradients<TypeParam>(cell, rng, 2, 3, 24, 2, false, false);
   }
 }
