@@ -515,6 +515,22 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
         T* const row_chunk = g_chunk + kChunk * block_k;
         int const rank = member.team_rank(), team = member.team_size();
         for (int i = rank; i < groups * block_sums; i += team) team_sums[i] = 0;
+        // Where each thread has at most one (tile, group) item, its tile of
+        // sums stays in registers over all of the part's chunks and goes to
+        // team memory once at the end (small states: at n = 1 a thread adds
+        // one step's 16 products a chunk, and writing 16 sums after each
+        // would cost more than the products).
+        bool const kept = tiles * groups <= team;
+        T terms[kTile][kTile] = {};
+        auto const add_terms = [&](int w) {
+          int const tile = w % tiles, group = w / tiles;
+          int const tk = tile / (block_w / kTile) * kTile;
+          int const tw = tile % (block_w / kTile) * kTile;
+          T* const own = team_sums + group * block_sums;
+          for (int a = 0; a < kTile; ++a)
+            for (int c = 0; c < kTile; ++c)
+              own[(tk + a) * block_w + tw + c] += terms[a][c];
+        };
         for (std::int64_t first = r0; first < r1; first += kChunk) {
           for (int s = rank; s < kChunk; s += team) {
             std::int64_t const r = first + s;
@@ -553,7 +569,9 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
             int const tile = w % tiles, group = w / tiles;
             int const tk = tile / (block_w / kTile) * kTile;
             int const tw = tile % (block_w / kTile) * kTile;
-            T terms[kTile][kTile] = {};
+            if (!kept)
+              for (int a = 0; a < kTile; ++a)
+                for (int c = 0; c < kTile; ++c) terms[a][c] = 0;
             for (int s = group; s < kChunk; s += groups) {
               T gs[kTile], rs[kTile];
               for (int a = 0; a < kTile; ++a) {
@@ -571,12 +589,10 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
                   for (int c = 0; c < kTile; ++c) terms[a][c] += gs[a] * rs[c];
               }
             }
-            T* const own = team_sums + group * block_sums;
-            for (int a = 0; a < kTile; ++a)
-              for (int c = 0; c < kTile; ++c)
-                own[(tk + a) * block_w + tw + c] += terms[a][c];
+            if (!kept) add_terms(w);
           }
         }
+        if (kept && rank < tiles * groups) add_terms(rank);
         member.team_barrier();
         for (int i = rank; i < block_sums; i += team) {
           std::int64_t const k = k0 + i / block_w, j = c0 + i % block_w;
