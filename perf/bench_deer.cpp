@@ -12,7 +12,10 @@
 //     variant   deer_full       Newton with full Jacobians
 //               deer_diagonal   quasi-DEER (diagonal Jacobians)
 //               sequential      the loop over t (on a GPU a team a
-//                               sequence, DeerOptions::sequential_team_size)
+//                               sequence, DeerOptions::sequential_team_size;
+//                               on CUDA, dense hidden weights up to H = 64,
+//                               the backend's loop, a block a sequence)
+//               sequential_portable (GPU only): the portable loop there
 //               sequential_thread (GPU only, T <= 10k): the loop a thread
 //                               a sequence
 //               deer_full_thread (GPU only): deer_full with Newton's
@@ -106,6 +109,10 @@ constexpr Variant kVariants[] = {
     {"sequential_thread", softwave::DeerMethod::sequential,
      softwave::DeerJacobian::full, softwave::Kernel::automatic, true, 0, false,
      softwave::RnnCell::gru, 0, 1, 1},
+    // The portable loop (a team a sequence), where `sequential` takes the
+    // CUDA build's (a block a sequence).
+    {"sequential_portable", softwave::DeerMethod::sequential,
+     softwave::DeerJacobian::full, softwave::Kernel::portable, true},
     // Newton's passes a thread a chunk, where `deer_full` takes a team.
     {"deer_full_thread", softwave::DeerMethod::deer,
      softwave::DeerJacobian::full, softwave::Kernel::automatic, true, 0, false,

@@ -174,7 +174,8 @@ struct DeerOptions {
   // linearisation, scan and update in one kernel that reads each step
   // once, for diagonal Jacobians (and full ones at n = 1, where they are
   // the same) with n <= 16; `automatic` takes it there. A user's cell, and
-  // damped iterations, run the portable kernels.
+  // damped iterations, run the portable kernels. `portable` also keeps the
+  // sequential loop portable (sequential_team_size).
   Kernel kernel = Kernel::automatic;
   // How often the host reads the Newton iterations' convergence back (each
   // read waits for the device): after every check_every-th iteration,
@@ -194,6 +195,10 @@ struct DeerOptions {
   // that many threads (at most the host's threads, or 32 on a device).
   // Other cells run a thread a sequence. The backward's loops follow the
   // same choice (the neural ODE's sweep, the adjoint of deer_rnn's cells).
+  // On CUDA, 0 takes the backend's loop for deer_rnn's forward with dense
+  // hidden weights, 8 gate rows or more and H up to 64 instead (a block a
+  // sequence, a row of W_hh a thread in registers; not with
+  // Kernel::portable); the adjoint's loop stays the portable one.
   int sequential_team_size = 0;
   // Threads that share one chunk of a sequence in the Newton iterations'
   // passes (full and block Jacobians of k×k blocks): each linearises a

@@ -1190,6 +1190,21 @@ struct FusedIteration {
   void run(const Space&, const IterationArrays<Space, Recurrence>&) const {}
 };
 
+// A vendor's sequential loop (a block a sequence, the whole loop in one
+// kernel, the weights in registers) where a backend provides one:
+// backends/<vendor>/deer/vendor_sequential_loop.hpp specialises this for
+// its execution space, and core/src/deer/deer.cpp brings it in for the
+// library's cells. applies(): whether it takes the recurrence; run()
+// evaluates the sequences whose status is diverged. The primary template
+// is the portable answer: none.
+template <class Space, class Recurrence>
+struct SequentialLoop {
+  static bool applies(const Recurrence&) { return false; }
+  template <class Buffer, class Counts>
+  static void run(const Space&, const Recurrence&, const Buffer&, const Counts&,
+                  std::int64_t /*batch*/, bool /*reversed*/) {}
+};
+
 // Every member is public: CUDA's device lambdas may not be defined in
 // private member functions.
 template <class Space, class Recurrence>
@@ -2171,8 +2186,21 @@ struct Solver {
     return {};
   }
 
+  // The vendor's loop where it takes the recurrence, unless a thread or
+  // team shape of the portable loop, or the portable kernels, were asked
+  // for.
+  bool vendor_loop() const {
+    return settings_.team_size == 0 && settings_.kernel != Kernel::portable &&
+           SequentialLoop<Space, Recurrence>::applies(rec_);
+  }
+
   void sequential(Kokkos::View<int*, Memory> status) {
     int const n = rec_.state_size();
+    if (vendor_loop()) {
+      SequentialLoop<Space, Recurrence>::run(space_, rec_, z_, status, batch_,
+                                             reversed_);
+      return;
+    }
     if constexpr (TeamLoop<Recurrence>::value) {
       std::size_t const bytes = loop_bytes();
       LoopTeam const team = loop_shape();

@@ -8,13 +8,17 @@
 #include "../common/data_checks.hpp"
 #include "cells.hpp"
 
-// The CUDA backend's fused Newton iteration and stream-ordered solve memory,
-// for these cells (its folder is on the include path in a CUDA build only).
+// The CUDA backend's fused Newton iteration, sequential loop and
+// stream-ordered solve memory, for these cells (its folder is on the
+// include path in a CUDA build only).
 #if __has_include(<deer/vendor_fused_iteration.hpp>)
 #include <deer/vendor_fused_iteration.hpp>
 #endif
 #if __has_include(<deer/vendor_solve_memory.hpp>)
 #include <deer/vendor_solve_memory.hpp>
+#endif
+#if __has_include(<deer/vendor_sequential_loop.hpp>)
+#include <deer/vendor_sequential_loop.hpp>
 #endif
 
 namespace softwave::impl::deer {
