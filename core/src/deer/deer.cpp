@@ -528,6 +528,10 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
         T* const row_chunk = g_chunk + kChunk * block_k;
         int const rank = member.team_rank(), team = member.team_size();
         for (int i = rank; i < groups * block_sums; i += team) team_sums[i] = 0;
+        // Zeroed before any thread adds its tile: a thread's tile is zeroed
+        // by others, and the one-tile walk (or a part with no steps) reaches
+        // add_terms without a chunk's barriers.
+        member.team_barrier();
         // Where each thread has at most one (tile, group) item, its tile of
         // sums stays in registers over all of the part's chunks and goes to
         // team memory once at the end (small states: at n = 1 a thread adds
