@@ -11,16 +11,16 @@
 // runs unit i's update (the cell's own unit_step, as the portable team
 // loop does); after a second barrier the state is written out. Each
 // thread loads its row of the next step's projections while the current
-// step runs, so no step waits on memory. The portable team loop reads
+// step runs, so a step waits only for what is left of that load's latency
+// (a step took about 290 cycles on an H100). The portable team loop reads
 // W_hh from memory at every step, a row a thread of 8 vector lanes:
 // 6 µs a step of the GRU at n = 16 and 15 µs at n = 64 on an H200
 // (perf/RESULTS.md, "A team a sequence, a team a chunk").
 //
 // Applies to the forward recurrence of TorchCell with dense hidden weights,
 // 8 gate rows a step or more and H up to kMaxHidden (the row's registers),
-// where the solve asked
-// for no team shape of its own (DeerOptions::sequential_team_size 0) and
-// not for the portable kernels.
+// where the solve asked for no team shape of its own
+// (DeerOptions::sequential_team_size 0) and not for the portable kernels.
 
 #include <cuda_runtime.h>
 
