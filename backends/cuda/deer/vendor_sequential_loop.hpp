@@ -113,6 +113,12 @@ __global__ void __launch_bounds__(kMaxThreads<MaxHidden>)
 template <class Recurrence>
 struct SequentialLoop<Kokkos::Cuda, Recurrence> {
   using T = typename Recurrence::value_type;
+  // Against this loop DEER won up to n = 16 and lost from n = 32 on an
+  // H100 (GRU, B = 16, forward: quasi-DEER 0.18-4.8 ms against the loop's
+  // 0.93-103 ms at n = 16, T = 1k-100k; at n = 32 the loop 0.92 and 10.5 ms
+  // against full DEER's 4.4 and 19.5 ms at T = 1k and 10k; perf/RESULTS.md,
+  // "The sequential loop a block a sequence (CUDA)").
+  static constexpr int deer_state_limit = 16;
 
   static bool applies(const Recurrence& rec) {
     if constexpr (!cuda_sequential::TakesRows<Recurrence>::value) {
