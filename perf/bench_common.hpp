@@ -91,4 +91,8 @@ void register_sampled_gw(bool gpu);
 // Registers BM_DeerGru (bench_deer.cpp) for the CPU or the GPU grid.
 void register_deer(bool gpu);
 
+// Registers BM_LinearRecurrence and BM_DeviceCopy
+// (bench_linear_recurrence.cpp) for the CPU or the GPU grid.
+void register_linear_recurrence(bool gpu);
+
 }  // namespace softwave_bench

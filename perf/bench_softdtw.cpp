@@ -611,6 +611,7 @@ int main(int argc, char** argv) {
       softwave_bench::register_sinkhorn(g_grid == Grid::gpu, g_checks);
       softwave_bench::register_sampled_gw(g_grid == Grid::gpu);
       softwave_bench::register_deer(g_grid == Grid::gpu);
+      softwave_bench::register_linear_recurrence(g_grid == Grid::gpu);
       benchmark::RunSpecifiedBenchmarks();
       if (!AllocationTracker::other_labels().empty()) {
         std::cerr << "softwave_bench: allocations outside \"softwave::*\" seen "
