@@ -468,3 +468,87 @@ def test_cuda_pararnn_cells_match_their_equations(Module, B):
     expected = torch.autograd.grad((want * w).sum(), params)
     for a, e in zip(have, expected):
         assert torch.allclose(a, e, atol=1e-9, rtol=1e-7)
+
+
+def scan_loop(a, b, y0, reverse):
+    """The recurrence step by step in torch (differentiable)."""
+    state = torch.zeros_like(a[..., 0]) if y0 is None else y0
+    steps = range(a.shape[-1] - 1, -1, -1) if reverse else range(a.shape[-1])
+    out = [None] * a.shape[-1]
+    for t in steps:
+        state = a[..., t] * state + b[..., t]
+        out[t] = state
+    return torch.stack(out, dim=-1)
+
+
+def scan_inputs(rng, shape, dtype=torch.float64, device="cpu"):
+    def tensor(values):
+        return torch.tensor(values, dtype=dtype, device=device, requires_grad=True)
+    return (tensor(rng.uniform(-0.99, 0.99, shape)), tensor(rng.standard_normal(shape)),
+            tensor(rng.standard_normal(shape[:-1])), torch.tensor(rng.standard_normal(shape), dtype=dtype,
+                                                                  device=device))
+
+
+@pytest.mark.parametrize("shape", [(1,), (3, 5), (2, 3, 700), (2, 5000)])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("kernel", ["automatic", "portable"])
+@pytest.mark.parametrize("with_y0", [False, True])
+def test_linear_recurrence_matches_the_loop_with_gradients(rng, shape, reverse, kernel, with_y0):
+    a, b, y0, w = scan_inputs(rng, shape)
+    h = y0 if with_y0 else None
+    got = deer.linear_recurrence(a, b, h, reverse=reverse, kernel=kernel)
+    want = scan_loop(a, b, h, reverse)
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
+    wanted = (a, b, y0) if with_y0 else (a, b)
+    got_grads = torch.autograd.grad((got * w).sum(), wanted)
+    want_grads = torch.autograd.grad((want * w).sum(), wanted)
+    for g, e in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, e, rtol=1e-9, atol=1e-9)
+
+
+def test_linear_recurrence_gradcheck(rng):
+    a, b, y0, _ = scan_inputs(rng, (2, 37))
+    assert torch.autograd.gradcheck(lambda a, b, y0: deer.linear_recurrence(a, b, y0, reverse=True), (a, b, y0))
+
+
+def test_linear_recurrence_float32_and_numpy(rng):
+    a, b, y0, _ = scan_inputs(rng, (4, 3000))
+    want = scan_loop(a, b, y0, False).detach().numpy()
+    got32 = deer.linear_recurrence(a.float(), b.float(), y0.float())
+    assert got32.dtype == torch.float32
+    np.testing.assert_allclose(got32.detach().numpy(), want, atol=2e-5 * max(1.0, np.abs(want).max()))
+    got_np = deer.linear_recurrence(a.detach().numpy(), b.detach().numpy(), y0.detach().numpy())
+    np.testing.assert_allclose(got_np, want, rtol=1e-12, atol=1e-12)
+
+
+def test_linear_recurrence_errors_name_the_argument():
+    a = torch.rand(3, 10, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"\bb\b"):
+        deer.linear_recurrence(a, torch.rand(3, 11, dtype=torch.float64))
+    with pytest.raises(ValueError, match="y0"):
+        deer.linear_recurrence(a, a, torch.rand(4, dtype=torch.float64))
+    with pytest.raises(ValueError, match=r"\bb\b"):
+        deer.linear_recurrence(a, a.float())
+    bad = a.clone()
+    bad[1, 3] = float("nan")
+    with pytest.raises(ValueError, match=r"\ba\b"):
+        deer.linear_recurrence(bad, a)
+    with pytest.raises(ValueError, match="kernel"):
+        deer.linear_recurrence(a, a, kernel="pairs")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("kernel", ["automatic", "portable"])
+def test_linear_recurrence_cuda_matches_the_loop(rng, kernel):
+    import softwave
+    if not softwave.has_cuda():
+        pytest.skip("softwave built without CUDA")
+    a, b, y0, w = scan_inputs(rng, (3, 20000), device="cuda")
+    got = deer.linear_recurrence(a, b, y0, reverse=True, kernel=kernel)
+    cpu = [t.detach().cpu().requires_grad_() for t in (a, b, y0)]
+    want = deer.linear_recurrence(*cpu, reverse=True)
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-10, atol=1e-10)
+    got_grads = torch.autograd.grad((got * w).sum(), (a, b, y0))
+    want_grads = torch.autograd.grad((want * w.cpu()).sum(), cpu)
+    for g, e in zip(got_grads, want_grads):
+        torch.testing.assert_close(g.cpu(), e, rtol=1e-9, atol=1e-9)

@@ -86,6 +86,41 @@ class _Deer(torch.autograd.Function):
         return (None, None, None, *_first_order(ctx.anchors, grad_y, *grads))
 
 
+class _LinearRecurrence(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, settings, a, b, y0):
+        rows, T = deer._recurrence_rows(a, b, y0)
+        a2 = a.detach().contiguous().reshape(rows, T)
+        y0_ = None if y0 is None else y0.detach().contiguous().reshape(rows)
+        y = a2.new_empty((rows, T))
+        arrays = {"a": a2, "b": b.detach().contiguous().reshape(rows, T), "y0": y0_, "y": y}
+        _core.linear_recurrence("forward", arrays, dict(settings, stream=_stream(a)))
+        ctx.settings, ctx.shape = settings, a.shape
+        ctx.save_for_backward(a2, y0_, y)
+        return y.reshape(a.shape)
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        a2, y0_, y = ctx.saved_tensors
+        need_a, need_b, need_y0 = ctx.needs_input_grad[1:]
+        with torch.no_grad():
+            g = grad_y.contiguous().reshape(a2.shape)
+            grad_b = torch.empty_like(g)
+            grad_a = torch.empty_like(g) if need_a else None
+            grad_y0 = g.new_empty((a2.shape[0],)) if need_y0 and y0_ is not None else None
+            arrays = {"a": a2, "y0": y0_, "y": y, "grad_y": g, "grad_a": grad_a, "grad_b": grad_b,
+                      "grad_y0": grad_y0}
+            _core.linear_recurrence("gradients", arrays, dict(ctx.settings, stream=_stream(a2)))
+        shape = ctx.shape
+        return (None, None if grad_a is None else grad_a.reshape(shape), grad_b.reshape(shape) if need_b else None,
+                None if grad_y0 is None else grad_y0.reshape(shape[:-1]))
+
+
+def linear_recurrence(a, b, y0, reverse: bool, kernel: str, check: bool):
+    """softwave.deer.linear_recurrence for torch tensors, with autograd."""
+    return _LinearRecurrence.apply({"reverse": reverse, "kernel": kernel, "check": check}, a, b, y0)
+
+
 def rnn(settings: dict, lengths, n: int, x, h0, w_ih, w_hh, b_ih, b_hh, peephole=None):
     """(y, iterations, path), y differentiable in every tensor input."""
     if not _traced():

@@ -50,7 +50,7 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["rnn", "gru", "lstm", "cifg_lstm", "neural_ode", "GRU", "LSTM", "ParaGRU", "ParaLSTM", "NeuralODE",
+__all__ = ["rnn", "gru", "lstm", "cifg_lstm", "neural_ode", "linear_recurrence", "GRU", "LSTM", "ParaGRU", "ParaLSTM", "NeuralODE",
            "DeerReport"]
 
 _GATES = {"elman": 1, "gru": 3, "lstm": 4, "cifg_lstm": 3}
@@ -312,6 +312,44 @@ def ode_grid(y0, steps, inputs, like, cat, broadcast):
                              f"(got shape {tuple(inputs.shape)})")
         x = cat((x, inputs), -1)
     return x, y0, single
+
+
+def _recurrence_rows(a, b, y0):
+    """(rows, T) of a and b's shape (..., T), checked; y0 of shape (...)."""
+    if a.ndim < 1:
+        raise ValueError("softwave: a must have at least one axis (..., T)")
+    if tuple(b.shape) != tuple(a.shape):
+        raise ValueError(f"softwave: b has shape {tuple(b.shape)}, expected a's shape {tuple(a.shape)}")
+    if y0 is not None and tuple(y0.shape) != tuple(a.shape[:-1]):
+        raise ValueError(f"softwave: y0 has shape {tuple(y0.shape)}, expected a's shape without its last axis "
+                         f"{tuple(a.shape[:-1])}")
+    return int(np.prod(a.shape[:-1], dtype=np.int64)), int(a.shape[-1])
+
+
+def linear_recurrence(a, b, y0=None, *, reverse: bool = False, kernel: str = "automatic",
+                      check_inputs: bool = True):
+    """y[..., t] = a[..., t] · y[..., t−1] + b[..., t] along the last axis,
+    from y[..., −1] = y0 (or 0); with ``reverse`` from the last step back,
+    y[..., t] = a[..., t] · y[..., t+1] + b[..., t]. a and b have one shape
+    (..., T), y0 that shape without T. Every row is split across the device
+    by a parallel scan (on CUDA one pass reading a and b and writing y), so
+    one long sequence runs as fast per step as many short ones: the linear
+    step of DEER with diagonal Jacobians, and the recurrence of diagonal
+    linear RNNs and state-space layers (a (B, D, T) tensor scans its B·D
+    channels). torch tensors (differentiable in a, b and y0; CPU or CUDA on
+    the current stream) or NumPy arrays (float32 or float64)."""
+    if _is_torch(a):
+        from . import _torch_deer
+        return _torch_deer.linear_recurrence(a, b, y0, reverse, kernel, check_inputs)
+    a, b = np.asarray(a), np.asarray(b)
+    dtype = np.float32 if a.dtype == np.float32 and b.dtype == np.float32 else np.float64
+    rows, T = _recurrence_rows(a, b, None if y0 is None else np.asarray(y0))
+    arrays = {"a": np.ascontiguousarray(a, dtype=dtype).reshape(rows, T),
+              "b": np.ascontiguousarray(b, dtype=dtype).reshape(rows, T),
+              "y0": None if y0 is None else np.ascontiguousarray(y0, dtype=dtype).reshape(rows),
+              "y": np.empty((rows, T), dtype=dtype)}
+    _core.linear_recurrence("forward", arrays, {"reverse": reverse, "kernel": kernel, "check": check_inputs})
+    return arrays["y"].reshape(a.shape)
 
 
 def _joined_state(state):

@@ -14,6 +14,7 @@
 #include <softwave/errors.hpp>
 #include <softwave/gw.hpp>
 #include <softwave/kokkos_compat.hpp>
+#include <softwave/linear_recurrence.hpp>
 #include <softwave/sinkhorn.hpp>
 #include <softwave/softdtw.hpp>
 #include <sstream>
@@ -1075,6 +1076,48 @@ void deer_rnn(const std::string& operation, const DeerSettings& settings,
                       using Space = std::decay_t<decltype(space)>;
                       run_deer<Space, decltype(zero)>(space, operation, s,
                                                       arrays);
+                    });
+}
+
+template <class Space, class T>
+void run_linear_recurrence(const Space& space, const std::string& operation,
+                           const ScanSettings& s, const OTArrays& arrays) {
+  for (const char* name : {"a", "b", "y", "grad_y", "grad_a", "grad_b"})
+    check_rank(array(arrays, name), 2, "(rows, T)");
+  for (const char* name : {"y0", "grad_y0"})
+    check_rank(array(arrays, name), 1, "(rows,)");
+  LinearRecurrenceOptions options;
+  options.reverse = s.reverse;
+  options.kernel = kernel_of(s.kernel);
+  options.check_values = s.check_values;
+  auto const a = view2<const T, Space>(array(arrays, "a"));
+  auto const y0 = view1<const T, Space>(array(arrays, "y0"));
+  if (operation == "forward") {
+    softwave::linear_recurrence<Space, T>(
+        space, a, view2<const T, Space>(array(arrays, "b")), y0,
+        view2<T, Space>(array(arrays, "y")), options);
+  } else if (operation == "gradients") {
+    softwave::linear_recurrence_gradients<Space, T>(
+        space, a, y0, view2<const T, Space>(array(arrays, "y")),
+        view2<const T, Space>(array(arrays, "grad_y")),
+        view2<T, Space>(array(arrays, "grad_a")),
+        view2<T, Space>(array(arrays, "grad_b")),
+        view1<T, Space>(array(arrays, "grad_y0")), options);
+  } else {
+    throw_invalid_argument("unknown linear_recurrence operation '", operation,
+                           "'");
+  }
+}
+
+void linear_recurrence(const std::string& operation,
+                       const ScanSettings& settings, const OTArrays& arrays) {
+  auto const& first = array(arrays, "a");
+  if (!first.given()) throw_invalid_argument("a is required");
+  with_named_arrays(first, arrays, {}, settings.stream,
+                    [&](const auto& space, auto zero) {
+                      using Space = std::decay_t<decltype(space)>;
+                      run_linear_recurrence<Space, decltype(zero)>(
+                          space, operation, settings, arrays);
                     });
 }
 

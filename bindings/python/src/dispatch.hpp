@@ -255,6 +255,19 @@ struct DeerSettings {
 void deer_rnn(const std::string& operation, const DeerSettings& settings,
               const OTArrays& arrays);
 
+// softwave/linear_recurrence.hpp. operation "forward": arrays a, b
+// (rows, T), y0 (rows; optional), y (rows, T). "gradients": a, y0, y,
+// grad_y and the outputs grad_b, grad_a and grad_y0 (the last two
+// optional).
+struct ScanSettings {
+  bool reverse = false;
+  std::string kernel = "automatic";  // automatic, portable or specialised
+  bool check_values = true;
+  std::uintptr_t stream = 0;
+};
+void linear_recurrence(const std::string& operation,
+                       const ScanSettings& settings, const OTArrays& arrays);
+
 // Kokkos' lifetime: initialize() on import (a no-op when the host program
 // already did it), finalize() at interpreter exit.
 void initialize();

@@ -512,6 +512,30 @@ NB_MODULE(_core, m) {
       },
       "operation"_a, "arrays"_a, "settings"_a);
 
+  m.def(
+      "linear_recurrence",
+      [](const std::string& operation, nb::dict arrays, nb::dict settings) {
+        ScanSettings s;
+        for (auto [key, value] : settings) {
+          std::string const name = nb::cast<std::string>(key);
+          if (name == "reverse")
+            s.reverse = nb::cast<bool>(value);
+          else if (name == "kernel")
+            s.kernel = nb::cast<std::string>(value);
+          else if (name == "check")
+            s.check_values = nb::cast<bool>(value);
+          else if (name == "stream")
+            s.stream = nb::cast<std::uintptr_t>(value);
+          else
+            throw std::invalid_argument("softwave: unknown setting '" + name +
+                                        "'");
+        }
+        OTArrays const borrowed = borrow_all(arrays);
+        nb::gil_scoped_release release;
+        linear_recurrence(operation, s, borrowed);
+      },
+      "operation"_a, "arrays"_a, "settings"_a);
+
   m.def("jax_ffi_targets", []() {
     nb::list targets;
 #ifdef SOFTWAVE_JAX_FFI
