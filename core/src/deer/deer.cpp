@@ -484,9 +484,12 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
   // fewer tiles than the team has threads otherwise, groups of them each
   // take every groups-th step of a chunk into sums of their own, added at
   // the end.
+  // The one-tile walk needs a group for each thread of the team (team_size
+  // is 64 there, whose sums fit kTeamBytes in float and double alike).
   bool const direct = tiles == 1;
   int groups = direct ? team_size : std::clamp(team_size / tiles, 1, kChunk);
-  while (groups > 1 && team_bytes(groups, block_w) > kTeamBytes) --groups;
+  while (!direct && groups > 1 && team_bytes(groups, block_w) > kTeamBytes)
+    --groups;
   int const block_sums = block_k * block_w;
   // About a wave of teams on a device (a multiprocessor holds about 2048
   // threads), several teams a thread on a host for balance, and at least a
@@ -561,6 +564,18 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
             for (int c = 0; c < kTile; ++c)
               own[(tk + a) * block_w + tw + c] += terms[a][c];
         };
+        // Step (b, t)'s entry v of g, and of its row of products' other
+        // factors (by k where per_row, else the columns, then 1 for the
+        // bias), 0 past them.
+        auto const g_value = [&](std::int64_t b, std::int64_t t,
+                                 std::int64_t v) {
+          return v < K ? g(b, t, v) : T(0);
+        };
+        auto const row_value = [&](std::int64_t b, std::int64_t t,
+                                   std::int64_t v) {
+          if (per_row) return v < K ? rows(b, t, v, 0) : T(0);
+          return v < J ? rows(b, t, 0, v) : T(v == J);
+        };
         // One tile (k0 = c0 = 0): a thread's steps straight from memory.
         for (std::int64_t first = r0 + rank; direct && first < r1;
              first += kInFlight * team) {
@@ -570,11 +585,8 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
             bool const in = r < r1;
             std::int64_t const b = in ? r / steps : 0, t = r - b * steps;
             for (int a = 0; a < kTile; ++a) {
-              gs[u][a] = in && a < K ? g(b, t, a) : T(0);
-              rs[u][a] = !in       ? T(0)
-                         : per_row ? (a < K ? rows(b, t, a, 0) : T(0))
-                         : a < J   ? rows(b, t, 0, a)
-                                   : T(a == J);
+              gs[u][a] = in ? g_value(b, t, a) : T(0);
+              rs[u][a] = in ? row_value(b, t, a) : T(0);
             }
           }
           for (int u = 0; u < kInFlight; ++u) add_step(gs[u], rs[u]);
@@ -596,9 +608,7 @@ void sum_outer_products(const Space& space, V3<const T, Space> g,
             std::int64_t const b = step_b[s], t = step_t[s];
             std::int64_t const v = (of_g || per_row ? k0 : c0) + e % columns;
             if (b < 0) return T(0);
-            if (of_g) return v < K ? g(b, t, v) : T(0);
-            if (per_row) return v < K ? rows(b, t, v, 0) : T(0);
-            return v < J ? rows(b, t, 0, v) : v == J ? T(1) : T(0);
+            return of_g ? g_value(b, t, v) : row_value(b, t, v);
           };
           int const staged = kChunk * (block_k + row_values);
           for (int i0 = rank; i0 < staged; i0 += kInFlight * team) {
