@@ -2,7 +2,8 @@
 // the same bytes, the bandwidth the scan is measured against.
 //
 //   BM_LinearRecurrence/<kernel>/rows/T/gradient/double
-//     kernel: automatic (the CUDA single-pass scan on a GPU) or portable;
+//     kernel: automatic (the CUDA single-pass scan on a GPU), portable,
+//     or (CUDA) runs2, the single pass with 2 runs a thread instead of 4;
 //     a, b uniform in [−1, 1) and [−0.99, 0.99); data checks off. gradient 1
 //     times linear_recurrence_gradients (grad_a, grad_b and grad_y0).
 //   BM_DeviceCopy/rows/T/arrays/double: Kokkos::deep_copy of `arrays`
@@ -21,6 +22,9 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#if defined(KOKKOS_ENABLE_CUDA)
+#include "deer/vendor_linear_recurrence.hpp"  // runs_override (runs2)
+#endif
 
 namespace softwave_bench {
 namespace {
@@ -46,8 +50,25 @@ void report(benchmark::State& state, double total_s, double bytes) {
   state.counters["GBps"] = Counter(per_call > 0 ? bytes / per_call / 1e9 : 0);
 }
 
+// Sets the CUDA scan's runs a thread for the scope (0: the library's).
+struct Runs {
+  explicit Runs(int runs) {
+#if defined(KOKKOS_ENABLE_CUDA)
+    softwave::impl::scan::cuda_scan::runs_override() = runs;
+#else
+    (void)runs;
+#endif
+  }
+  ~Runs() {
+#if defined(KOKKOS_ENABLE_CUDA)
+    softwave::impl::scan::cuda_scan::runs_override() = 0;
+#endif
+  }
+};
+
 template <class T>
-void run_scan(benchmark::State& state, softwave::Kernel kernel) {
+void run_scan(benchmark::State& state, softwave::Kernel kernel, int runs) {
+  Runs const chosen(runs);
   Space space;
   std::int64_t const rows = state.range(0), steps = state.range(1);
   bool const gradient = state.range(2) != 0;
@@ -116,19 +137,22 @@ void register_linear_recurrence(bool gpu) {
   for (bool dbl : {false, true})
     for (auto const& s : shapes) {
       std::string const type = dbl ? "/1" : "/0";
-      for (auto kernel :
-           {softwave::Kernel::automatic, softwave::Kernel::portable})
+      for (int variant = 0; variant < (gpu ? 3 : 2); ++variant)
         for (int gradient : {0, 1}) {
+          auto const kernel = variant == 1 ? softwave::Kernel::portable
+                                           : softwave::Kernel::automatic;
+          int const runs = variant == 2 ? 2 : 0;
+          char const* const names[] = {"automatic", "portable", "runs2"};
           std::string const name =
-              std::string("BM_LinearRecurrence/") +
-              (kernel == softwave::Kernel::portable ? "portable" : "automatic");
-          benchmark::RegisterBenchmark(name.c_str(),
-                                       [kernel, dbl](benchmark::State& state) {
-                                         if (dbl)
-                                           run_scan<double>(state, kernel);
-                                         else
-                                           run_scan<float>(state, kernel);
-                                       })
+              std::string("BM_LinearRecurrence/") + names[variant];
+          benchmark::RegisterBenchmark(
+              name.c_str(),
+              [kernel, runs, dbl](benchmark::State& state) {
+                if (dbl)
+                  run_scan<double>(state, kernel, runs);
+                else
+                  run_scan<float>(state, kernel, runs);
+              })
               ->Args({s.rows, s.steps, gradient, dbl})
               ->UseManualTime()
               ->Iterations(10)

@@ -311,8 +311,9 @@ TYPED_TEST(LinearRecurrence, GradientsMatchFiniteDifferences) {
 }
 
 // Unchecked, a NaN in a gives NaN from its step on and finite values
-// before it; the look-back, which stops on published maps, must not wait
-// for ever on the tile whose map is NaN.
+// before it, to the row's end: the look-back must neither wait for ever on
+// the tile whose map is NaN nor stop at a later tile whose product of a
+// underflowed to 0 (with a in ±0.99 every tile's does).
 TYPED_TEST(LinearRecurrence, UncheckedNanPropagatesWithoutHanging) {
   using Space = typename TypeParam::space;
   using T = typename TypeParam::value;
@@ -323,6 +324,7 @@ TYPED_TEST(LinearRecurrence, UncheckedNanPropagatesWithoutHanging) {
   int const bad = 30000;
   problem.a[bad] = NAN;
   for (softwave::Kernel kernel : kernels<Space>()) {
+    SCOPED_TRACE(::testing::Message() << "kernel " << int(kernel));
     auto const a = rows_view<T, Space>(problem.a, rows, steps, "swt::a");
     auto const b = rows_view<T, Space>(problem.b, rows, steps, "swt::b");
     Rows<T, Space> y("swt::y", rows, steps);

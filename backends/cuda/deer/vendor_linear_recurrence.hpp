@@ -20,9 +20,8 @@
 //  - A tile's published map is one word, (a, e) together, written and read
 //    by single accesses: no fence between a value and its flag. An unset
 //    word holds all ones, a NaN no map can hold (a published a that is NaN
-//    is stored as the canonical NaN). A prefix is the constant map (0,
-//    state): the look-back stops at the nearest map with a = 0 (a tile
-//    whose steps include an a of 0 is one as well).
+//    is stored as the canonical NaN). A prefix is the constant map (−0,
+//    state): the look-back stops at the nearest map whose a is −0.
 // The float word is 8 bytes; the double word is 16, accessed by one vector
 // instruction, which the hardware performs as one access (as the CUB
 // library's tile states assume) though PTX's memory model promises it per
@@ -45,17 +44,23 @@ namespace cuda_scan {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kRuns = 4;  // R
 constexpr unsigned kAllLanes = 0xffffffffu;
+
+// Runs a thread (R): 0 lets the library choose (4); the benchmark sets 2
+// or 4 to compare them in one run.
+inline int& runs_override() {
+  static int runs = 0;
+  return runs;
+}
 
 // Steps a run: one 16-byte access.
 template <class T>
 __host__ __device__ constexpr int run_steps() {
   return int(16 / sizeof(T));
 }
-template <class T>
+template <class T, int R>
 __host__ __device__ constexpr std::int64_t tile_steps() {
-  return std::int64_t(kThreads) * kRuns * run_steps<T>();
+  return std::int64_t(kThreads) * R * run_steps<T>();
 }
 
 // What the kernel reads besides the scan's arrays.
@@ -68,6 +73,21 @@ struct Tiles {
 __device__ inline std::uint64_t* word(const Tiles& d, std::int64_t tile,
                                       int words) {
   return d.maps + tile * words;
+}
+
+// A prefix's a is −0, which no aggregate's is (a zero aggregate a is
+// stored as +0): an aggregate whose product of a underflowed is composed
+// like any other, so that a NaN or infinite state before it still reaches
+// the steps after it, as it does step by step.
+__device__ inline bool is_prefix(float a) {
+  return __float_as_uint(a) == 0x80000000u;
+}
+__device__ inline bool is_prefix(double a) {
+  return std::uint64_t(__double_as_longlong(a)) == 0x8000000000000000ull;
+}
+template <class T>
+__device__ inline T aggregate_a(T a) {
+  return a == T(0) ? T(0) : a;
 }
 
 __device__ inline void publish(const Tiles& d, std::int64_t tile, float a,
@@ -139,21 +159,21 @@ __device__ T look_back(const Tiles& d, std::int64_t r, std::int64_t tile,
   int const lane = threadIdx.x % 32;
   std::int64_t const self = r * d.tiles + tile;
   if (tile == 0) {
-    if (lane == 0) publish(d, self, T(0), total_a * init + total_e);
+    if (lane == 0) publish(d, self, T(-0.0), total_a * init + total_e);
     return init;
   }
-  if (lane == 0) publish(d, self, total_a, total_e);
+  if (lane == 0) publish(d, self, aggregate_a(total_a), total_e);
   std::int64_t const row_first = r * d.tiles;
   // acc: the state at the end of the window's nearest tile ↦ the state
   // before this tile.
   T acc_a = 1, acc_e = 0;
   for (std::int64_t nearest = self - 1;; nearest -= 32) {
     std::int64_t const seen = nearest - 31 + lane;
-    T wa = 0, we = init;  // tiles before the row: its initial state
+    T wa = T(-0.0), we = init;  // before the row: its initial state
     if (seen >= row_first)
       while (!read_map(d, seen, wa, we)) {
       }
-    unsigned const constants = __ballot_sync(kAllLanes, wa == T(0));
+    unsigned const constants = __ballot_sync(kAllLanes, is_prefix(wa));
     int const stop = constants ? 31 - __clz(constants) : -1;
     if (lane < stop) {
       wa = 1;
@@ -166,8 +186,8 @@ __device__ T look_back(const Tiles& d, std::int64_t r, std::int64_t tile,
     acc_a = acc_a * window_a;
     if (constants) break;
   }
-  T const carry = acc_e;  // acc_a is 0: the window held a constant map
-  if (lane == 0) publish(d, self, T(0), total_a * carry + total_e);
+  T const carry = acc_e;  // acc_a is 0: the window held a prefix
+  if (lane == 0) publish(d, self, T(-0.0), total_a * carry + total_e);
   return carry;
 }
 
@@ -229,10 +249,11 @@ __device__ inline void store_run(T* row, std::int64_t p, std::int64_t L,
 // One tile of the scan a block (ScanArrays says what is read and written).
 // Vector: every row's length and pitch a multiple of V and the arrays
 // 16-byte aligned, so that each run is one aligned access.
-template <class T, bool Adjoint, bool Vector>
-__global__ void __launch_bounds__(kThreads)
+// Float keeps 4 blocks a multiprocessor (64 registers), double 3.
+template <class T, int R, bool Adjoint, bool Vector>
+__global__ void __launch_bounds__(kThreads, sizeof(T) == 4 ? 4 : 3)
     scan_tiles(const ScanArrays<T> s, const Tiles d) {
-  constexpr int V = run_steps<T>(), R = kRuns;
+  constexpr int V = run_steps<T>();
   __shared__ unsigned long long ticket;
   __shared__ T warp_a[kWarps], warp_e[kWarps];
   __shared__ T carried;
@@ -244,7 +265,7 @@ __global__ void __launch_bounds__(kThreads)
   std::int64_t const L = s.length;
   bool const reverse = s.reverse;
   std::int64_t const first =
-      tile * tile_steps<T>() + std::int64_t(warp) * (R * 32 * V) + lane * V;
+      tile * tile_steps<T, R>() + std::int64_t(warp) * (R * 32 * V) + lane * V;
   auto const position = [&](int k) { return first + k * (32 * V); };
 
   // Every load of the tile in flight before the first use. Steps past the
@@ -268,7 +289,8 @@ __global__ void __launch_bounds__(kThreads)
       T y[V];
       load_run<T, Vector>(row_y, position(k), L, reverse, T(0), y);
 #pragma unroll
-      for (int i = 0; i + 1 < V; ++i) next_y[k][i] = y[i + 1];
+      for (int i = 0; i + 1 < V; ++i)
+        next_y[k][i] = position(k) + i + 1 < L ? y[i + 1] : y_end;
       std::int64_t const after = position(k) + V;
       next_y[k][V - 1] =
           after < L ? row_y[reverse ? L - 1 - after : after] : y_end;
@@ -357,10 +379,18 @@ struct VendorScan<Kokkos::Cuda, T> {
 
   static void run(const Kokkos::Cuda& space, const ScanArrays<T>& s) {
     if (s.rows == 0 || s.length == 0) return;
+    if (cuda_scan::runs_override() == 2)
+      launch<2>(space, s);
+    else
+      launch<4>(space, s);
+  }
+
+  template <int R>
+  static void launch(const Kokkos::Cuda& space, const ScanArrays<T>& s) {
     constexpr int V = cuda_scan::run_steps<T>();
     constexpr int words = sizeof(T) == 4 ? 1 : 2;
-    std::int64_t const tiles = (s.length + cuda_scan::tile_steps<T>() - 1) /
-                               cuda_scan::tile_steps<T>();
+    constexpr std::int64_t tile = cuda_scan::tile_steps<T, R>();
+    std::int64_t const tiles = (s.length + tile - 1) / tile;
     std::int64_t const entries = s.rows * tiles;
     // [0] the ticket, [1] padding (16-byte words), then the tiles' maps.
     auto const memory =
@@ -385,11 +415,11 @@ struct VendorScan<Kokkos::Cuda, T> {
         (!s.adjoint ||
          (s.pitch_y % V == 0 && aligned(s.y) &&
           (!s.grad_a || (s.pitch_grad_a % V == 0 && aligned(s.grad_a)))));
-    auto const kernel = s.adjoint
-                            ? (vector ? cuda_scan::scan_tiles<T, true, true>
-                                      : cuda_scan::scan_tiles<T, true, false>)
-                            : (vector ? cuda_scan::scan_tiles<T, false, true>
-                                      : cuda_scan::scan_tiles<T, false, false>);
+    auto const kernel =
+        s.adjoint ? (vector ? cuda_scan::scan_tiles<T, R, true, true>
+                            : cuda_scan::scan_tiles<T, R, true, false>)
+                  : (vector ? cuda_scan::scan_tiles<T, R, false, true>
+                            : cuda_scan::scan_tiles<T, R, false, false>);
     kernel<<<unsigned(entries), cuda_scan::kThreads, 0, stream>>>(s, d);
     SOFTWAVE_CUDA_CHECK(cudaGetLastError());
   }
