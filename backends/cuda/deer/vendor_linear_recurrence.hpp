@@ -249,9 +249,11 @@ __device__ inline void store_run(T* row, std::int64_t p, std::int64_t L,
 // One tile of the scan a block (ScanArrays says what is read and written).
 // Vector: every row's length and pitch a multiple of V and the arrays
 // 16-byte aligned, so that each run is one aligned access.
-// Float keeps 4 blocks a multiprocessor (64 registers), double 3.
+// At R = 4 the float forward takes 70 registers, 3 blocks a multiprocessor
+// (perf/RESULTS.md: 56 % of DRAM bandwidth, occupancy-bound); the
+// benchmark's runs2 variant is the first step towards more.
 template <class T, int R, bool Adjoint, bool Vector>
-__global__ void __launch_bounds__(kThreads, sizeof(T) == 4 ? 4 : 3)
+__global__ void __launch_bounds__(kThreads)
     scan_tiles(const ScanArrays<T> s, const Tiles d) {
   constexpr int V = run_steps<T>();
   __shared__ unsigned long long ticket;
