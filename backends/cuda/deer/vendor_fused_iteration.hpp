@@ -58,6 +58,7 @@
 #include <string>
 #include <type_traits>
 
+#include "../common/affine_warp_scan.hpp"
 #include "../common/check.hpp"
 
 namespace softwave::impl::deer {
@@ -89,20 +90,7 @@ __device__ inline T load_volatile(const T* p) {
   return *static_cast<const volatile T*>(p);
 }
 
-// (a, e) ← the composition of lanes 0..lane's maps δ ↦ a δ + e, in lane
-// order (an inclusive scan over the warp).
-template <class T>
-__device__ inline void compose_over_warp(T& a, T& e, int lane) {
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    T const earlier_a = __shfl_up_sync(kAllLanes, a, offset);
-    T const earlier_e = __shfl_up_sync(kAllLanes, e, offset);
-    if (lane >= offset) {
-      e = a * earlier_e + e;
-      a = a * earlier_a;
-    }
-  }
-}
+using cuda_support::compose_over_warp;
 
 // The tile a block takes: sequence b's tile `tile` (tiles are handed out
 // by an atomic ticket in sequence order), the sequence's length L.

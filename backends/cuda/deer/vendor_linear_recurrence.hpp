@@ -36,6 +36,7 @@
 #include <string>
 #include <type_traits>
 
+#include "../common/affine_warp_scan.hpp"
 #include "../common/check.hpp"
 
 namespace softwave::impl::scan {
@@ -133,20 +134,7 @@ __device__ inline bool read_map(const Tiles& d, std::int64_t tile, double& a,
   return true;
 }
 
-// (a, e) ← lanes 0..lane's maps δ ↦ a δ + e composed in lane order (an
-// inclusive scan over the warp).
-template <class T>
-__device__ inline void compose_over_warp(T& a, T& e, int lane) {
-#pragma unroll
-  for (int offset = 1; offset < 32; offset *= 2) {
-    T const earlier_a = __shfl_up_sync(kAllLanes, a, offset);
-    T const earlier_e = __shfl_up_sync(kAllLanes, e, offset);
-    if (lane >= offset) {
-      e = a * earlier_e + e;
-      a = a * earlier_a;
-    }
-  }
-}
+using cuda_support::compose_over_warp;
 
 // By the block's first warp (every lane calls it): publishes tile `tile` of
 // row r (its map δ ↦ total_a δ + total_e), composes the maps of the tiles
