@@ -421,3 +421,61 @@ def test_deer_neural_ode_under_jit(rng):
         assert float(grads[which][index]) == pytest.approx(numeric, rel=1e-6, abs=1e-8)
     with pytest.raises(ValueError, match="steps"):
         swj.deer_neural_ode(steps[:1], y0, *w, inputs=u)
+
+
+# --- the (a, b) scan --------------------------------------------------------
+
+
+def _scan_reference(a, b, y0, reverse):
+    """The recurrence by jax.lax.scan along the last axis (differentiable)."""
+    a, b = jnp.moveaxis(a, -1, 0), jnp.moveaxis(b, -1, 0)
+    start = jnp.zeros(a.shape[1:], a.dtype) if y0 is None else y0
+
+    def step(state, ab):
+        state = ab[0] * state + ab[1]
+        return state, state
+
+    _, y = jax.lax.scan(step, start, (a, b), reverse=reverse)
+    return jnp.moveaxis(y, 0, -1)
+
+
+@pytest.mark.parametrize("shape", [(7,), (2, 3, 300)])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("with_y0", [False, True])
+def test_linear_recurrence_states_and_gradients_under_jit(rng, shape, reverse, with_y0):
+    a, b = rng.uniform(-0.99, 0.99, shape), rng.standard_normal(shape)
+    y0 = rng.standard_normal(shape[:-1]) if with_y0 else None
+    weight = rng.standard_normal(shape)
+    run = jax.jit(lambda a, b, y0: swj.linear_recurrence(a, b, y0, reverse=reverse))
+    np.testing.assert_allclose(run(a, b, y0), _scan_reference(a, b, y0, reverse), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(run(a, b, y0), swd.linear_recurrence(a, b, y0, reverse=reverse), rtol=1e-14,
+                               atol=1e-14)
+    argnums = (0, 1, 2) if with_y0 else (0, 1)
+
+    def loss(function):
+        return lambda a, b, y0: (function(a, b, y0) * weight).sum()
+
+    got = jax.jit(jax.grad(loss(lambda *x: swj.linear_recurrence(*x, reverse=reverse)), argnums))(a, b, y0)
+    want = jax.grad(loss(lambda *x: _scan_reference(*x, reverse)), argnums)(a, b, y0)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)
+    # one input differentiated: the others' gradients are not computed
+    only_b = jax.jit(jax.grad(loss(lambda *x: swj.linear_recurrence(*x, reverse=reverse)), 1))(a, b, y0)
+    np.testing.assert_allclose(only_b, want[1], rtol=1e-10, atol=1e-12)
+
+
+def test_linear_recurrence_float32_vmap_and_errors(rng):
+    a = rng.uniform(-0.9, 0.9, (3, 4, 50)).astype(np.float32)
+    b = rng.standard_normal((3, 4, 50)).astype(np.float32)
+    batched = jax.vmap(lambda a, b: swj.linear_recurrence(a, b))(a, b)
+    assert batched.dtype == jnp.float32
+    np.testing.assert_allclose(batched, swd.linear_recurrence(a.astype(np.float64), b.astype(np.float64)),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"\bb\b"):
+        swj.linear_recurrence(a, b[..., :-1])
+    with pytest.raises(ValueError, match="y0"):
+        swj.linear_recurrence(a, b, np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="kernel"):
+        swj.linear_recurrence(a, b, kernel="pairs")
+    with pytest.raises(NotImplementedError, match="second derivatives"):
+        jax.hessian(lambda a: swj.linear_recurrence(a, b[0, 0]).sum())(jnp.asarray(a[0, 0]))

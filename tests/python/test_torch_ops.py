@@ -1,6 +1,7 @@
 """softwave's registered PyTorch operators (torch >= 2.4): torch.library's
-opcheck on each (Soft-DTW, Sinkhorn, DEER), torch.compile(fullgraph=True) of
-models that use SoftDTW, the Sinkhorn loss and the DEER GRU (no graph
+opcheck on each (Soft-DTW, Sinkhorn, DEER, the linear recurrence),
+torch.compile(fullgraph=True) of models that use SoftDTW, the Sinkhorn loss,
+the DEER GRU and a diagonal linear recurrence layer (no graph
 break, the same values and gradients as eager), and on the GPU forwards and
 backwards captured in a CUDA graph and replayed with new data.
 Debian's torch 1.13 has neither torch.compile nor torch.library.custom_op:
@@ -52,7 +53,7 @@ def test_registered_where_torch_has_custom_ops():
 
         for name in ("soft_dtw", "soft_dtw_cost", "pairwise", "dtw_path", "sinkhorn", "sinkhorn_gradients",
                      "sinkhorn_divergence", "sinkhorn_query", "deer_rnn", "deer_rnn_gradients", "sampled_gw",
-                     "gw_plan_vjp"):
+                     "gw_plan_vjp", "linear_recurrence", "linear_recurrence_gradients"):
             assert hasattr(torch.ops.softwave, name), name
 
 
@@ -246,6 +247,39 @@ class _DeerModel(torch.nn.Module):
         return self.head(y).square().mean() + h_n.sum()
 
 
+@needs_ops
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_linear_recurrence_operators(rng, device):
+    opcheck = torch.library.opcheck
+    a, b, y0 = tensors(rng, (2, 3, 40), (2, 3, 40), (2, 3), dtype=torch.float64, device=device,
+                       requires_grad=True)
+    a = (0.5 * torch.tanh(a)).detach().requires_grad_()
+    for state, reverse, kernel in ((y0, False, "automatic"), (None, True, "portable")):
+        opcheck(torch.ops.softwave.linear_recurrence, (a, b, state, reverse, kernel, True))
+    y = deer.linear_recurrence(a, b, y0).detach()
+    (g,) = tensors(rng, (2, 3, 40), dtype=torch.float64, device=device)
+    for state, need_a, need_y0 in ((y0, True, True), (None, False, False)):
+        opcheck(torch.ops.softwave.linear_recurrence_gradients,
+                (g, a.detach(), None if state is None else state.detach(), y, False, "automatic", True, need_a,
+                 need_y0))
+
+
+class _ScanModel(torch.nn.Module):
+    """A diagonal linear recurrence layer: decays σ(λ), inputs W x."""
+
+    def __init__(self, m, channels):
+        super().__init__()
+        self.decay = torch.nn.Parameter(torch.linspace(-1, 2, channels, dtype=torch.float64))
+        self.input = torch.nn.Linear(m, channels).double()
+        self.start = torch.nn.Parameter(torch.zeros(channels, dtype=torch.float64))
+
+    def forward(self, x):
+        u = self.input(x).transpose(1, 2)  # (B, channels, T)
+        a = torch.sigmoid(self.decay)[:, None].expand_as(u)
+        y = deer.linear_recurrence(a, u, self.start.expand(u.shape[:2]))
+        return y.square().mean()
+
+
 def _compiled_matches_eager(model, inputs, rtol=1e-7, atol=1e-9):
     def step(module):
         module.zero_grad()
@@ -271,6 +305,7 @@ def test_compile_sinkhorn_and_deer_fullgraph(rng, device):
     _compiled_matches_eager(_SinkhornModel(3).to(device), (x, y))
     (sequence,) = tensors(rng, (3, 50, 2), dtype=torch.float64, device=device)
     _compiled_matches_eager(_DeerModel(2, 5).to(device), (sequence,))
+    _compiled_matches_eager(_ScanModel(2, 6).to(device), (sequence,))
 
 
 @needs_compile

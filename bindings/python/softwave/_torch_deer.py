@@ -1,9 +1,11 @@
 """softwave.deer's PyTorch side: the recurrence's forward and its gradients
-by implicit differentiation, as a ``torch.autograd.Function`` for eager
-calls and, with torch >= 2.4, as registered operators
-(``torch.ops.softwave.deer_rnn`` and ``deer_rnn_gradients``, with fake
-implementations and registered autograd) that ``torch.compile`` traces
-without a graph break; see _torch_ops for why eager calls bypass them.
+by implicit differentiation, and the (a, b) scan with its gradients, as
+``torch.autograd.Function``s for eager calls and, with torch >= 2.4, as
+registered operators (``torch.ops.softwave.deer_rnn``,
+``deer_rnn_gradients``, ``linear_recurrence`` and
+``linear_recurrence_gradients``, with fake implementations and registered
+autograd) that ``torch.compile`` traces without a graph break; see
+_torch_ops for why eager calls bypass them.
 Captured in a CUDA graph (the core sees its stream capturing), a forward
 issues all ``max_iter`` Newton iterations without reading their convergence
 back (those after a sequence converged skip its work), so nothing waits for
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
+import numpy as np
 import torch
 
 from . import _core, deer
@@ -86,38 +89,55 @@ class _Deer(torch.autograd.Function):
         return (None, None, None, *_first_order(ctx.anchors, grad_y, *grads))
 
 
+def scan_forward(settings: dict, a, b, y0):
+    """The recurrence's states, a's shape, from the core."""
+    rows, T = deer._recurrence_rows(a, b, y0)
+    arrays = {"a": a.detach().contiguous().reshape(rows, T), "b": b.detach().contiguous().reshape(rows, T),
+              "y0": None if y0 is None else y0.detach().contiguous().reshape(rows), "y": a.new_empty((rows, T))}
+    _core.linear_recurrence("forward", arrays, dict(settings, stream=_stream(a)))
+    return arrays["y"].reshape(a.shape)
+
+
+def scan_gradients(settings: dict, grad_y, a, y0, y, need_a: bool, need_y0: bool):
+    """(grad_a, grad_b, grad_y0) of Σ grad_y · y, grad_a and grad_y0 None
+    where not needed (or y0 is None)."""
+    shape = a.shape
+    rows, T = int(np.prod(shape[:-1], dtype=np.int64)), int(shape[-1])
+    g = grad_y.detach().contiguous().reshape(rows, T)
+    grad_b = torch.empty_like(g)
+    grad_a = torch.empty_like(g) if need_a else None
+    grad_y0 = g.new_empty((rows,)) if need_y0 and y0 is not None else None
+    arrays = {"a": a.detach().contiguous().reshape(rows, T),
+              "y0": None if y0 is None else y0.detach().contiguous().reshape(rows),
+              "y": y.detach().contiguous().reshape(rows, T), "grad_y": g, "grad_a": grad_a, "grad_b": grad_b,
+              "grad_y0": grad_y0}
+    _core.linear_recurrence("gradients", arrays, dict(settings, stream=_stream(a)))
+    return (None if grad_a is None else grad_a.reshape(shape), grad_b.reshape(shape),
+            None if grad_y0 is None else grad_y0.reshape(shape[:-1]))
+
+
 class _LinearRecurrence(torch.autograd.Function):
     @staticmethod
     def forward(ctx, settings, a, b, y0):
-        rows, T = deer._recurrence_rows(a, b, y0)
-        a2 = a.detach().contiguous().reshape(rows, T)
-        y0_ = None if y0 is None else y0.detach().contiguous().reshape(rows)
-        y = a2.new_empty((rows, T))
-        arrays = {"a": a2, "b": b.detach().contiguous().reshape(rows, T), "y0": y0_, "y": y}
-        _core.linear_recurrence("forward", arrays, dict(settings, stream=_stream(a)))
-        ctx.settings, ctx.shape = settings, a.shape
-        ctx.save_for_backward(a2, y0_, y)
-        return y.reshape(a.shape)
+        y = scan_forward(settings, a, b, y0)
+        ctx.settings = settings
+        ctx.save_for_backward(a, y0, y)
+        ctx.anchors = _anchors(ctx.needs_input_grad[1:], a, b, y0)
+        return y
 
     @staticmethod
     def backward(ctx, grad_y):
-        a2, y0_, y = ctx.saved_tensors
+        a, y0, y = ctx.saved_tensors
         need_a, need_b, need_y0 = ctx.needs_input_grad[1:]
         with torch.no_grad():
-            g = grad_y.contiguous().reshape(a2.shape)
-            grad_b = torch.empty_like(g)
-            grad_a = torch.empty_like(g) if need_a else None
-            grad_y0 = g.new_empty((a2.shape[0],)) if need_y0 and y0_ is not None else None
-            arrays = {"a": a2, "y0": y0_, "y": y, "grad_y": g, "grad_a": grad_a, "grad_b": grad_b,
-                      "grad_y0": grad_y0}
-            _core.linear_recurrence("gradients", arrays, dict(ctx.settings, stream=_stream(a2)))
-        shape = ctx.shape
-        return (None, None if grad_a is None else grad_a.reshape(shape), grad_b.reshape(shape) if need_b else None,
-                None if grad_y0 is None else grad_y0.reshape(shape[:-1]))
+            grad_a, grad_b, grad_y0 = scan_gradients(ctx.settings, grad_y, a, y0, y, need_a, need_y0)
+        return (None, *_first_order(ctx.anchors, grad_y, grad_a, grad_b if need_b else None, grad_y0))
 
 
 def linear_recurrence(a, b, y0, reverse: bool, kernel: str, check: bool):
     """softwave.deer.linear_recurrence for torch tensors, with autograd."""
+    if _traced():
+        return torch.ops.softwave.linear_recurrence(a, b, y0, reverse, kernel, check)
     return _LinearRecurrence.apply({"reverse": reverse, "kernel": kernel, "check": check}, a, b, y0)
 
 
@@ -184,3 +204,41 @@ if OPS:
         shapes = [None if t is None else tuple(t.shape) for t in inputs]
         shapes[1] = (x.shape[0], n)
         return tuple(x.new_empty(s) if w and t is not None else _none(x) for t, s, w in zip(inputs, shapes, need))
+
+    @torch.library.custom_op("softwave::linear_recurrence", mutates_args=())
+    def _scan_op(a: T, b: T, y0: O, reverse: bool, kernel: str, check: bool) -> T:
+        return scan_forward({"reverse": reverse, "kernel": kernel, "check": check}, a, b, y0)
+
+    @_scan_op.register_fake
+    def _(a, b, y0, reverse, kernel, check):
+        deer._recurrence_rows(a, b, y0)
+        return torch.empty_like(a, memory_format=torch.contiguous_format)
+
+    def _scan_setup(ctx, inputs, output):
+        a, b, y0, *settings = inputs
+        ctx.save_for_backward(a, y0, output)
+        ctx.settings = settings
+
+    def _scan_backward(ctx, grad_y):
+        a, y0, y = ctx.saved_tensors
+        need_a, need_b, need_y0 = ctx.needs_input_grad[:3]
+        with torch.no_grad():
+            grad_a, grad_b, grad_y0 = torch.ops.softwave.linear_recurrence_gradients(
+                grad_y, a, y0, y, *ctx.settings, need_a, need_y0 and y0 is not None)
+        return (grad_a if need_a else None, grad_b if need_b else None,
+                grad_y0 if need_y0 and y0 is not None else None, None, None, None)
+
+    _scan_op.register_autograd(_scan_backward, setup_context=_scan_setup)
+
+    @torch.library.custom_op("softwave::linear_recurrence_gradients", mutates_args=())
+    def _scan_gradients_op(grad_y: T, a: T, y0: O, y: T, reverse: bool, kernel: str, check: bool, need_a: bool,
+                           need_y0: bool) -> Tuple[T, T, T]:
+        settings = {"reverse": reverse, "kernel": kernel, "check": check}
+        grad_a, grad_b, grad_y0 = scan_gradients(settings, grad_y, a, y0, y, need_a, need_y0)
+        return (_none(a) if grad_a is None else grad_a, grad_b, _none(a) if grad_y0 is None else grad_y0)
+
+    @_scan_gradients_op.register_fake
+    def _(grad_y, a, y0, y, reverse, kernel, check, need_a, need_y0):
+        dense = dict(memory_format=torch.contiguous_format)
+        return (torch.empty_like(a, **dense) if need_a else _none(a), torch.empty_like(a, **dense),
+                a.new_empty(a.shape[:-1]) if need_y0 and y0 is not None else _none(a))

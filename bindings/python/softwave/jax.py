@@ -1,6 +1,7 @@
 """JAX front end: Soft-DTW, entropic OT (``sinkhorn``,
-``sinkhorn_divergence``) and DEER (``deer_rnn``, ``deer_gru``,
-``deer_lstm``, ``deer_neural_ode``) with ``custom_vjp``, usable under ``jit``.
+``sinkhorn_divergence``), DEER (``deer_rnn``, ``deer_gru``, ``deer_lstm``,
+``deer_neural_ode``) and its scan (``linear_recurrence``) with
+``custom_vjp``, usable under ``jit``.
 
 The compiled core is called as an XLA FFI target (``jax.ffi.ffi_call``):
 inside a jitted program it runs on XLA's own buffers, on the CPU or, in a
@@ -41,7 +42,7 @@ from ._common import Options, bandwidth_of, check_batches, check_extents, option
 
 __all__ = ["soft_dtw", "soft_dtw_divergence", "soft_dtw_cost", "soft_dtw_alignment", "pairwise", "dtw", "sinkhorn",
            "sinkhorn_divergence", "SinkhornOutput", "deer_rnn", "deer_gru", "deer_lstm", "deer_neural_ode",
-           "DeerOutput", "uses_ffi"]
+           "DeerOutput", "linear_recurrence", "uses_ffi"]
 
 
 def _register_ffi_targets():
@@ -769,3 +770,70 @@ def deer_lstm(x, state, weight_ih, weight_hh, bias_ih=None, bias_hh=None, **kwar
     out = deer_rnn(x, h0, weight_ih, weight_hh, bias_ih, bias_hh, cell="lstm", **kwargs)
     hidden = out.y.shape[-1] // 2
     return out.y[..., :hidden], out.y[..., hidden:], out
+
+
+# --- the (a, b) scan --------------------------------------------------------
+
+
+def _scan_run(settings, operation, names, arrays, results):
+    settings = dict(settings)
+    attributes = dict(reverse=bool(settings["reverse"]), kernel=settings["kernel"])
+    return _named_call("softwave_linear_recurrence", _core.linear_recurrence, operation, names, arrays, results,
+                       attributes, dict(settings, check=True))
+
+
+def _scan_forward_run(settings, names, *arrays):
+    a = arrays[0]
+    return _scan_run(settings, "forward", names, arrays, [("y", jax.ShapeDtypeStruct(a.shape, a.dtype))])
+
+
+@_first_order_only(nondiff_argnums=(0, 1, 2))
+def _scan_gradients(settings, names, wanted, y, grad_y, *arrays):
+    """grad_b, then grad_a and grad_y0 where wanted (names: a, b[, y0])."""
+    a = arrays[0]
+    given = dict(zip(names, arrays))
+    operands = tuple(n for n in ("a", "y0") if n in given)
+    results = [("grad_b", jax.ShapeDtypeStruct(a.shape, a.dtype))]
+    if wanted[0]:
+        results.append(("grad_a", jax.ShapeDtypeStruct(a.shape, a.dtype)))
+    if len(wanted) > 2 and wanted[2]:
+        results.append(("grad_y0", jax.ShapeDtypeStruct(a.shape[:1], a.dtype)))
+    return _scan_run(settings, "gradients", operands + ("y", "grad_y"),
+                     tuple(given[n] for n in operands) + (y, grad_y), results)
+
+
+def _scan_backward(settings, names, arrays, outputs, cotangents, wanted):
+    y, grad_y = outputs[0], cotangents[0]
+    if isinstance(grad_y, SymbolicZero) or not any(wanted):
+        return (None,) * len(arrays)
+    grad_b, *rest = _scan_gradients(settings, names, wanted, y, grad_y.astype(y.dtype), *arrays)
+    rest = iter(rest)
+    grad_a = next(rest) if wanted[0] else None
+    grads = [grad_a, grad_b if wanted[1] else None]
+    if len(arrays) > 2:
+        grads.append(next(rest) if wanted[2] else None)
+    return tuple(grads)
+
+
+_scan = _named_vjp(_scan_forward_run, _scan_backward)
+
+
+def linear_recurrence(a, b, y0=None, *, reverse: bool = False, kernel: str = "automatic"):
+    """softwave.deer.linear_recurrence under ``jit``: y[..., t] = a[..., t] ·
+    y[..., t−1] + b[..., t] along the last axis from y0 (shape (...), or
+    zeros); with ``reverse`` from the last step back. Differentiable in a, b
+    and y0 (the gradients are the same scan run backwards)."""
+    from . import deer as _deer_module
+
+    a, b = _float("a", a), _float("b", b)
+    dtype = jnp.promote_types(a.dtype, b.dtype)
+    rows, T = _deer_module._recurrence_rows(a, b, None if y0 is None else jnp.asarray(y0))
+    if kernel not in ("automatic", "portable", "specialised"):
+        raise ValueError(f"softwave: kernel must be 'automatic', 'portable' or 'specialised' (got {kernel!r})")
+    names, arrays = ["a", "b"], [a.astype(dtype).reshape(rows, T), b.astype(dtype).reshape(rows, T)]
+    if y0 is not None:
+        names.append("y0")
+        arrays.append(jnp.asarray(y0).astype(dtype).reshape(rows))
+    settings = (("kernel", kernel), ("reverse", bool(reverse)))
+    (y,) = _scan(settings, tuple(names), *arrays)
+    return y.reshape(a.shape)

@@ -249,6 +249,23 @@ void deer_target(const Place& place, const Arrays& a,
            arrays);
 }
 
+// The (a, b) scan (softwave/linear_recurrence.hpp) through
+// linear_recurrence(): the attributes name the operation ("forward" or
+// "gradients"), the operands and results by the core's array names, and
+// carry ScanSettings.
+void linear_recurrence_target(const Place& place, const Arrays& a,
+                              const ffi::Dictionary& attrs) {
+  std::vector<std::string> names;
+  OTArrays const arrays = named_arrays(a, attrs, names);
+  ScanSettings s;
+  s.reverse = attribute<bool>(attrs, "reverse");
+  s.kernel = std::string(attribute<std::string_view>(attrs, "kernel"));
+  s.check_values = place.device == Device::cpu;
+  s.stream = place.stream;
+  linear_recurrence(
+      std::string(attribute<std::string_view>(attrs, "operation")), s, arrays);
+}
+
 using Target = void (*)(const Place&, const Arrays&, const ffi::Dictionary&);
 
 // softwave's argument errors are the caller's (InvalidArgument, with the
@@ -302,6 +319,7 @@ SOFTWAVE_FFI_TARGET(pairwise_target)
 SOFTWAVE_FFI_TARGET(dtw_path_target)
 SOFTWAVE_FFI_TARGET(optimal_transport_target)
 SOFTWAVE_FFI_TARGET(deer_target)
+SOFTWAVE_FFI_TARGET(linear_recurrence_target)
 
 #undef SOFTWAVE_FFI_TARGET
 
@@ -328,6 +346,9 @@ std::vector<FfiTarget> ffi_targets() {
        handler(softwave_optimal_transport_target_cuda)},
       {"softwave_deer_rnn", handler(softwave_deer_target_cpu),
        handler(softwave_deer_target_cuda)},
+      {"softwave_linear_recurrence",
+       handler(softwave_linear_recurrence_target_cpu),
+       handler(softwave_linear_recurrence_target_cuda)},
   };
   std::vector<FfiTarget> targets;
   for (const Handlers& h : all) {
