@@ -187,6 +187,25 @@ void check_row_values(const View1& v, const char* name,
   check_extent(v, name, {reference.extent(0)}, meaning);
 }
 
+// The scan of rows a and b into out from y0 (empty: zeros), in `reverse`
+// order; the adjoint's arrays are the caller's to add.
+template <class T, class A, class B, class Y0, class Out>
+ScanArrays<T> scan_arrays(const A& a, const B& b, const Y0& y0, const Out& out,
+                          bool reverse) {
+  ScanArrays<T> s;
+  s.a = a.data();
+  s.b = b.data();
+  s.y0 = y0.extent(0) ? y0.data() : nullptr;
+  s.out = out.data();
+  s.rows = a.extent(0);
+  s.length = a.extent(1);
+  s.pitch_a = a.stride(0);
+  s.pitch_b = b.stride(0);
+  s.pitch_out = out.stride(0);
+  s.reverse = reverse;
+  return s;
+}
+
 }  // namespace softwave::impl::scan
 
 namespace softwave {
@@ -207,18 +226,7 @@ void linear_recurrence(const Space& space, RecurrenceRows<const T, Space> a,
   checks.finite_values(b, "b");
   checks.finite_values(y0, "y0");
   checks.finish();
-  ScanArrays<T> s;
-  s.a = a.data();
-  s.b = b.data();
-  s.y0 = y0.extent(0) ? y0.data() : nullptr;
-  s.out = y.data();
-  s.rows = a.extent(0);
-  s.length = a.extent(1);
-  s.pitch_a = a.stride(0);
-  s.pitch_b = b.stride(0);
-  s.pitch_out = y.stride(0);
-  s.reverse = options.reverse;
-  run(space, s, options.kernel);
+  run(space, scan_arrays<T>(a, b, y0, y, options.reverse), options.kernel);
 }
 
 template <class Space, class T>
@@ -252,23 +260,14 @@ void linear_recurrence_gradients(
   checks.finite_values(y, "y");
   checks.finite_values(grad_y, "grad_y");
   checks.finish();
-  ScanArrays<T> s;
-  s.a = a.data();
-  s.b = grad_y.data();
-  s.y0 = y0.extent(0) ? y0.data() : nullptr;
-  s.y = y.data();
-  s.out = grad_b.data();
-  s.grad_a = grad_a.extent(0) ? grad_a.data() : nullptr;
-  s.grad_y0 = grad_y0.extent(0) ? grad_y0.data() : nullptr;
-  s.rows = a.extent(0);
-  s.length = a.extent(1);
-  s.pitch_a = a.stride(0);
-  s.pitch_b = grad_y.stride(0);
-  s.pitch_y = y.stride(0);
-  s.pitch_out = grad_b.stride(0);
-  s.pitch_grad_a = s.grad_a ? grad_a.stride(0) : 0;
-  s.reverse = !options.reverse;  // back through the forward's order
+  // Back through the forward's order, grad_y in b's place.
+  ScanArrays<T> s = scan_arrays<T>(a, grad_y, y0, grad_b, !options.reverse);
   s.adjoint = true;
+  s.y = y.data();
+  s.pitch_y = y.stride(0);
+  s.grad_a = grad_a.extent(0) ? grad_a.data() : nullptr;
+  s.pitch_grad_a = s.grad_a ? grad_a.stride(0) : 0;
+  s.grad_y0 = grad_y0.extent(0) ? grad_y0.data() : nullptr;
   run(space, s, options.kernel);
   if (s.grad_y0 && s.length == 0) compat::fill(space, grad_y0, T(0));
 }
